@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# examples/quickstart.sh - from a fresh Debian 12 machine to a mounted document store:
+# installs missing packages, builds docfs, generates 100,000 users into test.users, mounts
+# the store at ./mnt and shows a few commands. Run it again to remount; the store is kept
+# in examples/store (delete that directory to start over).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(build-essential pkg-config meson ninja-build libfuse3-dev fuse3 libbson-dev
+	libsqlite3-dev libgit2-dev check sqlite3 jq)
+missing=()
+for p in "${packages[@]}"; do
+	dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "== installing ${missing[*]}"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+echo "== building"
+[ -f build/build.ninja ] || meson setup build >/dev/null
+ninja -C build >/dev/null
+DOCFS=$PWD/build/docfs
+STORE=$PWD/examples/store
+MNT=$PWD/mnt
+
+if [ ! -e "$STORE/test.db" ]; then
+	echo "== generating 100,000 users into test.users"
+	"$DOCFS" generate examples/users.template.json -n 100000 --seed 42 |
+		"$DOCFS" import "$STORE" test.users
+fi
+
+mkdir -p "$MNT"
+if mountpoint -q "$MNT"; then
+	fusermount3 -u "$MNT"
+fi
+echo "== mounting $STORE at ./mnt"
+"$DOCFS" mount "$STORE" "$MNT"
+
+show() {
+	echo
+	echo "\$ $*"
+	bash -c "$*"
+}
+cd "$MNT"
+show 'ls'
+show 'ls test'
+show 'ls test/users | wc -l'
+first=$(ls test/users | grep -m1 '\.json$')
+show "cat test/users/$first"
+show "stat -c '%n %s bytes, inode %i' test/users/$first"
+show "grep -l '\"ShenZhen\"' -r test/users | head -n 3"
+show "jq -r '.user.name.first' test/users/$first"
+show "echo '{\"user\": {\"name\": {\"first\": \"Ada\"}, \"age\": 36}}' > test/users/ada.json && cat test/users/ada.json"
+show "sed -i 's/36/37/' test/users/ada.json && cat test/users/ada.json"
+show "echo '{\"_id\": \"ada\", \"age\": [1' > test/users/ada.json; tail -n 1 .docfs/errors"
+echo
+echo "Mounted at ./mnt. Unmount with: fusermount3 -u mnt"

@@ -1,0 +1,488 @@
+/*
+ * cli.c - the docfs command line: argument parsing and the subcommands (mount, import,
+ * export, check, generate). Errors go to stderr as "docfs <command>: <message>" with exit
+ * status 1. The work itself is done by the store, the inserter and the mount.
+ */
+#include "fs_int.h"
+#include "fs.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char usage_text[] =
+	"usage: docfs <command> [options]\n"
+	"\n"
+	"commands:\n"
+	"  mount [-f] [-d] [-o OPT,...] STORE MOUNTPOINT\n"
+	"      Mount the store at MOUNTPOINT; returns once the mount is live (-f: stay in the\n"
+	"      foreground, -d: debug output). Unmount with `fusermount3 -u MOUNTPOINT`.\n"
+	"      Options: allow_other (and other FUSE mount options), log=FILE (append errors\n"
+	"      to FILE), notify_ms=N (how often to look for changes by other processes, 200).\n"
+	"  import STORE DB.COLL [FILE|-] [--jsonArray] [--drop]\n"
+	"      Insert documents (Extended JSON, one or many per line, or one JSON array with\n"
+	"      --jsonArray) from FILE or standard input; --drop empties the collection first.\n"
+	"      Stops at the first bad document, keeping the ones before it.\n"
+	"  export STORE DB.COLL [-o FILE]\n"
+	"      Write every document as one line of relaxed, type-exact Extended JSON.\n"
+	"  check STORE\n"
+	"      Verify SQLite integrity and the store's invariants; exit 0 when sound.\n"
+	"  generate TEMPLATE [-n N] [--seed S]\n"
+	"      Write N (default 1) documents as JSON Lines from an mgenerate-style template\n"
+	"      (a file, or the template text itself when it starts with '{').\n"
+	"  version\n"
+	"      Print the version.\n"
+	"\n"
+	"STORE is a directory; each database is one SQLite file in it.\n";
+
+static int fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int fail(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "docfs %s: ", cmd);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return 1;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Splits "db.coll" at the first '.'. */
+static int split_ns(const char *ns, char *db, char *coll, struct dfs_err *err)
+{
+	const char *dot = strchr(ns, '.');
+
+	if (!dot || dot == ns || !dot[1])
+		return dfs_err_set(err, DFS_EINVAL, "'%s' is not DB.COLL", ns);
+	if ((size_t)(dot - ns) > DFS_MAX_NS_NAME || strlen(dot + 1) > DFS_MAX_NS_NAME)
+		return dfs_err_set(err, DFS_ENAMETOOLONG, "'%s': names are at most %d bytes", ns,
+				   DFS_MAX_NS_NAME);
+	memcpy(db, ns, (size_t)(dot - ns));
+	db[dot - ns] = '\0';
+	strcpy(coll, dot + 1);
+	return store_db_name_check(db, err) || store_coll_name_check(coll, err);
+}
+
+/* Opens STORE and DB.COLL; creates them when create is set. */
+static int open_coll(const char *path, const char *ns, bool create, struct store **s,
+		     struct store_db **db, struct store_coll *c, struct dfs_err *err)
+{
+	char dbname[DFS_MAX_NS_NAME + 1], collname[DFS_MAX_NS_NAME + 1];
+	struct store_txn *t;
+	int rc;
+
+	if ((rc = split_ns(ns, dbname, collname, err)))
+		return rc;
+	if ((rc = store_open(path, create, s, err)))
+		return rc;
+	if ((rc = store_db_get(*s, dbname, create, db, err)))
+		return rc;
+	if ((rc = store_txn_begin(*db, create, &t, err)))
+		return rc;
+	rc = store_coll_find(t, collname, c, err);
+	if (rc == DFS_ENOENT && create) {
+		dfs_err_clear(err);
+		rc = store_coll_create(t, collname, 0755, getuid(), getgid(), c, err);
+	}
+	if (rc) {
+		store_txn_abort(t);
+		return rc;
+	}
+	return create ? store_txn_commit(t, err) : (store_txn_abort(t), 0);
+}
+
+/* ---- mount ------------------------------------------------------------------------- */
+
+static int cmd_mount(int argc, char **argv)
+{
+	struct fs_mount_opts o = {0};
+	struct dfs_buf fuse_opts;
+	struct dfs_err err = {0};
+	const char *pos[2];
+	int npos = 0, rc;
+	char *optcopy = NULL;
+
+	dfs_buf_init(&fuse_opts);
+	o.notify_ms = 200;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "-f") == 0) {
+			o.foreground = true;
+		} else if (strcmp(argv[i], "-d") == 0) {
+			o.debug = o.foreground = true;
+		} else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) {
+			char *save = NULL, *tok;
+
+			free(optcopy);
+			optcopy = strdup(argv[++i]);
+			for (tok = strtok_r(optcopy, ",", &save); tok;
+			     tok = strtok_r(NULL, ",", &save)) {
+				if (strncmp(tok, "log=", 4) == 0) {
+					o.log = strdup(tok + 4);
+				} else if (strncmp(tok, "notify_ms=", 10) == 0) {
+					o.notify_ms = atoi(tok + 10);
+					if (o.notify_ms <= 0)
+						return fail("mount", "notify_ms must be a positive number");
+				} else {
+					if (fuse_opts.len)
+						dfs_buf_putc(&fuse_opts, ',');
+					dfs_buf_puts(&fuse_opts, tok);
+				}
+			}
+		} else if (argv[i][0] == '-') {
+			return fail("mount", "unknown option '%s' (see docfs --help)", argv[i]);
+		} else if (npos < 2) {
+			pos[npos++] = argv[i];
+		} else {
+			return fail("mount", "too many arguments (see docfs --help)");
+		}
+	}
+	if (npos != 2)
+		return fail("mount", "needs STORE and MOUNTPOINT (see docfs --help)");
+	o.store = pos[0];
+	o.mountpoint = pos[1];
+	o.fuse_opts = fuse_opts.data;
+	rc = fs_mount_run(&o, &err);
+	free(optcopy);
+	free((char *)o.log);
+	dfs_buf_release(&fuse_opts);
+	if (rc)
+		return fail("mount", "%s", err.msg);
+	return 0;
+}
+
+/* ---- import ------------------------------------------------------------------------ */
+
+static int cmd_import(int argc, char **argv)
+{
+	const char *pos[3] = {NULL, NULL, NULL};
+	bool json_array = false, drop = false, tty = isatty(2);
+	struct store_attrs a = {0644, getuid(), getgid(), 0};
+	struct dfs_err err = {0};
+	struct fs_inserter ins;
+	struct store *s = NULL;
+	struct store_db *db;
+	struct store_coll c;
+	FILE *in = stdin;
+	char *chunk = NULL;
+	double t0 = now_s(), last = 0;
+	int npos = 0, rc;
+
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--jsonArray") == 0)
+			json_array = true;
+		else if (strcmp(argv[i], "--drop") == 0)
+			drop = true;
+		else if (argv[i][0] == '-' && argv[i][1])
+			return fail("import", "unknown option '%s' (see docfs --help)", argv[i]);
+		else if (npos < 3)
+			pos[npos++] = argv[i];
+		else
+			return fail("import", "too many arguments");
+	}
+	if (npos < 2)
+		return fail("import", "needs STORE and DB.COLL (see docfs --help)");
+	if (pos[2] && strcmp(pos[2], "-") != 0) {
+		in = fopen(pos[2], "rb");
+		if (!in)
+			return fail("import", "cannot open '%s': %s", pos[2], strerror(errno));
+	}
+	rc = open_coll(pos[0], pos[1], true, &s, &db, &c, &err);
+	if (!rc && drop) {
+		struct store_txn *t;
+
+		rc = store_txn_begin(db, true, &t, &err);
+		if (!rc) {
+			rc = store_coll_drop(t, c.id, &err);
+			if (!rc)
+				rc = store_coll_create(t, c.name, c.mode, c.uid, c.gid, &c, &err);
+			rc = rc ? (store_txn_abort(t), rc) : store_txn_commit(t, &err);
+		}
+	}
+	if (rc) {
+		store_free(s);
+		if (in != stdin)
+			fclose(in);
+		return fail("import", "%s", err.msg);
+	}
+	fs_inserter_init(&ins, db, c.id, &a);
+	ins.json_array = json_array;
+	chunk = malloc(1 << 20);
+	if (!chunk)
+		abort();
+	for (;;) {
+		size_t n = fread(chunk, 1, 1 << 20, in);
+		bool eof = n < (1 << 20);
+
+		rc = fs_inserter_feed(&ins, chunk, n, eof && (feof(in) || ferror(in)));
+		if (rc)
+			break;
+		if (tty && now_s() - last > 0.5) {
+			last = now_s();
+			fprintf(stderr, "\r%s: %lld documents (%.0f/s)", pos[1], (long long)ins.ndocs,
+				(double)ins.ndocs / (last - t0 + 1e-9));
+		}
+		if (eof && (feof(in) || ferror(in)))
+			break;
+	}
+	if (tty)
+		fputc('\r', stderr);
+	if (ferror(in) && !rc)
+		rc = dfs_err_set(&ins.err, DFS_EIO, "read error: %s", strerror(errno));
+	if (rc) {
+		fail("import", "%s", ins.err.msg);
+		fprintf(stderr, "docfs import: %lld documents imported before the error\n",
+			(long long)ins.ndocs);
+	} else {
+		fprintf(stderr, "%lld documents imported into %s in %.2fs\n", (long long)ins.ndocs,
+			pos[1], now_s() - t0);
+	}
+	fs_inserter_release(&ins);
+	free(chunk);
+	store_free(s);
+	if (in != stdin)
+		fclose(in);
+	return rc ? 1 : 0;
+}
+
+/* ---- export ------------------------------------------------------------------------ */
+
+struct export_ctx {
+	struct store_txn *t;
+	FILE *out;
+	struct dfs_buf line;
+	int64_t n;
+	struct dfs_err *err;
+};
+
+static int export_one(void *ctx, const struct store_entry *e, uint64_t next)
+{
+	struct export_ctx *x = ctx;
+	bson_t doc;
+	int rc;
+
+	if (e->kind != STORE_KIND_DOC)
+		return 0;
+	if ((rc = store_doc_get(x->t, e->id, &doc, x->err)))
+		return rc;
+	dfs_buf_reset(&x->line);
+	rc = store_codec_render(&doc, STORE_RENDER_COMPACT, &x->line, x->err);
+	bson_destroy(&doc);
+	if (rc)
+		return rc;
+	dfs_buf_putc(&x->line, '\n');
+	if (fwrite(x->line.data, 1, x->line.len, x->out) != x->line.len)
+		return dfs_err_set(x->err, DFS_EIO, "write error: %s", strerror(errno));
+	x->n++;
+	return 0;
+}
+
+static int cmd_export(int argc, char **argv)
+{
+	const char *pos[2] = {NULL, NULL}, *outpath = NULL;
+	struct export_ctx x = {0};
+	struct dfs_err err = {0};
+	struct store *s = NULL;
+	struct store_db *db;
+	struct store_coll c;
+	int npos = 0, rc;
+
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "-o") == 0 && i + 1 < argc)
+			outpath = argv[++i];
+		else if (argv[i][0] == '-')
+			return fail("export", "unknown option '%s' (see docfs --help)", argv[i]);
+		else if (npos < 2)
+			pos[npos++] = argv[i];
+		else
+			return fail("export", "too many arguments");
+	}
+	if (npos < 2)
+		return fail("export", "needs STORE and DB.COLL (see docfs --help)");
+	rc = open_coll(pos[0], pos[1], false, &s, &db, &c, &err);
+	if (rc) {
+		store_free(s);
+		return fail("export", "%s", err.msg);
+	}
+	x.out = stdout;
+	if (outpath) {
+		x.out = fopen(outpath, "wb");
+		if (!x.out) {
+			store_free(s);
+			return fail("export", "cannot create '%s': %s", outpath, strerror(errno));
+		}
+	}
+	x.err = &err;
+	dfs_buf_init(&x.line);
+	/* One read transaction: the export is one point-in-time view. */
+	rc = store_txn_begin(db, false, &x.t, &err);
+	if (!rc) {
+		rc = store_entry_list(x.t, c.id, 0, export_one, &x, &err);
+		store_txn_abort(x.t);
+	}
+	if (fflush(x.out) != 0 && !rc)
+		rc = dfs_err_set(&err, DFS_EIO, "write error: %s", strerror(errno));
+	if (outpath)
+		fclose(x.out);
+	dfs_buf_release(&x.line);
+	store_free(s);
+	if (rc)
+		return fail("export", "%s", err.msg);
+	if (outpath)
+		fprintf(stderr, "%lld documents exported to %s\n", (long long)x.n, outpath);
+	return 0;
+}
+
+/* ---- check ------------------------------------------------------------------------- */
+
+static void print_problem(void *ctx, const char *problem)
+{
+	fprintf(stderr, "docfs check: %s\n", problem);
+}
+
+static int count_db(void *ctx, const char *name)
+{
+	(*(int *)ctx)++;
+	return 0;
+}
+
+static int cmd_check(int argc, char **argv)
+{
+	struct dfs_err err = {0};
+	struct store *s;
+	int ndb = 0, rc;
+
+	if (argc != 2)
+		return fail("check", "needs STORE (see docfs --help)");
+	if ((rc = store_open(argv[1], false, &s, &err)))
+		return fail("check", "%s", err.msg);
+	rc = store_check(s, print_problem, NULL, &err);
+	if (!rc)
+		rc = store_db_list(s, count_db, &ndb, &err);
+	store_free(s);
+	if (rc)
+		return fail("check", "%s", err.msg);
+	printf("store '%s' is sound (%d databases)\n", argv[1], ndb);
+	return 0;
+}
+
+/* ---- generate ---------------------------------------------------------------------- */
+
+static int read_all(const char *path, struct dfs_buf *out, struct dfs_err *err)
+{
+	FILE *f = fopen(path, "rb");
+	char chunk[65536];
+	size_t n;
+
+	if (!f)
+		return dfs_err_set(err, DFS_ENOENT, "cannot open '%s': %s", path, strerror(errno));
+	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+		dfs_buf_append(out, chunk, n);
+	fclose(f);
+	return 0;
+}
+
+static int cmd_generate(int argc, char **argv)
+{
+	const char *tmpl_arg = NULL;
+	long long n = 1;
+	uint64_t seed = 1;
+	struct dfs_err err = {0};
+	struct dfs_buf text, line;
+	struct fs_gen *g = NULL;
+	bson_t tmpl;
+	int rc;
+
+	for (int i = 1; i < argc; i++) {
+		char *end;
+
+		if (strcmp(argv[i], "-n") == 0 && i + 1 < argc) {
+			n = strtoll(argv[++i], &end, 10);
+			if (*end || n < 0)
+				return fail("generate", "-n needs a count, not '%s'", argv[i]);
+		} else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
+			seed = strtoull(argv[++i], &end, 10);
+			if (*end)
+				return fail("generate", "--seed needs a number, not '%s'", argv[i]);
+		} else if (argv[i][0] == '-') {
+			return fail("generate", "unknown option '%s' (see docfs --help)", argv[i]);
+		} else if (!tmpl_arg) {
+			tmpl_arg = argv[i];
+		} else {
+			return fail("generate", "too many arguments");
+		}
+	}
+	if (!tmpl_arg)
+		return fail("generate", "needs a TEMPLATE (see docfs --help)");
+	dfs_buf_init(&text);
+	dfs_buf_init(&line);
+	if (tmpl_arg[0] == '{')
+		dfs_buf_puts(&text, tmpl_arg);
+	else if ((rc = read_all(tmpl_arg, &text, &err)))
+		return fail("generate", "%s", err.msg);
+	bson_init(&tmpl);
+	rc = store_codec_parse_doc(text.data ? text.data : "", text.len, &tmpl, &err);
+	if (!rc)
+		rc = fs_gen_new(&tmpl, seed, &g, &err);
+	for (long long i = 0; !rc && i < n; i++) {
+		bson_t doc;
+
+		bson_init(&doc);
+		rc = fs_gen_next(g, &doc, &err);
+		if (!rc)
+			rc = store_codec_render(&doc, STORE_RENDER_COMPACT, &line, &err);
+		dfs_buf_putc(&line, '\n');
+		bson_destroy(&doc);
+		if (line.len > (1 << 20) || i + 1 == n) {
+			if (fwrite(line.data, 1, line.len, stdout) != line.len)
+				rc = dfs_err_set(&err, DFS_EIO, "write error: %s", strerror(errno));
+			dfs_buf_reset(&line);
+		}
+	}
+	fs_gen_free(g);
+	bson_destroy(&tmpl);
+	dfs_buf_release(&text);
+	dfs_buf_release(&line);
+	if (rc)
+		return fail("generate", "%s", err.msg);
+	return fflush(stdout) == 0 ? 0 : fail("generate", "write error: %s", strerror(errno));
+}
+
+int fs_main(int argc, char **argv)
+{
+	const char *cmd = argc > 1 ? argv[1] : NULL;
+
+	if (!cmd || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 ||
+	    strcmp(cmd, "help") == 0) {
+		fputs(usage_text, cmd ? stdout : stderr);
+		return cmd ? 0 : 1;
+	}
+	if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+		puts("docfs 0.1.0");
+		return 0;
+	}
+	if (strcmp(cmd, "mount") == 0)
+		return cmd_mount(argc - 1, argv + 1);
+	if (strcmp(cmd, "import") == 0)
+		return cmd_import(argc - 1, argv + 1);
+	if (strcmp(cmd, "export") == 0)
+		return cmd_export(argc - 1, argv + 1);
+	if (strcmp(cmd, "check") == 0)
+		return cmd_check(argc - 1, argv + 1);
+	if (strcmp(cmd, "generate") == 0)
+		return cmd_generate(argc - 1, argv + 1);
+	return fail(cmd, "unknown command (see docfs --help)");
+}

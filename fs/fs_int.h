@@ -1,0 +1,166 @@
+/*
+ * fs_int.h - declarations shared between the files of fs/ (the FUSE namespace, the command
+ * line, the data generator). Not a public interface.
+ */
+#ifndef DOCFS_FS_INT_H
+#define DOCFS_FS_INT_H
+
+#include "store.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+/* ---- generate.c: mgenerate-style document templates -------------------------------- */
+
+/*
+ * A compiled template. Operators: $choose {from:[..], weights:[..]} or [..], $number (bare:
+ * integer 0..100; [min,max]; {min,max}), $date ([min,max] ISO dates or {min,max}), $oid,
+ * $string ({length}), $bool, $pick {array, element}, $array {of, number}, $inc {start, step},
+ * nested documents and arrays of templates, literals copied as they are.
+ * Not thread-safe: one generator per thread.
+ */
+struct fs_gen;
+
+/* Compiles tmpl (Borrowed for the call) with a seeded PRNG; *out Owned, freed by fs_gen_free.
+ * Errors: DFS_EINVAL naming the operator and path ("$number needs [min, max] at 'age'"). */
+int fs_gen_new(const bson_t *tmpl, uint64_t seed, struct fs_gen **out, struct dfs_err *err);
+/* Produces the next document into out (initialised, empty). Deterministic for a seed. */
+int fs_gen_next(struct fs_gen *g, bson_t *out, struct dfs_err *err);
+void fs_gen_free(struct fs_gen *g);
+
+
+/* ---- errlog.c: the one place codes become errno, and the /.docfs/errors ring -------- */
+
+/* The errno for a dfs_code (EINVAL for DFS_EINVAL, ...). */
+int fs_errno(int code);
+/* Records an error message (with a time stamp) for /.docfs/errors and the log file. */
+void fs_errlog_add(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Appends the recorded messages, oldest first, one per line, to out. */
+void fs_errlog_render(struct dfs_buf *out);
+/* Sends log lines also to path (append); NULL turns it off. */
+int fs_errlog_open(const char *path, struct dfs_err *err);
+
+/* ---- insert.c: streaming insertion of concatenated / line-separated documents ------- */
+
+/*
+ * Documents arrive in chunks of any size; each call inserts every complete document in one
+ * write transaction. Ordered: the first bad document stops the stream; the documents
+ * before it are committed, and the error says which document (its number and line) and why.
+ * Not thread-safe; one inserter per stream.
+ */
+struct fs_inserter {
+	struct store_db *db;	 /* Borrowed */
+	int64_t coll;		 /* target collection id */
+	struct store_attrs attrs; /* of the new documents */
+	bool json_array;	 /* input is one JSON array of documents ([doc, doc, ...]) */
+	int array_state;	 /* 0: before '[', 1: before a document, 2: after one, 3: after ']' */
+	struct dfs_buf pending;	 /* bytes received but not yet consumed */
+	unsigned line;		 /* line number of pending.data[0] */
+	int64_t ndocs;		 /* documents inserted so far */
+	bool failed;		 /* an error stopped the stream */
+	struct dfs_err err;	 /* the error that stopped it */
+};
+
+void fs_inserter_init(struct fs_inserter *in, struct store_db *db, int64_t coll,
+		      const struct store_attrs *a);
+void fs_inserter_release(struct fs_inserter *in);
+/* Feeds bytes; final says no more will come (text left over is then an error). Returns 0 or
+ * the error (also kept in in->err; every later call returns it again). */
+int fs_inserter_feed(struct fs_inserter *in, const char *data, size_t len, bool final);
+
+/* ---- mount.c / fsops.c / inode.c / notify.c: the FUSE file system ------------------ */
+
+struct fs_mount_opts {
+	const char *store;	/* store directory */
+	const char *mountpoint; /* where to mount */
+	bool foreground;	/* stay in the foreground (-f) */
+	bool debug;		/* libfuse debug output (-d) */
+	const char *fuse_opts;	/* options passed on to libfuse (allow_other, ...) */
+	const char *log;	/* log file, or NULL */
+	int notify_ms;		/* poll period of the change feed */
+};
+
+/*
+ * The node table (inode.c). A node is what the kernel holds a nodeid for. Nodeids are ours
+ * to allocate; st_ino comes from the store (stable across mounts), so a node can be
+ * re-pointed when a rename makes the kernel's inode stand for another store object.
+ */
+enum fs_node_kind {
+	FSN_ROOT = 1,	/* "/" */
+	FSN_DOCFS_DIR,	/* "/.docfs" */
+	FSN_DOCFS_FILE, /* "/.docfs/<file>", id says which */
+	FSN_DB,		/* "/<db>" */
+	FSN_COLL,	/* "/<db>/<coll>", coll = id = the collection id */
+	FSN_ENTRY,	/* a document or scratch file: id = entry id */
+	FSN_PENDING,	/* a created "<stem>.json" not yet written: no store row yet */
+	FSN_INSERT,	/* "/<db>/<coll>/.insert" */
+};
+
+struct fs_node {
+	uint64_t nodeid;	  /* the kernel's handle */
+	uint64_t nlookup;	  /* kernel references (lookup count) */
+	int kind;		  /* enum fs_node_kind */
+	struct store_db *db;	  /* Borrowed: lives with the store */
+	int64_t coll;		  /* collection id (entries, .insert, collections) */
+	int64_t id;		  /* entry id, collection id, or /.docfs file number */
+	uint64_t ino;		  /* st_ino */
+	uint64_t data_gen;	  /* bumped on every change of the content */
+	uint64_t kernel_gen;	  /* data_gen when the kernel last cached the content */
+	char *pending_name;	  /* Owned: FSN_PENDING's file name */
+	bool in_ino_table;	  /* reachable by st_ino (the current node for it) */
+	struct fs_node *next_id;  /* hash chain by nodeid */
+	struct fs_node *next_ino; /* hash chain by st_ino */
+};
+
+#define FS_INO_ROOT 1
+#define FS_INO_DOCFS 2
+#define FS_INO_DOCFS_FILE(n) (3 + (uint64_t)(n))
+static inline uint64_t fs_ino_db(const struct store_db *db)
+{
+	return (uint64_t)store_db_number(db) << 40;
+}
+static inline uint64_t fs_ino_entry(const struct store_db *db, int64_t id)
+{
+	return fs_ino_db(db) | (uint64_t)id;
+}
+static inline uint64_t fs_ino_special(const struct store_db *db, int64_t coll, unsigned k)
+{
+	return fs_ino_db(db) | (1ULL << 39) | ((uint64_t)coll << 4) | k;
+}
+
+void fs_nodes_init(void);
+void fs_nodes_release(void);
+/* The node for nodeid (Borrowed: valid until its last forget), or NULL. */
+struct fs_node *fs_node_get(uint64_t nodeid);
+/* Finds the node of st_ino ino or makes one with these fields; adds one kernel reference.
+ * Returns Borrowed, valid until the kernel forgets it. */
+struct fs_node *fs_node_ref(int kind, struct store_db *db, int64_t coll, int64_t id,
+			    uint64_t ino);
+/* Makes a node for a created document that has no store row yet (one reference). */
+struct fs_node *fs_node_pending(struct store_db *db, int64_t coll, const char *name);
+void fs_node_forget(uint64_t nodeid, uint64_t n);
+/* Re-points node at another store object (after a rename or a first write). */
+void fs_node_repoint(struct fs_node *node, int kind, int64_t coll, int64_t id, uint64_t ino);
+/* The nodeid currently standing for st_ino (0 when the kernel holds none); bumps data_gen. */
+uint64_t fs_node_touch_ino(uint64_t ino);
+void fs_node_bump(struct fs_node *node);
+
+/* The notifier thread (notify.c): the only sender of kernel cache invalidations. It polls
+ * the change feed of every watched database every period_ms and drains a queue of
+ * invalidations asked for by request handlers (which must never send them themselves). */
+struct fuse_session;
+int fs_notify_start(struct fuse_session *se, int period_ms, struct dfs_err *err);
+void fs_notify_stop(void);
+void fs_notify_watch(struct store_db *db);
+void fs_notify_inode(uint64_t nodeid);
+void fs_notify_entry(uint64_t parent, const char *name);
+
+/* fsops.c: the request handlers and the state they share. */
+struct fuse_lowlevel_ops;
+extern const struct fuse_lowlevel_ops fs_ops;
+extern struct store *fs_store; /* Borrowed by fsops.c: the mounted store */
+
+/* Mounts and serves until unmounted. Returns once the mount is live unless foreground. */
+int fs_mount_run(const struct fs_mount_opts *o, struct dfs_err *err);
+
+#endif

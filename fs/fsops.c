@@ -1,0 +1,1474 @@
+/*
+ * fsops.c - the FUSE request handlers (fuse_lowlevel): the namespace of DESIGN.md section
+ * 2 over the store. Each handler does its work, then replies exactly once; errors found
+ * below come back as dfs_err and become errno here (through fs_errno) with the message
+ * recorded for /.docfs/errors. It never sends kernel invalidations itself: it queues them
+ * for the notifier thread.
+ *
+ * Design notes
+ * 1. Open files hold the whole content in a buffer: documents are rendered at open (a
+ *    stable snapshot for that open file), writes change the buffer, and flush/fsync
+ *    validate and commit it. Invalid content never reaches the store.
+ * 2. A created "<stem>.json" is a pending node until its first successful flush: there is
+ *    no half-written document in the store. Lookups of its name find the pending node.
+ * 3. keep_cache is granted at open only when the content did not change since the kernel
+ *    last cached it (node data_gen == kernel_gen), so a second grep -r reads page cache.
+ * 4. Attribute and entry timeouts are long: every change is invalidated precisely by the
+ *    notifier (for this process's writes and for other processes' through the change feed).
+ */
+#define FUSE_USE_VERSION 34
+#include "fs_int.h"
+
+#include <errno.h>
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LONG_TIMEOUT 3600.0
+#define MAX_TEXT (64u * 1024 * 1024)	   /* bytes of a document file being written */
+#define MAX_SCRATCH (256u * 1024 * 1024) /* bytes of a scratch file */
+
+struct store *fs_store;
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+enum docfs_file { DF_ERRORS, DF_VERSION, DF__COUNT };
+static const char *const docfs_files[DF__COUNT] = {"errors", "version"};
+
+enum fh_kind { FH_ENTRY = 1, FH_INSERT, FH_TEXT };
+
+struct fs_handle {
+	int kind;		  /* enum fh_kind */
+	struct fs_node *node;	  /* Borrowed: the kernel holds it while the file is open */
+	pthread_mutex_t lock;	  /* guards the fields below */
+	struct dfs_buf buf;	  /* the content (FH_ENTRY, FH_TEXT) */
+	bool dirty;		  /* buf differs from the store */
+	bool is_doc;		  /* FH_ENTRY holding a document (else a scratch file) */
+	struct fs_inserter ins;	  /* FH_INSERT */
+	bool ins_init;		  /* ins is initialised */
+};
+
+/* ---- pending documents (note 2) ---------------------------------------------------- */
+
+static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct fs_node *pending[64];
+
+static void pending_add(struct fs_node *n)
+{
+	pthread_mutex_lock(&pending_lock);
+	for (size_t i = 0; i < sizeof(pending) / sizeof(pending[0]); i++) {
+		if (!pending[i]) {
+			pending[i] = n;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&pending_lock);
+}
+
+static void pending_del(struct fs_node *n)
+{
+	pthread_mutex_lock(&pending_lock);
+	for (size_t i = 0; i < sizeof(pending) / sizeof(pending[0]); i++)
+		if (pending[i] == n)
+			pending[i] = NULL;
+	pthread_mutex_unlock(&pending_lock);
+}
+
+/* A pending node named name in coll, with one more kernel reference, or NULL. */
+static struct fs_node *pending_find(struct store_db *db, int64_t coll, const char *name)
+{
+	struct fs_node *found = NULL;
+
+	pthread_mutex_lock(&pending_lock);
+	for (size_t i = 0; i < sizeof(pending) / sizeof(pending[0]); i++) {
+		struct fs_node *n = pending[i];
+
+		if (n && n->db == db && n->coll == coll && n->kind == FSN_PENDING &&
+		    strcmp(n->pending_name, name) == 0) {
+			found = fs_node_ref(FSN_PENDING, db, coll, 0, n->ino);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&pending_lock);
+	return found;
+}
+
+/* ---- replies ----------------------------------------------------------------------- */
+
+/* Replies with the errno of err, recording its message (what says which file). */
+static void reply_dfs(fuse_req_t req, const struct dfs_err *err, const char *what)
+{
+	int e = fs_errno(err->code);
+
+	if (err->code != DFS_ENOENT)
+		fs_errlog_add("%s: %s", what, err->msg[0] ? err->msg : dfs_code_name(err->code));
+	fuse_reply_err(req, e ? e : EIO);
+}
+
+static void reply_msg(fuse_req_t req, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void reply_msg(fuse_req_t req, int code, const char *fmt, ...)
+{
+	struct dfs_err err = {0};
+	va_list ap;
+
+	err.code = code;
+	va_start(ap, fmt);
+	vsnprintf(err.msg, sizeof(err.msg), fmt, ap);
+	va_end(ap);
+	fs_errlog_add("%s", err.msg);
+	fuse_reply_err(req, fs_errno(code));
+}
+
+static void ts_from_ns(struct timespec *ts, int64_t ns)
+{
+	ts->tv_sec = (time_t)(ns / 1000000000);
+	ts->tv_nsec = (long)(ns % 1000000000);
+}
+
+static void dir_attr(struct stat *st, uint64_t ino, uint32_t mode, uint32_t uid, uint32_t gid,
+		     int64_t mtime_ns, int64_t ctime_ns)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = ino;
+	st->st_mode = S_IFDIR | (mode & 07777);
+	st->st_nlink = 2;
+	st->st_uid = uid;
+	st->st_gid = gid;
+	st->st_size = 4096;
+	st->st_blocks = 8;
+	st->st_blksize = 4096;
+	ts_from_ns(&st->st_mtim, mtime_ns);
+	ts_from_ns(&st->st_ctim, ctime_ns);
+	st->st_atim = st->st_mtim;
+}
+
+static void entry_attr(struct stat *st, uint64_t ino, const struct store_entry *e)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = ino;
+	st->st_mode = (e->kind == STORE_KIND_SYMLINK ? S_IFLNK : S_IFREG) | (e->mode & 07777);
+	st->st_nlink = 1;
+	st->st_uid = e->uid;
+	st->st_gid = e->gid;
+	st->st_size = e->size;
+	st->st_blocks = (e->size + 511) / 512;
+	st->st_blksize = 4096;
+	ts_from_ns(&st->st_mtim, e->mtime_ns);
+	ts_from_ns(&st->st_ctim, e->ctime_ns);
+	st->st_atim = st->st_mtim;
+}
+
+static void file_attr(struct stat *st, uint64_t ino, uint32_t mode, size_t size, int64_t mtime)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = ino;
+	st->st_mode = S_IFREG | mode;
+	st->st_nlink = 1;
+	st->st_uid = getuid();
+	st->st_gid = getgid();
+	st->st_size = (off_t)size;
+	st->st_blksize = 4096;
+	ts_from_ns(&st->st_mtim, mtime);
+	st->st_ctim = st->st_atim = st->st_mtim;
+}
+
+static void docfs_file_render(int which, struct dfs_buf *out)
+{
+	if (which == DF_ERRORS)
+		fs_errlog_render(out);
+	else
+		dfs_buf_puts(out, "docfs 0.1.0\n");
+}
+
+/* Fills st for node; returns 0 or an error in err. timeout gets the attribute timeout. */
+static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct dfs_err *err)
+{
+	struct store_txn *t;
+	int rc = 0;
+
+	*timeout = LONG_TIMEOUT;
+	switch (n->kind) {
+	case FSN_ROOT:
+		dir_attr(st, FS_INO_ROOT, 0755, getuid(), getgid(), 0, 0);
+		return 0;
+	case FSN_DOCFS_DIR:
+		dir_attr(st, FS_INO_DOCFS, 0555, getuid(), getgid(), 0, 0);
+		return 0;
+	case FSN_DOCFS_FILE: {
+		struct dfs_buf b;
+
+		dfs_buf_init(&b);
+		docfs_file_render((int)n->id, &b);
+		file_attr(st, n->ino, 0444, b.len, 0);
+		dfs_buf_release(&b);
+		*timeout = 0;
+		return 0;
+	}
+	case FSN_DB:
+		dir_attr(st, n->ino, 0755, getuid(), getgid(), store_db_ctime(n->db),
+			 store_db_ctime(n->db));
+		return 0;
+	case FSN_PENDING:
+		file_attr(st, n->ino, 0644, 0, 0);
+		*timeout = 0;
+		return 0;
+	default:
+		break;
+	}
+	if ((rc = store_txn_begin(n->db, false, &t, err)))
+		return rc;
+	if (n->kind == FSN_COLL || n->kind == FSN_INSERT) {
+		struct store_coll c;
+
+		rc = store_coll_by_id(t, n->coll, &c, err);
+		if (!rc && n->kind == FSN_COLL)
+			dir_attr(st, n->ino, c.mode, c.uid, c.gid, c.mtime_ns, c.ctime_ns);
+		else if (!rc)
+			file_attr(st, n->ino, 0644, 0, c.ctime_ns);
+	} else {
+		struct store_entry e;
+
+		rc = store_entry_get(t, n->id, &e, err);
+		if (!rc)
+			entry_attr(st, n->ino, &e);
+	}
+	store_txn_abort(t);
+	return rc;
+}
+
+static void reply_entry(fuse_req_t req, struct fs_node *n)
+{
+	struct fuse_entry_param ep;
+	struct dfs_err err = {0};
+	double timeout;
+
+	memset(&ep, 0, sizeof(ep));
+	if (node_attr(n, &ep.attr, &timeout, &err)) {
+		fs_node_forget(n->nodeid, 1);
+		reply_dfs(req, &err, "lookup");
+		return;
+	}
+	ep.ino = n->nodeid;
+	ep.generation = 1;
+	ep.attr_timeout = timeout;
+	ep.entry_timeout = n->kind == FSN_DOCFS_FILE ? 0 : LONG_TIMEOUT;
+	if (fuse_reply_entry(req, &ep) == -ENOENT)
+		fs_node_forget(n->nodeid, 1); /* the request was interrupted */
+}
+
+/* ---- lookup ------------------------------------------------------------------------ */
+
+static bool is_json_name(const char *name)
+{
+	size_t n = strlen(name);
+
+	return n > 5 && strcmp(name + n - 5, ".json") == 0;
+}
+
+/* Looks name up under parent and returns a referenced node, or NULL with err set. */
+static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct dfs_err *err)
+{
+	struct store_txn *t;
+	struct fs_node *n = NULL;
+	struct store_db *db;
+
+	switch (p->kind) {
+	case FSN_ROOT:
+		if (strcmp(name, ".docfs") == 0)
+			return fs_node_ref(FSN_DOCFS_DIR, NULL, 0, 0, FS_INO_DOCFS);
+		if (store_db_name_check(name, NULL) ||
+		    store_db_get(fs_store, name, false, &db, err)) {
+			dfs_err_set(err, DFS_ENOENT, "no database '%s'", name);
+			return NULL;
+		}
+		fs_notify_watch(db);
+		return fs_node_ref(FSN_DB, db, 0, 0, fs_ino_db(db));
+	case FSN_DOCFS_DIR:
+		for (int i = 0; i < DF__COUNT; i++)
+			if (strcmp(name, docfs_files[i]) == 0)
+				return fs_node_ref(FSN_DOCFS_FILE, NULL, 0, i, FS_INO_DOCFS_FILE(i));
+		dfs_err_set(err, DFS_ENOENT, "no file '%s'", name);
+		return NULL;
+	case FSN_DB: {
+		struct store_coll c;
+
+		if (store_txn_begin(p->db, false, &t, err))
+			return NULL;
+		if (store_coll_find(t, name, &c, err) == 0)
+			n = fs_node_ref(FSN_COLL, p->db, c.id, c.id, fs_ino_entry(p->db, c.id));
+		store_txn_abort(t);
+		return n;
+	}
+	case FSN_COLL: {
+		struct store_entry e;
+
+		if (strcmp(name, ".insert") == 0)
+			return fs_node_ref(FSN_INSERT, p->db, p->coll, 0,
+					   fs_ino_special(p->db, p->coll, 1));
+		if ((n = pending_find(p->db, p->coll, name)))
+			return n;
+		if (store_txn_begin(p->db, false, &t, err))
+			return NULL;
+		if (store_entry_lookup(t, p->coll, name, &e, err) == 0)
+			n = fs_node_ref(FSN_ENTRY, p->db, p->coll, e.id, fs_ino_entry(p->db, e.id));
+		store_txn_abort(t);
+		return n;
+	}
+	default:
+		dfs_err_set(err, DFS_ENOTDIR, "not a directory");
+		return NULL;
+	}
+}
+
+static void fsop_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs_node *p = fs_node_get(parent), *n;
+	struct dfs_err err = {0};
+
+	if (!p) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	n = lookup_node(p, name, &err);
+	if (!n) {
+		reply_dfs(req, &err, name);
+		return;
+	}
+	reply_entry(req, n);
+}
+
+static void fsop_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	fs_node_forget(ino, nlookup);
+	fuse_reply_none(req);
+}
+
+static void fsop_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	for (size_t i = 0; i < count; i++)
+		fs_node_forget(forgets[i].ino, forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
+static void fsop_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs_node *n = fs_node_get(ino);
+	struct dfs_err err = {0};
+	struct stat st;
+	double timeout;
+
+	if (!n) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	if (node_attr(n, &st, &timeout, &err)) {
+		reply_dfs(req, &err, "getattr");
+		return;
+	}
+	if (fi && n->kind == FSN_PENDING) {
+		struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
+
+		st.st_size = (off_t)h->buf.len;
+	}
+	fuse_reply_attr(req, &st, timeout);
+}
+
+/* ---- handles ----------------------------------------------------------------------- */
+
+static struct fs_handle *handle_new(int kind, struct fs_node *n)
+{
+	struct fs_handle *h = calloc(1, sizeof(*h));
+
+	if (!h)
+		abort();
+	h->kind = kind;
+	h->node = n;
+	pthread_mutex_init(&h->lock, NULL);
+	dfs_buf_init(&h->buf);
+	return h;
+}
+
+static void handle_free(struct fs_handle *h)
+{
+	if (h->ins_init)
+		fs_inserter_release(&h->ins);
+	dfs_buf_release(&h->buf);
+	pthread_mutex_destroy(&h->lock);
+	free(h);
+}
+
+static struct store_attrs caller_attrs(fuse_req_t req, mode_t mode)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct store_attrs a = {(uint32_t)(mode & ~ctx->umask & 07777), ctx->uid, ctx->gid, 0};
+
+	return a;
+}
+
+/* Commits the buffer of an entry handle (note 1). Called with h->lock held. */
+static int handle_commit(fuse_req_t req, struct fs_handle *h, struct dfs_err *err)
+{
+	struct fs_node *n = h->node;
+	struct store_txn *t;
+	struct store_entry e;
+	int rc;
+
+	if (h->kind != FH_ENTRY || !h->dirty)
+		return 0;
+	if ((rc = store_txn_begin(n->db, true, &t, err)))
+		return rc;
+	if (n->kind == FSN_PENDING) {
+		struct store_attrs a = caller_attrs(req, 0644);
+
+		rc = store_doc_write_text(t, n->coll, n->pending_name, h->buf.data ? h->buf.data : "",
+					  h->buf.len, &a, &e, err);
+		if (rc)
+			dfs_err_prefix(err, "'%s': ", n->pending_name);
+	} else {
+		rc = store_entry_get(t, n->id, &e, err);
+		if (rc == DFS_ENOENT) {
+			/* Removed while open: the bytes have nowhere to go, as on any unlinked file. */
+			store_txn_abort(t);
+			h->dirty = false;
+			dfs_err_clear(err);
+			return 0;
+		}
+		if (!rc && e.kind == STORE_KIND_DOC)
+			rc = store_doc_write_text(t, n->coll, e.name, h->buf.data ? h->buf.data : "",
+						  h->buf.len, NULL, &e, err);
+		else if (!rc)
+			rc = store_file_write(t, n->id, h->buf.data, h->buf.len, err);
+		if (rc)
+			dfs_err_prefix(err, "'%s': ", e.name);
+	}
+	if (!rc)
+		rc = store_txn_commit(t, err);
+	else
+		store_txn_abort(t);
+	if (rc)
+		return rc;
+	h->dirty = false;
+	if (n->kind == FSN_PENDING) {
+		pending_del(n);
+		fs_node_repoint(n, FSN_ENTRY, n->coll, e.id, fs_ino_entry(n->db, e.id));
+	} else {
+		fs_node_bump(n);
+	}
+	fs_notify_inode(n->nodeid);
+	return 0;
+}
+
+static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs_node *n = fs_node_get(ino);
+	struct dfs_err err = {0};
+	struct fs_handle *h;
+
+	if (!n) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	switch (n->kind) {
+	case FSN_DOCFS_FILE:
+		if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+			fuse_reply_err(req, EACCES);
+			return;
+		}
+		h = handle_new(FH_TEXT, n);
+		docfs_file_render((int)n->id, &h->buf);
+		fi->direct_io = 1;
+		break;
+	case FSN_INSERT: {
+		struct store_attrs a = caller_attrs(req, 0644);
+
+		h = handle_new(FH_INSERT, n);
+		fs_inserter_init(&h->ins, n->db, n->coll, &a);
+		h->ins_init = true;
+		fi->direct_io = 1;
+		break;
+	}
+	case FSN_PENDING:
+		h = handle_new(FH_ENTRY, n);
+		h->dirty = true;
+		h->is_doc = true;
+		fi->direct_io = 1;
+		break;
+	case FSN_ENTRY: {
+		struct store_entry e;
+		struct store_txn *t;
+		int rc;
+
+		h = handle_new(FH_ENTRY, n);
+		rc = store_txn_begin(n->db, false, &t, &err);
+		if (!rc) {
+			rc = store_entry_get(t, n->id, &e, &err);
+			h->is_doc = !rc && e.kind == STORE_KIND_DOC;
+			if (!rc && (fi->flags & O_TRUNC))
+				h->dirty = true;
+			else if (!rc)
+				rc = store_entry_read(t, n->id, &h->buf, &err);
+			store_txn_abort(t);
+		}
+		if (rc) {
+			handle_free(h);
+			reply_dfs(req, &err, "open");
+			return;
+		}
+		/* note 3 */
+		if (n->kernel_gen == n->data_gen && !(fi->flags & O_TRUNC)) {
+			fi->keep_cache = 1;
+		} else {
+			n->kernel_gen = n->data_gen;
+		}
+		break;
+	}
+	default:
+		fuse_reply_err(req, EISDIR);
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)h;
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		handle_free(h);
+}
+
+static void fsop_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		      struct fuse_file_info *fi)
+{
+	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
+
+	pthread_mutex_lock(&h->lock);
+	if (h->kind == FH_INSERT || off < 0 || (size_t)off >= h->buf.len) {
+		pthread_mutex_unlock(&h->lock);
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	if (size > h->buf.len - (size_t)off)
+		size = h->buf.len - (size_t)off;
+	fuse_reply_buf(req, h->buf.data + off, size);
+	pthread_mutex_unlock(&h->lock);
+}
+
+static void fsop_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
+	size_t end = (size_t)off + size;
+	int rc;
+
+	pthread_mutex_lock(&h->lock);
+	if (h->kind == FH_INSERT) {
+		rc = fs_inserter_feed(&h->ins, data, size, false);
+		pthread_mutex_unlock(&h->lock);
+		if (rc) {
+			fs_errlog_add(".insert: %s", h->ins.err.msg);
+			fuse_reply_err(req, fs_errno(rc));
+		} else {
+			fuse_reply_write(req, size);
+		}
+		return;
+	}
+	if (h->kind != FH_ENTRY) {
+		pthread_mutex_unlock(&h->lock);
+		fuse_reply_err(req, EBADF);
+		return;
+	}
+	if (off < 0 || end > (h->is_doc ? MAX_TEXT : MAX_SCRATCH)) {
+		pthread_mutex_unlock(&h->lock);
+		reply_msg(req, DFS_EFBIG, "write: file would be %zu bytes, over the limit", end);
+		return;
+	}
+	if (fi->flags & O_APPEND) {
+		off = (off_t)h->buf.len;
+		end = h->buf.len + size;
+	}
+	if (end > h->buf.len) {
+		dfs_buf_reserve(&h->buf, end - h->buf.len);
+		memset(h->buf.data + h->buf.len, 0, end - h->buf.len);
+		h->buf.len = end;
+		h->buf.data[end] = '\0';
+	}
+	memcpy(h->buf.data + off, data, size);
+	h->dirty = true;
+	pthread_mutex_unlock(&h->lock);
+	fuse_reply_write(req, size);
+}
+
+static void fsop_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
+	struct dfs_err err = {0};
+	int rc = 0;
+
+	pthread_mutex_lock(&h->lock);
+	if (h->kind == FH_INSERT) {
+		rc = fs_inserter_feed(&h->ins, "", 0, true);
+		if (rc)
+			err = h->ins.err;
+	} else {
+		rc = handle_commit(req, h, &err);
+	}
+	pthread_mutex_unlock(&h->lock);
+	if (rc) {
+		reply_dfs(req, &err, h->kind == FH_INSERT ? ".insert" : "write");
+		return;
+	}
+	fuse_reply_err(req, 0);
+}
+
+static void fsop_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
+	struct dfs_err err = {0};
+	int rc = 0;
+
+	pthread_mutex_lock(&h->lock);
+	if (h->kind == FH_ENTRY)
+		rc = handle_commit(req, h, &err);
+	pthread_mutex_unlock(&h->lock);
+	if (!rc && h->node->db)
+		rc = store_db_sync(h->node->db, &err);
+	if (rc) {
+		reply_dfs(req, &err, "fsync");
+		return;
+	}
+	fuse_reply_err(req, 0);
+}
+
+static void fsop_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
+	struct fs_node *n = h->node;
+
+	if (n->kind == FSN_PENDING) {
+		/* Never written validly: the name goes away again. */
+		uint64_t parent = fs_node_touch_ino(fs_ino_entry(n->db, n->coll));
+
+		pending_del(n);
+		if (parent)
+			fs_notify_entry(parent, n->pending_name);
+	}
+	handle_free(h);
+	fuse_reply_err(req, 0);
+}
+
+/* ---- create, setattr --------------------------------------------------------------- */
+
+static void fsop_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+			struct fuse_file_info *fi)
+{
+	struct fs_node *p = fs_node_get(parent), *n;
+	struct store_attrs a = caller_attrs(req, mode);
+	struct fuse_entry_param ep;
+	struct dfs_err err = {0};
+	struct store_entry e;
+	struct store_txn *t;
+	struct fs_handle *h;
+	bson_t id;
+	int rc;
+
+	if (!p) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	if (p->kind != FSN_COLL) {
+		reply_msg(req, DFS_EPERM, "create '%s': files live in collections (/<db>/<coll>/)",
+			  name);
+		return;
+	}
+	if (strlen(name) > 255) {
+		fuse_reply_err(req, ENAMETOOLONG);
+		return;
+	}
+	memset(&ep, 0, sizeof(ep));
+	bson_init(&id);
+	if (is_json_name(name)) {
+		rc = store_name_to_id(name, strlen(name) - 5, &id, &err);
+		bson_destroy(&id);
+		if (rc) {
+			dfs_err_prefix(&err, "'%s' is not a document name: ", name);
+			reply_dfs(req, &err, "create");
+			return;
+		}
+		n = fs_node_pending(p->db, p->coll, name);
+		pending_add(n);
+		h = handle_new(FH_ENTRY, n);
+		h->dirty = true;
+		h->is_doc = true;
+		file_attr(&ep.attr, n->ino, a.mode, 0, now_ns());
+		ep.attr.st_uid = a.uid;
+		ep.attr.st_gid = a.gid;
+		ep.attr_timeout = 0;
+	} else {
+		bson_destroy(&id);
+		rc = store_txn_begin(p->db, true, &t, &err);
+		if (!rc) {
+			rc = store_file_create(t, p->coll, name, STORE_KIND_FILE, &a, NULL, 0, &e, &err);
+			if (!rc)
+				rc = store_txn_commit(t, &err);
+			else
+				store_txn_abort(t);
+		}
+		if (rc) {
+			reply_dfs(req, &err, "create");
+			return;
+		}
+		n = fs_node_ref(FSN_ENTRY, p->db, p->coll, e.id, fs_ino_entry(p->db, e.id));
+		h = handle_new(FH_ENTRY, n);
+		entry_attr(&ep.attr, n->ino, &e);
+		ep.attr_timeout = LONG_TIMEOUT;
+	}
+	ep.ino = n->nodeid;
+	ep.generation = 1;
+	ep.entry_timeout = LONG_TIMEOUT;
+	fi->fh = (uint64_t)(uintptr_t)h;
+	if (n->kind == FSN_PENDING)
+		fi->direct_io = 1;
+	if (fuse_reply_create(req, &ep, fi) == -ENOENT) {
+		handle_free(h);
+		fs_node_forget(n->nodeid, 1);
+	}
+}
+
+static void fsop_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		       dev_t rdev)
+{
+	struct fs_node *p = fs_node_get(parent);
+	struct store_attrs a = caller_attrs(req, mode);
+	struct dfs_err err = {0};
+	struct store_entry e;
+	struct store_txn *t;
+	int rc;
+
+	if (!p || p->kind != FSN_COLL || !S_ISREG(mode) || is_json_name(name)) {
+		reply_msg(req, DFS_EPERM, "mknod '%s': only scratch files can be made this way",
+			  name);
+		return;
+	}
+	rc = store_txn_begin(p->db, true, &t, &err);
+	if (!rc) {
+		rc = store_file_create(t, p->coll, name, STORE_KIND_FILE, &a, NULL, 0, &e, &err);
+		rc = rc ? (store_txn_abort(t), rc) : store_txn_commit(t, &err);
+	}
+	if (rc) {
+		reply_dfs(req, &err, "mknod");
+		return;
+	}
+	reply_entry(req, fs_node_ref(FSN_ENTRY, p->db, p->coll, e.id, fs_ino_entry(p->db, e.id)));
+}
+
+static void fsop_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+			 struct fuse_file_info *fi)
+{
+	struct fs_node *n = fs_node_get(ino);
+	struct dfs_err err = {0};
+	struct store_txn *t;
+	struct stat st;
+	double timeout;
+	int rc = 0;
+
+	if (!n) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		struct fs_handle *h = fi ? (struct fs_handle *)(uintptr_t)fi->fh : NULL;
+		struct fs_handle tmp;
+		size_t size = (size_t)attr->st_size;
+
+		if (n->kind != FSN_ENTRY && n->kind != FSN_PENDING && n->kind != FSN_INSERT) {
+			fuse_reply_err(req, EISDIR);
+			return;
+		}
+		if (n->kind == FSN_INSERT)
+			goto attrs; /* "> .insert" truncates nothing */
+		if (attr->st_size < 0 || size > MAX_SCRATCH) {
+			fuse_reply_err(req, EFBIG);
+			return;
+		}
+		if (!h && n->kind == FSN_ENTRY) {
+			/* truncate(2) without an open file: change and commit at once. */
+			memset(&tmp, 0, sizeof(tmp));
+			tmp.kind = FH_ENTRY;
+			tmp.node = n;
+			dfs_buf_init(&tmp.buf);
+			rc = store_txn_begin(n->db, false, &t, &err);
+			if (!rc) {
+				rc = store_entry_read(t, n->id, &tmp.buf, &err);
+				store_txn_abort(t);
+			}
+			h = &tmp;
+		}
+		if (!rc && h && h->kind == FH_ENTRY) {
+			if (h != &tmp)
+				pthread_mutex_lock(&h->lock);
+			if (size > h->buf.len) {
+				dfs_buf_reserve(&h->buf, size - h->buf.len);
+				memset(h->buf.data + h->buf.len, 0, size - h->buf.len);
+			}
+			h->buf.len = size;
+			if (h->buf.data)
+				h->buf.data[size] = '\0';
+			h->dirty = true;
+			if (h == &tmp)
+				rc = handle_commit(req, h, &err);
+			else
+				pthread_mutex_unlock(&h->lock);
+		}
+		if (h == &tmp)
+			dfs_buf_release(&tmp.buf);
+		if (rc) {
+			reply_dfs(req, &err, "truncate");
+			return;
+		}
+	}
+attrs:
+	if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID |
+		      FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)) {
+		struct store_attrs a = {(uint32_t)attr->st_mode, attr->st_uid, attr->st_gid,
+					(int64_t)attr->st_mtim.tv_sec * 1000000000 +
+						attr->st_mtim.tv_nsec};
+		int mask = 0;
+
+		if (to_set & FUSE_SET_ATTR_MODE)
+			mask |= STORE_SET_MODE;
+		if (to_set & FUSE_SET_ATTR_UID)
+			mask |= STORE_SET_UID;
+		if (to_set & FUSE_SET_ATTR_GID)
+			mask |= STORE_SET_GID;
+		if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+			a.mtime_ns = now_ns();
+		if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW))
+			mask |= STORE_SET_MTIME;
+		if (n->kind == FSN_ENTRY || n->kind == FSN_COLL) {
+			rc = store_txn_begin(n->db, true, &t, &err);
+			if (!rc && n->kind == FSN_ENTRY) {
+				rc = store_entry_setattr(t, n->id, mask, &a, &err);
+			} else if (!rc) {
+				struct store_coll c;
+
+				rc = store_coll_by_id(t, n->coll, &c, &err);
+				if (!rc)
+					rc = store_coll_setattr(t, n->coll,
+								(mask & STORE_SET_MODE) ? a.mode : c.mode,
+								(mask & STORE_SET_UID) ? a.uid : c.uid,
+								(mask & STORE_SET_GID) ? a.gid : c.gid,
+								&err);
+				if (!rc && (mask & STORE_SET_MTIME))
+					rc = store_coll_touch(t, n->coll, a.mtime_ns, &err);
+			}
+			if (!rc)
+				rc = store_txn_commit(t, &err);
+			else if (t)
+				store_txn_abort(t);
+		} else if (n->kind != FSN_PENDING && n->kind != FSN_INSERT) {
+			rc = dfs_err_set(&err, DFS_EPERM, "attributes of this file are fixed");
+		}
+		if (rc) {
+			reply_dfs(req, &err, "setattr");
+			return;
+		}
+	}
+	if ((rc = node_attr(n, &st, &timeout, &err))) {
+		reply_dfs(req, &err, "setattr");
+		return;
+	}
+	if (fi && n->kind == FSN_PENDING)
+		st.st_size = (off_t)((struct fs_handle *)(uintptr_t)fi->fh)->buf.len;
+	fuse_reply_attr(req, &st, timeout);
+}
+
+/* ---- directories ------------------------------------------------------------------- */
+
+static void fsop_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	struct fs_node *p = fs_node_get(parent);
+	struct store_attrs a = caller_attrs(req, mode);
+	struct dfs_err err = {0};
+	struct store_db *db;
+	struct store_txn *t;
+	struct store_coll c;
+	int rc;
+
+	if (!p) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	if (p->kind == FSN_ROOT) {
+		if (strcmp(name, ".docfs") == 0 || store_db_get(fs_store, name, false, &db, NULL) == 0) {
+			fuse_reply_err(req, EEXIST);
+			return;
+		}
+		if ((rc = store_db_get(fs_store, name, true, &db, &err))) {
+			reply_dfs(req, &err, "mkdir");
+			return;
+		}
+		fs_notify_watch(db);
+		reply_entry(req, fs_node_ref(FSN_DB, db, 0, 0, fs_ino_db(db)));
+		return;
+	}
+	if (p->kind != FSN_DB) {
+		reply_msg(req, DFS_EPERM,
+			  "mkdir '%s': a collection holds documents, not directories", name);
+		return;
+	}
+	rc = store_txn_begin(p->db, true, &t, &err);
+	if (!rc) {
+		rc = store_coll_create(t, name, a.mode, a.uid, a.gid, &c, &err);
+		rc = rc ? (store_txn_abort(t), rc) : store_txn_commit(t, &err);
+	}
+	if (rc) {
+		reply_dfs(req, &err, "mkdir");
+		return;
+	}
+	reply_entry(req, fs_node_ref(FSN_COLL, p->db, c.id, c.id, fs_ino_entry(p->db, c.id)));
+}
+
+static void fsop_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs_node *p = fs_node_get(parent);
+	struct dfs_err err = {0};
+	struct store_txn *t;
+	struct store_coll c;
+	int64_t ndocs = 0, nfiles = 0;
+	int rc;
+
+	if (!p) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	if (p->kind == FSN_ROOT) {
+		if (strcmp(name, ".docfs") == 0) {
+			fuse_reply_err(req, EPERM);
+			return;
+		}
+		if ((rc = store_db_drop(fs_store, name, &err)))
+			reply_dfs(req, &err, "rmdir");
+		else
+			fuse_reply_err(req, 0);
+		return;
+	}
+	if (p->kind != FSN_DB) {
+		fuse_reply_err(req, ENOTDIR);
+		return;
+	}
+	rc = store_txn_begin(p->db, true, &t, &err);
+	if (rc) {
+		reply_dfs(req, &err, "rmdir");
+		return;
+	}
+	rc = store_coll_find(t, name, &c, &err);
+	if (!rc)
+		rc = store_coll_count(t, c.id, &ndocs, &nfiles, &err);
+	if (!rc && ndocs + nfiles > 0)
+		rc = dfs_err_set(&err, DFS_ENOTEMPTY, "collection '%s' holds %lld documents and %lld files",
+				 name, (long long)ndocs, (long long)nfiles);
+	if (!rc)
+		rc = store_coll_drop(t, c.id, &err);
+	rc = rc ? (store_txn_abort(t), rc) : store_txn_commit(t, &err);
+	if (rc)
+		reply_dfs(req, &err, "rmdir");
+	else
+		fuse_reply_err(req, 0);
+}
+
+struct dir_fill {
+	fuse_req_t req;
+	char *buf;
+	size_t size, used;
+	bool plus;
+	struct fs_node *dir;
+	bool full;
+};
+
+/* Adds one entry; returns 1 (stop) when it does not fit. n (referenced) is consumed. */
+static int dir_add(struct dir_fill *f, const char *name, struct fs_node *n, const struct stat *st,
+		   double timeout, off_t next)
+{
+	size_t need;
+
+	if (f->plus) {
+		struct fuse_entry_param ep;
+
+		memset(&ep, 0, sizeof(ep));
+		need = fuse_add_direntry_plus(f->req, NULL, 0, name, NULL, 0);
+		if (f->used + need > f->size) {
+			if (n)
+				fs_node_forget(n->nodeid, 1);
+			f->full = true;
+			return 1;
+		}
+		ep.attr = *st;
+		if (n) {
+			ep.ino = n->nodeid;
+			ep.generation = 1;
+			ep.attr_timeout = timeout;
+			ep.entry_timeout = LONG_TIMEOUT;
+		}
+		fuse_add_direntry_plus(f->req, f->buf + f->used, f->size - f->used, name, &ep, next);
+	} else {
+		need = fuse_add_direntry(f->req, NULL, 0, name, NULL, 0);
+		if (f->used + need > f->size) {
+			f->full = true;
+			return 1;
+		}
+		fuse_add_direntry(f->req, f->buf + f->used, f->size - f->used, name, st, next);
+	}
+	f->used += need;
+	return 0;
+}
+
+static int dir_add_entry(void *ctx, const struct store_entry *e, uint64_t next)
+{
+	struct dir_fill *f = ctx;
+	struct fs_node *n = NULL;
+	struct stat st;
+
+	entry_attr(&st, fs_ino_entry(f->dir->db, e->id), e);
+	if (f->plus) {
+		if (f->used + fuse_add_direntry_plus(f->req, NULL, 0, e->name, NULL, 0) > f->size) {
+			f->full = true;
+			return 1;
+		}
+		n = fs_node_ref(FSN_ENTRY, f->dir->db, e->coll, e->id, st.st_ino);
+	}
+	return dir_add(f, e->name, n, &st, LONG_TIMEOUT, (off_t)next);
+}
+
+struct name_list {
+	char **names;
+	size_t n, cap;
+};
+
+static int name_list_add(void *ctx, const char *name)
+{
+	struct name_list *l = ctx;
+
+	if (l->n == l->cap) {
+		l->cap = l->cap ? l->cap * 2 : 16;
+		l->names = realloc(l->names, l->cap * sizeof(*l->names));
+		if (!l->names)
+			abort();
+	}
+	l->names[l->n++] = strdup(name);
+	return 0;
+}
+
+static int coll_list_add(void *ctx, const struct store_coll *c)
+{
+	return name_list_add(ctx, c->name);
+}
+
+static void name_list_free(struct name_list *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->names[i]);
+	free(l->names);
+}
+
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
+{
+	struct fs_node *d = fs_node_get(ino);
+	struct dir_fill f = {req, NULL, size, 0, plus, d, false};
+	struct dfs_err err = {0};
+	struct stat st;
+	int rc = 0;
+
+	if (!d) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	f.buf = malloc(size);
+	if (!f.buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	memset(&st, 0, sizeof(st));
+	st.st_mode = S_IFDIR;
+	/* Offsets 1 and 2 are "." and "..": both carry no lookup reference. */
+	if (off < 1 && dir_add(&f, ".", NULL, &st, 0, 1))
+		goto reply;
+	if (off < 2 && dir_add(&f, "..", NULL, &st, 0, 2))
+		goto reply;
+	if (d->kind == FSN_COLL) {
+		struct store_txn *t;
+		uint64_t cookie = off < 3 ? 0 : (uint64_t)off;
+
+		if (off < 3) {
+			double timeout;
+			struct fs_node *n = NULL;
+
+			if (plus)
+				n = fs_node_ref(FSN_INSERT, d->db, d->coll, 0,
+						fs_ino_special(d->db, d->coll, 1));
+			st.st_mode = S_IFREG | 0644;
+			st.st_ino = fs_ino_special(d->db, d->coll, 1);
+			if (plus && node_attr(n, &st, &timeout, &err)) {
+				fs_node_forget(n->nodeid, 1);
+				goto reply;
+			}
+			if (dir_add(&f, ".insert", n, &st, LONG_TIMEOUT, 3))
+				goto reply;
+		}
+		rc = store_txn_begin(d->db, false, &t, &err);
+		if (!rc) {
+			rc = store_entry_list(t, d->coll, cookie, dir_add_entry, &f, &err);
+			store_txn_abort(t);
+			if (rc == 1)
+				rc = 0;
+		}
+	} else {
+		struct name_list l = {0};
+
+		if (d->kind == FSN_ROOT) {
+			name_list_add(&l, ".docfs");
+			rc = store_db_list(fs_store, name_list_add, &l, &err);
+		} else if (d->kind == FSN_DOCFS_DIR) {
+			for (int i = 0; i < DF__COUNT; i++)
+				name_list_add(&l, docfs_files[i]);
+		} else if (d->kind == FSN_DB) {
+			struct store_txn *t;
+
+			rc = store_txn_begin(d->db, false, &t, &err);
+			if (!rc) {
+				rc = store_coll_list(t, coll_list_add, &l, &err);
+				store_txn_abort(t);
+			}
+		} else {
+			rc = dfs_err_set(&err, DFS_ENOTDIR, "not a directory");
+		}
+		for (size_t i = (size_t)(off < 2 ? 0 : off - 2); !rc && i < l.n; i++) {
+			struct fs_node *n = NULL;
+			double timeout;
+
+			if (plus) {
+				if (f.used + fuse_add_direntry_plus(req, NULL, 0, l.names[i], NULL, 0) >
+				    f.size)
+					break;
+				n = lookup_node(d, l.names[i], &err);
+				if (!n) {
+					dfs_err_clear(&err);
+					continue;
+				}
+				if (node_attr(n, &st, &timeout, &err)) {
+					fs_node_forget(n->nodeid, 1);
+					dfs_err_clear(&err);
+					continue;
+				}
+			} else {
+				st.st_mode = (d->kind == FSN_DOCFS_DIR) ? S_IFREG : S_IFDIR;
+				st.st_ino = 0;
+				timeout = 0;
+			}
+			if (dir_add(&f, l.names[i], n, &st, timeout, (off_t)(i + 3)))
+				break;
+		}
+		name_list_free(&l);
+	}
+reply:
+	if (rc && f.used == 0) {
+		free(f.buf);
+		reply_dfs(req, &err, "readdir");
+		return;
+	}
+	fuse_reply_buf(req, f.buf, f.used);
+	free(f.buf);
+}
+
+static void fsop_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			 struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, false);
+}
+
+static void fsop_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			     struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, true);
+}
+
+/* ---- unlink, rename, symlinks ------------------------------------------------------ */
+
+static void fsop_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs_node *p = fs_node_get(parent);
+	struct dfs_err err = {0};
+	struct store_entry e;
+	struct store_txn *t;
+	int rc;
+
+	if (!p || p->kind != FSN_COLL) {
+		fuse_reply_err(req, p ? EPERM : ESTALE);
+		return;
+	}
+	if (strcmp(name, ".insert") == 0) {
+		reply_msg(req, DFS_EPERM, "unlink '.insert': it is part of every collection");
+		return;
+	}
+	rc = store_txn_begin(p->db, true, &t, &err);
+	if (rc) {
+		reply_dfs(req, &err, "unlink");
+		return;
+	}
+	rc = store_entry_lookup(t, p->coll, name, &e, &err);
+	if (rc == DFS_ENOENT) {
+		struct fs_node *pn = pending_find(p->db, p->coll, name);
+
+		if (pn) {
+			/* A created document never written: forget its name. */
+			pending_del(pn);
+			fs_node_forget(pn->nodeid, 1);
+			store_txn_abort(t);
+			fuse_reply_err(req, 0);
+			return;
+		}
+	}
+	if (!rc)
+		rc = store_entry_delete(t, e.id, &err);
+	if (!rc)
+		rc = store_coll_touch(t, p->coll, 0, &err);
+	rc = rc ? (store_txn_abort(t), rc) : store_txn_commit(t, &err);
+	if (rc) {
+		reply_dfs(req, &err, "unlink");
+		return;
+	}
+	fuse_reply_err(req, 0);
+}
+
+static void fsop_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+			const char *newname, unsigned int flags)
+{
+	struct fs_node *p = fs_node_get(parent), *np = fs_node_get(newparent);
+	struct dfs_err err = {0};
+	struct store_entry src, dst, out;
+	struct store_txn *t;
+	bson_t id;
+	int rc;
+
+	if (!p || !np) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	if (flags & RENAME_EXCHANGE) {
+		reply_msg(req, DFS_EINVAL, "rename '%s': exchanging files is not supported", name);
+		return;
+	}
+	if (p->db != np->db || p->kind != np->kind) {
+		fuse_reply_err(req, EXDEV);
+		return;
+	}
+	if (p->kind == FSN_ROOT) {
+		reply_msg(req, DFS_EPERM, "rename '%s': databases cannot be renamed", name);
+		return;
+	}
+	if (p->kind == FSN_DB) {
+		struct store_coll c, other;
+
+		rc = store_txn_begin(p->db, true, &t, &err);
+		if (rc) {
+			reply_dfs(req, &err, "rename");
+			return;
+		}
+		rc = store_coll_find(t, name, &c, &err);
+		if (!rc && store_coll_find(t, newname, &other, NULL) == 0 && other.id != c.id) {
+			int64_t nd = 0, nf = 0;
+
+			if (flags & RENAME_NOREPLACE) {
+				rc = dfs_err_set(&err, DFS_EEXIST, "collection '%s' exists", newname);
+			} else {
+				rc = store_coll_count(t, other.id, &nd, &nf, &err);
+				if (!rc && nd + nf > 0)
+					rc = dfs_err_set(&err, DFS_ENOTEMPTY,
+							 "collection '%s' is not empty", newname);
+				if (!rc)
+					rc = store_coll_drop(t, other.id, &err);
+			}
+		}
+		if (!rc)
+			rc = store_coll_rename(t, c.id, newname, &err);
+		rc = rc ? (store_txn_abort(t), rc) : store_txn_commit(t, &err);
+		if (rc)
+			reply_dfs(req, &err, "rename");
+		else
+			fuse_reply_err(req, 0);
+		return;
+	}
+	if (p->kind != FSN_COLL) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	if (strcmp(name, ".insert") == 0 || strcmp(newname, ".insert") == 0) {
+		reply_msg(req, DFS_EPERM, "rename: '.insert' is part of every collection");
+		return;
+	}
+	if (is_json_name(newname)) {
+		bson_init(&id);
+		rc = store_name_to_id(newname, strlen(newname) - 5, &id, &err);
+		bson_destroy(&id);
+		if (rc) {
+			dfs_err_prefix(&err, "'%s' is not a document name: ", newname);
+			reply_dfs(req, &err, "rename");
+			return;
+		}
+	}
+	rc = store_txn_begin(p->db, true, &t, &err);
+	if (rc) {
+		reply_dfs(req, &err, "rename");
+		return;
+	}
+	rc = store_entry_lookup(t, p->coll, name, &src, &err);
+	if (!rc && (flags & RENAME_NOREPLACE) &&
+	    store_entry_lookup(t, np->coll, newname, &dst, NULL) == 0)
+		rc = dfs_err_set(&err, DFS_EEXIST, "'%s' exists", newname);
+	if (!rc)
+		rc = store_entry_rename(t, src.id, np->coll, newname, &out, &err);
+	if (!rc)
+		rc = store_coll_touch(t, p->coll, 0, &err);
+	if (!rc && np->coll != p->coll)
+		rc = store_coll_touch(t, np->coll, 0, &err);
+	if (rc) {
+		dfs_err_prefix(&err, "rename '%s' to '%s': ", name, newname);
+		store_txn_abort(t);
+		reply_dfs(req, &err, "rename");
+		return;
+	}
+	rc = store_txn_commit(t, &err);
+	if (rc) {
+		reply_dfs(req, &err, "rename");
+		return;
+	}
+	/* The kernel's inode for the source now has the new name: point it at what the
+	 * store has there (design note 1 of inode.c). */
+	{
+		uint64_t nodeid = fs_node_touch_ino(fs_ino_entry(p->db, src.id));
+		struct fs_node *n = nodeid ? fs_node_get(nodeid) : NULL;
+
+		if (n && (n->id != out.id || n->coll != out.coll))
+			fs_node_repoint(n, FSN_ENTRY, out.coll, out.id, fs_ino_entry(p->db, out.id));
+		if (n)
+			fs_notify_inode(n->nodeid);
+	}
+	fuse_reply_err(req, 0);
+}
+
+static void fsop_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	struct fs_node *p = fs_node_get(parent);
+	struct store_attrs a = caller_attrs(req, 0777);
+	struct dfs_err err = {0};
+	struct store_entry e;
+	struct store_txn *t;
+	int rc;
+
+	if (!p || p->kind != FSN_COLL || is_json_name(name)) {
+		reply_msg(req, DFS_EPERM, "symlink '%s': symlinks are scratch files in collections",
+			  name);
+		return;
+	}
+	a.mode = 0777;
+	rc = store_txn_begin(p->db, true, &t, &err);
+	if (!rc) {
+		rc = store_file_create(t, p->coll, name, STORE_KIND_SYMLINK, &a, link, strlen(link),
+				       &e, &err);
+		rc = rc ? (store_txn_abort(t), rc) : store_txn_commit(t, &err);
+	}
+	if (rc) {
+		reply_dfs(req, &err, "symlink");
+		return;
+	}
+	reply_entry(req, fs_node_ref(FSN_ENTRY, p->db, p->coll, e.id, fs_ino_entry(p->db, e.id)));
+}
+
+static void fsop_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct fs_node *n = fs_node_get(ino);
+	struct dfs_err err = {0};
+	struct dfs_buf b;
+	struct store_txn *t;
+	int rc;
+
+	if (!n || n->kind != FSN_ENTRY) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	dfs_buf_init(&b);
+	rc = store_txn_begin(n->db, false, &t, &err);
+	if (!rc) {
+		rc = store_entry_read(t, n->id, &b, &err);
+		store_txn_abort(t);
+	}
+	if (rc)
+		reply_dfs(req, &err, "readlink");
+	else
+		fuse_reply_readlink(req, b.data ? b.data : "");
+	dfs_buf_release(&b);
+}
+
+static void fsop_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	reply_msg(req, DFS_EPERM, "link '%s': hard links are not supported", newname);
+}
+
+static void fsop_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct statvfs sv;
+
+	if (statvfs(store_path(fs_store), &sv) != 0) {
+		fuse_reply_err(req, errno);
+		return;
+	}
+	sv.f_namemax = 255;
+	fuse_reply_statfs(req, &sv);
+}
+
+static void fsop_init(void *userdata, struct fuse_conn_info *conn)
+{
+	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
+		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	if (conn->capable & FUSE_CAP_READDIRPLUS)
+		conn->want |= FUSE_CAP_READDIRPLUS;
+	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
+	conn->max_write = 1024 * 1024;
+	conn->max_readahead = 1024 * 1024;
+}
+
+const struct fuse_lowlevel_ops fs_ops = {
+	.init = fsop_init,
+	.lookup = fsop_lookup,
+	.forget = fsop_forget,
+	.forget_multi = fsop_forget_multi,
+	.getattr = fsop_getattr,
+	.setattr = fsop_setattr,
+	.readlink = fsop_readlink,
+	.mknod = fsop_mknod,
+	.mkdir = fsop_mkdir,
+	.unlink = fsop_unlink,
+	.rmdir = fsop_rmdir,
+	.symlink = fsop_symlink,
+	.rename = fsop_rename,
+	.link = fsop_link,
+	.open = fsop_open,
+	.read = fsop_read,
+	.write = fsop_write,
+	.flush = fsop_flush,
+	.release = fsop_release,
+	.fsync = fsop_fsync,
+	.readdir = fsop_readdir,
+	.readdirplus = fsop_readdirplus,
+	.statfs = fsop_statfs,
+	.create = fsop_create,
+};

@@ -1,0 +1,232 @@
+/*
+ * inode.c - the table of nodes the kernel knows: nodeid -> node, and st_ino -> the node that
+ * currently stands for that store object. It allocates nodeids and counts kernel lookups;
+ * it does not read the store.
+ *
+ * Design notes
+ * 1. Nodeids are allocated here and never reused while the mount lives; st_ino comes from
+ *    the store. They differ so that a rename over a document (sed -i, mv t f) can re-point
+ *    the kernel's inode for the renamed file at the document it replaced, whose st_ino then
+ *    shows at once: the kernel re-reads attributes after a rename.
+ * 2. At most one node per st_ino is in the ino table (the one the kernel reaches by name);
+ *    a node displaced by a re-point stays in the nodeid table until the kernel forgets it.
+ * 3. One mutex guards both tables. A node pointer stays valid while the kernel holds a
+ *    reference, which it does for the length of every request naming the node.
+ */
+#include "fs_int.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BUCKETS 65536
+
+static pthread_mutex_t nodes_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct fs_node *by_id[BUCKETS];
+static struct fs_node *by_ino[BUCKETS];
+static uint64_t next_nodeid = 2;
+static struct fs_node root_node = {.nodeid = 1, .nlookup = 1, .kind = FSN_ROOT, .ino = FS_INO_ROOT};
+
+static unsigned hash64(uint64_t v)
+{
+	v ^= v >> 33;
+	v *= 0xff51afd7ed558ccdULL;
+	v ^= v >> 33;
+	return (unsigned)(v & (BUCKETS - 1));
+}
+
+static void ino_unlink(struct fs_node *n)
+{
+	struct fs_node **pp;
+
+	if (!n->in_ino_table)
+		return;
+	for (pp = &by_ino[hash64(n->ino)]; *pp; pp = &(*pp)->next_ino) {
+		if (*pp == n) {
+			*pp = n->next_ino;
+			break;
+		}
+	}
+	n->in_ino_table = false;
+}
+
+static struct fs_node *ino_find(uint64_t ino)
+{
+	struct fs_node *n;
+
+	for (n = by_ino[hash64(ino)]; n; n = n->next_ino)
+		if (n->ino == ino)
+			return n;
+	return NULL;
+}
+
+static void ino_link(struct fs_node *n)
+{
+	struct fs_node *old = ino_find(n->ino);
+	unsigned h = hash64(n->ino);
+
+	if (old && old != n)
+		ino_unlink(old);
+	if (old == n)
+		return;
+	n->next_ino = by_ino[h];
+	by_ino[h] = n;
+	n->in_ino_table = true;
+}
+
+void fs_nodes_init(void)
+{
+	memset(by_id, 0, sizeof(by_id));
+	memset(by_ino, 0, sizeof(by_ino));
+	root_node.in_ino_table = false;
+	by_id[hash64(1)] = &root_node;
+	ino_link(&root_node);
+}
+
+void fs_nodes_release(void)
+{
+	pthread_mutex_lock(&nodes_lock);
+	for (unsigned i = 0; i < BUCKETS; i++) {
+		struct fs_node *n = by_id[i], *next;
+
+		for (; n; n = next) {
+			next = n->next_id;
+			if (n != &root_node) {
+				free(n->pending_name);
+				free(n);
+			}
+		}
+		by_id[i] = NULL;
+		by_ino[i] = NULL;
+	}
+	pthread_mutex_unlock(&nodes_lock);
+}
+
+struct fs_node *fs_node_get(uint64_t nodeid)
+{
+	struct fs_node *n;
+
+	pthread_mutex_lock(&nodes_lock);
+	for (n = by_id[hash64(nodeid)]; n; n = n->next_id)
+		if (n->nodeid == nodeid)
+			break;
+	pthread_mutex_unlock(&nodes_lock);
+	return n;
+}
+
+static struct fs_node *node_new(int kind, struct store_db *db, int64_t coll, int64_t id,
+				uint64_t ino)
+{
+	struct fs_node *n = calloc(1, sizeof(*n));
+	unsigned h;
+
+	if (!n)
+		abort();
+	n->nodeid = next_nodeid++;
+	n->kind = kind;
+	n->db = db;
+	n->coll = coll;
+	n->id = id;
+	n->ino = ino;
+	n->nlookup = 1;
+	n->data_gen = 1;
+	h = hash64(n->nodeid);
+	n->next_id = by_id[h];
+	by_id[h] = n;
+	return n;
+}
+
+struct fs_node *fs_node_ref(int kind, struct store_db *db, int64_t coll, int64_t id,
+			    uint64_t ino)
+{
+	struct fs_node *n;
+
+	pthread_mutex_lock(&nodes_lock);
+	n = ino_find(ino);
+	if (n && n->kind == kind) {
+		n->nlookup++;
+		n->db = db;
+		n->coll = coll;
+		n->id = id;
+	} else {
+		n = node_new(kind, db, coll, id, ino);
+		ino_link(n);
+	}
+	pthread_mutex_unlock(&nodes_lock);
+	return n;
+}
+
+struct fs_node *fs_node_pending(struct store_db *db, int64_t coll, const char *name)
+{
+	struct fs_node *n;
+
+	pthread_mutex_lock(&nodes_lock);
+	/* A pending node has no st_ino of its own yet: a private one above every store id. */
+	n = node_new(FSN_PENDING, db, coll, 0, 0);
+	n->ino = fs_ino_db(db) | (1ULL << 38) | (n->nodeid & ((1ULL << 38) - 1));
+	n->pending_name = strdup(name);
+	if (!n->pending_name)
+		abort();
+	ino_link(n);
+	pthread_mutex_unlock(&nodes_lock);
+	return n;
+}
+
+void fs_node_forget(uint64_t nodeid, uint64_t count)
+{
+	struct fs_node **pp, *n;
+
+	if (nodeid == 1)
+		return;
+	pthread_mutex_lock(&nodes_lock);
+	for (pp = &by_id[hash64(nodeid)]; (n = *pp); pp = &n->next_id) {
+		if (n->nodeid != nodeid)
+			continue;
+		n->nlookup = count >= n->nlookup ? 0 : n->nlookup - count;
+		if (n->nlookup == 0) {
+			*pp = n->next_id;
+			ino_unlink(n);
+			free(n->pending_name);
+			free(n);
+		}
+		break;
+	}
+	pthread_mutex_unlock(&nodes_lock);
+}
+
+void fs_node_repoint(struct fs_node *node, int kind, int64_t coll, int64_t id, uint64_t ino)
+{
+	pthread_mutex_lock(&nodes_lock);
+	ino_unlink(node);
+	node->kind = kind;
+	node->coll = coll;
+	node->id = id;
+	node->ino = ino;
+	free(node->pending_name);
+	node->pending_name = NULL;
+	node->data_gen++;
+	ino_link(node);
+	pthread_mutex_unlock(&nodes_lock);
+}
+
+uint64_t fs_node_touch_ino(uint64_t ino)
+{
+	struct fs_node *n;
+	uint64_t id = 0;
+
+	pthread_mutex_lock(&nodes_lock);
+	n = ino_find(ino);
+	if (n) {
+		n->data_gen++;
+		id = n->nodeid;
+	}
+	pthread_mutex_unlock(&nodes_lock);
+	return id;
+}
+
+void fs_node_bump(struct fs_node *node)
+{
+	pthread_mutex_lock(&nodes_lock);
+	node->data_gen++;
+	pthread_mutex_unlock(&nodes_lock);
+}

@@ -1,0 +1,235 @@
+/*
+ * notify.c - the notifier thread: the only place that sends kernel cache invalidations.
+ * Request handlers queue what they changed; the thread also polls the change feed of every
+ * database the mount has seen, so writes by other processes (the CLI) reach the kernel
+ * caches within one poll period. It never runs inside a request handler, so an
+ * invalidation can never wait on the request that asked for it.
+ */
+#define FUSE_USE_VERSION 34
+#include "fs_int.h"
+
+#include <errno.h>
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct qitem {
+	uint64_t nodeid; /* inode to invalidate, or 0 */
+	uint64_t parent; /* directory of the entry to invalidate, or 0 */
+	char *name;	 /* Owned: the entry name */
+};
+
+struct watched {
+	struct store_db *db; /* Borrowed */
+	int64_t seq;	     /* last change seen */
+};
+
+static struct fuse_session *nse;
+static pthread_t nthread;
+static bool nrunning;
+static int nperiod_ms = 200;
+static pthread_mutex_t nlock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ncond = PTHREAD_COND_INITIALIZER;
+static struct qitem *queue;
+static size_t qlen, qcap;
+static struct watched *watch;
+static size_t nwatch, watchcap;
+
+static void enqueue(uint64_t nodeid, uint64_t parent, const char *name)
+{
+	pthread_mutex_lock(&nlock);
+	if (qlen == qcap) {
+		qcap = qcap ? qcap * 2 : 64;
+		queue = realloc(queue, qcap * sizeof(*queue));
+		if (!queue)
+			abort();
+	}
+	queue[qlen].nodeid = nodeid;
+	queue[qlen].parent = parent;
+	queue[qlen].name = name ? strdup(name) : NULL;
+	qlen++;
+	pthread_cond_signal(&ncond);
+	pthread_mutex_unlock(&nlock);
+}
+
+void fs_notify_inode(uint64_t nodeid)
+{
+	enqueue(nodeid, 0, NULL);
+}
+
+void fs_notify_entry(uint64_t parent, const char *name)
+{
+	enqueue(0, parent, name);
+}
+
+void fs_notify_watch(struct store_db *db)
+{
+	int64_t seq = 0;
+
+	pthread_mutex_lock(&nlock);
+	for (size_t i = 0; i < nwatch; i++) {
+		if (watch[i].db == db) {
+			pthread_mutex_unlock(&nlock);
+			return;
+		}
+	}
+	pthread_mutex_unlock(&nlock);
+	store_changes_last(db, &seq, NULL);
+	pthread_mutex_lock(&nlock);
+	for (size_t i = 0; i < nwatch; i++) {
+		if (watch[i].db == db) {
+			pthread_mutex_unlock(&nlock);
+			return;
+		}
+	}
+	if (nwatch == watchcap) {
+		watchcap = watchcap ? watchcap * 2 : 8;
+		watch = realloc(watch, watchcap * sizeof(*watch));
+		if (!watch)
+			abort();
+	}
+	watch[nwatch].db = db;
+	watch[nwatch].seq = seq;
+	nwatch++;
+	pthread_mutex_unlock(&nlock);
+}
+
+static void inval_inode(uint64_t nodeid)
+{
+	if (nodeid)
+		fuse_lowlevel_notify_inval_inode(nse, nodeid, 0, 0);
+}
+
+static void inval_entry(uint64_t parent, const char *name)
+{
+	if (parent && name && name[0])
+		fuse_lowlevel_notify_inval_entry(nse, parent, name, strlen(name));
+}
+
+struct feed_ctx {
+	struct store_db *db;
+};
+
+/* Turns one change record into the invalidations it implies. */
+static int on_change(void *ctx, const struct store_change *c)
+{
+	struct feed_ctx *fc = ctx;
+	uint64_t coll_node = fs_node_touch_ino(fs_ino_entry(fc->db, c->coll));
+
+	switch (c->op) {
+	case STORE_CH_PUT:
+		inval_inode(fs_node_touch_ino(fs_ino_entry(fc->db, c->id)));
+		break;
+	case STORE_CH_DEL:
+		inval_entry(coll_node, c->name);
+		inval_inode(fs_node_touch_ino(fs_ino_entry(fc->db, c->id)));
+		break;
+	case STORE_CH_COLL:
+		inval_entry(fs_node_touch_ino(fs_ino_db(fc->db)), c->name);
+		inval_inode(coll_node);
+		break;
+	case STORE_CH_INSERTS:
+		inval_inode(coll_node);
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+static void *notifier(void *arg)
+{
+	pthread_mutex_lock(&nlock);
+	while (nrunning) {
+		struct timespec until;
+		struct qitem *items;
+		size_t n;
+
+		if (qlen == 0) {
+			clock_gettime(CLOCK_REALTIME, &until);
+			until.tv_nsec += (long)nperiod_ms * 1000000;
+			until.tv_sec += until.tv_nsec / 1000000000;
+			until.tv_nsec %= 1000000000;
+			pthread_cond_timedwait(&ncond, &nlock, &until);
+		}
+		if (!nrunning)
+			break;
+		items = queue;
+		n = qlen;
+		queue = NULL;
+		qlen = qcap = 0;
+		pthread_mutex_unlock(&nlock);
+		for (size_t i = 0; i < n; i++) {
+			inval_inode(items[i].nodeid);
+			inval_entry(items[i].parent, items[i].name);
+			free(items[i].name);
+		}
+		free(items);
+		/* The change feed of every database seen so far. */
+		for (size_t i = 0;; i++) {
+			struct feed_ctx fc;
+			int64_t seq;
+
+			pthread_mutex_lock(&nlock);
+			if (i >= nwatch) {
+				pthread_mutex_unlock(&nlock);
+				break;
+			}
+			fc.db = watch[i].db;
+			seq = watch[i].seq;
+			pthread_mutex_unlock(&nlock);
+			{
+				int64_t last = seq;
+
+				if (store_changes_last(fc.db, &last, NULL) == 0 && last != seq) {
+					store_changes_since(fc.db, seq, on_change, &fc, NULL);
+					pthread_mutex_lock(&nlock);
+					watch[i].seq = last;
+					pthread_mutex_unlock(&nlock);
+				}
+			}
+		}
+		pthread_mutex_lock(&nlock);
+	}
+	pthread_mutex_unlock(&nlock);
+	return arg;
+}
+
+int fs_notify_start(struct fuse_session *se, int period_ms, struct dfs_err *err)
+{
+	int rc;
+
+	nse = se;
+	if (period_ms > 0)
+		nperiod_ms = period_ms;
+	nrunning = true;
+	rc = pthread_create(&nthread, NULL, notifier, NULL);
+	if (rc) {
+		nrunning = false;
+		return dfs_err_set(err, DFS_EIO, "cannot start the notifier: %s", strerror(rc));
+	}
+	return 0;
+}
+
+void fs_notify_stop(void)
+{
+	pthread_mutex_lock(&nlock);
+	if (!nrunning) {
+		pthread_mutex_unlock(&nlock);
+		return;
+	}
+	nrunning = false;
+	pthread_cond_signal(&ncond);
+	pthread_mutex_unlock(&nlock);
+	pthread_join(nthread, NULL);
+	for (size_t i = 0; i < qlen; i++)
+		free(queue[i].name);
+	free(queue);
+	queue = NULL;
+	qlen = qcap = 0;
+	free(watch);
+	watch = NULL;
+	nwatch = watchcap = 0;
+}

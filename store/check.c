@@ -1,0 +1,169 @@
+/*
+ * check.c - verification of a whole store: SQLite's integrity check of every database and
+ * the store's own invariants (each document's BSON valid and storable, its key, file name
+ * and rendered size agreeing with it, ids unique across documents, files and collections
+ * and below the id counter, every entry in an existing collection). It repairs nothing.
+ */
+#include "store_int.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct check_ctx {
+	struct store *s;
+	void (*cb)(void *ctx, const char *problem);
+	void *ctx;
+	int64_t problems;
+	struct dfs_err *err;
+};
+
+static void problem(struct check_ctx *cc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void problem(struct check_ctx *cc, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	cc->problems++;
+	if (cc->cb)
+		cc->cb(cc->ctx, msg);
+}
+
+static int64_t one_int(sqlite3 *h, const char *sql)
+{
+	sqlite3_stmt *st;
+	int64_t v = -1;
+
+	if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	if (sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return v;
+}
+
+static void check_docs(struct check_ctx *cc, const char *db, sqlite3 *h)
+{
+	sqlite3_stmt *st;
+	struct dfs_buf key, stem, text;
+	int rc;
+
+	if (sqlite3_prepare_v2(h, "SELECT id, coll, key, name, size, bson FROM docs", -1, &st,
+			       NULL) != SQLITE_OK) {
+		problem(cc, "%s: cannot read documents: %s", db, sqlite3_errmsg(h));
+		return;
+	}
+	dfs_buf_init(&key);
+	dfs_buf_init(&stem);
+	dfs_buf_init(&text);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		long long id = sqlite3_column_int64(st, 0);
+		const void *blob = sqlite3_column_blob(st, 5);
+		int n = sqlite3_column_bytes(st, 5);
+		const char *name = (const char *)sqlite3_column_text(st, 3);
+		struct dfs_err e = {0};
+		bson_iter_t it;
+		bson_t doc;
+
+		if (n < 5 || !bson_init_static(&doc, blob, (size_t)n) ||
+		    !bson_validate(&doc, BSON_VALIDATE_UTF8, NULL)) {
+			problem(cc, "%s: document %lld is not valid BSON", db, id);
+			continue;
+		}
+		if (store_doc_validate(&doc, &e)) {
+			problem(cc, "%s: document %lld: %s", db, id, e.msg);
+			continue;
+		}
+		if (!bson_iter_init(&it, &doc) || !bson_iter_next(&it) ||
+		    strcmp(bson_iter_key(&it), "_id") != 0) {
+			problem(cc, "%s: document %lld does not start with _id", db, id);
+			continue;
+		}
+		dfs_buf_reset(&key);
+		dfs_buf_reset(&stem);
+		dfs_buf_reset(&text);
+		if (store_key_append(&key, bson_iter_value(&it), false, &e) ||
+		    (size_t)sqlite3_column_bytes(st, 2) != key.len ||
+		    memcmp(sqlite3_column_blob(st, 2), key.data, key.len) != 0)
+			problem(cc, "%s: document %lld: key does not match its _id", db, id);
+		dfs_err_clear(&e);
+		if (store_name_from_id(bson_iter_value(&it), &stem, &e) == 0) {
+			dfs_buf_puts(&stem, ".json");
+			if (!name || strcmp(name, stem.data) != 0)
+				problem(cc, "%s: document %lld: name '%s' should be '%s'", db, id,
+					name ? name : "", stem.data);
+		}
+		dfs_err_clear(&e);
+		if (store_codec_render(&doc, STORE_RENDER_PRETTY, &text, &e) ||
+		    (int64_t)text.len != sqlite3_column_int64(st, 4))
+			problem(cc, "%s: document %lld: stored size %lld, rendered %zu", db, id,
+				(long long)sqlite3_column_int64(st, 4), text.len);
+	}
+	if (rc != SQLITE_DONE)
+		problem(cc, "%s: reading documents: %s", db, sqlite3_errmsg(h));
+	sqlite3_finalize(st);
+	dfs_buf_release(&key);
+	dfs_buf_release(&stem);
+	dfs_buf_release(&text);
+}
+
+static int check_db(void *ctx, const char *name)
+{
+	struct check_ctx *cc = ctx;
+	struct store__conn *c;
+	struct dfs_err e = {0};
+	char *path;
+	sqlite3_stmt *st;
+
+	if (asprintf(&path, "%s/%s.db", store_path(cc->s), name) < 0)
+		abort();
+	if (store__conn_open(path, false, &c, &e)) {
+		problem(cc, "%s: %s", name, e.msg);
+		free(path);
+		return 0;
+	}
+	free(path);
+	if (sqlite3_prepare_v2(c->h, "PRAGMA integrity_check", -1, &st, NULL) == SQLITE_OK) {
+		while (sqlite3_step(st) == SQLITE_ROW) {
+			const char *r = (const char *)sqlite3_column_text(st, 0);
+
+			if (r && strcmp(r, "ok") != 0)
+				problem(cc, "%s: sqlite: %s", name, r);
+		}
+		sqlite3_finalize(st);
+	}
+	if (one_int(c->h, "PRAGMA user_version") != 1)
+		problem(cc, "%s: unknown schema version %lld", name,
+			(long long)one_int(c->h, "PRAGMA user_version"));
+	if (one_int(c->h, "SELECT count(*) FROM (SELECT id FROM docs UNION ALL SELECT id FROM files"
+			  " UNION ALL SELECT id FROM colls) GROUP BY id HAVING count(*) > 1") > 0)
+		problem(cc, "%s: an id is used twice", name);
+	if (one_int(c->h, "SELECT max(m) >= (SELECT v FROM meta WHERE k = 'next_id') FROM ("
+			  "SELECT max(id) AS m FROM docs UNION ALL SELECT max(id) FROM files"
+			  " UNION ALL SELECT max(id) FROM colls)") == 1)
+		problem(cc, "%s: an id is at or above the id counter", name);
+	if (one_int(c->h, "SELECT count(*) FROM docs WHERE coll NOT IN (SELECT id FROM colls)") > 0 ||
+	    one_int(c->h, "SELECT count(*) FROM files WHERE coll NOT IN (SELECT id FROM colls)") > 0)
+		problem(cc, "%s: entries in a collection that does not exist", name);
+	check_docs(cc, name, c->h);
+	store__conn_close(c);
+	return 0;
+}
+
+int store_check(struct store *s, void (*cb)(void *ctx, const char *problem), void *ctx,
+		struct dfs_err *err)
+{
+	struct check_ctx cc = {s, cb, ctx, 0, err};
+	int rc = store_db_list(s, check_db, &cc, err);
+
+	if (rc)
+		return rc;
+	if (cc.problems)
+		return dfs_err_set(err, DFS_ECORRUPT, "%lld problems found", (long long)cc.problems);
+	return 0;
+}

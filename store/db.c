@@ -1,0 +1,1054 @@
+/*
+ * db.c - the store directory, its databases (one SQLite file each), connection pools,
+ * transactions, collections and the change feed. Documents and scratch files are in
+ * doc.c; this file does not parse or render text.
+ *
+ * Design notes
+ * 1. A database is "<store>/<name>.db" in WAL mode, synchronous=NORMAL: a committed
+ *    transaction survives a crash of the process; store_db_sync() adds power-loss safety.
+ * 2. Entry ids (documents, scratch files, collections) come from one per-database counter
+ *    (meta 'next_id') so that an id names one object for the life of the database: it is
+ *    the low part of the inode number. A transaction loads the counter once and stores it
+ *    back at commit.
+ * 3. Database numbers are assigned at creation under an flock of "<store>/.lock" as one
+ *    more than the largest in use, and never change.
+ * 4. Several processes may write: BEGIN IMMEDIATE with a 10 s busy timeout. Inside one
+ *    process, writers queue on write_lock instead of spinning on SQLITE_BUSY.
+ * 5. Every write transaction appends to the 'changes' table; other processes (and the
+ *    mount's notifier) read it to invalidate caches. It is pruned to the last 100,000.
+ */
+#include "store_int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SCHEMA_VERSION 1
+#define CHANGES_KEEP 100000
+
+struct store {
+	char *dir;		/* Owned: the store directory */
+	pthread_mutex_t lock;	/* guards dbs */
+	struct store_db *dbs;	/* Owned: open databases */
+};
+
+static const char *const schema_sql =
+	"CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v) WITHOUT ROWID;"
+	"CREATE TABLE IF NOT EXISTS colls(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE,"
+	" options BLOB, ctime INTEGER, mtime INTEGER, mode INTEGER, uid INTEGER, gid INTEGER);"
+	"CREATE TABLE IF NOT EXISTS indexes(coll INTEGER, name TEXT, spec BLOB,"
+	" PRIMARY KEY(coll, name)) WITHOUT ROWID;"
+	"CREATE TABLE IF NOT EXISTS docs(id INTEGER PRIMARY KEY, coll INTEGER NOT NULL,"
+	" key BLOB NOT NULL, name TEXT, size INTEGER, mode INTEGER, uid INTEGER, gid INTEGER,"
+	" mtime INTEGER, ctime INTEGER, bson BLOB NOT NULL);"
+	"CREATE UNIQUE INDEX IF NOT EXISTS docs_key ON docs(coll, key);"
+	"CREATE INDEX IF NOT EXISTS docs_coll ON docs(coll);"
+	"CREATE TABLE IF NOT EXISTS files(id INTEGER PRIMARY KEY, coll INTEGER NOT NULL,"
+	" name TEXT NOT NULL, kind INTEGER, mode INTEGER, uid INTEGER, gid INTEGER,"
+	" mtime INTEGER, ctime INTEGER, data BLOB, UNIQUE(coll, name));"
+	"CREATE TABLE IF NOT EXISTS vacated(coll INTEGER, key BLOB, id INTEGER, time INTEGER,"
+	" PRIMARY KEY(coll, key)) WITHOUT ROWID;"
+	"CREATE TABLE IF NOT EXISTS changes(seq INTEGER PRIMARY KEY, coll INTEGER, op INTEGER,"
+	" id INTEGER, name TEXT);";
+
+static const char *const stmt_sql[ST__COUNT] = {
+	[ST_META_GET] = "SELECT v FROM meta WHERE k = ?1",
+	[ST_META_SET] = "INSERT OR REPLACE INTO meta(k, v) VALUES(?1, ?2)",
+	[ST_COLL_FIND] = "SELECT id, name, ctime, mtime, mode, uid, gid FROM colls WHERE name = ?1",
+	[ST_COLL_BY_ID] = "SELECT id, name, ctime, mtime, mode, uid, gid FROM colls WHERE id = ?1",
+	[ST_COLL_LIST] = "SELECT id, name, ctime, mtime, mode, uid, gid FROM colls ORDER BY name",
+	[ST_COLL_INSERT] = "INSERT INTO colls(id, name, ctime, mtime, mode, uid, gid)"
+			   " VALUES(?1, ?2, ?3, ?3, ?4, ?5, ?6)",
+	[ST_COLL_RENAME] = "UPDATE colls SET name = ?2, mtime = ?3 WHERE id = ?1",
+	[ST_COLL_TOUCH] = "UPDATE colls SET mtime = ?2 WHERE id = ?1",
+	[ST_COLL_SETATTR] = "UPDATE colls SET mode = ?2, uid = ?3, gid = ?4 WHERE id = ?1",
+	[ST_COLL_NDOCS] = "SELECT count(*) FROM docs WHERE coll = ?1",
+	[ST_COLL_NFILES] = "SELECT count(*) FROM files WHERE coll = ?1",
+	[ST_DOC_BY_KEY] = "SELECT id, coll, name, size, mode, uid, gid, mtime, ctime FROM docs"
+			  " WHERE coll = ?1 AND key = ?2",
+	[ST_DOC_BY_ID] = "SELECT id, coll, name, size, mode, uid, gid, mtime, ctime FROM docs"
+			 " WHERE id = ?1",
+	[ST_DOC_BSON] = "SELECT bson FROM docs WHERE id = ?1",
+	[ST_DOC_INSERT] = "INSERT INTO docs(id, coll, key, name, size, mode, uid, gid, mtime,"
+			  " ctime, bson) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10)",
+	[ST_DOC_UPDATE] = "UPDATE docs SET size = ?2, mtime = ?3, ctime = ?3, bson = ?4"
+			  " WHERE id = ?1",
+	[ST_DOC_DELETE] = "DELETE FROM docs WHERE id = ?1",
+	[ST_DOC_LIST] = "SELECT id, coll, name, size, mode, uid, gid, mtime, ctime FROM docs"
+			" WHERE coll = ?1 AND id > ?2 ORDER BY id LIMIT 256",
+	[ST_DOC_SETATTR] = "UPDATE docs SET mode = ?2, uid = ?3, gid = ?4, mtime = ?5, ctime = ?6"
+			   " WHERE id = ?1",
+	[ST_DOC_RENAME] = "UPDATE docs SET coll = ?2, key = ?3, name = ?4, size = ?5, ctime = ?6,"
+			  " bson = ?7 WHERE id = ?1",
+	[ST_FILE_BY_NAME] = "SELECT id, coll, name, kind, length(data), mode, uid, gid, mtime,"
+			    " ctime FROM files WHERE coll = ?1 AND name = ?2",
+	[ST_FILE_BY_ID] = "SELECT id, coll, name, kind, length(data), mode, uid, gid, mtime,"
+			  " ctime FROM files WHERE id = ?1",
+	[ST_FILE_DATA] = "SELECT data FROM files WHERE id = ?1",
+	[ST_FILE_INSERT] = "INSERT INTO files(id, coll, name, kind, mode, uid, gid, mtime, ctime,"
+			   " data) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9)",
+	[ST_FILE_WRITE] = "UPDATE files SET data = ?2, mtime = ?3, ctime = ?3 WHERE id = ?1",
+	[ST_FILE_DELETE] = "DELETE FROM files WHERE id = ?1",
+	[ST_FILE_LIST] = "SELECT id, coll, name, kind, length(data), mode, uid, gid, mtime, ctime"
+			 " FROM files WHERE coll = ?1 AND id > ?2 ORDER BY id LIMIT 256",
+	[ST_FILE_SETATTR] = "UPDATE files SET mode = ?2, uid = ?3, gid = ?4, mtime = ?5,"
+			    " ctime = ?6 WHERE id = ?1",
+	[ST_FILE_RENAME] = "UPDATE files SET coll = ?2, name = ?3, ctime = ?4 WHERE id = ?1",
+	[ST_VAC_GET] = "SELECT id FROM vacated WHERE coll = ?1 AND key = ?2 AND time > ?3",
+	[ST_VAC_PUT] = "INSERT OR REPLACE INTO vacated(coll, key, id, time) VALUES(?1, ?2, ?3, ?4)",
+	[ST_VAC_DEL] = "DELETE FROM vacated WHERE (coll = ?1 AND key = ?2) OR time < ?3",
+	[ST_CHANGE_ADD] = "INSERT INTO changes(coll, op, id, name) VALUES(?1, ?2, ?3, ?4)",
+	[ST_CHANGE_SINCE] = "SELECT seq, coll, op, id, name FROM changes WHERE seq > ?1"
+			    " ORDER BY seq LIMIT 1024",
+	[ST_CHANGE_LAST] = "SELECT max(seq) FROM changes",
+};
+
+int64_t store__now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int conn_err(sqlite3 *h, int rc, const char *what, struct dfs_err *err)
+{
+	int code = DFS_EIO;
+
+	if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED)
+		code = DFS_EBUSY;
+	else if ((rc & 0xff) == SQLITE_CONSTRAINT)
+		code = DFS_EEXIST;
+	else if (rc == SQLITE_FULL)
+		code = DFS_EFBIG;
+	else if (rc == SQLITE_CORRUPT || rc == SQLITE_NOTADB)
+		code = DFS_ECORRUPT;
+	return dfs_err_set(err, code, "%s: %s", what, h ? sqlite3_errmsg(h) : sqlite3_errstr(rc));
+}
+
+int store__sqlerr(struct store_txn *t, int rc, const char *what, struct dfs_err *err)
+{
+	return conn_err(t->c->h, rc, what, err);
+}
+
+static int exec_sql(sqlite3 *h, const char *sql, struct dfs_err *err)
+{
+	char *msg = NULL;
+	int rc = sqlite3_exec(h, sql, NULL, NULL, &msg);
+
+	if (rc != SQLITE_OK) {
+		dfs_err_set(err, rc == SQLITE_BUSY ? DFS_EBUSY : DFS_EIO, "sqlite: %s",
+			    msg ? msg : sqlite3_errstr(rc));
+		sqlite3_free(msg);
+		return err ? err->code : DFS_EIO;
+	}
+	return 0;
+}
+
+int store__conn_open(const char *path, bool create, struct store__conn **out,
+		     struct dfs_err *err)
+{
+	struct store__conn *c;
+	int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;
+	int rc;
+
+	if (create)
+		flags |= SQLITE_OPEN_CREATE;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return dfs_err_set(err, DFS_ENOMEM, "out of memory");
+	rc = sqlite3_open_v2(path, &c->h, flags, NULL);
+	if (rc != SQLITE_OK) {
+		if (rc == SQLITE_CANTOPEN && !create)
+			dfs_err_set(err, DFS_ENOENT, "cannot open '%s'", path);
+		else
+			conn_err(c->h, rc, path, err);
+		sqlite3_close(c->h);
+		free(c);
+		return err ? err->code : DFS_EIO;
+	}
+	sqlite3_busy_timeout(c->h, 10000);
+	sqlite3_extended_result_codes(c->h, 1);
+	if (exec_sql(c->h, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+			   " PRAGMA cache_size=-16384; PRAGMA temp_store=MEMORY;", err)) {
+		store__conn_close(c);
+		return err ? err->code : DFS_EIO;
+	}
+	*out = c;
+	return 0;
+}
+
+void store__conn_close(struct store__conn *c)
+{
+	if (!c)
+		return;
+	for (int i = 0; i < ST__COUNT; i++)
+		sqlite3_finalize(c->st[i]);
+	sqlite3_close(c->h);
+	free(c);
+}
+
+sqlite3_stmt *store__stmt(struct store_txn *t, enum store__st which, struct dfs_err *err)
+{
+	struct store__conn *c = t->c;
+	int rc;
+
+	if (!c->st[which]) {
+		rc = sqlite3_prepare_v3(c->h, stmt_sql[which], -1, SQLITE_PREPARE_PERSISTENT,
+					&c->st[which], NULL);
+		if (rc != SQLITE_OK) {
+			conn_err(c->h, rc, "prepare", err);
+			return NULL;
+		}
+	} else {
+		sqlite3_reset(c->st[which]);
+		sqlite3_clear_bindings(c->st[which]);
+	}
+	return c->st[which];
+}
+
+/* ---- store ------------------------------------------------------------------------- */
+
+int store_open(const char *dir, bool create, struct store **out, struct dfs_err *err)
+{
+	struct store *s;
+	struct stat st;
+
+	if (stat(dir, &st) != 0) {
+		if (errno != ENOENT || !create)
+			return dfs_err_set(err, DFS_ENOENT, "store '%s' does not exist", dir);
+		if (mkdir(dir, 0755) != 0)
+			return dfs_err_set(err, DFS_EIO, "cannot create store '%s': %s", dir,
+					   strerror(errno));
+	} else if (!S_ISDIR(st.st_mode)) {
+		return dfs_err_set(err, DFS_ENOTDIR, "store '%s' is not a directory", dir);
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return dfs_err_set(err, DFS_ENOMEM, "out of memory");
+	s->dir = realpath(dir, NULL);
+	if (!s->dir) {
+		free(s);
+		return dfs_err_set(err, DFS_EIO, "cannot resolve '%s': %s", dir, strerror(errno));
+	}
+	pthread_mutex_init(&s->lock, NULL);
+	*out = s;
+	return 0;
+}
+
+static void db_free(struct store_db *db)
+{
+	struct store__conn *c;
+
+	while ((c = db->pool)) {
+		db->pool = c->next;
+		store__conn_close(c);
+	}
+	pthread_mutex_destroy(&db->pool_lock);
+	pthread_mutex_destroy(&db->write_lock);
+	free(db->path);
+	free(db);
+}
+
+void store_free(struct store *s)
+{
+	struct store_db *db;
+
+	if (!s)
+		return;
+	while ((db = s->dbs)) {
+		s->dbs = db->next;
+		db_free(db);
+	}
+	pthread_mutex_destroy(&s->lock);
+	free(s->dir);
+	free(s);
+}
+
+const char *store_path(const struct store *s)
+{
+	return s->dir;
+}
+
+int store_db_name_check(const char *name, struct dfs_err *err)
+{
+	size_t n = strlen(name);
+
+	if (n == 0)
+		return dfs_err_set(err, DFS_EINVAL, "database name must not be empty");
+	if (n > DFS_MAX_NS_NAME)
+		return dfs_err_set(err, DFS_ENAMETOOLONG,
+				   "database name '%.20s...' is %zu bytes, over the %d-byte limit",
+				   name, n, DFS_MAX_NS_NAME);
+	if (strpbrk(name, "/\\. \"$*<>:|?"))
+		return dfs_err_set(err, DFS_EINVAL,
+				   "database name '%s' must not contain any of / \\ . space \" $ * < > : | ?",
+				   name);
+	return 0;
+}
+
+int store_coll_name_check(const char *name, struct dfs_err *err)
+{
+	size_t n = strlen(name);
+
+	if (n == 0)
+		return dfs_err_set(err, DFS_EINVAL, "collection name must not be empty");
+	if (n > DFS_MAX_NS_NAME)
+		return dfs_err_set(err, DFS_ENAMETOOLONG,
+				   "collection name '%.20s...' is %zu bytes, over the %d-byte limit",
+				   name, n, DFS_MAX_NS_NAME);
+	if (strchr(name, '/') || strchr(name, '$'))
+		return dfs_err_set(err, DFS_EINVAL, "collection name '%s' must not contain '/' or '$'",
+				   name);
+	if (name[0] == '.' || strncmp(name, "system.", 7) == 0)
+		return dfs_err_set(err, DFS_EINVAL,
+				   "collection name '%s' must not start with '.' or 'system.'", name);
+	return 0;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int store_db_list(struct store *s, int (*cb)(void *ctx, const char *name), void *ctx,
+		  struct dfs_err *err)
+{
+	DIR *d = opendir(s->dir);
+	struct dirent *de;
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	int rc = 0;
+
+	if (!d)
+		return dfs_err_set(err, DFS_EIO, "cannot list store '%s': %s", s->dir,
+				   strerror(errno));
+	while ((de = readdir(d))) {
+		size_t len = strlen(de->d_name);
+		char name[DFS_MAX_NS_NAME + 1];
+
+		if (len < 4 || len - 3 > DFS_MAX_NS_NAME || strcmp(de->d_name + len - 3, ".db"))
+			continue;
+		memcpy(name, de->d_name, len - 3);
+		name[len - 3] = '\0';
+		if (store_db_name_check(name, NULL))
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 16;
+			names = realloc(names, cap * sizeof(*names));
+			if (!names)
+				abort();
+		}
+		names[n++] = strdup(name);
+	}
+	closedir(d);
+	qsort(names, n, sizeof(*names), name_cmp);
+	for (size_t i = 0; i < n; i++) {
+		if (!rc)
+			rc = cb(ctx, names[i]);
+		free(names[i]);
+	}
+	free(names);
+	return rc;
+}
+
+static int64_t meta_int(struct store__conn *c, const char *k, int64_t dflt)
+{
+	sqlite3_stmt *st;
+	int64_t v = dflt;
+
+	if (sqlite3_prepare_v2(c->h, "SELECT v FROM meta WHERE k = ?1", -1, &st, NULL) != SQLITE_OK)
+		return dflt;
+	sqlite3_bind_text(st, 1, k, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return v;
+}
+
+/* Finds the largest database number in use, reading each database's meta table. */
+static uint32_t max_db_number(struct store *s)
+{
+	DIR *d = opendir(s->dir);
+	struct dirent *de;
+	uint32_t max = 0;
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		size_t len = strlen(de->d_name);
+		struct store__conn *c;
+		char *path;
+
+		if (len < 4 || strcmp(de->d_name + len - 3, ".db"))
+			continue;
+		if (asprintf(&path, "%s/%s", s->dir, de->d_name) < 0)
+			abort();
+		if (store__conn_open(path, false, &c, NULL) == 0) {
+			int64_t v = meta_int(c, "dbnum", 0);
+
+			if (v > max)
+				max = (uint32_t)v;
+			store__conn_close(c);
+		}
+		free(path);
+	}
+	closedir(d);
+	return max;
+}
+
+/* Creates the schema of a new database file (or checks the version of an existing one). */
+static int db_init_schema(struct store *s, struct store__conn *c, struct dfs_err *err)
+{
+	char sql[256];
+	int rc;
+
+	{
+		sqlite3_stmt *st;
+		int uv = 0;
+
+		if (sqlite3_prepare_v2(c->h, "PRAGMA user_version", -1, &st, NULL) == SQLITE_OK) {
+			if (sqlite3_step(st) == SQLITE_ROW)
+				uv = sqlite3_column_int(st, 0);
+			sqlite3_finalize(st);
+		}
+		if (uv == SCHEMA_VERSION)
+			return 0;
+		if (uv > SCHEMA_VERSION)
+			return dfs_err_set(err, DFS_EINVAL,
+					   "database schema version %d is newer than this docfs (%d)",
+					   uv, SCHEMA_VERSION);
+	}
+	rc = exec_sql(c->h, "BEGIN IMMEDIATE", err);
+	if (rc)
+		return rc;
+	if (exec_sql(c->h, schema_sql, err))
+		goto fail;
+	if (meta_int(c, "dbnum", 0) == 0) {
+		snprintf(sql, sizeof(sql),
+			 "INSERT OR REPLACE INTO meta VALUES('dbnum', %u);"
+			 "INSERT OR REPLACE INTO meta VALUES('next_id', 1);"
+			 "INSERT OR REPLACE INTO meta VALUES('ctime', %lld);",
+			 max_db_number(s) + 1, (long long)store__now_ns());
+		if (exec_sql(c->h, sql, err))
+			goto fail;
+	}
+	snprintf(sql, sizeof(sql), "PRAGMA user_version = %d; COMMIT", SCHEMA_VERSION);
+	if (exec_sql(c->h, sql, err))
+		goto fail;
+	return 0;
+fail:
+	exec_sql(c->h, "ROLLBACK", NULL);
+	return err ? err->code : DFS_EIO;
+}
+
+int store_db_get(struct store *s, const char *name, bool create, struct store_db **out,
+		 struct dfs_err *err)
+{
+	struct store_db *db;
+	struct store__conn *c = NULL;
+	struct stat st;
+	char *path = NULL;
+	int lockfd = -1;
+	int rc;
+
+	if ((rc = store_db_name_check(name, err)))
+		return rc;
+	pthread_mutex_lock(&s->lock);
+	for (db = s->dbs; db; db = db->next) {
+		if (strcmp(db->name, name) == 0) {
+			pthread_mutex_unlock(&s->lock);
+			if (stat(db->path, &st) != 0)
+				return dfs_err_set(err, DFS_ENOENT, "database '%s' not found", name);
+			*out = db;
+			return 0;
+		}
+	}
+	if (asprintf(&path, "%s/%s.db", s->dir, name) < 0)
+		abort();
+	if (stat(path, &st) != 0) {
+		char *lockpath;
+
+		if (!create) {
+			rc = dfs_err_set(err, DFS_ENOENT, "database '%s' not found", name);
+			goto done;
+		}
+		if (asprintf(&lockpath, "%s/.lock", s->dir) < 0)
+			abort();
+		lockfd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+		free(lockpath);
+		if (lockfd >= 0)
+			flock(lockfd, LOCK_EX);
+	}
+	rc = store__conn_open(path, create, &c, err);
+	if (rc)
+		goto done;
+	rc = db_init_schema(s, c, err);
+	if (rc)
+		goto done;
+	db = calloc(1, sizeof(*db));
+	if (!db) {
+		rc = dfs_err_set(err, DFS_ENOMEM, "out of memory");
+		goto done;
+	}
+	db->s = s;
+	snprintf(db->name, sizeof(db->name), "%s", name);
+	db->path = path;
+	path = NULL;
+	db->num = (uint32_t)meta_int(c, "dbnum", 0);
+	db->ctime_ns = meta_int(c, "ctime", 0);
+	pthread_mutex_init(&db->pool_lock, NULL);
+	pthread_mutex_init(&db->write_lock, NULL);
+	db->pool = c;
+	c = NULL;
+	db->next = s->dbs;
+	s->dbs = db;
+	*out = db;
+done:
+	if (lockfd >= 0)
+		close(lockfd);
+	pthread_mutex_unlock(&s->lock);
+	store__conn_close(c);
+	free(path);
+	return rc;
+}
+
+int store_db_drop(struct store *s, const char *name, struct dfs_err *err)
+{
+	struct store_db *db, **pp;
+	struct store_txn *t;
+	int64_t n = 0;
+	int rc;
+
+	rc = store_db_get(s, name, false, &db, err);
+	if (rc)
+		return rc;
+	rc = store_txn_begin(db, true, &t, err);
+	if (rc)
+		return rc;
+	{
+		sqlite3_stmt *st;
+
+		if (sqlite3_prepare_v2(t->c->h, "SELECT count(*) FROM colls", -1, &st, NULL) ==
+		    SQLITE_OK) {
+			if (sqlite3_step(st) == SQLITE_ROW)
+				n = sqlite3_column_int64(st, 0);
+			sqlite3_finalize(st);
+		}
+	}
+	if (n > 0) {
+		store_txn_abort(t);
+		return dfs_err_set(err, DFS_ENOTEMPTY, "database '%s' has %lld collections",
+				   name, (long long)n);
+	}
+	/* Remove the files while holding the write lock so no writer slips in. */
+	{
+		char *p;
+
+		unlink(db->path);
+		if (asprintf(&p, "%s-wal", db->path) >= 0) {
+			unlink(p);
+			free(p);
+		}
+		if (asprintf(&p, "%s-shm", db->path) >= 0) {
+			unlink(p);
+			free(p);
+		}
+	}
+	store_txn_abort(t);
+	pthread_mutex_lock(&s->lock);
+	for (pp = &s->dbs; *pp; pp = &(*pp)->next) {
+		if (*pp == db) {
+			*pp = db->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	db_free(db);
+	return 0;
+}
+
+const char *store_db_name(const struct store_db *db)
+{
+	return db->name;
+}
+
+uint32_t store_db_number(const struct store_db *db)
+{
+	return db->num;
+}
+
+int64_t store_db_ctime(const struct store_db *db)
+{
+	return db->ctime_ns;
+}
+
+static int sync_path(const char *path, struct dfs_err *err)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return errno == ENOENT ? 0 : dfs_err_set(err, DFS_EIO, "open '%s': %s", path,
+							 strerror(errno));
+	if (fdatasync(fd) != 0) {
+		int e = errno;
+
+		close(fd);
+		return dfs_err_set(err, DFS_EIO, "fsync '%s': %s", path, strerror(e));
+	}
+	close(fd);
+	return 0;
+}
+
+int store_db_sync(struct store_db *db, struct dfs_err *err)
+{
+	char *wal;
+	int rc;
+
+	if (asprintf(&wal, "%s-wal", db->path) < 0)
+		abort();
+	rc = sync_path(wal, err);
+	free(wal);
+	if (!rc)
+		rc = sync_path(db->path, err);
+	return rc;
+}
+
+/* ---- transactions ------------------------------------------------------------------ */
+
+int store_txn_begin(struct store_db *db, bool write, struct store_txn **out,
+		    struct dfs_err *err)
+{
+	struct store_txn *t = calloc(1, sizeof(*t));
+	int rc;
+
+	if (!t)
+		return dfs_err_set(err, DFS_ENOMEM, "out of memory");
+	t->db = db;
+	t->write = write;
+	pthread_mutex_lock(&db->pool_lock);
+	t->c = db->pool;
+	if (t->c)
+		db->pool = t->c->next;
+	pthread_mutex_unlock(&db->pool_lock);
+	if (!t->c) {
+		rc = store__conn_open(db->path, false, &t->c, err);
+		if (rc) {
+			free(t);
+			return rc;
+		}
+	}
+	t->c->next = NULL;
+	if (write)
+		pthread_mutex_lock(&db->write_lock);
+	rc = exec_sql(t->c->h, write ? "BEGIN IMMEDIATE" : "BEGIN", err);
+	if (rc) {
+		if (err)
+			dfs_err_prefix(err, "database '%s': ", db->name);
+		if (write)
+			pthread_mutex_unlock(&db->write_lock);
+		pthread_mutex_lock(&db->pool_lock);
+		t->c->next = db->pool;
+		db->pool = t->c;
+		pthread_mutex_unlock(&db->pool_lock);
+		free(t);
+		return rc;
+	}
+	*out = t;
+	return 0;
+}
+
+static void txn_end(struct store_txn *t)
+{
+	struct store_db *db = t->db;
+
+	dfs_buf_release(&t->scratch);
+	dfs_buf_release(&t->key);
+	if (t->write)
+		pthread_mutex_unlock(&db->write_lock);
+	pthread_mutex_lock(&db->pool_lock);
+	t->c->next = db->pool;
+	db->pool = t->c;
+	pthread_mutex_unlock(&db->pool_lock);
+	free(t);
+}
+
+int store_txn_commit(struct store_txn *t, struct dfs_err *err)
+{
+	int rc = 0;
+
+	if (t->write && t->next_id && t->next_id != t->first_id) {
+		sqlite3_stmt *st = store__stmt(t, ST_META_SET, err);
+
+		if (!st) {
+			rc = err ? err->code : DFS_EIO;
+			goto fail;
+		}
+		sqlite3_bind_text(st, 1, "next_id", -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 2, t->next_id);
+		if (sqlite3_step(st) != SQLITE_DONE) {
+			rc = store__sqlerr(t, sqlite3_errcode(t->c->h), "store next id", err);
+			goto fail;
+		}
+	}
+	rc = exec_sql(t->c->h, "COMMIT", err);
+	if (rc)
+		goto fail;
+	txn_end(t);
+	return 0;
+fail:
+	exec_sql(t->c->h, "ROLLBACK", NULL);
+	txn_end(t);
+	return rc;
+}
+
+void store_txn_abort(struct store_txn *t)
+{
+	if (!t)
+		return;
+	exec_sql(t->c->h, "ROLLBACK", NULL);
+	txn_end(t);
+}
+
+struct store_db *store_txn_db(struct store_txn *t)
+{
+	return t->db;
+}
+
+int store__new_id(struct store_txn *t, int64_t *id, struct dfs_err *err)
+{
+	if (!t->write)
+		return dfs_err_set(err, DFS_EINVAL, "new id in a read transaction");
+	if (!t->next_id) {
+		sqlite3_stmt *st = store__stmt(t, ST_META_GET, err);
+
+		if (!st)
+			return err ? err->code : DFS_EIO;
+		sqlite3_bind_text(st, 1, "next_id", -1, SQLITE_STATIC);
+		if (sqlite3_step(st) != SQLITE_ROW)
+			return dfs_err_set(err, DFS_ECORRUPT, "database '%s' has no id counter",
+					   t->db->name);
+		t->next_id = t->first_id = sqlite3_column_int64(st, 0);
+		sqlite3_reset(st);
+	}
+	*id = t->next_id++;
+	return 0;
+}
+
+int store__change(struct store_txn *t, int64_t coll, int op, int64_t id, const char *name,
+		  struct dfs_err *err)
+{
+	sqlite3_stmt *st = store__stmt(t, ST_CHANGE_ADD, err);
+	int64_t seq;
+
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	sqlite3_bind_int64(st, 1, coll);
+	sqlite3_bind_int(st, 2, op);
+	sqlite3_bind_int64(st, 3, id);
+	if (name)
+		sqlite3_bind_text(st, 4, name, -1, SQLITE_TRANSIENT);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		return store__sqlerr(t, sqlite3_errcode(t->c->h), "change feed", err);
+	seq = sqlite3_last_insert_rowid(t->c->h);
+	if (seq % 4096 == 0) {
+		char sql[128];
+
+		snprintf(sql, sizeof(sql), "DELETE FROM changes WHERE seq <= %lld",
+			 (long long)(seq - CHANGES_KEEP));
+		return exec_sql(t->c->h, sql, err);
+	}
+	return 0;
+}
+
+/* ---- collections ------------------------------------------------------------------- */
+
+static void coll_from_row(sqlite3_stmt *st, struct store_coll *c)
+{
+	const unsigned char *name = sqlite3_column_text(st, 1);
+
+	c->id = sqlite3_column_int64(st, 0);
+	snprintf(c->name, sizeof(c->name), "%s", name ? (const char *)name : "");
+	c->ctime_ns = sqlite3_column_int64(st, 2);
+	c->mtime_ns = sqlite3_column_int64(st, 3);
+	c->mode = (uint32_t)sqlite3_column_int64(st, 4);
+	c->uid = (uint32_t)sqlite3_column_int64(st, 5);
+	c->gid = (uint32_t)sqlite3_column_int64(st, 6);
+}
+
+static int coll_get(struct store_txn *t, enum store__st which, const char *name, int64_t id,
+		    struct store_coll *out, struct dfs_err *err)
+{
+	sqlite3_stmt *st = store__stmt(t, which, err);
+	int rc;
+
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	if (name)
+		sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_int64(st, 1, id);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		coll_from_row(st, out);
+		sqlite3_reset(st);
+		return 0;
+	}
+	if (rc != SQLITE_DONE)
+		return store__sqlerr(t, rc, "collection lookup", err);
+	if (name)
+		return dfs_err_set(err, DFS_ENOENT, "collection '%s.%s' not found", t->db->name,
+				   name);
+	return dfs_err_set(err, DFS_ENOENT, "collection %lld not found", (long long)id);
+}
+
+int store_coll_find(struct store_txn *t, const char *name, struct store_coll *out,
+		    struct dfs_err *err)
+{
+	return coll_get(t, ST_COLL_FIND, name, 0, out, err);
+}
+
+int store_coll_by_id(struct store_txn *t, int64_t id, struct store_coll *out,
+		     struct dfs_err *err)
+{
+	return coll_get(t, ST_COLL_BY_ID, NULL, id, out, err);
+}
+
+int store_coll_list(struct store_txn *t, int (*cb)(void *ctx, const struct store_coll *c),
+		    void *ctx, struct dfs_err *err)
+{
+	sqlite3_stmt *st = store__stmt(t, ST_COLL_LIST, err);
+	struct store_coll c;
+	int rc;
+
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		coll_from_row(st, &c);
+		rc = cb(ctx, &c);
+		if (rc) {
+			sqlite3_reset(st);
+			return rc;
+		}
+	}
+	if (rc != SQLITE_DONE)
+		return store__sqlerr(t, rc, "list collections", err);
+	return 0;
+}
+
+static int step_done(struct store_txn *t, sqlite3_stmt *st, const char *what,
+		     struct dfs_err *err)
+{
+	int rc = sqlite3_step(st);
+
+	if (rc != SQLITE_DONE)
+		return store__sqlerr(t, rc, what, err);
+	return 0;
+}
+
+int store_coll_create(struct store_txn *t, const char *name, uint32_t mode, uint32_t uid,
+		      uint32_t gid, struct store_coll *out, struct dfs_err *err)
+{
+	struct store_coll c;
+	sqlite3_stmt *st;
+	int64_t id, now = store__now_ns();
+	int rc;
+
+	if ((rc = store_coll_name_check(name, err)))
+		return rc;
+	if (coll_get(t, ST_COLL_FIND, name, 0, &c, NULL) == 0)
+		return dfs_err_set(err, DFS_EEXIST, "collection '%s.%s' already exists",
+				   t->db->name, name);
+	if ((rc = store__new_id(t, &id, err)))
+		return rc;
+	st = store__stmt(t, ST_COLL_INSERT, err);
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, now);
+	sqlite3_bind_int64(st, 4, mode);
+	sqlite3_bind_int64(st, 5, uid);
+	sqlite3_bind_int64(st, 6, gid);
+	if ((rc = step_done(t, st, "create collection", err)))
+		return rc;
+	if ((rc = store__change(t, id, STORE_CH_COLL, id, name, err)))
+		return rc;
+	if (out)
+		return coll_get(t, ST_COLL_BY_ID, NULL, id, out, err);
+	return 0;
+}
+
+int store_coll_drop(struct store_txn *t, int64_t id, struct dfs_err *err)
+{
+	static const char *const sql[] = {
+		"DELETE FROM docs WHERE coll = ?1",   "DELETE FROM files WHERE coll = ?1",
+		"DELETE FROM indexes WHERE coll = ?1", "DELETE FROM vacated WHERE coll = ?1",
+		"DELETE FROM colls WHERE id = ?1",
+	};
+	struct store_coll c;
+	int rc;
+
+	if ((rc = store_coll_by_id(t, id, &c, err)))
+		return rc;
+	for (size_t i = 0; i < sizeof(sql) / sizeof(sql[0]); i++) {
+		sqlite3_stmt *st;
+
+		rc = sqlite3_prepare_v2(t->c->h, sql[i], -1, &st, NULL);
+		if (rc != SQLITE_OK)
+			return store__sqlerr(t, rc, "drop collection", err);
+		sqlite3_bind_int64(st, 1, id);
+		rc = sqlite3_step(st);
+		sqlite3_finalize(st);
+		if (rc != SQLITE_DONE)
+			return store__sqlerr(t, rc, "drop collection", err);
+	}
+	return store__change(t, id, STORE_CH_COLL, id, c.name, err);
+}
+
+int store_coll_rename(struct store_txn *t, int64_t id, const char *newname, struct dfs_err *err)
+{
+	struct store_coll c;
+	sqlite3_stmt *st;
+	int rc;
+
+	if ((rc = store_coll_name_check(newname, err)))
+		return rc;
+	if (coll_get(t, ST_COLL_FIND, newname, 0, &c, NULL) == 0 && c.id != id)
+		return dfs_err_set(err, DFS_EEXIST, "collection '%s.%s' already exists",
+				   t->db->name, newname);
+	st = store__stmt(t, ST_COLL_RENAME, err);
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_text(st, 2, newname, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, store__now_ns());
+	if ((rc = step_done(t, st, "rename collection", err)))
+		return rc;
+	return store__change(t, id, STORE_CH_COLL, id, newname, err);
+}
+
+int store_coll_count(struct store_txn *t, int64_t id, int64_t *ndocs, int64_t *nfiles,
+		     struct dfs_err *err)
+{
+	enum store__st which[2] = {ST_COLL_NDOCS, ST_COLL_NFILES};
+	int64_t *outs[2] = {ndocs, nfiles};
+
+	for (int i = 0; i < 2; i++) {
+		sqlite3_stmt *st;
+		int rc;
+
+		if (!outs[i])
+			continue;
+		st = store__stmt(t, which[i], err);
+		if (!st)
+			return err ? err->code : DFS_EIO;
+		sqlite3_bind_int64(st, 1, id);
+		rc = sqlite3_step(st);
+		if (rc != SQLITE_ROW)
+			return store__sqlerr(t, rc, "count", err);
+		*outs[i] = sqlite3_column_int64(st, 0);
+		sqlite3_reset(st);
+	}
+	return 0;
+}
+
+int store_coll_touch(struct store_txn *t, int64_t id, int64_t mtime_ns, struct dfs_err *err)
+{
+	sqlite3_stmt *st = store__stmt(t, ST_COLL_TOUCH, err);
+
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_int64(st, 2, mtime_ns ? mtime_ns : store__now_ns());
+	return step_done(t, st, "touch collection", err);
+}
+
+int store_coll_setattr(struct store_txn *t, int64_t id, uint32_t mode, uint32_t uid,
+		       uint32_t gid, struct dfs_err *err)
+{
+	sqlite3_stmt *st = store__stmt(t, ST_COLL_SETATTR, err);
+
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_int64(st, 2, mode);
+	sqlite3_bind_int64(st, 3, uid);
+	sqlite3_bind_int64(st, 4, gid);
+	return step_done(t, st, "collection attributes", err);
+}
+
+/* ---- change feed ------------------------------------------------------------------- */
+
+int store_changes_since(struct store_db *db, int64_t seq,
+			int (*cb)(void *ctx, const struct store_change *c), void *ctx,
+			struct dfs_err *err)
+{
+	struct store_txn *t;
+	int rc;
+
+	if ((rc = store_txn_begin(db, false, &t, err)))
+		return rc;
+	for (;;) {
+		sqlite3_stmt *st = store__stmt(t, ST_CHANGE_SINCE, err);
+		struct store_change c;
+		int n = 0;
+
+		if (!st) {
+			rc = err ? err->code : DFS_EIO;
+			break;
+		}
+		sqlite3_bind_int64(st, 1, seq);
+		while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+			const unsigned char *name = sqlite3_column_text(st, 4);
+
+			c.seq = sqlite3_column_int64(st, 0);
+			c.coll = sqlite3_column_int64(st, 1);
+			c.op = sqlite3_column_int(st, 2);
+			c.id = sqlite3_column_int64(st, 3);
+			snprintf(c.name, sizeof(c.name), "%s", name ? (const char *)name : "");
+			seq = c.seq;
+			n++;
+			if ((rc = cb(ctx, &c)))
+				goto done;
+		}
+		if (rc != SQLITE_DONE) {
+			rc = store__sqlerr(t, rc, "read change feed", err);
+			break;
+		}
+		rc = 0;
+		if (n < 1024)
+			break;
+	}
+done:
+	store_txn_abort(t);
+	return rc;
+}
+
+int store_changes_last(struct store_db *db, int64_t *seq, struct dfs_err *err)
+{
+	struct store_txn *t;
+	sqlite3_stmt *st;
+	int rc;
+
+	if ((rc = store_txn_begin(db, false, &t, err)))
+		return rc;
+	st = store__stmt(t, ST_CHANGE_LAST, err);
+	if (!st) {
+		rc = err ? err->code : DFS_EIO;
+	} else if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		*seq = sqlite3_column_int64(st, 0);
+		rc = 0;
+	} else {
+		rc = store__sqlerr(t, rc, "read change feed", err);
+	}
+	store_txn_abort(t);
+	return rc;
+}

@@ -1,0 +1,871 @@
+/*
+ * doc.c - the entries of a collection directory: documents ("<stem>.json", BSON keyed by
+ * the order-preserving encoding of _id) and scratch files (bytes kept as they are). It
+ * owns the rules for turning one into the other on rename. It does not know about inodes
+ * or open files (fs/ does).
+ *
+ * Design notes
+ * 1. A document row keeps the rendered length (size), so stat never renders.
+ * 2. A document's id stays with its _id: renaming a document to a scratch name (vim's
+ *    backup rename) gives the scratch file a new id and remembers the document's id in
+ *    'vacated' for an hour; a document created again with that _id takes it back. So the
+ *    inode of "a.json" survives editors that rename the old file away.
+ * 3. A scratch file renamed over an existing document replaces its content and keeps the
+ *    document's id; renamed to a new document name it lends the document its own id.
+ * 4. Listing order is id order (files first, then documents), so a cookie is an id and a
+ *    concurrent insert (a larger id) can only appear after every existing entry.
+ */
+#include "store_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define VACATED_TTL_NS (3600LL * 1000000000LL)
+#define COOKIE_FILES (1ULL << 60)
+#define COOKIE_DOCS (1ULL << 61)
+
+/* Splits "<stem>.json" and decodes the stem: 0 and *id set ({"_id": v} in id, initialised
+ * here) when name is a document name, DFS_ENOENT when it is a scratch name. */
+static int doc_name_decode(const char *name, bson_t *id)
+{
+	size_t n = strlen(name);
+
+	if (n <= 5 || strcmp(name + n - 5, ".json") != 0)
+		return DFS_ENOENT;
+	bson_init(id);
+	if (store_name_to_id(name, n - 5, id, NULL) != 0) {
+		bson_destroy(id);
+		return DFS_ENOENT;
+	}
+	return 0;
+}
+
+static int id_value(const bson_t *doc, bson_iter_t *it)
+{
+	return bson_iter_init_find(it, doc, "_id") ? 0 : DFS_ENOENT;
+}
+
+/* Encodes the key and the file name of a document's _id into t->key and name. */
+static int doc_key_name(struct store_txn *t, const bson_value_t *id, char *name, size_t cap,
+			struct dfs_err *err)
+{
+	struct dfs_buf stem;
+	int rc;
+
+	dfs_buf_reset(&t->key);
+	if ((rc = store_key_append(&t->key, id, false, err)))
+		return rc;
+	if (t->key.len > DFS_MAX_KEY_SIZE)
+		return dfs_err_set(err, DFS_EINVAL, "_id is %zu bytes as an index key, over the %d-byte limit",
+				   t->key.len, DFS_MAX_KEY_SIZE);
+	dfs_buf_init(&stem);
+	rc = store_name_from_id(id, &stem, err);
+	if (!rc) {
+		if (stem.len + 6 > cap)
+			rc = dfs_err_set(err, DFS_ENAMETOOLONG, "_id too long for a file name");
+		else
+			snprintf(name, cap, "%s.json", stem.data);
+	}
+	dfs_buf_release(&stem);
+	return rc;
+}
+
+static int doc_render_len(struct store_txn *t, const bson_t *doc, int64_t *len,
+			  struct dfs_err *err)
+{
+	int rc;
+
+	dfs_buf_reset(&t->scratch);
+	rc = store_codec_render(doc, STORE_RENDER_PRETTY, &t->scratch, err);
+	*len = (int64_t)t->scratch.len;
+	return rc;
+}
+
+static void entry_from_doc_row(sqlite3_stmt *st, struct store_entry *e)
+{
+	const unsigned char *name = sqlite3_column_text(st, 2);
+
+	e->id = sqlite3_column_int64(st, 0);
+	e->coll = sqlite3_column_int64(st, 1);
+	e->kind = STORE_KIND_DOC;
+	snprintf(e->name, sizeof(e->name), "%s", name ? (const char *)name : "");
+	e->size = sqlite3_column_int64(st, 3);
+	e->mode = (uint32_t)sqlite3_column_int64(st, 4);
+	e->uid = (uint32_t)sqlite3_column_int64(st, 5);
+	e->gid = (uint32_t)sqlite3_column_int64(st, 6);
+	e->mtime_ns = sqlite3_column_int64(st, 7);
+	e->ctime_ns = sqlite3_column_int64(st, 8);
+}
+
+static void entry_from_file_row(sqlite3_stmt *st, struct store_entry *e)
+{
+	const unsigned char *name = sqlite3_column_text(st, 2);
+
+	e->id = sqlite3_column_int64(st, 0);
+	e->coll = sqlite3_column_int64(st, 1);
+	snprintf(e->name, sizeof(e->name), "%s", name ? (const char *)name : "");
+	e->kind = sqlite3_column_int(st, 3);
+	e->size = sqlite3_column_int64(st, 4);
+	e->mode = (uint32_t)sqlite3_column_int64(st, 5);
+	e->uid = (uint32_t)sqlite3_column_int64(st, 6);
+	e->gid = (uint32_t)sqlite3_column_int64(st, 7);
+	e->mtime_ns = sqlite3_column_int64(st, 8);
+	e->ctime_ns = sqlite3_column_int64(st, 9);
+}
+
+/* Runs a one-row lookup statement already bound; 0 with *e filled, DFS_ENOENT, or error. */
+static int row_lookup(struct store_txn *t, sqlite3_stmt *st, bool doc, struct store_entry *e,
+		      struct dfs_err *err)
+{
+	int rc = sqlite3_step(st);
+
+	if (rc == SQLITE_ROW) {
+		if (doc)
+			entry_from_doc_row(st, e);
+		else
+			entry_from_file_row(st, e);
+		sqlite3_reset(st);
+		return 0;
+	}
+	if (rc != SQLITE_DONE)
+		return store__sqlerr(t, rc, "lookup", err);
+	return DFS_ENOENT;
+}
+
+static int doc_by_key(struct store_txn *t, int64_t coll, const struct dfs_buf *key,
+		      struct store_entry *e, struct dfs_err *err)
+{
+	sqlite3_stmt *st = store__stmt(t, ST_DOC_BY_KEY, err);
+
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	sqlite3_bind_int64(st, 1, coll);
+	sqlite3_bind_blob(st, 2, key->data, (int)key->len, SQLITE_STATIC);
+	return row_lookup(t, st, true, e, err);
+}
+
+static int by_id(struct store_txn *t, enum store__st which, int64_t id, struct store_entry *e,
+		 struct dfs_err *err)
+{
+	sqlite3_stmt *st = store__stmt(t, which, err);
+
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	sqlite3_bind_int64(st, 1, id);
+	return row_lookup(t, st, which == ST_DOC_BY_ID, e, err);
+}
+
+int store_entry_lookup(struct store_txn *t, int64_t coll, const char *name,
+		       struct store_entry *out, struct dfs_err *err)
+{
+	bson_t id;
+	bson_iter_t it;
+	sqlite3_stmt *st;
+	int rc;
+
+	if (doc_name_decode(name, &id) == 0) {
+		char canon[256];
+
+		bson_iter_init_find(&it, &id, "_id");
+		rc = doc_key_name(t, bson_iter_value(&it), canon, sizeof(canon), err);
+		bson_destroy(&id);
+		if (rc)
+			return rc;
+		rc = doc_by_key(t, coll, &t->key, out, err);
+		if (rc == DFS_ENOENT)
+			return dfs_err_set(err, DFS_ENOENT, "no document '%s'", name);
+		return rc;
+	}
+	st = store__stmt(t, ST_FILE_BY_NAME, err);
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	sqlite3_bind_int64(st, 1, coll);
+	sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+	rc = row_lookup(t, st, false, out, err);
+	if (rc == DFS_ENOENT)
+		return dfs_err_set(err, DFS_ENOENT, "no file '%s'", name);
+	return rc;
+}
+
+int store_entry_get(struct store_txn *t, int64_t id, struct store_entry *out,
+		    struct dfs_err *err)
+{
+	int rc = by_id(t, ST_DOC_BY_ID, id, out, err);
+
+	if (rc == DFS_ENOENT)
+		rc = by_id(t, ST_FILE_BY_ID, id, out, err);
+	if (rc == DFS_ENOENT)
+		return dfs_err_set(err, DFS_ENOENT, "entry %lld not found", (long long)id);
+	return rc;
+}
+
+int store_doc_get(struct store_txn *t, int64_t id, bson_t *out, struct dfs_err *err)
+{
+	sqlite3_stmt *st = store__stmt(t, ST_DOC_BSON, err);
+	const uint8_t *data;
+	int rc, n;
+
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	sqlite3_bind_int64(st, 1, id);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_DONE)
+		return dfs_err_set(err, DFS_ENOENT, "document %lld not found", (long long)id);
+	if (rc != SQLITE_ROW)
+		return store__sqlerr(t, rc, "read document", err);
+	data = sqlite3_column_blob(st, 0);
+	n = sqlite3_column_bytes(st, 0);
+	if (n < 5 || !bson_init_static(out, data, (size_t)n)) {
+		sqlite3_reset(st);
+		return dfs_err_set(err, DFS_ECORRUPT, "document %lld is not valid BSON",
+				   (long long)id);
+	}
+	/* The blob dies at the next step: copy it out of the static view. */
+	{
+		bson_t view = *out;
+
+		bson_copy_to(&view, out);
+	}
+	sqlite3_reset(st);
+	return 0;
+}
+
+int store_entry_read(struct store_txn *t, int64_t id, struct dfs_buf *out, struct dfs_err *err)
+{
+	struct store_entry e;
+	sqlite3_stmt *st;
+	int rc;
+
+	if ((rc = store_entry_get(t, id, &e, err)))
+		return rc;
+	if (e.kind == STORE_KIND_DOC) {
+		bson_t doc;
+
+		if ((rc = store_doc_get(t, id, &doc, err)))
+			return rc;
+		rc = store_codec_render(&doc, STORE_RENDER_PRETTY, out, err);
+		bson_destroy(&doc);
+		return rc;
+	}
+	st = store__stmt(t, ST_FILE_DATA, err);
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	sqlite3_bind_int64(st, 1, id);
+	rc = sqlite3_step(st);
+	if (rc != SQLITE_ROW)
+		return store__sqlerr(t, rc, "read file", err);
+	dfs_buf_append(out, sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0));
+	sqlite3_reset(st);
+	return 0;
+}
+
+int store_entry_list(struct store_txn *t, int64_t coll, uint64_t cookie,
+		     int (*cb)(void *ctx, const struct store_entry *e, uint64_t next),
+		     void *ctx, struct dfs_err *err)
+{
+	static const enum store__st phases[2] = {ST_FILE_LIST, ST_DOC_LIST};
+	static const uint64_t bases[2] = {COOKIE_FILES, COOKIE_DOCS};
+	int phase = cookie >= COOKIE_DOCS ? 1 : 0;
+	int64_t after = cookie >= bases[phase] ? (int64_t)(cookie - bases[phase]) : 0;
+
+	for (; phase < 2; phase++, after = 0) {
+		for (;;) {
+			sqlite3_stmt *st = store__stmt(t, phases[phase], err);
+			struct store_entry e;
+			int rc, n = 0;
+
+			if (!st)
+				return err ? err->code : DFS_EIO;
+			sqlite3_bind_int64(st, 1, coll);
+			sqlite3_bind_int64(st, 2, after);
+			while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+				if (phase == 1)
+					entry_from_doc_row(st, &e);
+				else
+					entry_from_file_row(st, &e);
+				after = e.id;
+				n++;
+				rc = cb(ctx, &e, bases[phase] + (uint64_t)e.id);
+				if (rc) {
+					sqlite3_reset(st);
+					return rc;
+				}
+			}
+			if (rc != SQLITE_DONE)
+				return store__sqlerr(t, rc, "list", err);
+			if (n < 256)
+				break;
+		}
+	}
+	return 0;
+}
+
+int store_doc_prepare(const bson_t *doc, const bson_value_t *id_from, bson_t *out,
+		      struct dfs_err *err)
+{
+	bson_iter_t it;
+	bson_oid_t oid;
+	bool has_id;
+	int rc;
+
+	if ((rc = store_doc_validate(doc, err)))
+		return rc;
+	has_id = id_value(doc, &it) == 0;
+	if (has_id && id_from && store_value_compare(bson_iter_value(&it), id_from) != 0) {
+		struct dfs_buf a, b;
+
+		dfs_buf_init(&a);
+		dfs_buf_init(&b);
+		store_codec_render_value(bson_iter_value(&it), &a, NULL);
+		store_codec_render_value(id_from, &b, NULL);
+		rc = dfs_err_set(err, DFS_EINVAL, "_id %s differs from the file name's _id %s",
+				 a.data ? a.data : "?", b.data ? b.data : "?");
+		dfs_buf_release(&a);
+		dfs_buf_release(&b);
+		return rc;
+	}
+	bson_init(out);
+	if (has_id) {
+		bson_append_value(out, "_id", 3, bson_iter_value(&it));
+	} else if (id_from) {
+		bson_append_value(out, "_id", 3, id_from);
+	} else {
+		bson_oid_init(&oid, NULL);
+		bson_append_oid(out, "_id", 3, &oid);
+	}
+	bson_iter_init(&it, doc);
+	while (bson_iter_next(&it)) {
+		if (strcmp(bson_iter_key(&it), "_id") == 0)
+			continue;
+		bson_append_iter(out, bson_iter_key(&it), (int)bson_iter_key_len(&it), &it);
+	}
+	if (out->len > DFS_MAX_DOC_SIZE) {
+		bson_destroy(out);
+		return dfs_err_set(err, DFS_EFBIG, "document is %u bytes, over the 16 MiB limit",
+				   out->len);
+	}
+	return 0;
+}
+
+/* Takes a vacated id back for (coll, key) when there is one, else a new id. */
+static int doc_id_for(struct store_txn *t, int64_t coll, int64_t *id, struct dfs_err *err)
+{
+	sqlite3_stmt *st = store__stmt(t, ST_VAC_GET, err);
+	int64_t now = store__now_ns();
+	int rc;
+
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	sqlite3_bind_int64(st, 1, coll);
+	sqlite3_bind_blob(st, 2, t->key.data, (int)t->key.len, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, now - VACATED_TTL_NS);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		struct store_entry e;
+
+		*id = sqlite3_column_int64(st, 0);
+		sqlite3_reset(st);
+		st = store__stmt(t, ST_VAC_DEL, err);
+		if (!st)
+			return err ? err->code : DFS_EIO;
+		sqlite3_bind_int64(st, 1, coll);
+		sqlite3_bind_blob(st, 2, t->key.data, (int)t->key.len, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 3, now - VACATED_TTL_NS);
+		if (sqlite3_step(st) != SQLITE_DONE)
+			return store__sqlerr(t, sqlite3_errcode(t->c->h), "vacated ids", err);
+		/* The id must be free: it is, unless something took it meanwhile. */
+		if (store_entry_get(t, *id, &e, NULL) != 0)
+			return 0;
+	} else if (rc != SQLITE_DONE) {
+		return store__sqlerr(t, rc, "vacated ids", err);
+	}
+	return store__new_id(t, id, err);
+}
+
+/* Inserts doc (prepared) with a given id, or a fresh one when id is 0. */
+static int doc_insert(struct store_txn *t, int64_t coll, const bson_t *doc, int64_t id,
+		      const struct store_attrs *a, struct store_entry *out, struct dfs_err *err)
+{
+	char name[256];
+	bson_iter_t it;
+	sqlite3_stmt *st;
+	int64_t size, now = store__now_ns();
+	int rc;
+
+	if (id_value(doc, &it))
+		return dfs_err_set(err, DFS_EINVAL, "document has no _id");
+	if ((rc = doc_key_name(t, bson_iter_value(&it), name, sizeof(name), err)))
+		return rc;
+	if ((rc = doc_render_len(t, doc, &size, err)))
+		return rc;
+	if (!id && (rc = doc_id_for(t, coll, &id, err)))
+		return rc;
+	st = store__stmt(t, ST_DOC_INSERT, err);
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_int64(st, 2, coll);
+	sqlite3_bind_blob(st, 3, t->key.data, (int)t->key.len, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, name, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 5, size);
+	sqlite3_bind_int64(st, 6, a->mode & 07777);
+	sqlite3_bind_int64(st, 7, a->uid);
+	sqlite3_bind_int64(st, 8, a->gid);
+	sqlite3_bind_int64(st, 9, a->mtime_ns ? a->mtime_ns : now);
+	sqlite3_bind_blob(st, 10, bson_get_data(doc), (int)doc->len, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc != SQLITE_DONE) {
+		if ((rc & 0xff) == SQLITE_CONSTRAINT) {
+			struct dfs_buf v;
+
+			dfs_buf_init(&v);
+			store_codec_render_value(bson_iter_value(&it), &v, NULL);
+			rc = dfs_err_set(err, DFS_EEXIST, "duplicate _id %s in '%s'",
+					 v.data ? v.data : "?", name);
+			dfs_buf_release(&v);
+			sqlite3_reset(st);
+			return rc;
+		}
+		return store__sqlerr(t, rc, "insert document", err);
+	}
+	if (t->inserts_logged != coll) {
+		if ((rc = store__change(t, coll, STORE_CH_INSERTS, 0, NULL, err)))
+			return rc;
+		t->inserts_logged = coll;
+	}
+	if (out) {
+		out->id = id;
+		out->coll = coll;
+		out->kind = STORE_KIND_DOC;
+		out->mode = a->mode & 07777;
+		out->uid = a->uid;
+		out->gid = a->gid;
+		out->size = size;
+		out->mtime_ns = out->ctime_ns = a->mtime_ns ? a->mtime_ns : now;
+		snprintf(out->name, sizeof(out->name), "%s", name);
+	}
+	return 0;
+}
+
+int store_doc_insert(struct store_txn *t, int64_t coll, const bson_t *doc,
+		     const struct store_attrs *a, struct store_entry *out, struct dfs_err *err)
+{
+	return doc_insert(t, coll, doc, 0, a, out, err);
+}
+
+/* Replaces the BSON of document row e (same _id) and records the change. */
+static int doc_update(struct store_txn *t, struct store_entry *e, const bson_t *doc,
+		      struct dfs_err *err)
+{
+	sqlite3_stmt *st;
+	int64_t size, now = store__now_ns();
+	int rc;
+
+	if ((rc = doc_render_len(t, doc, &size, err)))
+		return rc;
+	st = store__stmt(t, ST_DOC_UPDATE, err);
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	sqlite3_bind_int64(st, 1, e->id);
+	sqlite3_bind_int64(st, 2, size);
+	sqlite3_bind_int64(st, 3, now);
+	sqlite3_bind_blob(st, 4, bson_get_data(doc), (int)doc->len, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc != SQLITE_DONE)
+		return store__sqlerr(t, rc, "update document", err);
+	e->size = size;
+	e->mtime_ns = e->ctime_ns = now;
+	return store__change(t, e->coll, STORE_CH_PUT, e->id, e->name, err);
+}
+
+/* Parses and prepares the text of a document file named name ("<stem>.json"). */
+static int doc_from_text(const char *name, const char *text, size_t len, bson_t *out,
+			 struct dfs_err *err)
+{
+	bson_t id, parsed;
+	bson_iter_t it;
+	int rc;
+
+	if (doc_name_decode(name, &id) != 0)
+		return dfs_err_set(err, DFS_EINVAL, "'%s' is not a document name", name);
+	bson_init(&parsed);
+	rc = store_codec_parse_doc(text, len, &parsed, err);
+	if (rc == DFS_EINCOMPLETE)
+		rc = dfs_err_set(err, DFS_EINVAL, "%s", err ? err->msg : "incomplete document");
+	if (!rc) {
+		bson_iter_init_find(&it, &id, "_id");
+		rc = store_doc_prepare(&parsed, bson_iter_value(&it), out, err);
+	}
+	bson_destroy(&parsed);
+	bson_destroy(&id);
+	return rc;
+}
+
+int store_doc_write_text(struct store_txn *t, int64_t coll, const char *name, const char *text,
+			 size_t len, const struct store_attrs *a, struct store_entry *out,
+			 struct dfs_err *err)
+{
+	struct store_entry e;
+	bson_t doc;
+	bson_iter_t it;
+	char canon[256];
+	int rc;
+
+	if ((rc = doc_from_text(name, text, len, &doc, err)))
+		return rc;
+	bson_iter_init_find(&it, &doc, "_id");
+	rc = doc_key_name(t, bson_iter_value(&it), canon, sizeof(canon), err);
+	if (!rc) {
+		rc = doc_by_key(t, coll, &t->key, &e, err);
+		if (rc == 0) {
+			rc = doc_update(t, &e, &doc, err);
+			if (!rc && out)
+				*out = e;
+		} else if (rc == DFS_ENOENT) {
+			rc = doc_insert(t, coll, &doc, 0, a, out, err);
+		}
+	}
+	bson_destroy(&doc);
+	return rc;
+}
+
+static int row_delete(struct store_txn *t, const struct store_entry *e, struct dfs_err *err)
+{
+	sqlite3_stmt *st = store__stmt(t, e->kind == STORE_KIND_DOC ? ST_DOC_DELETE : ST_FILE_DELETE,
+				       err);
+	int rc;
+
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	sqlite3_bind_int64(st, 1, e->id);
+	rc = sqlite3_step(st);
+	if (rc != SQLITE_DONE)
+		return store__sqlerr(t, rc, "delete", err);
+	return store__change(t, e->coll, STORE_CH_DEL, e->id, e->name, err);
+}
+
+int store_entry_delete(struct store_txn *t, int64_t id, struct dfs_err *err)
+{
+	struct store_entry e;
+	int rc;
+
+	if ((rc = store_entry_get(t, id, &e, err)))
+		return rc;
+	return row_delete(t, &e, err);
+}
+
+static int file_insert(struct store_txn *t, int64_t coll, const char *name, int kind, int64_t id,
+		       const struct store_attrs *a, const void *data, size_t len,
+		       struct store_entry *out, struct dfs_err *err)
+{
+	sqlite3_stmt *st;
+	int64_t now = store__now_ns();
+	int rc;
+
+	if (strlen(name) > 255)
+		return dfs_err_set(err, DFS_ENAMETOOLONG, "file name too long");
+	if (!id && (rc = store__new_id(t, &id, err)))
+		return rc;
+	st = store__stmt(t, ST_FILE_INSERT, err);
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_int64(st, 2, coll);
+	sqlite3_bind_text(st, 3, name, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 4, kind);
+	sqlite3_bind_int64(st, 5, a->mode & 07777);
+	sqlite3_bind_int64(st, 6, a->uid);
+	sqlite3_bind_int64(st, 7, a->gid);
+	sqlite3_bind_int64(st, 8, a->mtime_ns ? a->mtime_ns : now);
+	sqlite3_bind_blob(st, 9, len ? data : "", (int)len, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc != SQLITE_DONE) {
+		if ((rc & 0xff) == SQLITE_CONSTRAINT) {
+			sqlite3_reset(st);
+			return dfs_err_set(err, DFS_EEXIST, "file '%s' exists", name);
+		}
+		return store__sqlerr(t, rc, "create file", err);
+	}
+	if ((rc = store__change(t, coll, STORE_CH_PUT, id, name, err)))
+		return rc;
+	if (out) {
+		out->id = id;
+		out->coll = coll;
+		out->kind = kind;
+		out->mode = a->mode & 07777;
+		out->uid = a->uid;
+		out->gid = a->gid;
+		out->size = (int64_t)len;
+		out->mtime_ns = out->ctime_ns = a->mtime_ns ? a->mtime_ns : now;
+		snprintf(out->name, sizeof(out->name), "%s", name);
+	}
+	return 0;
+}
+
+int store_file_create(struct store_txn *t, int64_t coll, const char *name, int kind,
+		      const struct store_attrs *a, const void *data, size_t len,
+		      struct store_entry *out, struct dfs_err *err)
+{
+	bson_t id;
+
+	if (doc_name_decode(name, &id) == 0) {
+		bson_destroy(&id);
+		return dfs_err_set(err, DFS_EINVAL, "'%s' is a document name", name);
+	}
+	return file_insert(t, coll, name, kind, 0, a, data, len, out, err);
+}
+
+int store_file_write(struct store_txn *t, int64_t id, const void *data, size_t len,
+		     struct dfs_err *err)
+{
+	struct store_entry e;
+	sqlite3_stmt *st;
+	int rc;
+
+	if ((rc = by_id(t, ST_FILE_BY_ID, id, &e, err)))
+		return rc == DFS_ENOENT ? dfs_err_set(err, rc, "file %lld not found", (long long)id)
+					: rc;
+	st = store__stmt(t, ST_FILE_WRITE, err);
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_blob(st, 2, len ? data : "", (int)len, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, store__now_ns());
+	rc = sqlite3_step(st);
+	if (rc != SQLITE_DONE)
+		return store__sqlerr(t, rc, "write file", err);
+	return store__change(t, e.coll, STORE_CH_PUT, id, e.name, err);
+}
+
+/* Removes whatever is called name in coll, unless it is entry keep. */
+static int clear_target(struct store_txn *t, int64_t coll, const char *name, int64_t keep,
+			struct store_entry *found, bool *had, struct dfs_err *err)
+{
+	int rc = store_entry_lookup(t, coll, name, found, NULL);
+
+	*had = false;
+	if (rc == DFS_ENOENT)
+		return 0;
+	if (rc)
+		return store_entry_lookup(t, coll, name, found, err);
+	if (found->id == keep)
+		return 0;
+	*had = true;
+	return 0;
+}
+
+int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const char *newname,
+		       struct store_entry *out, struct dfs_err *err)
+{
+	struct store_entry src, dst;
+	bool had, to_doc;
+	bson_t idv;
+	int rc;
+
+	if ((rc = store_entry_get(t, id, &src, err)))
+		return rc;
+	to_doc = doc_name_decode(newname, &idv) == 0;
+	if (to_doc)
+		bson_destroy(&idv);
+	if ((rc = clear_target(t, newcoll, newname, id, &dst, &had, err)))
+		return rc;
+	if (src.kind == STORE_KIND_DOC && to_doc) {
+		/* A new _id for the same document: rewrite _id, keep the row. */
+		bson_t doc, renamed;
+		bson_iter_t it;
+		char name[256];
+		int64_t size;
+		sqlite3_stmt *st;
+
+		if ((rc = store_doc_get(t, id, &doc, err)))
+			return rc;
+		{
+			bson_t idn;
+
+			doc_name_decode(newname, &idn);
+			bson_iter_init_find(&it, &idn, "_id");
+			bson_init(&renamed);
+			bson_append_value(&renamed, "_id", 3, bson_iter_value(&it));
+			bson_destroy(&idn);
+		}
+		bson_iter_init(&it, &doc);
+		while (bson_iter_next(&it))
+			if (strcmp(bson_iter_key(&it), "_id") != 0)
+				bson_append_iter(&renamed, bson_iter_key(&it),
+						 (int)bson_iter_key_len(&it), &it);
+		bson_destroy(&doc);
+		if (had && (rc = row_delete(t, &dst, err)))
+			goto doc_done;
+		bson_iter_init_find(&it, &renamed, "_id");
+		if ((rc = doc_key_name(t, bson_iter_value(&it), name, sizeof(name), err)))
+			goto doc_done;
+		if ((rc = doc_render_len(t, &renamed, &size, err)))
+			goto doc_done;
+		st = store__stmt(t, ST_DOC_RENAME, err);
+		if (!st) {
+			rc = err ? err->code : DFS_EIO;
+			goto doc_done;
+		}
+		sqlite3_bind_int64(st, 1, id);
+		sqlite3_bind_int64(st, 2, newcoll);
+		sqlite3_bind_blob(st, 3, t->key.data, (int)t->key.len, SQLITE_STATIC);
+		sqlite3_bind_text(st, 4, name, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 5, size);
+		sqlite3_bind_int64(st, 6, store__now_ns());
+		sqlite3_bind_blob(st, 7, bson_get_data(&renamed), (int)renamed.len,
+				  SQLITE_STATIC);
+		rc = sqlite3_step(st);
+		if (rc != SQLITE_DONE) {
+			rc = store__sqlerr(t, rc, "rename document", err);
+			goto doc_done;
+		}
+		rc = store__change(t, src.coll, STORE_CH_DEL, id, src.name, err);
+		if (!rc)
+			rc = store__change(t, newcoll, STORE_CH_PUT, id, name, err);
+doc_done:
+		bson_destroy(&renamed);
+		if (!rc && out)
+			rc = store_entry_get(t, id, out, err);
+		return rc;
+	}
+	if (src.kind == STORE_KIND_DOC) {
+		/* A document becomes a scratch file with its rendered bytes; its id waits in
+		 * 'vacated' for the document to come back (note 2). */
+		struct dfs_buf text;
+		struct store_attrs a = {src.mode, src.uid, src.gid, src.mtime_ns};
+		bson_t doc;
+		bson_iter_t it;
+		char name[256];
+		sqlite3_stmt *st;
+
+		dfs_buf_init(&text);
+		if ((rc = store_doc_get(t, id, &doc, err)))
+			return rc;
+		rc = store_codec_render(&doc, STORE_RENDER_PRETTY, &text, err);
+		if (!rc) {
+			bson_iter_init_find(&it, &doc, "_id");
+			rc = doc_key_name(t, bson_iter_value(&it), name, sizeof(name), err);
+		}
+		bson_destroy(&doc);
+		if (!rc && had)
+			rc = row_delete(t, &dst, err);
+		if (!rc)
+			rc = row_delete(t, &src, err);
+		if (!rc) {
+			st = store__stmt(t, ST_VAC_PUT, err);
+			if (!st) {
+				rc = err ? err->code : DFS_EIO;
+			} else {
+				sqlite3_bind_int64(st, 1, src.coll);
+				sqlite3_bind_blob(st, 2, t->key.data, (int)t->key.len,
+						  SQLITE_STATIC);
+				sqlite3_bind_int64(st, 3, id);
+				sqlite3_bind_int64(st, 4, store__now_ns());
+				rc = sqlite3_step(st);
+				rc = rc == SQLITE_DONE ? 0 : store__sqlerr(t, rc, "vacated ids", err);
+			}
+		}
+		if (!rc)
+			rc = file_insert(t, newcoll, newname, STORE_KIND_FILE, 0, &a, text.data,
+					 text.len, out, err);
+		dfs_buf_release(&text);
+		return rc;
+	}
+	if (to_doc) {
+		/* A scratch file becomes a document: validate its bytes first (note 3). */
+		struct dfs_buf text;
+		struct store_attrs a = {src.mode, src.uid, src.gid, 0};
+		bson_t doc;
+
+		if (src.kind != STORE_KIND_FILE)
+			return dfs_err_set(err, DFS_EINVAL, "a symlink cannot become document '%s'",
+					   newname);
+		dfs_buf_init(&text);
+		rc = store_entry_read(t, id, &text, err);
+		if (!rc)
+			rc = doc_from_text(newname, text.data ? text.data : "", text.len, &doc, err);
+		dfs_buf_release(&text);
+		if (rc)
+			return rc;
+		rc = row_delete(t, &src, err);
+		if (!rc && had && dst.kind == STORE_KIND_DOC) {
+			rc = doc_update(t, &dst, &doc, err);
+			if (!rc && out)
+				*out = dst;
+		} else if (!rc) {
+			char canon[256];
+			bson_iter_t it;
+			int64_t newid = id;
+
+			bson_iter_init_find(&it, &doc, "_id");
+			rc = doc_key_name(t, bson_iter_value(&it), canon, sizeof(canon), err);
+			if (!rc) {
+				/* Prefer the id the document had before an editor moved it. */
+				sqlite3_stmt *st = store__stmt(t, ST_VAC_GET, err);
+
+				if (st) {
+					sqlite3_bind_int64(st, 1, newcoll);
+					sqlite3_bind_blob(st, 2, t->key.data, (int)t->key.len,
+							  SQLITE_STATIC);
+					sqlite3_bind_int64(st, 3,
+							   store__now_ns() - VACATED_TTL_NS);
+					if (sqlite3_step(st) == SQLITE_ROW)
+						newid = sqlite3_column_int64(st, 0);
+					sqlite3_reset(st);
+				}
+				if (newid != id && store_entry_get(t, newid, &dst, NULL) == 0)
+					newid = id;
+				rc = doc_insert(t, newcoll, &doc, newid, &a, out, err);
+			}
+		}
+		bson_destroy(&doc);
+		return rc;
+	}
+	/* Scratch to scratch. */
+	if (had && (rc = row_delete(t, &dst, err)))
+		return rc;
+	{
+		sqlite3_stmt *st = store__stmt(t, ST_FILE_RENAME, err);
+
+		if (!st)
+			return err ? err->code : DFS_EIO;
+		sqlite3_bind_int64(st, 1, id);
+		sqlite3_bind_int64(st, 2, newcoll);
+		sqlite3_bind_text(st, 3, newname, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 4, store__now_ns());
+		rc = sqlite3_step(st);
+		if (rc != SQLITE_DONE)
+			return store__sqlerr(t, rc, "rename file", err);
+	}
+	rc = store__change(t, src.coll, STORE_CH_DEL, id, src.name, err);
+	if (!rc)
+		rc = store__change(t, newcoll, STORE_CH_PUT, id, newname, err);
+	if (!rc && out)
+		rc = store_entry_get(t, id, out, err);
+	return rc;
+}
+
+int store_entry_setattr(struct store_txn *t, int64_t id, int mask, const struct store_attrs *a,
+			struct dfs_err *err)
+{
+	struct store_entry e;
+	sqlite3_stmt *st;
+	int rc;
+
+	if ((rc = store_entry_get(t, id, &e, err)))
+		return rc;
+	st = store__stmt(t, e.kind == STORE_KIND_DOC ? ST_DOC_SETATTR : ST_FILE_SETATTR, err);
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_int64(st, 2, (mask & STORE_SET_MODE) ? (a->mode & 07777) : e.mode);
+	sqlite3_bind_int64(st, 3, (mask & STORE_SET_UID) ? a->uid : e.uid);
+	sqlite3_bind_int64(st, 4, (mask & STORE_SET_GID) ? a->gid : e.gid);
+	sqlite3_bind_int64(st, 5, (mask & STORE_SET_MTIME) ? a->mtime_ns : e.mtime_ns);
+	sqlite3_bind_int64(st, 6, store__now_ns());
+	rc = sqlite3_step(st);
+	if (rc != SQLITE_DONE)
+		return store__sqlerr(t, rc, "set attributes", err);
+	return store__change(t, e.coll, STORE_CH_PUT, id, e.name, err);
+}

@@ -1,0 +1,382 @@
+/*
+ * store.h - the public interface of the store layer.
+ *
+ * The store is the base of docfs: errors, growable buffers, the BSON <-> text codec, value
+ * comparison in MongoDB order, the order-preserving key encoding, the _id <-> file name
+ * encoding, document validation, and the SQLite-paged document store itself. Nothing here
+ * knows about FUSE or errno; only store/ includes sqlite3.h.
+ *
+ * Thread-safety: functions without an object are thread-safe. A struct store and its
+ * struct store_db objects are thread-safe (connections are pooled inside); a struct
+ * store_txn belongs to one thread at a time.
+ */
+#ifndef DOCFS_STORE_H
+#define DOCFS_STORE_H
+
+#include <bson/bson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- errors ------------------------------------------------------------------------ */
+
+enum dfs_code {
+	DFS_OK = 0,
+	DFS_EINVAL,	  /* bad input: text, name, document, option */
+	DFS_ENOENT,	  /* no such database, collection, document, file */
+	DFS_EEXIST,	  /* already exists, or a unique key clash */
+	DFS_ENOMEM,	  /* allocation failed */
+	DFS_EIO,	  /* SQLite or OS failure */
+	DFS_EFBIG,	  /* over a size limit (document > 16 MiB, ...) */
+	DFS_ENAMETOOLONG, /* a name over its limit */
+	DFS_ENOTEMPTY,	  /* dropping a non-empty database */
+	DFS_EBUSY,	  /* locked by another writer for too long */
+	DFS_EINCOMPLETE,  /* the text ended inside a value (streaming parsers wait for more) */
+	DFS_ECORRUPT,	  /* the store breaks one of its invariants */
+	DFS_EPERM,	  /* not allowed here (mkdir inside a collection, ...) */
+	DFS_ENOTDIR,
+	DFS_EISDIR,
+	DFS_ERANGE, /* a number out of range */
+};
+
+struct dfs_err {
+	int code;      /* enum dfs_code, DFS_OK when clear */
+	int os_errno;  /* errno of an OS call when that was the cause, else 0 */
+	char msg[256]; /* lowercase message, no final period */
+};
+
+/* Sets err (when not NULL) unless it already holds an error; returns code. */
+int dfs_err_set(struct dfs_err *err, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Prefixes the message of an error already set with context ("document 3: "). Returns code. */
+int dfs_err_prefix(struct dfs_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void dfs_err_clear(struct dfs_err *err);
+const char *dfs_code_name(int code);
+
+/* ---- buffers ----------------------------------------------------------------------- */
+
+/* A growable byte buffer, always NUL-terminated after len (data may be NULL when cap 0). */
+struct dfs_buf {
+	char *data; /* Owned: freed by dfs_buf_release */
+	size_t len; /* bytes used, not counting the terminating NUL */
+	size_t cap; /* bytes allocated */
+};
+
+void dfs_buf_init(struct dfs_buf *b);
+void dfs_buf_release(struct dfs_buf *b);
+void dfs_buf_reset(struct dfs_buf *b); /* len = 0, keeps the memory */
+/* All appenders abort on out-of-memory (like libbson): the daemon cannot go on without it. */
+void dfs_buf_reserve(struct dfs_buf *b, size_t extra);
+void dfs_buf_append(struct dfs_buf *b, const void *p, size_t n);
+void dfs_buf_putc(struct dfs_buf *b, char c);
+void dfs_buf_puts(struct dfs_buf *b, const char *s);
+void dfs_buf_printf(struct dfs_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- limits (MongoDB's) ------------------------------------------------------------ */
+
+#define DFS_MAX_DOC_SIZE (16 * 1024 * 1024) /* BSON bytes of one document */
+#define DFS_MAX_DEPTH 100		    /* nesting levels; the top-level document is 1 */
+#define DFS_MAX_NS_NAME 64		    /* bytes of a database or collection name */
+#define DFS_MAX_KEY_SIZE 1024		    /* bytes of one index key */
+#define DFS_MAX_NAME_STEM 250		    /* bytes of a document file name before ".json" */
+
+/* ---- the text codec (codec_parse.c, codec_render.c) -------------------------------- */
+
+/*
+ * Parsing accepts the shell-literal syntax of DESIGN.md section 2: strict JSON, Extended
+ * JSON v2 canonical and relaxed, legacy v1 forms ({"$date": 123}, {"$binary": "..",
+ * "$type": "00"}, {"$regex": "..", "$options": ".."}, ...), and mongo-shell literals
+ * (unquoted keys, single-quoted strings, ObjectId("..."), ISODate("..."), new Date(...),
+ * Date(...), NumberLong(...), NumberInt(...), NumberDecimal(...), Timestamp(t, i),
+ * BinData(n, "..."), UUID("..."), /re/flags, MinKey, MaxKey, undefined, trailing commas,
+ * // and block comments). Numbers: an integer literal that fits int32 is int32, else int64
+ * when it fits, else double; anything with '.', 'e' or 'E' is a double. Input must be valid
+ * UTF-8. Nesting deeper than DFS_MAX_DEPTH is an error.
+ *
+ * Errors are DFS_EINVAL with a message "line L, column C: expected X, found Y" (lines and
+ * columns from 1, columns in bytes), or DFS_EINCOMPLETE when the text ends inside the value.
+ */
+
+/* Parses exactly one document (a top-level object, whitespace around it allowed) into out,
+ * which must be initialised (bson_init) and empty. On error out is left empty. */
+int store_codec_parse_doc(const char *text, size_t len, bson_t *out, struct dfs_err *err);
+
+/* Parses one document from the start of text, skipping leading whitespace and comments, and
+ * stops right after its closing brace; *consumed gets the bytes used (including the leading
+ * whitespace). Errors count lines from first_line (the caller's line number of text[0]).
+ * Returns DFS_EINCOMPLETE when text ends before the document does, and DFS_ENOENT (with no
+ * message) when text holds only whitespace/comments. */
+int store_codec_parse_next(const char *text, size_t len, unsigned first_line, size_t *consumed,
+			   bson_t *out, struct dfs_err *err);
+
+/* Parses any single value (a document, array, string, number, literal ...) and appends it
+ * to out under key (out must be initialised). Used for typed file names and option values. */
+int store_codec_parse_value(const char *text, size_t len, bson_t *out, const char *key,
+			    struct dfs_err *err);
+
+enum store_render_style {
+	STORE_RENDER_PRETTY,  /* document files: 2-space indent, one field per line, final \n */
+	STORE_RENDER_COMPACT, /* one line, no spaces except after ':' and ',' , no final \n */
+	STORE_RENDER_CANONICAL, /* one line, canonical Extended JSON v2 (every number typed) */
+};
+
+/*
+ * Renders doc as type-exact relaxed Extended JSON v2, appended to out. Type-exact means
+ * parsing the output gives back byte-identical BSON: int32 as a plain integer, int64 as
+ * {"$numberLong": "n"} when it would fit int32 (a plain integer otherwise), doubles always
+ * with a '.' or an exponent (shortest form that reads back exactly; non-finite ones and
+ * -0.0 as {"$numberDouble": ".."}), decimal128 as {"$numberDecimal": ".."}, dates in range
+ * 1970..9999 as {"$date": "ISO-8601 with milliseconds Z"} else {"$date": {"$numberLong":..}},
+ * and the other types in their canonical EJSON v2 forms. Strings are escaped per JSON
+ * (control characters as \u00XX, '"' and '\\'; other UTF-8 kept as is). Returns 0, or
+ * DFS_EINVAL when doc is not valid BSON. */
+int store_codec_render(const bson_t *doc, enum store_render_style style, struct dfs_buf *out,
+		       struct dfs_err *err);
+
+/* Renders one value (compact style) appended to out, for names, keys and messages. */
+int store_codec_render_value(const bson_value_t *v, struct dfs_buf *out, struct dfs_err *err);
+
+/* ---- document validation (validate.c) ---------------------------------------------- */
+
+/*
+ * Checks that doc may be stored as a document: BSON size <= DFS_MAX_DOC_SIZE (DFS_EFBIG),
+ * nesting <= DFS_MAX_DEPTH, field names not starting with '$' and without '.' (at every
+ * level, arrays excepted: their keys are indexes), strings valid UTF-8, _id (when present)
+ * not an array, not a regex, not undefined. Returns 0 or DFS_EINVAL/DFS_EFBIG with a message
+ * naming the path ("field name '$x' at 'a.b' must not start with '$'").
+ */
+int store_doc_validate(const bson_t *doc, struct dfs_err *err);
+
+/* ---- comparison in MongoDB order (compare.c) --------------------------------------- */
+
+/*
+ * The canonical type order of MongoDB: MinKey < undefined/null < numbers (int32, int64,
+ * double, decimal128 compared by value; NaN below every other number) < symbol/string <
+ * document < array < binary < ObjectId < bool < date < timestamp < regex < dbpointer <
+ * code < code w/scope < MaxKey. Strings compare by bytes; documents field by field (type
+ * bracket, then name, then value); arrays element by element; binary by length, subtype,
+ * bytes. Returns <0, 0, >0.
+ */
+int store_type_bracket(bson_type_t t);
+int store_value_compare(const bson_value_t *a, const bson_value_t *b);
+int store_iter_compare(const bson_iter_t *a, const bson_iter_t *b); /* the elements' values */
+int store_doc_compare(const bson_t *a, const bson_t *b);
+
+/* ---- key encoding (key.c) ---------------------------------------------------------- */
+
+/*
+ * An order-preserving byte encoding of BSON values: memcmp order of two encodings equals
+ * store_value_compare order of the values (numbers of different types with equal value
+ * encode identically). Descending inverts every byte so that memcmp order reverses. Keys of
+ * compound indexes are the concatenation of the per-field encodings; each encoding is
+ * self-delimiting so the concatenation keeps the order.
+ */
+int store_key_append(struct dfs_buf *out, const bson_value_t *v, bool descending,
+		     struct dfs_err *err);
+
+/* ---- _id <-> file name (name.c) ---------------------------------------------------- */
+
+/*
+ * Every _id value has exactly one file name stem (the name without ".json") and every stem
+ * names at most one _id (numbers by value: 5, 5.0 and NumberLong(5) are one _id, as in a
+ * unique index). Forms:
+ *   ObjectId             24 lowercase hex digits
+ *   integral number      canonical decimal digits (0, -12, 42) when within int64
+ *   plain string         itself, with '%', '/', bytes < 0x20 and 0x7f escaped as %XX (upper
+ *                        hex); the first byte also escaped when the string starts with '.'
+ *                        or '=' or would read as another form (all digits with an optional
+ *                        leading '-', or 24 hex digits of either case)
+ *   anything else        '=' followed by the compact Extended JSON of the value, escaped the
+ *                        same way ("=1.5", "=\"\"" for the empty string, "={"$date":...}")
+ * A stem longer than DFS_MAX_NAME_STEM bytes is DFS_ENAMETOOLONG. Decoding rejects (DFS_EINVAL)
+ * every stem that is not the canonical encoding of the value it decodes to.
+ */
+int store_name_from_id(const bson_value_t *id, struct dfs_buf *out, struct dfs_err *err);
+/* Decodes stem into out as the single field {"_id": value}; out initialised and empty. */
+int store_name_to_id(const char *stem, size_t len, bson_t *out, struct dfs_err *err);
+
+
+/* ---- the store: databases, collections, entries (db.c, doc.c) ---------------------- */
+
+/*
+ * A store is a directory holding one SQLite file per database ("<db>.db", WAL mode). All
+ * objects are thread-safe except struct store_txn. Several processes may open one store.
+ */
+struct store;
+struct store_db;
+struct store_txn;
+
+/* Opens (creating the directory when create is true) the store at dir. *out Owned, freed by
+ * store_free. Errors: DFS_ENOENT (no such store), DFS_EIO. */
+int store_open(const char *dir, bool create, struct store **out, struct dfs_err *err);
+void store_free(struct store *s);
+const char *store_path(const struct store *s); /* Borrowed: valid until store_free */
+
+/* Database and collection names: 1..64 bytes, no '/', '\\', '.', ' ', '"', '$', '*', '<',
+ * '>', ':', '|', '?' or NUL in database names; collection names no '/', '$' or NUL, not
+ * starting with '.' or "system.". Returns 0 or DFS_EINVAL / DFS_ENAMETOOLONG. */
+int store_db_name_check(const char *name, struct dfs_err *err);
+int store_coll_name_check(const char *name, struct dfs_err *err);
+
+/* Calls cb for each database name (sorted); a nonzero return from cb stops and is returned. */
+int store_db_list(struct store *s, int (*cb)(void *ctx, const char *name), void *ctx,
+		  struct dfs_err *err);
+/* Opens a database, creating it when create is true. *out Borrowed: valid until store_free
+ * or store_db_drop of that name. Errors: DFS_ENOENT, DFS_EINVAL (bad name), DFS_EIO. */
+int store_db_get(struct store *s, const char *name, bool create, struct store_db **out,
+		 struct dfs_err *err);
+/* Drops an empty database (DFS_ENOTEMPTY when it has collections). */
+int store_db_drop(struct store *s, const char *name, struct dfs_err *err);
+const char *store_db_name(const struct store_db *db); /* Borrowed: lives with db */
+uint32_t store_db_number(const struct store_db *db);  /* stable, unique in the store, >= 1 */
+int64_t store_db_ctime(const struct store_db *db);    /* ns since the epoch */
+/* Makes committed writes durable against power loss (fsyncs the database and its WAL). */
+int store_db_sync(struct store_db *db, struct dfs_err *err);
+
+/* Begins a transaction. A write transaction takes the database's write lock (waiting up to
+ * 10 s for another process: DFS_EBUSY after that). *out Owned, ended by commit or abort. */
+int store_txn_begin(struct store_db *db, bool write, struct store_txn **out,
+		    struct dfs_err *err);
+/* Commits and frees t (also on failure, where nothing of t is kept). */
+int store_txn_commit(struct store_txn *t, struct dfs_err *err);
+void store_txn_abort(struct store_txn *t); /* rolls back and frees; NULL is a no-op */
+struct store_db *store_txn_db(struct store_txn *t);
+
+struct store_coll {
+	int64_t id;			 /* stable, shares the id space of entries */
+	char name[DFS_MAX_NS_NAME + 1];	 /* collection name */
+	int64_t ctime_ns, mtime_ns;	 /* creation, last change of the directory */
+	uint32_t mode, uid, gid;	 /* directory attributes */
+};
+
+int store_coll_find(struct store_txn *t, const char *name, struct store_coll *out,
+		    struct dfs_err *err); /* DFS_ENOENT */
+int store_coll_by_id(struct store_txn *t, int64_t id, struct store_coll *out,
+		     struct dfs_err *err);
+int store_coll_list(struct store_txn *t, int (*cb)(void *ctx, const struct store_coll *c),
+		    void *ctx, struct dfs_err *err);
+int store_coll_create(struct store_txn *t, const char *name, uint32_t mode, uint32_t uid,
+		      uint32_t gid, struct store_coll *out, struct dfs_err *err); /* DFS_EEXIST */
+/* Drops a collection with everything in it (documents, scratch files, index definitions). */
+int store_coll_drop(struct store_txn *t, int64_t id, struct dfs_err *err);
+int store_coll_rename(struct store_txn *t, int64_t id, const char *newname,
+		      struct dfs_err *err); /* DFS_EEXIST when newname exists */
+int store_coll_count(struct store_txn *t, int64_t id, int64_t *ndocs, int64_t *nfiles,
+		     struct dfs_err *err);
+int store_coll_touch(struct store_txn *t, int64_t id, int64_t mtime_ns, struct dfs_err *err);
+int store_coll_setattr(struct store_txn *t, int64_t id, uint32_t mode, uint32_t uid,
+		       uint32_t gid, struct dfs_err *err);
+
+/* An entry of a collection directory: a document or a scratch file (or symlink). */
+enum store_kind {
+	STORE_KIND_DOC = 1,	/* "<stem>.json", BSON in the store, rendered on read */
+	STORE_KIND_FILE = 2,	/* scratch file: bytes kept as they are */
+	STORE_KIND_SYMLINK = 3, /* scratch symlink (emacs lock files): the target as bytes */
+};
+
+struct store_entry {
+	int64_t id;		 /* stable id (the inode number's low part) */
+	int64_t coll;		 /* collection id */
+	int kind;		 /* enum store_kind */
+	uint32_t mode, uid, gid; /* permission bits only in mode, no S_IFMT */
+	int64_t size;		 /* rendered JSON length (documents) or byte length */
+	int64_t mtime_ns, ctime_ns;
+	char name[256];		 /* the file name in the directory */
+};
+
+struct store_attrs {
+	uint32_t mode, uid, gid;
+	int64_t mtime_ns; /* 0: now */
+};
+
+/* Looks a file name up in collection coll: "<stem>.json" with a canonical stem finds the
+ * document with that _id, any other name a scratch file. DFS_ENOENT when absent. */
+int store_entry_lookup(struct store_txn *t, int64_t coll, const char *name,
+		       struct store_entry *out, struct dfs_err *err);
+int store_entry_get(struct store_txn *t, int64_t id, struct store_entry *out,
+		    struct dfs_err *err);
+/* The bytes of an entry as the mount shows them (documents pretty-rendered). */
+int store_entry_read(struct store_txn *t, int64_t id, struct dfs_buf *out, struct dfs_err *err);
+/* The BSON of document id into out (initialised, empty). */
+int store_doc_get(struct store_txn *t, int64_t id, bson_t *out, struct dfs_err *err);
+/* Streams the entries of coll in a stable order from cookie (0: the start). cb gets each
+ * entry and the cookie that resumes after it; a nonzero return from cb stops the listing
+ * and is returned. Entries added during a listing come after every existing one. */
+int store_entry_list(struct store_txn *t, int64_t coll, uint64_t cookie,
+		     int (*cb)(void *ctx, const struct store_entry *e, uint64_t next),
+		     void *ctx, struct dfs_err *err);
+
+/*
+ * Prepares a document for storing: validates it, puts _id first (taking it from id_from when
+ * the document has none, or generating an ObjectId when id_from is NULL too), and checks that
+ * an _id present in both agrees. out is initialised here (Owned, bson_destroy by the caller
+ * on success). Errors: DFS_EINVAL / DFS_EFBIG with a message.
+ */
+int store_doc_prepare(const bson_t *doc, const bson_value_t *id_from, bson_t *out,
+		      struct dfs_err *err);
+/* Inserts a prepared document (DFS_EEXIST "duplicate _id ..." when its _id exists). */
+int store_doc_insert(struct store_txn *t, int64_t coll, const bson_t *doc,
+		     const struct store_attrs *a, struct store_entry *out, struct dfs_err *err);
+/*
+ * Writes the text of a document file: parses text, validates it and stores it under the
+ * name (a "<stem>.json"), replacing the document of that _id or creating it. The _id comes
+ * from the name when the text has none and must agree with it otherwise. A scratch file of
+ * the same name cannot exist (names ending in ".json" with a canonical stem are documents).
+ */
+int store_doc_write_text(struct store_txn *t, int64_t coll, const char *name, const char *text,
+			 size_t len, const struct store_attrs *a, struct store_entry *out,
+			 struct dfs_err *err);
+int store_entry_delete(struct store_txn *t, int64_t id, struct dfs_err *err);
+/* Creates a scratch file or symlink (kind) with the given bytes. */
+int store_file_create(struct store_txn *t, int64_t coll, const char *name, int kind,
+		      const struct store_attrs *a, const void *data, size_t len,
+		      struct store_entry *out, struct dfs_err *err);
+int store_file_write(struct store_txn *t, int64_t id, const void *data, size_t len,
+		     struct dfs_err *err);
+/*
+ * Renames entry id to newname in collection newcoll, replacing what was there. Documents
+ * renamed to another document name change _id; a scratch file renamed to a document name
+ * becomes that document (its text validated; a replaced document keeps its id); a document
+ * renamed to a scratch name becomes a scratch file holding its rendered bytes. *out gets the
+ * entry now at newname.
+ */
+int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const char *newname,
+		       struct store_entry *out, struct dfs_err *err);
+#define STORE_SET_MODE 1
+#define STORE_SET_UID 2
+#define STORE_SET_GID 4
+#define STORE_SET_MTIME 8
+int store_entry_setattr(struct store_txn *t, int64_t id, int mask, const struct store_attrs *a,
+			struct dfs_err *err);
+
+/* ---- the change feed (db.c) -------------------------------------------------------- */
+
+enum store_change_op {
+	STORE_CH_PUT = 1,    /* entry id created or changed (name: its name) */
+	STORE_CH_DEL = 2,    /* entry id removed (name: its old name) */
+	STORE_CH_COLL = 3,   /* collection coll created, dropped or renamed */
+	STORE_CH_INSERTS = 4 /* many documents inserted into coll (no per-entry records) */
+};
+struct store_change {
+	int64_t seq;
+	int64_t coll;
+	int op;		/* enum store_change_op */
+	int64_t id;
+	char name[256];
+};
+/* Every write transaction appends its changes; this reads those after seq (in order). */
+int store_changes_since(struct store_db *db, int64_t seq,
+			int (*cb)(void *ctx, const struct store_change *c), void *ctx,
+			struct dfs_err *err);
+/* The last sequence number written (0 when none). */
+int store_changes_last(struct store_db *db, int64_t *seq, struct dfs_err *err);
+
+/* ---- verification (check.c) -------------------------------------------------------- */
+
+/* Verifies every database: SQLite integrity and the store's invariants (every document's
+ * key, name and size agree with its BSON, which is valid; ids unique). Each problem goes to
+ * cb; returns 0 when sound, DFS_ECORRUPT when problems were found. */
+int store_check(struct store *s, void (*cb)(void *ctx, const char *problem), void *ctx,
+		struct dfs_err *err);
+
+#endif

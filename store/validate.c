@@ -1,0 +1,170 @@
+/*
+ * validate.c - may this BSON be stored as a document? MongoDB's rules as store.h lists them:
+ * size, nesting depth, field names (no leading '$', no '.', at every level except array
+ * indexes), valid UTF-8 in every string and field name, and the type of _id.
+ *
+ * It does not parse or render (codec_*.c), does not check index key sizes (key.c) or that _id
+ * matches a file name (name.c), and does not look inside the scope of code-with-scope values
+ * beyond what libbson's iterator checks.
+ */
+#include "store.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Paths in messages are cut to this many bytes (plus "..."). */
+#define PATH_SHOWN 120
+
+struct vctx {
+	struct dfs_buf path; /* dotted path of the document being walked ("" at the top) */
+	struct dfs_err *err;
+};
+
+/* The current path for a message, abbreviated at a UTF-8 boundary when long. */
+static const char *shown_path(struct vctx *v, char *buf, size_t size)
+{
+	size_t n = v->path.len;
+
+	if (n <= PATH_SHOWN)
+		return v->path.data ? v->path.data : "";
+	n = PATH_SHOWN;
+	while (n > 0 && ((unsigned char)v->path.data[n] & 0xc0) == 0x80)
+		n--;
+	snprintf(buf, size, "%.*s...", (int)n, v->path.data);
+	return buf;
+}
+
+static int bad_field(struct vctx *v, const char *key, const char *rule)
+{
+	char pb[PATH_SHOWN + 8];
+
+	if (!v->path.len)
+		return dfs_err_set(v->err, DFS_EINVAL, "field name '%.60s' must not %s", key, rule);
+	return dfs_err_set(v->err, DFS_EINVAL, "field name '%.60s' at '%s' must not %s", key,
+			   shown_path(v, pb, sizeof(pb)), rule);
+}
+
+static int bad_utf8(struct vctx *v, const char *what)
+{
+	char pb[PATH_SHOWN + 8];
+
+	return dfs_err_set(v->err, DFS_EINVAL, "%s at '%s' is not valid UTF-8", what,
+			   shown_path(v, pb, sizeof(pb)));
+}
+
+static void push(struct vctx *v, const char *key, size_t n)
+{
+	if (v->path.len)
+		dfs_buf_putc(&v->path, '.');
+	dfs_buf_append(&v->path, key, n);
+}
+
+/* Walks the document or array held by it (or the top level when it is NULL). */
+static int check_doc(struct vctx *v, const bson_t *top, const bson_iter_t *holder, bool array,
+		     int depth)
+{
+	bson_iter_t it;
+	int rc;
+
+	if (depth > DFS_MAX_DEPTH) {
+		char pb[PATH_SHOWN + 8];
+
+		return dfs_err_set(v->err, DFS_EINVAL, "nesting deeper than %d levels at '%s'",
+				   DFS_MAX_DEPTH, shown_path(v, pb, sizeof(pb)));
+	}
+	if (top ? !bson_iter_init(&it, top) : !bson_iter_recurse(holder, &it))
+		return dfs_err_set(v->err, DFS_EINVAL, "document is not valid BSON");
+	while (bson_iter_next(&it)) {
+		const char *key = bson_iter_key(&it);
+		size_t klen = bson_iter_key_len(&it), saved = v->path.len;
+		const char *s = NULL, *s2 = NULL;
+		uint32_t n = 0;
+
+		if (!array) {
+			if (!bson_utf8_validate(key, klen, false))
+				return v->path.len ? bad_utf8(v, "a field name")
+						   : dfs_err_set(v->err, DFS_EINVAL,
+								 "a field name is not valid UTF-8");
+			if (key[0] == '$')
+				return bad_field(v, key, "start with '$'");
+			if (memchr(key, '.', klen))
+				return bad_field(v, key, "contain '.'");
+		}
+		push(v, key, klen);
+		switch (bson_iter_type(&it)) {
+		case BSON_TYPE_UTF8:
+			s = bson_iter_utf8(&it, &n);
+			break;
+		case BSON_TYPE_SYMBOL:
+			s = bson_iter_symbol(&it, &n);
+			break;
+		case BSON_TYPE_CODE:
+			s = bson_iter_code(&it, &n);
+			break;
+		case BSON_TYPE_CODEWSCOPE: {
+			const uint8_t *sd;
+			uint32_t sl;
+
+			s = bson_iter_codewscope(&it, &n, &sl, &sd);
+			break;
+		}
+		case BSON_TYPE_REGEX:
+			s = bson_iter_regex(&it, &s2);
+			n = (uint32_t)strlen(s);
+			if (!bson_utf8_validate(s2, strlen(s2), false))
+				return bad_utf8(v, "a regex");
+			break;
+		case BSON_TYPE_DBPOINTER: {
+			const bson_oid_t *oid;
+
+			bson_iter_dbpointer(&it, &n, &s, &oid);
+			break;
+		}
+		case BSON_TYPE_DOCUMENT:
+		case BSON_TYPE_ARRAY:
+			rc = check_doc(v, NULL, &it, BSON_ITER_HOLDS_ARRAY(&it), depth + 1);
+			if (rc)
+				return rc;
+			break;
+		default:
+			break;
+		}
+		if (s && !bson_utf8_validate(s, n, true))
+			return bad_utf8(v, "a string");
+		v->path.len = saved;
+		v->path.data[saved] = '\0';
+	}
+	if (it.err_off)
+		return dfs_err_set(v->err, DFS_EINVAL, "document is not valid BSON");
+	return DFS_OK;
+}
+
+/*
+ * Checks that doc may be stored (the rules of store.h). Returns 0, DFS_EFBIG when it is over
+ * DFS_MAX_DOC_SIZE, or DFS_EINVAL with a message naming the offending path.
+ */
+int store_doc_validate(const bson_t *doc, struct dfs_err *err)
+{
+	struct vctx v;
+	bson_iter_t it;
+	int rc;
+
+	if (doc->len > DFS_MAX_DOC_SIZE)
+		return dfs_err_set(err, DFS_EFBIG, "document is %u bytes, over the 16 MiB limit",
+				   doc->len);
+	if (bson_iter_init_find(&it, doc, "_id")) {
+		if (BSON_ITER_HOLDS_ARRAY(&it))
+			return dfs_err_set(err, DFS_EINVAL, "'_id' must not be an array");
+		if (BSON_ITER_HOLDS_REGEX(&it))
+			return dfs_err_set(err, DFS_EINVAL, "'_id' must not be a regex");
+		if (BSON_ITER_HOLDS_UNDEFINED(&it))
+			return dfs_err_set(err, DFS_EINVAL, "'_id' must not be undefined");
+	}
+	v.err = err;
+	dfs_buf_init(&v.path);
+	dfs_buf_reserve(&v.path, 64);
+	v.path.data[0] = '\0';
+	rc = check_doc(&v, doc, NULL, false, 1);
+	dfs_buf_release(&v.path);
+	return rc;
+}

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# tests/run.sh - the test command: installs what is missing (Debian packages), builds docfs
+# twice (a normal build and one with AddressSanitizer + UndefinedBehaviorSanitizer), and runs
+# every test suite (unit, mount) in both. The last line is the overall summary.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(build-essential pkg-config meson ninja-build libfuse3-dev fuse3 libbson-dev
+	libsqlite3-dev libgit2-dev check sqlite3 jq vim perl python3 bindfs)
+missing=()
+for p in "${packages[@]}"; do
+	dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "== installing: ${missing[*]}"
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "tests/run.sh: missing packages (${missing[*]}); run as root or install them" >&2
+		exit 1
+	fi
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+total_ok=0
+total_fail=0
+run_suite() { # build-dir, extra meson setup args...
+	local dir=$1
+	shift
+	if [ ! -f "$dir/build.ninja" ]; then
+		meson setup "$dir" "$@" >/dev/null
+	fi
+	ninja -C "$dir" >/dev/null
+	local log=$dir/meson-logs/testlog.txt
+	local rc=0
+	meson test -C "$dir" --print-errorlogs --num-processes 2 || rc=$?
+	local ok fail
+	ok=$(grep -E '^Ok: ' "$dir/meson-logs/testlog.txt" | tail -n1 | awk '{print $2}')
+	fail=$(grep -E '^Fail: ' "$dir/meson-logs/testlog.txt" | tail -n1 | awk '{print $2}')
+	total_ok=$((total_ok + ${ok:-0}))
+	total_fail=$((total_fail + ${fail:-0}))
+	if [ "$rc" -ne 0 ] && [ "${fail:-0}" -eq 0 ]; then
+		total_fail=$((total_fail + 1))
+	fi
+	: "$log"
+}
+
+echo "== build and test (debugoptimized)"
+run_suite build
+echo "== build and test (address,undefined sanitizers)"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	run_suite build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
+
+echo "tests/run.sh: Ok: $total_ok Fail: $total_fail"
+[ "$total_fail" -eq 0 ]
