@@ -54,6 +54,8 @@ struct fs_handle {
 	pthread_mutex_t lock;	  /* guards the fields below */
 	struct dfs_buf buf;	  /* the content (FH_ENTRY, FH_TEXT) */
 	bool dirty;		  /* buf differs from the store */
+	bool written;		  /* written (or truncated) since opened or last committed */
+	bool reported;		  /* the inserter's error has been logged */
 	bool is_doc;		  /* FH_ENTRY holding a document (else a scratch file) */
 	struct fs_inserter ins;	  /* FH_INSERT */
 	bool ins_init;		  /* ins is initialised */
@@ -271,11 +273,25 @@ static void reply_entry(fuse_req_t req, struct fs_node *n)
 
 /* ---- lookup ------------------------------------------------------------------------ */
 
+/* Replies ENAMETOOLONG (with a message) for a name over the 255-byte file name limit. */
+static bool name_too_long(fuse_req_t req, const char *what, const char *name)
+{
+	size_t n = strlen(name);
+
+	if (n <= 255)
+		return false;
+	reply_msg(req, DFS_ENAMETOOLONG, "%s '%.40s...': the name is %zu bytes, over the 255-byte limit",
+		  what, name, n);
+	return true;
+}
+
+/* Is name meant as a document ("<stem>.json")? Names starting with '.' never are: they are
+ * editor files (emacs ".#a.json" locks, hidden temporaries) and stay scratch files. */
 static bool is_json_name(const char *name)
 {
 	size_t n = strlen(name);
 
-	return n > 5 && strcmp(name + n - 5, ".json") == 0;
+	return n > 5 && name[0] != '.' && strcmp(name + n - 5, ".json") == 0;
 }
 
 /* Looks name up under parent and returns a referenced node, or NULL with err set. */
@@ -426,7 +442,9 @@ static int handle_commit(fuse_req_t req, struct fs_handle *h, struct dfs_err *er
 	struct store_entry e;
 	int rc;
 
-	if (h->kind != FH_ENTRY || !h->dirty)
+	/* A flush with nothing written since the open commits nothing: shells open, dup2 and
+	 * close a redirection's file before writing to it. */
+	if (h->kind != FH_ENTRY || !h->dirty || !h->written)
 		return 0;
 	if ((rc = store_txn_begin(n->db, true, &t, err)))
 		return rc;
@@ -461,6 +479,7 @@ static int handle_commit(fuse_req_t req, struct fs_handle *h, struct dfs_err *er
 	if (rc)
 		return rc;
 	h->dirty = false;
+	h->written = false;
 	if (n->kind == FSN_PENDING) {
 		pending_del(n);
 		fs_node_repoint(n, FSN_ENTRY, n->coll, e.id, fs_ino_entry(n->db, e.id));
@@ -571,9 +590,12 @@ static void fsop_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t 
 	pthread_mutex_lock(&h->lock);
 	if (h->kind == FH_INSERT) {
 		rc = fs_inserter_feed(&h->ins, data, size, false);
+		if (rc && !h->reported) {
+			h->reported = true;
+			fs_errlog_add(".insert: %s", h->ins.err.msg);
+		}
 		pthread_mutex_unlock(&h->lock);
 		if (rc) {
-			fs_errlog_add(".insert: %s", h->ins.err.msg);
 			fuse_reply_err(req, fs_errno(rc));
 		} else {
 			fuse_reply_write(req, size);
@@ -602,6 +624,7 @@ static void fsop_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t 
 	}
 	memcpy(h->buf.data + off, data, size);
 	h->dirty = true;
+	h->written = true;
 	pthread_mutex_unlock(&h->lock);
 	fuse_reply_write(req, size);
 }
@@ -615,8 +638,15 @@ static void fsop_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	pthread_mutex_lock(&h->lock);
 	if (h->kind == FH_INSERT) {
 		rc = fs_inserter_feed(&h->ins, "", 0, true);
-		if (rc)
+		if (rc && h->reported) {
+			pthread_mutex_unlock(&h->lock);
+			fuse_reply_err(req, fs_errno(rc));
+			return;
+		}
+		if (rc) {
+			h->reported = true;
 			err = h->ins.err;
+		}
 	} else {
 		rc = handle_commit(req, h, &err);
 	}
@@ -688,10 +718,8 @@ static void fsop_create(fuse_req_t req, fuse_ino_t parent, const char *name, mod
 			  name);
 		return;
 	}
-	if (strlen(name) > 255) {
-		fuse_reply_err(req, ENAMETOOLONG);
+	if (name_too_long(req, "create", name))
 		return;
-	}
 	memset(&ep, 0, sizeof(ep));
 	bson_init(&id);
 	if (is_json_name(name)) {
@@ -822,6 +850,7 @@ static void fsop_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int 
 			if (h->buf.data)
 				h->buf.data[size] = '\0';
 			h->dirty = true;
+			h->written = true;
 			if (h == &tmp)
 				rc = handle_commit(req, h, &err);
 			else
@@ -902,6 +931,8 @@ static void fsop_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 	struct store_coll c;
 	int rc;
 
+	if (name_too_long(req, "mkdir", name))
+		return;
 	if (!p) {
 		fuse_reply_err(req, ESTALE);
 		return;
@@ -1261,6 +1292,8 @@ static void fsop_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fus
 		fuse_reply_err(req, ESTALE);
 		return;
 	}
+	if (name_too_long(req, "rename", newname))
+		return;
 	if (flags & RENAME_EXCHANGE) {
 		reply_msg(req, DFS_EINVAL, "rename '%s': exchanging files is not supported", name);
 		return;
@@ -1372,6 +1405,8 @@ static void fsop_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, co
 	struct store_txn *t;
 	int rc;
 
+	if (name_too_long(req, "symlink", name))
+		return;
 	if (!p || p->kind != FSN_COLL || is_json_name(name)) {
 		reply_msg(req, DFS_EPERM, "symlink '%s': symlinks are scratch files in collections",
 			  name);

@@ -129,7 +129,8 @@ int fs_inserter_feed(struct fs_inserter *in, const char *data, size_t len, bool 
 		line = in->line + count_lines(p, skip_space(p, 0, rc ? left : used));
 		if (rc) {
 			bson_destroy(&doc);
-			dfs_err_prefix(&in->err, "document %lld: ", (long long)in->ndocs + 1);
+			dfs_err_prefix(&in->err, "document %lld (line %u): ", (long long)in->ndocs + 1,
+				       line);
 			goto fail;
 		}
 		rc = store_doc_prepare(&doc, NULL, &prepared, &in->err);

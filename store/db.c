@@ -122,7 +122,7 @@ static int conn_err(sqlite3 *h, int rc, const char *what, struct dfs_err *err)
 {
 	int code = DFS_EIO;
 
-	if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED)
+	if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED)
 		code = DFS_EBUSY;
 	else if ((rc & 0xff) == SQLITE_CONSTRAINT)
 		code = DFS_EEXIST;
@@ -144,7 +144,7 @@ static int exec_sql(sqlite3 *h, const char *sql, struct dfs_err *err)
 	int rc = sqlite3_exec(h, sql, NULL, NULL, &msg);
 
 	if (rc != SQLITE_OK) {
-		dfs_err_set(err, rc == SQLITE_BUSY ? DFS_EBUSY : DFS_EIO, "sqlite: %s",
+		dfs_err_set(err, (rc & 0xff) == SQLITE_BUSY ? DFS_EBUSY : DFS_EIO, "sqlite: %s",
 			    msg ? msg : sqlite3_errstr(rc));
 		sqlite3_free(msg);
 		return err ? err->code : DFS_EIO;
@@ -665,6 +665,17 @@ int store_txn_begin(struct store_db *db, bool write, struct store_txn **out,
 	return 0;
 }
 
+/* Resets every statement of the connection: a statement left on a row keeps its read
+ * snapshot open past COMMIT/ROLLBACK, and the next write transaction on the connection would
+ * then fail with SQLITE_BUSY_SNAPSHOT instead of waiting. */
+static void conn_reset(struct store__conn *c)
+{
+	sqlite3_stmt *st = NULL;
+
+	while ((st = sqlite3_next_stmt(c->h, st)))
+		sqlite3_reset(st);
+}
+
 static void txn_end(struct store_txn *t)
 {
 	struct store_db *db = t->db;
@@ -698,12 +709,14 @@ int store_txn_commit(struct store_txn *t, struct dfs_err *err)
 			goto fail;
 		}
 	}
+	conn_reset(t->c);
 	rc = exec_sql(t->c->h, "COMMIT", err);
 	if (rc)
 		goto fail;
 	txn_end(t);
 	return 0;
 fail:
+	conn_reset(t->c);
 	exec_sql(t->c->h, "ROLLBACK", NULL);
 	txn_end(t);
 	return rc;
@@ -713,6 +726,7 @@ void store_txn_abort(struct store_txn *t)
 {
 	if (!t)
 		return;
+	conn_reset(t->c);
 	exec_sql(t->c->h, "ROLLBACK", NULL);
 	txn_end(t);
 }
@@ -886,7 +900,8 @@ int store_coll_create(struct store_txn *t, const char *name, uint32_t mode, uint
 	return 0;
 }
 
-int store_coll_drop(struct store_txn *t, int64_t id, struct dfs_err *err)
+/* Deletes the contents of collection id, and the collection itself unless keep. */
+static int coll_clear(struct store_txn *t, int64_t id, bool keep, struct dfs_err *err)
 {
 	static const char *const sql[] = {
 		"DELETE FROM docs WHERE coll = ?1",   "DELETE FROM files WHERE coll = ?1",
@@ -898,7 +913,7 @@ int store_coll_drop(struct store_txn *t, int64_t id, struct dfs_err *err)
 
 	if ((rc = store_coll_by_id(t, id, &c, err)))
 		return rc;
-	for (size_t i = 0; i < sizeof(sql) / sizeof(sql[0]); i++) {
+	for (size_t i = 0; i < sizeof(sql) / sizeof(sql[0]) - (keep ? 1 : 0); i++) {
 		sqlite3_stmt *st;
 
 		rc = sqlite3_prepare_v2(t->c->h, sql[i], -1, &st, NULL);
@@ -911,6 +926,16 @@ int store_coll_drop(struct store_txn *t, int64_t id, struct dfs_err *err)
 			return store__sqlerr(t, rc, "drop collection", err);
 	}
 	return store__change(t, id, STORE_CH_COLL, id, c.name, err);
+}
+
+int store_coll_drop(struct store_txn *t, int64_t id, struct dfs_err *err)
+{
+	return coll_clear(t, id, false, err);
+}
+
+int store_coll_empty(struct store_txn *t, int64_t id, struct dfs_err *err)
+{
+	return coll_clear(t, id, true, err);
 }
 
 int store_coll_rename(struct store_txn *t, int64_t id, const char *newname, struct dfs_err *err)

@@ -869,3 +869,57 @@ int store_entry_setattr(struct store_txn *t, int64_t id, int mask, const struct 
 		return store__sqlerr(t, rc, "set attributes", err);
 	return store__change(t, e.coll, STORE_CH_PUT, id, e.name, err);
 }
+
+/* ---- cursors ----------------------------------------------------------------------- */
+
+struct store_cursor {
+	struct store_txn *t; /* Borrowed */
+	sqlite3_stmt *st;    /* Owned: its own statement, so cursors can nest */
+};
+
+int store_cursor_open(struct store_txn *t, int64_t coll, struct store_cursor **out,
+		      struct dfs_err *err)
+{
+	struct store_cursor *c = calloc(1, sizeof(*c));
+	int rc;
+
+	if (!c)
+		return dfs_err_set(err, DFS_ENOMEM, "out of memory");
+	c->t = t;
+	rc = sqlite3_prepare_v3(t->c->h, "SELECT id, bson FROM docs WHERE coll = ?1 ORDER BY id",
+				-1, 0, &c->st, NULL);
+	if (rc != SQLITE_OK) {
+		free(c);
+		return store__sqlerr(t, rc, "open cursor", err);
+	}
+	sqlite3_bind_int64(c->st, 1, coll);
+	*out = c;
+	return 0;
+}
+
+int store_cursor_next(struct store_cursor *c, bson_t *doc, int64_t *id, struct dfs_err *err)
+{
+	int rc = sqlite3_step(c->st);
+	const void *data;
+	int n;
+
+	if (rc == SQLITE_DONE)
+		return DFS_ENOENT;
+	if (rc != SQLITE_ROW)
+		return store__sqlerr(c->t, rc, "read documents", err);
+	*id = sqlite3_column_int64(c->st, 0);
+	data = sqlite3_column_blob(c->st, 1);
+	n = sqlite3_column_bytes(c->st, 1);
+	if (n < 5 || !bson_init_static(doc, data, (size_t)n))
+		return dfs_err_set(err, DFS_ECORRUPT, "document %lld is not valid BSON",
+				   (long long)*id);
+	return 0;
+}
+
+void store_cursor_free(struct store_cursor *c)
+{
+	if (!c)
+		return;
+	sqlite3_finalize(c->st);
+	free(c);
+}

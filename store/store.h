@@ -259,6 +259,8 @@ int store_coll_create(struct store_txn *t, const char *name, uint32_t mode, uint
 		      uint32_t gid, struct store_coll *out, struct dfs_err *err); /* DFS_EEXIST */
 /* Drops a collection with everything in it (documents, scratch files, index definitions). */
 int store_coll_drop(struct store_txn *t, int64_t id, struct dfs_err *err);
+/* Deletes everything in a collection but keeps the collection (its id, name, attributes). */
+int store_coll_empty(struct store_txn *t, int64_t id, struct dfs_err *err);
 int store_coll_rename(struct store_txn *t, int64_t id, const char *newname,
 		      struct dfs_err *err); /* DFS_EEXIST when newname exists */
 int store_coll_count(struct store_txn *t, int64_t id, int64_t *ndocs, int64_t *nfiles,
@@ -348,6 +350,16 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 #define STORE_SET_MTIME 8
 int store_entry_setattr(struct store_txn *t, int64_t id, int mask, const struct store_attrs *a,
 			struct dfs_err *err);
+
+/* A forward cursor over the documents of a collection in id order, inside a transaction.
+ * Not thread-safe; must be freed before its transaction ends. */
+struct store_cursor;
+int store_cursor_open(struct store_txn *t, int64_t coll, struct store_cursor **out,
+		      struct dfs_err *err);
+/* The next document: 0 with doc a read-only view (Borrowed: valid until the next call or
+ * free) and *id its entry id; DFS_ENOENT at the end. */
+int store_cursor_next(struct store_cursor *c, bson_t *doc, int64_t *id, struct dfs_err *err);
+void store_cursor_free(struct store_cursor *c);
 
 /* ---- the change feed (db.c) -------------------------------------------------------- */
 

@@ -32,7 +32,10 @@ unmount_docfs() {
 	# Wait for the daemon to finish (it checkpoints and frees on the way out).
 	if [ -n "$pid" ]; then
 		for _ in $(seq 1 100); do
-			kill -0 "$pid" 2>/dev/null || break
+			# Gone, or a zombie (an exited daemon may be left unreaped in a container).
+			case "$(ps -o stat= -p "$pid" 2>/dev/null)" in
+			"" | Z*) break ;;
+			esac
 			sleep 0.1
 		done
 	fi
