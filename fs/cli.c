@@ -5,6 +5,7 @@
  */
 #include "fs_int.h"
 #include "fs.h"
+#include "query.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -27,8 +28,11 @@ static const char usage_text[] =
 	"      Insert documents (Extended JSON, one or many per line, or one JSON array with\n"
 	"      --jsonArray) from FILE or standard input; --drop empties the collection first.\n"
 	"      Stops at the first bad document, keeping the ones before it.\n"
-	"  export STORE DB.COLL [-o FILE]\n"
-	"      Write every document as one line of relaxed, type-exact Extended JSON.\n"
+	"  export STORE DB.COLL [-o FILE] [--query FILTER] [--sort SORT] [--projection P]\n"
+	"         [--skip N] [--limit N]\n"
+	"      Write the documents (all, or those matching FILTER, in SORT order) as one line\n"
+	"      each of relaxed, type-exact Extended JSON. FILTER, SORT and P are documents in\n"
+	"      the shell-literal syntax, e.g. --query '{age: {$gt: 30}}' --sort '{age: -1}'.\n"
 	"  check STORE\n"
 	"      Verify SQLite integrity and the store's invariants; exit 0 when sound.\n"
 	"  generate TEMPLATE [-n N] [--seed S]\n"
@@ -257,91 +261,128 @@ static int cmd_import(int argc, char **argv)
 	return rc ? 1 : 0;
 }
 
-/* ---- export ------------------------------------------------------------------------ */
+/* ---- export ----------------------------------------------------------------------- */
 
-struct export_ctx {
-	struct store_txn *t;
-	FILE *out;
-	struct dfs_buf line;
-	int64_t n;
-	struct dfs_err *err;
-};
-
-static int export_one(void *ctx, const struct store_entry *e, uint64_t next)
+/* Parses a shell-literal document given on the command line for option what. */
+static int arg_doc(const char *what, const char *text, bson_t *out, struct dfs_err *err)
 {
-	struct export_ctx *x = ctx;
-	bson_t doc;
 	int rc;
 
-	if (e->kind != STORE_KIND_DOC)
-		return 0;
-	if ((rc = store_doc_get(x->t, e->id, &doc, x->err)))
-		return rc;
-	dfs_buf_reset(&x->line);
-	rc = store_codec_render(&doc, STORE_RENDER_COMPACT, &x->line, x->err);
-	bson_destroy(&doc);
+	bson_init(out);
+	rc = store_codec_parse_doc(text, strlen(text), out, err);
+	if (rc == DFS_EINCOMPLETE)
+		rc = DFS_EINVAL;
 	if (rc)
-		return rc;
-	dfs_buf_putc(&x->line, '\n');
-	if (fwrite(x->line.data, 1, x->line.len, x->out) != x->line.len)
-		return dfs_err_set(x->err, DFS_EIO, "write error: %s", strerror(errno));
-	x->n++;
-	return 0;
+		dfs_err_prefix(err, "%s: ", what);
+	return rc;
 }
 
 static int cmd_export(int argc, char **argv)
 {
 	const char *pos[2] = {NULL, NULL}, *outpath = NULL;
-	struct export_ctx x = {0};
+	const char *qtext = NULL, *stext = NULL, *ptext = NULL;
+	struct query_find_opts o = {0};
+	bson_t filter, sort, proj;
+	struct query_cursor *cur = NULL;
 	struct dfs_err err = {0};
 	struct store *s = NULL;
+	struct store_txn *t = NULL;
 	struct store_db *db;
 	struct store_coll c;
+	struct dfs_buf line;
+	const bson_t *doc;
+	FILE *out = stdout;
+	int64_t n = 0;
 	int npos = 0, rc;
 
 	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "-o") == 0 && i + 1 < argc)
+		char *end;
+
+		if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) {
 			outpath = argv[++i];
-		else if (argv[i][0] == '-')
+		} else if ((strcmp(argv[i], "--query") == 0 || strcmp(argv[i], "-q") == 0) &&
+			   i + 1 < argc) {
+			qtext = argv[++i];
+		} else if (strcmp(argv[i], "--sort") == 0 && i + 1 < argc) {
+			stext = argv[++i];
+		} else if (strcmp(argv[i], "--projection") == 0 && i + 1 < argc) {
+			ptext = argv[++i];
+		} else if ((strcmp(argv[i], "--limit") == 0 || strcmp(argv[i], "--skip") == 0) &&
+			   i + 1 < argc) {
+			long long v = strtoll(argv[i + 1], &end, 10);
+
+			if (*end || v < 0 || !argv[i + 1][0])
+				return fail("export", "%s needs a whole number >= 0, not '%s'", argv[i],
+					    argv[i + 1]);
+			if (strcmp(argv[i], "--limit") == 0)
+				o.limit = v;
+			else
+				o.skip = v;
+			i++;
+		} else if (argv[i][0] == '-') {
 			return fail("export", "unknown option '%s' (see docfs --help)", argv[i]);
-		else if (npos < 2)
+		} else if (npos < 2) {
 			pos[npos++] = argv[i];
-		else
+		} else {
 			return fail("export", "too many arguments");
+		}
 	}
 	if (npos < 2)
 		return fail("export", "needs STORE and DB.COLL (see docfs --help)");
-	rc = open_coll(pos[0], pos[1], false, &s, &db, &c, &err);
-	if (rc) {
-		store_free(s);
-		return fail("export", "%s", err.msg);
+	bson_init(&filter);
+	bson_init(&sort);
+	bson_init(&proj);
+	dfs_buf_init(&line);
+	rc = 0;
+	if (qtext) {
+		bson_destroy(&filter);
+		rc = arg_doc("--query", qtext, &filter, &err);
 	}
-	x.out = stdout;
-	if (outpath) {
-		x.out = fopen(outpath, "wb");
-		if (!x.out) {
-			store_free(s);
-			return fail("export", "cannot create '%s': %s", outpath, strerror(errno));
-		}
+	if (!rc && stext) {
+		bson_destroy(&sort);
+		rc = arg_doc("--sort", stext, &sort, &err);
+		o.sort = &sort;
 	}
-	x.err = &err;
-	dfs_buf_init(&x.line);
+	if (!rc && ptext) {
+		bson_destroy(&proj);
+		rc = arg_doc("--projection", ptext, &proj, &err);
+		o.projection = &proj;
+	}
+	o.filter = &filter;
+	if (!rc)
+		rc = open_coll(pos[0], pos[1], false, &s, &db, &c, &err);
 	/* One read transaction: the export is one point-in-time view. */
-	rc = store_txn_begin(db, false, &x.t, &err);
-	if (!rc) {
-		rc = store_entry_list(x.t, c.id, 0, export_one, &x, &err);
-		store_txn_abort(x.t);
+	if (!rc)
+		rc = store_txn_begin(db, false, &t, &err);
+	if (!rc)
+		rc = query_find_open(t, c.id, &o, &cur, &err);
+	if (!rc && outpath && !(out = fopen(outpath, "wb")))
+		rc = dfs_err_set(&err, DFS_EIO, "cannot create '%s': %s", outpath, strerror(errno));
+	while (!rc && (rc = query_cursor_next(cur, &doc, &err)) == 0) {
+		dfs_buf_reset(&line);
+		rc = store_codec_render(doc, STORE_RENDER_COMPACT, &line, &err);
+		dfs_buf_putc(&line, '\n');
+		if (!rc && fwrite(line.data, 1, line.len, out) != line.len)
+			rc = dfs_err_set(&err, DFS_EIO, "write error: %s", strerror(errno));
+		n++;
 	}
-	if (fflush(x.out) != 0 && !rc)
+	if (rc == DFS_ENOENT)
+		rc = 0;
+	if (out && fflush(out) != 0 && !rc)
 		rc = dfs_err_set(&err, DFS_EIO, "write error: %s", strerror(errno));
-	if (outpath)
-		fclose(x.out);
-	dfs_buf_release(&x.line);
+	if (out && out != stdout)
+		fclose(out);
+	query_cursor_free(cur);
+	store_txn_abort(t);
 	store_free(s);
+	bson_destroy(&filter);
+	bson_destroy(&sort);
+	bson_destroy(&proj);
+	dfs_buf_release(&line);
 	if (rc)
 		return fail("export", "%s", err.msg);
 	if (outpath)
-		fprintf(stderr, "%lld documents exported to %s\n", (long long)x.n, outpath);
+		fprintf(stderr, "%lld documents exported to %s\n", (long long)n, outpath);
 	return 0;
 }
 

@@ -68,6 +68,49 @@ void fs_inserter_release(struct fs_inserter *in);
  * the error (also kept in in->err; every later call returns it again). */
 int fs_inserter_feed(struct fs_inserter *in, const char *data, size_t len, bool final);
 
+/* ---- qpath.c: the query path grammar and result files -------------------------------- */
+
+enum fs_query_format { FSQ_JSONL, FSQ_JSON, FSQ_PRETTY, FSQ_IDS };
+
+/* A parsed "query/<q>" path component. */
+struct fs_query {
+	bson_t filter;		/* the filter (empty: everything) */
+	bson_t sort;		/* when has_sort */
+	bson_t projection;	/* when has_projection */
+	bool has_sort, has_projection;
+	int64_t skip, limit;	/* 0: none */
+	bool count;		/* count=1: the number of matches */
+	char *distinct;		/* Owned: distinct=<field>, or NULL */
+	int format;		/* enum fs_query_format */
+	char saved[256];	/* "@name": a saved query to load first, else "" */
+};
+
+void fs_query_init(struct fs_query *q);
+void fs_query_release(struct fs_query *q);
+/* Parses "<filter>[?opt=v&...]" (%XX escapes decoded per part). Errors: DFS_EINVAL saying
+ * which part is wrong and where. */
+int fs_query_parse(const char *component, struct fs_query *q, struct dfs_err *err);
+/* Applies a saved find command {"filter", "sort", "projection", "skip", "limit"} to q. */
+int fs_query_from_command(const bson_t *cmd, struct fs_query *q, struct dfs_err *err);
+
+/* Parses the filter, sort and projection of q to report their errors (nothing is kept). */
+int fs_query_validate(const struct fs_query *q, struct dfs_err *err);
+
+/* A result: a snapshot of a query's output, in memory or (when large) an unlinked file. */
+struct fs_result {
+	struct dfs_buf mem; /* the bytes, while small */
+	FILE *spill;	    /* Owned: the bytes, once large */
+	size_t size;	    /* total bytes */
+};
+
+void fs_result_init(struct fs_result *r);
+void fs_result_release(struct fs_result *r);
+/* Runs q over collection coll of db in one read transaction into r. */
+int fs_query_run(struct store_db *db, int64_t coll, const struct fs_query *q,
+		 struct fs_result *r, struct dfs_err *err);
+/* Copies up to n bytes at off; returns 0 or an errno. */
+int fs_result_read(struct fs_result *r, char *buf, size_t n, off_t off, size_t *got);
+
 /* ---- mount.c / fsops.c / inode.c / notify.c: the FUSE file system ------------------ */
 
 struct fs_mount_opts {
@@ -94,6 +137,9 @@ enum fs_node_kind {
 	FSN_ENTRY,	/* a document or scratch file: id = entry id */
 	FSN_PENDING,	/* a created "<stem>.json" not yet written: no store row yet */
 	FSN_INSERT,	/* "/<db>/<coll>/.insert" */
+	FSN_QDIR,	/* "/<db>/<coll>/query/": lists empty, any name opens a find */
+	FSN_QUERY,	/* "/<db>/<coll>/query/<q>": pending_name holds <q> */
+	FSN_SAVED_DIR,	/* "/<db>/<coll>/.queries/": saved find commands */
 };
 
 struct fs_node {
@@ -106,7 +152,8 @@ struct fs_node {
 	uint64_t ino;		  /* st_ino */
 	uint64_t data_gen;	  /* bumped on every change of the content */
 	uint64_t kernel_gen;	  /* data_gen when the kernel last cached the content */
-	char *pending_name;	  /* Owned: FSN_PENDING's file name */
+	char *pending_name;	  /* Owned: FSN_PENDING's file name, FSN_QUERY's query */
+	uint64_t result_size;	  /* FSN_QUERY: size of the last result opened */
 	bool in_ino_table;	  /* reachable by st_ino (the current node for it) */
 	struct fs_node *next_id;  /* hash chain by nodeid */
 	struct fs_node *next_ino; /* hash chain by st_ino */
@@ -136,8 +183,12 @@ struct fs_node *fs_node_get(uint64_t nodeid);
  * Returns Borrowed, valid until the kernel forgets it. */
 struct fs_node *fs_node_ref(int kind, struct store_db *db, int64_t coll, int64_t id,
 			    uint64_t ino);
-/* Makes a node for a created document that has no store row yet (one reference). */
-struct fs_node *fs_node_pending(struct store_db *db, int64_t coll, const char *name);
+/* Makes a node for a created document that has no store row yet (one reference), or with
+ * kind FSN_QUERY for a query path. Its st_ino is private to the node. */
+struct fs_node *fs_node_pending(int kind, struct store_db *db, int64_t coll, const char *name);
+/* The node of query path name in collection coll (one more reference): the same node while
+ * the kernel holds it, so stat after open shows the size of the last result. */
+struct fs_node *fs_node_query(struct store_db *db, int64_t coll, const char *name);
 void fs_node_forget(uint64_t nodeid, uint64_t n);
 /* Re-points node at another store object (after a rename or a first write). */
 void fs_node_repoint(struct fs_node *node, int kind, int64_t coll, int64_t id, uint64_t ino);

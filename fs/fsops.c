@@ -46,7 +46,29 @@ static int64_t now_ns(void)
 enum docfs_file { DF_ERRORS, DF_VERSION, DF__COUNT };
 static const char *const docfs_files[DF__COUNT] = {"errors", "version"};
 
-enum fh_kind { FH_ENTRY = 1, FH_INSERT, FH_TEXT };
+enum fh_kind { FH_ENTRY = 1, FH_INSERT, FH_TEXT, FH_RESULT };
+
+#define SAVED_PREFIX ".queries/" /* store names of saved queries: never a listed file name */
+
+/* The fixed entries of every collection directory, listed before its documents. */
+static const struct {
+	const char *name;
+	int kind;	/* enum fs_node_kind */
+	unsigned k;	/* st_ino discriminator (fs_ino_special) */
+} coll_fixed[] = {
+	{".insert", FSN_INSERT, 1},
+	{"query", FSN_QDIR, 2},
+	{".queries", FSN_SAVED_DIR, 3},
+};
+#define NFIXED (sizeof(coll_fixed) / sizeof(coll_fixed[0]))
+
+static int fixed_index(const char *name)
+{
+	for (size_t i = 0; i < NFIXED; i++)
+		if (strcmp(name, coll_fixed[i].name) == 0)
+			return (int)i;
+	return -1;
+}
 
 struct fs_handle {
 	int kind;		  /* enum fh_kind */
@@ -59,6 +81,7 @@ struct fs_handle {
 	bool is_doc;		  /* FH_ENTRY holding a document (else a scratch file) */
 	struct fs_inserter ins;	  /* FH_INSERT */
 	bool ins_init;		  /* ins is initialised */
+	struct fs_result res;	  /* FH_RESULT: the snapshot of a query's output */
 };
 
 /* ---- pending documents (note 2) ---------------------------------------------------- */
@@ -227,16 +250,25 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 		file_attr(st, n->ino, 0644, 0, 0);
 		*timeout = 0;
 		return 0;
+	case FSN_QUERY:
+		file_attr(st, n->ino, 0444, n->result_size, 0);
+		*timeout = 0;
+		return 0;
 	default:
 		break;
 	}
 	if ((rc = store_txn_begin(n->db, false, &t, err)))
 		return rc;
-	if (n->kind == FSN_COLL || n->kind == FSN_INSERT) {
+	if (n->kind == FSN_COLL || n->kind == FSN_INSERT || n->kind == FSN_QDIR ||
+	    n->kind == FSN_SAVED_DIR) {
 		struct store_coll c;
 
 		rc = store_coll_by_id(t, n->coll, &c, err);
 		if (!rc && n->kind == FSN_COLL)
+			dir_attr(st, n->ino, c.mode, c.uid, c.gid, c.mtime_ns, c.ctime_ns);
+		else if (!rc && n->kind == FSN_QDIR)
+			dir_attr(st, n->ino, 0555, c.uid, c.gid, c.ctime_ns, c.ctime_ns);
+		else if (!rc && n->kind == FSN_SAVED_DIR)
 			dir_attr(st, n->ino, c.mode, c.uid, c.gid, c.mtime_ns, c.ctime_ns);
 		else if (!rc)
 			file_attr(st, n->ino, 0644, 0, c.ctime_ns);
@@ -266,7 +298,7 @@ static void reply_entry(fuse_req_t req, struct fs_node *n)
 	ep.ino = n->nodeid;
 	ep.generation = 1;
 	ep.attr_timeout = timeout;
-	ep.entry_timeout = n->kind == FSN_DOCFS_FILE ? 0 : LONG_TIMEOUT;
+	ep.entry_timeout = n->kind == FSN_DOCFS_FILE || n->kind == FSN_QUERY ? 0 : LONG_TIMEOUT;
 	if (fuse_reply_entry(req, &ep) == -ENOENT)
 		fs_node_forget(n->nodeid, 1); /* the request was interrupted */
 }
@@ -331,14 +363,31 @@ static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct d
 	case FSN_COLL: {
 		struct store_entry e;
 
-		if (strcmp(name, ".insert") == 0)
-			return fs_node_ref(FSN_INSERT, p->db, p->coll, 0,
-					   fs_ino_special(p->db, p->coll, 1));
+		int fi = fixed_index(name);
+
+		if (fi >= 0)
+			return fs_node_ref(coll_fixed[fi].kind, p->db, p->coll, 0,
+					   fs_ino_special(p->db, p->coll, coll_fixed[fi].k));
 		if ((n = pending_find(p->db, p->coll, name)))
 			return n;
 		if (store_txn_begin(p->db, false, &t, err))
 			return NULL;
 		if (store_entry_lookup(t, p->coll, name, &e, err) == 0)
+			n = fs_node_ref(FSN_ENTRY, p->db, p->coll, e.id, fs_ino_entry(p->db, e.id));
+		store_txn_abort(t);
+		return n;
+	}
+	case FSN_QDIR:
+		/* Any name is a query; it runs when opened (never on lookup or listing). */
+		return fs_node_query(p->db, p->coll, name);
+	case FSN_SAVED_DIR: {
+		struct store_entry e;
+		char full[300];
+
+		snprintf(full, sizeof(full), SAVED_PREFIX "%s", name);
+		if (store_txn_begin(p->db, false, &t, err))
+			return NULL;
+		if (store_entry_lookup(t, p->coll, full, &e, err) == 0)
 			n = fs_node_ref(FSN_ENTRY, p->db, p->coll, e.id, fs_ino_entry(p->db, e.id));
 		store_txn_abort(t);
 		return n;
@@ -398,6 +447,10 @@ static void fsop_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
 		struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
 
 		st.st_size = (off_t)h->buf.len;
+	} else if (fi && n->kind == FSN_QUERY) {
+		struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
+
+		st.st_size = (off_t)h->res.size; /* this open file's own result */
 	}
 	fuse_reply_attr(req, &st, timeout);
 }
@@ -421,6 +474,8 @@ static void handle_free(struct fs_handle *h)
 {
 	if (h->ins_init)
 		fs_inserter_release(&h->ins);
+	if (h->kind == FH_RESULT)
+		fs_result_release(&h->res);
 	dfs_buf_release(&h->buf);
 	pthread_mutex_destroy(&h->lock);
 	free(h);
@@ -432,6 +487,76 @@ static struct store_attrs caller_attrs(fuse_req_t req, mode_t mode)
 	struct store_attrs a = {(uint32_t)(mode & ~ctx->umask & 07777), ctx->uid, ctx->gid, 0};
 
 	return a;
+}
+
+/* The store's name for name in directory p: saved queries live under SAVED_PREFIX. */
+static const char *store_name(const struct fs_node *p, const char *name, char *buf, size_t cap)
+{
+	if (p->kind != FSN_SAVED_DIR)
+		return name;
+	snprintf(buf, cap, SAVED_PREFIX "%s", name);
+	return buf;
+}
+
+/* Is the store name of a scratch file that of a saved query (not an editor's file)? */
+static bool is_saved_query(const char *store_name)
+{
+	const char *base = store_name + strlen(SAVED_PREFIX);
+	size_t n;
+
+	if (strncmp(store_name, SAVED_PREFIX, strlen(SAVED_PREFIX)) != 0)
+		return false;
+	n = strlen(base);
+	if (!n || base[0] == '.' || base[n - 1] == '~' || strspn(base, "0123456789") == n)
+		return false;
+	return true;
+}
+
+/* Parses text as a saved find command onto q (Borrowed). */
+static int saved_parse(const char *text, size_t len, struct fs_query *q, struct dfs_err *err)
+{
+	bson_t cmd;
+	int rc;
+
+	bson_init(&cmd);
+	rc = store_codec_parse_doc(text, len, &cmd, err);
+	if (rc == DFS_EINCOMPLETE)
+		rc = DFS_EINVAL;
+	if (!rc)
+		rc = fs_query_from_command(&cmd, q, err);
+	if (!rc)
+		rc = fs_query_validate(q, err);
+	bson_destroy(&cmd);
+	return rc;
+}
+
+/* Loads saved query q->saved of coll onto q. */
+static int saved_load(struct store_db *db, int64_t coll, struct fs_query *q, struct dfs_err *err)
+{
+	struct store_entry e;
+	struct store_txn *t;
+	struct dfs_buf text;
+	char full[300];
+	int rc;
+
+	snprintf(full, sizeof(full), SAVED_PREFIX "%s", q->saved);
+	if ((rc = store_txn_begin(db, false, &t, err)))
+		return rc;
+	dfs_buf_init(&text);
+	rc = store_entry_lookup(t, coll, full, &e, NULL);
+	if (rc == DFS_ENOENT)
+		rc = dfs_err_set(err, DFS_EINVAL, "no saved query '%s' (write it to .queries/%s)",
+				 q->saved, q->saved);
+	else if (!rc)
+		rc = store_entry_read(t, e.id, &text, err);
+	store_txn_abort(t);
+	if (!rc) {
+		rc = saved_parse(text.data ? text.data : "", text.len, q, err);
+		if (rc)
+			dfs_err_prefix(err, "saved query '%s': ", q->saved);
+	}
+	dfs_buf_release(&text);
+	return rc;
 }
 
 /* Commits the buffer of an entry handle (note 1). Called with h->lock held. */
@@ -464,11 +589,21 @@ static int handle_commit(fuse_req_t req, struct fs_handle *h, struct dfs_err *er
 			dfs_err_clear(err);
 			return 0;
 		}
-		if (!rc && e.kind == STORE_KIND_DOC)
+		if (!rc && e.kind == STORE_KIND_DOC) {
 			rc = store_doc_write_text(t, n->coll, e.name, h->buf.data ? h->buf.data : "",
 						  h->buf.len, NULL, &e, err);
-		else if (!rc)
+		} else if (!rc && is_saved_query(e.name)) {
+			struct fs_query q;
+
+			/* A saved query must be a valid find command before it is kept. */
+			fs_query_init(&q);
+			rc = saved_parse(h->buf.data ? h->buf.data : "", h->buf.len, &q, err);
+			fs_query_release(&q);
+			if (!rc)
+				rc = store_file_write(t, n->id, h->buf.data, h->buf.len, err);
+		} else if (!rc) {
 			rc = store_file_write(t, n->id, h->buf.data, h->buf.len, err);
+		}
 		if (rc)
 			dfs_err_prefix(err, "'%s': ", e.name);
 	}
@@ -525,6 +660,41 @@ static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		h->is_doc = true;
 		fi->direct_io = 1;
 		break;
+	case FSN_QUERY: {
+		struct fs_query q;
+		int rc;
+
+		if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+			reply_msg(req, DFS_EPERM, "query '%s': query results are read-only",
+				  n->pending_name);
+			return;
+		}
+		h = handle_new(FH_RESULT, n);
+		fs_result_init(&h->res);
+		fs_query_init(&q);
+		rc = fs_query_parse(n->pending_name, &q, &err);
+		if (!rc && q.saved[0]) {
+			/* The saved command first, then the path's own options over it. */
+			fs_query_release(&q);
+			fs_query_init(&q);
+			fs_query_parse(n->pending_name, &q, NULL);
+			rc = saved_load(n->db, n->coll, &q, &err);
+			if (!rc)
+				rc = fs_query_parse(n->pending_name, &q, &err);
+		}
+		if (!rc)
+			rc = fs_query_run(n->db, n->coll, &q, &h->res, &err);
+		fs_query_release(&q);
+		if (rc) {
+			handle_free(h);
+			dfs_err_prefix(&err, "query '%s': ", n->pending_name);
+			reply_dfs(req, &err, "open");
+			return;
+		}
+		n->result_size = h->res.size;
+		fi->direct_io = 1;
+		break;
+	}
 	case FSN_ENTRY: {
 		struct store_entry e;
 		struct store_txn *t;
@@ -568,6 +738,35 @@ static void fsop_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
 	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
 
+	if (h->kind == FH_RESULT) {
+		size_t got = 0;
+		char *buf;
+		int e;
+
+		if (!h->res.spill) {
+			/* Small results stay in memory: reply straight from it. */
+			if (off >= 0 && (size_t)off < h->res.size) {
+				if (size > h->res.size - (size_t)off)
+					size = h->res.size - (size_t)off;
+				fuse_reply_buf(req, h->res.mem.data + off, size);
+			} else {
+				fuse_reply_buf(req, NULL, 0);
+			}
+			return;
+		}
+		buf = malloc(size ? size : 1);
+		if (!buf) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		e = fs_result_read(&h->res, buf, size, off, &got);
+		if (e)
+			fuse_reply_err(req, e);
+		else
+			fuse_reply_buf(req, buf, got);
+		free(buf);
+		return;
+	}
 	pthread_mutex_lock(&h->lock);
 	if (h->kind == FH_INSERT || off < 0 || (size_t)off >= h->buf.len) {
 		pthread_mutex_unlock(&h->lock);
@@ -713,16 +912,20 @@ static void fsop_create(fuse_req_t req, fuse_ino_t parent, const char *name, mod
 		fuse_reply_err(req, ESTALE);
 		return;
 	}
-	if (p->kind != FSN_COLL) {
+	if (p->kind != FSN_COLL && p->kind != FSN_SAVED_DIR) {
 		reply_msg(req, DFS_EPERM, "create '%s': files live in collections (/<db>/<coll>/)",
 			  name);
 		return;
 	}
 	if (name_too_long(req, "create", name))
 		return;
+	if (p->kind == FSN_COLL && fixed_index(name) >= 0) {
+		fuse_reply_err(req, EEXIST);
+		return;
+	}
 	memset(&ep, 0, sizeof(ep));
 	bson_init(&id);
-	if (is_json_name(name)) {
+	if (p->kind == FSN_COLL && is_json_name(name)) {
 		rc = store_name_to_id(name, strlen(name) - 5, &id, &err);
 		bson_destroy(&id);
 		if (rc) {
@@ -730,7 +933,7 @@ static void fsop_create(fuse_req_t req, fuse_ino_t parent, const char *name, mod
 			reply_dfs(req, &err, "create");
 			return;
 		}
-		n = fs_node_pending(p->db, p->coll, name);
+		n = fs_node_pending(FSN_PENDING, p->db, p->coll, name);
 		pending_add(n);
 		h = handle_new(FH_ENTRY, n);
 		h->dirty = true;
@@ -740,10 +943,13 @@ static void fsop_create(fuse_req_t req, fuse_ino_t parent, const char *name, mod
 		ep.attr.st_gid = a.gid;
 		ep.attr_timeout = 0;
 	} else {
+		char full[300];
+
 		bson_destroy(&id);
 		rc = store_txn_begin(p->db, true, &t, &err);
 		if (!rc) {
-			rc = store_file_create(t, p->coll, name, STORE_KIND_FILE, &a, NULL, 0, &e, &err);
+			rc = store_file_create(t, p->coll, store_name(p, name, full, sizeof(full)),
+					       STORE_KIND_FILE, &a, NULL, 0, &e, &err);
 			if (!rc)
 				rc = store_txn_commit(t, &err);
 			else
@@ -1065,17 +1271,28 @@ static int dir_add_entry(void *ctx, const struct store_entry *e, uint64_t next)
 {
 	struct dir_fill *f = ctx;
 	struct fs_node *n = NULL;
+	const char *name = e->name;
 	struct stat st;
 
+	if (f->dir->kind == FSN_SAVED_DIR) {
+		/* Saved queries are scratch files under SAVED_PREFIX; documents come after. */
+		if (e->kind == STORE_KIND_DOC)
+			return 2;
+		if (strncmp(name, SAVED_PREFIX, strlen(SAVED_PREFIX)) != 0)
+			return 0;
+		name += strlen(SAVED_PREFIX);
+	} else if (strchr(name, '/')) {
+		return 0;
+	}
 	entry_attr(&st, fs_ino_entry(f->dir->db, e->id), e);
 	if (f->plus) {
-		if (f->used + fuse_add_direntry_plus(f->req, NULL, 0, e->name, NULL, 0) > f->size) {
+		if (f->used + fuse_add_direntry_plus(f->req, NULL, 0, name, NULL, 0) > f->size) {
 			f->full = true;
 			return 1;
 		}
 		n = fs_node_ref(FSN_ENTRY, f->dir->db, e->coll, e->id, st.st_ino);
 	}
-	return dir_add(f, e->name, n, &st, LONG_TIMEOUT, (off_t)next);
+	return dir_add(f, name, n, &st, LONG_TIMEOUT, (off_t)next);
 }
 
 struct name_list {
@@ -1133,31 +1350,39 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 		goto reply;
 	if (off < 2 && dir_add(&f, "..", NULL, &st, 0, 2))
 		goto reply;
-	if (d->kind == FSN_COLL) {
+	if (d->kind == FSN_COLL || d->kind == FSN_SAVED_DIR || d->kind == FSN_QDIR) {
+		/* Offsets 3.. are the fixed entries, then the store's cookies (>= 2^60). */
+		uint64_t cookie = (uint64_t)off >= (1ULL << 60) ? (uint64_t)off : 0;
 		struct store_txn *t;
-		uint64_t cookie = off < 3 ? 0 : (uint64_t)off;
 
-		if (off < 3) {
-			double timeout;
+		for (size_t i = off < 2 ? 0 : (size_t)(off - 2);
+		     d->kind == FSN_COLL && !cookie && i < NFIXED; i++) {
 			struct fs_node *n = NULL;
+			double timeout;
 
-			if (plus)
-				n = fs_node_ref(FSN_INSERT, d->db, d->coll, 0,
-						fs_ino_special(d->db, d->coll, 1));
-			st.st_mode = S_IFREG | 0644;
-			st.st_ino = fs_ino_special(d->db, d->coll, 1);
-			if (plus && node_attr(n, &st, &timeout, &err)) {
-				fs_node_forget(n->nodeid, 1);
-				goto reply;
+			st.st_ino = fs_ino_special(d->db, d->coll, coll_fixed[i].k);
+			st.st_mode = coll_fixed[i].kind == FSN_INSERT ? S_IFREG | 0644 : S_IFDIR | 0755;
+			if (plus) {
+				if (f.used + fuse_add_direntry_plus(req, NULL, 0, coll_fixed[i].name,
+								    NULL, 0) > f.size)
+					goto reply;
+				n = fs_node_ref(coll_fixed[i].kind, d->db, d->coll, 0, st.st_ino);
+				if (node_attr(n, &st, &timeout, &err)) {
+					fs_node_forget(n->nodeid, 1);
+					goto reply;
+				}
 			}
-			if (dir_add(&f, ".insert", n, &st, LONG_TIMEOUT, 3))
+			if (dir_add(&f, coll_fixed[i].name, n, &st, LONG_TIMEOUT, (off_t)(3 + i)))
 				goto reply;
 		}
+		/* query/ lists empty: find and grep -r never run a query by accident. */
+		if (d->kind == FSN_QDIR)
+			goto reply;
 		rc = store_txn_begin(d->db, false, &t, &err);
 		if (!rc) {
 			rc = store_entry_list(t, d->coll, cookie, dir_add_entry, &f, &err);
 			store_txn_abort(t);
-			if (rc == 1)
+			if (rc == 1 || rc == 2)
 				rc = 0;
 		}
 	} else {
@@ -1240,14 +1465,17 @@ static void fsop_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct store_txn *t;
 	int rc;
 
-	if (!p || p->kind != FSN_COLL) {
+	char full[300];
+
+	if (!p || (p->kind != FSN_COLL && p->kind != FSN_SAVED_DIR)) {
 		fuse_reply_err(req, p ? EPERM : ESTALE);
 		return;
 	}
-	if (strcmp(name, ".insert") == 0) {
-		reply_msg(req, DFS_EPERM, "unlink '.insert': it is part of every collection");
+	if (p->kind == FSN_COLL && fixed_index(name) >= 0) {
+		reply_msg(req, DFS_EPERM, "unlink '%s': it is part of every collection", name);
 		return;
 	}
+	name = store_name(p, name, full, sizeof(full));
 	rc = store_txn_begin(p->db, true, &t, &err);
 	if (rc) {
 		reply_dfs(req, &err, "unlink");
@@ -1284,6 +1512,7 @@ static void fsop_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fus
 	struct fs_node *p = fs_node_get(parent), *np = fs_node_get(newparent);
 	struct dfs_err err = {0};
 	struct store_entry src, dst, out;
+	char src_full[300], dst_full[300];
 	struct store_txn *t;
 	bson_t id;
 	int rc;
@@ -1338,15 +1567,19 @@ static void fsop_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fus
 			fuse_reply_err(req, 0);
 		return;
 	}
-	if (p->kind != FSN_COLL) {
+	if (p->kind != FSN_COLL && p->kind != FSN_SAVED_DIR) {
 		fuse_reply_err(req, EPERM);
 		return;
 	}
-	if (strcmp(name, ".insert") == 0 || strcmp(newname, ".insert") == 0) {
-		reply_msg(req, DFS_EPERM, "rename: '.insert' is part of every collection");
+	if (p->kind == FSN_COLL && (fixed_index(name) >= 0 || fixed_index(newname) >= 0)) {
+		reply_msg(req, DFS_EPERM, "rename: '%s' is part of every collection",
+			  fixed_index(name) >= 0 ? name : newname);
 		return;
 	}
-	if (is_json_name(newname)) {
+	if (p->kind == FSN_SAVED_DIR) {
+		name = store_name(p, name, src_full, sizeof(src_full));
+		newname = store_name(np, newname, dst_full, sizeof(dst_full));
+	} else if (is_json_name(newname)) {
 		bson_init(&id);
 		rc = store_name_to_id(newname, strlen(newname) - 5, &id, &err);
 		bson_destroy(&id);

@@ -1,0 +1,493 @@
+/*
+ * qpath.c - the query path grammar of DESIGN.md section 2 and the result files it opens:
+ * "<filter>[?<option>=<value>[&...]]" with %XX escapes, saved find commands ("@name"), and
+ * running a find into a result that is a stable snapshot for its open file (held in memory
+ * up to a point, then in an unlinked temporary file). It does not evaluate queries itself
+ * (query/ does) and does not talk to FUSE.
+ */
+#include "fs_int.h"
+#include "query.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define RESULT_MEM_MAX (8u * 1024 * 1024) /* beyond this a result goes to a temporary file */
+
+void fs_query_init(struct fs_query *q)
+{
+	memset(q, 0, sizeof(*q));
+	bson_init(&q->filter);
+	bson_init(&q->sort);
+	bson_init(&q->projection);
+	q->format = FSQ_JSONL;
+}
+
+void fs_query_release(struct fs_query *q)
+{
+	bson_destroy(&q->filter);
+	bson_destroy(&q->sort);
+	bson_destroy(&q->projection);
+	free(q->distinct);
+}
+
+static int hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Percent-decodes p[0..n) into out. */
+static int unescape(const char *p, size_t n, struct dfs_buf *out, struct dfs_err *err)
+{
+	dfs_buf_reset(out);
+	for (size_t i = 0; i < n; i++) {
+		if (p[i] == '%') {
+			int hi = i + 2 < n ? hexval((unsigned char)p[i + 1]) : -1;
+			int lo = i + 2 < n ? hexval((unsigned char)p[i + 2]) : -1;
+
+			if (hi < 0 || lo < 0)
+				return dfs_err_set(err, DFS_EINVAL,
+						   "bad %%-escape at byte %zu of the query path", i + 1);
+			dfs_buf_putc(out, (char)(hi * 16 + lo));
+			i += 2;
+		} else {
+			dfs_buf_putc(out, p[i]);
+		}
+	}
+	return 0;
+}
+
+static int parse_doc_opt(const char *what, const struct dfs_buf *v, bson_t *out,
+			 struct dfs_err *err)
+{
+	int rc;
+
+	bson_reinit(out);
+	rc = store_codec_parse_doc(v->data ? v->data : "", v->len, out, err);
+	if (rc == DFS_EINCOMPLETE)
+		rc = DFS_EINVAL;
+	if (rc)
+		dfs_err_prefix(err, "%s: ", what);
+	return rc;
+}
+
+static int parse_int_opt(const char *what, const struct dfs_buf *v, int64_t *out,
+			 struct dfs_err *err)
+{
+	char *end;
+	long long n;
+
+	errno = 0;
+	n = strtoll(v->data ? v->data : "", &end, 10);
+	if (!v->len || *end || errno || n < 0)
+		return dfs_err_set(err, DFS_EINVAL, "%s needs a whole number >= 0, not '%s'", what,
+				   v->data ? v->data : "");
+	*out = n;
+	return 0;
+}
+
+static int parse_bool_opt(const char *what, const struct dfs_buf *v, bool *out,
+			  struct dfs_err *err)
+{
+	const char *s = v->data ? v->data : "";
+
+	if (!strcmp(s, "1") || !strcmp(s, "true") || !*s)
+		*out = true;
+	else if (!strcmp(s, "0") || !strcmp(s, "false"))
+		*out = false;
+	else
+		return dfs_err_set(err, DFS_EINVAL, "%s needs 1, 0, true or false, not '%s'", what, s);
+	return 0;
+}
+
+static int set_option(struct fs_query *q, const char *name, const struct dfs_buf *v,
+		      struct dfs_err *err)
+{
+	if (!strcmp(name, "sort")) {
+		q->has_sort = true;
+		return parse_doc_opt("sort", v, &q->sort, err);
+	}
+	if (!strcmp(name, "projection") || !strcmp(name, "project")) {
+		q->has_projection = true;
+		return parse_doc_opt("projection", v, &q->projection, err);
+	}
+	if (!strcmp(name, "skip"))
+		return parse_int_opt("skip", v, &q->skip, err);
+	if (!strcmp(name, "limit"))
+		return parse_int_opt("limit", v, &q->limit, err);
+	if (!strcmp(name, "count"))
+		return parse_bool_opt("count", v, &q->count, err);
+	if (!strcmp(name, "distinct")) {
+		if (!v->len)
+			return dfs_err_set(err, DFS_EINVAL, "distinct needs a field name");
+		free(q->distinct);
+		q->distinct = strdup(v->data);
+		return 0;
+	}
+	if (!strcmp(name, "format")) {
+		static const char *const names[] = {"jsonl", "json", "pretty", "ids"};
+
+		for (int i = 0; i < 4; i++) {
+			if (v->data && !strcmp(v->data, names[i])) {
+				q->format = i;
+				return 0;
+			}
+		}
+		return dfs_err_set(err, DFS_EINVAL,
+				   "format must be jsonl, json, pretty or ids, not '%s'",
+				   v->data ? v->data : "");
+	}
+	if (!strcmp(name, "hint") || !strcmp(name, "verbosity"))
+		return dfs_err_set(err, DFS_EINVAL, "option '%s' comes with indexes and explain",
+				   name);
+	return dfs_err_set(err, DFS_EINVAL,
+			   "unknown option '%s' (sort, skip, limit, projection, count, distinct, format)",
+			   name);
+}
+
+int fs_query_parse(const char *component, struct fs_query *q, struct dfs_err *err)
+{
+	const char *qm = strchr(component, '?');
+	size_t flen = qm ? (size_t)(qm - component) : strlen(component);
+	struct dfs_buf v;
+	int rc = 0;
+
+	dfs_buf_init(&v);
+	if ((rc = unescape(component, flen, &v, err)))
+		goto done;
+	if (v.len && v.data[0] == '@') {
+		if (v.len == 1 || v.len > 200 || memchr(v.data, '/', v.len)) {
+			rc = dfs_err_set(err, DFS_EINVAL, "'@' needs the name of a saved query");
+			goto done;
+		}
+		snprintf(q->saved, sizeof(q->saved), "%s", v.data + 1);
+	} else if (v.len) {
+		rc = parse_doc_opt("filter", &v, &q->filter, err);
+		if (rc)
+			goto done;
+	}
+	while (qm) {
+		const char *opt = qm + 1, *amp = strchr(opt, '&'), *eq;
+		size_t olen = amp ? (size_t)(amp - opt) : strlen(opt);
+		char name[32];
+		size_t nlen;
+
+		qm = amp;
+		if (!olen)
+			continue;
+		eq = memchr(opt, '=', olen);
+		nlen = eq ? (size_t)(eq - opt) : olen;
+		if (nlen >= sizeof(name)) {
+			rc = dfs_err_set(err, DFS_EINVAL, "unknown option '%.*s'", (int)nlen, opt);
+			goto done;
+		}
+		memcpy(name, opt, nlen);
+		name[nlen] = '\0';
+		if ((rc = unescape(eq ? eq + 1 : opt + olen, eq ? olen - nlen - 1 : 0, &v, err)))
+			goto done;
+		if ((rc = set_option(q, name, &v, err)))
+			goto done;
+	}
+done:
+	dfs_buf_release(&v);
+	return rc;
+}
+
+int fs_query_from_command(const bson_t *cmd, struct fs_query *q, struct dfs_err *err)
+{
+	bson_iter_t it;
+
+	if (!bson_iter_init(&it, cmd))
+		return dfs_err_set(err, DFS_EINVAL, "saved query is not a document");
+	while (bson_iter_next(&it)) {
+		const char *k = bson_iter_key(&it);
+		bson_t *target = NULL;
+
+		if (!strcmp(k, "filter"))
+			target = &q->filter;
+		else if (!strcmp(k, "sort"))
+			target = &q->sort, q->has_sort = true;
+		else if (!strcmp(k, "projection"))
+			target = &q->projection, q->has_projection = true;
+		if (target) {
+			const uint8_t *data;
+			uint32_t len;
+			bson_t sub;
+
+			if (!BSON_ITER_HOLDS_DOCUMENT(&it))
+				return dfs_err_set(err, DFS_EINVAL, "saved query: '%s' must be a document", k);
+			bson_iter_document(&it, &len, &data);
+			if (!bson_init_static(&sub, data, len))
+				return dfs_err_set(err, DFS_EINVAL, "saved query: bad '%s'", k);
+			bson_destroy(target);
+			bson_copy_to(&sub, target);
+		} else if (!strcmp(k, "skip") || !strcmp(k, "limit")) {
+			int64_t n;
+
+			if (!BSON_ITER_HOLDS_NUMBER(&it) || (n = bson_iter_as_int64(&it)) < 0)
+				return dfs_err_set(err, DFS_EINVAL,
+						   "saved query: '%s' must be a whole number >= 0", k);
+			if (!strcmp(k, "skip"))
+				q->skip = n;
+			else
+				q->limit = n;
+		} else {
+			return dfs_err_set(err, DFS_EINVAL,
+					   "saved query: unknown field '%s' (filter, sort, projection, skip, limit)",
+					   k);
+		}
+	}
+	return 0;
+}
+
+/* ---- results ----------------------------------------------------------------------- */
+
+void fs_result_init(struct fs_result *r)
+{
+	memset(r, 0, sizeof(*r));
+	dfs_buf_init(&r->mem);
+}
+
+void fs_result_release(struct fs_result *r)
+{
+	dfs_buf_release(&r->mem);
+	if (r->spill)
+		fclose(r->spill);
+	r->spill = NULL;
+}
+
+/* Moves what is in memory to the temporary file once it grows too large. */
+static int result_flush(struct fs_result *r, bool force, struct dfs_err *err)
+{
+	if (!r->spill && !force && r->mem.len < RESULT_MEM_MAX)
+		return 0;
+	if (!r->spill && r->mem.len < RESULT_MEM_MAX)
+		return 0;
+	if (!r->spill) {
+		r->spill = tmpfile();
+		if (!r->spill)
+			return dfs_err_set(err, DFS_EIO, "cannot create a temporary result file: %s",
+					   strerror(errno));
+	}
+	if (r->mem.len && fwrite(r->mem.data, 1, r->mem.len, r->spill) != r->mem.len)
+		return dfs_err_set(err, DFS_EIO, "cannot write a temporary result file: %s",
+				   strerror(errno));
+	dfs_buf_reset(&r->mem);
+	if (force && fflush(r->spill) != 0)
+		return dfs_err_set(err, DFS_EIO, "cannot write a temporary result file: %s",
+				   strerror(errno));
+	return 0;
+}
+
+int fs_result_read(struct fs_result *r, char *buf, size_t n, off_t off, size_t *got)
+{
+	*got = 0;
+	if (off < 0 || (size_t)off >= r->size)
+		return 0;
+	if (n > r->size - (size_t)off)
+		n = r->size - (size_t)off;
+	if (!r->spill) {
+		memcpy(buf, r->mem.data + off, n);
+		*got = n;
+		return 0;
+	}
+	{
+		ssize_t k = pread(fileno(r->spill), buf, n, off);
+
+		if (k < 0)
+			return errno;
+		*got = (size_t)k;
+	}
+	return 0;
+}
+
+static int render_id_name(const bson_t *doc, struct dfs_buf *out, struct dfs_err *err)
+{
+	bson_iter_t it;
+	int rc;
+
+	if (!bson_iter_init_find(&it, doc, "_id"))
+		return dfs_err_set(err, DFS_EINVAL, "format=ids needs _id in the results");
+	if ((rc = store_name_from_id(bson_iter_value(&it), out, err)))
+		return rc;
+	dfs_buf_puts(out, ".json\n");
+	return 0;
+}
+
+struct distinct_set {
+	bson_t *vals; /* Owned: each value as {"": v} */
+	size_t n, cap;
+};
+
+static int distinct_cmp(const void *a, const void *b)
+{
+	bson_iter_t ia, ib;
+
+	bson_iter_init(&ia, (const bson_t *)a);
+	bson_iter_next(&ia);
+	bson_iter_init(&ib, (const bson_t *)b);
+	bson_iter_next(&ib);
+	return store_iter_compare(&ia, &ib);
+}
+
+static void distinct_add(struct distinct_set *s, const bson_value_t *v)
+{
+	if (s->n == s->cap) {
+		s->cap = s->cap ? s->cap * 2 : 64;
+		s->vals = realloc(s->vals, s->cap * sizeof(*s->vals));
+		if (!s->vals)
+			abort();
+	}
+	bson_init(&s->vals[s->n]);
+	bson_append_value(&s->vals[s->n], "", 0, v);
+	s->n++;
+}
+
+/* Collects the values at a dotted path, unwinding arrays as MongoDB's distinct does. */
+static void distinct_collect(struct distinct_set *s, bson_iter_t *it, const char *path)
+{
+	const char *dot = strchr(path, '.');
+	size_t n = dot ? (size_t)(dot - path) : strlen(path);
+
+	while (bson_iter_next(it)) {
+		bson_iter_t child;
+
+		if (strlen(bson_iter_key(it)) != n || memcmp(bson_iter_key(it), path, n) != 0)
+			continue;
+		if (!dot) {
+			if (BSON_ITER_HOLDS_ARRAY(it) && bson_iter_recurse(it, &child)) {
+				while (bson_iter_next(&child))
+					distinct_add(s, bson_iter_value(&child));
+			} else {
+				distinct_add(s, bson_iter_value(it));
+			}
+		} else if (BSON_ITER_HOLDS_DOCUMENT(it) && bson_iter_recurse(it, &child)) {
+			distinct_collect(s, &child, dot + 1);
+		} else if (BSON_ITER_HOLDS_ARRAY(it) && bson_iter_recurse(it, &child)) {
+			while (bson_iter_next(&child)) {
+				bson_iter_t grand;
+
+				if (BSON_ITER_HOLDS_DOCUMENT(&child) && bson_iter_recurse(&child, &grand))
+					distinct_collect(s, &grand, dot + 1);
+			}
+		}
+		return;
+	}
+}
+
+int fs_query_run(struct store_db *db, int64_t coll, const struct fs_query *q,
+		 struct fs_result *r, struct dfs_err *err)
+{
+	struct query_find_opts o = {
+		.filter = &q->filter,
+		.sort = q->has_sort && !q->count && !q->distinct ? &q->sort : NULL,
+		.projection = q->has_projection && !q->count && !q->distinct ? &q->projection : NULL,
+		.skip = q->skip,
+		.limit = q->limit,
+	};
+	struct distinct_set ds = {0};
+	struct query_cursor *c = NULL;
+	struct store_txn *t;
+	const bson_t *doc;
+	int64_t n = 0;
+	int rc;
+
+	if ((rc = store_txn_begin(db, false, &t, err)))
+		return rc;
+	if ((rc = query_find_open(t, coll, &o, &c, err)))
+		goto done;
+	if (q->format == FSQ_JSON && !q->count && !q->distinct)
+		dfs_buf_puts(&r->mem, "[");
+	while ((rc = query_cursor_next(c, &doc, err)) == 0) {
+		if (q->count) {
+			n++;
+			continue;
+		}
+		if (q->distinct) {
+			bson_iter_t it;
+
+			if (bson_iter_init(&it, doc))
+				distinct_collect(&ds, &it, q->distinct);
+			continue;
+		}
+		switch (q->format) {
+		case FSQ_JSON:
+			dfs_buf_puts(&r->mem, n ? ",\n" : "\n");
+			rc = store_codec_render(doc, STORE_RENDER_COMPACT, &r->mem, err);
+			break;
+		case FSQ_PRETTY:
+			rc = store_codec_render(doc, STORE_RENDER_PRETTY, &r->mem, err);
+			break;
+		case FSQ_IDS:
+			rc = render_id_name(doc, &r->mem, err);
+			break;
+		default:
+			rc = store_codec_render(doc, STORE_RENDER_COMPACT, &r->mem, err);
+			dfs_buf_putc(&r->mem, '\n');
+			break;
+		}
+		n++;
+		if (!rc)
+			rc = result_flush(r, false, err);
+		if (rc)
+			goto done;
+	}
+	if (rc != DFS_ENOENT)
+		goto done;
+	rc = 0;
+	if (q->count) {
+		dfs_buf_printf(&r->mem, "%lld\n", (long long)n);
+	} else if (q->distinct) {
+		qsort(ds.vals, ds.n, sizeof(*ds.vals), distinct_cmp);
+		for (size_t i = 0; i < ds.n; i++) {
+			bson_iter_t it;
+
+			if (i && distinct_cmp(&ds.vals[i - 1], &ds.vals[i]) == 0)
+				continue;
+			bson_iter_init(&it, &ds.vals[i]);
+			bson_iter_next(&it);
+			if ((rc = store_codec_render_value(bson_iter_value(&it), &r->mem, err)))
+				goto done;
+			dfs_buf_putc(&r->mem, '\n');
+		}
+	} else if (q->format == FSQ_JSON) {
+		dfs_buf_puts(&r->mem, n ? "\n]\n" : "]\n");
+	}
+	if (r->spill)
+		rc = result_flush(r, true, err);
+	if (!rc)
+		r->size = r->spill ? (size_t)ftello(r->spill) : r->mem.len;
+done:
+	for (size_t i = 0; i < ds.n; i++)
+		bson_destroy(&ds.vals[i]);
+	free(ds.vals);
+	query_cursor_free(c);
+	store_txn_abort(t);
+	return rc;
+}
+
+int fs_query_validate(const struct fs_query *q, struct dfs_err *err)
+{
+	struct query_expr *e = NULL;
+	struct query_proj *p = NULL;
+	struct query_sort *s = NULL;
+	int rc;
+
+	rc = query_filter_parse(&q->filter, &e, err);
+	if (!rc && q->has_projection)
+		rc = query_proj_parse(&q->projection, &p, err);
+	if (!rc && q->has_sort)
+		rc = query_sort_parse(&q->sort, &s, err);
+	query_expr_free(e);
+	query_proj_free(p);
+	query_sort_free(s);
+	return rc;
+}

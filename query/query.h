@@ -1,0 +1,101 @@
+/*
+ * query.h - the public interface of the query layer: MongoDB's filter language (parse to a
+ * validated expression tree, match against documents), projection, and sort keys. It builds
+ * on store.h (values, comparison, key encoding, errors) and knows nothing of SQL or FUSE.
+ *
+ * Thread-safety: parsed objects (struct query_expr, query_proj, query_sort) are immutable
+ * after parsing and may be used by several threads at once.
+ */
+#ifndef DOCFS_QUERY_H
+#define DOCFS_QUERY_H
+
+#include "store.h"
+
+/* ---- filters (filter.c, match.c) --------------------------------------------------- */
+
+/*
+ * A parsed filter. Operators: $eq $ne $gt $gte $lt $lte $in $nin $and $or $nor $not $exists
+ * $type $mod $regex (with $options) $all $elemMatch $size $expr $comment; implicit equality;
+ * regex values (/re/ or {$regex}) as in MongoDB. $text, $where, $function, geo and bitwise
+ * operators are rejected with a message naming them.
+ */
+struct query_expr;
+
+/* Parses filter (Borrowed for the call) into *out (Owned, freed by query_expr_free). Errors:
+ * DFS_EINVAL with a message naming the operator and the path, e.g. "unknown operator '$gtx'
+ * at 'age'", "$in needs an array at 'tags'", "$regex has an invalid pattern at 'name': ...". */
+int query_filter_parse(const bson_t *filter, struct query_expr **out, struct dfs_err *err);
+void query_expr_free(struct query_expr *e);
+
+/*
+ * Does doc match e (MongoDB semantics: dotted paths through embedded documents and arrays,
+ * numeric path components, any-element and whole-array matching, null matching missing,
+ * comparison within a type bracket, numbers across types by value)? When elem_index is not
+ * NULL it gets the index of the array element that satisfied the first array traversed on
+ * the way to a match (what positional projection '$' uses), or -1.
+ */
+bool query_filter_match(const struct query_expr *e, const bson_t *doc, int *elem_index);
+
+/* Appends the normalized filter (MongoDB's explain "parsedQuery" shape) to out under key. */
+void query_filter_describe(const struct query_expr *e, bson_t *out, const char *key);
+
+/* ---- projection (project.c) -------------------------------------------------------- */
+
+/*
+ * A parsed projection: inclusion or exclusion (mixing them is an error, except _id), _id
+ * included unless excluded, dotted paths keeping their nesting, $elemMatch, $slice (n or
+ * [skip, limit]), positional "a.$". Expressions other than these ($literal, aggregation
+ * expressions) are rejected with a message.
+ */
+struct query_proj;
+
+int query_proj_parse(const bson_t *spec, struct query_proj **out, struct dfs_err *err);
+void query_proj_free(struct query_proj *p);
+/* Applies p to doc into out (initialised, empty). elem_index: from query_filter_match, for
+ * positional projection (an error when the projection needs it and it is -1). */
+int query_proj_apply(const struct query_proj *p, const bson_t *doc, int elem_index, bson_t *out,
+		     struct dfs_err *err);
+
+/* ---- sort (sort.c) ----------------------------------------------------------------- */
+
+/*
+ * A parsed sort specification ({a: 1, "b.c": -1}). A document's sort key is a byte string
+ * whose memcmp order is MongoDB's sort order: per field the store_key encoding of the
+ * field's sort value (missing and null as null; an array sorts by its smallest element
+ * ascending, its largest descending; an empty array before null... as MongoDB documents),
+ * inverted for descending fields, then _id ascending as the tie-break.
+ */
+struct query_sort;
+
+int query_sort_parse(const bson_t *spec, struct query_sort **out, struct dfs_err *err);
+void query_sort_free(struct query_sort *s);
+/* Appends doc's sort key to key. */
+int query_sort_key(const struct query_sort *s, const bson_t *doc, struct dfs_buf *key,
+		   struct dfs_err *err);
+
+/* ---- find execution (exec.c) ------------------------------------------------------ */
+
+/*
+ * A find: a plan of stages (COLLSCAN with the filter, SORT, SKIP, LIMIT, PROJECTION) run
+ * over one read transaction. Sorting more than a memory budget spills to temporary files.
+ */
+struct query_find_opts {
+	const bson_t *filter;	  /* NULL: match everything */
+	const bson_t *sort;	  /* NULL: natural order */
+	const bson_t *projection; /* NULL: whole documents */
+	int64_t skip;		  /* documents to skip (>= 0) */
+	int64_t limit;		  /* at most this many (0: no limit) */
+};
+
+struct query_cursor;
+
+/* Parses the options and opens a cursor over collection coll in t (Borrowed: t must outlive
+ * the cursor). *out Owned, freed by query_cursor_free. */
+int query_find_open(struct store_txn *t, int64_t coll, const struct query_find_opts *o,
+		    struct query_cursor **out, struct dfs_err *err);
+/* The next result: 0 with *doc Borrowed (valid until the next call or free), DFS_ENOENT at
+ * the end, or an error. */
+int query_cursor_next(struct query_cursor *c, const bson_t **doc, struct dfs_err *err);
+void query_cursor_free(struct query_cursor *c);
+
+#endif

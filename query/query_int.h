@@ -1,0 +1,122 @@
+/*
+ * query_int.h - private declarations of the filter engine shared by filter.c (parsing,
+ * normalization, describe) and match.c (evaluation): the expression tree, split paths,
+ * compiled regexes and $expr expression nodes. Nothing outside query/ includes it.
+ */
+#ifndef DOCFS_QUERY_INT_H
+#define DOCFS_QUERY_INT_H
+
+#include "query.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+/*
+ * Node kinds. The order is the canonical order MongoDB sorts the children of $and/$or by
+ * (its MatchType enum), so that describe() prints children in the order explain shows.
+ */
+enum query__kind {
+	QK_AND,
+	QK_OR,
+	QK_ELEM_OBJ, /* $elemMatch {a: .., b: ..}: kids[0] matched against each element */
+	QK_ELEM_VAL, /* $elemMatch {$gt: .., ..}: every kid matches one element */
+	QK_SIZE,
+	QK_EQ,
+	QK_LTE,
+	QK_LT,
+	QK_GT,
+	QK_GTE,
+	QK_REGEX,
+	QK_MOD,
+	QK_EXISTS,
+	QK_IN,
+	QK_NOT,
+	QK_NOR,
+	QK_TYPE,
+	QK_EXPR,
+	QK_NEVER, /* $alwaysFalse */
+	QK_ALWAYS /* $alwaysTrue */
+};
+
+/* One component of a dotted path. */
+struct query__comp {
+	const char *s; /* Borrowed from the path's buffer: NUL-terminated component */
+	uint32_t len;  /* strlen(s) */
+	bool digits;   /* all ASCII digits: may also name an array element */
+};
+
+/* A dotted path split once at parse time. n == 0: the value itself (under $elemMatch). */
+struct query__path {
+	int n;			  /* components */
+	struct query__comp *comp; /* Owned: n components */
+	char *buf;		  /* Owned: the components, NUL-separated */
+	char *dotted;		  /* Owned: the path as written ("" when n == 0) */
+};
+
+/* A compiled regular expression ($regex, /re/, inside $in/$all/$not). */
+struct query__regex {
+	pcre2_code *code; /* Owned */
+	char *pattern;	  /* Owned: as written */
+	char *options;	  /* Owned: the flags as written (validated: i m s x u) */
+};
+
+/* $expr expression operators. */
+enum query__xop {
+	QX_LIT,	 /* a constant */
+	QX_PATH, /* "$a.b" (aggregation path semantics) */
+	QX_ROOT, /* "$$ROOT", "$$CURRENT" */
+	QX_OBJ,	 /* {a: <expr>, ...} */
+	QX_ARR,	 /* [<expr>, ...] */
+	QX_EQ,
+	QX_NE,
+	QX_GT,
+	QX_GTE,
+	QX_LT,
+	QX_LTE,
+	QX_CMP,
+	QX_AND,
+	QX_OR,
+	QX_NOT,
+	QX_ADD,
+	QX_SUB,
+	QX_MUL,
+	QX_DIV,
+	QX_MOD,
+	QX_ABS
+};
+
+struct query__xnode {
+	int op;			    /* enum query__xop */
+	int n;			    /* arguments / fields / elements */
+	struct query__xnode **args; /* Owned: n children */
+	char **keys;		    /* Owned: QX_OBJ field names (n of them) */
+	bson_value_t lit;	    /* QX_LIT: Owned copy */
+	struct query__path path;    /* QX_PATH */
+};
+
+struct query_expr {
+	int kind;		       /* enum query__kind */
+	struct query__path path;       /* leaf kinds (n == 0 under $elemMatch value form) */
+	int nkids;		       /* logical kinds, QK_ELEM_OBJ (1), QK_ELEM_VAL */
+	struct query_expr **kids;      /* Owned */
+	bson_value_t val;	       /* comparison kinds: Owned copy of the operand */
+	bson_value_t *vals;	       /* QK_IN: Owned, sorted in store_value_compare order */
+	int nvals;		       /* QK_IN: entries of vals */
+	bool has_null;		       /* QK_IN: null among vals (matches missing) */
+	struct query__regex **res;     /* QK_IN: Owned regexes; QK_REGEX: res[0] */
+	int nres;		       /* entries of res */
+	uint32_t types_lo;	       /* QK_TYPE: bit t for BSON type codes 1..31 */
+	bool type_number;	       /* QK_TYPE: "number" */
+	bool type_minkey, type_maxkey; /* QK_TYPE: -1, 127 */
+	bson_value_t types_orig;       /* QK_TYPE: the operand as written, for describe */
+	int64_t mod_div, mod_rem;      /* QK_MOD */
+	int64_t size;		       /* QK_SIZE */
+	struct query__xnode *x;	       /* QK_EXPR: Owned */
+	bson_value_t x_orig;	       /* QK_EXPR: the operand as written, for describe */
+};
+
+/* match.c: does the regex match the string s of len bytes (no allocation after the first
+ * call of a thread)? */
+bool query__regex_match(const struct query__regex *re, const char *s, size_t len);
+
+#endif
