@@ -358,16 +358,20 @@ static int cmd_export(int argc, char **argv)
 		rc = query_find_open(t, c.id, &o, &cur, &err);
 	if (!rc && outpath && !(out = fopen(outpath, "wb")))
 		rc = dfs_err_set(&err, DFS_EIO, "cannot create '%s': %s", outpath, strerror(errno));
-	while (!rc && (rc = query_cursor_next(cur, &doc, &err)) == 0) {
-		dfs_buf_reset(&line);
-		rc = store_codec_render(doc, STORE_RENDER_COMPACT, &line, &err);
+	while (!rc) {
+		rc = query_cursor_next(cur, &doc, &err);
+		if (rc == DFS_ENOENT) {
+			rc = 0; /* the end of the results */
+			break;
+		}
+		if (!rc)
+			rc = store_codec_render(doc, STORE_RENDER_COMPACT, &line, &err);
 		dfs_buf_putc(&line, '\n');
 		if (!rc && fwrite(line.data, 1, line.len, out) != line.len)
 			rc = dfs_err_set(&err, DFS_EIO, "write error: %s", strerror(errno));
+		dfs_buf_reset(&line);
 		n++;
 	}
-	if (rc == DFS_ENOENT)
-		rc = 0;
 	if (out && fflush(out) != 0 && !rc)
 		rc = dfs_err_set(&err, DFS_EIO, "write error: %s", strerror(errno));
 	if (out && out != stdout)

@@ -153,6 +153,7 @@ struct fs_node {
 	uint64_t data_gen;	  /* bumped on every change of the content */
 	uint64_t kernel_gen;	  /* data_gen when the kernel last cached the content */
 	char *pending_name;	  /* Owned: FSN_PENDING's file name, FSN_QUERY's query */
+	char *name;		  /* Owned: FSN_ENTRY's last known name in its directory */
 	uint64_t result_size;	  /* FSN_QUERY: size of the last result opened */
 	bool in_ino_table;	  /* reachable by st_ino (the current node for it) */
 	struct fs_node *next_id;  /* hash chain by nodeid */
@@ -182,7 +183,11 @@ struct fs_node *fs_node_get(uint64_t nodeid);
 /* Finds the node of st_ino ino or makes one with these fields; adds one kernel reference.
  * Returns Borrowed, valid until the kernel forgets it. */
 struct fs_node *fs_node_ref(int kind, struct store_db *db, int64_t coll, int64_t id,
-			    uint64_t ino);
+			    uint64_t ino, const char *name);
+void fs_node_set_name(struct fs_node *node, const char *name);
+/* Collects the (nodeid, name) pairs of the entry nodes of collection coll into *ids and
+ * *names (Owned by the caller: free each name and both arrays). Returns how many. */
+size_t fs_nodes_of_coll(struct store_db *db, int64_t coll, uint64_t **ids, char ***names);
 /* Makes a node for a created document that has no store row yet (one reference), or with
  * kind FSN_QUERY for a query path. Its st_ino is private to the node. */
 struct fs_node *fs_node_pending(int kind, struct store_db *db, int64_t coll, const char *name);

@@ -121,7 +121,7 @@ static struct fs_node *pending_find(struct store_db *db, int64_t coll, const cha
 
 		if (n && n->db == db && n->coll == coll && n->kind == FSN_PENDING &&
 		    strcmp(n->pending_name, name) == 0) {
-			found = fs_node_ref(FSN_PENDING, db, coll, 0, n->ino);
+			found = fs_node_ref(FSN_PENDING, db, coll, 0, n->ino, NULL);
 			break;
 		}
 	}
@@ -336,18 +336,18 @@ static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct d
 	switch (p->kind) {
 	case FSN_ROOT:
 		if (strcmp(name, ".docfs") == 0)
-			return fs_node_ref(FSN_DOCFS_DIR, NULL, 0, 0, FS_INO_DOCFS);
+			return fs_node_ref(FSN_DOCFS_DIR, NULL, 0, 0, FS_INO_DOCFS, NULL);
 		if (store_db_name_check(name, NULL) ||
 		    store_db_get(fs_store, name, false, &db, err)) {
 			dfs_err_set(err, DFS_ENOENT, "no database '%s'", name);
 			return NULL;
 		}
 		fs_notify_watch(db);
-		return fs_node_ref(FSN_DB, db, 0, 0, fs_ino_db(db));
+		return fs_node_ref(FSN_DB, db, 0, 0, fs_ino_db(db), NULL);
 	case FSN_DOCFS_DIR:
 		for (int i = 0; i < DF__COUNT; i++)
 			if (strcmp(name, docfs_files[i]) == 0)
-				return fs_node_ref(FSN_DOCFS_FILE, NULL, 0, i, FS_INO_DOCFS_FILE(i));
+				return fs_node_ref(FSN_DOCFS_FILE, NULL, 0, i, FS_INO_DOCFS_FILE(i), NULL);
 		dfs_err_set(err, DFS_ENOENT, "no file '%s'", name);
 		return NULL;
 	case FSN_DB: {
@@ -356,7 +356,7 @@ static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct d
 		if (store_txn_begin(p->db, false, &t, err))
 			return NULL;
 		if (store_coll_find(t, name, &c, err) == 0)
-			n = fs_node_ref(FSN_COLL, p->db, c.id, c.id, fs_ino_entry(p->db, c.id));
+			n = fs_node_ref(FSN_COLL, p->db, c.id, c.id, fs_ino_entry(p->db, c.id), NULL);
 		store_txn_abort(t);
 		return n;
 	}
@@ -367,13 +367,13 @@ static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct d
 
 		if (fi >= 0)
 			return fs_node_ref(coll_fixed[fi].kind, p->db, p->coll, 0,
-					   fs_ino_special(p->db, p->coll, coll_fixed[fi].k));
+					   fs_ino_special(p->db, p->coll, coll_fixed[fi].k), NULL);
 		if ((n = pending_find(p->db, p->coll, name)))
 			return n;
 		if (store_txn_begin(p->db, false, &t, err))
 			return NULL;
 		if (store_entry_lookup(t, p->coll, name, &e, err) == 0)
-			n = fs_node_ref(FSN_ENTRY, p->db, p->coll, e.id, fs_ino_entry(p->db, e.id));
+			n = fs_node_ref(FSN_ENTRY, p->db, p->coll, e.id, fs_ino_entry(p->db, e.id), name);
 		store_txn_abort(t);
 		return n;
 	}
@@ -388,7 +388,7 @@ static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct d
 		if (store_txn_begin(p->db, false, &t, err))
 			return NULL;
 		if (store_entry_lookup(t, p->coll, full, &e, err) == 0)
-			n = fs_node_ref(FSN_ENTRY, p->db, p->coll, e.id, fs_ino_entry(p->db, e.id));
+			n = fs_node_ref(FSN_ENTRY, p->db, p->coll, e.id, fs_ino_entry(p->db, e.id), name);
 		store_txn_abort(t);
 		return n;
 	}
@@ -959,7 +959,7 @@ static void fsop_create(fuse_req_t req, fuse_ino_t parent, const char *name, mod
 			reply_dfs(req, &err, "create");
 			return;
 		}
-		n = fs_node_ref(FSN_ENTRY, p->db, p->coll, e.id, fs_ino_entry(p->db, e.id));
+		n = fs_node_ref(FSN_ENTRY, p->db, p->coll, e.id, fs_ino_entry(p->db, e.id), name);
 		h = handle_new(FH_ENTRY, n);
 		entry_attr(&ep.attr, n->ino, &e);
 		ep.attr_timeout = LONG_TIMEOUT;
@@ -1000,7 +1000,7 @@ static void fsop_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 		reply_dfs(req, &err, "mknod");
 		return;
 	}
-	reply_entry(req, fs_node_ref(FSN_ENTRY, p->db, p->coll, e.id, fs_ino_entry(p->db, e.id)));
+	reply_entry(req, fs_node_ref(FSN_ENTRY, p->db, p->coll, e.id, fs_ino_entry(p->db, e.id), name));
 }
 
 static void fsop_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
@@ -1153,7 +1153,7 @@ static void fsop_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 			return;
 		}
 		fs_notify_watch(db);
-		reply_entry(req, fs_node_ref(FSN_DB, db, 0, 0, fs_ino_db(db)));
+		reply_entry(req, fs_node_ref(FSN_DB, db, 0, 0, fs_ino_db(db), NULL));
 		return;
 	}
 	if (p->kind != FSN_DB) {
@@ -1170,7 +1170,7 @@ static void fsop_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 		reply_dfs(req, &err, "mkdir");
 		return;
 	}
-	reply_entry(req, fs_node_ref(FSN_COLL, p->db, c.id, c.id, fs_ino_entry(p->db, c.id)));
+	reply_entry(req, fs_node_ref(FSN_COLL, p->db, c.id, c.id, fs_ino_entry(p->db, c.id), NULL));
 }
 
 static void fsop_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -1290,7 +1290,7 @@ static int dir_add_entry(void *ctx, const struct store_entry *e, uint64_t next)
 			f->full = true;
 			return 1;
 		}
-		n = fs_node_ref(FSN_ENTRY, f->dir->db, e->coll, e->id, st.st_ino);
+		n = fs_node_ref(FSN_ENTRY, f->dir->db, e->coll, e->id, st.st_ino, name);
 	}
 	return dir_add(f, name, n, &st, LONG_TIMEOUT, (off_t)next);
 }
@@ -1366,7 +1366,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 				if (f.used + fuse_add_direntry_plus(req, NULL, 0, coll_fixed[i].name,
 								    NULL, 0) > f.size)
 					goto reply;
-				n = fs_node_ref(coll_fixed[i].kind, d->db, d->coll, 0, st.st_ino);
+				n = fs_node_ref(coll_fixed[i].kind, d->db, d->coll, 0, st.st_ino, NULL);
 				if (node_attr(n, &st, &timeout, &err)) {
 					fs_node_forget(n->nodeid, 1);
 					goto reply;
@@ -1623,8 +1623,10 @@ static void fsop_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fus
 
 		if (n && (n->id != out.id || n->coll != out.coll))
 			fs_node_repoint(n, FSN_ENTRY, out.coll, out.id, fs_ino_entry(p->db, out.id));
-		if (n)
+		if (n) {
+			fs_node_set_name(n, out.name);
 			fs_notify_inode(n->nodeid);
+		}
 	}
 	fuse_reply_err(req, 0);
 }
@@ -1656,7 +1658,7 @@ static void fsop_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, co
 		reply_dfs(req, &err, "symlink");
 		return;
 	}
-	reply_entry(req, fs_node_ref(FSN_ENTRY, p->db, p->coll, e.id, fs_ino_entry(p->db, e.id)));
+	reply_entry(req, fs_node_ref(FSN_ENTRY, p->db, p->coll, e.id, fs_ino_entry(p->db, e.id), name));
 }
 
 static void fsop_readlink(fuse_req_t req, fuse_ino_t ino)

@@ -93,6 +93,7 @@ void fs_nodes_release(void)
 			next = n->next_id;
 			if (n != &root_node) {
 				free(n->pending_name);
+				free(n->name);
 				free(n);
 			}
 		}
@@ -137,7 +138,7 @@ static struct fs_node *node_new(int kind, struct store_db *db, int64_t coll, int
 }
 
 struct fs_node *fs_node_ref(int kind, struct store_db *db, int64_t coll, int64_t id,
-			    uint64_t ino)
+			    uint64_t ino, const char *name)
 {
 	struct fs_node *n;
 
@@ -152,8 +153,55 @@ struct fs_node *fs_node_ref(int kind, struct store_db *db, int64_t coll, int64_t
 		n = node_new(kind, db, coll, id, ino);
 		ino_link(n);
 	}
+	if (name && (!n->name || strcmp(n->name, name) != 0)) {
+		free(n->name);
+		n->name = strdup(name);
+		if (!n->name)
+			abort();
+	}
 	pthread_mutex_unlock(&nodes_lock);
 	return n;
+}
+
+void fs_node_set_name(struct fs_node *node, const char *name)
+{
+	char *copy = strdup(name);
+
+	if (!copy)
+		abort();
+	pthread_mutex_lock(&nodes_lock);
+	free(node->name);
+	node->name = copy;
+	pthread_mutex_unlock(&nodes_lock);
+}
+
+size_t fs_nodes_of_coll(struct store_db *db, int64_t coll, uint64_t **ids, char ***names)
+{
+	size_t k = 0, cap = 0;
+
+	*ids = NULL;
+	*names = NULL;
+	pthread_mutex_lock(&nodes_lock);
+	for (unsigned i = 0; i < BUCKETS; i++) {
+		for (struct fs_node *n = by_id[i]; n; n = n->next_id) {
+			if (n->db != db || n->coll != coll || n->kind != FSN_ENTRY || !n->name)
+				continue;
+			if (k == cap) {
+				cap = cap ? cap * 2 : 64;
+				*ids = realloc(*ids, cap * sizeof(**ids));
+				*names = realloc(*names, cap * sizeof(**names));
+				if (!*ids || !*names)
+					abort();
+			}
+			(*ids)[k] = n->nodeid;
+			(*names)[k] = strdup(n->name);
+			if (!(*names)[k])
+				abort();
+			k++;
+		}
+	}
+	pthread_mutex_unlock(&nodes_lock);
+	return k;
 }
 
 struct fs_node *fs_node_pending(int kind, struct store_db *db, int64_t coll, const char *name)
@@ -214,6 +262,7 @@ void fs_node_forget(uint64_t nodeid, uint64_t count)
 			*pp = n->next_id;
 			ino_unlink(n);
 			free(n->pending_name);
+			free(n->name);
 			free(n);
 		}
 		break;

@@ -126,10 +126,23 @@ static int on_change(void *ctx, const struct store_change *c)
 		inval_entry(coll_node, c->name);
 		inval_inode(fs_node_touch_ino(fs_ino_entry(fc->db, c->id)));
 		break;
-	case STORE_CH_COLL:
+	case STORE_CH_COLL: {
+		/* Created, dropped, renamed or emptied: forget what the kernel knows of it. */
+		uint64_t *ids;
+		char **names;
+		size_t n = fs_nodes_of_coll(fc->db, c->coll, &ids, &names);
+
 		inval_entry(fs_node_touch_ino(fs_ino_db(fc->db)), c->name);
 		inval_inode(coll_node);
+		for (size_t i = 0; i < n; i++) {
+			inval_entry(coll_node, names[i]);
+			inval_inode(ids[i]);
+			free(names[i]);
+		}
+		free(ids);
+		free(names);
 		break;
+	}
 	case STORE_CH_INSERTS:
 		inval_inode(coll_node);
 		break;

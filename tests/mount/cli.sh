@@ -132,7 +132,7 @@ expect_eq "$(jq -c . "$S/alice.json")" '{"_id":"alice","replaced":true}' "alice.
 expect_eq "$(jq -c . "$S/1.json")" '{"_id":1,"replaced":true}' "1.json after --drop"
 expect_eq "$(stat -c %s "$S/alice.json")" "$(cat "$S/alice.json" | wc -c)" "size of alice.json after --drop"
 [ "$(stat -c %s "$S/alice.json")" != "$size_before" ] || fail "alice.json size unchanged after --drop"
-[ ! -e "$S/new1.json" ] || fail "new1.json still there after --drop"
+wait_for "new1.json gone after --drop" test ! -e "$S/new1.json"
 
 step "generate: a bad template names the operator; -n 3 --seed 5 is deterministic"
 expect_usage_error "generate with an unknown operator" "$DOCFS" generate '{"x": {"$nosuchop": 1}}'
