@@ -79,6 +79,7 @@ struct fs_handle {
 	bool written;		  /* written (or truncated) since opened or last committed */
 	bool reported;		  /* the inserter's error has been logged */
 	bool is_doc;		  /* FH_ENTRY holding a document (else a scratch file) */
+	bool loaded;		  /* FH_ENTRY: buf holds the content (read-only opens load lazily) */
 	struct fs_inserter ins;	  /* FH_INSERT */
 	bool ins_init;		  /* ins is initialised */
 	struct fs_result res;	  /* FH_RESULT: the snapshot of a query's output */
@@ -465,6 +466,7 @@ static struct fs_handle *handle_new(int kind, struct fs_node *n)
 		abort();
 	h->kind = kind;
 	h->node = n;
+	h->loaded = true;
 	pthread_mutex_init(&h->lock, NULL);
 	dfs_buf_init(&h->buf);
 	return h;
@@ -701,6 +703,17 @@ static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		int rc;
 
 		h = handle_new(FH_ENTRY, n);
+		if ((fi->flags & O_ACCMODE) == O_RDONLY && !(fi->flags & O_TRUNC)) {
+			/* Read-only: nothing to load yet. With keep_cache the kernel may never
+			 * ask (a warm grep -r), so the content is read at the first read. */
+			h->loaded = false;
+			if (n->kernel_gen == n->data_gen)
+				fi->keep_cache = 1;
+			else
+				n->kernel_gen = n->data_gen;
+			fi->noflush = 1;
+			break;
+		}
 		rc = store_txn_begin(n->db, false, &t, &err);
 		if (!rc) {
 			rc = store_entry_get(t, n->id, &e, &err);
@@ -740,21 +753,9 @@ static void fsop_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 	if (h->kind == FH_RESULT) {
 		size_t got = 0;
-		char *buf;
+		char *buf = malloc(size ? size : 1);
 		int e;
 
-		if (!h->res.spill) {
-			/* Small results stay in memory: reply straight from it. */
-			if (off >= 0 && (size_t)off < h->res.size) {
-				if (size > h->res.size - (size_t)off)
-					size = h->res.size - (size_t)off;
-				fuse_reply_buf(req, h->res.mem.data + off, size);
-			} else {
-				fuse_reply_buf(req, NULL, 0);
-			}
-			return;
-		}
-		buf = malloc(size ? size : 1);
 		if (!buf) {
 			fuse_reply_err(req, ENOMEM);
 			return;
@@ -768,6 +769,22 @@ static void fsop_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	pthread_mutex_lock(&h->lock);
+	if (h->kind == FH_ENTRY && !h->loaded) {
+		struct dfs_err err = {0};
+		struct store_txn *t;
+		int rc = store_txn_begin(h->node->db, false, &t, &err);
+
+		if (!rc) {
+			rc = store_entry_read(t, h->node->id, &h->buf, &err);
+			store_txn_abort(t);
+		}
+		if (rc) {
+			pthread_mutex_unlock(&h->lock);
+			reply_dfs(req, &err, "read");
+			return;
+		}
+		h->loaded = true;
+	}
 	if (h->kind == FH_INSERT || off < 0 || (size_t)off >= h->buf.len) {
 		pthread_mutex_unlock(&h->lock);
 		fuse_reply_buf(req, NULL, 0);
@@ -775,8 +792,21 @@ static void fsop_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	if (size > h->buf.len - (size_t)off)
 		size = h->buf.len - (size_t)off;
-	fuse_reply_buf(req, h->buf.data + off, size);
-	pthread_mutex_unlock(&h->lock);
+	{
+		/* Reply from a copy this thread owns: a release on another thread may free
+		 * h->buf as soon as the kernel has the reply, before writev returns here. */
+		char *copy = malloc(size);
+
+		if (!copy) {
+			pthread_mutex_unlock(&h->lock);
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		memcpy(copy, h->buf.data + off, size);
+		pthread_mutex_unlock(&h->lock);
+		fuse_reply_buf(req, copy, size);
+		free(copy);
+	}
 }
 
 static void fsop_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t size, off_t off,

@@ -7,6 +7,18 @@
 #include "fs_int.h"
 
 #include <string.h>
+#include <time.h>
+
+#define INSERT_BATCH 20000  /* documents per transaction at most */
+#define INSERT_HOLD_MS 100   /* and held open across writes at most this long */
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 void fs_inserter_init(struct fs_inserter *in, struct store_db *db, int64_t coll,
 		      const struct store_attrs *a)
@@ -21,6 +33,9 @@ void fs_inserter_init(struct fs_inserter *in, struct store_db *db, int64_t coll,
 
 void fs_inserter_release(struct fs_inserter *in)
 {
+	/* A stream that never saw its end (no final feed) keeps nothing uncommitted. */
+	store_txn_abort(in->txn);
+	in->txn = NULL;
 	dfs_buf_release(&in->pending);
 }
 
@@ -89,7 +104,7 @@ static int array_punct(struct fs_inserter *in, const char *p, size_t len, size_t
 
 int fs_inserter_feed(struct fs_inserter *in, const char *data, size_t len, bool final)
 {
-	struct store_txn *t = NULL;
+	struct store_txn *t = in->txn;
 	size_t off = 0;
 	int rc = 0;
 
@@ -149,6 +164,7 @@ int fs_inserter_feed(struct fs_inserter *in, const char *data, size_t len, bool 
 			goto fail;
 		}
 		in->ndocs++;
+		in->pending_docs++;
 		in->line += count_lines(p, used);
 		off += used;
 		if (in->json_array)
@@ -173,14 +189,25 @@ int fs_inserter_feed(struct fs_inserter *in, const char *data, size_t len, bool 
 	memmove(in->pending.data, in->pending.data + off, in->pending.len - off);
 	in->pending.len -= off;
 	in->pending.data[in->pending.len] = '\0';
-	if (t)
+	/* One transaction spans write calls until it holds enough documents (a pipe delivers
+	 * 64-128 KiB per write); the end of the stream always commits. */
+	if (t && !in->txn)
+		in->txn_start = now_ms();
+	in->txn = t;
+	if (t && (final || in->pending_docs >= INSERT_BATCH ||
+		  now_ms() - in->txn_start >= INSERT_HOLD_MS)) {
+		in->txn = NULL;
+		in->pending_docs = 0;
 		rc = store_txn_commit(t, &in->err);
+	}
 	if (rc)
 		in->failed = true;
 	return rc;
 fail:
 	/* Ordered semantics: what came before the bad document is kept. */
 	in->failed = true;
+	in->txn = NULL;
+	in->pending_docs = 0;
 	if (t) {
 		struct dfs_err cerr = {0};
 

@@ -323,19 +323,13 @@ static int render_id_name(const bson_t *doc, struct dfs_buf *out, struct dfs_err
 }
 
 struct distinct_set {
-	bson_t *vals; /* Owned: each value as {"": v} */
+	bson_value_t *vals; /* Owned: copies (bson_value_destroy) */
 	size_t n, cap;
 };
 
 static int distinct_cmp(const void *a, const void *b)
 {
-	bson_iter_t ia, ib;
-
-	bson_iter_init(&ia, (const bson_t *)a);
-	bson_iter_next(&ia);
-	bson_iter_init(&ib, (const bson_t *)b);
-	bson_iter_next(&ib);
-	return store_iter_compare(&ia, &ib);
+	return store_value_compare(a, b);
 }
 
 static void distinct_add(struct distinct_set *s, const bson_value_t *v)
@@ -346,9 +340,7 @@ static void distinct_add(struct distinct_set *s, const bson_value_t *v)
 		if (!s->vals)
 			abort();
 	}
-	bson_init(&s->vals[s->n]);
-	bson_append_value(&s->vals[s->n], "", 0, v);
-	s->n++;
+	bson_value_copy(v, &s->vals[s->n++]);
 }
 
 /* Collects the values at a dotted path, unwinding arrays as MongoDB's distinct does. */
@@ -448,13 +440,9 @@ int fs_query_run(struct store_db *db, int64_t coll, const struct fs_query *q,
 	} else if (q->distinct) {
 		qsort(ds.vals, ds.n, sizeof(*ds.vals), distinct_cmp);
 		for (size_t i = 0; i < ds.n; i++) {
-			bson_iter_t it;
-
 			if (i && distinct_cmp(&ds.vals[i - 1], &ds.vals[i]) == 0)
 				continue;
-			bson_iter_init(&it, &ds.vals[i]);
-			bson_iter_next(&it);
-			if ((rc = store_codec_render_value(bson_iter_value(&it), &r->mem, err)))
+			if ((rc = store_codec_render_value(&ds.vals[i], &r->mem, err)))
 				goto done;
 			dfs_buf_putc(&r->mem, '\n');
 		}
@@ -467,7 +455,7 @@ int fs_query_run(struct store_db *db, int64_t coll, const struct fs_query *q,
 		r->size = r->spill ? (size_t)ftello(r->spill) : r->mem.len;
 done:
 	for (size_t i = 0; i < ds.n; i++)
-		bson_destroy(&ds.vals[i]);
+		bson_value_destroy(&ds.vals[i]);
 	free(ds.vals);
 	query_cursor_free(c);
 	store_txn_abort(t);

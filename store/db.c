@@ -177,7 +177,8 @@ int store__conn_open(const char *path, bool create, struct store__conn **out,
 	sqlite3_busy_timeout(c->h, 10000);
 	sqlite3_extended_result_codes(c->h, 1);
 	if (exec_sql(c->h, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-			   " PRAGMA cache_size=-16384; PRAGMA temp_store=MEMORY;", err)) {
+			   " PRAGMA cache_size=-65536; PRAGMA temp_store=MEMORY;"
+			   " PRAGMA wal_autocheckpoint=8192;", err)) {
 		store__conn_close(c);
 		return err ? err->code : DFS_EIO;
 	}
