@@ -23,7 +23,9 @@ static const char usage_text[] =
 	"      Mount the store at MOUNTPOINT; returns once the mount is live (-f: stay in the\n"
 	"      foreground, -d: debug output). Unmount with `fusermount3 -u MOUNTPOINT`.\n"
 	"      Options: allow_other (and other FUSE mount options), log=FILE (append errors\n"
-	"      to FILE), notify_ms=N (how often to look for changes by other processes, 200).\n"
+	"      to FILE), notify_ms=N (how often to look for changes by other processes, 200),\n"
+	"      sort_mem=BYTES (a query sort spills to temporary files past this, 64 MiB),\n"
+	"      result_mem=BYTES (larger query results go to a temporary file, 8 MiB).\n"
 	"  import STORE DB.COLL [FILE|-] [--jsonArray] [--drop]\n"
 	"      Insert documents (Extended JSON, one or many per line, or one JSON array with\n"
 	"      --jsonArray) from FILE or standard input; --drop empties the collection first.\n"
@@ -136,6 +138,18 @@ static int cmd_mount(int argc, char **argv)
 			     tok = strtok_r(NULL, ",", &save)) {
 				if (strncmp(tok, "log=", 4) == 0) {
 					o.log = strdup(tok + 4);
+				} else if (strncmp(tok, "sort_mem=", 9) == 0 ||
+					   strncmp(tok, "result_mem=", 11) == 0) {
+					char *end;
+					unsigned long long v = strtoull(strchr(tok, '=') + 1, &end, 10);
+
+					if (*end || v == 0)
+						return fail("mount", "%.*s needs a number of bytes",
+							    (int)(strchr(tok, '=') - tok), tok);
+					if (tok[0] == 's')
+						o.sort_mem = v;
+					else
+						o.result_mem = v;
 				} else if (strncmp(tok, "notify_ms=", 10) == 0) {
 					o.notify_ms = atoi(tok + 10);
 					if (o.notify_ms <= 0)

@@ -109,6 +109,8 @@ struct fs_result {
 
 void fs_result_init(struct fs_result *r);
 void fs_result_release(struct fs_result *r);
+/* Memory limits of queries run by this process (mount options sort_mem, result_mem). */
+extern size_t fs_sort_mem, fs_result_mem;
 /* Runs q over collection coll of db in one read transaction into r. */
 int fs_query_run(struct store_db *db, int64_t coll, const struct fs_query *q,
 		 struct fs_result *r, struct dfs_err *err);
@@ -125,6 +127,8 @@ struct fs_mount_opts {
 	const char *fuse_opts;	/* options passed on to libfuse (allow_other, ...) */
 	const char *log;	/* log file, or NULL */
 	int notify_ms;		/* poll period of the change feed */
+	size_t sort_mem;	/* bytes a query's sort holds before spilling (0: default) */
+	size_t result_mem;	/* bytes of a result kept in memory (0: default) */
 };
 
 /*

@@ -16,6 +16,9 @@
 
 #define RESULT_MEM_MAX (8u * 1024 * 1024) /* beyond this a result goes to a temporary file */
 
+size_t fs_sort_mem;   /* 0: the query layer's default */
+size_t fs_result_mem; /* 0: RESULT_MEM_MAX */
+
 void fs_query_init(struct fs_query *q)
 {
 	memset(q, 0, sizeof(*q));
@@ -267,9 +270,9 @@ void fs_result_release(struct fs_result *r)
 /* Moves what is in memory to the temporary file once it grows too large. */
 static int result_flush(struct fs_result *r, bool force, struct dfs_err *err)
 {
-	if (!r->spill && !force && r->mem.len < RESULT_MEM_MAX)
-		return 0;
-	if (!r->spill && r->mem.len < RESULT_MEM_MAX)
+	size_t max = fs_result_mem ? fs_result_mem : RESULT_MEM_MAX;
+
+	if (!r->spill && r->mem.len < max)
 		return 0;
 	if (!r->spill) {
 		r->spill = tmpfile();
@@ -384,6 +387,7 @@ int fs_query_run(struct store_db *db, int64_t coll, const struct fs_query *q,
 		.projection = q->has_projection && !q->count && !q->distinct ? &q->projection : NULL,
 		.skip = q->skip,
 		.limit = q->limit,
+		.sort_mem = fs_sort_mem,
 	};
 	struct distinct_set ds = {0};
 	struct query_cursor *c = NULL;

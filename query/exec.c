@@ -41,8 +41,8 @@ struct query_cursor {
 	struct query_sort *sort;   /* Owned, or NULL */
 	int64_t skip, limit;	   /* remaining to skip; limit (0: none) */
 	int64_t returned;	   /* results returned so far */
-	bson_t out;		   /* the current result (projection output or a copy) */
-	bool out_live;		   /* out is initialised */
+	bson_t *out;		   /* Owned: the current result (projection output or a copy);
+				    * a pointer because bson_t wants 128-byte alignment */
 	/* sorting */
 	bool sorted;		   /* the sort input has been consumed */
 	struct dfs_buf arena;	   /* records */
@@ -52,6 +52,7 @@ struct query_cursor {
 	struct run *runs;	   /* Owned: spilled runs */
 	size_t nruns;
 	struct dfs_buf key;	   /* scratch for sort keys */
+	size_t sort_mem;	   /* spill past this many bytes of records */
 	int elem_index;		   /* of the current document, for positional projection */
 };
 
@@ -95,6 +96,7 @@ int query_find_open(struct store_txn *t, int64_t coll, const struct query_find_o
 	c->skip = o->skip;
 	c->limit = o->limit;
 	c->elem_index = -1;
+	c->sort_mem = o->sort_mem ? o->sort_mem : SORT_BUDGET;
 	dfs_buf_init(&c->arena);
 	dfs_buf_init(&c->key);
 	p = NULL;
@@ -138,8 +140,7 @@ void query_cursor_free(struct query_cursor *c)
 	query_expr_free(c->filter);
 	query_proj_free(c->proj);
 	query_sort_free(c->sort);
-	if (c->out_live)
-		bson_destroy(&c->out);
+	bson_destroy(c->out);
 	dfs_buf_release(&c->arena);
 	dfs_buf_release(&c->key);
 	free(c->recs);
@@ -181,7 +182,8 @@ static int rec_cmp_ctx_sort(const void *a, const void *b, void *ctx)
 
 static void recs_sort(struct query_cursor *c)
 {
-	qsort_r(c->recs, c->nrecs, sizeof(*c->recs), rec_cmp_ctx_sort, c);
+	if (c->nrecs > 1)
+		qsort_r(c->recs, c->nrecs, sizeof(*c->recs), rec_cmp_ctx_sort, c);
 }
 
 /* Keeps only the first keep records (sorted), compacting the arena. */
@@ -290,7 +292,7 @@ static int sort_input(struct query_cursor *c, struct dfs_err *err)
 		c->recs[c->nrecs++] = r;
 		if (keep && c->nrecs >= 2 * keep + 1024)
 			recs_truncate(c, keep);
-		else if (c->arena.len > SORT_BUDGET && (rc = spill(c, err)))
+		else if (c->arena.len > c->sort_mem && (rc = spill(c, err)))
 			return rc;
 	}
 	if (rc != DFS_ENOENT)
@@ -375,24 +377,21 @@ int query_cursor_next(struct query_cursor *c, const bson_t **doc, struct dfs_err
 		}
 		break;
 	}
-	if (c->out_live)
-		bson_destroy(&c->out);
-	c->out_live = false;
+	bson_destroy(c->out);
+	c->out = NULL;
 	if (c->proj) {
 		int idx = c->elem_index;
 
 		/* After a sort the positional index of the document is recomputed. */
 		if (c->sort && c->filter)
 			query_filter_match(c->filter, &cur, &idx);
-		bson_init(&c->out);
-		c->out_live = true;
-		if ((rc = query_proj_apply(c->proj, &cur, idx, &c->out, err)))
+		c->out = bson_new();
+		if ((rc = query_proj_apply(c->proj, &cur, idx, c->out, err)))
 			return rc;
 	} else {
-		bson_copy_to(&cur, &c->out);
-		c->out_live = true;
+		c->out = bson_copy(&cur);
 	}
 	c->returned++;
-	*doc = &c->out;
+	*doc = c->out;
 	return 0;
 }

@@ -30,9 +30,9 @@
  * 3. Comparisons ($eq, $lt, ... and the equalities of $in/$all) hold only within one type
  *    bracket of store_type_bracket (numbers of every type compare by value), with
  *    MongoDB's exceptions: missing compares as null (so {a: null}, $gte/$lte null match it)
- *    and null matches undefined; a MinKey or MaxKey operand is below or above every value
- *    of every other type (so {$lt: MaxKey} matches any value, missing included); NaN equals
- *    NaN and is neither above nor below anything.
+ *    and (as of MongoDB 8.0) undefined matches no null comparison; a MinKey or MaxKey
+ *    operand is below or above every value of every other type (so {$lt: MaxKey} matches
+ *    any value, missing included); NaN equals NaN and is neither above nor below anything.
  * 4. elem_index is MongoDB's elemMatchKey: the index of the element of the outermost array
  *    traversed on the way to the element that matched (or the matching element found by
  *    $elemMatch when no outer array was traversed); under $and the last child that sets it
@@ -147,6 +147,11 @@ static bool compare_match(int kind, const bson_value_t *rhs, const bson_value_t 
 
 	if (!v)
 		v = &null_value;
+	/* MongoDB 8.0: undefined no longer compares equal to null (the operand is never
+	 * undefined: the parser refuses it). */
+	if (v->value_type == BSON_TYPE_UNDEFINED && rhs->value_type != BSON_TYPE_MAXKEY &&
+	    rhs->value_type != BSON_TYPE_MINKEY)
+		return false;
 	if (store_type_bracket(v->value_type) != store_type_bracket(rhs->value_type)) {
 		if (rhs->value_type == BSON_TYPE_MAXKEY)
 			return kind == QK_LT || kind == QK_LTE;
@@ -194,6 +199,8 @@ static bool in_match(const struct query_expr *e, const bson_value_t *v)
 
 	if (!v)
 		return e->has_null;
+	if (v->value_type == BSON_TYPE_UNDEFINED)
+		return false; /* equal to nothing a filter can hold (MongoDB 8.0) */
 	while (lo <= hi) {
 		int mid = lo + (hi - lo) / 2;
 		int c = store_value_compare(v, &e->vals[mid]);

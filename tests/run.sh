@@ -21,6 +21,17 @@ if [ ${#missing[@]} -gt 0 ]; then
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# The independent oracle of the differential query tests: mingo, from the npm registry.
+if ! command -v node >/dev/null 2>&1; then
+	echo "== installing nodejs and npm"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+fi
+if [ ! -d tests/query/diff/node_modules/mingo ]; then
+	echo "== installing mingo (npm ci)"
+	npm ci --prefix tests/query/diff --no-audit --no-fund --loglevel=error >/dev/null
+fi
+
 total_ok=0
 total_fail=0
 run_suite() { # build-dir, extra meson setup args...

@@ -1,0 +1,285 @@
+/*
+ * qrun.c - the query test driver: runs find() cases given as JSON Lines and prints one
+ * result line per case in canonical Extended JSON, so that a comparison of the text is a
+ * type-exact comparison of the values.
+ *
+ *   qrun [FILE]        (no FILE or "-": standard input)
+ *
+ * Each non-blank input line is one case, a document in the codec's shell-literal syntax:
+ *   {"docs": [...], "filter": {...}, "sort": {...}, "projection": {...}, "skip": n, "limit": n}
+ * (all but docs optional), or {"echo": <value>}, which prints {"ok": <value>} rendered the
+ * same way (the corpus runner uses it to canonicalize expected values). Output, one line per
+ * case: {"ok": [results...]} or {"error": "<message>"}. Errors of the case itself (not a
+ * document, a missing docs array, an insert failure) are prefixed with "case: " or
+ * "insert: "; errors of the find are the engine's message as it is.
+ *
+ * Design notes
+ * 1. One temporary store holds everything. Each case gets a fresh collection inside the
+ *    current write transaction; every BATCH cases the transaction is rolled back (nothing is
+ *    ever committed), which keeps the store empty and the driver fast.
+ * 2. Documents are inserted with store_doc_prepare(doc, NULL, ...) so that a document without
+ *    _id gets a generated ObjectId, as an insert into MongoDB does.
+ */
+#include "query.h"
+
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define BATCH 256
+
+static struct store_db *db;
+static struct store_txn *txn;
+static unsigned txn_cases;
+static unsigned long coll_seq;
+
+static void die(const char *what, const struct dfs_err *err)
+{
+	fprintf(stderr, "qrun: %s: %s\n", what, err ? err->msg : "failed");
+	exit(2);
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+/* Prints {"<key>": <value at it>} from a one-field document. */
+static void print_doc(const bson_t *doc)
+{
+	struct dfs_err err = {0};
+	struct dfs_buf out;
+
+	dfs_buf_init(&out);
+	if (store_codec_render(doc, STORE_RENDER_CANONICAL, &out, &err))
+		die("render", &err);
+	dfs_buf_putc(&out, '\n');
+	fwrite(out.data, 1, out.len, stdout);
+	dfs_buf_release(&out);
+}
+
+static void print_error(const char *prefix, const char *msg)
+{
+	bson_t doc = BSON_INITIALIZER;
+	char buf[400];
+
+	snprintf(buf, sizeof(buf), "%s%s", prefix, msg);
+	BSON_APPEND_UTF8(&doc, "error", buf);
+	print_doc(&doc);
+	bson_destroy(&doc);
+}
+
+static struct store_txn *current_txn(void)
+{
+	struct dfs_err err = {0};
+
+	if (txn && txn_cases >= BATCH) {
+		store_txn_abort(txn);
+		txn = NULL;
+	}
+	if (!txn) {
+		if (store_txn_begin(db, true, &txn, &err))
+			die("begin transaction", &err);
+		txn_cases = 0;
+	}
+	txn_cases++;
+	return txn;
+}
+
+/* A number option (skip, limit): an integral int32, int64 or double. */
+static int int_opt(const bson_iter_t *it, int64_t *out)
+{
+	if (BSON_ITER_HOLDS_INT32(it) || BSON_ITER_HOLDS_INT64(it)) {
+		*out = bson_iter_as_int64(it);
+		return 0;
+	}
+	if (BSON_ITER_HOLDS_DOUBLE(it)) {
+		double d = bson_iter_double(it);
+
+		if (d != (double)(int64_t)d)
+			return -1;
+		*out = (int64_t)d;
+		return 0;
+	}
+	return -1;
+}
+
+/* The document at it into *out as a read-only view. */
+static int doc_opt(const bson_iter_t *it, bson_t *out)
+{
+	const uint8_t *data;
+	uint32_t len;
+
+	if (!BSON_ITER_HOLDS_DOCUMENT(it))
+		return -1;
+	bson_iter_document(it, &len, &data);
+	return bson_init_static(out, data, len) ? 0 : -1;
+}
+
+static void run_case(const bson_t *c)
+{
+	struct dfs_err err = {0};
+	struct query_find_opts o = {0};
+	bson_t filter, sort, proj, result, arr;
+	bson_iter_t it, docs;
+	bool have_docs = false;
+	struct query_cursor *cur = NULL;
+	struct store_coll coll;
+	struct store_txn *t;
+	const bson_t *doc;
+	char name[32];
+	int rc;
+
+	if (!bson_iter_init(&it, c))
+		return print_error("case: ", "not valid BSON");
+	while (bson_iter_next(&it)) {
+		const char *k = bson_iter_key(&it);
+
+		if (!strcmp(k, "echo")) {
+			bson_t e = BSON_INITIALIZER;
+
+			bson_append_value(&e, "ok", 2, bson_iter_value(&it));
+			print_doc(&e);
+			bson_destroy(&e);
+			return;
+		} else if (!strcmp(k, "docs")) {
+			if (!BSON_ITER_HOLDS_ARRAY(&it) || !bson_iter_recurse(&it, &docs))
+				return print_error("case: ", "docs must be an array");
+			have_docs = true;
+		} else if (!strcmp(k, "filter")) {
+			if (doc_opt(&it, &filter))
+				return print_error("case: ", "filter must be a document");
+			o.filter = &filter;
+		} else if (!strcmp(k, "sort")) {
+			if (doc_opt(&it, &sort))
+				return print_error("case: ", "sort must be a document");
+			o.sort = &sort;
+		} else if (!strcmp(k, "projection")) {
+			if (doc_opt(&it, &proj))
+				return print_error("case: ", "projection must be a document");
+			o.projection = &proj;
+		} else if (!strcmp(k, "skip")) {
+			if (int_opt(&it, &o.skip))
+				return print_error("case: ", "skip must be an integer");
+		} else if (!strcmp(k, "limit")) {
+			if (int_opt(&it, &o.limit))
+				return print_error("case: ", "limit must be an integer");
+		} else {
+			char msg[128];
+
+			snprintf(msg, sizeof(msg), "unknown case field '%s'", k);
+			return print_error("case: ", msg);
+		}
+	}
+	if (!have_docs)
+		return print_error("case: ", "docs is missing");
+
+	t = current_txn();
+	snprintf(name, sizeof(name), "q%lu", ++coll_seq);
+	if (store_coll_create(t, name, 0755, 0, 0, &coll, &err))
+		die("create collection", &err);
+	while (bson_iter_next(&docs)) {
+		const struct store_attrs a = {0644, 0, 0, 0};
+		const uint8_t *data;
+		uint32_t len;
+		bson_t d, prepared;
+
+		if (!BSON_ITER_HOLDS_DOCUMENT(&docs))
+			return print_error("case: ", "docs must hold documents");
+		bson_iter_document(&docs, &len, &data);
+		if (!bson_init_static(&d, data, len))
+			return print_error("case: ", "bad document");
+		if (store_doc_prepare(&d, NULL, &prepared, &err))
+			return print_error("insert: ", err.msg);
+		rc = store_doc_insert(t, coll.id, &prepared, &a, NULL, &err);
+		bson_destroy(&prepared);
+		if (rc)
+			return print_error("insert: ", err.msg);
+	}
+
+	if (query_find_open(t, coll.id, &o, &cur, &err))
+		return print_error("", err.msg);
+	bson_init(&result);
+	bson_append_array_begin(&result, "ok", 2, &arr);
+	for (uint32_t i = 0;; i++) {
+		const char *key;
+		char kbuf[16];
+		size_t klen;
+
+		rc = query_cursor_next(cur, &doc, &err);
+		if (rc == DFS_ENOENT)
+			break;
+		if (rc) {
+			bson_append_array_end(&result, &arr);
+			bson_destroy(&result);
+			query_cursor_free(cur);
+			return print_error("", err.msg);
+		}
+		klen = bson_uint32_to_string(i, &key, kbuf, sizeof(kbuf));
+		bson_append_document(&arr, key, (int)klen, doc);
+	}
+	query_cursor_free(cur);
+	bson_append_array_end(&result, &arr);
+	print_doc(&result);
+	bson_destroy(&result);
+}
+
+int main(int argc, char **argv)
+{
+	struct dfs_err err = {0};
+	char dir[] = "/tmp/docfs-qrun-XXXXXX";
+	struct store *st;
+	FILE *in = stdin;
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+
+	if (argc > 2 || (argc == 2 && !strcmp(argv[1], "--help"))) {
+		fprintf(stderr, "usage: qrun [FILE]\n");
+		return 2;
+	}
+	if (argc == 2 && strcmp(argv[1], "-")) {
+		in = fopen(argv[1], "r");
+		if (!in) {
+			perror(argv[1]);
+			return 2;
+		}
+	}
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		return 2;
+	}
+	if (store_open(dir, true, &st, &err))
+		die("open store", &err);
+	if (store_db_get(st, "qrun", true, &db, &err))
+		die("open database", &err);
+
+	while ((n = getline(&line, &cap, in)) >= 0) {
+		bson_t c;
+		size_t i = 0;
+
+		while (i < (size_t)n && strchr(" \t\r\n", line[i]))
+			i++;
+		if (i == (size_t)n)
+			continue;
+		bson_init(&c);
+		dfs_err_clear(&err);
+		if (store_codec_parse_doc(line, (size_t)n, &c, &err))
+			print_error("case: ", err.msg);
+		else
+			run_case(&c);
+		bson_destroy(&c);
+	}
+	free(line);
+	store_txn_abort(txn);
+	store_free(st);
+	nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	if (in != stdin)
+		fclose(in);
+	return fflush(stdout) ? 2 : 0;
+}
