@@ -148,6 +148,9 @@ enum fs_node_kind {
 	FSN_QDIR,	/* "/<db>/<coll>/query/": lists empty, any name opens a find */
 	FSN_QUERY,	/* "/<db>/<coll>/query/<q>": pending_name holds <q> */
 	FSN_SAVED_DIR,	/* "/<db>/<coll>/.queries/": saved find commands */
+	FSN_SNAP_ROOT,	/* "/.snapshots": branches and tags of the snapshot repository */
+	FSN_SNAP_DIR,	/* a tree of a snapshot: pending_name is "<commit>/<path>" */
+	FSN_SNAP_FILE,	/* a blob of a snapshot: pending_name as above, result_size its size */
 };
 
 struct fs_node {
@@ -171,6 +174,8 @@ struct fs_node {
 #define FS_INO_ROOT 1
 #define FS_INO_DOCFS 2
 #define FS_INO_DOCFS_FILE(n) (3 + (uint64_t)(n))
+#define FS_INO_SNAPS 10
+#define FS_INO_SNAP_BASE (0xfffeULL << 48) /* snapshot objects: a hash of commit and path */
 static inline uint64_t fs_ino_db(const struct store_db *db)
 {
 	return (uint64_t)store_db_number(db) << 40;
@@ -202,6 +207,10 @@ struct fs_node *fs_node_pending(int kind, struct store_db *db, int64_t coll, con
 /* The node of query path name in collection coll (one more reference): the same node while
  * the kernel holds it, so stat after open shows the size of the last result. */
 struct fs_node *fs_node_query(struct store_db *db, int64_t coll, const char *name);
+/* The node of kind whose identity is the string key (kept in pending_name) and whose st_ino
+ * is ino: the same node for the same key while the kernel holds it. */
+struct fs_node *fs_node_keyed(int kind, struct store_db *db, int64_t coll, const char *key,
+			      uint64_t ino);
 void fs_node_forget(uint64_t nodeid, uint64_t n);
 /* Re-points node at another store object (after a rename or a first write). */
 void fs_node_repoint(struct fs_node *node, int kind, int64_t coll, int64_t id, uint64_t ino);
@@ -223,6 +232,8 @@ void fs_notify_entry(uint64_t parent, const char *name);
 struct fuse_lowlevel_ops;
 extern const struct fuse_lowlevel_ops fs_ops;
 extern struct store *fs_store; /* Borrowed by fsops.c: the mounted store */
+/* Closes the snapshot repository /.snapshots reads (at unmount). */
+void fs_snapshots_close(void);
 
 /* Mounts and serves until unmounted. Returns once the mount is live unless foreground. */
 int fs_mount_run(const struct fs_mount_opts *o, struct dfs_err *err);

@@ -219,6 +219,89 @@ static void docfs_file_render(int which, struct dfs_buf *out)
 		dfs_buf_puts(out, "docfs 0.1.0\n");
 }
 
+/* ---- /.snapshots ------------------------------------------------------------------- */
+
+static pthread_mutex_t snap_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct store_git *snap_git; /* Owned: opened at first use, once the repository exists */
+
+static bool is_snap(int kind)
+{
+	return kind == FSN_SNAP_ROOT || kind == FSN_SNAP_DIR || kind == FSN_SNAP_FILE;
+}
+
+/* The snapshot repository, or NULL (err: DFS_ENOENT while none has been made). */
+static struct store_git *snap_repo(struct dfs_err *err)
+{
+	struct store_git *g;
+
+	pthread_mutex_lock(&snap_lock);
+	if (!snap_git)
+		store_git_open(fs_store, NULL, &snap_git, err);
+	g = snap_git;
+	pthread_mutex_unlock(&snap_lock);
+	return g;
+}
+
+void fs_snapshots_close(void)
+{
+	pthread_mutex_lock(&snap_lock);
+	store_git_free(snap_git);
+	snap_git = NULL;
+	pthread_mutex_unlock(&snap_lock);
+}
+
+/* The node of "<commit>/<path>" (a tree or a blob of a snapshot), with one reference. */
+static struct fs_node *snap_node(int kind, const char *key, int64_t size)
+{
+	uint64_t h = 1469598103934665603ULL;
+	struct fs_node *n;
+
+	for (const char *p = key; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+	n = fs_node_keyed(kind, NULL, 0, key, FS_INO_SNAP_BASE | (h & ((1ULL << 48) - 1)));
+	n->result_size = (uint64_t)size;
+	return n;
+}
+
+/* Splits a snapshot node's key into its commit and its path (Borrowed from the node). */
+static const char *snap_path(const struct fs_node *n, char commit[41])
+{
+	memcpy(commit, n->pending_name, 40);
+	commit[40] = '\0';
+	return n->pending_name + 41;
+}
+
+static struct fs_node *snap_lookup(struct fs_node *p, const char *name, struct dfs_err *err)
+{
+	struct store_git *g = snap_repo(err);
+	struct store_git_entry e;
+	char commit[41], *key;
+	const char *path;
+	struct fs_node *n;
+
+	if (!g)
+		return NULL;
+	if (p->kind == FSN_SNAP_ROOT) {
+		if (store_git_resolve(g, name, commit, err))
+			return NULL;
+		if (asprintf(&key, "%s/", commit) < 0)
+			abort();
+		n = snap_node(FSN_SNAP_DIR, key, 0);
+		free(key);
+		return n;
+	}
+	path = snap_path(p, commit);
+	if (asprintf(&key, "%s/%s%s%s", commit, path, *path ? "/" : "", name) < 0)
+		abort();
+	if (store_git_stat(g, commit, key + 41, &e, err)) {
+		free(key);
+		return NULL;
+	}
+	n = snap_node(e.is_dir ? FSN_SNAP_DIR : FSN_SNAP_FILE, key, e.size);
+	free(key);
+	return n;
+}
+
 /* Fills st for node; returns 0 or an error in err. timeout gets the attribute timeout. */
 static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct dfs_err *err)
 {
@@ -254,6 +337,17 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 	case FSN_QUERY:
 		file_attr(st, n->ino, 0444, n->result_size, 0);
 		*timeout = 0;
+		return 0;
+	case FSN_SNAP_ROOT:
+		dir_attr(st, FS_INO_SNAPS, 0555, getuid(), getgid(), 0, 0);
+		*timeout = 0;
+		return 0;
+	case FSN_SNAP_DIR:
+		/* A snapshot never changes: what a commit holds is forever. */
+		dir_attr(st, n->ino, 0555, getuid(), getgid(), 0, 0);
+		return 0;
+	case FSN_SNAP_FILE:
+		file_attr(st, n->ino, 0444, n->result_size, 0);
 		return 0;
 	default:
 		break;
@@ -300,6 +394,9 @@ static void reply_entry(fuse_req_t req, struct fs_node *n)
 	ep.generation = 1;
 	ep.attr_timeout = timeout;
 	ep.entry_timeout = n->kind == FSN_DOCFS_FILE || n->kind == FSN_QUERY ? 0 : LONG_TIMEOUT;
+	/* A ref under /.snapshots may move to another commit at the next snapshot. */
+	if (n->kind == FSN_SNAP_DIR && n->pending_name[41] == '\0')
+		ep.entry_timeout = 0;
 	if (fuse_reply_entry(req, &ep) == -ENOENT)
 		fs_node_forget(n->nodeid, 1); /* the request was interrupted */
 }
@@ -338,6 +435,8 @@ static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct d
 	case FSN_ROOT:
 		if (strcmp(name, ".docfs") == 0)
 			return fs_node_ref(FSN_DOCFS_DIR, NULL, 0, 0, FS_INO_DOCFS, NULL);
+		if (strcmp(name, ".snapshots") == 0)
+			return fs_node_ref(FSN_SNAP_ROOT, NULL, 0, 0, FS_INO_SNAPS, NULL);
 		if (store_db_name_check(name, NULL) ||
 		    store_db_get(fs_store, name, false, &db, err)) {
 			dfs_err_set(err, DFS_ENOENT, "no database '%s'", name);
@@ -378,6 +477,9 @@ static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct d
 		store_txn_abort(t);
 		return n;
 	}
+	case FSN_SNAP_ROOT:
+	case FSN_SNAP_DIR:
+		return snap_lookup(p, name, err);
 	case FSN_QDIR:
 		/* Any name is a query; it runs when opened (never on lookup or listing). */
 		return fs_node_query(p->db, p->coll, name);
@@ -647,6 +749,28 @@ static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		docfs_file_render((int)n->id, &h->buf);
 		fi->direct_io = 1;
 		break;
+	case FSN_SNAP_FILE: {
+		struct store_git *g;
+		char commit[41];
+		const char *path;
+		int rc;
+
+		if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+			fuse_reply_err(req, EROFS);
+			return;
+		}
+		h = handle_new(FH_TEXT, n);
+		path = snap_path(n, commit);
+		g = snap_repo(&err);
+		rc = g ? store_git_read(g, commit, path, &h->buf, &err) : err.code;
+		if (rc) {
+			handle_free(h);
+			reply_dfs(req, &err, "open snapshot");
+			return;
+		}
+		fi->keep_cache = 1;
+		break;
+	}
 	case FSN_INSERT: {
 		struct store_attrs a = caller_attrs(req, 0644);
 
@@ -938,6 +1062,10 @@ static void fsop_create(fuse_req_t req, fuse_ino_t parent, const char *name, mod
 	bson_t id;
 	int rc;
 
+	if (p && is_snap(p->kind)) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
 	if (!p) {
 		fuse_reply_err(req, ESTALE);
 		return;
@@ -1016,6 +1144,10 @@ static void fsop_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 	struct store_txn *t;
 	int rc;
 
+	if (p && is_snap(p->kind)) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
 	if (!p || p->kind != FSN_COLL || !S_ISREG(mode) || is_json_name(name)) {
 		reply_msg(req, DFS_EPERM, "mknod '%s': only scratch files can be made this way",
 			  name);
@@ -1043,6 +1175,10 @@ static void fsop_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int 
 	double timeout;
 	int rc = 0;
 
+	if (n && is_snap(n->kind)) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
 	if (!n) {
 		fuse_reply_err(req, ESTALE);
 		return;
@@ -1167,6 +1303,10 @@ static void fsop_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 	struct store_coll c;
 	int rc;
 
+	if (p && is_snap(p->kind)) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
 	if (name_too_long(req, "mkdir", name))
 		return;
 	if (!p) {
@@ -1212,6 +1352,10 @@ static void fsop_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	int64_t ndocs = 0, nfiles = 0;
 	int rc;
 
+	if (p && is_snap(p->kind)) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
 	if (!p) {
 		fuse_reply_err(req, ESTALE);
 		return;
@@ -1327,21 +1471,37 @@ static int dir_add_entry(void *ctx, const struct store_entry *e, uint64_t next)
 
 struct name_list {
 	char **names;
+	bool *files; /* the entry is a regular file (else a directory) */
 	size_t n, cap;
 };
 
-static int name_list_add(void *ctx, const char *name)
+static int name_list_put(struct name_list *l, const char *name, bool file)
 {
-	struct name_list *l = ctx;
-
 	if (l->n == l->cap) {
 		l->cap = l->cap ? l->cap * 2 : 16;
 		l->names = realloc(l->names, l->cap * sizeof(*l->names));
-		if (!l->names)
+		l->files = realloc(l->files, l->cap * sizeof(*l->files));
+		if (!l->names || !l->files)
 			abort();
 	}
+	l->files[l->n] = file;
 	l->names[l->n++] = strdup(name);
 	return 0;
+}
+
+static int name_list_add(void *ctx, const char *name)
+{
+	return name_list_put(ctx, name, false);
+}
+
+static int file_list_add(void *ctx, const char *name)
+{
+	return name_list_put(ctx, name, true);
+}
+
+static int git_list_add(void *ctx, const struct store_git_entry *e)
+{
+	return name_list_put(ctx, e->name, !e->is_dir);
 }
 
 static int coll_list_add(void *ctx, const struct store_coll *c)
@@ -1354,6 +1514,7 @@ static void name_list_free(struct name_list *l)
 	for (size_t i = 0; i < l->n; i++)
 		free(l->names[i]);
 	free(l->names);
+	free(l->files);
 }
 
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
@@ -1420,10 +1581,26 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 
 		if (d->kind == FSN_ROOT) {
 			name_list_add(&l, ".docfs");
+			name_list_add(&l, ".snapshots");
 			rc = store_db_list(fs_store, name_list_add, &l, &err);
 		} else if (d->kind == FSN_DOCFS_DIR) {
 			for (int i = 0; i < DF__COUNT; i++)
-				name_list_add(&l, docfs_files[i]);
+				file_list_add(&l, docfs_files[i]);
+		} else if (d->kind == FSN_SNAP_ROOT || d->kind == FSN_SNAP_DIR) {
+			struct store_git *g = snap_repo(&err);
+
+			if (!g) {
+				/* No snapshot taken yet: an empty directory. */
+				rc = 0;
+				dfs_err_clear(&err);
+			} else if (d->kind == FSN_SNAP_ROOT) {
+				rc = store_git_refs(g, name_list_add, &l, &err);
+			} else {
+				char commit[41];
+				const char *path = snap_path(d, commit);
+
+				rc = store_git_list(g, commit, path, git_list_add, &l, &err);
+			}
 		} else if (d->kind == FSN_DB) {
 			struct store_txn *t;
 
@@ -1454,7 +1631,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 					continue;
 				}
 			} else {
-				st.st_mode = (d->kind == FSN_DOCFS_DIR) ? S_IFREG : S_IFDIR;
+				st.st_mode = l.files[i] ? S_IFREG : S_IFDIR;
 				st.st_ino = 0;
 				timeout = 0;
 			}
@@ -1495,6 +1672,10 @@ static void fsop_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct store_txn *t;
 	int rc;
 
+	if (p && is_snap(p->kind)) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
 	char full[300];
 
 	if (!p || (p->kind != FSN_COLL && p->kind != FSN_SAVED_DIR)) {
@@ -1547,6 +1728,14 @@ static void fsop_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fus
 	bson_t id;
 	int rc;
 
+	if (p && is_snap(p->kind)) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	if (np && is_snap(np->kind)) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
 	if (!p || !np) {
 		fuse_reply_err(req, ESTALE);
 		return;
@@ -1670,6 +1859,10 @@ static void fsop_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, co
 	struct store_txn *t;
 	int rc;
 
+	if (p && is_snap(p->kind)) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
 	if (name_too_long(req, "symlink", name))
 		return;
 	if (!p || p->kind != FSN_COLL || is_json_name(name)) {

@@ -220,24 +220,19 @@ struct fs_node *fs_node_pending(int kind, struct store_db *db, int64_t coll, con
 	return n;
 }
 
-struct fs_node *fs_node_query(struct store_db *db, int64_t coll, const char *name)
+struct fs_node *fs_node_keyed(int kind, struct store_db *db, int64_t coll, const char *key,
+			      uint64_t ino)
 {
-	uint64_t h = 1469598103934665603ULL;
 	struct fs_node *n;
-	uint64_t ino;
 
-	for (const char *p = name; *p; p++)
-		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
-	h ^= (uint64_t)coll * 0x9e3779b97f4a7c15ULL;
-	ino = fs_ino_db(db) | (3ULL << 37) | (h & ((1ULL << 37) - 1));
 	pthread_mutex_lock(&nodes_lock);
 	n = ino_find(ino);
-	if (n && n->kind == FSN_QUERY && n->pending_name && strcmp(n->pending_name, name) == 0) {
+	if (n && n->kind == kind && n->pending_name && strcmp(n->pending_name, key) == 0) {
 		n->nlookup++;
 	} else {
-		/* New, or a hash collision with another query: a node of its own. */
-		n = node_new(FSN_QUERY, db, coll, 0, ino);
-		n->pending_name = strdup(name);
+		/* New, or a hash collision with another key: a node of its own. */
+		n = node_new(kind, db, coll, 0, ino);
+		n->pending_name = strdup(key);
 		if (!n->pending_name)
 			abort();
 		if (!ino_find(ino))
@@ -245,6 +240,17 @@ struct fs_node *fs_node_query(struct store_db *db, int64_t coll, const char *nam
 	}
 	pthread_mutex_unlock(&nodes_lock);
 	return n;
+}
+
+struct fs_node *fs_node_query(struct store_db *db, int64_t coll, const char *name)
+{
+	uint64_t h = 1469598103934665603ULL;
+
+	for (const char *p = name; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+	h ^= (uint64_t)coll * 0x9e3779b97f4a7c15ULL;
+	return fs_node_keyed(FSN_QUERY, db, coll, name,
+			     fs_ino_db(db) | (3ULL << 37) | (h & ((1ULL << 37) - 1)));
 }
 
 void fs_node_forget(uint64_t nodeid, uint64_t count)

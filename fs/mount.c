@@ -66,6 +66,7 @@ done:
 	if (se)
 		fuse_session_destroy(se);
 	fuse_opt_free_args(&args);
+	fs_snapshots_close();
 	fs_nodes_release();
 	fs_store = NULL;
 	store_free(s);

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SORT_BUDGET (64u * 1024 * 1024)
+#define SORT_BUDGET (32u * 1024 * 1024)
 
 struct rec {
 	size_t off;	/* offset of the record in the arena */

@@ -85,7 +85,7 @@ struct query_find_opts {
 	const bson_t *projection; /* NULL: whole documents */
 	int64_t skip;		  /* documents to skip (>= 0) */
 	int64_t limit;		  /* at most this many (0: no limit) */
-	size_t sort_mem;	  /* bytes a sort holds before spilling (0: 64 MiB) */
+	size_t sort_mem;	  /* bytes a sort holds before spilling (0: 32 MiB) */
 };
 
 struct query_cursor;

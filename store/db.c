@@ -77,7 +77,7 @@ static const char *const stmt_sql[ST__COUNT] = {
 			 " WHERE id = ?1",
 	[ST_DOC_BSON] = "SELECT bson FROM docs WHERE id = ?1",
 	[ST_DOC_INSERT] = "INSERT INTO docs(id, coll, key, name, size, mode, uid, gid, mtime,"
-			  " ctime, bson) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10)",
+			  " ctime, bson) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?11, ?10)",
 	[ST_DOC_UPDATE] = "UPDATE docs SET size = ?2, mtime = ?3, ctime = ?3, bson = ?4"
 			  " WHERE id = ?1",
 	[ST_DOC_DELETE] = "DELETE FROM docs WHERE id = ?1",
@@ -177,7 +177,7 @@ int store__conn_open(const char *path, bool create, struct store__conn **out,
 	sqlite3_busy_timeout(c->h, 10000);
 	sqlite3_extended_result_codes(c->h, 1);
 	if (exec_sql(c->h, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-			   " PRAGMA cache_size=-65536; PRAGMA temp_store=MEMORY;"
+			   " PRAGMA cache_size=-16384; PRAGMA temp_store=MEMORY;"
 			   " PRAGMA wal_autocheckpoint=8192;", err)) {
 		store__conn_close(c);
 		return err ? err->code : DFS_EIO;

@@ -414,6 +414,8 @@ static int doc_insert(struct store_txn *t, int64_t coll, const bson_t *doc, int6
 	sqlite3_bind_int64(st, 8, a->gid);
 	sqlite3_bind_int64(st, 9, a->mtime_ns ? a->mtime_ns : now);
 	sqlite3_bind_blob(st, 10, bson_get_data(doc), (int)doc->len, SQLITE_STATIC);
+	/* ctime is always now, whatever mtime the caller keeps: snapshots trust it. */
+	sqlite3_bind_int64(st, 11, now);
 	rc = sqlite3_step(st);
 	if (rc != SQLITE_DONE) {
 		if ((rc & 0xff) == SQLITE_CONSTRAINT) {
@@ -442,7 +444,8 @@ static int doc_insert(struct store_txn *t, int64_t coll, const bson_t *doc, int6
 		out->uid = a->uid;
 		out->gid = a->gid;
 		out->size = size;
-		out->mtime_ns = out->ctime_ns = a->mtime_ns ? a->mtime_ns : now;
+		out->mtime_ns = a->mtime_ns ? a->mtime_ns : now;
+		out->ctime_ns = now;
 		snprintf(out->name, sizeof(out->name), "%s", name);
 	}
 	return 0;

@@ -383,6 +383,92 @@ int store_changes_since(struct store_db *db, int64_t seq,
 /* The last sequence number written (0 when none). */
 int store_changes_last(struct store_db *db, int64_t *seq, struct dfs_err *err);
 
+/* ---- git snapshots (snapshot.c, snapgit.c; only these include git2.h) ----------------- */
+
+/*
+ * A snapshot commits a point-in-time view of a database (or one collection of it) to a git
+ * repository: the tree is "<db>/<coll>/<name>.json" (each blob exactly the bytes the mount
+ * shows) plus "<db>/<coll>/.indexes.json" (the index definitions, a JSON array). A snapshot
+ * of one collection keeps the other collections' trees from the branch's previous commit.
+ * One read transaction per database: writers are never blocked. Incremental: a document
+ * whose ctime did not change since the last snapshot reuses its blob without rendering or
+ * hashing, and an unchanged collection reuses its whole tree.
+ */
+struct store_snap_opts {
+	const char *db;		/* the database (required) */
+	const char *coll;	/* one collection, or NULL for the whole database */
+	const char *message;	/* commit message, NULL: "docfs snapshot <db>[.<coll>]" */
+	const char *tag;	/* also create this lightweight tag, or NULL */
+	const char *repo;	/* repository path, NULL: "<store>/snapshots.git" (bare, created) */
+	const char *branch;	/* NULL: "main" */
+};
+
+struct store_snap_result {
+	char commit[41];	 /* the new commit id (hex) */
+	int64_t docs;		 /* documents in the snapshot */
+	int64_t blobs_written;	 /* documents rendered and stored */
+	int64_t blobs_reused;	 /* documents whose blob was reused */
+	int64_t colls_reused;	 /* collections whose tree was reused whole */
+};
+
+/* Takes a snapshot. Author and committer come from GIT_AUTHOR_NAME / GIT_AUTHOR_EMAIL /
+ * GIT_AUTHOR_DATE (and the GIT_COMMITTER_* ones) like git, defaulting to "docfs" and
+ * "docfs@localhost" and the current time. Errors: DFS_ENOENT (no such database/collection),
+ * DFS_EINVAL ("'x' is not a git repository"), DFS_EIO. */
+int store_snapshot(struct store *s, const struct store_snap_opts *o, struct store_snap_result *r,
+		   struct dfs_err *err);
+
+struct store_snap_info {
+	char id[41];		/* commit id */
+	int64_t time;		/* commit time, seconds since the epoch */
+	char message[256];	/* first line of the message */
+	char refs[256];		/* branches and tags pointing at it, comma-separated */
+	int64_t docs;		/* documents in its tree (".json" blobs) */
+};
+
+/* Lists the commits of the branch (NULL: "main"), newest first, in repo (NULL: default). */
+int store_snapshot_list(struct store *s, const char *repo, const char *branch,
+			int (*cb)(void *ctx, const struct store_snap_info *i), void *ctx,
+			struct dfs_err *err);
+
+/* Restores collection db.coll as it is in snapshot ref (a branch, tag, full or abbreviated
+ * commit id, "main~3") into into_db.into_coll (NULL: the same), documents and index
+ * definitions, in one transaction. An existing target collection is DFS_EEXIST unless force
+ * (then it is replaced). *ndocs gets the number of documents restored. */
+int store_restore(struct store *s, const char *repo, const char *ref, const char *db,
+		  const char *coll, const char *into_db, const char *into_coll, bool force,
+		  int64_t *ndocs, struct dfs_err *err);
+
+/* Read-only browsing of a snapshot repository (for /.snapshots in the mount). Thread-safe:
+ * calls are serialized inside. */
+struct store_git;
+/* Opens repo (NULL: the default one); DFS_ENOENT when it does not exist yet. *out Owned,
+ * freed by store_git_free. */
+int store_git_open(struct store *s, const char *repo, struct store_git **out,
+		   struct dfs_err *err);
+void store_git_free(struct store_git *g);
+/* Calls cb with the short names of the branches, then of the tags. */
+int store_git_refs(struct store_git *g, int (*cb)(void *ctx, const char *name), void *ctx,
+		   struct dfs_err *err);
+/* Resolves ref (branch, tag, full or abbreviated id, "main~3") to a commit id (hex). */
+int store_git_resolve(struct store_git *g, const char *ref, char commit[41], struct dfs_err *err);
+struct store_git_entry {
+	char name[256];	/* entry name */
+	bool is_dir;	/* a tree */
+	int64_t size;	/* blob size (0 for trees) */
+	char oid[41];	/* object id (hex): stable, usable as an inode seed */
+};
+/* Looks path ("" for the root, "db/coll/x.json") up in commit's tree. DFS_ENOENT when absent. */
+int store_git_stat(struct store_git *g, const char *commit, const char *path,
+		   struct store_git_entry *out, struct dfs_err *err);
+/* Lists the tree at path of commit. */
+int store_git_list(struct store_git *g, const char *commit, const char *path,
+		   int (*cb)(void *ctx, const struct store_git_entry *e), void *ctx,
+		   struct dfs_err *err);
+/* Appends the blob at path of commit to out. */
+int store_git_read(struct store_git *g, const char *commit, const char *path, struct dfs_buf *out,
+		   struct dfs_err *err);
+
 /* ---- verification (check.c) -------------------------------------------------------- */
 
 /* Verifies every database: SQLite integrity and the store's invariants (every document's

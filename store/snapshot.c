@@ -1,0 +1,1596 @@
+/*
+ * snapshot.c - git snapshots of a database or collection (store_snapshot), their listing
+ * (store_snapshot_list) and restoring a collection from one (store_restore). Read-only
+ * browsing of snapshots is snapgit.c; this file writes.
+ *
+ * Design notes
+ * 1. Consistency: one read transaction (WAL snapshot) covers every document of the
+ *    snapshot; writers go on. The incremental cache is written afterwards in a separate,
+ *    short write transaction, and only after the commit's objects are on disk.
+ * 2. The cache lives in the database file: snap_docs(repo, docid) -> (ctime, blob oid) and
+ *    snap_colls(repo, coll) -> (ndocs, max ctime, total of ids, .indexes.json oid, tree).
+ *    repo is a 63-bit hash of the repository's real path. A document whose ctime equals the
+ *    cached one reuses its blob oid without rendering or hashing; a collection whose
+ *    fingerprint (count, max ctime, total of ids, index blob) equals the cached one reuses
+ *    its tree without reading any document. The cache of a collection counts only when its
+ *    cached tree exists in the odb (one lookup per collection, never one per blob): after
+ *    the repository was replaced or pruned every document is rendered again.
+ * 3. Objects are not written loose. Blobs go straight into a pack being built in memory
+ *    (stored, i.e. uncompressed, zlib blocks: libz is not linked and deflating is most of the
+ *    cost of `git add`; `git gc` compresses later). Collection trees are serialized here
+ *    (flat_write: a git_treebuilder costs a hash-map insertion and an allocation per entry,
+ *    most of the time of a 1% snapshot of a million documents). The database and root
+ *    trees and the commit go through libgit2 (git_treebuilder, git_commit_create) into a
+ *    mempack backend and are then copied into the same pack. The pack is handed to git_odb_write_pack (libgit2's indexer
+ *    writes .pack and .idx), flushed every PACK_FLUSH bytes to bound memory. git_mempack_dump
+ *    is not used: it packs everything reachable from the commit (all 1M blobs again, with a
+ *    delta search) where only the new objects are wanted.
+ * 4. Strict object creation is turned off (process-wide, libgit2 option): tree entries refer
+ *    to blobs that are only in the pending pack, and checking each reused blob would cost
+ *    one odb lookup per document.
+ * 5. Refs move only after the pack is written: the branch with a compare-and-swap against
+ *    the parent read at the start, the tag (checked before anything is written) without
+ *    force.
+ */
+#include "snap_int.h"
+
+#include <errno.h>
+#include <git2/sys/mempack.h>
+#include <git2/sys/odb_backend.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PACK_FLUSH (256u << 20) /* bytes of pending pack before it is written out */
+
+/* ---- libgit2 edge ------------------------------------------------------------------- */
+
+int store__git_err(struct dfs_err *err, int code, const char *what)
+{
+	const git_error *e = git_error_last();
+
+	return dfs_err_set(err, code, "%s: %s", what,
+			   e && e->message ? e->message : "unknown libgit2 error");
+}
+
+static pthread_once_t git_opts_once = PTHREAD_ONCE_INIT;
+
+static void git_opts_init(void)
+{
+	git_libgit2_opts(GIT_OPT_ENABLE_STRICT_OBJECT_CREATION, 0); /* note 4 */
+}
+
+int store__git_open(struct store *s, const char *path, bool create, const char *branch,
+		    git_repository **out, char **where, struct dfs_err *err)
+{
+	git_repository *repo = NULL;
+	struct stat st;
+	char *p;
+	int rc = 0;
+
+	if (path)
+		p = strdup(path);
+	else if (asprintf(&p, "%s/snapshots.git", store_path(s)) < 0)
+		p = NULL;
+	if (!p)
+		return dfs_err_set(err, DFS_ENOMEM, "out of memory");
+	git_libgit2_init();
+	pthread_once(&git_opts_once, git_opts_init);
+	if (stat(p, &st) == 0) {
+		if (git_repository_open_ext(&repo, p, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) != 0) {
+			rc = dfs_err_set(err, DFS_EINVAL, "'%s' is not a git repository", p);
+			goto done;
+		}
+	} else if (errno != ENOENT) {
+		rc = dfs_err_set(err, DFS_EIO, "cannot access '%s': %s", p, strerror(errno));
+		goto done;
+	} else if (!create) {
+		rc = dfs_err_set(err, DFS_ENOENT, "no snapshot repository '%s'", p);
+		goto done;
+	} else {
+		git_repository_init_options io;
+		char head[300];
+
+		git_repository_init_options_init(&io, GIT_REPOSITORY_INIT_OPTIONS_VERSION);
+		snprintf(head, sizeof(head), "refs/heads/%s", branch ? branch : "main");
+		io.flags = GIT_REPOSITORY_INIT_BARE | GIT_REPOSITORY_INIT_MKPATH;
+		io.initial_head = head;
+		if (git_repository_init_ext(&repo, p, &io) != 0) {
+			rc = store__git_err(err, DFS_EIO, "cannot create snapshot repository");
+			goto done;
+		}
+	}
+done:
+	if (rc) {
+		git_repository_free(repo);
+		git_libgit2_shutdown();
+		free(p);
+		return rc;
+	}
+	*out = repo;
+	*where = p;
+	return 0;
+}
+
+void store__git_close(git_repository *repo)
+{
+	git_repository_free(repo);
+	git_libgit2_shutdown();
+}
+
+/* ---- SHA-1 (the pack trailer; object ids come from git_odb_hash) -------------------- */
+
+struct sha1 {
+	uint32_t h[5];
+	uint64_t len;
+	uint8_t buf[64];
+	size_t n;
+};
+
+static uint32_t rol(uint32_t x, int k)
+{
+	return (x << k) | (x >> (32 - k));
+}
+
+static void sha1_block(struct sha1 *c, const uint8_t *p)
+{
+	uint32_t w[80], a = c->h[0], b = c->h[1], d3 = c->h[2], d = c->h[3], e = c->h[4];
+
+	for (int i = 0; i < 16; i++)
+		w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
+		       (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+	for (int i = 16; i < 80; i++)
+		w[i] = rol(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
+	for (int i = 0; i < 80; i++) {
+		uint32_t f, k, tmp;
+
+		if (i < 20) {
+			f = (b & d3) | (~b & d);
+			k = 0x5a827999;
+		} else if (i < 40) {
+			f = b ^ d3 ^ d;
+			k = 0x6ed9eba1;
+		} else if (i < 60) {
+			f = (b & d3) | (b & d) | (d3 & d);
+			k = 0x8f1bbcdc;
+		} else {
+			f = b ^ d3 ^ d;
+			k = 0xca62c1d6;
+		}
+		tmp = rol(a, 5) + f + e + k + w[i];
+		e = d;
+		d = d3;
+		d3 = rol(b, 30);
+		b = a;
+		a = tmp;
+	}
+	c->h[0] += a;
+	c->h[1] += b;
+	c->h[2] += d3;
+	c->h[3] += d;
+	c->h[4] += e;
+}
+
+static void sha1_init(struct sha1 *c)
+{
+	static const uint32_t h0[5] = {0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476,
+				       0xc3d2e1f0};
+
+	memcpy(c->h, h0, sizeof(h0));
+	c->len = 0;
+	c->n = 0;
+}
+
+static void sha1_update(struct sha1 *c, const void *data, size_t len)
+{
+	const uint8_t *p = data;
+
+	c->len += len;
+	if (c->n) {
+		size_t take = 64 - c->n < len ? 64 - c->n : len;
+
+		memcpy(c->buf + c->n, p, take);
+		c->n += take;
+		p += take;
+		len -= take;
+		if (c->n < 64)
+			return;
+		sha1_block(c, c->buf);
+		c->n = 0;
+	}
+	for (; len >= 64; p += 64, len -= 64)
+		sha1_block(c, p);
+	memcpy(c->buf, p, len);
+	c->n = len;
+}
+
+static void sha1_final(struct sha1 *c, uint8_t out[20])
+{
+	uint64_t bits = c->len * 8;
+	uint8_t pad[72] = {0x80};
+	size_t padlen = (c->n < 56 ? 56 : 120) - c->n;
+
+	for (int i = 0; i < 8; i++)
+		pad[padlen + (size_t)i] = (uint8_t)(bits >> (56 - 8 * i));
+	sha1_update(c, pad, padlen + 8);
+	for (int i = 0; i < 5; i++) {
+		out[4 * i] = (uint8_t)(c->h[i] >> 24);
+		out[4 * i + 1] = (uint8_t)(c->h[i] >> 16);
+		out[4 * i + 2] = (uint8_t)(c->h[i] >> 8);
+		out[4 * i + 3] = (uint8_t)c->h[i];
+	}
+}
+
+/* ---- a set of object ids (dedupes pack entries) ------------------------------------ */
+
+struct oidset {
+	git_oid *slots; /* Owned; an all-zero oid marks a free slot */
+	size_t cap, n;
+};
+
+static uint64_t oid_hash(const git_oid *o)
+{
+	uint64_t h;
+
+	memcpy(&h, o->id, sizeof(h));
+	return h;
+}
+
+static bool oid_zero(const git_oid *o)
+{
+	static const git_oid zero;
+
+	return memcmp(o, &zero, sizeof(zero)) == 0;
+}
+
+/* Adds o; returns false when it was there already. */
+static bool oidset_add(struct oidset *s, const git_oid *o)
+{
+	size_t i;
+
+	if (2 * (s->n + 1) > s->cap) {
+		struct oidset g = {calloc(s->cap ? s->cap * 2 : 1024, sizeof(git_oid)),
+				   s->cap ? s->cap * 2 : 1024, 0};
+
+		if (!g.slots)
+			abort();
+		for (i = 0; i < s->cap; i++)
+			if (!oid_zero(&s->slots[i]))
+				oidset_add(&g, &s->slots[i]);
+		free(s->slots);
+		*s = g;
+	}
+	for (i = oid_hash(o) & (s->cap - 1); !oid_zero(&s->slots[i]); i = (i + 1) & (s->cap - 1))
+		if (git_oid_equal(&s->slots[i], o))
+			return false;
+	s->slots[i] = *o;
+	s->n++;
+	return true;
+}
+
+/* ---- the pack being built (note 3) -------------------------------------------------- */
+
+struct packw {
+	git_odb *odb;	      /* Borrowed */
+	struct dfs_buf body;  /* pack entries after the 12-byte header */
+	uint32_t count;	      /* entries in body */
+	struct oidset seen;   /* every oid put in a pack by this snapshot */
+};
+
+static void put_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+/* Writes the pending entries as one pack through the odb's pack backend. */
+static int pack_flush(struct packw *p, struct dfs_err *err)
+{
+	git_odb_writepack *wp = NULL;
+	git_indexer_progress stats = {0};
+	uint8_t hdr[12] = {'P', 'A', 'C', 'K'}, trailer[20];
+	struct sha1 h;
+	int rc = 0;
+
+	if (!p->count)
+		return 0;
+	put_be32(hdr + 4, 2);
+	put_be32(hdr + 8, p->count);
+	sha1_init(&h);
+	sha1_update(&h, hdr, sizeof(hdr));
+	sha1_update(&h, p->body.data, p->body.len);
+	sha1_final(&h, trailer);
+	if (git_odb_write_pack(&wp, p->odb, NULL, NULL) != 0)
+		return store__git_err(err, DFS_EIO, "write pack");
+	if (wp->append(wp, hdr, sizeof(hdr), &stats) != 0 ||
+	    wp->append(wp, p->body.data, p->body.len, &stats) != 0 ||
+	    wp->append(wp, trailer, sizeof(trailer), &stats) != 0 || wp->commit(wp, &stats) != 0)
+		rc = store__git_err(err, DFS_EIO, "write pack");
+	wp->free(wp);
+	dfs_buf_reset(&p->body);
+	p->count = 0;
+	return rc;
+}
+
+/* Appends one object (not compressed: zlib stored blocks) unless this snapshot has it. */
+static int pack_add(struct packw *p, git_object_t type, const void *data, size_t len,
+		    const git_oid *oid, struct dfs_err *err)
+{
+	uint8_t hdr[16], *q = hdr;
+	size_t n = len, off = 0;
+	uint32_t a = 1, b = 0;
+	const uint8_t *d = data;
+
+	if (!oidset_add(&p->seen, oid))
+		return 0;
+	*q = (uint8_t)(((unsigned)type << 4) | (n & 15));
+	n >>= 4;
+	while (n) {
+		*q++ |= 0x80;
+		*q = n & 0x7f;
+		n >>= 7;
+	}
+	q++;
+	dfs_buf_reserve(&p->body, (size_t)(q - hdr) + 2 + len + 5 * (len / 65535 + 1) + 4);
+	dfs_buf_append(&p->body, hdr, (size_t)(q - hdr));
+	dfs_buf_append(&p->body, "\x78\x01", 2);
+	do {
+		size_t take = len - off > 65535 ? 65535 : len - off;
+		uint8_t blk[5] = {off + take == len ? 1 : 0, (uint8_t)take, (uint8_t)(take >> 8),
+				  (uint8_t)~take, (uint8_t)(~take >> 8)};
+
+		dfs_buf_append(&p->body, blk, 5);
+		dfs_buf_append(&p->body, d + off, take);
+		off += take;
+	} while (off < len);
+	for (size_t i = 0; i < len;) {
+		size_t end = i + 5552 < len ? i + 5552 : len;
+
+		for (; i < end; i++) {
+			a += d[i];
+			b += a;
+		}
+		a %= 65521;
+		b %= 65521;
+	}
+	{
+		uint8_t ad[4];
+
+		put_be32(ad, b << 16 | a);
+		dfs_buf_append(&p->body, ad, 4);
+	}
+	p->count++;
+	if (p->body.len >= PACK_FLUSH)
+		return pack_flush(p, err);
+	return 0;
+}
+
+/* Copies an object written by libgit2 into the mempack (trees, commit) into the pack. */
+static int pack_from_mempack(struct packw *p, git_odb_backend *mp, const git_oid *oid,
+			     struct dfs_err *err)
+{
+	void *data = NULL;
+	size_t len = 0;
+	git_object_t type = GIT_OBJECT_INVALID;
+	int rc;
+
+	if (mp->read(&data, &len, &type, mp, oid) != 0)
+		return 0; /* not new: it was in the odb already */
+	rc = pack_add(p, type, data, len, oid, err);
+	git_odb_backend_data_free(mp, data);
+	return rc;
+}
+
+/* ---- the cache tables (note 2) ------------------------------------------------------ */
+
+static const char *const cache_sql =
+	"CREATE TABLE IF NOT EXISTS snap_docs(repo INTEGER, docid INTEGER, ctime INTEGER,"
+	" oid BLOB, PRIMARY KEY(repo, docid)) WITHOUT ROWID;"
+	"CREATE TABLE IF NOT EXISTS snap_colls(repo INTEGER, coll INTEGER, ndocs INTEGER,"
+	" max_ctime INTEGER, fp REAL, idx BLOB, tree BLOB, PRIMARY KEY(repo, coll)) WITHOUT ROWID;";
+
+static int cache_ensure(struct store_db *db, struct dfs_err *err)
+{
+	struct store_txn *t;
+	sqlite3_stmt *st = NULL;
+	char *msg = NULL;
+	int rc;
+
+	if ((rc = store_txn_begin(db, false, &t, err)))
+		return rc;
+	rc = sqlite3_prepare_v2(t->c->h, "SELECT 1 FROM snap_colls, snap_docs LIMIT 0", -1, &st,
+				NULL);
+	sqlite3_finalize(st);
+	store_txn_abort(t);
+	if (rc == SQLITE_OK)
+		return 0;
+	if ((rc = store_txn_begin(db, true, &t, err)))
+		return rc;
+	if (sqlite3_exec(t->c->h, cache_sql, NULL, NULL, &msg) != SQLITE_OK) {
+		rc = dfs_err_set(err, DFS_EIO, "create snapshot cache: %s", msg ? msg : "?");
+		sqlite3_free(msg);
+		store_txn_abort(t);
+		return rc;
+	}
+	return store_txn_commit(t, err);
+}
+
+/* A 63-bit FNV-1a hash of the repository's real path. */
+static int64_t repo_key(git_repository *repo)
+{
+	char *rp = realpath(git_repository_path(repo), NULL);
+	const char *p = rp ? rp : git_repository_path(repo);
+	uint64_t h = 1469598103934665603ULL;
+	size_t n = strlen(p);
+
+	while (n > 1 && p[n - 1] == '/')
+		n--;
+	for (size_t i = 0; i < n; i++) {
+		h ^= (uint8_t)p[i];
+		h *= 1099511628211ULL;
+	}
+	free(rp);
+	return (int64_t)(h & INT64_MAX);
+}
+
+/* ---- snapshot ----------------------------------------------------------------------- */
+
+struct doc_row {
+	int64_t docid, ctime;
+	git_oid oid;
+};
+
+struct coll_row {
+	int64_t coll, ndocs, max_ctime;
+	double fp;
+	git_oid idx, tree;
+};
+
+struct snap {
+	struct store_txn *t;		/* the read transaction */
+	git_repository *repo;		/* Borrowed */
+	git_odb *odb;			/* Owned reference */
+	int64_t repokey;		/* repo_key */
+	struct packw pack;
+	struct dfs_buf text;		/* rendering buffer */
+	struct doc_row *docs;		/* Owned: snap_docs rows to write */
+	size_t ndocs, capdocs;
+	struct coll_row *colls;		/* Owned: snap_colls rows to write */
+	size_t ncolls, capcolls;
+	git_oid *trees;			/* Owned: trees written through libgit2 */
+	size_t ntrees, captrees;
+	struct store_snap_result *r;
+};
+
+#define PUSH(arr, n, cap, v)                                                          \
+	do {                                                                          \
+		if ((n) == (cap)) {                                                   \
+			(cap) = (cap) ? (cap) * 2 : 64;                               \
+			(arr) = realloc((arr), (cap) * sizeof(*(arr)));               \
+			if (!(arr))                                                   \
+				abort();                                              \
+		}                                                                     \
+		(arr)[(n)++] = (v);                                                   \
+	} while (0)
+
+static int sql_prepare(struct store_txn *t, const char *sql, sqlite3_stmt **st,
+		       struct dfs_err *err)
+{
+	int rc = sqlite3_prepare_v2(t->c->h, sql, -1, st, NULL);
+
+	if (rc != SQLITE_OK)
+		return store__sqlerr(t, rc, "snapshot", err);
+	return 0;
+}
+
+/* Appends v pretty-rendered and indented by two spaces (no final newline). */
+static int render_indented(const bson_t *v, struct dfs_buf *out, struct dfs_err *err)
+{
+	struct dfs_buf tmp;
+	int rc;
+
+	dfs_buf_init(&tmp);
+	rc = store_codec_render(v, STORE_RENDER_PRETTY, &tmp, err);
+	if (!rc) {
+		size_t n = tmp.len;
+
+		while (n && tmp.data[n - 1] == '\n')
+			n--;
+		dfs_buf_puts(out, "  ");
+		for (size_t i = 0; i < n; i++) {
+			dfs_buf_putc(out, tmp.data[i]);
+			if (tmp.data[i] == '\n')
+				dfs_buf_puts(out, "  ");
+		}
+	}
+	dfs_buf_release(&tmp);
+	return rc;
+}
+
+/* The bytes of "<coll>/.indexes.json": a JSON array of the index specs, _id_ first. */
+static int render_indexes(struct store_txn *t, int64_t coll, struct dfs_buf *out,
+			  struct dfs_err *err)
+{
+	sqlite3_stmt *st = NULL;
+	bson_t id, key;
+	int rc;
+
+	bson_init(&id);
+	bson_append_int32(&id, "v", 1, 2);
+	bson_append_document_begin(&id, "key", 3, &key);
+	bson_append_int32(&key, "_id", 3, 1);
+	bson_append_document_end(&id, &key);
+	bson_append_utf8(&id, "name", 4, "_id_", 4);
+	dfs_buf_reset(out);
+	dfs_buf_puts(out, "[\n");
+	rc = render_indented(&id, out, err);
+	bson_destroy(&id);
+	if (rc)
+		return rc;
+	if ((rc = sql_prepare(t, "SELECT name, spec FROM indexes WHERE coll = ?1 AND name <> '_id_'"
+				 " ORDER BY name", &st, err)))
+		return rc;
+	sqlite3_bind_int64(st, 1, coll);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const uint8_t *data = sqlite3_column_blob(st, 1);
+		int n = sqlite3_column_bytes(st, 1);
+		bson_t spec;
+
+		if (n < 5 || !bson_init_static(&spec, data, (size_t)n)) {
+			rc = dfs_err_set(err, DFS_ECORRUPT, "index '%s' has a bad spec",
+					 (const char *)sqlite3_column_text(st, 0));
+			goto done;
+		}
+		dfs_buf_puts(out, ",\n");
+		if ((rc = render_indented(&spec, out, err)))
+			goto done;
+	}
+	if (rc != SQLITE_DONE) {
+		rc = store__sqlerr(t, rc, "read index definitions", err);
+		goto done;
+	}
+	rc = 0;
+	dfs_buf_puts(out, "\n]\n");
+done:
+	sqlite3_finalize(st);
+	return rc;
+}
+
+static int tb_insert(git_treebuilder *tb, const char *name, const git_oid *oid,
+		     git_filemode_t mode, struct dfs_err *err)
+{
+	if (git_treebuilder_insert(NULL, tb, name, oid, mode) != 0)
+		return store__git_err(err, DFS_EIO, "tree entry");
+	return 0;
+}
+
+/* A collection tree: blobs only, so git's entry order is plain byte order of the names.
+ * Built flat (one arena of names, one array, one sort) rather than through a
+ * git_treebuilder: a million entries cost a hash map insertion and an allocation each there. */
+struct flat_ent {
+	size_t off;	/* name offset in the arena */
+	size_t len;	/* name length */
+	git_oid oid;
+};
+
+struct flat_tree {
+	struct dfs_buf names;	/* arena: the names, NUL-separated */
+	struct flat_ent *v;	/* Owned */
+	size_t n, cap;
+};
+
+static const char *flat_arena;
+
+static int flat_cmp(const void *a, const void *b)
+{
+	const struct flat_ent *x = a, *y = b;
+	size_t n = x->len < y->len ? x->len : y->len;
+	int c = memcmp(flat_arena + x->off, flat_arena + y->off, n);
+
+	return c ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+static void flat_add(struct flat_tree *f, const char *name, size_t len, const git_oid *oid)
+{
+	struct flat_ent e = {f->names.len, len, *oid};
+
+	dfs_buf_append(&f->names, name, len + 1);
+	PUSH(f->v, f->n, f->cap, e);
+}
+
+/* Sorts, serializes and packs the tree; *oid gets its id. Not thread-safe (flat_arena). */
+static int flat_write(struct snap *sn, struct flat_tree *f, git_oid *oid, struct dfs_err *err)
+{
+	static pthread_mutex_t sort_lock = PTHREAD_MUTEX_INITIALIZER;
+	struct dfs_buf *out = &sn->text;
+
+	pthread_mutex_lock(&sort_lock);
+	flat_arena = f->names.data;
+	qsort(f->v, f->n, sizeof(*f->v), flat_cmp);
+	pthread_mutex_unlock(&sort_lock);
+	dfs_buf_reset(out);
+	dfs_buf_reserve(out, f->names.len + f->n * (7 + GIT_OID_RAWSZ));
+	for (size_t i = 0; i < f->n; i++) {
+		if (i && flat_cmp(&f->v[i - 1], &f->v[i]) == 0)
+			return dfs_err_set(err, DFS_ECORRUPT, "two entries named '%s'",
+					   f->names.data + f->v[i].off);
+		dfs_buf_append(out, "100644 ", 7);
+		dfs_buf_append(out, f->names.data + f->v[i].off, f->v[i].len + 1);
+		dfs_buf_append(out, f->v[i].oid.id, GIT_OID_RAWSZ);
+	}
+	git_odb_hash(oid, out->data, out->len, GIT_OBJECT_TREE);
+	return pack_add(&sn->pack, GIT_OBJECT_TREE, out->data, out->len, oid, err);
+}
+
+/* Builds the tree of one collection into *tree (incremental, note 2). */
+static int snap_coll(struct snap *sn, const struct store_coll *c, git_oid *tree,
+		     struct dfs_err *err)
+{
+	struct store_txn *t = sn->t;
+	sqlite3_stmt *st = NULL, *bst = NULL, *cst = NULL;
+	struct flat_tree tb = {0};
+	int cst_rc = SQLITE_DONE;
+	struct coll_row row = {.coll = c->id};
+	bool have_cache = false;
+	int rc;
+
+	/* Fingerprint first: an unchanged collection reads no document. */
+	if ((rc = sql_prepare(t, "SELECT count(*), max(ctime), total(id) FROM docs WHERE coll = ?1",
+			      &st, err)))
+		return rc;
+	sqlite3_bind_int64(st, 1, c->id);
+	if ((rc = sqlite3_step(st)) != SQLITE_ROW) {
+		rc = store__sqlerr(t, rc, "count documents", err);
+		goto done;
+	}
+	row.ndocs = sqlite3_column_int64(st, 0);
+	row.max_ctime = sqlite3_column_int64(st, 1);
+	row.fp = sqlite3_column_double(st, 2);
+	sqlite3_finalize(st);
+	st = NULL;
+	if ((rc = render_indexes(t, c->id, &sn->text, err)))
+		goto done;
+	git_odb_hash(&row.idx, sn->text.data, sn->text.len, GIT_OBJECT_BLOB);
+
+	if ((rc = sql_prepare(t, "SELECT ndocs, max_ctime, fp, idx, tree FROM snap_colls"
+				 " WHERE repo = ?1 AND coll = ?2", &st, err)))
+		goto done;
+	sqlite3_bind_int64(st, 1, sn->repokey);
+	sqlite3_bind_int64(st, 2, c->id);
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW && sqlite3_column_bytes(st, 4) == GIT_OID_RAWSZ) {
+		git_oid old;
+
+		git_oid_fromraw(&old, sqlite3_column_blob(st, 4));
+		have_cache = git_odb_exists(sn->odb, &old) == 1;
+		if (have_cache && sqlite3_column_int64(st, 0) == row.ndocs &&
+		    sqlite3_column_int64(st, 1) == row.max_ctime &&
+		    sqlite3_column_double(st, 2) == row.fp &&
+		    sqlite3_column_bytes(st, 3) == GIT_OID_RAWSZ &&
+		    memcmp(sqlite3_column_blob(st, 3), row.idx.id, GIT_OID_RAWSZ) == 0) {
+			*tree = old;
+			sn->r->colls_reused++;
+			sn->r->docs += row.ndocs;
+			sn->r->blobs_reused += row.ndocs;
+			rc = 0;
+			goto done;
+		}
+	} else if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+		rc = store__sqlerr(t, rc, "read snapshot cache", err);
+		goto done;
+	}
+	sqlite3_finalize(st);
+	st = NULL;
+
+	if ((rc = pack_add(&sn->pack, GIT_OBJECT_BLOB, sn->text.data, sn->text.len, &row.idx, err)))
+		goto done;
+	dfs_buf_init(&tb.names);
+	flat_add(&tb, ".indexes.json", 13, &row.idx);
+	/* With a cache: a merge of two ordered scans (documents by id, cache rows by docid),
+	 * cheaper than a lookup per document, and a row's BSON (mostly in overflow pages) read
+	 * only when it must be rendered: a selected column is materialised whether or not it
+	 * is looked at. */
+	rc = sql_prepare(t, have_cache
+		? "SELECT id, name, ctime FROM docs WHERE coll = ?1 ORDER BY id"
+		: "SELECT id, name, ctime, bson FROM docs WHERE coll = ?1", &st, err);
+	if (!rc && have_cache)
+		rc = sql_prepare(t, "SELECT bson FROM docs WHERE id = ?1", &bst, err);
+	if (!rc && have_cache)
+		rc = sql_prepare(t, "SELECT docid, ctime, oid FROM snap_docs WHERE repo = ?1"
+				    " ORDER BY docid", &cst, err);
+	if (rc)
+		goto done;
+	sqlite3_bind_int64(st, 1, c->id);
+	if (cst) {
+		sqlite3_bind_int64(cst, 1, sn->repokey);
+		cst_rc = sqlite3_step(cst);
+	}
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct doc_row d = {.docid = sqlite3_column_int64(st, 0),
+				    .ctime = sqlite3_column_int64(st, 2)};
+		const char *name = (const char *)sqlite3_column_text(st, 1);
+
+		while (cst_rc == SQLITE_ROW && sqlite3_column_int64(cst, 0) < d.docid)
+			cst_rc = sqlite3_step(cst);
+		if (cst_rc != SQLITE_ROW && cst_rc != SQLITE_DONE) {
+			rc = store__sqlerr(t, cst_rc, "read snapshot cache", err);
+			goto done;
+		}
+		if (cst_rc == SQLITE_ROW && sqlite3_column_int64(cst, 0) == d.docid &&
+		    sqlite3_column_int64(cst, 1) == d.ctime &&
+		    sqlite3_column_bytes(cst, 2) == GIT_OID_RAWSZ) {
+			git_oid_fromraw(&d.oid, sqlite3_column_blob(cst, 2));
+			sn->r->blobs_reused++;
+		} else {
+			const uint8_t *data;
+			int n;
+			bson_t doc;
+
+			if (bst) {
+				sqlite3_reset(bst);
+				sqlite3_bind_int64(bst, 1, d.docid);
+				if ((rc = sqlite3_step(bst)) != SQLITE_ROW) {
+					rc = store__sqlerr(t, rc, "read document", err);
+					goto done;
+				}
+				data = sqlite3_column_blob(bst, 0);
+				n = sqlite3_column_bytes(bst, 0);
+			} else {
+				data = sqlite3_column_blob(st, 3);
+				n = sqlite3_column_bytes(st, 3);
+			}
+			if (n < 5 || !bson_init_static(&doc, data, (size_t)n)) {
+				rc = dfs_err_set(err, DFS_ECORRUPT, "document %lld is not valid BSON",
+						 (long long)d.docid);
+				goto done;
+			}
+			dfs_buf_reset(&sn->text);
+			if ((rc = store_codec_render(&doc, STORE_RENDER_PRETTY, &sn->text, err)))
+				goto done;
+			git_odb_hash(&d.oid, sn->text.data, sn->text.len, GIT_OBJECT_BLOB);
+			if ((rc = pack_add(&sn->pack, GIT_OBJECT_BLOB, sn->text.data, sn->text.len,
+					   &d.oid, err)))
+				goto done;
+			PUSH(sn->docs, sn->ndocs, sn->capdocs, d);
+			sn->r->blobs_written++;
+		}
+		if (!name) {
+			rc = dfs_err_set(err, DFS_ECORRUPT, "document %lld has no name",
+					 (long long)d.docid);
+			goto done;
+		}
+		flat_add(&tb, name, (size_t)sqlite3_column_bytes(st, 1), &d.oid);
+		sn->r->docs++;
+	}
+	if (rc != SQLITE_DONE) {
+		rc = store__sqlerr(t, rc, "read documents", err);
+		goto done;
+	}
+	if ((rc = flat_write(sn, &tb, tree, err)))
+		goto done;
+	row.tree = *tree;
+	PUSH(sn->colls, sn->ncolls, sn->capcolls, row);
+done:
+	sqlite3_finalize(st);
+	sqlite3_finalize(bst);
+	sqlite3_finalize(cst);
+	dfs_buf_release(&tb.names);
+	free(tb.v);
+	if (rc)
+		dfs_err_prefix(err, "collection '%s.%s': ", store_db_name(t->db), c->name);
+	return rc;
+}
+
+/* Writes the snap_docs and snap_colls rows in one short write transaction. */
+static int cache_write(struct store_db *db, struct snap *sn, struct dfs_err *err)
+{
+	struct store_txn *t;
+	sqlite3_stmt *sd = NULL, *sc = NULL;
+	int rc;
+
+	if ((rc = store_txn_begin(db, true, &t, err)))
+		return rc;
+	if ((rc = sql_prepare(t, "INSERT OR REPLACE INTO snap_docs(repo, docid, ctime, oid)"
+				 " VALUES(?1, ?2, ?3, ?4)", &sd, err)) ||
+	    (rc = sql_prepare(t, "INSERT OR REPLACE INTO snap_colls(repo, coll, ndocs, max_ctime,"
+				 " fp, idx, tree) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)", &sc, err)))
+		goto done;
+	for (size_t i = 0; i < sn->ndocs; i++) {
+		sqlite3_reset(sd);
+		sqlite3_bind_int64(sd, 1, sn->repokey);
+		sqlite3_bind_int64(sd, 2, sn->docs[i].docid);
+		sqlite3_bind_int64(sd, 3, sn->docs[i].ctime);
+		sqlite3_bind_blob(sd, 4, sn->docs[i].oid.id, GIT_OID_RAWSZ, SQLITE_STATIC);
+		if ((rc = sqlite3_step(sd)) != SQLITE_DONE) {
+			rc = store__sqlerr(t, rc, "write snapshot cache", err);
+			goto done;
+		}
+	}
+	for (size_t i = 0; i < sn->ncolls; i++) {
+		const struct coll_row *c = &sn->colls[i];
+
+		sqlite3_reset(sc);
+		sqlite3_bind_int64(sc, 1, sn->repokey);
+		sqlite3_bind_int64(sc, 2, c->coll);
+		sqlite3_bind_int64(sc, 3, c->ndocs);
+		sqlite3_bind_int64(sc, 4, c->max_ctime);
+		sqlite3_bind_double(sc, 5, c->fp);
+		sqlite3_bind_blob(sc, 6, c->idx.id, GIT_OID_RAWSZ, SQLITE_STATIC);
+		sqlite3_bind_blob(sc, 7, c->tree.id, GIT_OID_RAWSZ, SQLITE_STATIC);
+		if ((rc = sqlite3_step(sc)) != SQLITE_DONE) {
+			rc = store__sqlerr(t, rc, "write snapshot cache", err);
+			goto done;
+		}
+	}
+	rc = 0;
+done:
+	sqlite3_finalize(sd);
+	sqlite3_finalize(sc);
+	if (rc) {
+		store_txn_abort(t);
+		return rc;
+	}
+	return store_txn_commit(t, err);
+}
+
+/* ---- author, committer ------------------------------------------------------------- */
+
+static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
+{
+	y -= m <= 2;
+	int64_t era = (y >= 0 ? y : y - 399) / 400;
+	unsigned yoe = (unsigned)(y - era * 400);
+	unsigned doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+	unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+
+	return era * 146097 + (int64_t)doe - 719468;
+}
+
+/* Parses "+hhmm", "-hh:mm", "Z" at p into minutes; returns the end or NULL. */
+static const char *parse_tz(const char *p, int *off)
+{
+	int sign, hh, mm;
+
+	while (*p == ' ')
+		p++;
+	if (*p == 'Z' || *p == 'z') {
+		*off = 0;
+		return p + 1;
+	}
+	if (*p != '+' && *p != '-')
+		return NULL;
+	sign = *p++ == '-' ? -1 : 1;
+	if (sscanf(p, "%2d", &hh) != 1 || !(p[0] >= '0' && p[0] <= '9' && p[1] >= '0' &&
+					     p[1] <= '9'))
+		return NULL;
+	p += 2;
+	if (*p == ':')
+		p++;
+	if (!(p[0] >= '0' && p[0] <= '9' && p[1] >= '0' && p[1] <= '9'))
+		return NULL;
+	mm = (p[0] - '0') * 10 + (p[1] - '0');
+	*off = sign * (hh * 60 + mm);
+	return p + 2;
+}
+
+/* git's date forms: "<seconds> <+hhmm>" (optionally "@"), ISO 8601 with an optional zone
+ * (none: UTC). Returns 0 or -1. */
+static int parse_date(const char *s, int64_t *secs, int *off)
+{
+	const char *p = s;
+	char *end;
+	int y, mo, d, h = 0, mi = 0, sec = 0, n = 0;
+
+	*off = 0;
+	if (*p == '@')
+		p++;
+	if (*p >= '0' && *p <= '9' && !strchr(p, '-') && !strchr(p, ':')) {
+		long long v = strtoll(p, &end, 10);
+
+		*secs = v;
+		p = end;
+		while (*p == ' ')
+			p++;
+		if (*p && (!(p = parse_tz(p, off)) || *p))
+			return -1;
+		return 0;
+	}
+	if (sscanf(s, "%4d-%2d-%2d%n", &y, &mo, &d, &n) != 3 || mo < 1 || mo > 12 || d < 1 ||
+	    d > 31)
+		return -1;
+	p = s + n;
+	if (*p == 'T' || *p == ' ') {
+		int m2 = 0;
+
+		if (sscanf(p + 1, "%2d:%2d%n", &h, &mi, &m2) != 2)
+			return -1;
+		p += 1 + m2;
+		if (*p == ':') {
+			if (sscanf(p + 1, "%2d%n", &sec, &m2) != 1)
+				return -1;
+			p += 1 + m2;
+			if (*p == '.')
+				for (p++; *p >= '0' && *p <= '9'; p++)
+					;
+		}
+	}
+	while (*p == ' ')
+		p++;
+	if (*p && (!(p = parse_tz(p, off)) || *p))
+		return -1;
+	*secs = days_from_civil(y, (unsigned)mo, (unsigned)d) * 86400 + h * 3600 + mi * 60 + sec -
+		(int64_t)*off * 60;
+	return 0;
+}
+
+static int signature_env(const char *who, git_signature **out, struct dfs_err *err)
+{
+	char k[64];
+	const char *name, *email, *date;
+	int64_t secs;
+	int off, rc;
+
+	snprintf(k, sizeof(k), "GIT_%s_NAME", who);
+	name = getenv(k);
+	snprintf(k, sizeof(k), "GIT_%s_EMAIL", who);
+	email = getenv(k);
+	snprintf(k, sizeof(k), "GIT_%s_DATE", who);
+	date = getenv(k);
+	if (!name || !*name)
+		name = "docfs";
+	if (!email || !*email)
+		email = "docfs@localhost";
+	if (date && *date) {
+		if (parse_date(date, &secs, &off) != 0)
+			return dfs_err_set(err, DFS_EINVAL, "cannot parse %s '%s'", k, date);
+		rc = git_signature_new(out, name, email, secs, off);
+	} else {
+		rc = git_signature_now(out, name, email);
+	}
+	if (rc != 0)
+		return store__git_err(err, DFS_EINVAL, "signature");
+	return 0;
+}
+
+/* ---- store_snapshot ---------------------------------------------------------------- */
+
+struct coll_list {
+	struct store_coll *v;
+	size_t n, cap;
+};
+
+static int coll_collect(void *ctx, const struct store_coll *c)
+{
+	struct coll_list *l = ctx;
+
+	PUSH(l->v, l->n, l->cap, *c);
+	return 0;
+}
+
+int store_snapshot(struct store *s, const struct store_snap_opts *o, struct store_snap_result *r,
+		   struct dfs_err *err)
+{
+	const char *branch = o->branch ? o->branch : "main";
+	char refname[300], tagref[300], *where = NULL, *msg = NULL;
+	git_repository *repo = NULL;
+	git_odb_backend *mp = NULL;
+	git_reference *ref = NULL;
+	git_commit *parent = NULL;
+	git_tree *oldroot = NULL, *olddb = NULL, *roottree = NULL;
+	git_treebuilder *dbtb = NULL, *roottb = NULL;
+	git_signature *author = NULL, *committer = NULL;
+	struct coll_list colls = {0};
+	struct store_db *db;
+	struct snap sn = {0};
+	git_oid dboid, rootoid, commitoid;
+	int rc, valid = 0;
+
+	memset(r, 0, sizeof(*r));
+	sn.r = r;
+	dfs_buf_init(&sn.text);
+	dfs_buf_init(&sn.pack.body);
+	if (!o->db)
+		return dfs_err_set(err, DFS_EINVAL, "snapshot needs a database");
+	if ((rc = store_db_get(s, o->db, false, &db, err)))
+		return rc;
+	snprintf(refname, sizeof(refname), "refs/heads/%s", branch);
+	if (git_reference_name_is_valid(&valid, refname) != 0 || !valid)
+		return dfs_err_set(err, DFS_EINVAL, "bad branch name '%s'", branch);
+	if (o->tag) {
+		snprintf(tagref, sizeof(tagref), "refs/tags/%s", o->tag);
+		if (git_reference_name_is_valid(&valid, tagref) != 0 || !valid)
+			return dfs_err_set(err, DFS_EINVAL, "bad tag name '%s'", o->tag);
+	}
+	if ((rc = store__git_open(s, o->repo, true, branch, &repo, &where, err)))
+		return rc;
+	if (o->tag && git_reference_lookup(&ref, repo, tagref) == 0) {
+		rc = dfs_err_set(err, DFS_EEXIST, "tag '%s' exists in '%s'", o->tag, where);
+		goto done;
+	}
+	git_reference_free(ref);
+	ref = NULL;
+	/* The parent: the branch as it is now (moved later only if it still is). */
+	rc = git_reference_lookup(&ref, repo, refname);
+	if (rc == 0) {
+		git_object *obj = NULL;
+
+		if (git_reference_peel(&obj, ref, GIT_OBJECT_COMMIT) != 0) {
+			rc = store__git_err(err, DFS_EIO, "branch");
+			goto done;
+		}
+		parent = (git_commit *)obj;
+		if (git_commit_tree(&oldroot, parent) != 0) {
+			rc = store__git_err(err, DFS_EIO, "branch tree");
+			goto done;
+		}
+	} else if (rc != GIT_ENOTFOUND) {
+		rc = store__git_err(err, DFS_EIO, "branch");
+		goto done;
+	}
+	if (git_repository_odb(&sn.odb, repo) != 0 || git_mempack_new(&mp) != 0 ||
+	    git_odb_add_backend(sn.odb, mp, 1000) != 0) {
+		rc = store__git_err(err, DFS_EIO, "object database");
+		goto done;
+	}
+	sn.repo = repo;
+	sn.pack.odb = sn.odb;
+	sn.repokey = repo_key(repo);
+	if ((rc = cache_ensure(db, err)))
+		goto done;
+
+	/* Read everything in one transaction (note 1). */
+	if ((rc = store_txn_begin(db, false, &sn.t, err)))
+		goto done;
+	if (o->coll) {
+		struct store_coll c;
+
+		if ((rc = store_coll_find(sn.t, o->coll, &c, err)))
+			goto done;
+		PUSH(colls.v, colls.n, colls.cap, c);
+		if (oldroot) {
+			const git_tree_entry *e = git_tree_entry_byname(oldroot, o->db);
+
+			if (e && git_tree_entry_type(e) == GIT_OBJECT_TREE &&
+			    git_tree_lookup(&olddb, repo, git_tree_entry_id(e)) != 0) {
+				rc = store__git_err(err, DFS_EIO, "previous snapshot");
+				goto done;
+			}
+		}
+	} else if ((rc = store_coll_list(sn.t, coll_collect, &colls, err))) {
+		goto done;
+	}
+	if (git_treebuilder_new(&dbtb, repo, olddb) != 0) {
+		rc = store__git_err(err, DFS_EIO, "tree builder");
+		goto done;
+	}
+	for (size_t i = 0; i < colls.n; i++) {
+		git_oid tree;
+
+		if ((rc = snap_coll(&sn, &colls.v[i], &tree, err)))
+			goto done;
+		if ((rc = tb_insert(dbtb, colls.v[i].name, &tree, GIT_FILEMODE_TREE, err)))
+			goto done;
+	}
+	store_txn_abort(sn.t);
+	sn.t = NULL;
+
+	/* The root: the previous one with <db> replaced. */
+	if (git_treebuilder_new(&roottb, repo, oldroot) != 0) {
+		rc = store__git_err(err, DFS_EIO, "tree builder");
+		goto done;
+	}
+	if (git_treebuilder_entrycount(dbtb) == 0) {
+		if (git_treebuilder_get(roottb, o->db))
+			git_treebuilder_remove(roottb, o->db);
+	} else {
+		if (git_treebuilder_write(&dboid, dbtb) != 0) {
+			rc = store__git_err(err, DFS_EIO, "write tree");
+			goto done;
+		}
+		PUSH(sn.trees, sn.ntrees, sn.captrees, dboid);
+		if ((rc = tb_insert(roottb, o->db, &dboid, GIT_FILEMODE_TREE, err)))
+			goto done;
+	}
+	if (git_treebuilder_write(&rootoid, roottb) != 0 ||
+	    git_tree_lookup(&roottree, repo, &rootoid) != 0) {
+		rc = store__git_err(err, DFS_EIO, "write tree");
+		goto done;
+	}
+	PUSH(sn.trees, sn.ntrees, sn.captrees, rootoid);
+
+	if ((rc = signature_env("AUTHOR", &author, err)) ||
+	    (rc = signature_env("COMMITTER", &committer, err)))
+		goto done;
+	if (o->message) {
+		size_t n = strlen(o->message);
+
+		if (asprintf(&msg, "%s%s", o->message, n && o->message[n - 1] == '\n' ? "" : "\n") < 0)
+			msg = NULL;
+	} else if (asprintf(&msg, "docfs snapshot %s%s%s\n", o->db, o->coll ? "." : "",
+			    o->coll ? o->coll : "") < 0) {
+		msg = NULL;
+	}
+	if (!msg) {
+		rc = dfs_err_set(err, DFS_ENOMEM, "out of memory");
+		goto done;
+	}
+	{
+		const git_commit *parents[1] = {parent};
+
+		if (git_commit_create(&commitoid, repo, NULL, author, committer, NULL, msg, roottree,
+				      parent ? 1 : 0, parents) != 0) {
+			rc = store__git_err(err, DFS_EIO, "commit");
+			goto done;
+		}
+	}
+	PUSH(sn.trees, sn.ntrees, sn.captrees, commitoid);
+
+	/* Objects to disk (note 3), then the refs (note 5). */
+	for (size_t i = 0; i < sn.ntrees; i++)
+		if ((rc = pack_from_mempack(&sn.pack, mp, &sn.trees[i], err)))
+			goto done;
+	if ((rc = pack_flush(&sn.pack, err)))
+		goto done;
+	git_mempack_reset(mp);
+	git_reference_free(ref);
+	ref = NULL;
+	{
+		char logmsg[320];
+
+		snprintf(logmsg, sizeof(logmsg), "snapshot: %.300s", msg);
+		logmsg[strcspn(logmsg, "\n")] = '\0';
+		if (parent)
+			rc = git_reference_create_matching(&ref, repo, refname, &commitoid, 1,
+							   git_commit_id(parent), logmsg);
+		else
+			rc = git_reference_create(&ref, repo, refname, &commitoid, 0, logmsg);
+		if (rc != 0) {
+			rc = store__git_err(err, rc == GIT_EEXISTS || rc == GIT_EMODIFIED ? DFS_EBUSY
+											  : DFS_EIO,
+					    "update branch");
+			goto done;
+		}
+	}
+	if (o->tag) {
+		git_reference *tr = NULL;
+
+		rc = git_reference_create(&tr, repo, tagref, &commitoid, 0, NULL);
+		git_reference_free(tr);
+		if (rc == GIT_EEXISTS) {
+			rc = dfs_err_set(err, DFS_EEXIST, "tag '%s' exists in '%s'", o->tag, where);
+			goto done;
+		}
+		if (rc != 0) {
+			rc = store__git_err(err, DFS_EIO, "create tag");
+			goto done;
+		}
+	}
+	git_oid_tostr(r->commit, sizeof(r->commit), &commitoid);
+	/* The cache is an optimisation: failing to write it loses nothing but speed. */
+	cache_write(db, &sn, NULL);
+	rc = 0;
+done:
+	if (sn.t)
+		store_txn_abort(sn.t);
+	if (mp)
+		git_mempack_reset(mp);
+	free(msg);
+	free(colls.v);
+	free(sn.docs);
+	free(sn.colls);
+	free(sn.trees);
+	free(sn.pack.seen.slots);
+	dfs_buf_release(&sn.pack.body);
+	dfs_buf_release(&sn.text);
+	git_signature_free(author);
+	git_signature_free(committer);
+	git_treebuilder_free(dbtb);
+	git_treebuilder_free(roottb);
+	git_tree_free(roottree);
+	git_tree_free(olddb);
+	git_tree_free(oldroot);
+	git_commit_free(parent);
+	git_reference_free(ref);
+	git_odb_free(sn.odb);
+	store__git_close(repo);
+	free(where);
+	return rc;
+}
+
+/* ---- store_snapshot_list ----------------------------------------------------------- */
+
+struct refname {
+	git_oid oid;
+	char name[200];
+};
+
+struct count_cache {
+	git_oid *oids;
+	int64_t *counts;
+	size_t n, cap;
+};
+
+/* Documents in a collection tree: its entries less .indexes.json. */
+static int64_t coll_docs(git_repository *repo, const git_oid *oid, struct count_cache *cc)
+{
+	git_tree *t;
+	int64_t n;
+
+	for (size_t i = 0; i < cc->n; i++)
+		if (git_oid_equal(&cc->oids[i], oid))
+			return cc->counts[i];
+	if (git_tree_lookup(&t, repo, oid) != 0)
+		return 0;
+	n = (int64_t)git_tree_entrycount(t);
+	if (git_tree_entry_byname(t, ".indexes.json"))
+		n--;
+	git_tree_free(t);
+	if (cc->n == cc->cap) {
+		cc->cap = cc->cap ? cc->cap * 2 : 64;
+		cc->oids = realloc(cc->oids, cc->cap * sizeof(*cc->oids));
+		cc->counts = realloc(cc->counts, cc->cap * sizeof(*cc->counts));
+		if (!cc->oids || !cc->counts)
+			abort();
+	}
+	cc->oids[cc->n] = *oid;
+	cc->counts[cc->n++] = n;
+	return n;
+}
+
+static int64_t tree_docs(git_repository *repo, git_tree *root, struct count_cache *cc)
+{
+	int64_t n = 0;
+
+	for (size_t i = 0; i < git_tree_entrycount(root); i++) {
+		const git_tree_entry *e = git_tree_entry_byindex(root, i);
+		git_tree *dbt;
+
+		if (git_tree_entry_type(e) != GIT_OBJECT_TREE ||
+		    git_tree_lookup(&dbt, repo, git_tree_entry_id(e)) != 0)
+			continue;
+		for (size_t j = 0; j < git_tree_entrycount(dbt); j++) {
+			const git_tree_entry *c = git_tree_entry_byindex(dbt, j);
+
+			if (git_tree_entry_type(c) == GIT_OBJECT_TREE)
+				n += coll_docs(repo, git_tree_entry_id(c), cc);
+		}
+		git_tree_free(dbt);
+	}
+	return n;
+}
+
+int store_snapshot_list(struct store *s, const char *repo_path, const char *branch,
+			int (*cb)(void *ctx, const struct store_snap_info *i), void *ctx,
+			struct dfs_err *err)
+{
+	git_repository *repo = NULL;
+	git_revwalk *walk = NULL;
+	git_reference_iterator *it = NULL;
+	git_reference *ref;
+	struct refname *refs = NULL;
+	size_t nrefs = 0, caprefs = 0;
+	struct count_cache cc = {0};
+	char refname[300], *where = NULL;
+	git_oid oid;
+	int rc;
+
+	rc = store__git_open(s, repo_path, false, branch, &repo, &where, err);
+	if (rc == DFS_ENOENT && !repo_path) {
+		if (err)
+			dfs_err_clear(err);
+		return 0; /* no snapshot taken yet */
+	}
+	if (rc)
+		return rc;
+	snprintf(refname, sizeof(refname), "refs/heads/%s", branch ? branch : "main");
+	if (git_reference_iterator_new(&it, repo) != 0) {
+		rc = store__git_err(err, DFS_EIO, "list refs");
+		goto done;
+	}
+	while (git_reference_next(&ref, it) == 0) {
+		const char *name = git_reference_name(ref);
+		git_object *obj = NULL;
+
+		if ((!strncmp(name, "refs/heads/", 11) || !strncmp(name, "refs/tags/", 10)) &&
+		    git_reference_peel(&obj, ref, GIT_OBJECT_COMMIT) == 0) {
+			struct refname rn;
+
+			rn.oid = *git_object_id(obj);
+			snprintf(rn.name, sizeof(rn.name), "%s", git_reference_shorthand(ref));
+			PUSH(refs, nrefs, caprefs, rn);
+		}
+		git_object_free(obj);
+		git_reference_free(ref);
+	}
+	if (git_revwalk_new(&walk, repo) != 0) {
+		rc = store__git_err(err, DFS_EIO, "walk");
+		goto done;
+	}
+	git_revwalk_sorting(walk, GIT_SORT_TOPOLOGICAL | GIT_SORT_TIME);
+	rc = git_revwalk_push_ref(walk, refname);
+	if (rc == GIT_ENOTFOUND) {
+		rc = 0;
+		goto done;
+	}
+	if (rc != 0) {
+		rc = store__git_err(err, DFS_EIO, "walk");
+		goto done;
+	}
+	while ((rc = git_revwalk_next(&oid, walk)) == 0) {
+		struct store_snap_info info = {0};
+		git_commit *c;
+		git_tree *t;
+		const char *m;
+		size_t len = 0;
+
+		if (git_commit_lookup(&c, repo, &oid) != 0) {
+			rc = store__git_err(err, DFS_EIO, "read commit");
+			goto done;
+		}
+		git_oid_tostr(info.id, sizeof(info.id), &oid);
+		info.time = (int64_t)git_commit_time(c);
+		m = git_commit_message(c);
+		if (m) {
+			size_t n = strcspn(m, "\n");
+
+			snprintf(info.message, sizeof(info.message), "%.*s", (int)n, m);
+		}
+		for (size_t i = 0; i < nrefs; i++) {
+			if (!git_oid_equal(&refs[i].oid, &oid))
+				continue;
+			len += (size_t)snprintf(info.refs + len, len < sizeof(info.refs) ?
+					       sizeof(info.refs) - len : 0, "%s%s",
+					       len ? "," : "", refs[i].name);
+			if (len >= sizeof(info.refs))
+				len = sizeof(info.refs) - 1;
+		}
+		if (git_commit_tree(&t, c) == 0) {
+			info.docs = tree_docs(repo, t, &cc);
+			git_tree_free(t);
+		}
+		git_commit_free(c);
+		if ((rc = cb(ctx, &info)))
+			goto done;
+	}
+	rc = rc == GIT_ITEROVER ? 0 : store__git_err(err, DFS_EIO, "walk");
+done:
+	free(refs);
+	free(cc.oids);
+	free(cc.counts);
+	git_reference_iterator_free(it);
+	git_revwalk_free(walk);
+	store__git_close(repo);
+	free(where);
+	return rc;
+}
+
+/* ---- store_restore ----------------------------------------------------------------- */
+
+/* Restores the index definitions of a ".indexes.json" blob into coll. */
+static int restore_indexes(struct store_txn *t, int64_t coll, const char *text, size_t len,
+			   struct dfs_err *err)
+{
+	struct dfs_buf wrap;
+	sqlite3_stmt *st = NULL;
+	bson_t doc;
+	bson_iter_t it, arr;
+	int rc;
+
+	dfs_buf_init(&wrap);
+	dfs_buf_puts(&wrap, "{\"i\": ");
+	dfs_buf_append(&wrap, text, len);
+	dfs_buf_puts(&wrap, "}");
+	bson_init(&doc);
+	rc = store_codec_parse_doc(wrap.data, wrap.len, &doc, err);
+	dfs_buf_release(&wrap);
+	if (rc) {
+		bson_destroy(&doc);
+		return dfs_err_prefix(err, ".indexes.json: ");
+	}
+	if (!bson_iter_init_find(&it, &doc, "i") || !BSON_ITER_HOLDS_ARRAY(&it) ||
+	    !bson_iter_recurse(&it, &arr)) {
+		rc = dfs_err_set(err, DFS_EINVAL, ".indexes.json is not an array");
+		goto done;
+	}
+	if ((rc = sql_prepare(t, "INSERT OR REPLACE INTO indexes(coll, name, spec)"
+				 " VALUES(?1, ?2, ?3)", &st, err)))
+		goto done;
+	while (bson_iter_next(&arr)) {
+		const uint8_t *data;
+		uint32_t n;
+		bson_t spec;
+		bson_iter_t f;
+		const char *name;
+
+		if (!BSON_ITER_HOLDS_DOCUMENT(&arr)) {
+			rc = dfs_err_set(err, DFS_EINVAL, ".indexes.json holds a non-document");
+			goto done;
+		}
+		bson_iter_document(&arr, &n, &data);
+		if (!bson_init_static(&spec, data, n) || !bson_iter_init_find(&f, &spec, "name") ||
+		    !BSON_ITER_HOLDS_UTF8(&f)) {
+			rc = dfs_err_set(err, DFS_EINVAL, ".indexes.json: an index has no name");
+			goto done;
+		}
+		name = bson_iter_utf8(&f, NULL);
+		if (strcmp(name, "_id_") == 0)
+			continue;
+		sqlite3_reset(st);
+		sqlite3_bind_int64(st, 1, coll);
+		sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_blob(st, 3, data, (int)n, SQLITE_TRANSIENT);
+		if ((rc = sqlite3_step(st)) != SQLITE_DONE) {
+			rc = store__sqlerr(t, rc, "restore index definitions", err);
+			goto done;
+		}
+	}
+	rc = 0;
+done:
+	sqlite3_finalize(st);
+	bson_destroy(&doc);
+	return rc;
+}
+
+/* Inserts the document of blob "<stem>.json". */
+static int restore_doc(struct store_txn *t, int64_t coll, const char *name, const void *text,
+		       size_t len, const struct store_attrs *a, struct dfs_err *err)
+{
+	bson_t parsed, id, doc;
+	bson_iter_t it;
+	int rc;
+
+	bson_init(&id);
+	if ((rc = store_name_to_id(name, strlen(name) - 5, &id, err))) {
+		bson_destroy(&id);
+		return dfs_err_prefix(err, "'%s': ", name);
+	}
+	bson_init(&parsed);
+	rc = store_codec_parse_doc(text, len, &parsed, err);
+	if (rc == DFS_EINCOMPLETE)
+		rc = dfs_err_set(err, DFS_EINVAL, "incomplete document");
+	if (!rc) {
+		bson_iter_init_find(&it, &id, "_id");
+		rc = store_doc_prepare(&parsed, bson_iter_value(&it), &doc, err);
+		if (!rc) {
+			rc = store_doc_insert(t, coll, &doc, a, NULL, err);
+			bson_destroy(&doc);
+		}
+	}
+	bson_destroy(&parsed);
+	bson_destroy(&id);
+	if (rc)
+		dfs_err_prefix(err, "'%s': ", name);
+	return rc;
+}
+
+int store_restore(struct store *s, const char *repo_path, const char *ref, const char *db,
+		  const char *coll, const char *into_db, const char *into_coll, bool force,
+		  int64_t *ndocs, struct dfs_err *err)
+{
+	git_repository *repo = NULL;
+	git_object *obj = NULL;
+	git_commit *commit = NULL;
+	git_tree *root = NULL, *ct = NULL;
+	git_tree_entry *te = NULL;
+	struct store_db *target;
+	struct store_txn *t = NULL;
+	struct store_coll c;
+	struct store_attrs a = {0644, (uint32_t)getuid(), (uint32_t)getgid(), 0};
+	char path[2 * DFS_MAX_NS_NAME + 2], *where = NULL;
+	int64_t n = 0;
+	bool created = false;
+	int rc;
+
+	if (ndocs)
+		*ndocs = 0;
+	if (!into_db)
+		into_db = db;
+	if (!into_coll)
+		into_coll = coll;
+	if ((rc = store_db_name_check(db, err)) || (rc = store_coll_name_check(coll, err)) ||
+	    (rc = store_db_name_check(into_db, err)) || (rc = store_coll_name_check(into_coll, err)))
+		return rc;
+	rc = store__git_open(s, repo_path, false, NULL, &repo, &where, err);
+	if (rc == DFS_ENOENT && err) {
+		dfs_err_clear(err);
+		rc = dfs_err_set(err, DFS_ENOENT, "no snapshot '%s' in '%s%s' (no repository)",
+				 ref, repo_path ? repo_path : store_path(s),
+				 repo_path ? "" : "/snapshots.git");
+	}
+	if (rc)
+		return rc;
+	if (git_revparse_single(&obj, repo, ref) != 0 ||
+	    git_object_peel((git_object **)&commit, obj, GIT_OBJECT_COMMIT) != 0) {
+		rc = dfs_err_set(err, DFS_ENOENT, "no snapshot '%s' in '%s'", ref, where);
+		goto done;
+	}
+	snprintf(path, sizeof(path), "%s/%s", db, coll);
+	if (git_commit_tree(&root, commit) != 0) {
+		rc = store__git_err(err, DFS_EIO, "read snapshot");
+		goto done;
+	}
+	if (git_tree_entry_bypath(&te, root, path) != 0 ||
+	    git_tree_entry_type(te) != GIT_OBJECT_TREE) {
+		rc = dfs_err_set(err, DFS_ENOENT, "no collection '%s.%s' in snapshot '%s'", db, coll,
+				 ref);
+		goto done;
+	}
+	if (git_tree_lookup(&ct, repo, git_tree_entry_id(te)) != 0) {
+		rc = store__git_err(err, DFS_EIO, "read snapshot");
+		goto done;
+	}
+	rc = store_db_get(s, into_db, false, &target, NULL);
+	if (rc == DFS_ENOENT) {
+		rc = store_db_get(s, into_db, true, &target, err);
+		created = rc == 0;
+	} else if (rc) {
+		rc = store_db_get(s, into_db, false, &target, err);
+	}
+	if (rc)
+		goto done;
+	if ((rc = store_txn_begin(target, true, &t, err)))
+		goto done;
+	rc = store_coll_find(t, into_coll, &c, NULL);
+	if (rc == 0) {
+		if (!force) {
+			rc = dfs_err_set(err, DFS_EEXIST,
+					 "collection '%s.%s' exists (use --force to replace it)",
+					 into_db, into_coll);
+			goto done;
+		}
+		if ((rc = store_coll_empty(t, c.id, err)))
+			goto done;
+		a.uid = c.uid;
+		a.gid = c.gid;
+	} else if (rc == DFS_ENOENT) {
+		if ((rc = store_coll_create(t, into_coll, 0755, a.uid, a.gid, &c, err)))
+			goto done;
+	} else {
+		rc = store_coll_find(t, into_coll, &c, err);
+		goto done;
+	}
+	for (size_t i = 0; i < git_tree_entrycount(ct); i++) {
+		const git_tree_entry *e = git_tree_entry_byindex(ct, i);
+		const char *name = git_tree_entry_name(e);
+		size_t len = strlen(name);
+		git_blob *b;
+
+		if (git_tree_entry_type(e) != GIT_OBJECT_BLOB || len <= 5 ||
+		    strcmp(name + len - 5, ".json") != 0)
+			continue;
+		if (git_blob_lookup(&b, repo, git_tree_entry_id(e)) != 0) {
+			rc = store__git_err(err, DFS_EIO, "read snapshot");
+			goto done;
+		}
+		if (strcmp(name, ".indexes.json") == 0)
+			rc = restore_indexes(t, c.id, git_blob_rawcontent(b),
+					     (size_t)git_blob_rawsize(b), err);
+		else if ((rc = restore_doc(t, c.id, name, git_blob_rawcontent(b),
+					   (size_t)git_blob_rawsize(b), &a, err)) == 0)
+			n++;
+		git_blob_free(b);
+		if (rc)
+			goto done;
+	}
+	rc = store_txn_commit(t, err);
+	t = NULL;
+	if (!rc && ndocs)
+		*ndocs = n;
+done:
+	store_txn_abort(t);
+	if (rc && created)
+		store_db_drop(s, into_db, NULL); /* nothing changed: not even a new database */
+	git_tree_free(ct);
+	git_tree_entry_free(te);
+	git_tree_free(root);
+	git_commit_free(commit);
+	git_object_free(obj);
+	store__git_close(repo);
+	free(where);
+	return rc;
+}
