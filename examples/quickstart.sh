@@ -46,14 +46,20 @@ show() {
 cd "$MNT"
 show 'ls'
 show 'ls test'
-show 'ls test/users | wc -l'
-first=$(ls test/users | grep -m1 '\.json$')
+show "ls test/users | grep -c '\\.json\$'"
+first=$(ls -f test/users | grep '\.json$' | sed -n 1p)
 show "cat test/users/$first"
 show "stat -c '%n %s bytes, inode %i' test/users/$first"
 show "grep -l '\"ShenZhen\"' -r test/users | head -n 3"
 show "jq -r '.user.name.first' test/users/$first"
+show "cat 'test/users/query/{\"user.address.city\": \"Beijing\", \"user.age\": {\$gt: 60}}?count=1'"
+show "cat 'test/users/query/{\"user.gender\": \"female\"}?sort={\"user.age\": -1, \"user.name.last\": 1}&limit=3&projection={user.name: 1, user.age: 1, _id: 0}'"
+show "cat 'test/users/query/{\"user.age\": {\$lt: 1}}?format=ids' | head -n 3"
+show "cat 'test/users/query/{\"user.age\": {\$gtx: 1}}'; tail -n 1 .docfs/errors"
 show "echo '{\"user\": {\"name\": {\"first\": \"Ada\"}, \"age\": 36}}' > test/users/ada.json && cat test/users/ada.json"
 show "sed -i 's/36/37/' test/users/ada.json && cat test/users/ada.json"
 show "echo '{\"_id\": \"ada\", \"age\": [1' > test/users/ada.json; tail -n 1 .docfs/errors"
+show "cd / && '$DOCFS' snapshot '$STORE' test.users -m 'quickstart' | tail -n 1; ls '$MNT/.snapshots'"
 echo
-echo "Mounted at ./mnt. Unmount with: fusermount3 -u mnt"
+echo "Mounted at ./mnt. Indexes and explain/ are the next issue; until then every query scans."
+echo "Unmount with: fusermount3 -u mnt"
