@@ -7,7 +7,7 @@ set -euo pipefail
 DOCFS=${1:-$(dirname "$0")/../build/docfs}
 W=$(mktemp -d)
 mkdir -p "$W/store" "$W/mnt"
-trap 'fusermount3 -u "$W/mnt" 2>/dev/null || true; rm -rf "$W"' EXIT
+trap 'cd /; fusermount3 -u "$W/mnt" 2>/dev/null || fusermount3 -uz "$W/mnt" 2>/dev/null; mountpoint -q "$W/mnt" || rm -rf "$W"' EXIT
 "$DOCFS" mount "$W/store" "$W/mnt"
 cd "$W/mnt"
 run() { echo; echo "\$ $*"; bash -c "$*" || echo "(exit status $?)"; }
