@@ -151,7 +151,8 @@ static int cmd_mount(int argc, char **argv)
 				} else if (strncmp(tok, "sort_mem=", 9) == 0 ||
 					   strncmp(tok, "result_mem=", 11) == 0) {
 					char *end;
-					unsigned long long v = strtoull(strchr(tok, '=') + 1, &end, 10);
+					unsigned long long v =
+						strtoull(strchr(tok, '=') + 1, &end, 10);
 
 					if (*end || v == 0)
 						return fail("mount", "%.*s needs a number of bytes",
@@ -163,7 +164,8 @@ static int cmd_mount(int argc, char **argv)
 				} else if (strncmp(tok, "notify_ms=", 10) == 0) {
 					o.notify_ms = atoi(tok + 10);
 					if (o.notify_ms <= 0)
-						return fail("mount", "notify_ms must be a positive number");
+						return fail("mount",
+							    "notify_ms must be a positive number");
 				} else {
 					if (fuse_opts.len)
 						dfs_buf_putc(&fuse_opts, ',');
@@ -259,8 +261,8 @@ static int cmd_import(int argc, char **argv)
 			break;
 		if (tty && now_s() - last > 0.5) {
 			last = now_s();
-			fprintf(stderr, "\r%s: %lld documents (%.0f/s)", pos[1], (long long)ins.ndocs,
-				(double)ins.ndocs / (last - t0 + 1e-9));
+			fprintf(stderr, "\r%s: %lld documents (%.0f/s)", pos[1],
+				(long long)ins.ndocs, (double)ins.ndocs / (last - t0 + 1e-9));
 		}
 		if (eof && (feof(in) || ferror(in)))
 			break;
@@ -336,8 +338,8 @@ static int cmd_export(int argc, char **argv)
 			long long v = strtoll(argv[i + 1], &end, 10);
 
 			if (*end || v < 0 || !argv[i + 1][0])
-				return fail("export", "%s needs a whole number >= 0, not '%s'", argv[i],
-					    argv[i + 1]);
+				return fail("export", "%s needs a whole number >= 0, not '%s'",
+					    argv[i], argv[i + 1]);
 			if (strcmp(argv[i], "--limit") == 0)
 				o.limit = v;
 			else
@@ -461,7 +463,8 @@ static int snapshot_db(struct store *s, const char *db, const char *coll,
 	memset(&r, 0, sizeof(r));
 	if ((rc = store_snapshot(s, &o, &r, err)))
 		return rc;
-	printf("%.12s %s%s%s: %lld documents (%lld written, %lld reused, %lld collections unchanged)\n",
+	printf("%.12s %s%s%s: %lld documents (%lld written, %lld reused, %lld collections "
+	       "unchanged)\n",
 	       r.commit, db, coll ? "." : "", coll ? coll : "", (long long)r.docs,
 	       (long long)r.blobs_written, (long long)r.blobs_reused, (long long)r.colls_reused);
 	return 0;
@@ -614,8 +617,8 @@ static int cmd_restore(int argc, char **argv)
 	if (!rc)
 		rc = store_open(pos[0], false, &s, &err);
 	if (!rc)
-		rc = store_restore(s, repo, pos[1], db, coll, into ? idb : NULL, into ? icoll : NULL,
-				   force, &n, &err);
+		rc = store_restore(s, repo, pos[1], db, coll, into ? idb : NULL,
+				   into ? icoll : NULL, force, &n, &err);
 	store_free(s);
 	if (rc)
 		return fail("restore", "%s", err.msg);

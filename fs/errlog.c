@@ -15,9 +15,9 @@
 
 static pthread_mutex_t errlog_lock = PTHREAD_MUTEX_INITIALIZER;
 static char errlog_ring[ERRLOG_SLOTS][352];
-static unsigned errlog_next;	/* slot written next */
-static unsigned errlog_count;	/* slots in use */
-static FILE *errlog_file;	/* Owned: the log file, or NULL */
+static unsigned errlog_next;  /* slot written next */
+static unsigned errlog_count; /* slots in use */
+static FILE *errlog_file;     /* Owned: the log file, or NULL */
 
 int fs_errno(int code)
 {

@@ -28,7 +28,6 @@ int fs_gen_new(const bson_t *tmpl, uint64_t seed, struct fs_gen **out, struct df
 int fs_gen_next(struct fs_gen *g, bson_t *out, struct dfs_err *err);
 void fs_gen_free(struct fs_gen *g);
 
-
 /* ---- errlog.c: the one place codes become errno, and the /.docfs/errors ring -------- */
 
 /* The errno for a dfs_code (EINVAL for DFS_EINVAL, ...). */
@@ -45,24 +44,24 @@ int fs_errlog_open(const char *path, struct dfs_err *err);
 /*
  * Documents arrive in chunks of any size; each call inserts every complete document. A write
  * transaction spans calls until it holds INSERT_BATCH documents or has been open for
- * INSERT_HOLD_MS (so other writers wait little); the final call commits. Ordered: the first bad document stops the stream; the documents
- * before it are committed, and the error says which document (its number and line) and why.
- * Not thread-safe; one inserter per stream.
+ * INSERT_HOLD_MS (so other writers wait little); the final call commits. Ordered: the first bad
+ * document stops the stream; the documents before it are committed, and the error says which
+ * document (its number and line) and why. Not thread-safe; one inserter per stream.
  */
 struct fs_inserter {
-	struct store_db *db;	 /* Borrowed */
-	int64_t coll;		 /* target collection id */
+	struct store_db *db;	  /* Borrowed */
+	int64_t coll;		  /* target collection id */
 	struct store_attrs attrs; /* of the new documents */
-	bool json_array;	 /* input is one JSON array of documents ([doc, doc, ...]) */
-	int array_state;	 /* 0: before '[', 1: before a document, 2: after one, 3: after ']' */
-	struct dfs_buf pending;	 /* bytes received but not yet consumed */
-	unsigned line;		 /* line number of pending.data[0] */
-	int64_t ndocs;		 /* documents inserted so far */
-	bool failed;		 /* an error stopped the stream */
-	struct store_txn *txn;	 /* Owned: the open transaction between feeds, or NULL */
-	int64_t pending_docs;	 /* documents in txn, not yet committed */
-	int64_t txn_start;	 /* when txn began (ms, monotonic) */
-	struct dfs_err err;	 /* the error that stopped it */
+	bool json_array;	  /* input is one JSON array of documents ([doc, doc, ...]) */
+	int array_state; /* 0: before '[', 1: before a document, 2: after one, 3: after ']' */
+	struct dfs_buf pending; /* bytes received but not yet consumed */
+	unsigned line;		/* line number of pending.data[0] */
+	int64_t ndocs;		/* documents inserted so far */
+	bool failed;		/* an error stopped the stream */
+	struct store_txn *txn;	/* Owned: the open transaction between feeds, or NULL */
+	int64_t pending_docs;	/* documents in txn, not yet committed */
+	int64_t txn_start;	/* when txn began (ms, monotonic) */
+	struct dfs_err err;	/* the error that stopped it */
 };
 
 void fs_inserter_init(struct fs_inserter *in, struct store_db *db, int64_t coll,
@@ -78,15 +77,15 @@ enum fs_query_format { FSQ_JSONL, FSQ_JSON, FSQ_PRETTY, FSQ_IDS };
 
 /* A parsed "query/<q>" path component. */
 struct fs_query {
-	bson_t filter;		/* the filter (empty: everything) */
-	bson_t sort;		/* when has_sort */
-	bson_t projection;	/* when has_projection */
+	bson_t filter;	   /* the filter (empty: everything) */
+	bson_t sort;	   /* when has_sort */
+	bson_t projection; /* when has_projection */
 	bool has_sort, has_projection;
-	int64_t skip, limit;	/* 0: none */
-	bool count;		/* count=1: the number of matches */
-	char *distinct;		/* Owned: distinct=<field>, or NULL */
-	int format;		/* enum fs_query_format */
-	char saved[256];	/* "@name": a saved query to load first, else "" */
+	int64_t skip, limit; /* 0: none */
+	bool count;	     /* count=1: the number of matches */
+	char *distinct;	     /* Owned: distinct=<field>, or NULL */
+	int format;	     /* enum fs_query_format */
+	char saved[256];     /* "@name": a saved query to load first, else "" */
 };
 
 void fs_query_init(struct fs_query *q);
@@ -112,8 +111,8 @@ void fs_result_release(struct fs_result *r);
 /* Memory limits of queries run by this process (mount options sort_mem, result_mem). */
 extern size_t fs_sort_mem, fs_result_mem;
 /* Runs q over collection coll of db in one read transaction into r. */
-int fs_query_run(struct store_db *db, int64_t coll, const struct fs_query *q,
-		 struct fs_result *r, struct dfs_err *err);
+int fs_query_run(struct store_db *db, int64_t coll, const struct fs_query *q, struct fs_result *r,
+		 struct dfs_err *err);
 /* Copies up to n bytes at off; returns 0 or an errno. */
 int fs_result_read(struct fs_result *r, char *buf, size_t n, off_t off, size_t *got);
 
@@ -195,8 +194,8 @@ void fs_nodes_release(void);
 struct fs_node *fs_node_get(uint64_t nodeid);
 /* Finds the node of st_ino ino or makes one with these fields; adds one kernel reference.
  * Returns Borrowed, valid until the kernel forgets it. */
-struct fs_node *fs_node_ref(int kind, struct store_db *db, int64_t coll, int64_t id,
-			    uint64_t ino, const char *name);
+struct fs_node *fs_node_ref(int kind, struct store_db *db, int64_t coll, int64_t id, uint64_t ino,
+			    const char *name);
 void fs_node_set_name(struct fs_node *node, const char *name);
 /* Collects the (nodeid, name) pairs of the entry nodes of collection coll into *ids and
  * *names (Owned by the caller: free each name and both arrays). Returns how many. */

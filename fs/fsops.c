@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 #define LONG_TIMEOUT 3600.0
-#define MAX_TEXT (64u * 1024 * 1024)	   /* bytes of a document file being written */
+#define MAX_TEXT (64u * 1024 * 1024)	 /* bytes of a document file being written */
 #define MAX_SCRATCH (256u * 1024 * 1024) /* bytes of a scratch file */
 
 struct store *fs_store;
@@ -53,8 +53,8 @@ enum fh_kind { FH_ENTRY = 1, FH_INSERT, FH_TEXT, FH_RESULT };
 /* The fixed entries of every collection directory, listed before its documents. */
 static const struct {
 	const char *name;
-	int kind;	/* enum fs_node_kind */
-	unsigned k;	/* st_ino discriminator (fs_ino_special) */
+	int kind;   /* enum fs_node_kind */
+	unsigned k; /* st_ino discriminator (fs_ino_special) */
 } coll_fixed[] = {
 	{".insert", FSN_INSERT, 1},
 	{"query", FSN_QDIR, 2},
@@ -71,18 +71,18 @@ static int fixed_index(const char *name)
 }
 
 struct fs_handle {
-	int kind;		  /* enum fh_kind */
-	struct fs_node *node;	  /* Borrowed: the kernel holds it while the file is open */
-	pthread_mutex_t lock;	  /* guards the fields below */
-	struct dfs_buf buf;	  /* the content (FH_ENTRY, FH_TEXT) */
-	bool dirty;		  /* buf differs from the store */
-	bool written;		  /* written (or truncated) since opened or last committed */
-	bool reported;		  /* the inserter's error has been logged */
-	bool is_doc;		  /* FH_ENTRY holding a document (else a scratch file) */
-	bool loaded;		  /* FH_ENTRY: buf holds the content (read-only opens load lazily) */
-	struct fs_inserter ins;	  /* FH_INSERT */
-	bool ins_init;		  /* ins is initialised */
-	struct fs_result res;	  /* FH_RESULT: the snapshot of a query's output */
+	int kind;		/* enum fh_kind */
+	struct fs_node *node;	/* Borrowed: the kernel holds it while the file is open */
+	pthread_mutex_t lock;	/* guards the fields below */
+	struct dfs_buf buf;	/* the content (FH_ENTRY, FH_TEXT) */
+	bool dirty;		/* buf differs from the store */
+	bool written;		/* written (or truncated) since opened or last committed */
+	bool reported;		/* the inserter's error has been logged */
+	bool is_doc;		/* FH_ENTRY holding a document (else a scratch file) */
+	bool loaded;		/* FH_ENTRY: buf holds the content (read-only opens load lazily) */
+	struct fs_inserter ins; /* FH_INSERT */
+	bool ins_init;		/* ins is initialised */
+	struct fs_result res;	/* FH_RESULT: the snapshot of a query's output */
 };
 
 /* ---- pending documents (note 2) ---------------------------------------------------- */
@@ -410,8 +410,8 @@ static bool name_too_long(fuse_req_t req, const char *what, const char *name)
 
 	if (n <= 255)
 		return false;
-	reply_msg(req, DFS_ENAMETOOLONG, "%s '%.40s...': the name is %zu bytes, over the 255-byte limit",
-		  what, name, n);
+	reply_msg(req, DFS_ENAMETOOLONG,
+		  "%s '%.40s...': the name is %zu bytes, over the 255-byte limit", what, name, n);
 	return true;
 }
 
@@ -447,7 +447,8 @@ static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct d
 	case FSN_DOCFS_DIR:
 		for (int i = 0; i < DF__COUNT; i++)
 			if (strcmp(name, docfs_files[i]) == 0)
-				return fs_node_ref(FSN_DOCFS_FILE, NULL, 0, i, FS_INO_DOCFS_FILE(i), NULL);
+				return fs_node_ref(FSN_DOCFS_FILE, NULL, 0, i, FS_INO_DOCFS_FILE(i),
+						   NULL);
 		dfs_err_set(err, DFS_ENOENT, "no file '%s'", name);
 		return NULL;
 	case FSN_DB: {
@@ -456,7 +457,8 @@ static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct d
 		if (store_txn_begin(p->db, false, &t, err))
 			return NULL;
 		if (store_coll_find(t, name, &c, err) == 0)
-			n = fs_node_ref(FSN_COLL, p->db, c.id, c.id, fs_ino_entry(p->db, c.id), NULL);
+			n = fs_node_ref(FSN_COLL, p->db, c.id, c.id, fs_ino_entry(p->db, c.id),
+					NULL);
 		store_txn_abort(t);
 		return n;
 	}
@@ -473,7 +475,8 @@ static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct d
 		if (store_txn_begin(p->db, false, &t, err))
 			return NULL;
 		if (store_entry_lookup(t, p->coll, name, &e, err) == 0)
-			n = fs_node_ref(FSN_ENTRY, p->db, p->coll, e.id, fs_ino_entry(p->db, e.id), name);
+			n = fs_node_ref(FSN_ENTRY, p->db, p->coll, e.id, fs_ino_entry(p->db, e.id),
+					name);
 		store_txn_abort(t);
 		return n;
 	}
@@ -491,7 +494,8 @@ static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct d
 		if (store_txn_begin(p->db, false, &t, err))
 			return NULL;
 		if (store_entry_lookup(t, p->coll, full, &e, err) == 0)
-			n = fs_node_ref(FSN_ENTRY, p->db, p->coll, e.id, fs_ino_entry(p->db, e.id), name);
+			n = fs_node_ref(FSN_ENTRY, p->db, p->coll, e.id, fs_ino_entry(p->db, e.id),
+					name);
 		store_txn_abort(t);
 		return n;
 	}
@@ -680,22 +684,24 @@ static int handle_commit(fuse_req_t req, struct fs_handle *h, struct dfs_err *er
 	if (n->kind == FSN_PENDING) {
 		struct store_attrs a = caller_attrs(req, 0644);
 
-		rc = store_doc_write_text(t, n->coll, n->pending_name, h->buf.data ? h->buf.data : "",
-					  h->buf.len, &a, &e, err);
+		rc = store_doc_write_text(t, n->coll, n->pending_name,
+					  h->buf.data ? h->buf.data : "", h->buf.len, &a, &e, err);
 		if (rc)
 			dfs_err_prefix(err, "'%s': ", n->pending_name);
 	} else {
 		rc = store_entry_get(t, n->id, &e, err);
 		if (rc == DFS_ENOENT) {
-			/* Removed while open: the bytes have nowhere to go, as on any unlinked file. */
+			/* Removed while open: the bytes have nowhere to go, as on any unlinked
+			 * file. */
 			store_txn_abort(t);
 			h->dirty = false;
 			dfs_err_clear(err);
 			return 0;
 		}
 		if (!rc && e.kind == STORE_KIND_DOC) {
-			rc = store_doc_write_text(t, n->coll, e.name, h->buf.data ? h->buf.data : "",
-						  h->buf.len, NULL, &e, err);
+			rc = store_doc_write_text(t, n->coll, e.name,
+						  h->buf.data ? h->buf.data : "", h->buf.len, NULL,
+						  &e, err);
 		} else if (!rc && is_saved_query(e.name)) {
 			struct fs_query q;
 
@@ -1134,8 +1140,7 @@ static void fsop_create(fuse_req_t req, fuse_ino_t parent, const char *name, mod
 	}
 }
 
-static void fsop_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-		       dev_t rdev)
+static void fsop_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
 	struct fs_node *p = fs_node_get(parent);
 	struct store_attrs a = caller_attrs(req, mode);
@@ -1162,7 +1167,8 @@ static void fsop_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 		reply_dfs(req, &err, "mknod");
 		return;
 	}
-	reply_entry(req, fs_node_ref(FSN_ENTRY, p->db, p->coll, e.id, fs_ino_entry(p->db, e.id), name));
+	reply_entry(req,
+		    fs_node_ref(FSN_ENTRY, p->db, p->coll, e.id, fs_ino_entry(p->db, e.id), name));
 }
 
 static void fsop_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
@@ -1262,11 +1268,11 @@ attrs:
 
 				rc = store_coll_by_id(t, n->coll, &c, &err);
 				if (!rc)
-					rc = store_coll_setattr(t, n->coll,
-								(mask & STORE_SET_MODE) ? a.mode : c.mode,
-								(mask & STORE_SET_UID) ? a.uid : c.uid,
-								(mask & STORE_SET_GID) ? a.gid : c.gid,
-								&err);
+					rc = store_coll_setattr(
+						t, n->coll,
+						(mask & STORE_SET_MODE) ? a.mode : c.mode,
+						(mask & STORE_SET_UID) ? a.uid : c.uid,
+						(mask & STORE_SET_GID) ? a.gid : c.gid, &err);
 				if (!rc && (mask & STORE_SET_MTIME))
 					rc = store_coll_touch(t, n->coll, a.mtime_ns, &err);
 			}
@@ -1314,7 +1320,8 @@ static void fsop_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 		return;
 	}
 	if (p->kind == FSN_ROOT) {
-		if (strcmp(name, ".docfs") == 0 || store_db_get(fs_store, name, false, &db, NULL) == 0) {
+		if (strcmp(name, ".docfs") == 0 ||
+		    store_db_get(fs_store, name, false, &db, NULL) == 0) {
 			fuse_reply_err(req, EEXIST);
 			return;
 		}
@@ -1384,8 +1391,9 @@ static void fsop_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (!rc)
 		rc = store_coll_count(t, c.id, &ndocs, &nfiles, &err);
 	if (!rc && ndocs + nfiles > 0)
-		rc = dfs_err_set(&err, DFS_ENOTEMPTY, "collection '%s' holds %lld documents and %lld files",
-				 name, (long long)ndocs, (long long)nfiles);
+		rc = dfs_err_set(&err, DFS_ENOTEMPTY,
+				 "collection '%s' holds %lld documents and %lld files", name,
+				 (long long)ndocs, (long long)nfiles);
 	if (!rc)
 		rc = store_coll_drop(t, c.id, &err);
 	rc = rc ? (store_txn_abort(t), rc) : store_txn_commit(t, &err);
@@ -1428,7 +1436,8 @@ static int dir_add(struct dir_fill *f, const char *name, struct fs_node *n, cons
 			ep.attr_timeout = timeout;
 			ep.entry_timeout = LONG_TIMEOUT;
 		}
-		fuse_add_direntry_plus(f->req, f->buf + f->used, f->size - f->used, name, &ep, next);
+		fuse_add_direntry_plus(f->req, f->buf + f->used, f->size - f->used, name, &ep,
+				       next);
 	} else {
 		need = fuse_add_direntry(f->req, NULL, 0, name, NULL, 0);
 		if (f->used + need > f->size) {
@@ -1552,12 +1561,15 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 			double timeout;
 
 			st.st_ino = fs_ino_special(d->db, d->coll, coll_fixed[i].k);
-			st.st_mode = coll_fixed[i].kind == FSN_INSERT ? S_IFREG | 0644 : S_IFDIR | 0755;
+			st.st_mode =
+				coll_fixed[i].kind == FSN_INSERT ? S_IFREG | 0644 : S_IFDIR | 0755;
 			if (plus) {
-				if (f.used + fuse_add_direntry_plus(req, NULL, 0, coll_fixed[i].name,
-								    NULL, 0) > f.size)
+				if (f.used + fuse_add_direntry_plus(req, NULL, 0,
+								    coll_fixed[i].name, NULL, 0) >
+				    f.size)
 					goto reply;
-				n = fs_node_ref(coll_fixed[i].kind, d->db, d->coll, 0, st.st_ino, NULL);
+				n = fs_node_ref(coll_fixed[i].kind, d->db, d->coll, 0, st.st_ino,
+						NULL);
 				if (node_attr(n, &st, &timeout, &err)) {
 					fs_node_forget(n->nodeid, 1);
 					goto reply;
@@ -1617,7 +1629,8 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 			double timeout;
 
 			if (plus) {
-				if (f.used + fuse_add_direntry_plus(req, NULL, 0, l.names[i], NULL, 0) >
+				if (f.used + fuse_add_direntry_plus(req, NULL, 0, l.names[i], NULL,
+								    0) >
 				    f.size)
 					break;
 				n = lookup_node(d, l.names[i], &err);
@@ -1767,7 +1780,8 @@ static void fsop_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fus
 			int64_t nd = 0, nf = 0;
 
 			if (flags & RENAME_NOREPLACE) {
-				rc = dfs_err_set(&err, DFS_EEXIST, "collection '%s' exists", newname);
+				rc = dfs_err_set(&err, DFS_EEXIST, "collection '%s' exists",
+						 newname);
 			} else {
 				rc = store_coll_count(t, other.id, &nd, &nf, &err);
 				if (!rc && nd + nf > 0)
@@ -1841,7 +1855,8 @@ static void fsop_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fus
 		struct fs_node *n = nodeid ? fs_node_get(nodeid) : NULL;
 
 		if (n && (n->id != out.id || n->coll != out.coll))
-			fs_node_repoint(n, FSN_ENTRY, out.coll, out.id, fs_ino_entry(p->db, out.id));
+			fs_node_repoint(n, FSN_ENTRY, out.coll, out.id,
+					fs_ino_entry(p->db, out.id));
 		if (n) {
 			fs_node_set_name(n, out.name);
 			fs_notify_inode(n->nodeid);
@@ -1881,7 +1896,8 @@ static void fsop_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, co
 		reply_dfs(req, &err, "symlink");
 		return;
 	}
-	reply_entry(req, fs_node_ref(FSN_ENTRY, p->db, p->coll, e.id, fs_ino_entry(p->db, e.id), name));
+	reply_entry(req,
+		    fs_node_ref(FSN_ENTRY, p->db, p->coll, e.id, fs_ino_entry(p->db, e.id), name));
 }
 
 static void fsop_readlink(fuse_req_t req, fuse_ino_t ino)

@@ -755,8 +755,8 @@ static int emit(struct fs_gen *g, struct gen_node *n, bson_t *parent, const char
 			return rc;
 		}
 		bson_append_date_time(
-		    parent, key, keylen,
-		    (int64_t)((uint64_t)a + rand_upto(g, (uint64_t)b - (uint64_t)a)));
+			parent, key, keylen,
+			(int64_t)((uint64_t)a + rand_upto(g, (uint64_t)b - (uint64_t)a)));
 		return 0;
 	case GEN_OID: {
 		uint64_t x = rand_next(g), y = rand_next(g);
@@ -804,9 +804,9 @@ int fs_gen_next(struct fs_gen *g, bson_t *out, struct dfs_err *err)
 	int rc = emit_fields(g, g->root, out, err);
 
 	if (!rc && out->len > DFS_MAX_DOC_SIZE)
-		rc =
-		    dfs_err_set(err, DFS_EFBIG, "generated document is %u bytes, over the %d limit",
-				out->len, DFS_MAX_DOC_SIZE);
+		rc = dfs_err_set(err, DFS_EFBIG,
+				 "generated document is %u bytes, over the %d limit", out->len,
+				 DFS_MAX_DOC_SIZE);
 	if (rc)
 		bson_reinit(out);
 	return rc;
@@ -967,15 +967,15 @@ struct gen_op {
 };
 
 static const struct gen_op gen_ops[] = {
-    {"$choose", GEN_CHOOSE, false, false, {"from", "weights"}, "{from: [...]} or [...]"},
-    {"$number", GEN_NUMBER, true, true, {"min", "max"}, "[min, max]"},
-    {"$date", GEN_DATE, true, true, {"min", "max"}, "[min, max]"},
-    {"$oid", GEN_OID, true, false, {NULL, NULL}, "no arguments"},
-    {"$string", GEN_STRING, true, false, {"length", "pool"}, "{length: n}"},
-    {"$bool", GEN_BOOL, true, false, {"likelihood", NULL}, "{likelihood: percent}"},
-    {"$pick", GEN_PICK, false, false, {"array", "element"}, "{array: [...], element: i}"},
-    {"$array", GEN_ARRAY_OF, false, false, {"of", "number"}, "{of: template, number: n}"},
-    {"$inc", GEN_INC, true, false, {"start", "step"}, "{start: n, step: n}"},
+	{"$choose", GEN_CHOOSE, false, false, {"from", "weights"}, "{from: [...]} or [...]"},
+	{"$number", GEN_NUMBER, true, true, {"min", "max"}, "[min, max]"},
+	{"$date", GEN_DATE, true, true, {"min", "max"}, "[min, max]"},
+	{"$oid", GEN_OID, true, false, {NULL, NULL}, "no arguments"},
+	{"$string", GEN_STRING, true, false, {"length", "pool"}, "{length: n}"},
+	{"$bool", GEN_BOOL, true, false, {"likelihood", NULL}, "{likelihood: percent}"},
+	{"$pick", GEN_PICK, false, false, {"array", "element"}, "{array: [...], element: i}"},
+	{"$array", GEN_ARRAY_OF, false, false, {"of", "number"}, "{of: template, number: n}"},
+	{"$inc", GEN_INC, true, false, {"start", "step"}, "{start: n, step: n}"},
 };
 
 static const struct gen_op *find_op(const char *name, size_t len)
@@ -1197,7 +1197,7 @@ static int compile_op(struct gen_cc *cc, const struct gen_op *op, bson_iter_t *a
 
 		if (arg && BSON_ITER_HOLDS_DOCUMENT(arg))
 			o = path_push(
-			    cc, "from"); /* choices at 'x.$choose.from.i', else 'x.$choose.i' */
+				cc, "from"); /* choices at 'x.$choose.from.i', else 'x.$choose.i' */
 		rc = compile_choose(cc, n, has_opt[0] ? opt_it[0] : NULL,
 				    has_opt[1] ? opt_it[1] : NULL, err);
 		path_pop(cc, o);

@@ -137,8 +137,8 @@ static struct fs_node *node_new(int kind, struct store_db *db, int64_t coll, int
 	return n;
 }
 
-struct fs_node *fs_node_ref(int kind, struct store_db *db, int64_t coll, int64_t id,
-			    uint64_t ino, const char *name)
+struct fs_node *fs_node_ref(int kind, struct store_db *db, int64_t coll, int64_t id, uint64_t ino,
+			    const char *name)
 {
 	struct fs_node *n;
 

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <time.h>
 
-#define INSERT_BATCH 20000  /* documents per transaction at most */
-#define INSERT_HOLD_MS 100   /* and held open across writes at most this long */
+#define INSERT_BATCH 20000 /* documents per transaction at most */
+#define INSERT_HOLD_MS 100 /* and held open across writes at most this long */
 
 static int64_t now_ms(void)
 {
@@ -88,10 +88,10 @@ static int array_punct(struct fs_inserter *in, const char *p, size_t len, size_t
 				in->array_state = 3;
 				(*off)++;
 			} else {
-				return dfs_err_set(&in->err, DFS_EINVAL,
-						   "line %u: expected ',' or ']' after document %lld",
-						   in->line + count_lines(p, *off),
-						   (long long)in->ndocs);
+				return dfs_err_set(
+					&in->err, DFS_EINVAL,
+					"line %u: expected ',' or ']' after document %lld",
+					in->line + count_lines(p, *off), (long long)in->ndocs);
 			}
 			break;
 		default:
@@ -144,8 +144,8 @@ int fs_inserter_feed(struct fs_inserter *in, const char *data, size_t len, bool 
 		line = in->line + count_lines(p, skip_space(p, 0, rc ? left : used));
 		if (rc) {
 			bson_destroy(&doc);
-			dfs_err_prefix(&in->err, "document %lld (line %u): ", (long long)in->ndocs + 1,
-				       line);
+			dfs_err_prefix(&in->err,
+				       "document %lld (line %u): ", (long long)in->ndocs + 1, line);
 			goto fail;
 		}
 		rc = store_doc_prepare(&doc, NULL, &prepared, &in->err);
@@ -159,8 +159,8 @@ int fs_inserter_feed(struct fs_inserter *in, const char *data, size_t len, bool 
 			bson_destroy(&prepared);
 		}
 		if (rc) {
-			dfs_err_prefix(&in->err, "document %lld (line %u): ",
-				       (long long)in->ndocs + 1, line);
+			dfs_err_prefix(&in->err,
+				       "document %lld (line %u): ", (long long)in->ndocs + 1, line);
 			goto fail;
 		}
 		in->ndocs++;
@@ -171,16 +171,17 @@ int fs_inserter_feed(struct fs_inserter *in, const char *data, size_t len, bool 
 			in->array_state = 2;
 	}
 	if (final) {
-		size_t o = skip_space(in->pending.data ? in->pending.data : "", off,
-				      in->pending.len);
+		size_t o =
+			skip_space(in->pending.data ? in->pending.data : "", off, in->pending.len);
 
 		if (in->json_array && in->array_state != 3 && !in->err.code) {
-			rc = dfs_err_set(&in->err, DFS_EINVAL, "line %u: the JSON array is not closed",
-					 in->line);
+			rc = dfs_err_set(&in->err, DFS_EINVAL,
+					 "line %u: the JSON array is not closed", in->line);
 			goto fail;
 		}
 		if (o < in->pending.len) {
-			rc = dfs_err_set(&in->err, DFS_EINVAL, "document %lld (line %u): unexpected text",
+			rc = dfs_err_set(&in->err, DFS_EINVAL,
+					 "document %lld (line %u): unexpected text",
 					 (long long)in->ndocs + 1, in->line);
 			goto fail;
 		}

@@ -24,8 +24,8 @@ int fs_mount_run(const struct fs_mount_opts *o, struct dfs_err *err)
 		return rc;
 	if (o->log && (rc = fs_errlog_open(o->log, err)))
 		goto done;
-	if (asprintf(&opts, "default_permissions,fsname=docfs:%s,subtype=docfs%s%s",
-		     store_path(s), o->fuse_opts && o->fuse_opts[0] ? "," : "",
+	if (asprintf(&opts, "default_permissions,fsname=docfs:%s,subtype=docfs%s%s", store_path(s),
+		     o->fuse_opts && o->fuse_opts[0] ? "," : "",
 		     o->fuse_opts ? o->fuse_opts : "") < 0)
 		abort();
 	if (fuse_opt_add_arg(&args, "docfs") || fuse_opt_add_arg(&args, "-o") ||

@@ -58,7 +58,8 @@ static int unescape(const char *p, size_t n, struct dfs_buf *out, struct dfs_err
 
 			if (hi < 0 || lo < 0)
 				return dfs_err_set(err, DFS_EINVAL,
-						   "bad %%-escape at byte %zu of the query path", i + 1);
+						   "bad %%-escape at byte %zu of the query path",
+						   i + 1);
 			dfs_buf_putc(out, (char)(hi * 16 + lo));
 			i += 2;
 		} else {
@@ -97,8 +98,7 @@ static int parse_int_opt(const char *what, const struct dfs_buf *v, int64_t *out
 	return 0;
 }
 
-static int parse_bool_opt(const char *what, const struct dfs_buf *v, bool *out,
-			  struct dfs_err *err)
+static int parse_bool_opt(const char *what, const struct dfs_buf *v, bool *out, struct dfs_err *err)
 {
 	const char *s = v->data ? v->data : "";
 
@@ -107,7 +107,8 @@ static int parse_bool_opt(const char *what, const struct dfs_buf *v, bool *out,
 	else if (!strcmp(s, "0") || !strcmp(s, "false"))
 		*out = false;
 	else
-		return dfs_err_set(err, DFS_EINVAL, "%s needs 1, 0, true or false, not '%s'", what, s);
+		return dfs_err_set(err, DFS_EINVAL, "%s needs 1, 0, true or false, not '%s'", what,
+				   s);
 	return 0;
 }
 
@@ -151,9 +152,10 @@ static int set_option(struct fs_query *q, const char *name, const struct dfs_buf
 	if (!strcmp(name, "hint") || !strcmp(name, "verbosity"))
 		return dfs_err_set(err, DFS_EINVAL, "option '%s' comes with indexes and explain",
 				   name);
-	return dfs_err_set(err, DFS_EINVAL,
-			   "unknown option '%s' (sort, skip, limit, projection, count, distinct, format)",
-			   name);
+	return dfs_err_set(
+		err, DFS_EINVAL,
+		"unknown option '%s' (sort, skip, limit, projection, count, distinct, format)",
+		name);
 }
 
 int fs_query_parse(const char *component, struct fs_query *q, struct dfs_err *err)
@@ -226,7 +228,8 @@ int fs_query_from_command(const bson_t *cmd, struct fs_query *q, struct dfs_err 
 			bson_t sub;
 
 			if (!BSON_ITER_HOLDS_DOCUMENT(&it))
-				return dfs_err_set(err, DFS_EINVAL, "saved query: '%s' must be a document", k);
+				return dfs_err_set(err, DFS_EINVAL,
+						   "saved query: '%s' must be a document", k);
 			bson_iter_document(&it, &len, &data);
 			if (!bson_init_static(&sub, data, len))
 				return dfs_err_set(err, DFS_EINVAL, "saved query: bad '%s'", k);
@@ -237,14 +240,16 @@ int fs_query_from_command(const bson_t *cmd, struct fs_query *q, struct dfs_err 
 
 			if (!BSON_ITER_HOLDS_NUMBER(&it) || (n = bson_iter_as_int64(&it)) < 0)
 				return dfs_err_set(err, DFS_EINVAL,
-						   "saved query: '%s' must be a whole number >= 0", k);
+						   "saved query: '%s' must be a whole number >= 0",
+						   k);
 			if (!strcmp(k, "skip"))
 				q->skip = n;
 			else
 				q->limit = n;
 		} else {
 			return dfs_err_set(err, DFS_EINVAL,
-					   "saved query: unknown field '%s' (filter, sort, projection, skip, limit)",
+					   "saved query: unknown field '%s' (filter, sort, "
+					   "projection, skip, limit)",
 					   k);
 		}
 	}
@@ -277,7 +282,8 @@ static int result_flush(struct fs_result *r, bool force, struct dfs_err *err)
 	if (!r->spill) {
 		r->spill = tmpfile();
 		if (!r->spill)
-			return dfs_err_set(err, DFS_EIO, "cannot create a temporary result file: %s",
+			return dfs_err_set(err, DFS_EIO,
+					   "cannot create a temporary result file: %s",
 					   strerror(errno));
 	}
 	if (r->mem.len && fwrite(r->mem.data, 1, r->mem.len, r->spill) != r->mem.len)
@@ -370,7 +376,8 @@ static void distinct_collect(struct distinct_set *s, bson_iter_t *it, const char
 			while (bson_iter_next(&child)) {
 				bson_iter_t grand;
 
-				if (BSON_ITER_HOLDS_DOCUMENT(&child) && bson_iter_recurse(&child, &grand))
+				if (BSON_ITER_HOLDS_DOCUMENT(&child) &&
+				    bson_iter_recurse(&child, &grand))
 					distinct_collect(s, &grand, dot + 1);
 			}
 		}
@@ -378,13 +385,14 @@ static void distinct_collect(struct distinct_set *s, bson_iter_t *it, const char
 	}
 }
 
-int fs_query_run(struct store_db *db, int64_t coll, const struct fs_query *q,
-		 struct fs_result *r, struct dfs_err *err)
+int fs_query_run(struct store_db *db, int64_t coll, const struct fs_query *q, struct fs_result *r,
+		 struct dfs_err *err)
 {
 	struct query_find_opts o = {
 		.filter = &q->filter,
 		.sort = q->has_sort && !q->count && !q->distinct ? &q->sort : NULL,
-		.projection = q->has_projection && !q->count && !q->distinct ? &q->projection : NULL,
+		.projection =
+			q->has_projection && !q->count && !q->distinct ? &q->projection : NULL,
 		.skip = q->skip,
 		.limit = q->limit,
 		.sort_mem = fs_sort_mem,

@@ -22,20 +22,20 @@
 #define SORT_BUDGET (32u * 1024 * 1024)
 
 struct rec {
-	size_t off;	/* offset of the record in the arena */
-	uint32_t klen;	/* key length; the key starts at off + 8 */
-	uint32_t dlen;	/* document length; it follows the key */
+	size_t off;    /* offset of the record in the arena */
+	uint32_t klen; /* key length; the key starts at off + 8 */
+	uint32_t dlen; /* document length; it follows the key */
 };
 
 struct run {
-	FILE *f;	      /* Owned: a temporary file of records (klen, dlen, key, doc) */
-	struct dfs_buf cur;   /* the current record's key then document */
-	uint32_t klen, dlen;  /* of the current record */
-	bool live;	      /* cur holds a record */
+	FILE *f;	     /* Owned: a temporary file of records (klen, dlen, key, doc) */
+	struct dfs_buf cur;  /* the current record's key then document */
+	uint32_t klen, dlen; /* of the current record */
+	bool live;	     /* cur holds a record */
 };
 
 struct query_cursor {
-	struct store_cursor *sc;  /* Owned: the scan */
+	struct store_cursor *sc;   /* Owned: the scan */
 	struct query_expr *filter; /* Owned, or NULL */
 	struct query_proj *proj;   /* Owned, or NULL */
 	struct query_sort *sort;   /* Owned, or NULL */
@@ -44,16 +44,16 @@ struct query_cursor {
 	bson_t *out;		   /* Owned: the current result (projection output or a copy);
 				    * a pointer because bson_t wants 128-byte alignment */
 	/* sorting */
-	bool sorted;		   /* the sort input has been consumed */
-	struct dfs_buf arena;	   /* records */
-	struct rec *recs;	   /* Owned: records of the arena */
+	bool sorted;	      /* the sort input has been consumed */
+	struct dfs_buf arena; /* records */
+	struct rec *recs;     /* Owned: records of the arena */
 	size_t nrecs, caprecs;
-	size_t next_rec;	   /* next record to return from memory */
-	struct run *runs;	   /* Owned: spilled runs */
+	size_t next_rec;  /* next record to return from memory */
+	struct run *runs; /* Owned: spilled runs */
 	size_t nruns;
-	struct dfs_buf key;	   /* scratch for sort keys */
-	size_t sort_mem;	   /* spill past this many bytes of records */
-	int elem_index;		   /* of the current document, for positional projection */
+	struct dfs_buf key; /* scratch for sort keys */
+	size_t sort_mem;    /* spill past this many bytes of records */
+	int elem_index;	    /* of the current document, for positional projection */
 };
 
 static int parse_opt(const bson_t *spec, int (*parse)(const bson_t *, void **, struct dfs_err *),
@@ -323,7 +323,8 @@ static int sort_next(struct query_cursor *c, bson_t *doc, struct dfs_err *err)
 		if (c->next_rec >= c->nrecs)
 			return DFS_ENOENT;
 		r = &c->recs[c->next_rec++];
-		if (!bson_init_static(doc, (const uint8_t *)c->arena.data + r->off + r->klen, r->dlen))
+		if (!bson_init_static(doc, (const uint8_t *)c->arena.data + r->off + r->klen,
+				      r->dlen))
 			return dfs_err_set(err, DFS_ECORRUPT, "sort: bad record");
 		return 0;
 	}

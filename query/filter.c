@@ -360,13 +360,13 @@ static const struct {
 	const char *name;
 	int code;
 } type_names[] = {
-    {"double", 1},	{"string", 2},	   {"object", 3},
-    {"array", 4},	{"binData", 5},	   {"undefined", 6},
-    {"objectId", 7},	{"bool", 8},	   {"date", 9},
-    {"null", 10},	{"regex", 11},	   {"dbPointer", 12},
-    {"javascript", 13}, {"symbol", 14},	   {"javascriptWithScope", 15},
-    {"int", 16},	{"timestamp", 17}, {"long", 18},
-    {"decimal", 19},	{"minKey", -1},	   {"maxKey", 127},
+	{"double", 1},	    {"string", 2},     {"object", 3},
+	{"array", 4},	    {"binData", 5},    {"undefined", 6},
+	{"objectId", 7},    {"bool", 8},       {"date", 9},
+	{"null", 10},	    {"regex", 11},     {"dbPointer", 12},
+	{"javascript", 13}, {"symbol", 14},    {"javascriptWithScope", 15},
+	{"int", 16},	    {"timestamp", 17}, {"long", 18},
+	{"decimal", 19},    {"minKey", -1},    {"maxKey", 127},
 };
 
 /* Adds one $type entry (a name or a number) to e. */
@@ -470,9 +470,9 @@ static int parse_mod(struct pctx *pc, const char *path, const bson_iter_t *it,
 		x[n] = num_truncate(&v[n], &ok);
 		if (!ok)
 			return dfs_err_set(
-			    err, DFS_EINVAL,
-			    "$mod needs finite numbers within the 64-bit range at '%s'",
-			    WHERE(path));
+				err, DFS_EINVAL,
+				"$mod needs finite numbers within the 64-bit range at '%s'",
+				WHERE(path));
 	}
 	if (x[0] == 0)
 		return dfs_err_set(err, DFS_EINVAL, "$mod divisor cannot be 0 at '%s'",
@@ -593,8 +593,8 @@ static int parse_elem_match(struct pctx *pc, const char *path, const bson_iter_t
 			    struct query_expr **out, struct dfs_err *err)
 {
 	static const char *const query_form_ops[] = {
-	    "$and",  "$or",	 "$nor",	"$expr",	"$where",
-	    "$text", "$comment", "$alwaysTrue", "$alwaysFalse", "$jsonSchema"};
+		"$and",	 "$or",	     "$nor",	    "$expr",	    "$where",
+		"$text", "$comment", "$alwaysTrue", "$alwaysFalse", "$jsonSchema"};
 	struct query_expr *e, *kid = NULL;
 	char wbuf[160], prefix[200];
 	bool value_form = false;
@@ -679,10 +679,10 @@ static int parse_ops(struct pctx *pc, const char *path, const bson_iter_t *opdoc
 		     struct query_expr **out, struct dfs_err *err)
 {
 	static const char *const unsupported[] = {
-	    "$near",	    "$nearSphere", "$geoWithin",    "$geoIntersects", "$within",
-	    "$box",	    "$center",	   "$centerSphere", "$polygon",	      "$maxDistance",
-	    "$minDistance", "$bitsAllSet", "$bitsAllClear", "$bitsAnySet",    "$bitsAnyClear",
-	    "$geometry",    "$where",	   "$text",	    "$jsonSchema",    "$expr",
+		"$near",	"$nearSphere", "$geoWithin",	"$geoIntersects", "$within",
+		"$box",		"$center",     "$centerSphere", "$polygon",	  "$maxDistance",
+		"$minDistance", "$bitsAllSet", "$bitsAllClear", "$bitsAnySet",	  "$bitsAnyClear",
+		"$geometry",	"$where",      "$text",		"$jsonSchema",	  "$expr",
 	};
 	struct query_expr *all = node_new(QK_AND, NULL), *kid = NULL;
 	const char *regex_pat = NULL, *regex_opts = NULL, *opt_str = NULL;
@@ -829,22 +829,22 @@ static const struct {
 	int op;
 	int min, max; /* argument counts */
 } xops[] = {
-    {"$eq", QX_EQ, 2, 2},
-    {"$ne", QX_NE, 2, 2},
-    {"$gt", QX_GT, 2, 2},
-    {"$gte", QX_GTE, 2, 2},
-    {"$lt", QX_LT, 2, 2},
-    {"$lte", QX_LTE, 2, 2},
-    {"$cmp", QX_CMP, 2, 2},
-    {"$and", QX_AND, 0, 1 << 20},
-    {"$or", QX_OR, 0, 1 << 20},
-    {"$not", QX_NOT, 1, 1},
-    {"$add", QX_ADD, 0, 1 << 20},
-    {"$subtract", QX_SUB, 2, 2},
-    {"$multiply", QX_MUL, 0, 1 << 20},
-    {"$divide", QX_DIV, 2, 2},
-    {"$mod", QX_MOD, 2, 2},
-    {"$abs", QX_ABS, 1, 1},
+	{"$eq", QX_EQ, 2, 2},
+	{"$ne", QX_NE, 2, 2},
+	{"$gt", QX_GT, 2, 2},
+	{"$gte", QX_GTE, 2, 2},
+	{"$lt", QX_LT, 2, 2},
+	{"$lte", QX_LTE, 2, 2},
+	{"$cmp", QX_CMP, 2, 2},
+	{"$and", QX_AND, 0, 1 << 20},
+	{"$or", QX_OR, 0, 1 << 20},
+	{"$not", QX_NOT, 1, 1},
+	{"$add", QX_ADD, 0, 1 << 20},
+	{"$subtract", QX_SUB, 2, 2},
+	{"$multiply", QX_MUL, 0, 1 << 20},
+	{"$divide", QX_DIV, 2, 2},
+	{"$mod", QX_MOD, 2, 2},
+	{"$abs", QX_ABS, 1, 1},
 };
 
 static struct query__xnode *xnode_new(int op)

@@ -757,7 +757,7 @@ static bool eval_sum(const struct query__xnode *x, const uint8_t *root, uint32_t
 		out->missing = false;
 		out->v.value_type = BSON_TYPE_DATE_TIME;
 		out->v.value.v_datetime =
-		    kind <= NK_INT64 && !overflow ? iacc : (int64_t)llroundl(lacc);
+			kind <= NK_INT64 && !overflow ? iacc : (int64_t)llroundl(lacc);
 		return true;
 	}
 	if (kind == NK_DEC)

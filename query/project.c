@@ -234,16 +234,17 @@ static int note_mode(struct pparse *pp, const struct pnode *leaf, const char *pa
 	if (leaf->kind == PK_EXCLUDE) {
 		if (pp->mode == PM_INCL)
 			return dfs_err_set(
-			    err, DFS_EINVAL,
-			    "cannot do exclusion on field '%s' in inclusion projection", path);
+				err, DFS_EINVAL,
+				"cannot do exclusion on field '%s' in inclusion projection", path);
 		pp->mode = PM_EXCL;
 		return DFS_OK;
 	}
 	if (pp->mode == PM_EXCL) {
 		if (leaf->kind == PK_ELEMMATCH)
 			return dfs_err_set(
-			    err, DFS_EINVAL,
-			    "cannot use $elemMatch on field '%s' in exclusion projection", path);
+				err, DFS_EINVAL,
+				"cannot use $elemMatch on field '%s' in exclusion projection",
+				path);
 		return dfs_err_set(err, DFS_EINVAL,
 				   "cannot do inclusion on field '%s' in exclusion projection",
 				   path);
@@ -305,10 +306,10 @@ static int add_entry(struct pparse *pp, const char *path, size_t len, bson_iter_
 		if (*s == '$') {
 			if (dot - s == 1 && s != path)
 				return dfs_err_set(
-				    err, DFS_EINVAL,
-				    "positional projection '.$' must be at the end of "
-				    "the path at '%.*s'",
-				    (int)len, path);
+					err, DFS_EINVAL,
+					"positional projection '.$' must be at the end of "
+					"the path at '%.*s'",
+					(int)len, path);
 			return dfs_err_set(err, DFS_EINVAL,
 					   "projection path '%.*s' has a component starting with "
 					   "'$'",
@@ -385,15 +386,15 @@ static int add_entry(struct pparse *pp, const char *path, size_t len, bson_iter_
 	if (positional) {
 		if (pp->p->positional)
 			return dfs_err_set(
-			    err, DFS_EINVAL,
-			    "cannot specify more than one positional projection at '%s'",
-			    leaf->path);
+				err, DFS_EINVAL,
+				"cannot specify more than one positional projection at '%s'",
+				leaf->path);
 		if (!(BSON_ITER_HOLDS_BOOL(it) && bson_iter_bool(it)) &&
 		    !(value_number(it, &d) && d != 0))
 			return dfs_err_set(
-			    err, DFS_EINVAL,
-			    "positional projection '%s' must be an inclusion (1 or true)",
-			    leaf->path);
+				err, DFS_EINVAL,
+				"positional projection '%s' must be an inclusion (1 or true)",
+				leaf->path);
 		leaf->kind = PK_POSITIONAL;
 		pp->p->positional = true;
 	} else if (BSON_ITER_HOLDS_BOOL(it)) {
@@ -411,10 +412,10 @@ static int add_entry(struct pparse *pp, const char *path, size_t len, bson_iter_
 		arg = sub;
 		if (bson_iter_next(&sub))
 			return dfs_err_set(
-			    err, DFS_EINVAL,
-			    "projection operator object at '%s' must have exactly one "
-			    "field",
-			    leaf->path);
+				err, DFS_EINVAL,
+				"projection operator object at '%s' must have exactly one "
+				"field",
+				leaf->path);
 		if (strcmp(op, "$slice") == 0)
 			rc = parse_slice(leaf, &arg, leaf->path, err);
 		else if (strcmp(op, "$elemMatch") == 0)
@@ -435,8 +436,9 @@ static int add_entry(struct pparse *pp, const char *path, size_t len, bson_iter_
 	}
 	if (pp->p->positional && pp->p->elemmatch)
 		return dfs_err_set(
-		    err, DFS_EINVAL,
-		    "cannot use positional projection and $elemMatch together at '%s'", leaf->path);
+			err, DFS_EINVAL,
+			"cannot use positional projection and $elemMatch together at '%s'",
+			leaf->path);
 	return note_mode(pp, leaf, leaf->path, err);
 }
 
@@ -602,10 +604,10 @@ static int incl_value(const struct papply *a, const struct pnode *c, bson_iter_t
 		bson_append_array_begin(out, key, klen, &child);
 		if (c->pos_path && pos_pending) {
 			if (!array_elem(it, a->elem_index, &elem))
-				rc =
-				    dfs_err_set(a->err, DFS_EINVAL,
-						"positional operator '.$' element mismatch at '%s'",
-						some_leaf_path(c));
+				rc = dfs_err_set(
+					a->err, DFS_EINVAL,
+					"positional operator '.$' element mismatch at '%s'",
+					some_leaf_path(c));
 			else
 				rc = incl_elem(a, c, &elem, &child, &(uint32_t){0}, false);
 		} else {

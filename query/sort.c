@@ -327,8 +327,8 @@ int query_sort_key(const struct query_sort *s, const bson_t *doc, struct dfs_buf
 			dfs_buf_putc(key, (char)(f->desc ? ~SORT_EMPTY_ARRAY : SORT_EMPTY_ARRAY));
 			continue;
 		}
-		rc =
-		    store_key_append(key, c.state == CAND_VALUE ? &c.v : &null_value, f->desc, err);
+		rc = store_key_append(key, c.state == CAND_VALUE ? &c.v : &null_value, f->desc,
+				      err);
 		if (rc) {
 			dfs_err_prefix(err, "sort key of '%s': ", f->path);
 			goto done;

@@ -19,7 +19,8 @@ struct check_ctx {
 	struct dfs_err *err;
 };
 
-static void problem(struct check_ctx *cc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void problem(struct check_ctx *cc, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 static void problem(struct check_ctx *cc, const char *fmt, ...)
 {
@@ -147,8 +148,10 @@ static int check_db(void *ctx, const char *name)
 			  "SELECT max(id) AS m FROM docs UNION ALL SELECT max(id) FROM files"
 			  " UNION ALL SELECT max(id) FROM colls)") == 1)
 		problem(cc, "%s: an id is at or above the id counter", name);
-	if (one_int(c->h, "SELECT count(*) FROM docs WHERE coll NOT IN (SELECT id FROM colls)") > 0 ||
-	    one_int(c->h, "SELECT count(*) FROM files WHERE coll NOT IN (SELECT id FROM colls)") > 0)
+	if (one_int(c->h, "SELECT count(*) FROM docs WHERE coll NOT IN (SELECT id FROM colls)") >
+		    0 ||
+	    one_int(c->h, "SELECT count(*) FROM files WHERE coll NOT IN (SELECT id FROM colls)") >
+		    0)
 		problem(cc, "%s: entries in a collection that does not exist", name);
 	check_docs(cc, name, c->h);
 	store__conn_close(c);
@@ -164,6 +167,7 @@ int store_check(struct store *s, void (*cb)(void *ctx, const char *problem), voi
 	if (rc)
 		return rc;
 	if (cc.problems)
-		return dfs_err_set(err, DFS_ECORRUPT, "%lld problems found", (long long)cc.problems);
+		return dfs_err_set(err, DFS_ECORRUPT, "%lld problems found",
+				   (long long)cc.problems);
 	return 0;
 }

@@ -54,7 +54,7 @@ static int parse_value(struct parser *p, bson_t *b, const char *key, int klen);
 /* ---- errors ------------------------------------------------------------------------ */
 
 static int fail_lc(struct parser *p, unsigned line, size_t col, int code, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
+	__attribute__((format(printf, 5, 6)));
 static int fail_lc(struct parser *p, unsigned line, size_t col, int code, const char *fmt, ...)
 {
 	char msg[200];
@@ -1339,8 +1339,8 @@ static int parse_regex(struct parser *p, bson_t *b, const char *key, int klen)
 	dfs_buf_reset(&p->str);
 	dfs_buf_append(&p->str, p->s + fstart, p->pos - fstart);
 	return bson_append_regex_w_len(b, key, klen, p->s + start, (int)(pend - start), p->str.data)
-		   ? DFS_OK
-		   : too_large(p);
+		       ? DFS_OK
+		       : too_large(p);
 }
 
 /* ---- shell literals and constructors ------------------------------------------------- */
@@ -1352,9 +1352,9 @@ static bool word_is(const char *w, size_t n, const char *name)
 
 /* Literal words, then (from index 6) the words that may be called like constructors. */
 static const char *const known_words[] = {
-    "true",	     "false",	  "null",     "undefined", "NaN",     "Infinity",   "MinKey",
-    "MaxKey",	     "new",	  "ObjectId", "ISODate",   "Date",    "NumberLong", "NumberInt",
-    "NumberDecimal", "Timestamp", "BinData",  "UUID",	   "HexData",
+	"true",		 "false",     "null",	  "undefined", "NaN",	  "Infinity",	"MinKey",
+	"MaxKey",	 "new",	      "ObjectId", "ISODate",   "Date",	  "NumberLong", "NumberInt",
+	"NumberDecimal", "Timestamp", "BinData",  "UUID",      "HexData",
 };
 
 /* The word w ends the text and is a prefix of a known word: more text may complete it. */

@@ -93,12 +93,12 @@ static void put_i64(struct dfs_buf *b, int64_t v)
 
 /* Which bytes need escaping in a JSON string: 0 none, 'u' as \u00XX, else the letter. */
 static const char esc[256] = {
-    ['\0'] = 'u', [1] = 'u',	[2] = 'u',    [3] = 'u',     [4] = 'u',	   [5] = 'u',
-    [6] = 'u',	  [7] = 'u',	['\b'] = 'b', ['\t'] = 't',  ['\n'] = 'n', [11] = 'u',
-    ['\f'] = 'f', ['\r'] = 'r', [14] = 'u',   [15] = 'u',    [16] = 'u',   [17] = 'u',
-    [18] = 'u',	  [19] = 'u',	[20] = 'u',   [21] = 'u',    [22] = 'u',   [23] = 'u',
-    [24] = 'u',	  [25] = 'u',	[26] = 'u',   [27] = 'u',    [28] = 'u',   [29] = 'u',
-    [30] = 'u',	  [31] = 'u',	['"'] = '"',  ['\\'] = '\\',
+	['\0'] = 'u', [1] = 'u',    [2] = 'u',	  [3] = 'u',	 [4] = 'u',    [5] = 'u',
+	[6] = 'u',    [7] = 'u',    ['\b'] = 'b', ['\t'] = 't',	 ['\n'] = 'n', [11] = 'u',
+	['\f'] = 'f', ['\r'] = 'r', [14] = 'u',	  [15] = 'u',	 [16] = 'u',   [17] = 'u',
+	[18] = 'u',   [19] = 'u',   [20] = 'u',	  [21] = 'u',	 [22] = 'u',   [23] = 'u',
+	[24] = 'u',   [25] = 'u',   [26] = 'u',	  [27] = 'u',	 [28] = 'u',   [29] = 'u',
+	[30] = 'u',   [31] = 'u',   ['"'] = '"',  ['\\'] = '\\',
 };
 
 static void put_str(struct dfs_buf *b, const char *s, size_t n)
@@ -136,7 +136,7 @@ static void put_str(struct dfs_buf *b, const char *s, size_t n)
 static void put_indent(struct dfs_buf *b, int level)
 {
 	static const char spaces[] =
-	    "                                                                ";
+		"                                                                ";
 	size_t n = (size_t)level * 2;
 
 	putch(b, '\n');
@@ -246,7 +246,7 @@ static void put_iso(struct dfs_buf *b, int64_t ms)
 static void put_b64(struct dfs_buf *b, const uint8_t *d, uint32_t n)
 {
 	static const char tab[] =
-	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 	uint32_t i;
 	char *o;
 

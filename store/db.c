@@ -34,9 +34,9 @@
 #define CHANGES_KEEP 100000
 
 struct store {
-	char *dir;		/* Owned: the store directory */
-	pthread_mutex_t lock;	/* guards dbs */
-	struct store_db *dbs;	/* Owned: open databases */
+	char *dir;	      /* Owned: the store directory */
+	pthread_mutex_t lock; /* guards dbs */
+	struct store_db *dbs; /* Owned: open databases */
 };
 
 static const char *const schema_sql =
@@ -152,8 +152,7 @@ static int exec_sql(sqlite3 *h, const char *sql, struct dfs_err *err)
 	return 0;
 }
 
-int store__conn_open(const char *path, bool create, struct store__conn **out,
-		     struct dfs_err *err)
+int store__conn_open(const char *path, bool create, struct store__conn **out, struct dfs_err *err)
 {
 	struct store__conn *c;
 	int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;
@@ -176,9 +175,11 @@ int store__conn_open(const char *path, bool create, struct store__conn **out,
 	}
 	sqlite3_busy_timeout(c->h, 10000);
 	sqlite3_extended_result_codes(c->h, 1);
-	if (exec_sql(c->h, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-			   " PRAGMA cache_size=-16384; PRAGMA temp_store=MEMORY;"
-			   " PRAGMA wal_autocheckpoint=8192;", err)) {
+	if (exec_sql(c->h,
+		     "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+		     " PRAGMA cache_size=-16384; PRAGMA temp_store=MEMORY;"
+		     " PRAGMA wal_autocheckpoint=8192;",
+		     err)) {
 		store__conn_close(c);
 		return err ? err->code : DFS_EIO;
 	}
@@ -289,9 +290,10 @@ int store_db_name_check(const char *name, struct dfs_err *err)
 				   "database name '%.20s...' is %zu bytes, over the %d-byte limit",
 				   name, n, DFS_MAX_NS_NAME);
 	if (strpbrk(name, "/\\. \"$*<>:|?"))
-		return dfs_err_set(err, DFS_EINVAL,
-				   "database name '%s' must not contain any of / \\ . space \" $ * < > : | ?",
-				   name);
+		return dfs_err_set(
+			err, DFS_EINVAL,
+			"database name '%s' must not contain any of / \\ . space \" $ * < > : | ?",
+			name);
 	return 0;
 }
 
@@ -302,15 +304,17 @@ int store_coll_name_check(const char *name, struct dfs_err *err)
 	if (n == 0)
 		return dfs_err_set(err, DFS_EINVAL, "collection name must not be empty");
 	if (n > DFS_MAX_NS_NAME)
-		return dfs_err_set(err, DFS_ENAMETOOLONG,
-				   "collection name '%.20s...' is %zu bytes, over the %d-byte limit",
-				   name, n, DFS_MAX_NS_NAME);
+		return dfs_err_set(
+			err, DFS_ENAMETOOLONG,
+			"collection name '%.20s...' is %zu bytes, over the %d-byte limit", name, n,
+			DFS_MAX_NS_NAME);
 	if (strchr(name, '/') || strchr(name, '$'))
-		return dfs_err_set(err, DFS_EINVAL, "collection name '%s' must not contain '/' or '$'",
-				   name);
+		return dfs_err_set(err, DFS_EINVAL,
+				   "collection name '%s' must not contain '/' or '$'", name);
 	if (name[0] == '.' || strncmp(name, "system.", 7) == 0)
 		return dfs_err_set(err, DFS_EINVAL,
-				   "collection name '%s' must not start with '.' or 'system.'", name);
+				   "collection name '%s' must not start with '.' or 'system.'",
+				   name);
 	return 0;
 }
 
@@ -423,9 +427,10 @@ static int db_init_schema(struct store *s, struct store__conn *c, struct dfs_err
 		if (uv == SCHEMA_VERSION)
 			return 0;
 		if (uv > SCHEMA_VERSION)
-			return dfs_err_set(err, DFS_EINVAL,
-					   "database schema version %d is newer than this docfs (%d)",
-					   uv, SCHEMA_VERSION);
+			return dfs_err_set(
+				err, DFS_EINVAL,
+				"database schema version %d is newer than this docfs (%d)", uv,
+				SCHEMA_VERSION);
 	}
 	rc = exec_sql(c->h, "BEGIN IMMEDIATE", err);
 	if (rc)
@@ -467,7 +472,8 @@ int store_db_get(struct store *s, const char *name, bool create, struct store_db
 		if (strcmp(db->name, name) == 0) {
 			pthread_mutex_unlock(&s->lock);
 			if (stat(db->path, &st) != 0)
-				return dfs_err_set(err, DFS_ENOENT, "database '%s' not found", name);
+				return dfs_err_set(err, DFS_ENOENT, "database '%s' not found",
+						   name);
 			*out = db;
 			return 0;
 		}
@@ -546,8 +552,8 @@ int store_db_drop(struct store *s, const char *name, struct dfs_err *err)
 	}
 	if (n > 0) {
 		store_txn_abort(t);
-		return dfs_err_set(err, DFS_ENOTEMPTY, "database '%s' has %lld collections",
-				   name, (long long)n);
+		return dfs_err_set(err, DFS_ENOTEMPTY, "database '%s' has %lld collections", name,
+				   (long long)n);
 	}
 	/* Remove the files while holding the write lock so no writer slips in. */
 	{
@@ -596,8 +602,9 @@ static int sync_path(const char *path, struct dfs_err *err)
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0)
-		return errno == ENOENT ? 0 : dfs_err_set(err, DFS_EIO, "open '%s': %s", path,
-							 strerror(errno));
+		return errno == ENOENT
+			       ? 0
+			       : dfs_err_set(err, DFS_EIO, "open '%s': %s", path, strerror(errno));
 	if (fdatasync(fd) != 0) {
 		int e = errno;
 
@@ -624,8 +631,7 @@ int store_db_sync(struct store_db *db, struct dfs_err *err)
 
 /* ---- transactions ------------------------------------------------------------------ */
 
-int store_txn_begin(struct store_db *db, bool write, struct store_txn **out,
-		    struct dfs_err *err)
+int store_txn_begin(struct store_db *db, bool write, struct store_txn **out, struct dfs_err *err)
 {
 	struct store_txn *t = calloc(1, sizeof(*t));
 	int rc;
@@ -830,8 +836,7 @@ int store_coll_find(struct store_txn *t, const char *name, struct store_coll *ou
 	return coll_get(t, ST_COLL_FIND, name, 0, out, err);
 }
 
-int store_coll_by_id(struct store_txn *t, int64_t id, struct store_coll *out,
-		     struct dfs_err *err)
+int store_coll_by_id(struct store_txn *t, int64_t id, struct store_coll *out, struct dfs_err *err)
 {
 	return coll_get(t, ST_COLL_BY_ID, NULL, id, out, err);
 }
@@ -858,8 +863,7 @@ int store_coll_list(struct store_txn *t, int (*cb)(void *ctx, const struct store
 	return 0;
 }
 
-static int step_done(struct store_txn *t, sqlite3_stmt *st, const char *what,
-		     struct dfs_err *err)
+static int step_done(struct store_txn *t, sqlite3_stmt *st, const char *what, struct dfs_err *err)
 {
 	int rc = sqlite3_step(st);
 
@@ -905,7 +909,7 @@ int store_coll_create(struct store_txn *t, const char *name, uint32_t mode, uint
 static int coll_clear(struct store_txn *t, int64_t id, bool keep, struct dfs_err *err)
 {
 	static const char *const sql[] = {
-		"DELETE FROM docs WHERE coll = ?1",   "DELETE FROM files WHERE coll = ?1",
+		"DELETE FROM docs WHERE coll = ?1",    "DELETE FROM files WHERE coll = ?1",
 		"DELETE FROM indexes WHERE coll = ?1", "DELETE FROM vacated WHERE coll = ?1",
 		"DELETE FROM colls WHERE id = ?1",
 	};
@@ -997,8 +1001,8 @@ int store_coll_touch(struct store_txn *t, int64_t id, int64_t mtime_ns, struct d
 	return step_done(t, st, "touch collection", err);
 }
 
-int store_coll_setattr(struct store_txn *t, int64_t id, uint32_t mode, uint32_t uid,
-		       uint32_t gid, struct dfs_err *err)
+int store_coll_setattr(struct store_txn *t, int64_t id, uint32_t mode, uint32_t uid, uint32_t gid,
+		       struct dfs_err *err)
 {
 	sqlite3_stmt *st = store__stmt(t, ST_COLL_SETATTR, err);
 

@@ -57,7 +57,8 @@ static int doc_key_name(struct store_txn *t, const bson_value_t *id, char *name,
 	if ((rc = store_key_append(&t->key, id, false, err)))
 		return rc;
 	if (t->key.len > DFS_MAX_KEY_SIZE)
-		return dfs_err_set(err, DFS_EINVAL, "_id is %zu bytes as an index key, over the %d-byte limit",
+		return dfs_err_set(err, DFS_EINVAL,
+				   "_id is %zu bytes as an index key, over the %d-byte limit",
 				   t->key.len, DFS_MAX_KEY_SIZE);
 	dfs_buf_init(&stem);
 	rc = store_name_from_id(id, &stem, err);
@@ -71,8 +72,7 @@ static int doc_key_name(struct store_txn *t, const bson_value_t *id, char *name,
 	return rc;
 }
 
-static int doc_render_len(struct store_txn *t, const bson_t *doc, int64_t *len,
-			  struct dfs_err *err)
+static int doc_render_len(struct store_txn *t, const bson_t *doc, int64_t *len, struct dfs_err *err)
 {
 	int rc;
 
@@ -156,8 +156,8 @@ static int by_id(struct store_txn *t, enum store__st which, int64_t id, struct s
 	return row_lookup(t, st, which == ST_DOC_BY_ID, e, err);
 }
 
-int store_entry_lookup(struct store_txn *t, int64_t coll, const char *name,
-		       struct store_entry *out, struct dfs_err *err)
+int store_entry_lookup(struct store_txn *t, int64_t coll, const char *name, struct store_entry *out,
+		       struct dfs_err *err)
 {
 	bson_t id;
 	bson_iter_t it;
@@ -188,8 +188,7 @@ int store_entry_lookup(struct store_txn *t, int64_t coll, const char *name,
 	return rc;
 }
 
-int store_entry_get(struct store_txn *t, int64_t id, struct store_entry *out,
-		    struct dfs_err *err)
+int store_entry_get(struct store_txn *t, int64_t id, struct store_entry *out, struct dfs_err *err)
 {
 	int rc = by_id(t, ST_DOC_BY_ID, id, out, err);
 
@@ -261,8 +260,8 @@ int store_entry_read(struct store_txn *t, int64_t id, struct dfs_buf *out, struc
 }
 
 int store_entry_list(struct store_txn *t, int64_t coll, uint64_t cookie,
-		     int (*cb)(void *ctx, const struct store_entry *e, uint64_t next),
-		     void *ctx, struct dfs_err *err)
+		     int (*cb)(void *ctx, const struct store_entry *e, uint64_t next), void *ctx,
+		     struct dfs_err *err)
 {
 	static const enum store__st phases[2] = {ST_FILE_LIST, ST_DOC_LIST};
 	static const uint64_t bases[2] = {COOKIE_FILES, COOKIE_DOCS};
@@ -535,8 +534,8 @@ int store_doc_write_text(struct store_txn *t, int64_t coll, const char *name, co
 
 static int row_delete(struct store_txn *t, const struct store_entry *e, struct dfs_err *err)
 {
-	sqlite3_stmt *st = store__stmt(t, e->kind == STORE_KIND_DOC ? ST_DOC_DELETE : ST_FILE_DELETE,
-				       err);
+	sqlite3_stmt *st =
+		store__stmt(t, e->kind == STORE_KIND_DOC ? ST_DOC_DELETE : ST_FILE_DELETE, err);
 	int rc;
 
 	if (!st)
@@ -716,8 +715,7 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 		sqlite3_bind_text(st, 4, name, -1, SQLITE_STATIC);
 		sqlite3_bind_int64(st, 5, size);
 		sqlite3_bind_int64(st, 6, store__now_ns());
-		sqlite3_bind_blob(st, 7, bson_get_data(&renamed), (int)renamed.len,
-				  SQLITE_STATIC);
+		sqlite3_bind_blob(st, 7, bson_get_data(&renamed), (int)renamed.len, SQLITE_STATIC);
 		rc = sqlite3_step(st);
 		if (rc != SQLITE_DONE) {
 			rc = store__sqlerr(t, rc, "rename document", err);
@@ -726,7 +724,7 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 		rc = store__change(t, src.coll, STORE_CH_DEL, id, src.name, err);
 		if (!rc)
 			rc = store__change(t, newcoll, STORE_CH_PUT, id, name, err);
-doc_done:
+	doc_done:
 		bson_destroy(&renamed);
 		if (!rc && out)
 			rc = store_entry_get(t, id, out, err);
@@ -766,7 +764,8 @@ doc_done:
 				sqlite3_bind_int64(st, 3, id);
 				sqlite3_bind_int64(st, 4, store__now_ns());
 				rc = sqlite3_step(st);
-				rc = rc == SQLITE_DONE ? 0 : store__sqlerr(t, rc, "vacated ids", err);
+				rc = rc == SQLITE_DONE ? 0
+						       : store__sqlerr(t, rc, "vacated ids", err);
 			}
 		}
 		if (!rc)
@@ -787,7 +786,8 @@ doc_done:
 		dfs_buf_init(&text);
 		rc = store_entry_read(t, id, &text, err);
 		if (!rc)
-			rc = doc_from_text(newname, text.data ? text.data : "", text.len, &doc, err);
+			rc = doc_from_text(newname, text.data ? text.data : "", text.len, &doc,
+					   err);
 		dfs_buf_release(&text);
 		if (rc)
 			return rc;
@@ -811,8 +811,7 @@ doc_done:
 					sqlite3_bind_int64(st, 1, newcoll);
 					sqlite3_bind_blob(st, 2, t->key.data, (int)t->key.len,
 							  SQLITE_STATIC);
-					sqlite3_bind_int64(st, 3,
-							   store__now_ns() - VACATED_TTL_NS);
+					sqlite3_bind_int64(st, 3, store__now_ns() - VACATED_TTL_NS);
 					if (sqlite3_step(st) == SQLITE_ROW)
 						newid = sqlite3_column_int64(st, 0);
 					sqlite3_reset(st);

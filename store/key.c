@@ -275,9 +275,9 @@ static int put_doc(struct dfs_buf *out, const uint8_t *data, uint32_t len, bool 
 
 			if (br == 0)
 				return dfs_err_set(
-				    err, DFS_EINVAL,
-				    "bson type 0x%02x of field '%s' has no key encoding",
-				    (unsigned)ev->value_type, bson_iter_key(&it));
+					err, DFS_EINVAL,
+					"bson type 0x%02x of field '%s' has no key encoding",
+					(unsigned)ev->value_type, bson_iter_key(&it));
 			dfs_buf_putc(out, (char)br);
 			put_cstring(out, bson_iter_key(&it));
 		}

@@ -332,7 +332,7 @@ static int encode_id(const bson_value_t *id, struct dfs_buf *out, struct dfs_err
 			return dfs_err_set(err, DFS_EINVAL, "_id string is not valid utf-8");
 		put_escaped(out, s, n,
 			    s[0] == '.' || s[0] == '=' || numeric_shape(s, n) ||
-				oid_shape(s, n, false));
+				    oid_shape(s, n, false));
 		return 0;
 	case BSON_TYPE_ARRAY:
 		return dfs_err_set(err, DFS_EINVAL, "_id must not be an array");

@@ -22,15 +22,14 @@ struct tree_slot {
 };
 
 struct store_git {
-	pthread_mutex_t lock;		     /* serializes every call */
-	git_repository *repo;		     /* Owned */
-	char *where;			     /* Owned: the repository path, for messages */
-	struct tree_slot cache[TREE_CACHE];  /* directory trees by (commit, path) */
-	unsigned next;			     /* next slot to replace */
+	pthread_mutex_t lock;		    /* serializes every call */
+	git_repository *repo;		    /* Owned */
+	char *where;			    /* Owned: the repository path, for messages */
+	struct tree_slot cache[TREE_CACHE]; /* directory trees by (commit, path) */
+	unsigned next;			    /* next slot to replace */
 };
 
-int store_git_open(struct store *s, const char *repo, struct store_git **out,
-		   struct dfs_err *err)
+int store_git_open(struct store *s, const char *repo, struct store_git **out, struct dfs_err *err)
 {
 	struct store_git *g = calloc(1, sizeof(*g));
 	int rc;

@@ -21,10 +21,10 @@
  *    (flat_write: a git_treebuilder costs a hash-map insertion and an allocation per entry,
  *    most of the time of a 1% snapshot of a million documents). The database and root
  *    trees and the commit go through libgit2 (git_treebuilder, git_commit_create) into a
- *    mempack backend and are then copied into the same pack. The pack is handed to git_odb_write_pack (libgit2's indexer
- *    writes .pack and .idx), flushed every PACK_FLUSH bytes to bound memory. git_mempack_dump
- *    is not used: it packs everything reachable from the commit (all 1M blobs again, with a
- *    delta search) where only the new objects are wanted.
+ *    mempack backend and are then copied into the same pack. The pack is handed to
+ * git_odb_write_pack (libgit2's indexer writes .pack and .idx), flushed every PACK_FLUSH bytes to
+ * bound memory. git_mempack_dump is not used: it packs everything reachable from the commit (all 1M
+ * blobs again, with a delta search) where only the new objects are wanted.
  * 4. Strict object creation is turned off (process-wide, libgit2 option): tree entries refer
  *    to blobs that are only in the pending pack, and checking each reused blob would cost
  *    one odb lookup per document.
@@ -177,8 +177,7 @@ static void sha1_block(struct sha1 *c, const uint8_t *p)
 
 static void sha1_init(struct sha1 *c)
 {
-	static const uint32_t h0[5] = {0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476,
-				       0xc3d2e1f0};
+	static const uint32_t h0[5] = {0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476, 0xc3d2e1f0};
 
 	memcpy(c->h, h0, sizeof(h0));
 	c->len = 0;
@@ -275,10 +274,10 @@ static bool oidset_add(struct oidset *s, const git_oid *o)
 /* ---- the pack being built (note 3) -------------------------------------------------- */
 
 struct packw {
-	git_odb *odb;	      /* Borrowed */
-	struct dfs_buf body;  /* pack entries after the 12-byte header */
-	uint32_t count;	      /* entries in body */
-	struct oidset seen;   /* every oid put in a pack by this snapshot */
+	git_odb *odb;	     /* Borrowed */
+	struct dfs_buf body; /* pack entries after the 12-byte header */
+	uint32_t count;	     /* entries in body */
+	struct oidset seen;  /* every oid put in a pack by this snapshot */
 };
 
 static void put_be32(uint8_t *p, uint32_t v)
@@ -453,34 +452,33 @@ struct coll_row {
 };
 
 struct snap {
-	struct store_txn *t;		/* the read transaction */
-	git_repository *repo;		/* Borrowed */
-	git_odb *odb;			/* Owned reference */
-	int64_t repokey;		/* repo_key */
+	struct store_txn *t;  /* the read transaction */
+	git_repository *repo; /* Borrowed */
+	git_odb *odb;	      /* Owned reference */
+	int64_t repokey;      /* repo_key */
 	struct packw pack;
-	struct dfs_buf text;		/* rendering buffer */
-	struct doc_row *docs;		/* Owned: snap_docs rows to write */
+	struct dfs_buf text;  /* rendering buffer */
+	struct doc_row *docs; /* Owned: snap_docs rows to write */
 	size_t ndocs, capdocs;
-	struct coll_row *colls;		/* Owned: snap_colls rows to write */
+	struct coll_row *colls; /* Owned: snap_colls rows to write */
 	size_t ncolls, capcolls;
-	git_oid *trees;			/* Owned: trees written through libgit2 */
+	git_oid *trees; /* Owned: trees written through libgit2 */
 	size_t ntrees, captrees;
 	struct store_snap_result *r;
 };
 
-#define PUSH(arr, n, cap, v)                                                          \
-	do {                                                                          \
-		if ((n) == (cap)) {                                                   \
-			(cap) = (cap) ? (cap) * 2 : 64;                               \
-			(arr) = realloc((arr), (cap) * sizeof(*(arr)));               \
-			if (!(arr))                                                   \
-				abort();                                              \
-		}                                                                     \
-		(arr)[(n)++] = (v);                                                   \
+#define PUSH(arr, n, cap, v)                                                                       \
+	do {                                                                                       \
+		if ((n) == (cap)) {                                                                \
+			(cap) = (cap) ? (cap)*2 : 64;                                              \
+			(arr) = realloc((arr), (cap) * sizeof(*(arr)));                            \
+			if (!(arr))                                                                \
+				abort();                                                           \
+		}                                                                                  \
+		(arr)[(n)++] = (v);                                                                \
 	} while (0)
 
-static int sql_prepare(struct store_txn *t, const char *sql, sqlite3_stmt **st,
-		       struct dfs_err *err)
+static int sql_prepare(struct store_txn *t, const char *sql, sqlite3_stmt **st, struct dfs_err *err)
 {
 	int rc = sqlite3_prepare_v2(t->c->h, sql, -1, st, NULL);
 
@@ -533,8 +531,10 @@ static int render_indexes(struct store_txn *t, int64_t coll, struct dfs_buf *out
 	bson_destroy(&id);
 	if (rc)
 		return rc;
-	if ((rc = sql_prepare(t, "SELECT name, spec FROM indexes WHERE coll = ?1 AND name <> '_id_'"
-				 " ORDER BY name", &st, err)))
+	if ((rc = sql_prepare(t,
+			      "SELECT name, spec FROM indexes WHERE coll = ?1 AND name <> '_id_'"
+			      " ORDER BY name",
+			      &st, err)))
 		return rc;
 	sqlite3_bind_int64(st, 1, coll);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -562,8 +562,8 @@ done:
 	return rc;
 }
 
-static int tb_insert(git_treebuilder *tb, const char *name, const git_oid *oid,
-		     git_filemode_t mode, struct dfs_err *err)
+static int tb_insert(git_treebuilder *tb, const char *name, const git_oid *oid, git_filemode_t mode,
+		     struct dfs_err *err)
 {
 	if (git_treebuilder_insert(NULL, tb, name, oid, mode) != 0)
 		return store__git_err(err, DFS_EIO, "tree entry");
@@ -574,14 +574,14 @@ static int tb_insert(git_treebuilder *tb, const char *name, const git_oid *oid,
  * Built flat (one arena of names, one array, one sort) rather than through a
  * git_treebuilder: a million entries cost a hash map insertion and an allocation each there. */
 struct flat_ent {
-	size_t off;	/* name offset in the arena */
-	size_t len;	/* name length */
+	size_t off; /* name offset in the arena */
+	size_t len; /* name length */
 	git_oid oid;
 };
 
 struct flat_tree {
-	struct dfs_buf names;	/* arena: the names, NUL-separated */
-	struct flat_ent *v;	/* Owned */
+	struct dfs_buf names; /* arena: the names, NUL-separated */
+	struct flat_ent *v;   /* Owned */
 	size_t n, cap;
 };
 
@@ -658,8 +658,10 @@ static int snap_coll(struct snap *sn, const struct store_coll *c, git_oid *tree,
 		goto done;
 	git_odb_hash(&row.idx, sn->text.data, sn->text.len, GIT_OBJECT_BLOB);
 
-	if ((rc = sql_prepare(t, "SELECT ndocs, max_ctime, fp, idx, tree FROM snap_colls"
-				 " WHERE repo = ?1 AND coll = ?2", &st, err)))
+	if ((rc = sql_prepare(t,
+			      "SELECT ndocs, max_ctime, fp, idx, tree FROM snap_colls"
+			      " WHERE repo = ?1 AND coll = ?2",
+			      &st, err)))
 		goto done;
 	sqlite3_bind_int64(st, 1, sn->repokey);
 	sqlite3_bind_int64(st, 2, c->id);
@@ -695,14 +697,17 @@ static int snap_coll(struct snap *sn, const struct store_coll *c, git_oid *tree,
 	 * cheaper than a lookup per document, and a row's BSON (mostly in overflow pages) read
 	 * only when it must be rendered: a selected column is materialised whether or not it
 	 * is looked at. */
-	rc = sql_prepare(t, have_cache
-		? "SELECT id, name, ctime FROM docs WHERE coll = ?1 ORDER BY id"
-		: "SELECT id, name, ctime, bson FROM docs WHERE coll = ?1", &st, err);
+	rc = sql_prepare(t,
+			 have_cache ? "SELECT id, name, ctime FROM docs WHERE coll = ?1 ORDER BY id"
+				    : "SELECT id, name, ctime, bson FROM docs WHERE coll = ?1",
+			 &st, err);
 	if (!rc && have_cache)
 		rc = sql_prepare(t, "SELECT bson FROM docs WHERE id = ?1", &bst, err);
 	if (!rc && have_cache)
-		rc = sql_prepare(t, "SELECT docid, ctime, oid FROM snap_docs WHERE repo = ?1"
-				    " ORDER BY docid", &cst, err);
+		rc = sql_prepare(t,
+				 "SELECT docid, ctime, oid FROM snap_docs WHERE repo = ?1"
+				 " ORDER BY docid",
+				 &cst, err);
 	if (rc)
 		goto done;
 	sqlite3_bind_int64(st, 1, c->id);
@@ -745,7 +750,8 @@ static int snap_coll(struct snap *sn, const struct store_coll *c, git_oid *tree,
 				n = sqlite3_column_bytes(st, 3);
 			}
 			if (n < 5 || !bson_init_static(&doc, data, (size_t)n)) {
-				rc = dfs_err_set(err, DFS_ECORRUPT, "document %lld is not valid BSON",
+				rc = dfs_err_set(err, DFS_ECORRUPT,
+						 "document %lld is not valid BSON",
 						 (long long)d.docid);
 				goto done;
 			}
@@ -795,10 +801,14 @@ static int cache_write(struct store_db *db, struct snap *sn, struct dfs_err *err
 
 	if ((rc = store_txn_begin(db, true, &t, err)))
 		return rc;
-	if ((rc = sql_prepare(t, "INSERT OR REPLACE INTO snap_docs(repo, docid, ctime, oid)"
-				 " VALUES(?1, ?2, ?3, ?4)", &sd, err)) ||
-	    (rc = sql_prepare(t, "INSERT OR REPLACE INTO snap_colls(repo, coll, ndocs, max_ctime,"
-				 " fp, idx, tree) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)", &sc, err)))
+	if ((rc = sql_prepare(t,
+			      "INSERT OR REPLACE INTO snap_docs(repo, docid, ctime, oid)"
+			      " VALUES(?1, ?2, ?3, ?4)",
+			      &sd, err)) ||
+	    (rc = sql_prepare(t,
+			      "INSERT OR REPLACE INTO snap_colls(repo, coll, ndocs, max_ctime,"
+			      " fp, idx, tree) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+			      &sc, err)))
 		goto done;
 	for (size_t i = 0; i < sn->ndocs; i++) {
 		sqlite3_reset(sd);
@@ -865,8 +875,8 @@ static const char *parse_tz(const char *p, int *off)
 	if (*p != '+' && *p != '-')
 		return NULL;
 	sign = *p++ == '-' ? -1 : 1;
-	if (sscanf(p, "%2d", &hh) != 1 || !(p[0] >= '0' && p[0] <= '9' && p[1] >= '0' &&
-					     p[1] <= '9'))
+	if (sscanf(p, "%2d", &hh) != 1 ||
+	    !(p[0] >= '0' && p[0] <= '9' && p[1] >= '0' && p[1] <= '9'))
 		return NULL;
 	p += 2;
 	if (*p == ':')
@@ -1109,7 +1119,8 @@ int store_snapshot(struct store *s, const struct store_snap_opts *o, struct stor
 	if (o->message) {
 		size_t n = strlen(o->message);
 
-		if (asprintf(&msg, "%s%s", o->message, n && o->message[n - 1] == '\n' ? "" : "\n") < 0)
+		if (asprintf(&msg, "%s%s", o->message, n && o->message[n - 1] == '\n' ? "" : "\n") <
+		    0)
 			msg = NULL;
 	} else if (asprintf(&msg, "docfs snapshot %s%s%s\n", o->db, o->coll ? "." : "",
 			    o->coll ? o->coll : "") < 0) {
@@ -1122,8 +1133,8 @@ int store_snapshot(struct store *s, const struct store_snap_opts *o, struct stor
 	{
 		const git_commit *parents[1] = {parent};
 
-		if (git_commit_create(&commitoid, repo, NULL, author, committer, NULL, msg, roottree,
-				      parent ? 1 : 0, parents) != 0) {
+		if (git_commit_create(&commitoid, repo, NULL, author, committer, NULL, msg,
+				      roottree, parent ? 1 : 0, parents) != 0) {
 			rc = store__git_err(err, DFS_EIO, "commit");
 			goto done;
 		}
@@ -1150,9 +1161,9 @@ int store_snapshot(struct store *s, const struct store_snap_opts *o, struct stor
 		else
 			rc = git_reference_create(&ref, repo, refname, &commitoid, 0, logmsg);
 		if (rc != 0) {
-			rc = store__git_err(err, rc == GIT_EEXISTS || rc == GIT_EMODIFIED ? DFS_EBUSY
-											  : DFS_EIO,
-					    "update branch");
+			rc = store__git_err(
+				err, rc == GIT_EEXISTS || rc == GIT_EMODIFIED ? DFS_EBUSY : DFS_EIO,
+				"update branch");
 			goto done;
 		}
 	}
@@ -1343,9 +1354,10 @@ int store_snapshot_list(struct store *s, const char *repo_path, const char *bran
 		for (size_t i = 0; i < nrefs; i++) {
 			if (!git_oid_equal(&refs[i].oid, &oid))
 				continue;
-			len += (size_t)snprintf(info.refs + len, len < sizeof(info.refs) ?
-					       sizeof(info.refs) - len : 0, "%s%s",
-					       len ? "," : "", refs[i].name);
+			len += (size_t)snprintf(info.refs + len,
+						len < sizeof(info.refs) ? sizeof(info.refs) - len
+									: 0,
+						"%s%s", len ? "," : "", refs[i].name);
 			if (len >= sizeof(info.refs))
 				len = sizeof(info.refs) - 1;
 		}
@@ -1397,8 +1409,10 @@ static int restore_indexes(struct store_txn *t, int64_t coll, const char *text, 
 		rc = dfs_err_set(err, DFS_EINVAL, ".indexes.json is not an array");
 		goto done;
 	}
-	if ((rc = sql_prepare(t, "INSERT OR REPLACE INTO indexes(coll, name, spec)"
-				 " VALUES(?1, ?2, ?3)", &st, err)))
+	if ((rc = sql_prepare(t,
+			      "INSERT OR REPLACE INTO indexes(coll, name, spec)"
+			      " VALUES(?1, ?2, ?3)",
+			      &st, err)))
 		goto done;
 	while (bson_iter_next(&arr)) {
 		const uint8_t *data;
@@ -1493,13 +1507,14 @@ int store_restore(struct store *s, const char *repo_path, const char *ref, const
 	if (!into_coll)
 		into_coll = coll;
 	if ((rc = store_db_name_check(db, err)) || (rc = store_coll_name_check(coll, err)) ||
-	    (rc = store_db_name_check(into_db, err)) || (rc = store_coll_name_check(into_coll, err)))
+	    (rc = store_db_name_check(into_db, err)) ||
+	    (rc = store_coll_name_check(into_coll, err)))
 		return rc;
 	rc = store__git_open(s, repo_path, false, NULL, &repo, &where, err);
 	if (rc == DFS_ENOENT && err) {
 		dfs_err_clear(err);
-		rc = dfs_err_set(err, DFS_ENOENT, "no snapshot '%s' in '%s%s' (no repository)",
-				 ref, repo_path ? repo_path : store_path(s),
+		rc = dfs_err_set(err, DFS_ENOENT, "no snapshot '%s' in '%s%s' (no repository)", ref,
+				 repo_path ? repo_path : store_path(s),
 				 repo_path ? "" : "/snapshots.git");
 	}
 	if (rc)
@@ -1516,8 +1531,8 @@ int store_restore(struct store *s, const char *repo_path, const char *ref, const
 	}
 	if (git_tree_entry_bypath(&te, root, path) != 0 ||
 	    git_tree_entry_type(te) != GIT_OBJECT_TREE) {
-		rc = dfs_err_set(err, DFS_ENOENT, "no collection '%s.%s' in snapshot '%s'", db, coll,
-				 ref);
+		rc = dfs_err_set(err, DFS_ENOENT, "no collection '%s.%s' in snapshot '%s'", db,
+				 coll, ref);
 		goto done;
 	}
 	if (git_tree_lookup(&ct, repo, git_tree_entry_id(te)) != 0) {

@@ -115,8 +115,8 @@ int store_codec_parse_value(const char *text, size_t len, bson_t *out, const cha
 			    struct dfs_err *err);
 
 enum store_render_style {
-	STORE_RENDER_PRETTY,  /* document files: 2-space indent, one field per line, final \n */
-	STORE_RENDER_COMPACT, /* one line, no spaces except after ':' and ',' , no final \n */
+	STORE_RENDER_PRETTY,	/* document files: 2-space indent, one field per line, final \n */
+	STORE_RENDER_COMPACT,	/* one line, no spaces except after ':' and ',' , no final \n */
 	STORE_RENDER_CANONICAL, /* one line, canonical Extended JSON v2 (every number typed) */
 };
 
@@ -195,7 +195,6 @@ int store_name_from_id(const bson_value_t *id, struct dfs_buf *out, struct dfs_e
 /* Decodes stem into out as the single field {"_id": value}; out initialised and empty. */
 int store_name_to_id(const char *stem, size_t len, bson_t *out, struct dfs_err *err);
 
-
 /* ---- the store: databases, collections, entries (db.c, doc.c) ---------------------- */
 
 /*
@@ -235,24 +234,22 @@ int store_db_sync(struct store_db *db, struct dfs_err *err);
 
 /* Begins a transaction. A write transaction takes the database's write lock (waiting up to
  * 10 s for another process: DFS_EBUSY after that). *out Owned, ended by commit or abort. */
-int store_txn_begin(struct store_db *db, bool write, struct store_txn **out,
-		    struct dfs_err *err);
+int store_txn_begin(struct store_db *db, bool write, struct store_txn **out, struct dfs_err *err);
 /* Commits and frees t (also on failure, where nothing of t is kept). */
 int store_txn_commit(struct store_txn *t, struct dfs_err *err);
 void store_txn_abort(struct store_txn *t); /* rolls back and frees; NULL is a no-op */
 struct store_db *store_txn_db(struct store_txn *t);
 
 struct store_coll {
-	int64_t id;			 /* stable, shares the id space of entries */
-	char name[DFS_MAX_NS_NAME + 1];	 /* collection name */
-	int64_t ctime_ns, mtime_ns;	 /* creation, last change of the directory */
-	uint32_t mode, uid, gid;	 /* directory attributes */
+	int64_t id;			/* stable, shares the id space of entries */
+	char name[DFS_MAX_NS_NAME + 1]; /* collection name */
+	int64_t ctime_ns, mtime_ns;	/* creation, last change of the directory */
+	uint32_t mode, uid, gid;	/* directory attributes */
 };
 
 int store_coll_find(struct store_txn *t, const char *name, struct store_coll *out,
 		    struct dfs_err *err); /* DFS_ENOENT */
-int store_coll_by_id(struct store_txn *t, int64_t id, struct store_coll *out,
-		     struct dfs_err *err);
+int store_coll_by_id(struct store_txn *t, int64_t id, struct store_coll *out, struct dfs_err *err);
 int store_coll_list(struct store_txn *t, int (*cb)(void *ctx, const struct store_coll *c),
 		    void *ctx, struct dfs_err *err);
 int store_coll_create(struct store_txn *t, const char *name, uint32_t mode, uint32_t uid,
@@ -266,8 +263,8 @@ int store_coll_rename(struct store_txn *t, int64_t id, const char *newname,
 int store_coll_count(struct store_txn *t, int64_t id, int64_t *ndocs, int64_t *nfiles,
 		     struct dfs_err *err);
 int store_coll_touch(struct store_txn *t, int64_t id, int64_t mtime_ns, struct dfs_err *err);
-int store_coll_setattr(struct store_txn *t, int64_t id, uint32_t mode, uint32_t uid,
-		       uint32_t gid, struct dfs_err *err);
+int store_coll_setattr(struct store_txn *t, int64_t id, uint32_t mode, uint32_t uid, uint32_t gid,
+		       struct dfs_err *err);
 
 /* An entry of a collection directory: a document or a scratch file (or symlink). */
 enum store_kind {
@@ -283,7 +280,7 @@ struct store_entry {
 	uint32_t mode, uid, gid; /* permission bits only in mode, no S_IFMT */
 	int64_t size;		 /* rendered JSON length (documents) or byte length */
 	int64_t mtime_ns, ctime_ns;
-	char name[256];		 /* the file name in the directory */
+	char name[256]; /* the file name in the directory */
 };
 
 struct store_attrs {
@@ -293,10 +290,9 @@ struct store_attrs {
 
 /* Looks a file name up in collection coll: "<stem>.json" with a canonical stem finds the
  * document with that _id, any other name a scratch file. DFS_ENOENT when absent. */
-int store_entry_lookup(struct store_txn *t, int64_t coll, const char *name,
-		       struct store_entry *out, struct dfs_err *err);
-int store_entry_get(struct store_txn *t, int64_t id, struct store_entry *out,
-		    struct dfs_err *err);
+int store_entry_lookup(struct store_txn *t, int64_t coll, const char *name, struct store_entry *out,
+		       struct dfs_err *err);
+int store_entry_get(struct store_txn *t, int64_t id, struct store_entry *out, struct dfs_err *err);
 /* The bytes of an entry as the mount shows them (documents pretty-rendered). */
 int store_entry_read(struct store_txn *t, int64_t id, struct dfs_buf *out, struct dfs_err *err);
 /* The BSON of document id into out (initialised, empty). */
@@ -305,8 +301,8 @@ int store_doc_get(struct store_txn *t, int64_t id, bson_t *out, struct dfs_err *
  * entry and the cookie that resumes after it; a nonzero return from cb stops the listing
  * and is returned. Entries added during a listing come after every existing one. */
 int store_entry_list(struct store_txn *t, int64_t coll, uint64_t cookie,
-		     int (*cb)(void *ctx, const struct store_entry *e, uint64_t next),
-		     void *ctx, struct dfs_err *err);
+		     int (*cb)(void *ctx, const struct store_entry *e, uint64_t next), void *ctx,
+		     struct dfs_err *err);
 
 /*
  * Prepares a document for storing: validates it, puts _id first (taking it from id_from when
@@ -372,7 +368,7 @@ enum store_change_op {
 struct store_change {
 	int64_t seq;
 	int64_t coll;
-	int op;		/* enum store_change_op */
+	int op; /* enum store_change_op */
 	int64_t id;
 	char name[256];
 };
@@ -395,20 +391,20 @@ int store_changes_last(struct store_db *db, int64_t *seq, struct dfs_err *err);
  * hashing, and an unchanged collection reuses its whole tree.
  */
 struct store_snap_opts {
-	const char *db;		/* the database (required) */
-	const char *coll;	/* one collection, or NULL for the whole database */
-	const char *message;	/* commit message, NULL: "docfs snapshot <db>[.<coll>]" */
-	const char *tag;	/* also create this lightweight tag, or NULL */
-	const char *repo;	/* repository path, NULL: "<store>/snapshots.git" (bare, created) */
-	const char *branch;	/* NULL: "main" */
+	const char *db;	     /* the database (required) */
+	const char *coll;    /* one collection, or NULL for the whole database */
+	const char *message; /* commit message, NULL: "docfs snapshot <db>[.<coll>]" */
+	const char *tag;     /* also create this lightweight tag, or NULL */
+	const char *repo;    /* repository path, NULL: "<store>/snapshots.git" (bare, created) */
+	const char *branch;  /* NULL: "main" */
 };
 
 struct store_snap_result {
-	char commit[41];	 /* the new commit id (hex) */
-	int64_t docs;		 /* documents in the snapshot */
-	int64_t blobs_written;	 /* documents rendered and stored */
-	int64_t blobs_reused;	 /* documents whose blob was reused */
-	int64_t colls_reused;	 /* collections whose tree was reused whole */
+	char commit[41];       /* the new commit id (hex) */
+	int64_t docs;	       /* documents in the snapshot */
+	int64_t blobs_written; /* documents rendered and stored */
+	int64_t blobs_reused;  /* documents whose blob was reused */
+	int64_t colls_reused;  /* collections whose tree was reused whole */
 };
 
 /* Takes a snapshot. Author and committer come from GIT_AUTHOR_NAME / GIT_AUTHOR_EMAIL /
@@ -419,11 +415,11 @@ int store_snapshot(struct store *s, const struct store_snap_opts *o, struct stor
 		   struct dfs_err *err);
 
 struct store_snap_info {
-	char id[41];		/* commit id */
-	int64_t time;		/* commit time, seconds since the epoch */
-	char message[256];	/* first line of the message */
-	char refs[256];		/* branches and tags pointing at it, comma-separated */
-	int64_t docs;		/* documents in its tree (".json" blobs) */
+	char id[41];	   /* commit id */
+	int64_t time;	   /* commit time, seconds since the epoch */
+	char message[256]; /* first line of the message */
+	char refs[256];	   /* branches and tags pointing at it, comma-separated */
+	int64_t docs;	   /* documents in its tree (".json" blobs) */
 };
 
 /* Lists the commits of the branch (NULL: "main"), newest first, in repo (NULL: default). */
@@ -444,8 +440,7 @@ int store_restore(struct store *s, const char *repo, const char *ref, const char
 struct store_git;
 /* Opens repo (NULL: the default one); DFS_ENOENT when it does not exist yet. *out Owned,
  * freed by store_git_free. */
-int store_git_open(struct store *s, const char *repo, struct store_git **out,
-		   struct dfs_err *err);
+int store_git_open(struct store *s, const char *repo, struct store_git **out, struct dfs_err *err);
 void store_git_free(struct store_git *g);
 /* Calls cb with the short names of the branches, then of the tags. */
 int store_git_refs(struct store_git *g, int (*cb)(void *ctx, const char *name), void *ctx,
@@ -453,7 +448,7 @@ int store_git_refs(struct store_git *g, int (*cb)(void *ctx, const char *name), 
 /* Resolves ref (branch, tag, full or abbreviated id, "main~3") to a commit id (hex). */
 int store_git_resolve(struct store_git *g, const char *ref, char commit[41], struct dfs_err *err);
 struct store_git_entry {
-	char name[256];	/* entry name */
+	char name[256]; /* entry name */
 	bool is_dir;	/* a tree */
 	int64_t size;	/* blob size (0 for trees) */
 	char oid[41];	/* object id (hex): stable, usable as an inode seed */

@@ -51,32 +51,32 @@ enum store__st {
 };
 
 struct store__conn {
-	sqlite3 *h;			   /* Owned */
-	sqlite3_stmt *st[ST__COUNT];	   /* Owned, lazily prepared */
-	struct store__conn *next;	   /* free list of the pool */
+	sqlite3 *h;		     /* Owned */
+	sqlite3_stmt *st[ST__COUNT]; /* Owned, lazily prepared */
+	struct store__conn *next;    /* free list of the pool */
 };
 
 struct store_db {
-	struct store *s;		   /* Borrowed: the owner */
-	char name[DFS_MAX_NS_NAME + 1];	   /* database name */
-	char *path;			   /* Owned: the SQLite file */
-	uint32_t num;			   /* stable database number */
-	int64_t ctime_ns;		   /* creation time */
-	pthread_mutex_t pool_lock;	   /* guards pool */
-	struct store__conn *pool;	   /* idle connections */
-	pthread_mutex_t write_lock;	   /* one write transaction per process at a time */
-	struct store_db *next;		   /* list of open databases of the store */
+	struct store *s;		/* Borrowed: the owner */
+	char name[DFS_MAX_NS_NAME + 1]; /* database name */
+	char *path;			/* Owned: the SQLite file */
+	uint32_t num;			/* stable database number */
+	int64_t ctime_ns;		/* creation time */
+	pthread_mutex_t pool_lock;	/* guards pool */
+	struct store__conn *pool;	/* idle connections */
+	pthread_mutex_t write_lock;	/* one write transaction per process at a time */
+	struct store_db *next;		/* list of open databases of the store */
 };
 
 struct store_txn {
-	struct store_db *db;	   /* Borrowed */
-	struct store__conn *c;	   /* Owned while the transaction runs */
-	bool write;		   /* holds the write lock */
-	int64_t next_id;	   /* next free entry id, loaded on first use (0: not yet) */
-	int64_t first_id;	   /* next_id as loaded, to know whether to store it back */
-	int64_t inserts_logged;	   /* collection whose inserts this transaction has logged */
-	struct dfs_buf scratch;	   /* rendering buffer reused by the transaction's writes */
-	struct dfs_buf key;	   /* key buffer reused by the transaction's writes */
+	struct store_db *db;	/* Borrowed */
+	struct store__conn *c;	/* Owned while the transaction runs */
+	bool write;		/* holds the write lock */
+	int64_t next_id;	/* next free entry id, loaded on first use (0: not yet) */
+	int64_t first_id;	/* next_id as loaded, to know whether to store it back */
+	int64_t inserts_logged; /* collection whose inserts this transaction has logged */
+	struct dfs_buf scratch; /* rendering buffer reused by the transaction's writes */
+	struct dfs_buf key;	/* key buffer reused by the transaction's writes */
 };
 
 /* Returns the statement slot, reset and unbound, or NULL with err set. Borrowed: valid
@@ -91,8 +91,7 @@ int store__change(struct store_txn *t, int64_t coll, int op, int64_t id, const c
 		  struct dfs_err *err);
 int64_t store__now_ns(void);
 /* Opens a private connection to a database file (for check.c). */
-int store__conn_open(const char *path, bool create, struct store__conn **out,
-		     struct dfs_err *err);
+int store__conn_open(const char *path, bool create, struct store__conn **out, struct dfs_err *err);
 void store__conn_close(struct store__conn *c);
 
 #endif
