@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/stat.h>
 
 /* ---- generate.c: mgenerate-style document templates -------------------------------- */
 
@@ -165,6 +166,8 @@ struct fs_node {
 	char *pending_name;	  /* Owned: FSN_PENDING's file name, FSN_QUERY's query */
 	char *name;		  /* Owned: FSN_ENTRY's last known name in its directory */
 	uint64_t result_size;	  /* FSN_QUERY: size of the last result opened */
+	struct stat attr;	  /* FSN_ENTRY: attributes as last read from the store */
+	uint64_t attr_gen;	  /* data_gen when attr was read (0: none) */
 	bool in_ino_table;	  /* reachable by st_ino (the current node for it) */
 	struct fs_node *next_id;  /* hash chain by nodeid */
 	struct fs_node *next_ino; /* hash chain by st_ino */
@@ -216,6 +219,12 @@ void fs_node_repoint(struct fs_node *node, int kind, int64_t coll, int64_t id, u
 /* The nodeid currently standing for st_ino (0 when the kernel holds none); bumps data_gen. */
 uint64_t fs_node_touch_ino(uint64_t ino);
 void fs_node_bump(struct fs_node *node);
+/* The node's cached attributes, when they are still current (no change since): true and *st
+ * filled, else false. */
+bool fs_node_attr_get(struct fs_node *node, struct stat *st);
+/* Caches st as the node's attributes for its current data_gen. */
+void fs_node_attr_put(struct fs_node *node, const struct stat *st, uint64_t gen);
+uint64_t fs_node_gen(struct fs_node *node);
 
 /* The notifier thread (notify.c): the only sender of kernel cache invalidations. It polls
  * the change feed of every watched database every period_ms and drains a queue of

@@ -306,6 +306,7 @@ static struct fs_node *snap_lookup(struct fs_node *p, const char *name, struct d
 static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct dfs_err *err)
 {
 	struct store_txn *t;
+	uint64_t gen;
 	int rc = 0;
 
 	*timeout = LONG_TIMEOUT;
@@ -352,6 +353,11 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 	default:
 		break;
 	}
+	/* An entry's attributes come from the node while nothing changed it (every change,
+	 * ours or another process's, bumps data_gen); a warm grep -r stats every file. */
+	if (n->kind == FSN_ENTRY && fs_node_attr_get(n, st))
+		return 0;
+	gen = fs_node_gen(n);
 	if ((rc = store_txn_begin(n->db, false, &t, err)))
 		return rc;
 	if (n->kind == FSN_COLL || n->kind == FSN_INSERT || n->kind == FSN_QDIR ||
@@ -371,8 +377,11 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 		struct store_entry e;
 
 		rc = store_entry_get(t, n->id, &e, err);
-		if (!rc)
+		if (!rc) {
 			entry_attr(st, n->ino, &e);
+			if (n->kind == FSN_ENTRY)
+				fs_node_attr_put(n, st, gen);
+		}
 	}
 	store_txn_abort(t);
 	return rc;
@@ -1288,6 +1297,7 @@ attrs:
 			return;
 		}
 	}
+	fs_node_bump(n); /* whatever changed, the cached attributes are old */
 	if ((rc = node_attr(n, &st, &timeout, &err))) {
 		reply_dfs(req, &err, "setattr");
 		return;
@@ -1857,6 +1867,8 @@ static void fsop_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fus
 		if (n && (n->id != out.id || n->coll != out.coll))
 			fs_node_repoint(n, FSN_ENTRY, out.coll, out.id,
 					fs_ino_entry(p->db, out.id));
+		else if (n)
+			fs_node_bump(n); /* same row, new _id: new content and size */
 		if (n) {
 			fs_node_set_name(n, out.name);
 			fs_notify_inode(n->nodeid);

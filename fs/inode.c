@@ -186,6 +186,7 @@ size_t fs_nodes_of_coll(struct store_db *db, int64_t coll, uint64_t **ids, char 
 		for (struct fs_node *n = by_id[i]; n; n = n->next_id) {
 			if (n->db != db || n->coll != coll || n->kind != FSN_ENTRY || !n->name)
 				continue;
+			n->data_gen++; /* whatever the kernel or the node cached is old */
 			if (k == cap) {
 				cap = cap ? cap * 2 : 64;
 				*ids = realloc(*ids, cap * sizeof(**ids));
@@ -304,6 +305,40 @@ uint64_t fs_node_touch_ino(uint64_t ino)
 	}
 	pthread_mutex_unlock(&nodes_lock);
 	return id;
+}
+
+bool fs_node_attr_get(struct fs_node *node, struct stat *st)
+{
+	bool ok;
+
+	pthread_mutex_lock(&nodes_lock);
+	ok = node->attr_gen != 0 && node->attr_gen == node->data_gen &&
+	     node->ino == node->attr.st_ino;
+	if (ok)
+		*st = node->attr;
+	pthread_mutex_unlock(&nodes_lock);
+	return ok;
+}
+
+void fs_node_attr_put(struct fs_node *node, const struct stat *st, uint64_t gen)
+{
+	pthread_mutex_lock(&nodes_lock);
+	/* Only if nothing changed since the caller read the store (gen taken before). */
+	if (gen == node->data_gen) {
+		node->attr = *st;
+		node->attr_gen = gen;
+	}
+	pthread_mutex_unlock(&nodes_lock);
+}
+
+uint64_t fs_node_gen(struct fs_node *node)
+{
+	uint64_t g;
+
+	pthread_mutex_lock(&nodes_lock);
+	g = node->data_gen;
+	pthread_mutex_unlock(&nodes_lock);
+	return g;
 }
 
 void fs_node_bump(struct fs_node *node)
