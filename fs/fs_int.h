@@ -43,9 +43,8 @@ int fs_errlog_open(const char *path, struct dfs_err *err);
 /* ---- insert.c: streaming insertion of concatenated / line-separated documents ------- */
 
 /*
- * Documents arrive in chunks of any size; each call inserts every complete document. A write
- * transaction spans calls until it holds INSERT_BATCH documents or has been open for
- * INSERT_HOLD_MS (so other writers wait little); the final call commits. Ordered: the first bad
+ * Documents arrive in chunks of any size; each call inserts every complete document in one
+ * write transaction. Ordered: the first bad
  * document stops the stream; the documents before it are committed, and the error says which
  * document (its number and line) and why. Not thread-safe; one inserter per stream.
  */
@@ -59,9 +58,6 @@ struct fs_inserter {
 	unsigned line;		/* line number of pending.data[0] */
 	int64_t ndocs;		/* documents inserted so far */
 	bool failed;		/* an error stopped the stream */
-	struct store_txn *txn;	/* Owned: the open transaction between feeds, or NULL */
-	int64_t pending_docs;	/* documents in txn, not yet committed */
-	int64_t txn_start;	/* when txn began (ms, monotonic) */
 	struct dfs_err err;	/* the error that stopped it */
 };
 
@@ -151,6 +147,8 @@ enum fs_node_kind {
 	FSN_SNAP_ROOT,	/* "/.snapshots": branches and tags of the snapshot repository */
 	FSN_SNAP_DIR,	/* a tree of a snapshot: pending_name is "<commit>/<path>" */
 	FSN_SNAP_FILE,	/* a blob of a snapshot: pending_name as above, result_size its size */
+	FSN_DEAD,	/* unlinked or replaced while the kernel still holds it: writes to it
+			 * go nowhere, as on any unlinked file */
 };
 
 struct fs_node {

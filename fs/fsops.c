@@ -88,26 +88,31 @@ struct fs_handle {
 /* ---- pending documents (note 2) ---------------------------------------------------- */
 
 static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct fs_node *pending[64];
+static struct fs_node **pending; /* Owned array (the nodes Borrowed), grows as needed */
+static size_t npending, cappending;
 
 static void pending_add(struct fs_node *n)
 {
 	pthread_mutex_lock(&pending_lock);
-	for (size_t i = 0; i < sizeof(pending) / sizeof(pending[0]); i++) {
-		if (!pending[i]) {
-			pending[i] = n;
-			break;
-		}
+	if (npending == cappending) {
+		cappending = cappending ? cappending * 2 : 64;
+		pending = realloc(pending, cappending * sizeof(*pending));
+		if (!pending)
+			abort();
 	}
+	pending[npending++] = n;
 	pthread_mutex_unlock(&pending_lock);
 }
 
 static void pending_del(struct fs_node *n)
 {
 	pthread_mutex_lock(&pending_lock);
-	for (size_t i = 0; i < sizeof(pending) / sizeof(pending[0]); i++)
-		if (pending[i] == n)
-			pending[i] = NULL;
+	for (size_t i = 0; i < npending; i++) {
+		if (pending[i] == n) {
+			pending[i] = pending[--npending];
+			break;
+		}
+	}
 	pthread_mutex_unlock(&pending_lock);
 }
 
@@ -117,7 +122,7 @@ static struct fs_node *pending_find(struct store_db *db, int64_t coll, const cha
 	struct fs_node *found = NULL;
 
 	pthread_mutex_lock(&pending_lock);
-	for (size_t i = 0; i < sizeof(pending) / sizeof(pending[0]); i++) {
+	for (size_t i = 0; i < npending; i++) {
 		struct fs_node *n = pending[i];
 
 		if (n && n->db == db && n->coll == coll && n->kind == FSN_PENDING &&
@@ -337,6 +342,10 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 		return 0;
 	case FSN_QUERY:
 		file_attr(st, n->ino, 0444, n->result_size, 0);
+		*timeout = 0;
+		return 0;
+	case FSN_DEAD:
+		file_attr(st, n->ino, 0644, 0, 0);
 		*timeout = 0;
 		return 0;
 	case FSN_SNAP_ROOT:
@@ -688,6 +697,12 @@ static int handle_commit(fuse_req_t req, struct fs_handle *h, struct dfs_err *er
 	 * close a redirection's file before writing to it. */
 	if (h->kind != FH_ENTRY || !h->dirty || !h->written)
 		return 0;
+	if (n->kind == FSN_DEAD) {
+		/* Unlinked or replaced while open: the bytes have nowhere to go. */
+		h->dirty = false;
+		h->written = false;
+		return 0;
+	}
 	if ((rc = store_txn_begin(n->db, true, &t, err)))
 		return rc;
 	if (n->kind == FSN_PENDING) {
@@ -876,6 +891,9 @@ static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		}
 		break;
 	}
+	case FSN_DEAD:
+		fuse_reply_err(req, ENOENT);
+		return;
 	default:
 		fuse_reply_err(req, EISDIR);
 		return;
@@ -908,6 +926,11 @@ static void fsop_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	pthread_mutex_lock(&h->lock);
+	if (h->kind == FH_ENTRY && !h->loaded && h->node->kind == FSN_DEAD) {
+		pthread_mutex_unlock(&h->lock);
+		fuse_reply_buf(req, NULL, 0); /* replaced before it was read */
+		return;
+	}
 	if (h->kind == FH_ENTRY && !h->loaded) {
 		struct dfs_err err = {0};
 		struct store_txn *t;
@@ -1144,6 +1167,8 @@ static void fsop_create(fuse_req_t req, fuse_ino_t parent, const char *name, mod
 	if (n->kind == FSN_PENDING)
 		fi->direct_io = 1;
 	if (fuse_reply_create(req, &ep, fi) == -ENOENT) {
+		if (n->kind == FSN_PENDING)
+			pending_del(n);
 		handle_free(h);
 		fs_node_forget(n->nodeid, 1);
 	}
@@ -1185,7 +1210,7 @@ static void fsop_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int 
 {
 	struct fs_node *n = fs_node_get(ino);
 	struct dfs_err err = {0};
-	struct store_txn *t;
+	struct store_txn *t = NULL;
 	struct stat st;
 	double timeout;
 	int rc = 0;
@@ -1203,7 +1228,8 @@ static void fsop_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int 
 		struct fs_handle tmp;
 		size_t size = (size_t)attr->st_size;
 
-		if (n->kind != FSN_ENTRY && n->kind != FSN_PENDING && n->kind != FSN_INSERT) {
+		if (n->kind != FSN_ENTRY && n->kind != FSN_PENDING && n->kind != FSN_INSERT &&
+		    n->kind != FSN_DEAD) {
 			fuse_reply_err(req, EISDIR);
 			return;
 		}
@@ -1269,6 +1295,7 @@ attrs:
 		if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW))
 			mask |= STORE_SET_MTIME;
 		if (n->kind == FSN_ENTRY || n->kind == FSN_COLL) {
+			t = NULL; /* store_txn_begin leaves it alone when it fails */
 			rc = store_txn_begin(n->db, true, &t, &err);
 			if (!rc && n->kind == FSN_ENTRY) {
 				rc = store_entry_setattr(t, n->id, mask, &a, &err);
@@ -1720,8 +1747,10 @@ static void fsop_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		struct fs_node *pn = pending_find(p->db, p->coll, name);
 
 		if (pn) {
-			/* A created document never written: forget its name. */
+			/* A created document never written: forget its name, and make sure an
+			 * open file of it can no longer bring it into being. */
 			pending_del(pn);
+			fs_node_repoint(pn, FSN_DEAD, pn->coll, 0, pn->ino);
 			fs_node_forget(pn->nodeid, 1);
 			store_txn_abort(t);
 			fuse_reply_err(req, 0);

@@ -65,8 +65,13 @@ static void ino_link(struct fs_node *n)
 	struct fs_node *old = ino_find(n->ino);
 	unsigned h = hash64(n->ino);
 
-	if (old && old != n)
+	if (old && old != n) {
 		ino_unlink(old);
+		/* Replaced (a rename over it): an open file of the old one must not write
+		 * into what now has its st_ino. */
+		if (old->kind == FSN_ENTRY)
+			old->kind = FSN_DEAD;
+	}
 	if (old == n)
 		return;
 	n->next_ino = by_ino[h];

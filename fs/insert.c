@@ -7,18 +7,6 @@
 #include "fs_int.h"
 
 #include <string.h>
-#include <time.h>
-
-#define INSERT_BATCH 20000 /* documents per transaction at most */
-#define INSERT_HOLD_MS 100 /* and held open across writes at most this long */
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 void fs_inserter_init(struct fs_inserter *in, struct store_db *db, int64_t coll,
 		      const struct store_attrs *a)
@@ -33,9 +21,6 @@ void fs_inserter_init(struct fs_inserter *in, struct store_db *db, int64_t coll,
 
 void fs_inserter_release(struct fs_inserter *in)
 {
-	/* A stream that never saw its end (no final feed) keeps nothing uncommitted. */
-	store_txn_abort(in->txn);
-	in->txn = NULL;
 	dfs_buf_release(&in->pending);
 }
 
@@ -104,7 +89,7 @@ static int array_punct(struct fs_inserter *in, const char *p, size_t len, size_t
 
 int fs_inserter_feed(struct fs_inserter *in, const char *data, size_t len, bool final)
 {
-	struct store_txn *t = in->txn;
+	struct store_txn *t = NULL;
 	size_t off = 0;
 	int rc = 0;
 
@@ -164,7 +149,6 @@ int fs_inserter_feed(struct fs_inserter *in, const char *data, size_t len, bool 
 			goto fail;
 		}
 		in->ndocs++;
-		in->pending_docs++;
 		in->line += count_lines(p, used);
 		off += used;
 		if (in->json_array)
@@ -192,23 +176,16 @@ int fs_inserter_feed(struct fs_inserter *in, const char *data, size_t len, bool 
 	in->pending.data[in->pending.len] = '\0';
 	/* One transaction spans write calls until it holds enough documents (a pipe delivers
 	 * 64-128 KiB per write); the end of the stream always commits. */
-	if (t && !in->txn)
-		in->txn_start = now_ms();
-	in->txn = t;
-	if (t && (final || in->pending_docs >= INSERT_BATCH ||
-		  now_ms() - in->txn_start >= INSERT_HOLD_MS)) {
-		in->txn = NULL;
-		in->pending_docs = 0;
+	/* Every call commits: holding the write lock between requests would stall (or, in
+	 * the same client, deadlock) every other writer of the database. */
+	if (t)
 		rc = store_txn_commit(t, &in->err);
-	}
 	if (rc)
 		in->failed = true;
 	return rc;
 fail:
 	/* Ordered semantics: what came before the bad document is kept. */
 	in->failed = true;
-	in->txn = NULL;
-	in->pending_docs = 0;
 	if (t) {
 		struct dfs_err cerr = {0};
 

@@ -112,6 +112,21 @@ struct feed_ctx {
 	struct store_db *db;
 };
 
+/* Is collection id of db called name right now? */
+static bool coll_is(struct store_db *db, int64_t id, const char *name)
+{
+	struct store_txn *t;
+	struct store_coll c;
+	bool is = false;
+
+	if (store_txn_begin(db, false, &t, NULL))
+		return false;
+	if (store_coll_by_id(t, id, &c, NULL) == 0)
+		is = strcmp(c.name, name) == 0;
+	store_txn_abort(t);
+	return is;
+}
+
 /* Turns one change record into the invalidations it implies. */
 static int on_change(void *ctx, const struct store_change *c)
 {
@@ -132,7 +147,10 @@ static int on_change(void *ctx, const struct store_change *c)
 		char **names;
 		size_t n = fs_nodes_of_coll(fc->db, c->coll, &ids, &names);
 
-		inval_entry(fs_node_touch_ino(fs_ino_db(fc->db)), c->name);
+		/* A collection that is there under this name (just created, or emptied) keeps
+		 * its dentry: dropping it would break the cwd of a shell inside it. */
+		if (!coll_is(fc->db, c->coll, c->name))
+			inval_entry(fs_node_touch_ino(fs_ino_db(fc->db)), c->name);
 		inval_inode(coll_node);
 		for (size_t i = 0; i < n; i++) {
 			inval_entry(coll_node, names[i]);

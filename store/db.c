@@ -34,9 +34,11 @@
 #define CHANGES_KEEP 100000
 
 struct store {
-	char *dir;	      /* Owned: the store directory */
-	pthread_mutex_t lock; /* guards dbs */
-	struct store_db *dbs; /* Owned: open databases */
+	char *dir;		  /* Owned: the store directory */
+	pthread_mutex_t lock;	  /* guards dbs */
+	struct store_db *dbs;	  /* Owned: open databases */
+	struct store_db *dropped; /* Owned: dropped ones, kept until store_free: borrowers
+				   * (the mount's nodes, its notifier) may still hold them */
 };
 
 static const char *const schema_sql =
@@ -267,6 +269,10 @@ void store_free(struct store *s)
 		return;
 	while ((db = s->dbs)) {
 		s->dbs = db->next;
+		db_free(db);
+	}
+	while ((db = s->dropped)) {
+		s->dropped = db->next;
 		db_free(db);
 	}
 	pthread_mutex_destroy(&s->lock);
@@ -577,8 +583,12 @@ int store_db_drop(struct store *s, const char *name, struct dfs_err *err)
 			break;
 		}
 	}
+	/* Not freed: a pointer to it may still be held (store_db_get's "Borrowed until
+	 * store_db_drop" is too short for a mount), so it waits, marked, until store_free. */
+	db->dropped = true;
+	db->next = s->dropped;
+	s->dropped = db;
 	pthread_mutex_unlock(&s->lock);
-	db_free(db);
 	return 0;
 }
 
@@ -638,6 +648,10 @@ int store_txn_begin(struct store_db *db, bool write, struct store_txn **out, str
 
 	if (!t)
 		return dfs_err_set(err, DFS_ENOMEM, "out of memory");
+	if (db->dropped) {
+		free(t);
+		return dfs_err_set(err, DFS_ENOENT, "database '%s' was dropped", db->name);
+	}
 	t->db = db;
 	t->write = write;
 	pthread_mutex_lock(&db->pool_lock);
@@ -918,6 +932,7 @@ static int coll_clear(struct store_txn *t, int64_t id, bool keep, struct dfs_err
 
 	if ((rc = store_coll_by_id(t, id, &c, err)))
 		return rc;
+	t->coll_ok = 0;
 	for (size_t i = 0; i < sizeof(sql) / sizeof(sql[0]) - (keep ? 1 : 0); i++) {
 		sqlite3_stmt *st;
 

@@ -382,6 +382,21 @@ static int doc_id_for(struct store_txn *t, int64_t coll, int64_t *id, struct dfs
 	return store__new_id(t, id, err);
 }
 
+/* Checks (once per transaction and collection) that coll exists: a collection dropped
+ * while a file in it was open must not get orphan rows. */
+static int coll_exists(struct store_txn *t, int64_t coll, struct dfs_err *err)
+{
+	struct store_coll c;
+	int rc;
+
+	if (t->coll_ok == coll)
+		return 0;
+	if ((rc = store_coll_by_id(t, coll, &c, err)))
+		return rc;
+	t->coll_ok = coll;
+	return 0;
+}
+
 /* Inserts doc (prepared) with a given id, or a fresh one when id is 0. */
 static int doc_insert(struct store_txn *t, int64_t coll, const bson_t *doc, int64_t id,
 		      const struct store_attrs *a, struct store_entry *out, struct dfs_err *err)
@@ -394,6 +409,8 @@ static int doc_insert(struct store_txn *t, int64_t coll, const bson_t *doc, int6
 
 	if (id_value(doc, &it))
 		return dfs_err_set(err, DFS_EINVAL, "document has no _id");
+	if ((rc = coll_exists(t, coll, err)))
+		return rc;
 	if ((rc = doc_key_name(t, bson_iter_value(&it), name, sizeof(name), err)))
 		return rc;
 	if ((rc = doc_render_len(t, doc, &size, err)))
@@ -567,6 +584,8 @@ static int file_insert(struct store_txn *t, int64_t coll, const char *name, int 
 
 	if (strlen(name) > 255)
 		return dfs_err_set(err, DFS_ENAMETOOLONG, "file name too long");
+	if ((rc = coll_exists(t, coll, err)))
+		return rc;
 	if (!id && (rc = store__new_id(t, &id, err)))
 		return rc;
 	st = store__stmt(t, ST_FILE_INSERT, err);

@@ -66,6 +66,7 @@ struct store_db {
 	struct store__conn *pool;	/* idle connections */
 	pthread_mutex_t write_lock;	/* one write transaction per process at a time */
 	struct store_db *next;		/* list of open databases of the store */
+	bool dropped;			/* dropped: every new transaction fails (DFS_ENOENT) */
 };
 
 struct store_txn {
@@ -74,6 +75,7 @@ struct store_txn {
 	bool write;		/* holds the write lock */
 	int64_t next_id;	/* next free entry id, loaded on first use (0: not yet) */
 	int64_t first_id;	/* next_id as loaded, to know whether to store it back */
+	int64_t coll_ok;	/* collection known to exist in this transaction (0: none) */
 	int64_t inserts_logged; /* collection whose inserts this transaction has logged */
 	struct dfs_buf scratch; /* rendering buffer reused by the transaction's writes */
 	struct dfs_buf key;	/* key buffer reused by the transaction's writes */

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# lifecycle.sh - objects that go away or change while something still holds them: a dropped
+# database, an open .insert next to other writes, a collection removed under open files, a
+# created document unlinked before it was written, a document replaced while open, a new
+# collection used as a working directory, and setattr while another process holds the
+# write lock. Each of these once crashed the daemon, hung a client or wrote where it must not.
+. "$(dirname "$0")/lib.sh"
+mount_docfs
+mkdir -p "$MNT/db/c"
+
+step "a dropped database can be listed around and made again (no use after free)"
+mkdir "$MNT/xdb"
+rmdir "$MNT/xdb"
+sleep 0.5
+ls "$MNT" > /dev/null || fail "ls / after dropping a database"
+mkdir "$MNT/xdb" || fail "mkdir of a dropped database's name"
+echo '{}' > "$T/empty"
+mkdir "$MNT/xdb/c" && cp "$T/empty" "$MNT/xdb/c/1.json" || fail "writing into the new database"
+
+step "an open .insert does not hold up other writers (same process, then another)"
+timeout 20 python3 - "$MNT/db/c" <<'PY' || fail "a write next to an open .insert hung or failed"
+import os, sys
+c = sys.argv[1]
+ins = os.open(c + "/.insert", os.O_WRONLY)
+os.write(ins, b'{"_id": "ins1"}\n')
+fd = os.open(c + "/x.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(fd, b'{"v": 1}')
+os.close(fd)
+os.write(ins, b'{"_id": "ins2"}\n')
+os.close(ins)
+PY
+expect_eq "$(ls "$MNT/db/c" | grep -c 'ins[12]\.json')" "2" "documents of the .insert"
+timeout 10 cp "$T/empty" "$MNT/db/c/y.json" || fail "a write by another process"
+
+step "a collection removed under open files gets no orphan rows"
+mkdir "$MNT/db/gone"
+python3 - "$MNT/db/gone" <<'PY' || fail "writes into a dropped collection did not fail"
+import os, sys, errno
+c = sys.argv[1]
+fd = os.open(c + "/a.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+os.rmdir(c)
+os.write(fd, b'{"v": 1}')
+try:
+    os.close(fd)
+except OSError as e:
+    sys.exit(0 if e.errno == errno.ENOENT else 1)
+sys.exit(1)
+PY
+"$DOCFS" check "$STORE" > /dev/null || fail "docfs check after writes into a dropped collection"
+
+step "a created document unlinked before its first write stays gone"
+exec 3> "$MNT/db/c/p.json"
+rm "$MNT/db/c/p.json"
+echo '{"x": 1}' >&3
+exec 3>&-
+sleep 0.3
+[ ! -e "$MNT/db/c/p.json" ] || fail "p.json came back after being unlinked"
+
+step "a document replaced by rename while open: the old descriptor writes nowhere"
+echo '{"v": "old"}' > "$MNT/db/c/b.json"
+echo '{"v": "new"}' > "$MNT/db/c/t"
+python3 - "$MNT/db/c" <<'PY' || fail "the replaced document's descriptor"
+import os, sys
+c = sys.argv[1]
+fd = os.open(c + "/b.json", os.O_RDWR)
+os.rename(c + "/t", c + "/b.json")
+os.ftruncate(fd, 0)
+os.write(fd, b'{"v": "stale"}')
+os.close(fd)
+PY
+grep -q '"new"' "$MNT/db/c/b.json" || fail "b.json after the rename: $(cat "$MNT/db/c/b.json")"
+
+step "a collection made by this mount works as a working directory at once"
+for i in 1 2 3 4 5; do
+	mkdir "$MNT/db/cwd$i"
+	(cd "$MNT/db/cwd$i" && sleep 0.3 && python3 -c 'import os; os.getcwd()') ||
+		fail "getcwd inside a new collection (round $i)"
+done
+
+step "setattr while another process holds the write lock fails cleanly (EBUSY)"
+python3 - "$STORE/db.db" <<'PY' &
+import sqlite3, sys, time
+con = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)
+con.execute("BEGIN IMMEDIATE")
+time.sleep(12)
+con.execute("ROLLBACK")
+PY
+locker=$!
+sleep 1
+expect_fail "chmod under a held write lock" chmod 600 "$MNT/db/c/b.json"
+wait "$locker"
+chmod 600 "$MNT/db/c/b.json" || fail "chmod after the lock is released (the mount died?)"
+expect_eq "$(stat -c %a "$MNT/db/c/b.json")" "600" "mode after the lock"
+echo ok
