@@ -9,6 +9,8 @@
 #include "store.h"
 
 #include <check.h>
+
+#include "test_rand.h"
 #include <float.h>
 #include <inttypes.h>
 #include <math.h>
@@ -18,30 +20,11 @@
 
 /* ---- helpers ----------------------------------------------------------------------- */
 
-static uint64_t seed_state;
-static uint64_t seed_used;
-
 static void seed_init(void)
 {
-	const char *env = getenv("DOCFS_SEED");
-
-	seed_used = env && *env ? strtoull(env, NULL, 0) : UINT64_C(0x5eed0fd0c5);
-	seed_state = seed_used;
+	seed_start(UINT64_C(0x5eed0fd0c5), 0);
 }
 
-static uint64_t rnd64(void)
-{
-	uint64_t z = (seed_state += UINT64_C(0x9e3779b97f4a7c15));
-
-	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-	return z ^ (z >> 31);
-}
-
-static unsigned rnd(unsigned n)
-{
-	return (unsigned)(rnd64() % n);
-}
 
 static int sign(int c)
 {

@@ -8,6 +8,8 @@
 #include "store.h"
 
 #include <check.h>
+
+#include "test_rand.h"
 #include <float.h>
 #include <inttypes.h>
 #include <math.h>
@@ -17,30 +19,11 @@
 
 /* ---- helpers ----------------------------------------------------------------------- */
 
-static uint64_t seed_state;
-static uint64_t seed_used;
-
 static void seed_init(uint64_t salt)
 {
-	const char *env = getenv("DOCFS_SEED");
-
-	seed_used = env && *env ? strtoull(env, NULL, 0) : UINT64_C(0xd0cf5a3e);
-	seed_state = seed_used ^ salt;
+	seed_start(UINT64_C(0xd0cf5a3e), salt);
 }
 
-static uint64_t rnd64(void)
-{
-	uint64_t z = (seed_state += UINT64_C(0x9e3779b97f4a7c15));
-
-	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-	return z ^ (z >> 31);
-}
-
-static unsigned rnd(unsigned n)
-{
-	return (unsigned)(rnd64() % n);
-}
 
 /* Encodes the value of {"v": ...} given as canonical Extended JSON; returns the code. */
 static int name_of_json(const char *json, struct dfs_buf *out, struct dfs_err *err)
