@@ -15,6 +15,7 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+. "$ROOT/tests/bench/lib.sh"
 DOCFS=${1:-$ROOT/build/docfs}
 case $DOCFS in /*) ;; *) DOCFS=$PWD/$DOCFS ;; esac
 N=${BENCH_N_QUERY:-1000000}
@@ -85,18 +86,6 @@ problem() {
 	fi
 }
 
-# timeit 'COMMAND' : runs COMMAND once in this shell, sets T to the elapsed seconds and RC
-# to its exit status (redirect its output inside COMMAND).
-timeit() {
-	local t0 t1
-	t0=$(date +%s.%N)
-	set +e
-	eval "$1"
-	RC=$?
-	set -e
-	t1=$(date +%s.%N)
-	T=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
-}
 
 # warm_timeit 'COMMAND' : runs COMMAND once untimed (warm-up), then times it (T, RC)
 warm_timeit() {
@@ -106,9 +95,6 @@ warm_timeit() {
 	timeit "$1"
 }
 
-div() { # A B [FORMAT]
-	awk -v a="$1" -v b="$2" -v f="${3:-%.2f}" 'BEGIN { if (a == "" || b == "" || b == 0) print "n/a"; else printf f, a / b }'
-}
 lt() { # A B [FACTOR] : "met" when A < B * FACTOR (A <= B * FACTOR when a factor is given)
 	awk -v a="$1" -v b="$2" -v f="${3:-}" 'BEGIN {
 		if (a == "" || b == "") print "n/a"

@@ -15,6 +15,7 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+. "$ROOT/tests/bench/lib.sh"
 DOCFS=${1:-$ROOT/build/docfs}
 case $DOCFS in /*) ;; *) DOCFS=$PWD/$DOCFS ;; esac
 N_BULK=${BENCH_N_BULK:-1000000}
@@ -108,22 +109,7 @@ problem() {
 	fi
 }
 
-# timeit 'COMMAND' : runs COMMAND once in this shell, sets T to the elapsed seconds and RC
-# to its exit status (redirect its output inside COMMAND).
-timeit() {
-	local t0 t1
-	t0=$(date +%s.%N)
-	set +e
-	eval "$1"
-	RC=$?
-	set -e
-	t1=$(date +%s.%N)
-	T=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
-}
 
-div() { # A B [FORMAT]
-	awk -v a="$1" -v b="$2" -v f="${3:-%.2f}" 'BEGIN { if (b == 0) print "n/a"; else printf f, a / b }'
-}
 rate() { # COUNT SECONDS : documents per second, rounded
 	awk -v n="$1" -v s="$2" 'BEGIN { if (s == 0) print "n/a"; else printf "%d", n / s + 0.5 }'
 }

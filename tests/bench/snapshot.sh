@@ -16,6 +16,8 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+. "$ROOT/tests/bench/lib.sh"
+TIMEIT_SYNC=1
 DOCFS=${1:-$ROOT/build/docfs}
 case $DOCFS in /*) ;; *) DOCFS=$PWD/$DOCFS ;; esac
 N=${BENCH_N_SNAP:-1000000}
@@ -105,19 +107,6 @@ problem() {
 	fi
 }
 
-# timeit 'COMMAND' : runs COMMAND once in this shell after a sync (so that earlier writes
-# are not flushed inside the timing), sets T to the elapsed seconds and RC to its status.
-timeit() {
-	local t0 t1
-	sync
-	t0=$(date +%s.%N)
-	set +e
-	eval "$1"
-	RC=$?
-	set -e
-	t1=$(date +%s.%N)
-	T=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
-}
 
 # peak RSS in KiB of a command run under `/usr/bin/time -f %M -o FILE` (empty when absent)
 TIMEV=""
@@ -135,9 +124,6 @@ rss_mib() { # FILE
 	[ -s "$1" ] && awk 'END { printf "%.1f MiB", $1 / 1024 }' "$1" || echo "n/a"
 }
 
-div() { # A B [FORMAT]
-	awk -v a="$1" -v b="$2" -v f="${3:-%.2f}" 'BEGIN { if (b == 0) print "n/a"; else printf f, a / b }'
-}
 add() { # A B
 	awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a + b }'
 }
