@@ -86,9 +86,22 @@ struct query_find_opts {
 	int64_t skip;		  /* documents to skip (>= 0) */
 	int64_t limit;		  /* at most this many (0: no limit) */
 	size_t sort_mem;	  /* bytes a sort holds before spilling (0: 32 MiB) */
+	const bson_t *hint;	  /* NULL, or a key pattern ({price: 1}) or {$natural: 1|-1}
+				   * forcing that plan (DFS_EINVAL when no index matches) */
+	const char *hint_name;	  /* NULL, or the name of the index to force ("price_1") */
 };
 
 struct query_cursor;
+
+/*
+ * Planning (plan.c): candidate plans come from every index the filter and sort can use
+ * (equality, ranges, $in, prefix regex, $exists, compound prefixes, index-provided sort,
+ * covered projections, $or by index union); with several candidates each runs a short trial
+ * and the most productive wins; the winner is cached per query shape (filter shape, sort,
+ * projection) and collection until the collection's indexes change or after many writes.
+ * An index never changes a result: a plan returns exactly what a collection scan returns
+ * (order aside when there is no sort).
+ */
 
 /* Parses the options and opens a cursor over collection coll in t (Borrowed: t must outlive
  * the cursor). *out Owned, freed by query_cursor_free. */
@@ -98,5 +111,34 @@ int query_find_open(struct store_txn *t, int64_t coll, const struct query_find_o
  * the end, or an error. */
 int query_cursor_next(struct query_cursor *c, const bson_t **doc, struct dfs_err *err);
 void query_cursor_free(struct query_cursor *c);
+
+/* ---- explain (explain.c) ---------------------------------------------------------- */
+
+enum query_verbosity {
+	QUERY_VERB_PLANNER, /* "queryPlanner": the plans, nothing run but the trial */
+	QUERY_VERB_EXEC,    /* "executionStats": the winning plan run to the end */
+	QUERY_VERB_ALL,	    /* "allPlansExecution": also every candidate's trial counters */
+};
+
+/*
+ * Plans the find (and runs it for the exec verbosities) and appends MongoDB's explain
+ * document to out (initialised, empty): {"explainVersion", "queryPlanner": {"namespace",
+ * "parsedQuery", "indexFilterSet", "winningPlan", "rejectedPlans"}, "executionStats":
+ * {"executionSuccess", "nReturned", "executionTimeMillis", "totalKeysExamined",
+ * "totalDocsExamined", "executionStages", "allPlansExecution"}, "command"}. Stages carry
+ * MongoDB's fields (stage, nReturned, works, advanced, needTime, isEOF, keysExamined,
+ * docsExamined, indexName, keyPattern, isMultiKey, direction, indexBounds, inputStage(s)).
+ * ns is "<db>.<coll>". Never writes anything.
+ */
+int query_find_explain(struct store_txn *t, int64_t coll, const char *ns,
+		       const struct query_find_opts *o, int verbosity, bson_t *out,
+		       struct dfs_err *err);
+/* Draws an explain document's winning plan as an indented text tree, one stage a line with
+ * its counters, appended to out. */
+int query_explain_tree(const bson_t *explain, struct dfs_buf *out, struct dfs_err *err);
+
+/* Installs what the store needs from this layer (store_filter_hooks_set for partial
+ * indexes). Call once at startup, before opening stores; calling it again is harmless. */
+void query_init(void);
 
 #endif

@@ -464,6 +464,127 @@ int store_git_list(struct store_git *g, const char *commit, const char *path,
 int store_git_read(struct store_git *g, const char *commit, const char *path, struct dfs_buf *out,
 		   struct dfs_err *err);
 
+/* ---- secondary indexes (index.c) --------------------------------------------------- */
+
+/*
+ * An index of a collection: its definition (the spec, as MongoDB's createIndex takes it) and
+ * its entries. The "_id_" index always exists and is served by the documents' own key (the
+ * store_key encoding of _id, ixid 0); every other index keeps its entries in one SQLite
+ * WITHOUT ROWID table ordered by (index, key, document id). An entry's key is the
+ * concatenation of the store_key encodings of the indexed values, each inverted for a
+ * descending field, a hashed field encoded as the int64 store_index_hash() of its value. Next
+ * to the key each entry keeps the indexed values themselves (type-exact, so that a covered
+ * query returns them as stored): a BSON document {"0": v0, "1": v1, ...}.
+ *
+ * Key generation follows MongoDB: a missing field indexes as null (a sparse index skips a
+ * document whose indexed fields are all missing); an array field indexes each distinct
+ * element (an empty array as undefined) and marks that field multikey; two array fields in
+ * one compound key ("cannot index parallel arrays") and a key over DFS_MAX_KEY_SIZE bytes are
+ * errors of the write; a partial index holds only the documents its partialFilterExpression
+ * matches. Every document write (insert, replace, rename, delete, restore, import) updates
+ * every index of its collection in the same transaction; a unique index refuses a second
+ * document with an equal key (missing counts as null) with DFS_EEXIST.
+ */
+#define DFS_MAX_INDEXES 64	/* per collection, _id_ included */
+#define STORE_IX_MAX_FIELDS 32 /* fields of one compound key */
+
+struct store_index_field {
+	char path[256]; /* the dotted field path */
+	int dir;	/* 1 ascending, -1 descending, 0 hashed */
+};
+
+struct store_index {
+	int64_t ixid;		 /* 0: the _id_ index; else the id of its entries */
+	char name[128];		 /* "price_1", "_id_", or the name given */
+	int nfields;		 /* fields of the key pattern */
+	struct store_index_field field[STORE_IX_MAX_FIELDS];
+	bool unique, sparse;	 /* options */
+	bool hashed;		 /* one field is hashed */
+	uint32_t multikey;	 /* bit i: field i has indexed an array element */
+	int64_t expire_after;	 /* expireAfterSeconds (TTL), -1 when not set */
+	bson_t *partial;	 /* Owned: partialFilterExpression, or NULL */
+	bson_t *spec;		 /* Owned: the whole spec as stored ({v, key, name, ...}) */
+};
+
+/* The filter engine lives above the store; partial indexes need it. The query layer installs
+ * these once at startup (query_init()); without them a partial index is DFS_EINVAL. */
+struct store_filter_hooks {
+	int (*compile)(const bson_t *filter, void **out, struct dfs_err *err);
+	bool (*match)(const void *compiled, const bson_t *doc);
+	void (*free)(void *compiled);
+};
+void store_filter_hooks_set(const struct store_filter_hooks *h);
+
+/* The 64-bit hash a hashed index stores for value v (numbers by value: 5 and 5.0 agree). */
+int64_t store_index_hash(const bson_value_t *v);
+
+/* The indexes of coll, "_id_" first then by creation. *out Owned (an array of *n), freed by
+ * store_index_list_free. */
+int store_index_list(struct store_txn *t, int64_t coll, struct store_index **out, int *n,
+		     struct dfs_err *err);
+void store_index_list_free(struct store_index *ixs, int n);
+/* One index by name; DFS_ENOENT when absent. *out released by store_index_release. */
+int store_index_get(struct store_txn *t, int64_t coll, const char *name, struct store_index *out,
+		    struct dfs_err *err);
+void store_index_release(struct store_index *ix);
+
+/*
+ * Creates an index from spec ({"key": {...}, "name", "unique", "sparse",
+ * "partialFilterExpression", "expireAfterSeconds"}; unknown options are DFS_EINVAL) and builds
+ * it over the existing documents in t (a write transaction: all or nothing). The default name
+ * is MongoDB's ("price_1", "name_1_price_-1"); name_out (may be NULL) gets the name used.
+ * progress (may be NULL) is called every few thousand documents. Creating an index that
+ * exists with the same key and options does nothing; the same name with another definition
+ * is DFS_EEXIST. Errors: DFS_EINVAL (bad spec, parallel arrays, key too large, more than
+ * DFS_MAX_INDEXES), DFS_EEXIST (a unique index over duplicates: the message gives the key).
+ */
+int store_index_create(struct store_txn *t, int64_t coll, const bson_t *spec, char *name_out,
+		       size_t name_cap, void (*progress)(void *ctx, int64_t done, int64_t total),
+		       void *ctx, struct dfs_err *err);
+/* Drops an index (DFS_EPERM for "_id_", DFS_ENOENT when absent). */
+int store_index_drop(struct store_txn *t, int64_t coll, const char *name, struct dfs_err *err);
+/* Bumped by every index create and drop of coll (for plan caches). */
+int store_index_version(struct store_txn *t, int64_t coll, int64_t *version, struct dfs_err *err);
+
+struct store_index_stats {
+	int64_t entries;  /* index entries (documents for _id_) */
+	int64_t bytes;	  /* bytes of keys and values */
+	bool multikey;	  /* some field has indexed an array */
+	int64_t build_ms; /* time the last build took */
+	int64_t created;  /* creation time, ms since the epoch */
+};
+int store_index_stats(struct store_txn *t, int64_t coll, const char *name,
+		      struct store_index_stats *out, struct dfs_err *err);
+
+/* A scan of one index over one half-open byte range [lo, hi) of keys (lo NULL: from the
+ * first key; hi NULL: to the last), ascending or (reverse) descending. Not thread-safe; must
+ * be freed before its transaction ends. */
+struct store_ixscan;
+struct store_ixkey {
+	const uint8_t *key; /* Borrowed: valid until the next call */
+	size_t keylen;
+	int64_t id;  /* the document's entry id */
+	bson_t vals; /* read-only view {"0": v0, ...} (empty for _id_); valid until next call */
+};
+int store_ixscan_open(struct store_txn *t, int64_t coll, const struct store_index *ix,
+		      bool reverse, struct store_ixscan **out, struct dfs_err *err);
+/* (Re)positions the scan on the range [lo, hi); the next call of _next returns its first
+ * key in scan order. */
+int store_ixscan_range(struct store_ixscan *s, const uint8_t *lo, size_t lolen, const uint8_t *hi,
+		       size_t hilen, struct dfs_err *err);
+/* 0 with *out filled, DFS_ENOENT at the end of the range. */
+int store_ixscan_next(struct store_ixscan *s, struct store_ixkey *out, struct dfs_err *err);
+void store_ixscan_free(struct store_ixscan *s);
+
+/* The BSON of document id as a read-only view (Borrowed: valid until the next call with the
+ * same t or the end of t): the FETCH of an index plan. DFS_ENOENT when it is gone. */
+int store_doc_fetch(struct store_txn *t, int64_t id, bson_t *view, struct dfs_err *err);
+
+/* Deletes the documents of db whose TTL index date is older than expireAfterSeconds before
+ * now_ms (an array: its earliest date; non-dates never expire), in write transactions of at
+ * most a few thousand documents. *deleted gets the count. */
+int store_ttl_sweep(struct store_db *db, int64_t now_ms, int64_t *deleted, struct dfs_err *err);
+
 /* ---- verification (check.c) -------------------------------------------------------- */
 
 /* Verifies every database: SQLite integrity and the store's invariants (every document's
