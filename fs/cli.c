@@ -50,6 +50,17 @@ static const char usage_text[] =
 	"      Restore a collection (documents and index definitions) from snapshot REF (a\n"
 	"      branch, tag, commit id or main~3) in one transaction; --force replaces an\n"
 	"      existing collection.\n"
+	"  update STORE DB.COLL FILTER UPDATE [--multi] [--upsert] [--array-filters A]\n"
+	"         [--return before|after] [--sort S] [--projection P]\n"
+	"      updateOne (updateMany with --multi, replaceOne when UPDATE has no operators),\n"
+	"      atomically; --return makes it findAndModify and prints the document as it was\n"
+	"      or as it is now. Prints MongoDB's result as one JSON line.\n"
+	"  delete STORE DB.COLL FILTER [--one] [--return before] [--sort S]\n"
+	"      deleteMany (deleteOne with --one; findOneAndDelete with --return before).\n"
+	"  bulk STORE DB.COLL [FILE|-] [--unordered] [--atomic]\n"
+	"      bulkWrite: JSON Lines of {insertOne|updateOne|updateMany|replaceOne|deleteOne|\n"
+	"      deleteMany: {...}} operations; ordered unless --unordered (stop at the first\n"
+	"      error), --atomic for all or nothing. Prints the BulkWriteResult.\n"
 	"  version\n"
 	"      Print the version.\n"
 	"\n"
@@ -708,6 +719,147 @@ static int cmd_generate(int argc, char **argv)
 	return fflush(stdout) == 0 ? 0 : fail("generate", "write error: %s", strerror(errno));
 }
 
+/* ---- update, delete, bulk ---------------------------------------------------------- */
+
+/* Appends s to out with the bytes the write path grammar treats specially %-escaped. */
+static void path_escape(struct dfs_buf *out, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '%' || *s == '?' || *s == '&' || *s == '/' || *s == '=')
+			dfs_buf_printf(out, "%%%02X", (unsigned char)*s);
+		else
+			dfs_buf_putc(out, *s);
+	}
+}
+
+static void path_opt(struct dfs_buf *out, const char *name, const char *value)
+{
+	dfs_buf_putc(out, strchr(out->data ? out->data : "", '?') ? '&' : '?');
+	dfs_buf_puts(out, name);
+	dfs_buf_putc(out, '=');
+	path_escape(out, value);
+}
+
+/* Reads a whole file (or standard input for "-") into out. */
+static int slurp(const char *path, struct dfs_buf *out, struct dfs_err *err)
+{
+	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+	char chunk[65536];
+	size_t n;
+
+	if (!f)
+		return dfs_err_set(err, DFS_ENOENT, "cannot open '%s': %s", path, strerror(errno));
+	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+		dfs_buf_append(out, chunk, n);
+	if (ferror(f)) {
+		if (f != stdin)
+			fclose(f);
+		return dfs_err_set(err, DFS_EIO, "cannot read '%s'", path);
+	}
+	if (f != stdin)
+		fclose(f);
+	return 0;
+}
+
+/* update, delete and bulk: the arguments become a write path name (the mount's grammar)
+ * and run through the same code as a write to that path. */
+static int cmd_write(const char *cmd, int argc, char **argv)
+{
+	const char *pos[4] = {NULL, NULL, NULL, NULL};
+	int npos = 0, want = strcmp(cmd, "update") == 0 ? 4 : strcmp(cmd, "delete") == 0 ? 3 : 2;
+	struct dfs_buf name, body, out;
+	struct dfs_err err = {0};
+	struct store *s = NULL;
+	struct store_db *db;
+	struct store_coll c;
+	int rc;
+
+	dfs_buf_init(&name);
+	dfs_buf_init(&body);
+	dfs_buf_init(&out);
+	dfs_buf_puts(&name, strcmp(cmd, "bulk") == 0 ? ".bulk" : cmd);
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		bool upd = strcmp(cmd, "update") == 0, del = strcmp(cmd, "delete") == 0;
+
+		if (upd && (strcmp(a, "--multi") == 0 || strcmp(a, "--upsert") == 0)) {
+			continue; /* added after the filter below */
+		} else if ((upd || del) && i + 1 < argc &&
+			   (strcmp(a, "--return") == 0 || strcmp(a, "--sort") == 0 ||
+			    strcmp(a, "--projection") == 0 ||
+			    (upd && strcmp(a, "--array-filters") == 0))) {
+			i++;
+		} else if (del && strcmp(a, "--one") == 0) {
+			continue;
+		} else if (!upd && !del && (strcmp(a, "--unordered") == 0 ||
+					    strcmp(a, "--atomic") == 0)) {
+			continue;
+		} else if (a[0] == '-' && a[1]) {
+			rc = fail(cmd, "unknown option '%s' (see docfs --help)", a);
+			goto done;
+		} else if (npos < want) {
+			pos[npos++] = a;
+		} else {
+			rc = fail(cmd, "too many arguments");
+			goto done;
+		}
+	}
+	if (npos < want - (strcmp(cmd, "bulk") == 0)) {
+		rc = fail(cmd, "needs %s (see docfs --help)",
+			  want == 4   ? "STORE, DB.COLL, FILTER and UPDATE"
+			  : want == 3 ? "STORE, DB.COLL and FILTER"
+				      : "STORE and DB.COLL");
+		goto done;
+	}
+	if (want > 2) {
+		dfs_buf_putc(&name, '/');
+		path_escape(&name, pos[2]);
+	}
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (strcmp(a, "--multi") == 0 || strcmp(a, "--upsert") == 0 ||
+		    strcmp(a, "--one") == 0 || strcmp(a, "--unordered") == 0 ||
+		    strcmp(a, "--atomic") == 0) {
+			path_opt(&name,
+				 strcmp(a, "--one") == 0	 ? "justOne"
+				 : strcmp(a, "--unordered") == 0 ? "ordered"
+								 : a + 2,
+				 strcmp(a, "--unordered") == 0 ? "false" : "true");
+		} else if (i + 1 < argc && strcmp(a, "--return") == 0) {
+			path_opt(&name, "returnDocument", argv[++i]);
+		} else if (i + 1 < argc && strcmp(a, "--array-filters") == 0) {
+			path_opt(&name, "arrayFilters", argv[++i]);
+		} else if (i + 1 < argc && (strcmp(a, "--sort") == 0 || strcmp(a, "--projection") == 0)) {
+			path_opt(&name, a + 2, argv[i + 1]);
+			i++;
+		}
+	}
+	if (want == 4)
+		dfs_buf_puts(&body, pos[3]);
+	else if (want == 3)
+		dfs_buf_puts(&body, "{}");
+	else if ((rc = slurp(npos > 2 ? pos[2] : "-", &body, &err)))
+		goto failed;
+	if ((rc = open_coll(pos[0], pos[1], want != 3, &s, &db, &c, &err)))
+		goto failed;
+	rc = fs_write_run(db, c.id, name.data, body.data ? body.data : "", body.len, &out, &err);
+	if (out.len)
+		fwrite(out.data, 1, out.len, stdout);
+	if (rc)
+		goto failed;
+	rc = fflush(stdout) == 0 ? 0 : fail(cmd, "write error: %s", strerror(errno));
+	goto done;
+failed:
+	rc = fail(cmd, "%s", err.msg);
+done:
+	store_free(s);
+	dfs_buf_release(&name);
+	dfs_buf_release(&body);
+	dfs_buf_release(&out);
+	return rc;
+}
+
 int fs_main(int argc, char **argv)
 {
 	const char *cmd = argc > 1 ? argv[1] : NULL;
@@ -737,5 +889,7 @@ int fs_main(int argc, char **argv)
 		return cmd_snapshots(argc - 1, argv + 1);
 	if (strcmp(cmd, "restore") == 0)
 		return cmd_restore(argc - 1, argv + 1);
+	if (strcmp(cmd, "update") == 0 || strcmp(cmd, "delete") == 0 || strcmp(cmd, "bulk") == 0)
+		return cmd_write(cmd, argc - 1, argv + 1);
 	return fail(cmd, "unknown command (see docfs --help)");
 }

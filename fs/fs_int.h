@@ -113,6 +113,21 @@ int fs_query_run(struct store_db *db, int64_t coll, const struct fs_query *q, st
 /* Copies up to n bytes at off; returns 0 or an errno. */
 int fs_result_read(struct fs_result *r, char *buf, size_t n, off_t off, size_t *got);
 
+/* ---- wpath.c: the write paths update/, delete/ and .bulk ------------------------- */
+
+enum fs_write_kind { FSW_UPDATE = 1, FSW_DELETE, FSW_BULK };
+
+/* The kind of a write path name ("update/<q>", "delete/<q>", ".bulk[?...]"), 0 if none. */
+int fs_write_kind_of(const char *name);
+/* Checks the grammar of a write path name (filter and options). */
+int fs_write_validate(const char *name, struct dfs_err *err);
+/* Runs the write named by name with request text (an update document, anything for a
+ * delete, JSON Lines of operations for .bulk) in db.coll, atomically, and appends MongoDB's
+ * result (one JSON line) to out, also when the write failed (then {"ok": 0, ...} or a
+ * BulkWriteResult with writeErrors). Returns 0 or the error. */
+int fs_write_run(struct store_db *db, int64_t coll, const char *name, const char *text,
+		 size_t len, struct dfs_buf *out, struct dfs_err *err);
+
 /* ---- mount.c / fsops.c / inode.c / notify.c: the FUSE file system ------------------ */
 
 struct fs_mount_opts {
@@ -147,6 +162,9 @@ enum fs_node_kind {
 	FSN_SNAP_ROOT,	/* "/.snapshots": branches and tags of the snapshot repository */
 	FSN_SNAP_DIR,	/* a tree of a snapshot: pending_name is "<commit>/<path>" */
 	FSN_SNAP_FILE,	/* a blob of a snapshot: pending_name as above, result_size its size */
+	FSN_UDIR,	/* "/<db>/<coll>/update/": lists empty, any name is an update path */
+	FSN_DDIR,	/* "/<db>/<coll>/delete/": lists empty, any name is a delete path */
+	FSN_WRITE,	/* a write path: pending_name is "update/<q>", "delete/<q>", ".bulk?.." */
 	FSN_DEAD,	/* unlinked or replaced while the kernel still holds it: writes to it
 			 * go nowhere, as on any unlinked file */
 };

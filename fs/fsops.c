@@ -46,7 +46,7 @@ static int64_t now_ns(void)
 enum docfs_file { DF_ERRORS, DF_VERSION, DF__COUNT };
 static const char *const docfs_files[DF__COUNT] = {"errors", "version"};
 
-enum fh_kind { FH_ENTRY = 1, FH_INSERT, FH_TEXT, FH_RESULT };
+enum fh_kind { FH_ENTRY = 1, FH_INSERT, FH_TEXT, FH_RESULT, FH_WRITE };
 
 #define SAVED_PREFIX ".queries/" /* store names of saved queries: never a listed file name */
 
@@ -59,6 +59,9 @@ static const struct {
 	{".insert", FSN_INSERT, 1},
 	{"query", FSN_QDIR, 2},
 	{".queries", FSN_SAVED_DIR, 3},
+	{"update", FSN_UDIR, 10},
+	{"delete", FSN_DDIR, 11},
+	{".bulk", FSN_WRITE, 12},
 };
 #define NFIXED (sizeof(coll_fixed) / sizeof(coll_fixed[0]))
 
@@ -83,6 +86,11 @@ struct fs_handle {
 	struct fs_inserter ins; /* FH_INSERT */
 	bool ins_init;		/* ins is initialised */
 	struct fs_result res;	/* FH_RESULT: the snapshot of a query's output */
+	struct dfs_buf wres;	/* FH_WRITE: the result of the request in buf */
+	bool applied;		/* FH_WRITE: the request has run; wres holds its result */
+	int wrc;		/* FH_WRITE: how it ended (0 or a dfs code) */
+	struct dfs_err werr;	/* FH_WRITE: its error */
+	off_t wend;		/* FH_WRITE: file offset where the request ended */
 };
 
 /* ---- pending documents (note 2) ---------------------------------------------------- */
@@ -344,6 +352,10 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 		file_attr(st, n->ino, 0444, n->result_size, 0);
 		*timeout = 0;
 		return 0;
+	case FSN_WRITE:
+		file_attr(st, n->ino, 0644, 0, 0);
+		*timeout = 0;
+		return 0;
 	case FSN_DEAD:
 		file_attr(st, n->ino, 0644, 0, 0);
 		*timeout = 0;
@@ -370,7 +382,7 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 	if ((rc = store_txn_begin(n->db, false, &t, err)))
 		return rc;
 	if (n->kind == FSN_COLL || n->kind == FSN_INSERT || n->kind == FSN_QDIR ||
-	    n->kind == FSN_SAVED_DIR) {
+	    n->kind == FSN_SAVED_DIR || n->kind == FSN_UDIR || n->kind == FSN_DDIR) {
 		struct store_coll c;
 
 		rc = store_coll_by_id(t, n->coll, &c, err);
@@ -378,6 +390,8 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 			dir_attr(st, n->ino, c.mode, c.uid, c.gid, c.mtime_ns, c.ctime_ns);
 		else if (!rc && n->kind == FSN_QDIR)
 			dir_attr(st, n->ino, 0555, c.uid, c.gid, c.ctime_ns, c.ctime_ns);
+		else if (!rc && (n->kind == FSN_UDIR || n->kind == FSN_DDIR))
+			dir_attr(st, n->ino, 0755, c.uid, c.gid, c.ctime_ns, c.ctime_ns);
 		else if (!rc && n->kind == FSN_SAVED_DIR)
 			dir_attr(st, n->ino, c.mode, c.uid, c.gid, c.mtime_ns, c.ctime_ns);
 		else if (!rc)
@@ -411,7 +425,10 @@ static void reply_entry(fuse_req_t req, struct fs_node *n)
 	ep.ino = n->nodeid;
 	ep.generation = 1;
 	ep.attr_timeout = timeout;
-	ep.entry_timeout = n->kind == FSN_DOCFS_FILE || n->kind == FSN_QUERY ? 0 : LONG_TIMEOUT;
+	ep.entry_timeout =
+		n->kind == FSN_DOCFS_FILE || n->kind == FSN_QUERY || n->kind == FSN_WRITE
+			? 0
+			: LONG_TIMEOUT;
 	/* A ref under /.snapshots may move to another commit at the next snapshot. */
 	if (n->kind == FSN_SNAP_DIR && n->pending_name[41] == '\0')
 		ep.entry_timeout = 0;
@@ -440,6 +457,19 @@ static bool is_json_name(const char *name)
 	size_t n = strlen(name);
 
 	return n > 5 && name[0] != '.' && strcmp(name + n - 5, ".json") == 0;
+}
+
+/* The node of write path name ("update/<q>", ".bulk?...") in p's collection. */
+static struct fs_node *write_node(struct fs_node *p, const char *name)
+{
+	uint64_t h = 1099511628211ULL;
+
+	for (const char *c = name; *c; c++)
+		h = (h ^ (unsigned char)*c) * 0x100000001b3ULL;
+	h ^= (uint64_t)p->coll * 0x9e3779b97f4a7c15ULL;
+	return fs_node_keyed(FSN_WRITE, p->db, p->coll, name,
+			     fs_ino_db(p->db) | (3ULL << 37) | (1ULL << 36) |
+				     (h & ((1ULL << 36) - 1)));
 }
 
 /* Looks name up under parent and returns a referenced node, or NULL with err set. */
@@ -485,6 +515,8 @@ static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct d
 
 		int fi = fixed_index(name);
 
+		if (fs_write_kind_of(name) == FSW_BULK)
+			return write_node(p, name);
 		if (fi >= 0)
 			return fs_node_ref(coll_fixed[fi].kind, p->db, p->coll, 0,
 					   fs_ino_special(p->db, p->coll, coll_fixed[fi].k), NULL);
@@ -504,6 +536,14 @@ static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct d
 	case FSN_QDIR:
 		/* Any name is a query; it runs when opened (never on lookup or listing). */
 		return fs_node_query(p->db, p->coll, name);
+	case FSN_UDIR:
+	case FSN_DDIR: {
+		char full[300];
+
+		snprintf(full, sizeof(full), "%s/%s", p->kind == FSN_UDIR ? "update" : "delete",
+			 name);
+		return write_node(p, full);
+	}
 	case FSN_SAVED_DIR: {
 		struct store_entry e;
 		char full[300];
@@ -593,6 +633,7 @@ static struct fs_handle *handle_new(int kind, struct fs_node *n)
 	h->loaded = true;
 	pthread_mutex_init(&h->lock, NULL);
 	dfs_buf_init(&h->buf);
+	dfs_buf_init(&h->wres);
 	return h;
 }
 
@@ -602,6 +643,7 @@ static void handle_free(struct fs_handle *h)
 		fs_inserter_release(&h->ins);
 	if (h->kind == FH_RESULT)
 		fs_result_release(&h->res);
+	dfs_buf_release(&h->wres);
 	dfs_buf_release(&h->buf);
 	pthread_mutex_destroy(&h->lock);
 	free(h);
@@ -891,6 +933,19 @@ static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		}
 		break;
 	}
+	case FSN_WRITE: {
+		struct dfs_err e2 = {0};
+
+		if (fs_write_validate(n->pending_name, &e2)) {
+			dfs_err_prefix(&e2, "'%s': ", n->pending_name);
+			reply_dfs(req, &e2, "open");
+			return;
+		}
+		h = handle_new(FH_WRITE, n);
+		fi->direct_io = 1;
+		fi->nonseekable = 0;
+		break;
+	}
 	case FSN_DEAD:
 		fuse_reply_err(req, ENOENT);
 		return;
@@ -901,6 +956,55 @@ static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->fh = (uint64_t)(uintptr_t)h;
 	if (fuse_reply_open(req, fi) == -ENOENT)
 		handle_free(h);
+}
+
+/* Runs the request of a write handle once (wpath.c note 1); h->lock held. Returns its
+ * code; the error is logged once. */
+static int write_apply(struct fs_handle *h)
+{
+	struct fs_node *n = h->node;
+
+	if (h->applied || !h->written)
+		return h->applied ? h->wrc : 0;
+	dfs_buf_reset(&h->wres);
+	dfs_err_clear(&h->werr);
+	h->wrc = fs_write_run(n->db, n->coll, n->pending_name, h->buf.data ? h->buf.data : "",
+			      h->buf.len, &h->wres, &h->werr);
+	h->applied = true;
+	if (h->wrc) {
+		dfs_err_prefix(&h->werr, "'%s': ", n->pending_name);
+		fs_errlog_add("write: %s", h->werr.msg);
+	}
+	return h->wrc;
+}
+
+/* A read of a write path: the result of the request, served from the offset where the
+ * request ended (so `cat <&3` after `printf ... >&3` reads it); reading at 0 works too. */
+static void write_read(fuse_req_t req, struct fs_handle *h, size_t size, off_t off)
+{
+	char *copy;
+	size_t start;
+
+	pthread_mutex_lock(&h->lock);
+	write_apply(h);
+	start = off >= h->wend ? (size_t)(off - h->wend) : (size_t)off;
+	if (!h->applied || start >= h->wres.len) {
+		pthread_mutex_unlock(&h->lock);
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	if (size > h->wres.len - start)
+		size = h->wres.len - start;
+	copy = malloc(size);
+	if (!copy) {
+		pthread_mutex_unlock(&h->lock);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	memcpy(copy, h->wres.data + start, size);
+	pthread_mutex_unlock(&h->lock);
+	fuse_reply_buf(req, copy, size);
+	free(copy);
 }
 
 static void fsop_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -923,6 +1027,10 @@ static void fsop_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		else
 			fuse_reply_buf(req, buf, got);
 		free(buf);
+		return;
+	}
+	if (h->kind == FH_WRITE) {
+		write_read(req, h, size, off);
 		return;
 	}
 	pthread_mutex_lock(&h->lock);
@@ -993,6 +1101,26 @@ static void fsop_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t 
 		}
 		return;
 	}
+	if (h->kind == FH_WRITE) {
+		/* A request is appended whatever the offset; after its result was made, a
+		 * new write starts the next request on the same descriptor. */
+		if (h->applied) {
+			h->applied = false;
+			h->written = false;
+			dfs_buf_reset(&h->buf);
+		}
+		if (h->buf.len + size > MAX_TEXT) {
+			pthread_mutex_unlock(&h->lock);
+			reply_msg(req, DFS_EFBIG, "write: a request over %u bytes", MAX_TEXT);
+			return;
+		}
+		dfs_buf_append(&h->buf, data, size);
+		h->written = true;
+		h->wend = off + (off_t)size;
+		pthread_mutex_unlock(&h->lock);
+		fuse_reply_write(req, size);
+		return;
+	}
 	if (h->kind != FH_ENTRY) {
 		pthread_mutex_unlock(&h->lock);
 		fuse_reply_err(req, EBADF);
@@ -1037,6 +1165,14 @@ static void fsop_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		if (rc) {
 			h->reported = true;
 			err = h->ins.err;
+		}
+	} else if (h->kind == FH_WRITE) {
+		rc = write_apply(h);
+		if (rc) {
+			/* Logged once by write_apply; every close of the file fails. */
+			pthread_mutex_unlock(&h->lock);
+			fuse_reply_err(req, fs_errno(rc));
+			return;
 		}
 	} else {
 		rc = handle_commit(req, h, &err);
@@ -1229,11 +1365,11 @@ static void fsop_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int 
 		size_t size = (size_t)attr->st_size;
 
 		if (n->kind != FSN_ENTRY && n->kind != FSN_PENDING && n->kind != FSN_INSERT &&
-		    n->kind != FSN_DEAD) {
+		    n->kind != FSN_DEAD && n->kind != FSN_WRITE) {
 			fuse_reply_err(req, EISDIR);
 			return;
 		}
-		if (n->kind == FSN_INSERT)
+		if (n->kind == FSN_INSERT || n->kind == FSN_WRITE)
 			goto attrs; /* "> .insert" truncates nothing */
 		if (attr->st_size < 0 || size > MAX_SCRATCH) {
 			fuse_reply_err(req, EFBIG);
@@ -1587,6 +1723,8 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 		goto reply;
 	if (off < 2 && dir_add(&f, "..", NULL, &st, 0, 2))
 		goto reply;
+	if (d->kind == FSN_UDIR || d->kind == FSN_DDIR)
+		goto reply; /* write paths list empty, like query/ */
 	if (d->kind == FSN_COLL || d->kind == FSN_SAVED_DIR || d->kind == FSN_QDIR) {
 		/* Offsets 3.. are the fixed entries, then the store's cookies (>= 2^60). */
 		uint64_t cookie = (uint64_t)off >= (1ULL << 60) ? (uint64_t)off : 0;
@@ -1598,15 +1736,18 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 			double timeout;
 
 			st.st_ino = fs_ino_special(d->db, d->coll, coll_fixed[i].k);
-			st.st_mode =
-				coll_fixed[i].kind == FSN_INSERT ? S_IFREG | 0644 : S_IFDIR | 0755;
+			st.st_mode = coll_fixed[i].kind == FSN_INSERT || coll_fixed[i].kind == FSN_WRITE
+					     ? S_IFREG | 0644
+					     : S_IFDIR | 0755;
 			if (plus) {
 				if (f.used + fuse_add_direntry_plus(req, NULL, 0,
 								    coll_fixed[i].name, NULL, 0) >
 				    f.size)
 					goto reply;
-				n = fs_node_ref(coll_fixed[i].kind, d->db, d->coll, 0, st.st_ino,
-						NULL);
+				n = coll_fixed[i].kind == FSN_WRITE
+					    ? write_node(d, coll_fixed[i].name)
+					    : fs_node_ref(coll_fixed[i].kind, d->db, d->coll, 0,
+							  st.st_ino, NULL);
 				if (node_attr(n, &st, &timeout, &err)) {
 					fs_node_forget(n->nodeid, 1);
 					goto reply;

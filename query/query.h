@@ -112,6 +112,75 @@ int query_find_open(struct store_txn *t, int64_t coll, const struct query_find_o
 int query_cursor_next(struct query_cursor *c, const bson_t **doc, struct dfs_err *err);
 void query_cursor_free(struct query_cursor *c);
 
+/* ---- updates (update.c) ---------------------------------------------------------- */
+
+struct query_update;
+int query_update_parse(const bson_t *update, const bson_t *array_filters,
+		       struct query_update **out, struct dfs_err *err);
+void query_update_free(struct query_update *u);
+bool query_update_is_replacement(const struct query_update *u);
+int query_update_apply(const struct query_update *u, const bson_t *doc, int elem_index,
+		       bool upsert_insert, int64_t now_ms, bson_t *out, bool *changed,
+		       struct dfs_err *err);
+int query_upsert_seed(const bson_t *filter, bson_t *out, struct dfs_err *err);
+
+/* ---- writes (write.c) ------------------------------------------------------------ */
+
+/*
+ * MongoDB's write commands over a collection, each inside the caller's write transaction t
+ * (so one call is atomic: it changes every matching document or, on an error, nothing; the
+ * caller commits). Matching documents are collected first and then changed, so a write never
+ * sees its own output (an updated document is not matched twice).
+ */
+struct query_write_opts {
+	const bson_t *filter;	     /* NULL: every document */
+	const bson_t *update;	     /* update operators or a replacement (updates) */
+	const bson_t *array_filters; /* NULL or an array of filters for $[<ident>] */
+	const bson_t *sort;	     /* find-and-modify: the first document in this order */
+	const bson_t *projection;    /* find-and-modify: of the returned document */
+	bool multi;		     /* update or delete every match (else the first) */
+	bool upsert;		     /* insert when nothing matches */
+	bool remove;		     /* find-and-modify: delete instead of update */
+	bool return_new;	     /* find-and-modify: return the document after the update */
+	int64_t now_ms;		     /* the time of $currentDate (0: now) */
+};
+
+struct query_write_result {
+	int64_t matched, modified, deleted, inserted, upserted;
+	bson_t *upserted_id; /* Owned: {"_id": v} of the upserted document, or NULL */
+	bson_t *value;	     /* Owned: find-and-modify's returned document, or NULL */
+};
+void query_write_result_release(struct query_write_result *r);
+
+/* updateOne / updateMany / replaceOne (o->update, o->multi, o->upsert, o->array_filters). */
+int query_update_run(struct store_txn *t, int64_t coll, const struct query_write_opts *o,
+		     struct query_write_result *r, struct dfs_err *err);
+/* deleteOne / deleteMany (o->filter, o->multi). */
+int query_delete_run(struct store_txn *t, int64_t coll, const struct query_write_opts *o,
+		     struct query_write_result *r, struct dfs_err *err);
+/* findAndModify: the first match in o->sort order is updated (or removed); r->value gets it
+ * as it was, or as it is now with o->return_new, projected; NULL when nothing matched. */
+int query_find_modify(struct store_txn *t, int64_t coll, const struct query_write_opts *o,
+		      struct query_write_result *r, struct dfs_err *err);
+/* Appends r as MongoDB's result document of the command ("update", "delete", "findAndModify")
+ * to out under its fields (matchedCount, modifiedCount, upsertedId, ...). */
+void query_write_result_describe(const struct query_write_result *r, const char *command,
+				 bson_t *out);
+
+/*
+ * bulkWrite: ops is an array of MongoDB's operation documents ({"insertOne": {"document"}},
+ * {"updateOne"|"updateMany": {"filter", "update", "upsert", "arrayFilters"}}, {"replaceOne":
+ * {"filter", "replacement", "upsert"}}, {"deleteOne"|"deleteMany": {"filter"}}). Ordered: stop
+ * at the first error; unordered: go on past errors. Atomic: everything in one transaction, and
+ * any error changes nothing; otherwise each operation commits on its own. out gets MongoDB's
+ * BulkWriteResult shape ({"acknowledged", "insertedCount", "matchedCount", "modifiedCount",
+ * "deletedCount", "upsertedCount", "insertedIds", "upsertedIds", "writeErrors": [{"index",
+ * "code", "errmsg", "op"}]}). Returns 0 when every operation succeeded, else the first error
+ * (its message also in writeErrors); out is filled either way.
+ */
+int query_bulk_run(struct store_db *db, int64_t coll, const bson_t *ops, bool ordered, bool atomic,
+		   bson_t *out, struct dfs_err *err);
+
 /* ---- explain (explain.c) ---------------------------------------------------------- */
 
 enum query_verbosity {

@@ -944,3 +944,45 @@ void store_cursor_free(struct store_cursor *c)
 	sqlite3_finalize(c->st);
 	free(c);
 }
+
+/* ---- documents by _id (the write paths of the query layer) ------------------------- */
+
+int store_doc_find_id(struct store_txn *t, int64_t coll, const bson_value_t *id,
+		      struct store_entry *out, struct dfs_err *err)
+{
+	char name[256];
+	int rc;
+
+	if ((rc = doc_key_name(t, id, name, sizeof(name), err)))
+		return rc;
+	rc = doc_by_key(t, coll, &t->key, out, err);
+	if (rc == DFS_ENOENT)
+		return dfs_err_set(err, DFS_ENOENT, "no document '%s'", name);
+	return rc;
+}
+
+int store_doc_replace(struct store_txn *t, int64_t id, const bson_t *doc, struct dfs_err *err)
+{
+	struct store_entry e;
+	bson_t old;
+	bson_iter_t a, b;
+	int rc;
+
+	if ((rc = store_doc_validate(doc, err)))
+		return rc;
+	if ((rc = store_entry_get(t, id, &e, err)))
+		return rc;
+	if (e.kind != STORE_KIND_DOC)
+		return dfs_err_set(err, DFS_EINVAL, "'%s' is not a document", e.name);
+	if ((rc = store_doc_get(t, id, &old, err)))
+		return rc;
+	if (!bson_iter_init(&b, doc) || !bson_iter_next(&b) || strcmp(bson_iter_key(&b), "_id") ||
+	    !bson_iter_init_find(&a, &old, "_id") || store_iter_compare(&a, &b) != 0 ||
+	    bson_iter_type(&a) != bson_iter_type(&b))
+		rc = dfs_err_set(err, DFS_EINVAL, "replacing '%s' must keep its _id first and unchanged",
+				 e.name);
+	bson_destroy(&old);
+	if (rc)
+		return rc;
+	return doc_update(t, &e, doc, err);
+}

@@ -325,6 +325,12 @@ int store_doc_write_text(struct store_txn *t, int64_t coll, const char *name, co
 			 size_t len, const struct store_attrs *a, struct store_entry *out,
 			 struct dfs_err *err);
 int store_entry_delete(struct store_txn *t, int64_t id, struct dfs_err *err);
+/* The document of coll whose _id equals id (numbers by value); DFS_ENOENT when none. */
+int store_doc_find_id(struct store_txn *t, int64_t coll, const bson_value_t *id,
+		      struct store_entry *out, struct dfs_err *err);
+/* Replaces the BSON of document entry id with doc (prepared: valid, _id first and equal to
+ * the stored one, else DFS_EINVAL), updating its size, times and every index. */
+int store_doc_replace(struct store_txn *t, int64_t id, const bson_t *doc, struct dfs_err *err);
 /* Creates a scratch file or symlink (kind) with the given bytes. */
 int store_file_create(struct store_txn *t, int64_t coll, const char *name, int kind,
 		      const struct store_attrs *a, const void *data, size_t len,

@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# write.sh - the write paths from shell scripts: update/<q> (updateOne, updateMany, upsert,
+# replacement, arrayFilters, findAndModify with returnDocument), delete/<q>, .bulk (ordered,
+# unordered, atomic), the result read back on the same descriptor, errors that change
+# nothing and say why in /.docfs/errors, the docfs update/delete/bulk commands, racing
+# upserts, a findAndModify counter under 8 concurrent scripts, and $inc atomicity.
+. "$(dirname "$0")/lib.sh"
+mount_docfs
+C=$MNT/shop/users
+mkdir -p "$C"
+cat > "$C/.insert" <<'DOCS'
+{"_id": 1, "name": "ann", "age": 31, "tags": ["a", "b"], "grades": [80, 95, 70]}
+{"_id": 2, "name": "bob", "age": 25, "tags": ["b"]}
+{"_id": 3, "name": "cy", "age": 40}
+{"_id": 4, "name": "dee", "age": 25}
+DOCS
+
+doc() { jq -c "$2" "$C/$1.json"; }
+# req PATH BODY: one request and its result, read back on the same descriptor
+req() {
+	local out
+	exec 3<>"$1"
+	printf '%s' "$2" >&3
+	out=$(cat <&3)
+	exec 3>&-
+	printf '%s\n' "$out"
+}
+# put PATH BODY: a request whose close must succeed (coreutils printf reports close errors)
+put() { /usr/bin/printf '%s' "$2" > "$1"; }
+# bad PATH BODY: a request whose close must fail
+bad() {
+	if /usr/bin/printf '%s' "$2" > "$1" 2>/dev/null; then
+		fail "request to '$1' with '$2' succeeded; it should have failed"
+	fi
+}
+lasterr() { tail -n1 "$MNT/.docfs/errors"; }
+
+step "the collection lists update/, delete/ and .bulk; update/ and delete/ list empty"
+ls -a "$C" | grep -qx update || fail "no update/ in the listing"
+ls -a "$C" | grep -qx delete || fail "no delete/ in the listing"
+ls -a "$C" | grep -qx .bulk || fail "no .bulk in the listing"
+expect_eq "$(ls -A "$C/update" | wc -l)" "0" "update/ lists empty"
+expect_eq "$(ls -A "$C/delete" | wc -l)" "0" "delete/ lists empty"
+
+step "updateOne: echo an update document into update/<filter>"
+echo '{$set: {age: 32}, $push: {tags: "c"}}' > "$C/update/{_id: 1}"
+expect_eq "$(doc 1 '[.age, .tags]')" '[32,["a","b","c"]]' "updateOne"
+expect_eq "$(stat -c %s "$C/1.json")" "$(wc -c < "$C/1.json")" "st_size after an update"
+
+step "the result is read back on the same descriptor"
+expect_eq "$(req "$C/update/{age: 25}?multi=true" '{$inc: {age: 1}}')" \
+	'{"acknowledged": true, "matchedCount": {"$numberLong": "2"}, "modifiedCount": {"$numberLong": "2"}, "upsertedCount": {"$numberLong": "0"}, "upsertedId": null}' "updateMany result"
+expect_eq "$(doc 2 .age),$(doc 4 .age)" "26,26" "updateMany changed both"
+expect_eq "$(req "$C/update/{age: 26}" '{$set: {n: 1}}' | jq -c '[.matchedCount, .modifiedCount]')" \
+	'[{"$numberLong":"1"},{"$numberLong":"1"}]' "updateOne changes one"
+expect_eq "$(req "$C/update/{_id: 3}" '{$set: {age: 40}}' | jq -r '.modifiedCount["$numberLong"]')" "0" "a no-op update"
+
+step "upsert, replacement, arrayFilters"
+expect_eq "$(req "$C/update/{name: 'fay', age: 50}?upsert=true" '{$set: {city: "Paris"}}' | jq -r '.upsertedCount["$numberLong"]')" "1" "upsert inserts"
+expect_eq "$(cat "$C/query/{name: 'fay'}?projection={_id: 0}")" '{"name": "fay", "age": 50, "city": "Paris"}' "upserted from the filter's equality fields"
+put "$C/update/{_id: 3}" '{"name": "cy", "age": 41}'
+expect_eq "$(cat "$C/3.json" | jq -c .)" '{"_id":3,"name":"cy","age":41}' "replacement keeps _id"
+put "$C/update/{_id: 1}?arrayFilters=[{x: {\$gte: 80}}]" '{$inc: {"grades.$[x]": 1}}'
+expect_eq "$(doc 1 .grades)" '[81,96,70]' "arrayFilters"
+put "$C/update/{_id: 1, grades: 70}" '{$set: {"grades.$": 71}}'
+expect_eq "$(doc 1 .grades)" '[81,96,71]' "positional \$"
+
+step "errors change nothing and say why"
+before=$(cat "$C/2.json")
+bad "$C/update/{_id: 2}" '{$inc: {name: 1}}'
+expect_eq "$(cat "$C/2.json")" "$before" "a failed \$inc changes nothing"
+lasterr | grep -q "update/{_id: 2}" || fail "the error does not name the path: $(lasterr)"
+bad "$C/update/{_id: 2}" '{$set: {_id: 9}}'
+lasterr | grep -qi "immutable" || fail "_id change: $(lasterr)"
+bad "$C/update/{_id: 2}" '{$set: {a: 1}, $unset: {a: ""}}'
+lasterr | grep -qi "conflict" || fail "conflict: $(lasterr)"
+bad "$C/update/{_id: 2}" '{$sett: {a: 1}}'
+lasterr | grep -q "sett" || fail "unknown operator: $(lasterr)"
+bad "$C/update/{_id: 2}" 'not json'
+bad "$C/update/{age: {\$gtx: 1}}" '{$set: {a: 1}}'
+lasterr | grep -q 'gtx' || fail "bad filter: $(lasterr)"
+bad "$C/update/{}?multi=maybe" '{$set: {a: 1}}'
+bad "$C/update/{}?multi=true" '{"a": 1}'
+expect_eq "$(cat "$C/2.json")" "$before" "still unchanged after every error"
+expect_eq "$(req "$C/update/{_id: 2}" '{$inc: {name: 1}}' 2>/dev/null | jq -r .ok)" "0" "the error result on the descriptor"
+
+step "delete/<filter>: deleteMany, justOne, findOneAndDelete"
+cat > "$C/.insert" <<'DOCS'
+{"_id": 10, "kind": "tmp"}
+{"_id": 11, "kind": "tmp"}
+{"_id": 12, "kind": "tmp"}
+DOCS
+expect_eq "$(req "$C/delete/{kind: 'tmp'}?justOne=true" 'x')" '{"acknowledged": true, "deletedCount": {"$numberLong": "1"}}' "deleteOne"
+[ ! -e "$C/10.json" ] || fail "10.json still there"
+echo '{"justOne": true}' > "$C/delete/{kind: 'tmp'}"
+expect_eq "$(cat "$C/query/{kind: 'tmp'}?count=1")" "1" "justOne in the request"
+expect_eq "$(req "$C/delete/{kind: 'tmp'}?returnDocument=before" 'x' | jq -c .value)" '{"_id":12,"kind":"tmp"}' "findOneAndDelete"
+expect_eq "$(cat "$C/query/{kind: 'tmp'}?count=1")" "0" "all deleted"
+
+step ".bulk: ordered stops at the first error, unordered goes on, atomic is all or nothing"
+r=$(req "$C/.bulk" '{"insertOne": {"document": {"_id": 20}}}
+{"updateOne": {"filter": {"_id": 20}, "update": {"$set": {"v": 1}}}}
+{"insertOne": {"document": {"_id": 20}}}
+{"insertOne": {"document": {"_id": 21}}}')
+expect_eq "$(jq -c '[.insertedCount, .modifiedCount, (.writeErrors | map([.index, .code]))]' <<<"$r")" \
+	'[{"$numberLong":"1"},{"$numberLong":"1"},[[2,11000]]]' "ordered result"
+[ ! -e "$C/21.json" ] || fail "ordered bulk went past its error"
+r=$(req "$C/.bulk?ordered=false" '{"insertOne": {"document": {"_id": 20}}}
+{"insertOne": {"document": {"_id": 21}}}
+{"deleteOne": {"filter": {"_id": 20}}}')
+expect_eq "$(jq -c '[.insertedCount, .deletedCount, (.writeErrors | map(.index))]' <<<"$r")" \
+	'[{"$numberLong":"1"},{"$numberLong":"1"},[0]]' "unordered result"
+[ -e "$C/21.json" ] && [ ! -e "$C/20.json" ] || fail "unordered bulk did not go on"
+r=$(req "$C/.bulk?atomic=true" '{"insertOne": {"document": {"_id": 22}}}
+{"updateMany": {"filter": {}, "update": {"$set": {"touched": true}}}}
+{"insertOne": {"document": {"_id": 21}}}')
+expect_eq "$(jq -c '[.insertedCount, .modifiedCount, (.writeErrors | map(.index))]' <<<"$r")" \
+	'[{"$numberLong":"0"},{"$numberLong":"0"},[2]]' "atomic result"
+[ ! -e "$C/22.json" ] || fail "an atomic bulk with an error kept its insert"
+expect_eq "$(cat "$C/query/{touched: true}?count=1")" "0" "an atomic bulk with an error kept its update"
+bad "$C/.bulk" '{"insertOne": {"document": {"_id": 23}}}
+{"explode": {}}'
+lasterr | grep -q "explode" || fail "unknown bulk operation: $(lasterr)"
+[ -e "$C/23.json" ] || fail "the operation before the bad one is kept (ordered, not atomic)"
+
+step "docfs update / delete / bulk"
+"$DOCFS" update "$STORE" shop.users '{_id: 21}' '{$set: {cli: true}}' > "$T/out"
+expect_eq "$(jq -r '.modifiedCount["$numberLong"]' "$T/out")" "1" "docfs update"
+"$DOCFS" update "$STORE" shop.users '{_id: 21}' '{$inc: {n: 5}}' --return after > "$T/out"
+expect_eq "$(jq -c .value.n "$T/out")" "5" "docfs update --return after"
+printf '%s\n' '{"deleteOne": {"filter": {"_id": 23}}}' | "$DOCFS" bulk "$STORE" shop.users > "$T/out"
+expect_eq "$(jq -r '.deletedCount["$numberLong"]' "$T/out")" "1" "docfs bulk"
+"$DOCFS" delete "$STORE" shop.users '{_id: 21}' --one > "$T/out"
+expect_eq "$(jq -r '.deletedCount["$numberLong"]' "$T/out")" "1" "docfs delete"
+if "$DOCFS" update "$STORE" shop.users '{_id: 1}' '{$inc: {name: 1}}' > "$T/out" 2> "$T/err"; then
+	fail "docfs update of a bad \$inc exited 0"
+fi
+grep -q "docfs update:" "$T/err" || fail "docfs update error: $(cat "$T/err")"
+for _ in $(seq 1 50); do [ ! -e "$C/21.json" ] && break; sleep 0.1; done
+[ ! -e "$C/21.json" ] || fail "the CLI's delete did not show in the mount"
+
+step "8 concurrent upserts of one key make one document"
+for i in $(seq 1 8); do
+	put "$C/update/{email: 'x@y'}?upsert=true" "{\$inc: {hits: 1}}" &
+done
+wait
+expect_eq "$(cat "$C/query/{email: 'x@y'}?count=1")" "1" "one upserted document"
+expect_eq "$(cat "$C/query/{email: 'x@y'}" | jq .hits)" "8" "every upsert counted"
+
+step "a findAndModify counter from 8 concurrent scripts: no gaps, no duplicates"
+mkdir "$MNT/shop/counters"
+next_id() {
+	req "$MNT/shop/counters/update/{_id: 'order'}?upsert=true&returnDocument=after" \
+		'{$inc: {seq: 1}}' | jq -r .value.seq
+}
+for w in $(seq 1 8); do
+	(for _ in $(seq 1 25); do next_id; done > "$T/ids.$w") &
+done
+wait
+expect_eq "$(cat "$T"/ids.* | sort -n | tr '\n' ' ')" "$(seq 1 200 | tr '\n' ' ')" "counter values"
+
+step "\$inc from 8 writers, 10,000 in total, on one document"
+echo '{"_id": "c", "n": 0}' > "$MNT/shop/counters/c.json"
+for w in $(seq 1 8); do
+	(
+		# 125 separate requests, then 1,125 more in one .bulk: every one an updateOne.
+		for _ in $(seq 1 125); do put "$MNT/shop/counters/update/{_id: 'c'}" '{$inc: {n: 1}}'; done
+		for _ in $(seq 1 1125); do echo '{"updateOne": {"filter": {"_id": "c"}, "update": {"$inc": {"n": 1}}}}'; done |
+			"$DOCFS" bulk "$STORE" shop.counters > /dev/null
+	) &
+done
+wait
+for _ in $(seq 1 50); do [ "$(jq .n "$MNT/shop/counters/c.json")" = 10000 ] && break; sleep 0.1; done
+expect_eq "$(jq .n "$MNT/shop/counters/c.json")" "10000" "\$inc total"
+
+"$DOCFS" check "$STORE" > /dev/null || fail "docfs check after the writes"
+echo "ok"
