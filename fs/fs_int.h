@@ -249,6 +249,11 @@ struct fuse_session;
 int fs_notify_start(struct fuse_session *se, int period_ms, struct dfs_err *err);
 void fs_notify_stop(void);
 void fs_notify_watch(struct store_db *db);
+/* Returns once the notifier has sent the invalidations of every change committed to db so
+ * far (at most 2 s): a write path's result is then what the next read of a file shows. It
+ * waits for the notifier thread, so a handler may call it only for changes to other inodes
+ * than its own. */
+void fs_notify_sync(struct store_db *db);
 void fs_notify_inode(uint64_t nodeid);
 void fs_notify_entry(uint64_t parent, const char *name);
 

@@ -971,6 +971,7 @@ static int write_apply(struct fs_handle *h)
 	h->wrc = fs_write_run(n->db, n->coll, n->pending_name, h->buf.data ? h->buf.data : "",
 			      h->buf.len, &h->wres, &h->werr);
 	h->applied = true;
+	fs_notify_sync(n->db); /* the changed documents read fresh right after */
 	if (h->wrc) {
 		dfs_err_prefix(&h->werr, "'%s': ", n->pending_name);
 		fs_errlog_add("write: %s", h->werr.msg);

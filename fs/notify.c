@@ -32,6 +32,8 @@ static bool nrunning;
 static int nperiod_ms = 200;
 static pthread_mutex_t nlock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t ncond = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t ndone = PTHREAD_COND_INITIALIZER; /* a pass over the feeds ended */
+static bool nwanted;				       /* fs_notify_sync waits for a pass */
 static struct qitem *queue;
 static size_t qlen, qcap;
 static struct watched *watch;
@@ -178,7 +180,7 @@ static void *notifier(void *arg)
 		struct qitem *items;
 		size_t n;
 
-		if (qlen == 0) {
+		if (qlen == 0 && !nwanted) {
 			clock_gettime(CLOCK_REALTIME, &until);
 			until.tv_nsec += (long)nperiod_ms * 1000000;
 			until.tv_sec += until.tv_nsec / 1000000000;
@@ -187,6 +189,7 @@ static void *notifier(void *arg)
 		}
 		if (!nrunning)
 			break;
+		nwanted = false;
 		items = queue;
 		n = qlen;
 		queue = NULL;
@@ -223,9 +226,38 @@ static void *notifier(void *arg)
 			}
 		}
 		pthread_mutex_lock(&nlock);
+		pthread_cond_broadcast(&ndone);
 	}
+	pthread_cond_broadcast(&ndone);
 	pthread_mutex_unlock(&nlock);
 	return arg;
+}
+
+void fs_notify_sync(struct store_db *db)
+{
+	int64_t target = 0;
+	struct timespec until;
+
+	fs_notify_watch(db);
+	if (store_changes_last(db, &target, NULL) != 0)
+		return;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 2; /* never hang a request on a stuck notifier */
+	pthread_mutex_lock(&nlock);
+	while (nrunning) {
+		int64_t seen = target;
+
+		for (size_t i = 0; i < nwatch; i++)
+			if (watch[i].db == db)
+				seen = watch[i].seq;
+		if (seen >= target)
+			break;
+		nwanted = true;
+		pthread_cond_signal(&ncond);
+		if (pthread_cond_timedwait(&ndone, &nlock, &until) != 0)
+			break;
+	}
+	pthread_mutex_unlock(&nlock);
 }
 
 int fs_notify_start(struct fuse_session *se, int period_ms, struct dfs_err *err)

@@ -345,8 +345,19 @@ int fs_write_run(struct store_db *db, int64_t coll, const char *name, const char
 			render_line(&res, out);
 		goto done;
 	}
-	if ((rc = body_doc(text, len, &body, err)))
+	if (w.kind == FSW_DELETE) {
+		/* "Write anything" deletes; a document, though, must be a valid one (a typo in
+		 * {"justOne": true} must not turn into deleteMany). */
+		size_t i = 0;
+
+		while (i < len && (text[i] == ' ' || text[i] == '\n' || text[i] == '\t' ||
+				   text[i] == '\r'))
+			i++;
+		if (i < len && text[i] == '{' && (rc = body_doc(text, len, &body, err)))
+			goto done;
+	} else if ((rc = body_doc(text, len, &body, err))) {
 		goto done;
+	}
 	o.filter = &w.filter;
 	o.sort = w.has_sort ? &w.sort : NULL;
 	o.projection = w.has_projection ? &w.projection : NULL;

@@ -57,7 +57,7 @@ expect_eq "$(req "$C/update/{_id: 3}" '{$set: {age: 40}}' | jq -r '.modifiedCoun
 
 step "upsert, replacement, arrayFilters"
 expect_eq "$(req "$C/update/{name: 'fay', age: 50}?upsert=true" '{$set: {city: "Paris"}}' | jq -r '.upsertedCount["$numberLong"]')" "1" "upsert inserts"
-expect_eq "$(cat "$C/query/{name: 'fay'}?projection={_id: 0}")" '{"name": "fay", "age": 50, "city": "Paris"}' "upserted from the filter's equality fields"
+expect_eq "$(cat "$C/query/{name: 'fay'}?projection={_id: 0}")" '{"age": 50, "name": "fay", "city": "Paris"}' "upserted from the filter's equality fields (in path order, as MongoDB)"
 put "$C/update/{_id: 3}" '{"name": "cy", "age": 41}'
 expect_eq "$(cat "$C/3.json" | jq -c .)" '{"_id":3,"name":"cy","age":41}' "replacement keeps _id"
 put "$C/update/{_id: 1}?arrayFilters=[{x: {\$gte: 80}}]" '{$inc: {"grades.$[x]": 1}}'
