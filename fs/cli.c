@@ -61,6 +61,9 @@ static const char usage_text[] =
 	"      bulkWrite: JSON Lines of {insertOne|updateOne|updateMany|replaceOne|deleteOne|\n"
 	"      deleteMany: {...}} operations; ordered unless --unordered (stop at the first\n"
 	"      error), --atomic for all or nothing. Prints the BulkWriteResult.\n"
+	"  aggregate STORE DB.COLL PIPELINE [--format jsonl|json|pretty]\n"
+	"      Run an aggregation pipeline (a JSON array of stages, or @NAME for one saved in\n"
+	"      .queries/NAME) and print the results, one JSON line each.\n"
 	"  version\n"
 	"      Print the version.\n"
 	"\n"
@@ -860,6 +863,55 @@ done:
 	return rc;
 }
 
+static int cmd_aggregate(int argc, char **argv)
+{
+	const char *pos[3] = {NULL, NULL, NULL}, *format = NULL;
+	struct dfs_err err = {0};
+	struct store *s = NULL;
+	struct store_db *db;
+	struct store_coll c;
+	struct fs_result r;
+	struct dfs_buf name;
+	int npos = 0, rc;
+
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--format") == 0 && i + 1 < argc)
+			format = argv[++i];
+		else if (argv[i][0] == '-' && argv[i][1])
+			return fail("aggregate", "unknown option '%s' (see docfs --help)", argv[i]);
+		else if (npos < 3)
+			pos[npos++] = argv[i];
+		else
+			return fail("aggregate", "too many arguments");
+	}
+	if (npos < 3)
+		return fail("aggregate", "needs STORE, DB.COLL and PIPELINE (see docfs --help)");
+	dfs_buf_init(&name);
+	path_escape(&name, pos[2]);
+	if (format)
+		path_opt(&name, "format", format);
+	fs_result_init(&r);
+	rc = open_coll(pos[0], pos[1], false, &s, &db, &c, &err);
+	if (!rc)
+		rc = fs_agg_run(db, c.id, name.data, &r, &err);
+	if (!rc) {
+		char buf[65536];
+		size_t got;
+
+		for (off_t off = 0; (size_t)off < r.size; off += (off_t)got) {
+			if (fs_result_read(&r, buf, sizeof(buf), off, &got) || !got)
+				break;
+			fwrite(buf, 1, got, stdout);
+		}
+	}
+	fs_result_release(&r);
+	store_free(s);
+	dfs_buf_release(&name);
+	if (rc)
+		return fail("aggregate", "%s", err.msg);
+	return fflush(stdout) == 0 ? 0 : fail("aggregate", "write error: %s", strerror(errno));
+}
+
 int fs_main(int argc, char **argv)
 {
 	const char *cmd = argc > 1 ? argv[1] : NULL;
@@ -889,6 +941,8 @@ int fs_main(int argc, char **argv)
 		return cmd_snapshots(argc - 1, argv + 1);
 	if (strcmp(cmd, "restore") == 0)
 		return cmd_restore(argc - 1, argv + 1);
+	if (strcmp(cmd, "aggregate") == 0)
+		return cmd_aggregate(argc - 1, argv + 1);
 	if (strcmp(cmd, "update") == 0 || strcmp(cmd, "delete") == 0 || strcmp(cmd, "bulk") == 0)
 		return cmd_write(cmd, argc - 1, argv + 1);
 	return fail(cmd, "unknown command (see docfs --help)");

@@ -113,6 +113,24 @@ int fs_query_run(struct store_db *db, int64_t coll, const struct fs_query *q, st
 /* Copies up to n bytes at off; returns 0 or an errno. */
 int fs_result_read(struct fs_result *r, char *buf, size_t n, off_t off, size_t *got);
 
+/* Moves a result's bytes to its temporary file once they pass result_mem (force: flush). */
+int fs_result_spill(struct fs_result *r, bool force, struct dfs_err *err);
+/* Ends a result: flushes it and sets its size. */
+int fs_result_finish(struct fs_result *r, struct dfs_err *err);
+
+/* ---- apath.c: aggregate/ paths and saved pipelines ----------------------------------- */
+
+/* Runs the pipeline of path component "<pipeline>[?format=..]" or "@name[?..]" over
+ * db.coll into r (a stable snapshot; a pipeline ending in $out/$merge writes in one
+ * transaction and gives an empty result). Errors: DFS_EINVAL saying what is wrong. */
+int fs_agg_run(struct store_db *db, int64_t coll, const char *component, struct fs_result *r,
+	       struct dfs_err *err);
+/* Parses saved text as a pipeline (an array, or {"pipeline": [...]}) into out; DFS_ENOENT
+ * when it is a document without a pipeline (a saved find). */
+int fs_pipeline_from_text(const char *text, size_t len, bson_t *out, struct dfs_err *err);
+/* Checks that text is a valid pipeline (parsed by the engine). */
+int fs_pipeline_check(const char *text, size_t len, struct dfs_err *err);
+
 /* ---- wpath.c: the write paths update/, delete/ and .bulk ------------------------- */
 
 enum fs_write_kind { FSW_UPDATE = 1, FSW_DELETE, FSW_BULK };
@@ -162,6 +180,8 @@ enum fs_node_kind {
 	FSN_SNAP_ROOT,	/* "/.snapshots": branches and tags of the snapshot repository */
 	FSN_SNAP_DIR,	/* a tree of a snapshot: pending_name is "<commit>/<path>" */
 	FSN_SNAP_FILE,	/* a blob of a snapshot: pending_name as above, result_size its size */
+	FSN_ADIR,	/* "/<db>/<coll>/aggregate/": lists empty, any name opens a pipeline */
+	FSN_AGG,	/* "/<db>/<coll>/aggregate/<p>": pending_name holds <p> */
 	FSN_UDIR,	/* "/<db>/<coll>/update/": lists empty, any name is an update path */
 	FSN_DDIR,	/* "/<db>/<coll>/delete/": lists empty, any name is a delete path */
 	FSN_WRITE,	/* a write path: pending_name is "update/<q>", "delete/<q>", ".bulk?.." */

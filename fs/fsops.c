@@ -59,6 +59,7 @@ static const struct {
 	{".insert", FSN_INSERT, 1},
 	{"query", FSN_QDIR, 2},
 	{".queries", FSN_SAVED_DIR, 3},
+	{"aggregate", FSN_ADIR, 13},
 	{"update", FSN_UDIR, 10},
 	{"delete", FSN_DDIR, 11},
 	{".bulk", FSN_WRITE, 12},
@@ -356,6 +357,10 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 		file_attr(st, n->ino, 0644, 0, 0);
 		*timeout = 0;
 		return 0;
+	case FSN_AGG:
+		file_attr(st, n->ino, 0444, n->result_size, 0);
+		*timeout = 0;
+		return 0;
 	case FSN_DEAD:
 		file_attr(st, n->ino, 0644, 0, 0);
 		*timeout = 0;
@@ -382,13 +387,14 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 	if ((rc = store_txn_begin(n->db, false, &t, err)))
 		return rc;
 	if (n->kind == FSN_COLL || n->kind == FSN_INSERT || n->kind == FSN_QDIR ||
-	    n->kind == FSN_SAVED_DIR || n->kind == FSN_UDIR || n->kind == FSN_DDIR) {
+	    n->kind == FSN_SAVED_DIR || n->kind == FSN_UDIR || n->kind == FSN_DDIR ||
+	    n->kind == FSN_ADIR) {
 		struct store_coll c;
 
 		rc = store_coll_by_id(t, n->coll, &c, err);
 		if (!rc && n->kind == FSN_COLL)
 			dir_attr(st, n->ino, c.mode, c.uid, c.gid, c.mtime_ns, c.ctime_ns);
-		else if (!rc && n->kind == FSN_QDIR)
+		else if (!rc && (n->kind == FSN_QDIR || n->kind == FSN_ADIR))
 			dir_attr(st, n->ino, 0555, c.uid, c.gid, c.ctime_ns, c.ctime_ns);
 		else if (!rc && (n->kind == FSN_UDIR || n->kind == FSN_DDIR))
 			dir_attr(st, n->ino, 0755, c.uid, c.gid, c.ctime_ns, c.ctime_ns);
@@ -426,7 +432,8 @@ static void reply_entry(fuse_req_t req, struct fs_node *n)
 	ep.generation = 1;
 	ep.attr_timeout = timeout;
 	ep.entry_timeout =
-		n->kind == FSN_DOCFS_FILE || n->kind == FSN_QUERY || n->kind == FSN_WRITE
+		n->kind == FSN_DOCFS_FILE || n->kind == FSN_QUERY || n->kind == FSN_WRITE ||
+				n->kind == FSN_AGG
 			? 0
 			: LONG_TIMEOUT;
 	/* A ref under /.snapshots may move to another commit at the next snapshot. */
@@ -536,6 +543,17 @@ static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct d
 	case FSN_QDIR:
 		/* Any name is a query; it runs when opened (never on lookup or listing). */
 		return fs_node_query(p->db, p->coll, name);
+	case FSN_ADIR: {
+		/* Any name is a pipeline; it runs when opened. */
+		uint64_t h = 14695981039346656037ULL;
+
+		for (const char *c = name; *c; c++)
+			h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+		h ^= (uint64_t)p->coll * 0x9e3779b97f4a7c15ULL;
+		return fs_node_keyed(FSN_AGG, p->db, p->coll, name,
+				     fs_ino_db(p->db) | (3ULL << 37) | (2ULL << 35) |
+					     (h & ((1ULL << 35) - 1)));
+	}
 	case FSN_UDIR:
 	case FSN_DDIR: {
 		char full[300];
@@ -612,7 +630,7 @@ static void fsop_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
 		struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
 
 		st.st_size = (off_t)h->buf.len;
-	} else if (fi && n->kind == FSN_QUERY) {
+	} else if (fi && (n->kind == FSN_QUERY || n->kind == FSN_AGG)) {
 		struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
 
 		st.st_size = (off_t)h->res.size; /* this open file's own result */
@@ -683,9 +701,18 @@ static bool is_saved_query(const char *store_name)
 /* Parses text as a saved find command onto q (Borrowed). */
 static int saved_parse(const char *text, size_t len, struct fs_query *q, struct dfs_err *err)
 {
+	struct dfs_err perr = {0};
 	bson_t cmd;
 	int rc;
 
+	/* A pipeline (an array, or {"pipeline": [...]}) is saved for aggregate/@name; a
+	 * document without "pipeline" is a find command. */
+	rc = fs_pipeline_check(text, len, &perr);
+	if (rc != DFS_ENOENT) {
+		if (rc && err && !err->code)
+			*err = perr;
+		return rc;
+	}
 	bson_init(&cmd);
 	rc = store_codec_parse_doc(text, len, &cmd, err);
 	if (rc == DFS_EINCOMPLETE)
@@ -718,6 +745,15 @@ static int saved_load(struct store_db *db, int64_t coll, struct fs_query *q, str
 	else if (!rc)
 		rc = store_entry_read(t, e.id, &text, err);
 	store_txn_abort(t);
+	if (!rc) {
+		bson_t p = BSON_INITIALIZER;
+
+		if (fs_pipeline_from_text(text.data ? text.data : "", text.len, &p, NULL) == 0)
+			rc = dfs_err_set(err, DFS_EINVAL,
+					 "'.queries/%s' is a pipeline; read it as aggregate/@%s",
+					 q->saved, q->saved);
+		bson_destroy(&p);
+	}
 	if (!rc) {
 		rc = saved_parse(text.data ? text.data : "", text.len, q, err);
 		if (rc)
@@ -931,6 +967,27 @@ static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		} else {
 			n->kernel_gen = n->data_gen;
 		}
+		break;
+	}
+	case FSN_AGG: {
+		int rc;
+
+		if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+			reply_msg(req, DFS_EPERM, "aggregate '%s': results are read-only",
+				  n->pending_name);
+			return;
+		}
+		h = handle_new(FH_RESULT, n);
+		fs_result_init(&h->res);
+		rc = fs_agg_run(n->db, n->coll, n->pending_name, &h->res, &err);
+		if (rc) {
+			handle_free(h);
+			dfs_err_prefix(&err, "aggregate '%s': ", n->pending_name);
+			reply_dfs(req, &err, "open");
+			return;
+		}
+		n->result_size = h->res.size;
+		fi->direct_io = 1;
 		break;
 	}
 	case FSN_WRITE: {
@@ -1724,8 +1781,8 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 		goto reply;
 	if (off < 2 && dir_add(&f, "..", NULL, &st, 0, 2))
 		goto reply;
-	if (d->kind == FSN_UDIR || d->kind == FSN_DDIR)
-		goto reply; /* write paths list empty, like query/ */
+	if (d->kind == FSN_UDIR || d->kind == FSN_DDIR || d->kind == FSN_ADIR)
+		goto reply; /* aggregate/ and the write paths list empty, like query/ */
 	if (d->kind == FSN_COLL || d->kind == FSN_SAVED_DIR || d->kind == FSN_QDIR) {
 		/* Offsets 3.. are the fixed entries, then the store's cookies (>= 2^60). */
 		uint64_t cookie = (uint64_t)off >= (1ULL << 60) ? (uint64_t)off : 0;

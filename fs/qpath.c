@@ -491,3 +491,19 @@ int fs_query_validate(const struct fs_query *q, struct dfs_err *err)
 	query_sort_free(s);
 	return rc;
 }
+
+int fs_result_spill(struct fs_result *r, bool force, struct dfs_err *err)
+{
+	return result_flush(r, force, err);
+}
+
+int fs_result_finish(struct fs_result *r, struct dfs_err *err)
+{
+	int rc = 0;
+
+	if (r->spill)
+		rc = result_flush(r, true, err);
+	if (!rc)
+		r->size = r->spill ? (size_t)ftello(r->spill) : r->mem.len;
+	return rc;
+}

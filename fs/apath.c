@@ -1,0 +1,264 @@
+/*
+ * apath.c - "aggregate/<pipeline>" paths and saved pipelines: parses the path component
+ * (a pipeline array in the shell-literal syntax, or "@name" for a pipeline saved in
+ * .queries/, then options), runs it through the aggregation engine (query/agg.c) into a
+ * result file, and checks pipelines saved in .queries/. It does not evaluate stages itself
+ * and does not talk to FUSE.
+ *
+ * Design notes
+ * 1. The same result files as query/: produced at open, a stable snapshot for that open
+ *    file, in memory up to result_mem and then in an unlinked temporary file.
+ * 2. A pipeline ending in $out or $merge writes: it runs in one write transaction (the
+ *    target collection changes all at once or not at all) and its result file is empty, as
+ *    MongoDB's cursor for such a pipeline is.
+ * 3. Options: format=jsonl (default) | json | pretty, as for query/.
+ */
+#include "fs_int.h"
+#include "query.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define SAVED_DIR ".queries/" /* store names of saved queries and pipelines */
+
+static int hexv(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c |= 0x20;
+	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+static int pct_decode(const char *s, size_t n, struct dfs_buf *out, struct dfs_err *err)
+{
+	dfs_buf_reset(out);
+	for (size_t i = 0; i < n; i++) {
+		int hi, lo;
+
+		if (s[i] != '%') {
+			dfs_buf_putc(out, s[i]);
+			continue;
+		}
+		hi = i + 2 < n ? hexv((unsigned char)s[i + 1]) : -1;
+		lo = i + 2 < n ? hexv((unsigned char)s[i + 2]) : -1;
+		if (hi < 0 || lo < 0)
+			return dfs_err_set(err, DFS_EINVAL, "bad %%-escape at byte %zu of the path",
+					   i + 1);
+		dfs_buf_putc(out, (char)(hi * 16 + lo));
+		i += 2;
+	}
+	return 0;
+}
+
+/* Copies the array value of it into out (initialised, empty). */
+static void array_of(bson_iter_t *it, bson_t *out)
+{
+	const uint8_t *data;
+	uint32_t len;
+	bson_t view;
+
+	bson_iter_array(it, &len, &data);
+	if (bson_init_static(&view, data, len))
+		bson_concat(out, &view);
+}
+
+int fs_pipeline_from_text(const char *text, size_t len, bson_t *out, struct dfs_err *err)
+{
+	bson_t tmp = BSON_INITIALIZER;
+	bson_iter_t it;
+	size_t i = 0;
+	int rc;
+
+	while (i < len && (text[i] == ' ' || text[i] == '\n' || text[i] == '\t' || text[i] == '\r'))
+		i++;
+	if (i < len && text[i] == '{') {
+		/* A saved command: {"pipeline": [...]} (also "aggregate" as the key). */
+		rc = store_codec_parse_doc(text, len, &tmp, err);
+		if (rc == DFS_EINCOMPLETE)
+			rc = DFS_EINVAL;
+		if (!rc && !(bson_iter_init_find(&it, &tmp, "pipeline") ||
+			     bson_iter_init_find(&it, &tmp, "aggregate")))
+			rc = dfs_err_set(err, DFS_ENOENT, "not a pipeline");
+	} else {
+		rc = store_codec_parse_value(text, len, &tmp, "p", err);
+		if (rc == DFS_EINCOMPLETE)
+			rc = DFS_EINVAL;
+		if (!rc)
+			bson_iter_init_find(&it, &tmp, "p");
+	}
+	if (!rc && !BSON_ITER_HOLDS_ARRAY(&it))
+		rc = dfs_err_set(err, DFS_EINVAL, "a pipeline is an array of stages ([{$match: ...}, ...])");
+	if (!rc)
+		array_of(&it, out);
+	bson_destroy(&tmp);
+	return rc;
+}
+
+int fs_pipeline_check(const char *text, size_t len, struct dfs_err *err)
+{
+	bson_t p = BSON_INITIALIZER;
+	struct query_pipeline *qp = NULL;
+	int rc = fs_pipeline_from_text(text, len, &p, err);
+
+	if (!rc)
+		rc = query_pipeline_parse(&p, &qp, err);
+	query_pipeline_free(qp);
+	bson_destroy(&p);
+	return rc;
+}
+
+/* Loads the pipeline saved as .queries/<name> of coll into out. */
+static int saved_pipeline(struct store_db *db, int64_t coll, const char *name, bson_t *out,
+			  struct dfs_err *err)
+{
+	struct store_entry e;
+	struct store_txn *t;
+	struct dfs_buf text;
+	char full[300];
+	int rc;
+
+	snprintf(full, sizeof(full), SAVED_DIR "%s", name);
+	dfs_buf_init(&text);
+	if ((rc = store_txn_begin(db, false, &t, err)))
+		return rc;
+	rc = store_entry_lookup(t, coll, full, &e, NULL);
+	if (rc == DFS_ENOENT)
+		rc = dfs_err_set(err, DFS_EINVAL, "no saved pipeline '%s' (write it to .queries/%s)",
+				 name, name);
+	else if (!rc)
+		rc = store_entry_read(t, e.id, &text, err);
+	store_txn_abort(t);
+	if (!rc) {
+		struct dfs_err perr = {0};
+
+		rc = fs_pipeline_from_text(text.data ? text.data : "", text.len, out, &perr);
+		if (rc == DFS_ENOENT)
+			rc = dfs_err_set(err, DFS_EINVAL,
+					 "'.queries/%s' is a find; read it as query/@%s", name, name);
+		else if (rc)
+			rc = dfs_err_set(err, rc, ".queries/%s: %s", name, perr.msg);
+	}
+	dfs_buf_release(&text);
+	return rc;
+}
+
+struct apath {
+	bson_t pipeline;
+	int format; /* enum fs_query_format */
+};
+
+static int apath_parse(struct store_db *db, int64_t coll, const char *component, struct apath *a,
+		       struct dfs_err *err)
+{
+	const char *q = strchr(component, '?');
+	size_t plen = q ? (size_t)(q - component) : strlen(component);
+	struct dfs_buf v;
+	int rc;
+
+	dfs_buf_init(&v);
+	a->format = FSQ_JSONL;
+	if ((rc = pct_decode(component, plen, &v, err)))
+		goto done;
+	if (v.len && v.data[0] == '@')
+		rc = saved_pipeline(db, coll, v.data + 1, &a->pipeline, err);
+	else
+		rc = fs_pipeline_from_text(v.data ? v.data : "", v.len, &a->pipeline, err);
+	if (rc == DFS_ENOENT)
+		rc = dfs_err_set(err, DFS_EINVAL, "a pipeline is an array of stages");
+	for (const char *p = q ? q + 1 : NULL; !rc && p && *p;) {
+		const char *amp = strchr(p, '&');
+		size_t n = amp ? (size_t)(amp - p) : strlen(p);
+
+		if (n == 12 && strncmp(p, "format=jsonl", 12) == 0)
+			a->format = FSQ_JSONL;
+		else if (n == 11 && strncmp(p, "format=json", 11) == 0)
+			a->format = FSQ_JSON;
+		else if (n == 13 && strncmp(p, "format=pretty", 13) == 0)
+			a->format = FSQ_PRETTY;
+		else
+			rc = dfs_err_set(err, DFS_EINVAL,
+					 "unknown option '%.*s' (format=jsonl|json|pretty)", (int)n, p);
+		p = amp ? amp + 1 : NULL;
+	}
+done:
+	dfs_buf_release(&v);
+	return rc;
+}
+
+static int64_t wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int fs_agg_run(struct store_db *db, int64_t coll, const char *component, struct fs_result *r,
+	       struct dfs_err *err)
+{
+	struct query_agg_opts o = {.mem = fs_sort_mem, .now_ms = wall_ms()};
+	struct query_pipeline *qp = NULL;
+	struct query_agg *ag = NULL;
+	struct store_txn *t = NULL;
+	struct apath a;
+	const bson_t *doc;
+	int64_t n = 0;
+	int rc;
+
+	bson_init(&a.pipeline);
+	if ((rc = apath_parse(db, coll, component, &a, err)))
+		goto done;
+	if ((rc = query_pipeline_parse(&a.pipeline, &qp, err)))
+		goto done;
+	if (query_pipeline_writes(qp)) {
+		int64_t written = 0;
+
+		if ((rc = store_txn_begin(db, true, &t, err)))
+			goto done;
+		rc = query_agg_run_out(t, coll, qp, &o, &written, err);
+		if (!rc)
+			rc = store_txn_commit(t, err);
+		else
+			store_txn_abort(t);
+		t = NULL;
+		if (!rc)
+			fs_notify_sync(db);
+		goto finish;
+	}
+	if ((rc = store_txn_begin(db, false, &t, err)))
+		goto done;
+	if ((rc = query_agg_open(t, coll, qp, &o, &ag, err)))
+		goto done;
+	if (a.format == FSQ_JSON)
+		dfs_buf_putc(&r->mem, '[');
+	while ((rc = query_agg_next(ag, &doc, err)) == 0) {
+		if (a.format == FSQ_JSON)
+			dfs_buf_puts(&r->mem, n ? ",\n" : "\n");
+		rc = store_codec_render(doc, a.format == FSQ_PRETTY ? STORE_RENDER_PRETTY
+								    : STORE_RENDER_COMPACT,
+					&r->mem, err);
+		if (!rc && a.format == FSQ_JSONL)
+			dfs_buf_putc(&r->mem, '\n');
+		n++;
+		if (!rc)
+			rc = fs_result_spill(r, false, err);
+		if (rc)
+			goto done;
+	}
+	if (rc != DFS_ENOENT)
+		goto done;
+	rc = 0;
+	if (a.format == FSQ_JSON)
+		dfs_buf_puts(&r->mem, n ? "\n]\n" : "]\n");
+finish:
+	if (!rc)
+		rc = fs_result_finish(r, err);
+done:
+	query_agg_free(ag);
+	store_txn_abort(t);
+	query_pipeline_free(qp);
+	bson_destroy(&a.pipeline);
+	return rc;
+}
