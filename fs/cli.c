@@ -25,7 +25,8 @@ static const char usage_text[] =
 	"      Options: allow_other (and other FUSE mount options), log=FILE (append errors\n"
 	"      to FILE), notify_ms=N (how often to look for changes by other processes, 200),\n"
 	"      sort_mem=BYTES (a query sort spills to temporary files past this, 32 MiB),\n"
-	"      result_mem=BYTES (larger query results go to a temporary file, 8 MiB).\n"
+	"      result_mem=BYTES (larger query results go to a temporary file, 8 MiB),\n"
+	"      ttl_s=N (delete documents expired by TTL indexes every N seconds, 60; 0: never).\n"
 	"  import STORE DB.COLL [FILE|-] [--jsonArray] [--drop]\n"
 	"      Insert documents (Extended JSON, one or many per line, or one JSON array with\n"
 	"      --jsonArray) from FILE or standard input; --drop empties the collection first.\n"
@@ -134,6 +135,7 @@ static int cmd_mount(int argc, char **argv)
 
 	dfs_buf_init(&fuse_opts);
 	o.notify_ms = 200;
+	o.ttl_s = 60;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "-f") == 0) {
 			o.foreground = true;
@@ -166,6 +168,15 @@ static int cmd_mount(int argc, char **argv)
 					if (o.notify_ms <= 0)
 						return fail("mount",
 							    "notify_ms must be a positive number");
+				} else if (strncmp(tok, "ttl_s=", 6) == 0) {
+					char *end;
+					long v = strtol(tok + 6, &end, 10);
+
+					if (!tok[6] || *end || v < 0 || v > 86400 * 365)
+						return fail("mount",
+							    "ttl_s needs a number of seconds (0: "
+							    "no TTL sweeps)");
+					o.ttl_s = (int)v;
 				} else {
 					if (fuse_opts.len)
 						dfs_buf_putc(&fuse_opts, ',');
