@@ -144,15 +144,18 @@ bool fs_index_name_ok(const char *name);
  * one line without the final newline). */
 int fs_index_render(struct store_txn *t, int64_t coll, const char *name, bool pretty,
 		    struct dfs_buf *out, struct dfs_err *err);
+/* Parses the text of an index file (a spec in the shell-literal syntax) into out
+ * (initialised, empty). */
+int fs_index_spec_parse(const char *text, size_t len, bson_t *out, struct dfs_err *err);
 /*
- * Creates index name on collection coll of db from the text of an index file: a spec
- * {"key": {...}, ...} whose "name", when present, must be name (name NULL: the spec's or
- * the default name); a "stats" field (what reading the file shows) is ignored, so a file
- * read and written back creates the same index. One write transaction; the build logs its
- * progress every 100,000 documents. name_out (may be NULL) gets the name used.
+ * Creates index name on collection coll of db from spec {"key": {...}, ...} (Borrowed),
+ * whose "name", when present, must be name (name NULL: the spec's or the default name); a
+ * "stats" field (what reading an index file shows) is ignored, so a file read and written
+ * back creates the same index. One write transaction; the build logs its progress every
+ * 100,000 documents. name_out (may be NULL) gets the name used.
  */
-int fs_index_create(struct store_db *db, int64_t coll, const char *name, const char *text,
-		    size_t len, char *name_out, size_t name_cap, struct dfs_err *err);
+int fs_index_create(struct store_db *db, int64_t coll, const char *name, const bson_t *spec,
+		    char *name_out, size_t name_cap, struct dfs_err *err);
 int fs_index_drop(struct store_db *db, int64_t coll, const char *name, struct dfs_err *err);
 
 /* ---- ttl.c: the TTL sweeper thread of a mount ------------------------------------- */

@@ -786,6 +786,7 @@ static int handle_commit(fuse_req_t req, struct fs_handle *h, struct dfs_err *er
 static int ix_commit(struct fs_handle *h, struct dfs_err *err)
 {
 	struct fs_node *n = h->node;
+	bson_t spec;
 	int rc;
 
 	if (!h->written)
@@ -794,8 +795,11 @@ static int ix_commit(struct fs_handle *h, struct dfs_err *err)
 		h->written = false; /* unlinked while open: nowhere to go */
 		return 0;
 	}
-	rc = fs_index_create(n->db, n->coll, n->pending_name, h->buf.data ? h->buf.data : "",
-			     h->buf.len, NULL, 0, err);
+	bson_init(&spec);
+	rc = fs_index_spec_parse(h->buf.data ? h->buf.data : "", h->buf.len, &spec, err);
+	if (!rc)
+		rc = fs_index_create(n->db, n->coll, n->pending_name, &spec, NULL, 0, err);
+	bson_destroy(&spec);
 	if (rc)
 		return dfs_err_prefix(err, "'.indexes/%s': ", n->pending_name);
 	h->written = false;
@@ -1859,7 +1863,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 			}
 			for (int i = 0; !rc && i < nix; i++)
 				file_list_add(&l, ixs[i].name);
-			if (!rc)
+			if (ixs)
 				store_index_list_free(ixs, nix);
 		} else {
 			rc = dfs_err_set(&err, DFS_ENOTDIR, "not a directory");

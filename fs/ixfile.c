@@ -84,25 +84,22 @@ static void build_progress(void *ctx, int64_t done, int64_t total)
 		    (long long)done, (long long)total);
 }
 
-/* Copies the spec the text of an index file gives into spec, checking its name. */
-static int spec_from_text(const char *name, const char *text, size_t len, bson_t *spec,
-			  struct dfs_err *err)
+int fs_index_spec_parse(const char *text, size_t len, bson_t *out, struct dfs_err *err)
+{
+	int rc = store_codec_parse_doc(text, len, out, err);
+
+	return rc == DFS_EINCOMPLETE ? DFS_EINVAL : rc;
+}
+
+/* Copies the spec in into spec, checking its name against name. */
+static int spec_check(const char *name, const bson_t *in, bson_t *spec, struct dfs_err *err)
 {
 	bool named = false;
 	bson_iter_t it;
-	bson_t in;
-	int rc;
+	int rc = 0;
 
-	bson_init(&in);
-	rc = store_codec_parse_doc(text, len, &in, err);
-	if (rc == DFS_EINCOMPLETE)
-		rc = DFS_EINVAL;
-	if (rc)
-		goto done;
-	if (!bson_iter_init(&it, &in)) {
-		rc = dfs_err_set(err, DFS_EINVAL, "the spec is not a document");
-		goto done;
-	}
+	if (!bson_iter_init(&it, in))
+		return dfs_err_set(err, DFS_EINVAL, "the spec is not a document");
 	while (bson_iter_next(&it)) {
 		const char *k = bson_iter_key(&it);
 
@@ -113,31 +110,26 @@ static int spec_from_text(const char *name, const char *text, size_t len, bson_t
 		if (!strcmp(k, "name")) {
 			const char *given;
 
-			if (!BSON_ITER_HOLDS_UTF8(&it)) {
-				rc = dfs_err_set(err, DFS_EINVAL, "the index name must be a string");
-				goto done;
-			}
+			if (!BSON_ITER_HOLDS_UTF8(&it))
+				return dfs_err_set(err, DFS_EINVAL,
+						   "the index name must be a string");
 			given = bson_iter_utf8(&it, NULL);
-			if (name && strcmp(given, name) != 0) {
-				rc = dfs_err_set(err, DFS_EINVAL,
-						 "the spec names the index '%s' but the file is '%s' "
-						 "(an index file is named after its index)",
-						 given, name);
-				goto done;
-			}
+			if (name && strcmp(given, name) != 0)
+				return dfs_err_set(err, DFS_EINVAL,
+						   "the spec names the index '%s' but the file is "
+						   "'%s' (an index file is named after its index)",
+						   given, name);
 			named = true;
 		}
 		bson_append_iter(spec, k, -1, &it);
 	}
 	if (!named && name)
 		bson_append_utf8(spec, "name", -1, name, -1);
-done:
-	bson_destroy(&in);
 	return rc;
 }
 
-int fs_index_create(struct store_db *db, int64_t coll, const char *name, const char *text,
-		    size_t len, char *name_out, size_t name_cap, struct dfs_err *err)
+int fs_index_create(struct store_db *db, int64_t coll, const char *name, const bson_t *in,
+		    char *name_out, size_t name_cap, struct dfs_err *err)
 {
 	struct build_progress p = {name, NULL, PROGRESS_EVERY, 0};
 	char ns[2 * DFS_MAX_NS_NAME + 2], used[128];
@@ -146,7 +138,7 @@ int fs_index_create(struct store_db *db, int64_t coll, const char *name, const c
 	int rc;
 
 	bson_init(&spec);
-	if ((rc = spec_from_text(name, text, len, &spec, err)))
+	if ((rc = spec_check(name, in, &spec, err)))
 		goto done;
 	if (!name) {
 		bson_iter_t it;
