@@ -1294,6 +1294,9 @@ int store_index_create(struct store_txn *t, int64_t coll, const bson_t *spec, ch
 
 	if ((rc = ix_parse(spec, true, &ix, err)))
 		return rc;
+	if (!ix.name[0] && ix.nfields == 1 && ix.field[0].dir == 1 &&
+	    strcmp(ix.field[0].path, "_id") == 0)
+		snprintf(ix.name, sizeof(ix.name), "_id_"); /* createIndex({_id: 1}) */
 	if (!ix.name[0] && (rc = default_name(&ix, ix.name, sizeof(ix.name), err)))
 		goto done;
 	if (name_out && name_cap)
