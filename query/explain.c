@@ -1,0 +1,2 @@
+/* explain.c - placeholder */
+#include "plan_int.h"
