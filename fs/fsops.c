@@ -403,12 +403,16 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 	} else if (n->kind == FSN_INDEX) {
 		/* Gone when dropped (by rm or by another process): ENOENT, not old data. */
 		struct store_index ix;
+		struct store_coll c;
 
 		memset(&ix, 0, sizeof(ix));
 		rc = store_index_get(t, n->coll, n->pending_name, &ix, err);
 		if (!rc) {
 			store_index_release(&ix);
-			file_attr(st, n->ino, 0644, n->result_size, 0);
+			rc = store_coll_by_id(t, n->coll, &c, err);
+		}
+		if (!rc) {
+			file_attr(st, n->ino, 0644, n->result_size, c.ctime_ns);
 			*timeout = 0;
 		}
 	} else {
