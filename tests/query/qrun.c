@@ -20,7 +20,7 @@
  * 2. Documents are inserted with store_doc_prepare(doc, NULL, ...) so that a document without
  *    _id gets a generated ObjectId, as an insert into MongoDB does.
  */
-#include "query.h"
+#include "plan_int.h"
 
 #include <ftw.h>
 #include <stdio.h>
@@ -66,7 +66,7 @@ static void print_doc(const bson_t *doc)
 static void print_error(const char *prefix, const char *msg)
 {
 	bson_t doc = BSON_INITIALIZER;
-	char buf[400];
+	char buf[1200];
 
 	snprintf(buf, sizeof(buf), "%s%s", prefix, msg);
 	BSON_APPEND_UTF8(&doc, "error", buf);
@@ -121,6 +121,43 @@ static int doc_opt(const bson_iter_t *it, bson_t *out)
 	return bson_init_static(out, data, len) ? 0 : -1;
 }
 
+static void run_explain(struct store_txn *t, const struct store_coll *coll,
+			const struct query_find_opts *o, const char *verb, const char *format)
+{
+	struct dfs_err err = {0};
+	bson_t ex = BSON_INITIALIZER, result = BSON_INITIALIZER;
+	int v = !strcmp(verb, "queryPlanner")	   ? QUERY_VERB_PLANNER
+		: !strcmp(verb, "executionStats") ? QUERY_VERB_EXEC
+		: !strcmp(verb, "allPlansExecution") ? QUERY_VERB_ALL
+						       : -1;
+	char ns[200];
+
+	if (v < 0)
+		return print_error("case: ", "unknown explain verbosity");
+	snprintf(ns, sizeof(ns), "qrun.%s", coll->name);
+	if (query_find_explain(t, coll->id, ns, o, v, &ex, &err)) {
+		bson_destroy(&ex);
+		return print_error("", err.msg);
+	}
+	if (format && !strcmp(format, "tree")) {
+		struct dfs_buf tree;
+
+		dfs_buf_init(&tree);
+		if (query_explain_tree(&ex, &tree, &err)) {
+			dfs_buf_release(&tree);
+			bson_destroy(&ex);
+			return print_error("", err.msg);
+		}
+		BSON_APPEND_UTF8(&result, "ok", tree.data ? tree.data : "");
+		dfs_buf_release(&tree);
+	} else {
+		BSON_APPEND_DOCUMENT(&result, "ok", &ex);
+	}
+	print_doc(&result);
+	bson_destroy(&result);
+	bson_destroy(&ex);
+}
+
 static void run_case(const bson_t *c)
 {
 	struct dfs_err err = {0};
@@ -130,6 +167,11 @@ static void run_case(const bson_t *c)
 	bool have_docs = false;
 	struct query_cursor *cur = NULL;
 	struct store_coll coll;
+	bson_iter_t ixs;
+	bool have_ixs = false, want_cands = false, want_keys = false;
+	const char *explain = NULL, *format = NULL;
+	bson_t hint;
+	struct dfs_buf keys;
 	struct store_txn *t;
 	const bson_t *doc;
 	char name[32];
@@ -163,6 +205,29 @@ static void run_case(const bson_t *c)
 			if (doc_opt(&it, &proj))
 				return print_error("case: ", "projection must be a document");
 			o.projection = &proj;
+		} else if (!strcmp(k, "indexes")) {
+			if (!BSON_ITER_HOLDS_ARRAY(&it) || !bson_iter_recurse(&it, &ixs))
+				return print_error("case: ", "indexes must be an array");
+			have_ixs = true;
+		} else if (!strcmp(k, "hint")) {
+			if (BSON_ITER_HOLDS_UTF8(&it))
+				o.hint_name = bson_iter_utf8(&it, NULL);
+			else if (doc_opt(&it, &hint))
+				return print_error("case: ", "hint must be a document or a name");
+			else
+				o.hint = &hint;
+		} else if (!strcmp(k, "explain")) {
+			if (!BSON_ITER_HOLDS_UTF8(&it))
+				return print_error("case: ", "explain must be a verbosity string");
+			explain = bson_iter_utf8(&it, NULL);
+		} else if (!strcmp(k, "format")) {
+			if (!BSON_ITER_HOLDS_UTF8(&it))
+				return print_error("case: ", "format must be a string");
+			format = bson_iter_utf8(&it, NULL);
+		} else if (!strcmp(k, "candidates")) {
+			want_cands = bson_iter_as_bool(&it);
+		} else if (!strcmp(k, "keys")) {
+			want_keys = bson_iter_as_bool(&it);
 		} else if (!strcmp(k, "skip")) {
 			if (int_opt(&it, &o.skip))
 				return print_error("case: ", "skip must be an integer");
@@ -201,9 +266,32 @@ static void run_case(const bson_t *c)
 		if (rc)
 			return print_error("insert: ", err.msg);
 	}
+	while (have_ixs && bson_iter_next(&ixs)) {
+		bson_t spec;
+
+		if (doc_opt(&ixs, &spec))
+			return print_error("case: ", "indexes must hold documents");
+		if (store_index_create(t, coll.id, &spec, NULL, 0, NULL, NULL, &err))
+			return print_error("index: ", err.msg);
+	}
+	if (explain)
+		return run_explain(t, &coll, &o, explain, format);
 
 	if (query_find_open(t, coll.id, &o, &cur, &err))
 		return print_error("", err.msg);
+	if (want_cands) {
+		bson_init(&result);
+		bson_append_array_begin(&result, "ok", 2, &arr);
+		query__cursor_candidates(cur, &arr);
+		bson_append_array_end(&result, &arr);
+		query_cursor_free(cur);
+		print_doc(&result);
+		bson_destroy(&result);
+		return;
+	}
+	if (want_keys)
+		query__cursor_want_keys(cur);
+	dfs_buf_init(&keys);
 	bson_init(&result);
 	bson_append_array_begin(&result, "ok", 2, &arr);
 	for (uint32_t i = 0;; i++) {
@@ -222,9 +310,20 @@ static void run_case(const bson_t *c)
 		}
 		klen = bson_uint32_to_string(i, &key, kbuf, sizeof(kbuf));
 		bson_append_document(&arr, key, (int)klen, doc);
+		if (want_keys && query__cursor_sort_key(cur)) {
+			const struct dfs_buf *sk = query__cursor_sort_key(cur);
+
+			if (i)
+				dfs_buf_putc(&keys, ' ');
+			for (size_t j = 0; j < sk->len; j++)
+				dfs_buf_printf(&keys, "%02x", (unsigned char)sk->data[j]);
+		}
 	}
 	query_cursor_free(cur);
 	bson_append_array_end(&result, &arr);
+	if (want_keys)
+		BSON_APPEND_UTF8(&result, "keys", keys.data ? keys.data : "");
+	dfs_buf_release(&keys);
 	print_doc(&result);
 	bson_destroy(&result);
 }
@@ -254,6 +353,7 @@ int main(int argc, char **argv)
 		perror("mkdtemp");
 		return 2;
 	}
+	query_init();
 	if (store_open(dir, true, &st, &err))
 		die("open store", &err);
 	if (store_db_get(st, "qrun", true, &db, &err))
