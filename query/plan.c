@@ -847,8 +847,10 @@ void plan__cands_free(struct plan__cand *c, int n)
 	free(c);
 }
 
-/* The top-level predicates of a filter: the kids of a root $and, or the root itself. */
-static void preds_of(const struct query_expr *e, const struct query_expr ***out, int *n)
+/* The top-level predicates of a filter: the kids of a root $and, or the root itself (then
+ * *one holds it and *out points at one). */
+static void preds_of(const struct query_expr *e, const struct query_expr **one,
+		     const struct query_expr ***out, int *n)
 {
 	if (!e) {
 		*out = NULL;
@@ -857,10 +859,8 @@ static void preds_of(const struct query_expr *e, const struct query_expr ***out,
 		*out = (const struct query_expr **)e->kids;
 		*n = e->nkids;
 	} else {
-		static __thread const struct query_expr *one;
-
-		one = e;
-		*out = &one;
+		*one = e;
+		*out = one;
 		*n = 1;
 	}
 }
@@ -1140,14 +1140,10 @@ static bool partial_implied(const struct store_index *ix, const struct query_exp
 
 	if (query_filter_parse(ix->partial, &pf, NULL))
 		return false;
-	preds_of(pf, &parts, &nparts);
 	{
-		const struct query_expr *one = pf;
+		const struct query_expr *one;
 
-		if (pf->kind != QK_AND) {
-			parts = &one;
-			nparts = 1;
-		}
+		preds_of(pf, &one, &parts, &nparts);
 		for (int i = 0; i < nparts && ok; i++)
 			ok = implied_part(parts[i], preds, npreds);
 	}
@@ -1438,14 +1434,9 @@ static int or_cand(const struct plan__query *q, struct plan__cand *c, bool *made
 		struct ixbounds bb, cur;
 		struct plan__node *scan;
 
-		preds_of(root->kids[k], &bp, &nb);
-		if (root->kids[k]->kind != QK_AND) {
-			static __thread const struct query_expr *one;
+		const struct query_expr *one;
 
-			one = root->kids[k];
-			bp = &one;
-			nb = 1;
-		}
+		preds_of(root->kids[k], &one, &bp, &nb);
 		for (int i = 0; i < q->nixs; i++) {
 			const struct store_index *ix = &q->ixs[i];
 			int score = 0;
@@ -1527,14 +1518,14 @@ static int add_cand(struct plan__cand **cands, int *n, const struct plan__cand *
 
 int plan__enumerate(struct plan__query *q, struct plan__cand **cands, int *n, struct dfs_err *err)
 {
-	const struct query_expr **preds;
+	const struct query_expr **preds, *one;
 	struct sortf sf[STORE_IX_MAX_FIELDS];
 	int npreds, nsf, rc = 0;
 	struct plan__cand c;
 
 	*cands = NULL;
 	*n = 0;
-	preds_of(q->filter, &preds, &npreds);
+	preds_of(q->filter, &one, &preds, &npreds);
 	nsf = sort_fields(q->sort_spec, sf, STORE_IX_MAX_FIELDS);
 	if (q->hint || q->hint_name) {
 		int pos = -1;
