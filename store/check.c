@@ -2,7 +2,8 @@
  * check.c - verification of a whole store: SQLite's integrity check of every database and
  * the store's own invariants (each document's BSON valid and storable, its key, file name
  * and rendered size agreeing with it, ids unique across documents, files and collections
- * and below the id counter, every entry in an existing collection). It repairs nothing.
+ * and below the id counter, every entry in an existing collection) and, through index.c,
+ * every secondary index's entries against its documents. It repairs nothing.
  */
 #include "store_int.h"
 
@@ -33,6 +34,11 @@ static void problem(struct check_ctx *cc, const char *fmt, ...)
 	cc->problems++;
 	if (cc->cb)
 		cc->cb(cc->ctx, msg);
+}
+
+static void report_problem(void *ctx, const char *msg)
+{
+	problem(ctx, "%s", msg);
 }
 
 static int64_t one_int(sqlite3 *h, const char *sql)
@@ -138,7 +144,7 @@ static int check_db(void *ctx, const char *name)
 		}
 		sqlite3_finalize(st);
 	}
-	if (one_int(c->h, "PRAGMA user_version") != 1)
+	if (one_int(c->h, "PRAGMA user_version") != STORE__SCHEMA_VERSION)
 		problem(cc, "%s: unknown schema version %lld", name,
 			(long long)one_int(c->h, "PRAGMA user_version"));
 	if (one_int(c->h, "SELECT count(*) FROM (SELECT id FROM docs UNION ALL SELECT id FROM files"
@@ -154,6 +160,7 @@ static int check_db(void *ctx, const char *name)
 		    0)
 		problem(cc, "%s: entries in a collection that does not exist", name);
 	check_docs(cc, name, c->h);
+	store__ix_check(c, name, report_problem, cc);
 	store__conn_close(c);
 	return 0;
 }

@@ -1383,12 +1383,11 @@ done:
 
 /* ---- store_restore ----------------------------------------------------------------- */
 
-/* Restores the index definitions of a ".indexes.json" blob into coll. */
-static int restore_indexes(struct store_txn *t, int64_t coll, const char *text, size_t len,
-			   struct dfs_err *err)
+/* Reads the index definitions of a ".indexes.json" blob into specs (an array, _id_ left
+ * out), to be created once the documents are in. */
+static int restore_indexes(const char *text, size_t len, bson_t *specs, struct dfs_err *err)
 {
 	struct dfs_buf wrap;
-	sqlite3_stmt *st = NULL;
 	bson_t doc;
 	bson_iter_t it, arr;
 	int rc;
@@ -1409,11 +1408,7 @@ static int restore_indexes(struct store_txn *t, int64_t coll, const char *text, 
 		rc = dfs_err_set(err, DFS_EINVAL, ".indexes.json is not an array");
 		goto done;
 	}
-	if ((rc = sql_prepare(t,
-			      "INSERT OR REPLACE INTO indexes(coll, name, spec)"
-			      " VALUES(?1, ?2, ?3)",
-			      &st, err)))
-		goto done;
+	bson_reinit(specs);
 	while (bson_iter_next(&arr)) {
 		const uint8_t *data;
 		uint32_t n;
@@ -1434,18 +1429,10 @@ static int restore_indexes(struct store_txn *t, int64_t coll, const char *text, 
 		name = bson_iter_utf8(&f, NULL);
 		if (strcmp(name, "_id_") == 0)
 			continue;
-		sqlite3_reset(st);
-		sqlite3_bind_int64(st, 1, coll);
-		sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);
-		sqlite3_bind_blob(st, 3, data, (int)n, SQLITE_TRANSIENT);
-		if ((rc = sqlite3_step(st)) != SQLITE_DONE) {
-			rc = store__sqlerr(t, rc, "restore index definitions", err);
-			goto done;
-		}
+		bson_append_document(specs, name, -1, &spec);
 	}
 	rc = 0;
 done:
-	sqlite3_finalize(st);
 	bson_destroy(&doc);
 	return rc;
 }
@@ -1498,6 +1485,8 @@ int store_restore(struct store *s, const char *repo_path, const char *ref, const
 	char path[2 * DFS_MAX_NS_NAME + 2], *where = NULL;
 	int64_t n = 0;
 	bool created = false;
+	bson_t specs = BSON_INITIALIZER;
+	bson_iter_t si;
 	int rc;
 
 	if (ndocs)
@@ -1583,8 +1572,8 @@ int store_restore(struct store *s, const char *repo_path, const char *ref, const
 			goto done;
 		}
 		if (strcmp(name, ".indexes.json") == 0)
-			rc = restore_indexes(t, c.id, git_blob_rawcontent(b),
-					     (size_t)git_blob_rawsize(b), err);
+			rc = restore_indexes(git_blob_rawcontent(b), (size_t)git_blob_rawsize(b),
+					     &specs, err);
 		else if ((rc = restore_doc(t, c.id, name, git_blob_rawcontent(b),
 					   (size_t)git_blob_rawsize(b), &a, err)) == 0)
 			n++;
@@ -1592,11 +1581,28 @@ int store_restore(struct store *s, const char *repo_path, const char *ref, const
 		if (rc)
 			goto done;
 	}
+	/* The indexes are built over the restored documents, in the same transaction. */
+	if (bson_iter_init(&si, &specs)) {
+		while (bson_iter_next(&si)) {
+			const uint8_t *data;
+			uint32_t len;
+			bson_t spec;
+
+			bson_iter_document(&si, &len, &data);
+			if (!bson_init_static(&spec, data, len))
+				continue;
+			if ((rc = store_index_create(t, c.id, &spec, NULL, 0, NULL, NULL, err))) {
+				dfs_err_prefix(err, "index '%s': ", bson_iter_key(&si));
+				goto done;
+			}
+		}
+	}
 	rc = store_txn_commit(t, err);
 	t = NULL;
 	if (!rc && ndocs)
 		*ndocs = n;
 done:
+	bson_destroy(&specs);
 	store_txn_abort(t);
 	if (rc && created)
 		store_db_drop(s, into_db, NULL); /* nothing changed: not even a new database */
