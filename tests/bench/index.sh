@@ -192,9 +192,15 @@ TIMEIT_SYNC=1 timeit '"$DOCFS" index "$STORE" test.users create "$SPEC_CA" > "$B
 T_DBC=$T
 [ "$RC" -eq 0 ] || problem "docfs index create $SPEC_CA exited $RC: $(tail -n 3 "$B/ixc.out")"
 "$DOCFS" index "$STORE" test.users list > "$B/ixlist.out" 2>&1 || problem "docfs index list failed: $(tail -n 3 "$B/ixlist.out")"
+# docfs index list: one JSON line per index, with "stats": {"entries", "buildMillis", ...}
+ixstat() { # NAME FIELD
+	jq -r --arg n "$1" --arg f "$2" 'select(.name == $n) | .stats[$f]' "$B/ixlist.out" 2>/dev/null || true
+}
 for ix in "$IX_AGE" "$IX_CA"; do
-	grep -q -- "$ix" "$B/ixlist.out" || problem "docfs index list does not show $ix: $(head -c 400 "$B/ixlist.out")"
+	e=$(ixstat "$ix" entries)
+	[ "$e" = "$N" ] || problem "docfs index list: $ix has '$e' entries, not $N: $(head -c 400 "$B/ixlist.out")"
 done
+MS_DBA=$(ixstat "$IX_AGE" buildMillis) MS_DBC=$(ixstat "$IX_CA" buildMillis)
 echo "   docfs: {user.age: 1} ${T_DBA}s, {city: 1, age: 1} ${T_DBC}s" >&2
 TIMEIT_SYNC=1 timeit 'sqlite3 -bail "$DB" "CREATE INDEX t_age ON t($XA)" > "$B/sxa.out" 2>&1'
 T_SBA=$T
@@ -246,11 +252,14 @@ RSS_MOUNT=$(vmhwm)
 
 ########################################################################################
 # Explain (not timed): the plan each query gets
+sep() { # QUERY : the separator before one more option: ? or &
+	case $1 in *'?'*) echo '&' ;; *) echo '?' ;; esac
+}
 # explain NAME QUERY : writes $B/NAME.explain and sets PLAN IXNAME NRET KEYS DOCS MS
 explain() {
-	PLAN="" IXNAME="" NRET="" KEYS="" DOCS="" MS=""
-	if ! cat "$ED/$2?verbosity=executionStats" > "$B/$1.explain" 2> "$B/$1.explain.err"; then
-		problem "cat explain/$2?verbosity=executionStats failed: $(head -n 3 "$B/$1.explain.err")"
+	PLAN="" IXNAME="" BOUNDS="" NRET="" KEYS="" DOCS="" MS=""
+	if ! cat "$ED/$2$(sep "$2")verbosity=executionStats" > "$B/$1.explain" 2> "$B/$1.explain.err"; then
+		problem "cat explain/$2$(sep "$2")verbosity=executionStats failed: $(head -n 3 "$B/$1.explain.err")"
 		return 0
 	fi
 	if ! jq -e '.executionStats' "$B/$1.explain" > /dev/null 2>&1; then
@@ -259,6 +268,7 @@ explain() {
 	fi
 	PLAN=$(jq -r '[.executionStats.executionStages | recurse(.inputStage? // empty, .inputStages[]? // empty) | .stage] | join(" > ")' "$B/$1.explain")
 	IXNAME=$(jq -r '[.executionStats.executionStages | .. | objects | select(.stage? == "IXSCAN") | .indexName] | join(", ")' "$B/$1.explain")
+	BOUNDS=$(jq -r '[.executionStats.executionStages | .. | objects | select(.stage? == "IXSCAN") | .indexBounds // {} | to_entries[] | "\(.key) \(.value | join(" "))"] | join("; ")' "$B/$1.explain")
 	NRET=$(jq -r '.executionStats.nReturned' "$B/$1.explain")
 	KEYS=$(jq -r '.executionStats.totalKeysExamined' "$B/$1.explain")
 	DOCS=$(jq -r '.executionStats.totalDocsExamined' "$B/$1.explain")
@@ -267,40 +277,40 @@ explain() {
 }
 echo "== docfs explain" >&2
 explain r_ix "$QR"
-E_R_IX=("$PLAN" "$IXNAME" "$NRET" "$KEYS" "$DOCS" "$MS")
+E_R_IX=("$PLAN" "$IXNAME" "$NRET" "$KEYS" "$DOCS" "$MS" "$BOUNDS")
 [ "$IXNAME" = "$IX_AGE" ] || note "the 1% range query's plan is '$PLAN' on index '$IXNAME', not an IXSCAN of $IX_AGE"
 explain r_nat "$QR?$NATURAL"
-E_R_NAT=("$PLAN" "$IXNAME" "$NRET" "$KEYS" "$DOCS" "$MS")
+E_R_NAT=("$PLAN" "$IXNAME" "$NRET" "$KEYS" "$DOCS" "$MS" "$BOUNDS")
 [ "$PLAN" = COLLSCAN ] || note "the 1% range query with $NATURAL runs '$PLAN', not a COLLSCAN"
 explain c_ix "$QC"
-E_C_IX=("$PLAN" "$IXNAME" "$NRET" "$KEYS" "$DOCS" "$MS")
+E_C_IX=("$PLAN" "$IXNAME" "$NRET" "$KEYS" "$DOCS" "$MS" "$BOUNDS")
 [ "$IXNAME" = "$IX_CA" ] || note "the compound query's plan is '$PLAN' on index '$IXNAME', not an IXSCAN of $IX_CA"
 explain c_nat "$QC?$NATURAL"
-E_C_NAT=("$PLAN" "$IXNAME" "$NRET" "$KEYS" "$DOCS" "$MS")
+E_C_NAT=("$PLAN" "$IXNAME" "$NRET" "$KEYS" "$DOCS" "$MS" "$BOUNDS")
 [ "$PLAN" = COLLSCAN ] || note "the compound query with $NATURAL runs '$PLAN', not a COLLSCAN"
 
 ########################################################################################
 # 2 and 4. The queries, docfs then sqlite3 (timed, warm)
 # dquery NAME QUERY : times `cat query/QUERY | wc -l` (T_, N_ NAME), lists its _ids (untimed)
 dquery() {
-	warm_timeit 'cat "$QD/$2" 2> "$B/$1.err" | wc -l > "$B/$1.n"'
-	eval "T_$1=\$T"
+	QNAME=$1 QUERY=$2 # globals: warm_timeit's eval sees them
+	warm_timeit 'cat "$QD/$QUERY" 2> "$B/$QNAME.err" | wc -l > "$B/$QNAME.n"'
+	printf -v "T_$1" %s "$T"
+	printf -v "N_$1" %s "$(cat "$B/$1.n")"
 	[ -s "$B/$1.err" ] && problem "cat query/$2: $(head -n 3 "$B/$1.err")"
-	eval "N_$1=\$(cat \"\$B/\$1.n\")"
-	local sep='?'
-	case $2 in *'?'*) sep='&' ;; esac
-	cat "$QD/$2${sep}format=ids" 2>/dev/null | sed 's/\.json$//' | sort > "$B/$1.ids" ||
-		problem "cat query/$2${sep}format=ids failed"
-	echo "   $1: $(eval echo "\$T_$1")s, $(eval echo "\$N_$1") documents" >&2
+	cat "$QD/$2$(sep "$2")format=ids" 2> "$B/$1.ids.err" | sed 's/\.json$//' | sort > "$B/$1.ids"
+	[ -s "$B/$1.ids.err" ] && problem "cat query/$2$(sep "$2")format=ids: $(head -n 3 "$B/$1.ids.err")"
+	echo "   $1: $T s, $(cat "$B/$1.n") documents" >&2
 }
 # squery NAME SQL_WHERE : times sqlite3 `SELECT j … | wc -l` (T_, N_ NAME), lists its _ids
 squery() {
-	warm_timeit 'sqlite3 "$DB" "SELECT j FROM t WHERE $2" 2> "$B/$1.err" | wc -l > "$B/$1.n"'
-	eval "T_$1=\$T"
+	QNAME=$1 QUERY=$2
+	warm_timeit 'sqlite3 "$DB" "SELECT j FROM t WHERE $QUERY" 2> "$B/$QNAME.err" | wc -l > "$B/$QNAME.n"'
+	printf -v "T_$1" %s "$T"
+	printf -v "N_$1" %s "$(cat "$B/$1.n")"
 	[ -s "$B/$1.err" ] && die "sqlite3 failed: $(head -n 3 "$B/$1.err")"
-	eval "N_$1=\$(cat \"\$B/\$1.n\")"
 	sqlite3 "$DB" "SELECT $XID FROM t WHERE $2" | sort > "$B/$1.ids"
-	echo "   $1: $(eval echo "\$T_$1")s, $(eval echo "\$N_$1") rows" >&2
+	echo "   $1: $T s, $(cat "$B/$1.n") rows" >&2
 }
 echo "== 2. the 1% range query" >&2
 dquery r_ix "$QR"
@@ -384,11 +394,15 @@ docfs: \`docfs index STORE test.users create SPEC\` with the store not mounted; 
 \`sqlite3 DB "CREATE INDEX … ON t(json_extract(…))"\`. One process and one transaction per
 index on both sides, page cache warm (both just wrote the data), \`sync\` before each.
 
-| index | docfs (s) | sqlite3 (s) | docfs / sqlite3 |
-|---|---:|---:|---:|
-| \`{"user.age": 1}\` / \`t($XA)\` | $T_DBA | $T_SBA | $(div "$T_DBA" "$T_SBA") |
-| \`{"user.address.city": 1, "user.age": 1}\` / \`t($XC, $XA)\` | $T_DBC | $T_SBC | $(div "$T_DBC" "$T_SBC") |
-| both | $T_DB2 | $T_SB2 | $(div "$T_DB2" "$T_SB2") |
+| index | docfs (s) | of which the build (\`buildMillis\`) | sqlite3 (s) | docfs / sqlite3 |
+|---|---:|---:|---:|---:|
+| \`{"user.age": 1}\` / \`t($XA)\` | $T_DBA | $MS_DBA ms | $T_SBA | $(div "$T_DBA" "$T_SBA") |
+| \`{"user.address.city": 1, "user.age": 1}\` / \`t($XC, $XA)\` | $T_DBC | $MS_DBC ms | $T_SBC | $(div "$T_DBC" "$T_SBC") |
+| both | $T_DB2 | | $T_SB2 | $(div "$T_DB2" "$T_SB2") |
+
+\`buildMillis\` is what \`docfs index STORE test.users list\` reports for the index (the scan and
+the inserts, inside the transaction); the process time around it adds opening the store and
+the commit.
 
 Sizes before / after the two builds: docfs store $STORE_SIZE0 / $STORE_SIZE1, sqlite3 database
 $DB_SIZE0 / $DB_SIZE1 (the latter also with \`t_id\` on \`$XID\`, built in
@@ -415,12 +429,12 @@ $T_SBI s for the point queries; docfs's \`_id_\` index exists from the import on
 
 The plans, from \`cat 'explain/<q>?verbosity=executionStats'\` (docfs) and \`EXPLAIN QUERY PLAN\` (sqlite3):
 
-| query | docfs plan (executionStages) | index | nReturned | keysExamined | docsExamined | executionTimeMillis |
-|---|---|---|---:|---:|---:|---:|
-| 2, indexed | ${E_R_IX[0]} | ${E_R_IX[1]} | ${E_R_IX[2]} | ${E_R_IX[3]} | ${E_R_IX[4]} | ${E_R_IX[5]} |
-| 2, \`?$NATURAL\` | ${E_R_NAT[0]} | ${E_R_NAT[1]} | ${E_R_NAT[2]} | ${E_R_NAT[3]} | ${E_R_NAT[4]} | ${E_R_NAT[5]} |
-| 4, indexed | ${E_C_IX[0]} | ${E_C_IX[1]} | ${E_C_IX[2]} | ${E_C_IX[3]} | ${E_C_IX[4]} | ${E_C_IX[5]} |
-| 4, \`?$NATURAL\` | ${E_C_NAT[0]} | ${E_C_NAT[1]} | ${E_C_NAT[2]} | ${E_C_NAT[3]} | ${E_C_NAT[4]} | ${E_C_NAT[5]} |
+| query | docfs plan (executionStages) | index | indexBounds | nReturned | keysExamined | docsExamined | executionTimeMillis |
+|---|---|---|---|---:|---:|---:|---:|
+| 2, indexed | ${E_R_IX[0]} | ${E_R_IX[1]} | ${E_R_IX[6]} | ${E_R_IX[2]} | ${E_R_IX[3]} | ${E_R_IX[4]} | ${E_R_IX[5]} |
+| 2, \`?$NATURAL\` | ${E_R_NAT[0]} | ${E_R_NAT[1]} | ${E_R_NAT[6]} | ${E_R_NAT[2]} | ${E_R_NAT[3]} | ${E_R_NAT[4]} | ${E_R_NAT[5]} |
+| 4, indexed | ${E_C_IX[0]} | ${E_C_IX[1]} | ${E_C_IX[6]} | ${E_C_IX[2]} | ${E_C_IX[3]} | ${E_C_IX[4]} | ${E_C_IX[5]} |
+| 4, \`?$NATURAL\` | ${E_C_NAT[0]} | ${E_C_NAT[1]} | ${E_C_NAT[6]} | ${E_C_NAT[2]} | ${E_C_NAT[3]} | ${E_C_NAT[4]} | ${E_C_NAT[5]} |
 
 \`\`\`
 $(cat "$B/eqp.txt")
