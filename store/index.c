@@ -163,7 +163,8 @@ static int check_path(const char *p, struct dfs_err *err)
  * The name may be absent when strict (ix->name is then ""). ix->spec and ix->partial are
  * Owned by ix on success.
  */
-static int ix_parse(const bson_t *spec, bool strict, struct store_index *ix, struct dfs_err *err)
+static int ix_parse_fields(const bson_t *spec, bool strict, struct store_index *ix,
+			   struct dfs_err *err)
 {
 	bson_iter_t it, k;
 	bool have_key = false;
@@ -301,6 +302,17 @@ static int ix_parse(const bson_t *spec, bool strict, struct store_index *ix, str
 			store_index_release(ix);
 			return dfs_err_set(err, DFS_EINVAL, "%s", why);
 		}
+	}
+	return 0;
+}
+
+static int ix_parse(const bson_t *spec, bool strict, struct store_index *ix, struct dfs_err *err)
+{
+	int rc = ix_parse_fields(spec, strict, ix, err);
+
+	if (rc) {
+		store_index_release(ix);
+		return rc;
 	}
 	ix->spec = bson_copy(spec);
 	return 0;
@@ -885,8 +897,6 @@ static int cache_load(struct store_txn *t, int64_t coll, struct store__ixcache *
 	*out = c;
 	if (c->coll == coll)
 		return 0;
-	if (c->npend && c->mk_any)
-		return dfs_err_set(err, DFS_EINVAL, "index cache reloaded with pending writes");
 	cache_drop(c);
 	if ((rc = load_secondary(t, coll, &c->ix, &c->n, err)))
 		return rc;
