@@ -624,7 +624,11 @@ static bool leaf_bounds(const struct query_expr *e, bool hashed, struct plan__iv
 		for (int i = 0; i < e->nkids; i++) {
 			struct plan__ivals k = {0};
 
-			if (e->kids[i]->path.n != 0 || !leaf_bounds(e->kids[i], false, &k)) {
+			/* a nested $elemMatch or $not describes an element that is an array
+			 * (indexed whole) or a negation: no bounds from it */
+			if (e->kids[i]->path.n != 0 || e->kids[i]->kind == QK_ELEM_VAL ||
+			    e->kids[i]->kind == QK_ELEM_OBJ || e->kids[i]->kind == QK_NOT ||
+			    !leaf_bounds(e->kids[i], false, &k)) {
 				plan__ivals_release(&k);
 				continue;
 			}
