@@ -1665,7 +1665,8 @@ static int dir_add(struct dir_fill *f, const char *name, struct fs_node *n, cons
 			ep.ino = n->nodeid;
 			ep.generation = 1;
 			ep.attr_timeout = timeout;
-			ep.entry_timeout = LONG_TIMEOUT;
+			/* An index may be dropped by another process: never cache its name. */
+			ep.entry_timeout = n->kind == FSN_INDEX ? 0 : LONG_TIMEOUT;
 		}
 		fuse_add_direntry_plus(f->req, f->buf + f->used, f->size - f->used, name, &ep,
 				       next);
