@@ -804,8 +804,10 @@ static int ix_commit(struct fs_handle *h, struct dfs_err *err)
 	if (!rc)
 		rc = fs_index_create(n->db, n->coll, n->pending_name, &spec, NULL, 0, err);
 	bson_destroy(&spec);
-	if (rc)
-		return dfs_err_prefix(err, "'.indexes/%s': ", n->pending_name);
+	if (rc) {
+		dfs_err_prefix(err, "'.indexes/%s': ", n->pending_name);
+		return rc;
+	}
 	h->written = false;
 	if (n->kind == FSN_IXPENDING)
 		pending_del(n); /* the name is the index's now: lookups find it in the store */
