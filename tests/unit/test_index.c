@@ -1188,6 +1188,8 @@ START_TEST(test_store_db_get_migrates_schema_1)
 	sqlite3_finalize(s);
 	sqlite3_close(h);
 
+	/* check reads a version-1 database as it is (it migrates only when opened) */
+	ck_assert_msg(store_check(st, on_problem, &pr, &err) == 0, "%s", pr.last);
 	ck_assert_msg(store_db_get(st, "old", false, &old, &err) == 0, "%s", err.msg);
 	ck_assert_int_eq(store_db_number(old), 7);
 	ck_assert_int_eq(store_txn_begin(old, false, &t, &err), 0);
