@@ -1275,6 +1275,24 @@ static void rnd_doc(struct dfs_buf *b, int u)
 	}
 	if (u >= 0)
 		dfs_buf_printf(b, "\"u\": %d, ", u);
+	switch (rnd(4)) { /* c: for the dotted indexes, checked by store_check's rebuild */
+	case 0:
+		break;
+	case 1:
+		dfs_buf_puts(b, "\"c\": {\"d\": ");
+		rnd_value(b, 0);
+		dfs_buf_puts(b, "}, ");
+		break;
+	case 2:
+		dfs_buf_puts(b, "\"c\": [{\"d\": ");
+		rnd_value(b, 0);
+		dfs_buf_puts(b, "}, {\"e\": 1}, 3, {\"d\": ");
+		rnd_value(b, 1);
+		dfs_buf_puts(b, "}], ");
+		break;
+	default:
+		dfs_buf_puts(b, "\"c\": [], ");
+	}
 	dfs_buf_puts(b, "\"z\": 0}");
 }
 
@@ -1409,6 +1427,8 @@ START_TEST(test_store_index_property_random_writes)
 	mkix_ok(c, "{\"key\": {\"b\": -1, \"a\": 1}}");
 	mkix_ok(c, "{\"key\": {\"u\": 1}, \"unique\": true, \"sparse\": true}");
 	mkix_ok(c, "{\"key\": {\"b\": \"hashed\"}}");
+	mkix_ok(c, "{\"key\": {\"c.d\": 1, \"b\": -1}}");
+	mkix_ok(c, "{\"key\": {\"c.d\": -1}, \"sparse\": true}");
 	for (int step = 0; step < 300; step++) {
 		int op = (int)rnd(10);
 		int rc;
