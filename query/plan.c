@@ -785,6 +785,23 @@ static void value_describe(const bson_value_t *v, struct dfs_buf *out)
 		}
 		return;
 	}
+	case BSON_TYPE_DATE_TIME:
+		dfs_buf_printf(out, "new Date(%lld)", (long long)v->value.v_datetime);
+		return;
+	case BSON_TYPE_TIMESTAMP:
+		dfs_buf_printf(out, "Timestamp(%u, %u)", v->value.v_timestamp.timestamp,
+			       v->value.v_timestamp.increment);
+		return;
+	case BSON_TYPE_BOOL:
+		dfs_buf_puts(out, v->value.v_bool ? "true" : "false");
+		return;
+	case BSON_TYPE_OID: {
+		char hex[25];
+
+		bson_oid_to_string(&v->value.v_oid, hex);
+		dfs_buf_printf(out, "ObjectId('%s')", hex);
+		return;
+	}
 	case BSON_TYPE_REGEX:
 		dfs_buf_printf(out, "/%s/%s", v->value.v_regex.regex,
 			       v->value.v_regex.options ? v->value.v_regex.options : "");
