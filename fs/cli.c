@@ -1,7 +1,8 @@
 /*
  * cli.c - the docfs command line: argument parsing and the subcommands (mount, import,
- * export, check, generate, snapshot, snapshots, restore, index, explain). Errors go to stderr as "docfs <command>: <message>" with exit
- * status 1. The work itself is done by the store, the inserter and the mount.
+ * export, check, generate, snapshot, snapshots, restore, index, explain). Errors go to stderr as
+ * "docfs <command>: <message>" with exit status 1. The work itself is done by the store, the
+ * inserter and the mount.
  */
 #include "fs_int.h"
 #include "fs.h"

@@ -68,11 +68,11 @@ static const struct {
 	int kind;   /* enum fs_node_kind */
 	unsigned k; /* st_ino discriminator (fs_ino_special) */
 } coll_fixed[] = {
-	{".insert", FSN_INSERT, 1},
-	{"query", FSN_QDIR, 2},
-	{"explain", FSN_XDIR, 4},
-	{".queries", FSN_SAVED_DIR, 3},
-	{".indexes", FSN_IXDIR, 5},
+	{".insert", FSN_INSERT, 1},	/* bulk insert */
+	{"query", FSN_QDIR, 2},		/* finds */
+	{"explain", FSN_XDIR, 4},	/* their plans */
+	{".queries", FSN_SAVED_DIR, 3}, /* saved finds */
+	{".indexes", FSN_IXDIR, 5},	/* index files */
 };
 #define NFIXED (sizeof(coll_fixed) / sizeof(coll_fixed[0]))
 
@@ -132,8 +132,7 @@ static void pending_del(struct fs_node *n)
 
 /* A pending node of kind (FSN_PENDING, FSN_IXPENDING) named name in coll, with one more
  * kernel reference, or NULL. */
-static struct fs_node *pending_find(int kind, struct store_db *db, int64_t coll,
-				    const char *name)
+static struct fs_node *pending_find(int kind, struct store_db *db, int64_t coll, const char *name)
 {
 	struct fs_node *found = NULL;
 
@@ -1523,9 +1522,9 @@ attrs:
 		reply_dfs(req, &err, "setattr");
 		return;
 	}
-	if (fi && (n->kind == FSN_PENDING || n->kind == FSN_IXPENDING ||
-		   (n->kind == FSN_INDEX &&
-		    ((struct fs_handle *)(uintptr_t)fi->fh)->kind == FH_IXSPEC)))
+	if (fi &&
+	    (n->kind == FSN_PENDING || n->kind == FSN_IXPENDING ||
+	     (n->kind == FSN_INDEX && ((struct fs_handle *)(uintptr_t)fi->fh)->kind == FH_IXSPEC)))
 		st.st_size = (off_t)((struct fs_handle *)(uintptr_t)fi->fh)->buf.len;
 	fuse_reply_attr(req, &st, timeout);
 }

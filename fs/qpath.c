@@ -653,8 +653,8 @@ int fs_coll_ns(struct store_txn *t, int64_t coll, char *out, size_t cap, struct 
 	return 0;
 }
 
-int fs_explain_run(struct store_db *db, int64_t coll, const struct fs_query *q,
-		   struct fs_result *r, struct dfs_err *err)
+int fs_explain_run(struct store_db *db, int64_t coll, const struct fs_query *q, struct fs_result *r,
+		   struct dfs_err *err)
 {
 	struct query_find_opts o = {
 		.filter = &q->filter,

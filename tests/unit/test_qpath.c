@@ -149,10 +149,10 @@ END_TEST
 
 START_TEST(test_fs_index_name_ok_editor_names)
 {
-	static const char *const ok[] = {"price_1", "by_cat", "_id_", "a.b_1", "name_1_price_-1",
-					 "x", "idx#1", NULL};
-	static const char *const bad[] = {"", ".a.swp", ".#lock", "#auto#", "price_1~", "4913",
-					  "*", "0", NULL};
+	static const char *const ok[] = {"price_1",	    "by_cat", "_id_",  "a.b_1",
+					 "name_1_price_-1", "x",      "idx#1", NULL};
+	static const char *const bad[] = {"",	  ".a.swp", ".#lock", "#auto#", "price_1~",
+					  "4913", "*",	    "0",      NULL};
 	char big[200];
 
 	for (int i = 0; ok[i]; i++)
@@ -192,9 +192,9 @@ static void fixture_open(struct fixture *f)
 
 		snprintf(name, sizeof(name), "%d.json", i);
 		snprintf(text, sizeof(text), "{\"p\": %d}", i * 10);
-		ck_assert_int_eq(store_doc_write_text(t, f->c.id, name, text, strlen(text), &a, &e,
-						      NULL),
-				 0);
+		ck_assert_int_eq(
+			store_doc_write_text(t, f->c.id, name, text, strlen(text), &a, &e, NULL),
+			0);
 	}
 	ck_assert_int_eq(store_txn_commit(t, NULL), 0);
 }
