@@ -1,7 +1,8 @@
 /*
  * cli.c - the docfs command line: argument parsing and the subcommands (mount, import,
- * export, check, generate, snapshot, snapshots, restore, index, explain). Errors go to stderr as "docfs <command>: <message>" with exit
- * status 1. The work itself is done by the store, the inserter and the mount.
+ * export, check, generate, snapshot, snapshots, restore, index, explain). Errors go to stderr as
+ * "docfs <command>: <message>" with exit status 1. The work itself is done by the store, the
+ * inserter and the mount.
  */
 #include "fs_int.h"
 #include "fs.h"
@@ -22,8 +23,9 @@ static const char usage_text[] =
 	"  mount [-f] [-d] [-o OPT,...] STORE MOUNTPOINT\n"
 	"      Mount the store at MOUNTPOINT; returns once the mount is live (-f: stay in the\n"
 	"      foreground, -d: debug output). Unmount with `fusermount3 -u MOUNTPOINT`.\n"
-	"      Options: allow_other (and other FUSE mount options), log=FILE (append errors\n"
-	"      to FILE), notify_ms=N (how often to look for changes by other processes, 200),\n"
+	"      Options: allow_other (and other FUSE mount options), log=FILE (append errors,\n"
+	"      index build progress and TTL deletions to FILE), notify_ms=N (how often to\n"
+	"      look for changes by other processes, 200),\n"
 	"      sort_mem=BYTES (a query sort spills to temporary files past this, 32 MiB),\n"
 	"      result_mem=BYTES (larger query results go to a temporary file, 8 MiB),\n"
 	"      ttl_s=N (delete documents expired by TTL indexes every N seconds, 60; 0: never).\n"
@@ -39,9 +41,9 @@ static const char usage_text[] =
 	"  index STORE DB.COLL create SPEC [--name NAME] | drop NAME | list\n"
 	"      Create, drop or list the indexes of a collection. SPEC is a key pattern\n"
 	"      ('{price: 1}', '{name: 1, price: -1}', '{h: \"hashed\"}') or a whole spec\n"
-	"      ('{key: {email: 1}, unique: true, expireAfterSeconds: 3600, sparse: true,\n"
-	"      partialFilterExpression: {...}, name: \"by_email\"}'); create builds the index\n"
-	"      in one transaction and prints its name (the collection is created if needed).\n"
+	"      ('{key: {email: 1}, unique: true, name: \"by_email\"}'; also sparse,\n"
+	"      partialFilterExpression, expireAfterSeconds); create builds the index in one\n"
+	"      transaction and prints its name (the collection is created if needed).\n"
 	"      list prints each index as one line of JSON: its spec and \"stats\".\n"
 	"  explain STORE DB.COLL QUERY\n"
 	"      Print the plan of a find, as reading DB/COLL/explain/QUERY in a mount does:\n"

@@ -132,8 +132,8 @@ int fs_coll_ns(struct store_txn *t, int64_t coll, char *out, size_t cap, struct 
 /* Explains q over collection coll of db in one read transaction into r: the explain
  * document pretty-printed (format=pretty, the default), on one line (format=json), or drawn
  * as a tree (format=tree). Errors: DFS_EINVAL for options explain does not take. */
-int fs_explain_run(struct store_db *db, int64_t coll, const struct fs_query *q,
-		   struct fs_result *r, struct dfs_err *err);
+int fs_explain_run(struct store_db *db, int64_t coll, const struct fs_query *q, struct fs_result *r,
+		   struct dfs_err *err);
 
 /* ---- ixfile.c: index files (.indexes/<name>, docfs index) -------------------------- */
 

@@ -68,11 +68,11 @@ static const struct {
 	int kind;   /* enum fs_node_kind */
 	unsigned k; /* st_ino discriminator (fs_ino_special) */
 } coll_fixed[] = {
-	{".insert", FSN_INSERT, 1},
-	{"query", FSN_QDIR, 2},
-	{"explain", FSN_XDIR, 4},
-	{".queries", FSN_SAVED_DIR, 3},
-	{".indexes", FSN_IXDIR, 5},
+	{".insert", FSN_INSERT, 1},	/* bulk insert */
+	{"query", FSN_QDIR, 2},		/* finds */
+	{"explain", FSN_XDIR, 4},	/* their plans */
+	{".queries", FSN_SAVED_DIR, 3}, /* saved finds */
+	{".indexes", FSN_IXDIR, 5},	/* index files */
 };
 #define NFIXED (sizeof(coll_fixed) / sizeof(coll_fixed[0]))
 
@@ -132,8 +132,7 @@ static void pending_del(struct fs_node *n)
 
 /* A pending node of kind (FSN_PENDING, FSN_IXPENDING) named name in coll, with one more
  * kernel reference, or NULL. */
-static struct fs_node *pending_find(int kind, struct store_db *db, int64_t coll,
-				    const char *name)
+static struct fs_node *pending_find(int kind, struct store_db *db, int64_t coll, const char *name)
 {
 	struct fs_node *found = NULL;
 
@@ -804,8 +803,10 @@ static int ix_commit(struct fs_handle *h, struct dfs_err *err)
 	if (!rc)
 		rc = fs_index_create(n->db, n->coll, n->pending_name, &spec, NULL, 0, err);
 	bson_destroy(&spec);
-	if (rc)
-		return dfs_err_prefix(err, "'.indexes/%s': ", n->pending_name);
+	if (rc) {
+		dfs_err_prefix(err, "'.indexes/%s': ", n->pending_name);
+		return rc;
+	}
 	h->written = false;
 	if (n->kind == FSN_IXPENDING)
 		pending_del(n); /* the name is the index's now: lookups find it in the store */
@@ -1521,9 +1522,9 @@ attrs:
 		reply_dfs(req, &err, "setattr");
 		return;
 	}
-	if (fi && (n->kind == FSN_PENDING || n->kind == FSN_IXPENDING ||
-		   (n->kind == FSN_INDEX &&
-		    ((struct fs_handle *)(uintptr_t)fi->fh)->kind == FH_IXSPEC)))
+	if (fi &&
+	    (n->kind == FSN_PENDING || n->kind == FSN_IXPENDING ||
+	     (n->kind == FSN_INDEX && ((struct fs_handle *)(uintptr_t)fi->fh)->kind == FH_IXSPEC)))
 		st.st_size = (off_t)((struct fs_handle *)(uintptr_t)fi->fh)->buf.len;
 	fuse_reply_attr(req, &st, timeout);
 }
@@ -1665,7 +1666,8 @@ static int dir_add(struct dir_fill *f, const char *name, struct fs_node *n, cons
 			ep.ino = n->nodeid;
 			ep.generation = 1;
 			ep.attr_timeout = timeout;
-			ep.entry_timeout = LONG_TIMEOUT;
+			/* An index may be dropped by another process: never cache its name. */
+			ep.entry_timeout = n->kind == FSN_INDEX ? 0 : LONG_TIMEOUT;
 		}
 		fuse_add_direntry_plus(f->req, f->buf + f->used, f->size - f->used, name, &ep,
 				       next);

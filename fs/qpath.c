@@ -140,8 +140,10 @@ static int set_hint(struct fs_query *q, const char *text, size_t len, struct dfs
 	rc = store_codec_parse_doc(text, len, &q->hint, err);
 	if (rc == DFS_EINCOMPLETE)
 		rc = DFS_EINVAL;
-	if (rc)
-		return dfs_err_prefix(err, "hint: ");
+	if (rc) {
+		dfs_err_prefix(err, "hint: ");
+		return rc;
+	}
 	q->has_hint = true;
 	return 0;
 }
@@ -289,9 +291,13 @@ int fs_query_from_command(const bson_t *cmd, struct fs_query *q, struct dfs_err 
 			uint32_t slen;
 
 			if (BSON_ITER_HOLDS_UTF8(&it)) {
+				int rc;
+
 				str = bson_iter_utf8(&it, &slen);
-				if (set_hint(q, str, slen, err))
-					return dfs_err_prefix(err, "saved query: ");
+				if ((rc = set_hint(q, str, slen, err))) {
+					dfs_err_prefix(err, "saved query: ");
+					return rc;
+				}
 			} else if (BSON_ITER_HOLDS_DOCUMENT(&it)) {
 				const uint8_t *data;
 				uint32_t dlen;
@@ -647,8 +653,8 @@ int fs_coll_ns(struct store_txn *t, int64_t coll, char *out, size_t cap, struct 
 	return 0;
 }
 
-int fs_explain_run(struct store_db *db, int64_t coll, const struct fs_query *q,
-		   struct fs_result *r, struct dfs_err *err)
+int fs_explain_run(struct store_db *db, int64_t coll, const struct fs_query *q, struct fs_result *r,
+		   struct dfs_err *err)
 {
 	struct query_find_opts o = {
 		.filter = &q->filter,

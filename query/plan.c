@@ -624,7 +624,11 @@ static bool leaf_bounds(const struct query_expr *e, bool hashed, struct plan__iv
 		for (int i = 0; i < e->nkids; i++) {
 			struct plan__ivals k = {0};
 
-			if (e->kids[i]->path.n != 0 || !leaf_bounds(e->kids[i], false, &k)) {
+			/* a nested $elemMatch or $not describes an element that is an array
+			 * (indexed whole) or a negation: no bounds from it */
+			if (e->kids[i]->path.n != 0 || e->kids[i]->kind == QK_ELEM_VAL ||
+			    e->kids[i]->kind == QK_ELEM_OBJ || e->kids[i]->kind == QK_NOT ||
+			    !leaf_bounds(e->kids[i], false, &k)) {
 				plan__ivals_release(&k);
 				continue;
 			}
@@ -779,6 +783,23 @@ static void value_describe(const bson_value_t *v, struct dfs_buf *out)
 			if (!strpbrk(s, ".en"))
 				dfs_buf_puts(out, ".0");
 		}
+		return;
+	}
+	case BSON_TYPE_DATE_TIME:
+		dfs_buf_printf(out, "new Date(%lld)", (long long)v->value.v_datetime);
+		return;
+	case BSON_TYPE_TIMESTAMP:
+		dfs_buf_printf(out, "Timestamp(%u, %u)", v->value.v_timestamp.timestamp,
+			       v->value.v_timestamp.increment);
+		return;
+	case BSON_TYPE_BOOL:
+		dfs_buf_puts(out, v->value.v_bool ? "true" : "false");
+		return;
+	case BSON_TYPE_OID: {
+		char hex[25];
+
+		bson_oid_to_string(&v->value.v_oid, hex);
+		dfs_buf_printf(out, "ObjectId('%s')", hex);
 		return;
 	}
 	case BSON_TYPE_REGEX:

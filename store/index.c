@@ -29,7 +29,8 @@
  * 3. A document write is two steps: store__ix_prepare computes the old entries (from the
  *    stored BSON) and the new ones and runs every check (key errors, unique clashes against
  *    other documents) before anything is written; after the document row is written,
- *    store__ix_apply deletes the old entries and inserts the new ones. So a refused write
+ *    store__ix_apply deletes the old entries and inserts the new ones (an entry in both,
+ *    same key and values, is left alone). So a refused write
  *    leaves no trace, even when the caller goes on with its transaction (ordered inserts).
  * 4. Each transaction caches the index list of the last collection written (with compiled
  *    partial filters); a collection without secondary indexes costs one cache comparison per
@@ -48,6 +49,7 @@
 #define MAX_KEYS_PER_DOC 100000 /* entries one document may generate for one index */
 #define BUILD_PROGRESS 4096	/* documents between progress calls */
 #define TTL_BATCH 4096		/* documents deleted per sweep transaction */
+#define DIFF_MAX 512		/* pending entries up to which an update is diffed */
 
 static struct store_filter_hooks hooks; /* note 5 */
 static bool hooks_set;
@@ -163,7 +165,8 @@ static int check_path(const char *p, struct dfs_err *err)
  * The name may be absent when strict (ix->name is then ""). ix->spec and ix->partial are
  * Owned by ix on success.
  */
-static int ix_parse(const bson_t *spec, bool strict, struct store_index *ix, struct dfs_err *err)
+static int ix_parse_fields(const bson_t *spec, bool strict, struct store_index *ix,
+			   struct dfs_err *err)
 {
 	bson_iter_t it, k;
 	bool have_key = false;
@@ -301,6 +304,17 @@ static int ix_parse(const bson_t *spec, bool strict, struct store_index *ix, str
 			store_index_release(ix);
 			return dfs_err_set(err, DFS_EINVAL, "%s", why);
 		}
+	}
+	return 0;
+}
+
+static int ix_parse(const bson_t *spec, bool strict, struct store_index *ix, struct dfs_err *err)
+{
+	int rc = ix_parse_fields(spec, strict, ix, err);
+
+	if (rc) {
+		store_index_release(ix);
+		return rc;
 	}
 	ix->spec = bson_copy(spec);
 	return 0;
@@ -804,6 +818,7 @@ done:
 struct pend {
 	int64_t ixid;
 	bool add;		/* insert (else delete) */
+	bool skip;		/* an unchanged entry: deleted and added alike */
 	size_t koff, klen;	/* in ixc->pbuf */
 	size_t voff, vlen;
 	int64_t id;
@@ -885,8 +900,6 @@ static int cache_load(struct store_txn *t, int64_t coll, struct store__ixcache *
 	*out = c;
 	if (c->coll == coll)
 		return 0;
-	if (c->npend && c->mk_any)
-		return dfs_err_set(err, DFS_EINVAL, "index cache reloaded with pending writes");
 	cache_drop(c);
 	if ((rc = load_secondary(t, coll, &c->ix, &c->n, err)))
 		return rc;
@@ -917,6 +930,7 @@ static void pend_push(struct store__ixcache *c, int64_t ixid, bool add, int64_t 
 	p = &c->pend[c->npend++];
 	p->ixid = ixid;
 	p->add = add;
+	p->skip = false;
 	p->id = id;
 	p->koff = c->pbuf.len;
 	p->klen = k->e[e].klen;
@@ -1084,6 +1098,31 @@ static int set_multikey(struct store_txn *t, int64_t coll, struct store_index *i
 	return 0;
 }
 
+static bool pend_same(const struct store__ixcache *c, const struct pend *a, const struct pend *b)
+{
+	return a->ixid == b->ixid && a->id == b->id && a->klen == b->klen && a->vlen == b->vlen &&
+	       memcmp(c->pbuf.data + a->koff, c->pbuf.data + b->koff, a->klen) == 0 &&
+	       memcmp(c->pbuf.data + a->voff, c->pbuf.data + b->voff, a->vlen) == 0;
+}
+
+static void diff_pending(struct store__ixcache *c)
+{
+	for (size_t i = 0; i < c->npend; i++) {
+		struct pend *a = &c->pend[i];
+
+		if (!a->add)
+			continue;
+		for (size_t j = 0; j < c->npend; j++) {
+			struct pend *d = &c->pend[j];
+
+			if (!d->add && !d->skip && pend_same(c, a, d)) {
+				a->skip = d->skip = true;
+				break;
+			}
+		}
+	}
+}
+
 int store__ix_apply(struct store_txn *t, struct dfs_err *err)
 {
 	struct store__ixcache *c = t->ixc;
@@ -1091,12 +1130,16 @@ int store__ix_apply(struct store_txn *t, struct dfs_err *err)
 
 	if (!c || (!c->npend && !c->mk_any))
 		return 0;
-	/* Deletions first: an update that keeps a key deletes and re-inserts it. */
+	/* An update usually keeps most entries: leave those alone (a quadratic match, so only
+	 * for the usual small documents). */
+	if (c->npend <= DIFF_MAX)
+		diff_pending(c);
+	/* Deletions first, so that an entry deleted and added again ends up present. */
 	for (int pass = 0; pass < 2; pass++) {
 		for (size_t i = 0; i < c->npend; i++) {
 			struct pend *p = &c->pend[i];
 
-			if (p->add != (pass == 1))
+			if (p->skip || p->add != (pass == 1))
 				continue;
 			rc = entry_write(t, p->ixid, p->add, c->pbuf.data + p->koff, p->klen,
 					 p->id, c->pbuf.data + p->voff, p->vlen, err);

@@ -189,6 +189,36 @@ expect_eq "$(jq -r '[.queryPlanner.winningPlan | .. | objects | select(.stage? =
 expect_eq "$(cat "$C/query/@homes" | jq -c ._id | tr '\n' ' ')" "8 1 4 2 " "query/@homes (missing sorts first)"
 rm "$C/.queries/homes"
 
+step "hashed, sparse and partial indexes: entries, plans, the same results"
+K=$MNT/shop/kinds
+mkdir "$K"
+cat > "$K/.insert" <<'DOCS'
+{"_id": 1, "h": "a", "s": 1, "p": 5}
+{"_id": 2, "h": "b", "p": 50}
+{"_id": 3, "h": "a", "s": null}
+{"_id": 4, "h": 4, "p": 70}
+{"_id": 5, "h": 4.0, "s": [2, 3], "p": 15}
+DOCS
+KQ=('{h: "a"}' '{h: 4}' '{s: {$gte: 1}}' '{s: null}' '{p: {$gt: 20}}' '{p: {$gt: 1}}' '{p: {$gt: 12}, h: 4}')
+for i in "${!KQ[@]}"; do cat "$K/query/${KQ[$i]}" | sort > "$T/k.before.$i"; done
+echo '{key: {h: "hashed"}}' > "$K/.indexes/h_hashed"
+echo '{key: {s: 1}, sparse: true}' > "$K/.indexes/s_sparse"
+echo '{key: {p: 1}, partialFilterExpression: {p: {$gt: 10}}}' > "$K/.indexes/p_part"
+expect_eq "$(listing "$K/.indexes")" "_id_ h_hashed s_sparse p_part " "ls .indexes of shop.kinds"
+expect_eq "$(jq .stats.entries "$K/.indexes/h_hashed")" "5" "hashed entries"
+expect_eq "$(jq .stats.entries "$K/.indexes/s_sparse")" "4" "sparse entries (no document without s; one per element)"
+expect_eq "$(jq .stats.entries "$K/.indexes/p_part")" "3" "partial entries (p > 10 only)"
+expect_eq "$(jq -c .partialFilterExpression "$K/.indexes/p_part")" '{"p":{"$gt":10}}' "partial filter shown"
+for i in "${!KQ[@]}"; do
+	expect_eq "$(cat "$K/query/${KQ[$i]}" | sort)" "$(cat "$T/k.before.$i")" "query '${KQ[$i]}' with indexes"
+done
+cat "$K/explain/{h: 4}?format=tree" > "$T/tree" || fail "explain {h: 4}"
+grep -q "IXSCAN h_hashed" "$T/tree" || fail "hashed equality does not use h_hashed: $(cat "$T/tree")"
+cat "$K/explain/{p: {\$gt: 20}}?format=tree" > "$T/tree" || fail "explain {p: {\$gt: 20}}"
+grep -q "IXSCAN p_part" "$T/tree" || fail "a filter within the partial filter does not use p_part: $(cat "$T/tree")"
+cat "$K/explain/{p: {\$gt: 1}}?format=tree" > "$T/tree" || fail "explain {p: {\$gt: 1}}"
+grep -q "p_part" "$T/tree" && fail "a filter wider than the partial filter uses p_part: $(cat "$T/tree")"
+
 step "bad index files fail at close and leave nothing behind"
 before=$(listing "$IX")
 n0=$(wc -l < "$ERRORS")

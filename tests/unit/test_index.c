@@ -1188,6 +1188,8 @@ START_TEST(test_store_db_get_migrates_schema_1)
 	sqlite3_finalize(s);
 	sqlite3_close(h);
 
+	/* check reads a version-1 database as it is (it migrates only when opened) */
+	ck_assert_msg(store_check(st, on_problem, &pr, &err) == 0, "%s", pr.last);
 	ck_assert_msg(store_db_get(st, "old", false, &old, &err) == 0, "%s", err.msg);
 	ck_assert_int_eq(store_db_number(old), 7);
 	ck_assert_int_eq(store_txn_begin(old, false, &t, &err), 0);
@@ -1273,6 +1275,24 @@ static void rnd_doc(struct dfs_buf *b, int u)
 	}
 	if (u >= 0)
 		dfs_buf_printf(b, "\"u\": %d, ", u);
+	switch (rnd(4)) { /* c: for the dotted indexes, checked by store_check's rebuild */
+	case 0:
+		break;
+	case 1:
+		dfs_buf_puts(b, "\"c\": {\"d\": ");
+		rnd_value(b, 0);
+		dfs_buf_puts(b, "}, ");
+		break;
+	case 2:
+		dfs_buf_puts(b, "\"c\": [{\"d\": ");
+		rnd_value(b, 0);
+		dfs_buf_puts(b, "}, {\"e\": 1}, 3, {\"d\": ");
+		rnd_value(b, 1);
+		dfs_buf_puts(b, "}], ");
+		break;
+	default:
+		dfs_buf_puts(b, "\"c\": [], ");
+	}
 	dfs_buf_puts(b, "\"z\": 0}");
 }
 
@@ -1407,6 +1427,8 @@ START_TEST(test_store_index_property_random_writes)
 	mkix_ok(c, "{\"key\": {\"b\": -1, \"a\": 1}}");
 	mkix_ok(c, "{\"key\": {\"u\": 1}, \"unique\": true, \"sparse\": true}");
 	mkix_ok(c, "{\"key\": {\"b\": \"hashed\"}}");
+	mkix_ok(c, "{\"key\": {\"c.d\": 1, \"b\": -1}}");
+	mkix_ok(c, "{\"key\": {\"c.d\": -1}, \"sparse\": true}");
 	for (int step = 0; step < 300; step++) {
 		int op = (int)rnd(10);
 		int rc;
@@ -1480,6 +1502,82 @@ START_TEST(test_store_index_property_random_writes)
 }
 END_TEST
 
+START_TEST(test_store_entry_rename_across_collections_moves_entries)
+{
+	int64_t a = make_coll("a"), b = make_coll("b");
+	struct dfs_err err = {0};
+	struct store_txn *t;
+	struct store_entry e;
+	struct dfs_buf x;
+	char *got;
+	const char *v1[] = {"1"}, *v2[] = {"2"};
+
+	mkix_ok(a, "{\"key\": {\"p\": 1}}");
+	mkix_ok(b, "{\"key\": {\"q\": 1}}");
+	put_ok(a, "1.json", "{\"p\": 1, \"q\": 2}");
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	ck_assert_int_eq(store_entry_lookup(t, a, "1.json", &e, &err), 0);
+	ck_assert_msg(store_entry_rename(t, e.id, b, "1.json", NULL, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	got = scan_all(a, "p_1");
+	ck_assert_str_eq(got, "");
+	free(got);
+	dfs_buf_init(&x);
+	expect(&x, e.id, 1, v2);
+	got = scan_all(b, "q_1");
+	ck_assert_str_eq(got, x.data);
+	free(got);
+	/* and back */
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	ck_assert_int_eq(store_entry_rename(t, e.id, a, "1.json", NULL, &err), 0);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	got = scan_all(b, "q_1");
+	ck_assert_str_eq(got, "");
+	free(got);
+	dfs_buf_reset(&x);
+	expect(&x, e.id, 1, v1);
+	got = scan_all(a, "p_1");
+	ck_assert_str_eq(got, x.data);
+	free(got);
+	dfs_buf_release(&x);
+}
+END_TEST
+
+static void on_progress(void *ctx, int64_t done, int64_t total)
+{
+	int *calls = ctx;
+
+	ck_assert_int_eq(total, 5000);
+	ck_assert_int_le(done, total);
+	(*calls)++;
+}
+
+START_TEST(test_store_index_create_builds_with_progress)
+{
+	int64_t c = make_coll("many");
+	struct dfs_err err = {0};
+	struct store_txn *t;
+	bson_t *spec = parse("{\"key\": {\"k\": -1}}");
+	int calls = 0;
+
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	for (int i = 0; i < 5000; i++) {
+		bson_t d = BSON_INITIALIZER;
+
+		bson_append_int32(&d, "_id", 3, i);
+		bson_append_int32(&d, "k", 1, i % 7);
+		ck_assert_int_eq(store_doc_insert(t, c, &d, &attrs, NULL, &err), 0);
+		bson_destroy(&d);
+	}
+	ck_assert_int_eq(store_index_create(t, c, spec, NULL, 0, on_progress, &calls, &err), 0);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	ck_assert_int_eq(calls, 2); /* at 4096 and at the end */
+	ck_assert_int_eq(stats(c, "k_-1").entries, 5000);
+	ck_assert_int_eq(store_check(st, NULL, NULL, &err), 0);
+	bson_destroy(spec);
+}
+END_TEST
+
 static Suite *index_suite(void)
 {
 	Suite *s = suite_create("index");
@@ -1506,6 +1604,8 @@ static Suite *index_suite(void)
 	tcase_add_test(tc, test_store_ttl_sweep_deletes_exactly_the_expired);
 	tcase_add_test(tc, test_store_check_finds_wrong_index_entries);
 	tcase_add_test(tc, test_store_db_get_migrates_schema_1);
+	tcase_add_test(tc, test_store_entry_rename_across_collections_moves_entries);
+	tcase_add_test(tc, test_store_index_create_builds_with_progress);
 	tcase_add_test(tc, test_store_index_property_random_writes);
 	suite_add_tcase(s, tc);
 	return s;

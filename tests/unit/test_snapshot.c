@@ -445,6 +445,8 @@ START_TEST(test_store_restore_byte_identical)
 	out = index_names("copy");
 	ck_assert_str_eq(out, "people/n_1\n");
 	free(out);
+	/* The restored indexes are built, not bare definitions. */
+	ck_assert_int_eq(store_check(st, NULL, NULL, &err), 0);
 	for (int i = 0; i < 6; i++)
 		free(before[i]);
 }
