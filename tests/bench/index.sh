@@ -185,10 +185,18 @@ DB_SIZE0=$(bytes_h "$DB")
 ########################################################################################
 # 1. Index builds (timed), docfs not mounted; each build is one transaction on both sides
 echo "== index builds" >&2
-TIMEIT_SYNC=1 timeit '"$DOCFS" index "$STORE" test.users create "$SPEC_AGE" > "$B/ixa.out" 2>&1'
+# peak FILE COMMAND... : runs COMMAND, with GNU time (when there is one) writing its peak RSS
+# in KiB to FILE
+if /usr/bin/time -f %M -o /dev/null true 2>/dev/null; then
+	peak() { local f=$1; shift; /usr/bin/time -f %M -o "$f" "$@"; }
+else
+	peak() { shift; "$@"; }
+fi
+rss_of() { [ -s "$1" ] && kib_to_mib "$(tail -n 1 "$1")" || echo n/a; }
+TIMEIT_SYNC=1 timeit 'peak "$B/ixa.rss" "$DOCFS" index "$STORE" test.users create "$SPEC_AGE" > "$B/ixa.out" 2>&1'
 T_DBA=$T
 [ "$RC" -eq 0 ] || problem "docfs index create $SPEC_AGE exited $RC: $(tail -n 3 "$B/ixa.out")"
-TIMEIT_SYNC=1 timeit '"$DOCFS" index "$STORE" test.users create "$SPEC_CA" > "$B/ixc.out" 2>&1'
+TIMEIT_SYNC=1 timeit 'peak "$B/ixc.rss" "$DOCFS" index "$STORE" test.users create "$SPEC_CA" > "$B/ixc.out" 2>&1'
 T_DBC=$T
 [ "$RC" -eq 0 ] || problem "docfs index create $SPEC_CA exited $RC: $(tail -n 3 "$B/ixc.out")"
 "$DOCFS" index "$STORE" test.users list > "$B/ixlist.out" 2>&1 || problem "docfs index list failed: $(tail -n 3 "$B/ixlist.out")"
@@ -202,10 +210,10 @@ for ix in "$IX_AGE" "$IX_CA"; do
 done
 MS_DBA=$(ixstat "$IX_AGE" buildMillis) MS_DBC=$(ixstat "$IX_CA" buildMillis)
 echo "   docfs: {user.age: 1} ${T_DBA}s, {city: 1, age: 1} ${T_DBC}s" >&2
-TIMEIT_SYNC=1 timeit 'sqlite3 -bail "$DB" "CREATE INDEX t_age ON t($XA)" > "$B/sxa.out" 2>&1'
+TIMEIT_SYNC=1 timeit 'peak "$B/sxa.rss" sqlite3 -bail "$DB" "CREATE INDEX t_age ON t($XA)" > "$B/sxa.out" 2>&1'
 T_SBA=$T
 [ "$RC" -eq 0 ] || die "sqlite3 CREATE INDEX t_age failed: $(cat "$B/sxa.out")"
-TIMEIT_SYNC=1 timeit 'sqlite3 -bail "$DB" "CREATE INDEX t_city_age ON t($XC, $XA)" > "$B/sxc.out" 2>&1'
+TIMEIT_SYNC=1 timeit 'peak "$B/sxc.rss" sqlite3 -bail "$DB" "CREATE INDEX t_city_age ON t($XC, $XA)" > "$B/sxc.out" 2>&1'
 T_SBC=$T
 [ "$RC" -eq 0 ] || die "sqlite3 CREATE INDEX t_city_age failed: $(cat "$B/sxc.out")"
 # docfs has its _id_ index from the import on; sqlite3 needs one for the point queries
@@ -401,11 +409,11 @@ docfs: \`docfs index STORE test.users create SPEC\` with the store not mounted; 
 \`sqlite3 DB "CREATE INDEX … ON t(json_extract(…))"\`. One process and one transaction per
 index on both sides, page cache warm (both just wrote the data), \`sync\` before each.
 
-| index | docfs (s) | of which the build (\`buildMillis\`) | sqlite3 (s) | docfs / sqlite3 |
-|---|---:|---:|---:|---:|
-| \`{"user.age": 1}\` / \`t($XA)\` | $T_DBA | $MS_DBA ms | $T_SBA | $(div "$T_DBA" "$T_SBA") |
-| \`{"user.address.city": 1, "user.age": 1}\` / \`t($XC, $XA)\` | $T_DBC | $MS_DBC ms | $T_SBC | $(div "$T_DBC" "$T_SBC") |
-| both | $T_DB2 | | $T_SB2 | $(div "$T_DB2" "$T_SB2") |
+| index | docfs (s) | of which the build (\`buildMillis\`) | sqlite3 (s) | docfs / sqlite3 | peak RSS, docfs / sqlite3 |
+|---|---:|---:|---:|---:|---:|
+| \`{"user.age": 1}\` / \`t($XA)\` | $T_DBA | $MS_DBA ms | $T_SBA | $(div "$T_DBA" "$T_SBA") | $(rss_of "$B/ixa.rss") / $(rss_of "$B/sxa.rss") |
+| \`{"user.address.city": 1, "user.age": 1}\` / \`t($XC, $XA)\` | $T_DBC | $MS_DBC ms | $T_SBC | $(div "$T_DBC" "$T_SBC") | $(rss_of "$B/ixc.rss") / $(rss_of "$B/sxc.rss") |
+| both | $T_DB2 | | $T_SB2 | $(div "$T_DB2" "$T_SB2") | |
 
 \`buildMillis\` is what \`docfs index STORE test.users list\` reports for the index (the scan and
 the inserts, inside the transaction); the process time around it adds opening the store and
