@@ -223,10 +223,10 @@ static void run_explain(struct store_txn *t, const struct store_coll *coll,
 {
 	struct dfs_err err = {0};
 	bson_t ex = BSON_INITIALIZER, result = BSON_INITIALIZER;
-	int v = !strcmp(verb, "queryPlanner")	   ? QUERY_VERB_PLANNER
-		: !strcmp(verb, "executionStats") ? QUERY_VERB_EXEC
+	int v = !strcmp(verb, "queryPlanner")	     ? QUERY_VERB_PLANNER
+		: !strcmp(verb, "executionStats")    ? QUERY_VERB_EXEC
 		: !strcmp(verb, "allPlansExecution") ? QUERY_VERB_ALL
-						       : -1;
+						     : -1;
 	char ns[200];
 
 	if (v < 0)
