@@ -115,7 +115,7 @@ static void append_stats(const struct plan__node *n, bson_t *out)
 	BSON_APPEND_INT32(out, "needYield", 0);
 	BSON_APPEND_INT32(out, "saveState", 0);
 	BSON_APPEND_INT32(out, "restoreState", 0);
-	BSON_APPEND_BOOL(out, "isEOF", st->eof);
+	BSON_APPEND_INT32(out, "isEOF", st->eof ? 1 : 0); /* MongoDB prints 1 or 0 */
 	switch (n->stage) {
 	case PS_COLLSCAN:
 	case PS_FETCH:
