@@ -418,9 +418,9 @@ static int work_ixscan(struct plan__node *n, struct plan__wm *wm, struct dfs_err
 			}
 			n->cur_range = next;
 			r = &n->ranges[n->backward ? n->nranges - 1 - next : next];
-			if (store_ixscan_range(n->is, r->lo.len ? (const uint8_t *)r->lo.data : NULL,
-					       r->lo.len, (const uint8_t *)r->hi.data, r->hi.len,
-					       err))
+			if (store_ixscan_range(
+				    n->is, r->lo.len ? (const uint8_t *)r->lo.data : NULL,
+				    r->lo.len, (const uint8_t *)r->hi.data, r->hi.len, err))
 				return -1;
 			n->st.seeks++;
 		}
@@ -438,8 +438,7 @@ static int work_ixscan(struct plan__node *n, struct plan__wm *wm, struct dfs_err
 
 				n->cur_range = next;
 				if (store_ixscan_range(
-					    n->is,
-					    r->lo.len ? (const uint8_t *)r->lo.data : NULL,
+					    n->is, r->lo.len ? (const uint8_t *)r->lo.data : NULL,
 					    r->lo.len, (const uint8_t *)r->hi.data, r->hi.len, err))
 					return -1;
 				n->st.seeks++;
@@ -534,8 +533,10 @@ static int work_stage(struct plan__node *n, struct plan__wm *wm, struct dfs_err 
 	case PS_SORT:
 		if (!n->sb) {
 			n->sb = calloc(1, sizeof(*n->sb));
-			if (!n->sb)
-				return dfs_err_set(err, DFS_ENOMEM, "out of memory"), -1;
+			if (!n->sb) {
+				dfs_err_set(err, DFS_ENOMEM, "out of memory");
+				return -1;
+			}
 			dfs_buf_init(&n->sb->arena);
 			dfs_buf_init(&n->sb->key);
 			n->sb->mem = n->sort_mem ? n->sort_mem : SORT_BUDGET;
@@ -624,8 +625,7 @@ static int work_node(struct plan__node *n, struct plan__wm *wm, struct dfs_err *
 	return rc;
 }
 
-int plan__work(struct store_txn *t, struct plan__node *n, struct plan__wm *wm,
-	       struct dfs_err *err)
+int plan__work(struct store_txn *t, struct plan__node *n, struct plan__wm *wm, struct dfs_err *err)
 {
 	cur_ctx.t = t;
 	return work_node(n, wm, err);
@@ -747,9 +747,10 @@ static int trial(struct store_txn *t, struct plan__run *r, struct dfs_err *err)
 		if (c->score < 0)
 			continue;
 		c->trial = c->root->st;
-		c->score = 1.0 + (c->root->st.works ? (double)c->root->st.advanced /
-							     (double)c->root->st.works
-						    : 0) +
+		c->score = 1.0 +
+			   (c->root->st.works
+				    ? (double)c->root->st.advanced / (double)c->root->st.works
+				    : 0) +
 			   (c->has_sort ? 0 : 1e-4) + (c->has_fetch ? 0 : 1e-4) +
 			   (c->root->st.eof ? 1e-4 : 0);
 		if (best < 0 || c->score > r->cands[best].score)

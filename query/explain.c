@@ -77,10 +77,8 @@ static void append_ixscan(const struct plan__node *n, bson_t *out)
 	BSON_APPEND_DOCUMENT_BEGIN(out, "indexBounds", &b);
 	for (int i = 0; i < ix->nfields; i++) {
 		const struct plan__ivals *s = &n->fb[i];
-		int count = n->backward ? s->n : s->n;
-
 		bson_append_array_begin(&b, ix->field[i].path, -1, &arr);
-		for (int k = 0; k < count; k++) {
+		for (int k = 0; k < s->n; k++) {
 			/* MongoDB lists the intervals in scan order: reversed for a field
 			 * scanned from its high end. */
 			bool rev = (ix->field[i].dir < 0) != n->backward;
@@ -117,7 +115,7 @@ static void append_stats(const struct plan__node *n, bson_t *out)
 	BSON_APPEND_INT32(out, "needYield", 0);
 	BSON_APPEND_INT32(out, "saveState", 0);
 	BSON_APPEND_INT32(out, "restoreState", 0);
-	BSON_APPEND_BOOL(out, "isEOF", st->eof);
+	BSON_APPEND_INT32(out, "isEOF", st->eof ? 1 : 0); /* MongoDB prints 1 or 0 */
 	switch (n->stage) {
 	case PS_COLLSCAN:
 	case PS_FETCH:
@@ -142,8 +140,7 @@ static void append_stats(const struct plan__node *n, bson_t *out)
 static void append_stage(const struct plan__node *n, bool stats, bson_t *out)
 {
 	BSON_APPEND_UTF8(out, "stage", plan__stage_name(n->stage));
-	if (n->filter && (n->stage == PS_COLLSCAN || n->stage == PS_FETCH ||
-			  n->stage == PS_IXSCAN))
+	if (n->filter && (n->stage == PS_COLLSCAN || n->stage == PS_FETCH || n->stage == PS_IXSCAN))
 		query_filter_describe(n->filter, out, "filter");
 	switch (n->stage) {
 	case PS_COLLSCAN:
@@ -155,7 +152,7 @@ static void append_stage(const struct plan__node *n, bool stats, bson_t *out)
 	case PS_SORT:
 		BSON_APPEND_DOCUMENT(out, "sortPattern", n->sort_spec);
 		APPEND_NUM(out, "memLimit",
-				  (int64_t)(n->sort_mem ? n->sort_mem : 32u * 1024 * 1024));
+			   (int64_t)(n->sort_mem ? n->sort_mem : 32u * 1024 * 1024));
 		if (n->amount)
 			APPEND_NUM(out, "limitAmount", n->amount);
 		BSON_APPEND_UTF8(out, "type", "simple");
@@ -412,7 +409,8 @@ static void draw(const bson_t *stage, int depth, struct dfs_buf *out)
 			while (bson_iter_next(&it)) {
 				bson_iter_t a;
 
-				dfs_buf_printf(out, "%s%s: ", first ? " " : "; ", bson_iter_key(&it));
+				dfs_buf_printf(out, "%s%s: ", first ? " " : "; ",
+					       bson_iter_key(&it));
 				first = false;
 				if (bson_iter_recurse(&it, &a)) {
 					bool f2 = true;

@@ -335,10 +335,10 @@ static void bracket_min(bson_type_t t, bson_value_t *v)
 
 /* Types in bracket order, one per bracket. */
 static const bson_type_t bracket_types[] = {
-	BSON_TYPE_MINKEY, BSON_TYPE_NULL,      BSON_TYPE_DOUBLE,    BSON_TYPE_UTF8,
-	BSON_TYPE_DOCUMENT, BSON_TYPE_ARRAY,   BSON_TYPE_BINARY,    BSON_TYPE_OID,
-	BSON_TYPE_BOOL,	  BSON_TYPE_DATE_TIME, BSON_TYPE_TIMESTAMP, BSON_TYPE_REGEX,
-	BSON_TYPE_DBPOINTER, BSON_TYPE_CODE,   BSON_TYPE_CODEWSCOPE, BSON_TYPE_MAXKEY,
+	BSON_TYPE_MINKEY,    BSON_TYPE_NULL,	  BSON_TYPE_DOUBLE,	BSON_TYPE_UTF8,
+	BSON_TYPE_DOCUMENT,  BSON_TYPE_ARRAY,	  BSON_TYPE_BINARY,	BSON_TYPE_OID,
+	BSON_TYPE_BOOL,	     BSON_TYPE_DATE_TIME, BSON_TYPE_TIMESTAMP,	BSON_TYPE_REGEX,
+	BSON_TYPE_DBPOINTER, BSON_TYPE_CODE,	  BSON_TYPE_CODEWSCOPE, BSON_TYPE_MAXKEY,
 };
 
 /* Appends "all values of the bracket of t" to s: [min(t), min(next)), numbers [nan, inf]. */
@@ -445,7 +445,13 @@ static bool range_bounds(int kind, const bson_value_t *v, struct plan__ivals *s)
 		return true;
 	}
 	if (t == BSON_TYPE_NULL || t == BSON_TYPE_UNDEFINED || is_nan(v)) {
-		ivals_add_point(s, v->value_type == BSON_TYPE_UNDEFINED ? (val_set(&lo, BSON_TYPE_NULL), &lo) : v);
+		/* $gte null matches null and missing ($gt null nothing), NaN only NaN: the
+		 * point, inexact */
+		if (t == BSON_TYPE_UNDEFINED)
+			val_set(&lo, BSON_TYPE_NULL);
+		else
+			lo = *v;
+		ivals_add_point(s, &lo);
 		s->exact = false;
 		return true;
 	}
@@ -521,12 +527,12 @@ static void regex_bounds(const struct query__regex *re, struct plan__ivals *s)
 }
 
 static const bson_type_t type_codes[32] = {
-	[1] = BSON_TYPE_DOUBLE,	    [2] = BSON_TYPE_UTF8,	   [3] = BSON_TYPE_DOCUMENT,
-	[4] = BSON_TYPE_ARRAY,	    [5] = BSON_TYPE_BINARY,	   [6] = BSON_TYPE_UNDEFINED,
-	[7] = BSON_TYPE_OID,	    [8] = BSON_TYPE_BOOL,	   [9] = BSON_TYPE_DATE_TIME,
-	[10] = BSON_TYPE_NULL,	    [11] = BSON_TYPE_REGEX,	   [12] = BSON_TYPE_DBPOINTER,
-	[13] = BSON_TYPE_CODE,	    [14] = BSON_TYPE_SYMBOL,	   [15] = BSON_TYPE_CODEWSCOPE,
-	[16] = BSON_TYPE_INT32,	    [17] = BSON_TYPE_TIMESTAMP,	   [18] = BSON_TYPE_INT64,
+	[1] = BSON_TYPE_DOUBLE,	     [2] = BSON_TYPE_UTF8,	 [3] = BSON_TYPE_DOCUMENT,
+	[4] = BSON_TYPE_ARRAY,	     [5] = BSON_TYPE_BINARY,	 [6] = BSON_TYPE_UNDEFINED,
+	[7] = BSON_TYPE_OID,	     [8] = BSON_TYPE_BOOL,	 [9] = BSON_TYPE_DATE_TIME,
+	[10] = BSON_TYPE_NULL,	     [11] = BSON_TYPE_REGEX,	 [12] = BSON_TYPE_DBPOINTER,
+	[13] = BSON_TYPE_CODE,	     [14] = BSON_TYPE_SYMBOL,	 [15] = BSON_TYPE_CODEWSCOPE,
+	[16] = BSON_TYPE_INT32,	     [17] = BSON_TYPE_TIMESTAMP, [18] = BSON_TYPE_INT64,
 	[19] = BSON_TYPE_DECIMAL128,
 };
 
@@ -1296,8 +1302,7 @@ static bool filter_on_index(const struct query_expr *e, const struct store_index
 
 /* Is field path of ix bounded away from null and missing by the scan? The index stores
  * null for a missing field, so a covered plan may only read fields that cannot be either. */
-static bool field_present(const struct store_index *ix, const struct ixbounds *b,
-			  const char *path)
+static bool field_present(const struct store_index *ix, const struct ixbounds *b, const char *path)
 {
 	for (int i = 0; i < ix->nfields; i++)
 		if (!strcmp(ix->field[i].path, path))
@@ -1348,8 +1353,8 @@ static bool covers(const struct plan__query *q, const struct store_index *ix,
 }
 
 /* Puts SORT, SKIP, LIMIT and PROJECTION over a scan. */
-static struct plan__node *finish(const struct plan__query *q, struct plan__node *n,
-				 bool need_sort, bool covered, struct plan__cand *c)
+static struct plan__node *finish(const struct plan__query *q, struct plan__node *n, bool need_sort,
+				 bool covered, struct plan__cand *c)
 {
 	if (need_sort) {
 		n = node_new(PS_SORT, n);
@@ -1371,7 +1376,9 @@ static struct plan__node *finish(const struct plan__query *q, struct plan__node 
 		bool id_excl, positional;
 		bool simple = proj_simple(q->proj_spec, &id_excl, &positional);
 
-		n = node_new(covered ? PS_PROJ_COVERED : simple ? PS_PROJ_SIMPLE : PS_PROJ_DEFAULT,
+		n = node_new(covered  ? PS_PROJ_COVERED
+			     : simple ? PS_PROJ_SIMPLE
+				      : PS_PROJ_DEFAULT,
 			     n);
 		n->proj = q->proj;
 		n->proj_spec = q->proj_spec;
@@ -1561,8 +1568,9 @@ int plan__enumerate(struct plan__query *q, struct plan__cand **cands, int *n, st
 					 : key_pattern_equal(&q->ixs[i], q->hint))
 				pos = i;
 		if (pos < 0)
-			return dfs_err_set(err, DFS_EINVAL,
-					   "hint provided does not correspond to an existing index");
+			return dfs_err_set(
+				err, DFS_EINVAL,
+				"hint provided does not correspond to an existing index");
 		{
 			struct ixbounds b;
 

@@ -79,8 +79,8 @@ struct plan__set; /* a set of int64 ids (exec.c) */
 struct plan__sortbuf;
 
 struct plan__node {
-	int stage;		   /* enum plan__stage */
-	struct plan__node **kids;  /* Owned: the input stages (OR: several) */
+	int stage;		  /* enum plan__stage */
+	struct plan__node **kids; /* Owned: the input stages (OR: several) */
 	int nkids;
 	/* description (plan.c) */
 	const struct query_expr *filter; /* Borrowed (the cursor's): COLLSCAN, FETCH apply it */
@@ -90,10 +90,10 @@ struct plan__node {
 	struct plan__ivals *fb;		 /* IXSCAN: Owned, ix->nfields field bounds */
 	struct plan__range *ranges;	 /* IXSCAN: Owned byte ranges, ascending */
 	int nranges;
-	bool multikey;	   /* IXSCAN: de-duplicate ids */
-	bool build_doc;	   /* IXSCAN: build the document from the entry's values (covered) */
-	size_t sort_mem;   /* SORT: bytes held before spilling */
-	int64_t amount;	   /* SKIP, LIMIT amounts; SORT: limitAmount (0: none) */
+	bool multikey;	 /* IXSCAN: de-duplicate ids */
+	bool build_doc;	 /* IXSCAN: build the document from the entry's values (covered) */
+	size_t sort_mem; /* SORT: bytes held before spilling */
+	int64_t amount;	 /* SKIP, LIMIT amounts; SORT: limitAmount (0: none) */
 	const struct query_sort *sort; /* SORT: Borrowed */
 	const bson_t *sort_spec;       /* SORT: Borrowed */
 	const struct query_proj *proj; /* PROJECTION: Borrowed */
@@ -101,51 +101,51 @@ struct plan__node {
 	bool positional;	       /* PROJECTION: the projection uses '$' */
 	/* run state (exec.c) */
 	struct plan__stats st;
-	struct store_cursor *sc;     /* COLLSCAN */
-	int64_t *ids;		     /* COLLSCAN backward: Owned ids, read first */
+	struct store_cursor *sc; /* COLLSCAN */
+	int64_t *ids;		 /* COLLSCAN backward: Owned ids, read first */
 	size_t nids, next_id;
-	struct store_ixscan *is;     /* IXSCAN */
-	int cur_range;		     /* IXSCAN: the range being scanned, -1 before the first */
-	struct plan__set *seen;	     /* IXSCAN multikey, OR: ids returned */
-	int cur_kid;		     /* OR */
-	int64_t count;		     /* SKIP, LIMIT: done so far */
-	struct plan__sortbuf *sb;    /* SORT */
-	bson_t *out;		     /* PROJECTION: Owned result */
+	struct store_ixscan *is;  /* IXSCAN */
+	int cur_range;		  /* IXSCAN: the range being scanned, -1 before the first */
+	struct plan__set *seen;	  /* IXSCAN multikey, OR: ids returned */
+	int cur_kid;		  /* OR */
+	int64_t count;		  /* SKIP, LIMIT: done so far */
+	struct plan__sortbuf *sb; /* SORT */
+	bson_t *out;		  /* PROJECTION: Owned result */
 	bool opened;
 };
 
 /* The working member passed up the tree by one work() call. */
 struct plan__wm {
-	int64_t id;	 /* the document's entry id (0 when unknown: after SORT) */
-	bool has_doc;	 /* doc is set */
-	bson_t doc;	 /* a read-only view, valid until the next work() of the same plan */
-	bool has_vals;	 /* vals is set (IXSCAN) */
-	bson_t vals;	 /* the index entry's values, a view */
-	int elem_index;	 /* for positional projection, -1 when unknown */
+	int64_t id;	      /* the document's entry id (0 when unknown: after SORT) */
+	bool has_doc;	      /* doc is set */
+	bson_t doc;	      /* a read-only view, valid until the next work() of the same plan */
+	bool has_vals;	      /* vals is set (IXSCAN) */
+	bson_t vals;	      /* the index entry's values, a view */
+	int elem_index;	      /* for positional projection, -1 when unknown */
 	const bson_t *result; /* the document to return (a view of doc or a projection) */
 };
 
 /* A candidate plan: a tree and what the planner knows about it. */
 struct plan__cand {
-	struct plan__node *root;   /* Owned */
-	char desc[512];		   /* the plan's identity for the plan cache ("ix:price_1", ...) */
-	bool has_sort, has_fetch;  /* for MongoDB's tie-breakers */
-	double score;		   /* trial productivity */
-	struct plan__stats trial;  /* the root's counters at the end of the trial */
+	struct plan__node *root;  /* Owned */
+	char desc[512];		  /* the plan's identity for the plan cache ("ix:price_1", ...) */
+	bool has_sort, has_fetch; /* for MongoDB's tie-breakers */
+	double score;		  /* trial productivity */
+	struct plan__stats trial; /* the root's counters at the end of the trial */
 };
 
 /* What a find plans over: the parsed options and the collection's indexes. */
 struct plan__query {
-	struct query_expr *filter;	/* Owned, or NULL */
-	struct query_proj *proj;	/* Owned, or NULL */
-	struct query_sort *sort;	/* Owned, or NULL */
+	struct query_expr *filter;			   /* Owned, or NULL */
+	struct query_proj *proj;			   /* Owned, or NULL */
+	struct query_sort *sort;			   /* Owned, or NULL */
 	const bson_t *filter_spec, *sort_spec, *proj_spec; /* Borrowed from the options */
 	int64_t skip, limit;
 	struct store_index *ixs; /* Owned: the collection's indexes */
 	int nixs;
-	const bson_t *hint;	 /* Borrowed */
-	const char *hint_name;	 /* Borrowed */
-	size_t sort_mem;	 /* SORT budget */
+	const bson_t *hint;    /* Borrowed */
+	const char *hint_name; /* Borrowed */
+	size_t sort_mem;       /* SORT budget */
 };
 
 /* Builds the candidate plans of q into *cands (Owned array of *n, freed by
@@ -170,8 +170,7 @@ enum { PLAN_ADVANCED, PLAN_NEED_TIME, PLAN_EOF };
 
 /* One unit of work of the plan rooted at n: PLAN_ADVANCED with *wm, PLAN_NEED_TIME, PLAN_EOF,
  * or -1 with err set. */
-int plan__work(struct store_txn *t, struct plan__node *n, struct plan__wm *wm,
-	       struct dfs_err *err);
+int plan__work(struct store_txn *t, struct plan__node *n, struct plan__wm *wm, struct dfs_err *err);
 /* Ends the run state of a tree (counters kept); a later work() starts it again. */
 void plan__reset(struct plan__node *n, bool keep_stats);
 

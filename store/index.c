@@ -11,7 +11,7 @@
  *    so a range of keys is a B-tree range and a unique check is one probe of (ix, key).
  *    colls.ixver is the per-collection index version. The _id_ index has no rows: it is
  *    docs(coll, key) through the docs_key index.
- * 2. Key generation (keys_of), for each field path of the key pattern:
+ * 2. Key generation (store__ix_keys), for each field path of the key pattern:
  *    - a missing field, or a path that runs into a scalar, yields null ("not found": a sparse
  *      index skips a document when no field is found);
  *    - a value at the end of the path yields itself; an array there yields each element (an
@@ -159,6 +159,46 @@ static int check_path(const char *p, struct dfs_err *err)
 	return 0;
 }
 
+/* Reads one element of a key pattern ("path": 1 | -1 | "hashed") into the next field. */
+static int key_field(const bson_iter_t *k, struct store_index *ix, struct dfs_err *err)
+{
+	const char *p = bson_iter_key(k), *s;
+	struct store_index_field *fl;
+	double d;
+	int rc;
+
+	if (ix->nfields == STORE_IX_MAX_FIELDS)
+		return dfs_err_set(err, DFS_EINVAL, "index key has more than %d fields",
+				   STORE_IX_MAX_FIELDS);
+	if ((rc = check_path(p, err)))
+		return rc;
+	for (int i = 0; i < ix->nfields; i++)
+		if (strcmp(ix->field[i].path, p) == 0)
+			return dfs_err_set(err, DFS_EINVAL, "index field '%s' appears twice", p);
+	fl = &ix->field[ix->nfields];
+	snprintf(fl->path, sizeof(fl->path), "%s", p);
+	if (num_value(k, &d) && (d == 1 || d == -1)) {
+		fl->dir = d > 0 ? 1 : -1;
+		ix->nfields++;
+		return 0;
+	}
+	if (!BSON_ITER_HOLDS_UTF8(k))
+		return dfs_err_set(
+			err, DFS_EINVAL,
+			"bad key pattern value for field '%s': must be 1, -1 or \"hashed\"", p);
+	s = bson_iter_utf8(k, NULL);
+	if (strcmp(s, "hashed") == 0) {
+		fl->dir = 0;
+		ix->nfields++;
+		return 0;
+	}
+	if (strcmp(s, "text") == 0 || strcmp(s, "2d") == 0 || strcmp(s, "2dsphere") == 0 ||
+	    strcmp(s, "geoHaystack") == 0 || strcmp(s, "wildcard") == 0)
+		return dfs_err_set(err, DFS_EINVAL, "'%s' indexes are not supported (field '%s')",
+				   s, p);
+	return dfs_err_set(err, DFS_EINVAL, "unknown index type '%s' for field '%s'", s, p);
+}
+
 /*
  * Reads a spec into ix (fields, options, a copy of the spec). strict: a spec given to
  * create (unknown options, types and values are checked); otherwise a stored one.
@@ -186,69 +226,32 @@ static int ix_parse_fields(const bson_t *spec, bool strict, struct store_index *
 						   "index 'key' must be a document");
 			have_key = true;
 			while (bson_iter_next(&k)) {
-				const char *p = bson_iter_key(&k);
-				struct store_index_field *fl;
-				int rc;
+				int rc = key_field(&k, ix, err);
 
-				if (ix->nfields == STORE_IX_MAX_FIELDS)
-					return dfs_err_set(err, DFS_EINVAL,
-							   "index key has more than %d fields",
-							   STORE_IX_MAX_FIELDS);
-				if ((rc = check_path(p, err)))
+				if (rc)
 					return rc;
-				for (int i = 0; i < ix->nfields; i++)
-					if (strcmp(ix->field[i].path, p) == 0)
-						return dfs_err_set(
-							err, DFS_EINVAL,
-							"index field '%s' appears twice", p);
-				fl = &ix->field[ix->nfields++];
-				snprintf(fl->path, sizeof(fl->path), "%s", p);
-				if (BSON_ITER_HOLDS_UTF8(&k)) {
-					const char *s = bson_iter_utf8(&k, NULL);
-
-					if (strcmp(s, "hashed") == 0) {
-						fl->dir = 0;
-						nhashed++;
-						continue;
-					}
-					if (strcmp(s, "text") == 0 || strcmp(s, "2d") == 0 ||
-					    strcmp(s, "2dsphere") == 0 ||
-					    strcmp(s, "geoHaystack") == 0 || strcmp(s, "wildcard") == 0)
-						return dfs_err_set(
-							err, DFS_EINVAL,
-							"'%s' indexes are not supported (field '%s')", s,
-							p);
-					return dfs_err_set(err, DFS_EINVAL,
-							   "unknown index type '%s' for field '%s'", s, p);
-				}
-				if (num_value(&k, &d) && (d == 1 || d == -1)) {
-					fl->dir = d > 0 ? 1 : -1;
-					continue;
-				}
-				return dfs_err_set(
-					err, DFS_EINVAL,
-					"bad key pattern value for field '%s': must be 1, -1 or \"hashed\"",
-					p);
+				nhashed += ix->field[ix->nfields - 1].dir == 0;
 			}
 		} else if (strcmp(f, "name") == 0) {
 			const char *s;
 
 			if (!BSON_ITER_HOLDS_UTF8(&it))
-				return dfs_err_set(err, DFS_EINVAL, "index 'name' must be a string");
+				return dfs_err_set(err, DFS_EINVAL,
+						   "index 'name' must be a string");
 			s = bson_iter_utf8(&it, NULL);
 			if (!*s || strlen(s) >= sizeof(ix->name) || strchr(s, '/') ||
 			    strcmp(s, ".") == 0 || strcmp(s, "..") == 0 || strcmp(s, "*") == 0)
-				return dfs_err_set(
-					err, DFS_EINVAL,
-					"bad index name '%.60s': 1..127 bytes, no '/', not '.', '..' or '*'",
-					s);
+				return dfs_err_set(err, DFS_EINVAL,
+						   "bad index name '%.60s': 1..127 bytes, no '/', "
+						   "not '.', '..' or '*'",
+						   s);
 			snprintf(ix->name, sizeof(ix->name), "%s", s);
 		} else if (strcmp(f, "unique") == 0 || strcmp(f, "sparse") == 0) {
 			bool b;
 
 			if (!truthy(&it, &b))
-				return dfs_err_set(err, DFS_EINVAL, "index option '%s' must be a boolean",
-						   f);
+				return dfs_err_set(err, DFS_EINVAL,
+						   "index option '%s' must be a boolean", f);
 			if (f[0] == 'u')
 				ix->unique = b;
 			else
@@ -256,8 +259,9 @@ static int ix_parse_fields(const bson_t *spec, bool strict, struct store_index *
 		} else if (strcmp(f, "expireAfterSeconds") == 0) {
 			if (!num_value(&it, &d) || d < 0 || d != (double)(int64_t)d ||
 			    d > 2147483647.0)
-				return dfs_err_set(err, DFS_EINVAL,
-						   "expireAfterSeconds must be a non-negative integer");
+				return dfs_err_set(
+					err, DFS_EINVAL,
+					"expireAfterSeconds must be a non-negative integer");
 			ix->expire_after = (int64_t)d;
 		} else if (strcmp(f, "partialFilterExpression") == 0) {
 			const uint8_t *data;
@@ -273,7 +277,8 @@ static int ix_parse_fields(const bson_t *spec, bool strict, struct store_index *
 		} else if (strcmp(f, "v") == 0) {
 			if (strict && (!num_value(&it, &d) || (d != 1 && d != 2))) {
 				store_index_release(ix);
-				return dfs_err_set(err, DFS_EINVAL, "index version 'v' must be 1 or 2");
+				return dfs_err_set(err, DFS_EINVAL,
+						   "index version 'v' must be 1 or 2");
 			}
 		} else if (strcmp(f, "background") == 0) {
 			/* accepted and ignored, as by MongoDB 4.2+ */
@@ -329,7 +334,9 @@ static int default_name(const struct store_index *ix, char *out, size_t cap, str
 	dfs_buf_init(&b);
 	for (int i = 0; i < ix->nfields; i++)
 		dfs_buf_printf(&b, "%s%s_%s", i ? "_" : "", ix->field[i].path,
-			       ix->field[i].dir == 0 ? "hashed" : ix->field[i].dir > 0 ? "1" : "-1");
+			       ix->field[i].dir == 0  ? "hashed"
+			       : ix->field[i].dir > 0 ? "1"
+						      : "-1");
 	if (b.len >= cap)
 		rc = dfs_err_set(err, DFS_EINVAL,
 				 "default index name '%.40s...' is too long: give a name", b.data);
@@ -730,9 +737,10 @@ int store__ix_keys(const struct store_index *ix, const void *partial, const bson
 	store__ixkeys_reset(out);
 	if (ix->partial) {
 		if (!partial)
-			return dfs_err_set(err, DFS_EINVAL,
-					   "partial index '%s' needs the query engine's filter hooks",
-					   ix->name);
+			return dfs_err_set(
+				err, DFS_EINVAL,
+				"partial index '%s' needs the query engine's filter hooks",
+				ix->name);
 		if (!hooks.match(partial, doc))
 			return 0;
 	}
@@ -750,9 +758,10 @@ int store__ix_keys(const struct store_index *ix, const void *partial, const bson
 		for (int j = i + 1; j < nf; j++)
 			if (fv[i].narrs && fv[j].narrs && !arrs_subset(&fv[i], &fv[j]) &&
 			    !arrs_subset(&fv[j], &fv[i])) {
-				rc = dfs_err_set(err, DFS_EINVAL,
-						 "index '%s': cannot index parallel arrays [%s] [%s]",
-						 ix->name, ix->field[j].path, ix->field[i].path);
+				rc = dfs_err_set(
+					err, DFS_EINVAL,
+					"index '%s': cannot index parallel arrays [%s] [%s]",
+					ix->name, ix->field[j].path, ix->field[i].path);
 				goto done;
 			}
 	for (int f = 0; f < nf; f++) {
@@ -817,9 +826,9 @@ done:
 
 struct pend {
 	int64_t ixid;
-	bool add;		/* insert (else delete) */
-	bool skip;		/* an unchanged entry: deleted and added alike */
-	size_t koff, klen;	/* in ixc->pbuf */
+	bool add;	   /* insert (else delete) */
+	bool skip;	   /* an unchanged entry: deleted and added alike */
+	size_t koff, klen; /* in ixc->pbuf */
 	size_t voff, vlen;
 	int64_t id;
 };
@@ -971,8 +980,8 @@ static int dup_error(struct store_txn *t, int64_t coll, const struct store_index
 
 /* 0 when no other document than id has key in index ixid; DFS_EEXIST (message set by the
  * caller) when one has; else an SQLite error. */
-static int unique_probe(struct store_txn *t, int64_t ixid, const void *key, size_t klen,
-			int64_t id, struct dfs_err *err)
+static int unique_probe(struct store_txn *t, int64_t ixid, const void *key, size_t klen, int64_t id,
+			struct dfs_err *err)
 {
 	sqlite3_stmt *st = store__stmt(t, ST_IKEY_DUP, err);
 	int rc;
@@ -1043,11 +1052,10 @@ int store__ix_prepare(struct store_txn *t, int64_t oldcoll, int64_t newcoll, int
 							  c->keys.buf.data + c->keys.e[e].koff,
 							  c->keys.e[e].klen, id, err);
 					if (rc == DFS_EEXIST)
-						return dup_error(
-							t, newcoll, ix,
-							(const uint8_t *)c->keys.buf.data +
-								c->keys.e[e].voff,
-							c->keys.e[e].vlen, err);
+						return dup_error(t, newcoll, ix,
+								 (const uint8_t *)c->keys.buf.data +
+									 c->keys.e[e].voff,
+								 c->keys.e[e].vlen, err);
 					if (rc)
 						return rc;
 				}
@@ -1074,8 +1082,7 @@ static int entry_write(struct store_txn *t, int64_t ixid, bool add, const void *
 	rc = sqlite3_step(st);
 	sqlite3_reset(st);
 	if (rc != SQLITE_DONE)
-		return store__sqlerr(t, rc, add ? "insert index entry" : "delete index entry",
-				     err);
+		return store__sqlerr(t, rc, add ? "insert index entry" : "delete index entry", err);
 	return 0;
 }
 
@@ -1141,8 +1148,8 @@ int store__ix_apply(struct store_txn *t, struct dfs_err *err)
 
 			if (p->skip || p->add != (pass == 1))
 				continue;
-			rc = entry_write(t, p->ixid, p->add, c->pbuf.data + p->koff, p->klen,
-					 p->id, c->pbuf.data + p->voff, p->vlen, err);
+			rc = entry_write(t, p->ixid, p->add, c->pbuf.data + p->koff, p->klen, p->id,
+					 c->pbuf.data + p->voff, p->vlen, err);
 			if (rc)
 				return rc;
 		}
@@ -1213,7 +1220,8 @@ static bool same_key(const struct store_index *a, const struct store_index *b)
 	if (a->nfields != b->nfields)
 		return false;
 	for (int i = 0; i < a->nfields; i++)
-		if (a->field[i].dir != b->field[i].dir || strcmp(a->field[i].path, b->field[i].path))
+		if (a->field[i].dir != b->field[i].dir ||
+		    strcmp(a->field[i].path, b->field[i].path))
 			return false;
 	return true;
 }
@@ -1350,8 +1358,8 @@ int store_index_create(struct store_txn *t, int64_t coll, const bson_t *spec, ch
 		bool sk = same_key(&all[i], &ix), so = same_options(&all[i], &ix);
 
 		if (strcmp(all[i].name, ix.name) == 0) {
-			if (sk && (so || (i == 0 && !ix.sparse && !ix.partial &&
-					  ix.expire_after < 0)))
+			if (sk &&
+			    (so || (i == 0 && !ix.sparse && !ix.partial && ix.expire_after < 0)))
 				goto done; /* exists as asked: nothing to do */
 			rc = dfs_err_set(err, DFS_EEXIST,
 					 "an index named '%s' exists with another definition",
@@ -1563,8 +1571,8 @@ static const char *scan_sql(bool id, bool hi, bool reverse)
 	return sql[id][hi][reverse];
 }
 
-int store_ixscan_open(struct store_txn *t, int64_t coll, const struct store_index *ix,
-		      bool reverse, struct store_ixscan **out, struct dfs_err *err)
+int store_ixscan_open(struct store_txn *t, int64_t coll, const struct store_index *ix, bool reverse,
+		      struct store_ixscan **out, struct dfs_err *err)
 {
 	struct store_ixscan *s = calloc(1, sizeof(*s));
 	int rc;
@@ -1758,8 +1766,8 @@ static int ttl_batch(struct store_db *db, const struct ttl_target *tg, int64_t c
 			goto commit; /* dropped meanwhile */
 	}
 	if ((rc = store_ixscan_open(t, tg->coll, &tg->ix, desc, &s, err)) ||
-	    (rc = store_ixscan_range(s, (const uint8_t *)lo.data, lo.len,
-				     (const uint8_t *)hi.data, hi.len, err)))
+	    (rc = store_ixscan_range(s, (const uint8_t *)lo.data, lo.len, (const uint8_t *)hi.data,
+				     hi.len, err)))
 		goto fail;
 	while (nids < TTL_BATCH && (rc = store_ixscan_next(s, &k, err)) == 0) {
 		bson_iter_t it;
@@ -1880,8 +1888,8 @@ int store__ix_migrate(struct store__conn *c, const char *dbname, struct dfs_err 
 	size_t n = 0, cap = 0;
 	int rc;
 
-	rc = sqlite3_prepare_v2(c->h, "SELECT coll, spec FROM indexes ORDER BY coll, name", -1,
-				&st, NULL);
+	rc = sqlite3_prepare_v2(c->h, "SELECT coll, spec FROM indexes ORDER BY coll, name", -1, &st,
+				NULL);
 	if (rc != SQLITE_OK)
 		return dfs_err_set(err, DFS_EIO, "migrate indexes: %s", sqlite3_errmsg(c->h));
 	while (sqlite3_step(st) == SQLITE_ROW) {
@@ -1917,8 +1925,8 @@ int store__ix_migrate(struct store__conn *c, const char *dbname, struct dfs_err 
 			continue;
 		rc = store_index_create(&b.t, defs[i].coll, defs[i].spec, NULL, 0, NULL, NULL, err);
 		if (rc)
-			dfs_err_prefix(err, "migrate index of collection %lld: ",
-				       (long long)defs[i].coll);
+			dfs_err_prefix(
+				err, "migrate index of collection %lld: ", (long long)defs[i].coll);
 	}
 	if (bare_end(&b, rc ? NULL : err) && !rc)
 		rc = err ? err->code : DFS_EIO;

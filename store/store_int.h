@@ -82,15 +82,15 @@ struct store_db {
 };
 
 struct store_txn {
-	struct store_db *db;	/* Borrowed */
-	struct store__conn *c;	/* Owned while the transaction runs */
-	bool write;		/* holds the write lock */
-	int64_t next_id;	/* next free entry id, loaded on first use (0: not yet) */
-	int64_t first_id;	/* next_id as loaded, to know whether to store it back */
-	int64_t coll_ok;	/* collection known to exist in this transaction (0: none) */
-	int64_t inserts_logged; /* collection whose inserts this transaction has logged */
-	struct dfs_buf scratch; /* rendering buffer reused by the transaction's writes */
-	struct dfs_buf key;	/* key buffer reused by the transaction's writes */
+	struct store_db *db;	    /* Borrowed */
+	struct store__conn *c;	    /* Owned while the transaction runs */
+	bool write;		    /* holds the write lock */
+	int64_t next_id;	    /* next free entry id, loaded on first use (0: not yet) */
+	int64_t first_id;	    /* next_id as loaded, to know whether to store it back */
+	int64_t coll_ok;	    /* collection known to exist in this transaction (0: none) */
+	int64_t inserts_logged;	    /* collection whose inserts this transaction has logged */
+	struct dfs_buf scratch;	    /* rendering buffer reused by the transaction's writes */
+	struct dfs_buf key;	    /* key buffer reused by the transaction's writes */
 	struct store__ixcache *ixc; /* Owned: index.c's cache and pending entries, or NULL */
 };
 
@@ -114,12 +114,13 @@ void store__conn_close(struct store__conn *c);
 /* ---- index.c ----------------------------------------------------------------------- */
 
 /* The entries one index implies for one document: key and vals bytes in buf. */
+struct store__ixentry {
+	size_t koff, klen; /* the key in buf */
+	size_t voff, vlen; /* the vals BSON in buf */
+};
 struct store__ixkeys {
-	struct dfs_buf buf; /* key and vals bytes of every entry */
-	struct {
-		size_t koff, klen; /* the key in buf */
-		size_t voff, vlen; /* the vals BSON in buf */
-	} *e;
+	struct dfs_buf buf;	  /* key and vals bytes of every entry */
+	struct store__ixentry *e; /* Owned: n entries */
 	size_t n, cap;
 	uint32_t multikey; /* bit i: field i expanded an array */
 };

@@ -3,7 +3,8 @@
 differential test (diff/run.sh): every case runs again over a generated set of indexes
 (qrun's "autoindex": single-field, multikey where the data has arrays, sparse, hashed,
 compound and partial ones), once with the planner's choice and once with each candidate plan
-forced by a hint, and every run must return what the collection scan returned.
+forced by a hint (qrun's "allplans", on the same collection), and every run must return what
+the collection scan returned.
 
     indexed.py --qrun PATH CASES.jsonl     (qrun input lines; prints failures, exits 1)
 
@@ -74,44 +75,35 @@ def same(scan, got, sorted_, has_skip, has_limit):
 
 
 def check(qrun, cases, where=None, verbose=False, show=10):
-    """cases: list of (case_text, sorted, has_skip, has_limit). Returns the failure count."""
-    base = [with_fields(c[0], {"keys": True}) for c in cases]
-    scan = run_qrun(qrun, base)
-    cands = run_qrun(qrun, [with_fields(c[0], {"autoindex": True, "candidates": True})
-                            for c in cases])
-    lines, owner = [], []
-    for i, c in enumerate(cases):
-        lines.append(with_fields(c[0], {"keys": True, "autoindex": True}))
-        owner.append((i, "planner"))
-        r = json.loads(cands[i])
-        for d in r.get("ok", []):
-            if d.startswith("ix:"):
-                name = d.split(":")[1]
-                lines.append(with_fields(c[0], {"keys": True, "autoindex": True, "hint": name}))
-                owner.append((i, "hint " + name))
-            elif d.startswith("coll"):
-                lines.append(with_fields(c[0], {"keys": True, "autoindex": True,
-                                                "hint": {"$natural": 1}}))
-                owner.append((i, "hint $natural"))
-    out = run_qrun(qrun, lines)
-    fails = 0
+    """cases: list of (case_text, sorted, has_skip, has_limit). Returns (failed cases, runs)."""
+    scan = run_qrun(qrun, [with_fields(c[0], {"keys": True}) for c in cases])
+    out = run_qrun(qrun, [with_fields(c[0], {"autoindex": True, "allplans": True})
+                          for c in cases])
+    fails = runs = 0
     failed_cases = set()
-    for (i, how), got in zip(owner, out):
-        c = cases[i]
-        why = same(scan[i], got, c[1], c[2], c[3])
-        if why is None:
-            continue
-        fails += 1
-        failed_cases.add(i)
-        if fails <= show:
-            print("FAIL %s (%s): %s" % (where(i) if where else "case %d" % (i + 1), how, why))
-            print("  query:   %s" % c[0])
-            print("  scan:    %s" % scan[i])
-            print("  indexed: %s" % got)
-            print("  plans:   %s" % cands[i])
+    for i, c in enumerate(cases):
+        r = json.loads(out[i])
+        runs += 1
+        got = [("planner", json.dumps({k: v for k, v in r.items() if k != "plans"}))]
+        for p in r.get("plans", []):
+            runs += 1
+            got.append(("hint " + p["plan"], json.dumps({k: v for k, v in p.items()
+                                                          if k != "plan"})))
+        for how, g in got:
+            why = same(scan[i], g, c[1], c[2], c[3])
+            if why is None:
+                continue
+            fails += 1
+            failed_cases.add(i)
+            if fails <= show:
+                print("FAIL %s (%s): %s" % (where(i) if where else "case %d" % (i + 1), how, why))
+                print("  query:   %s" % c[0])
+                print("  scan:    %s" % scan[i])
+                print("  indexed: %s" % g)
+                print("  plans:   %s" % [p["plan"] for p in r.get("plans", [])])
     if verbose:
-        print("indexed: %d runs over %d cases" % (len(lines), len(cases)))
-    return len(failed_cases), len(lines)
+        print("indexed: %d runs over %d cases" % (runs, len(cases)))
+    return len(failed_cases), runs
 
 
 def main():

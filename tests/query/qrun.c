@@ -223,10 +223,10 @@ static void run_explain(struct store_txn *t, const struct store_coll *coll,
 {
 	struct dfs_err err = {0};
 	bson_t ex = BSON_INITIALIZER, result = BSON_INITIALIZER;
-	int v = !strcmp(verb, "queryPlanner")	   ? QUERY_VERB_PLANNER
-		: !strcmp(verb, "executionStats") ? QUERY_VERB_EXEC
+	int v = !strcmp(verb, "queryPlanner")	     ? QUERY_VERB_PLANNER
+		: !strcmp(verb, "executionStats")    ? QUERY_VERB_EXEC
 		: !strcmp(verb, "allPlansExecution") ? QUERY_VERB_ALL
-						       : -1;
+						     : -1;
 	char ns[200];
 
 	if (v < 0)
@@ -255,6 +255,105 @@ static void run_explain(struct store_txn *t, const struct store_coll *coll,
 	bson_destroy(&ex);
 }
 
+/* Runs the find and appends "ok": [results] (and "keys": "<hex> ..." when keys) to out. */
+static int run_find(struct store_txn *t, int64_t coll, const struct query_find_opts *o, bool keys,
+		    bson_t *out, struct dfs_err *err)
+{
+	struct query_cursor *cur;
+	struct dfs_buf kb;
+	const bson_t *doc;
+	bson_t arr;
+	int rc;
+
+	if ((rc = query_find_open(t, coll, o, &cur, err)))
+		return rc;
+	if (keys)
+		query__cursor_want_keys(cur);
+	dfs_buf_init(&kb);
+	bson_append_array_begin(out, "ok", 2, &arr);
+	for (uint32_t i = 0;; i++) {
+		const char *key;
+		char kbuf[16];
+		size_t klen;
+
+		rc = query_cursor_next(cur, &doc, err);
+		if (rc == DFS_ENOENT)
+			break;
+		if (rc) {
+			bson_append_array_end(out, &arr);
+			query_cursor_free(cur);
+			dfs_buf_release(&kb);
+			return rc;
+		}
+		klen = bson_uint32_to_string(i, &key, kbuf, sizeof(kbuf));
+		bson_append_document(&arr, key, (int)klen, doc);
+		if (keys && query__cursor_sort_key(cur)) {
+			const struct dfs_buf *sk = query__cursor_sort_key(cur);
+
+			if (i)
+				dfs_buf_putc(&kb, ' ');
+			for (size_t j = 0; j < sk->len; j++)
+				dfs_buf_printf(&kb, "%02x", (unsigned char)sk->data[j]);
+		}
+	}
+	query_cursor_free(cur);
+	bson_append_array_end(out, &arr);
+	if (keys)
+		BSON_APPEND_UTF8(out, "keys", kb.data ? kb.data : "");
+	dfs_buf_release(&kb);
+	return 0;
+}
+
+/* "allplans": appends "plans": [{"plan": desc, "ok": [...], "keys": ...} or {"plan": desc,
+ * "error": msg}, ...]: every candidate plan forced by a hint, on the same collection. */
+static int run_all_plans(struct store_txn *t, int64_t coll, const struct query_find_opts *o,
+			 bson_t *out, struct dfs_err *err)
+{
+	struct query_cursor *cur;
+	bson_t names = BSON_INITIALIZER, plans;
+	bson_iter_t it;
+	int rc, k = 0;
+
+	if ((rc = query_find_open(t, coll, o, &cur, err)))
+		return rc;
+	query__cursor_candidates(cur, &names);
+	query_cursor_free(cur);
+	bson_append_array_begin(out, "plans", 5, &plans);
+	bson_iter_init(&it, &names);
+	while (bson_iter_next(&it)) {
+		const char *desc = bson_iter_utf8(&it, NULL);
+		struct query_find_opts h = *o;
+		bson_t natural = BSON_INITIALIZER, one;
+		char name[128], num[16];
+		struct dfs_err e = {0};
+
+		if (!strncmp(desc, "ix:", 3)) {
+			snprintf(name, sizeof(name), "%s", desc + 3);
+			if (strrchr(name, ':') && !strcmp(strrchr(name, ':'), ":b"))
+				*strrchr(name, ':') = '\0';
+			h.hint = NULL;
+			h.hint_name = name;
+		} else if (!strncmp(desc, "coll", 4)) {
+			BSON_APPEND_INT32(&natural, "$natural", 1);
+			h.hint = &natural;
+			h.hint_name = NULL;
+		} else {
+			bson_destroy(&natural);
+			continue; /* an index union cannot be hinted */
+		}
+		snprintf(num, sizeof(num), "%d", k++);
+		bson_append_document_begin(&plans, num, -1, &one);
+		BSON_APPEND_UTF8(&one, "plan", desc);
+		if (run_find(t, coll, &h, true, &one, &e))
+			BSON_APPEND_UTF8(&one, "error", e.msg);
+		bson_append_document_end(&plans, &one);
+		bson_destroy(&natural);
+	}
+	bson_append_array_end(out, &plans);
+	bson_destroy(&names);
+	return 0;
+}
+
 static void run_case(const bson_t *c)
 {
 	struct dfs_err err = {0};
@@ -266,11 +365,10 @@ static void run_case(const bson_t *c)
 	struct store_coll coll;
 	bson_iter_t ixs;
 	bool have_ixs = false, want_cands = false, want_keys = false, autoidx = false;
+	bool want_all = false;
 	const char *explain = NULL, *format = NULL;
 	bson_t hint;
-	struct dfs_buf keys;
 	struct store_txn *t;
-	const bson_t *doc;
 	char name[32];
 	int rc;
 
@@ -325,6 +423,8 @@ static void run_case(const bson_t *c)
 			want_cands = bson_iter_as_bool(&it);
 		} else if (!strcmp(k, "autoindex")) {
 			autoidx = bson_iter_as_bool(&it);
+		} else if (!strcmp(k, "allplans")) {
+			want_all = bson_iter_as_bool(&it);
 		} else if (!strcmp(k, "keys")) {
 			want_keys = bson_iter_as_bool(&it);
 		} else if (!strcmp(k, "skip")) {
@@ -378,9 +478,9 @@ static void run_case(const bson_t *c)
 	if (explain)
 		return run_explain(t, &coll, &o, explain, format);
 
-	if (query_find_open(t, coll.id, &o, &cur, &err))
-		return print_error("", err.msg);
 	if (want_cands) {
+		if (query_find_open(t, coll.id, &o, &cur, &err))
+			return print_error("", err.msg);
 		bson_init(&result);
 		bson_append_array_begin(&result, "ok", 2, &arr);
 		query__cursor_candidates(cur, &arr);
@@ -390,41 +490,15 @@ static void run_case(const bson_t *c)
 		bson_destroy(&result);
 		return;
 	}
-	if (want_keys)
-		query__cursor_want_keys(cur);
-	dfs_buf_init(&keys);
 	bson_init(&result);
-	bson_append_array_begin(&result, "ok", 2, &arr);
-	for (uint32_t i = 0;; i++) {
-		const char *key;
-		char kbuf[16];
-		size_t klen;
-
-		rc = query_cursor_next(cur, &doc, &err);
-		if (rc == DFS_ENOENT)
-			break;
-		if (rc) {
-			bson_append_array_end(&result, &arr);
-			bson_destroy(&result);
-			query_cursor_free(cur);
-			return print_error("", err.msg);
-		}
-		klen = bson_uint32_to_string(i, &key, kbuf, sizeof(kbuf));
-		bson_append_document(&arr, key, (int)klen, doc);
-		if (want_keys && query__cursor_sort_key(cur)) {
-			const struct dfs_buf *sk = query__cursor_sort_key(cur);
-
-			if (i)
-				dfs_buf_putc(&keys, ' ');
-			for (size_t j = 0; j < sk->len; j++)
-				dfs_buf_printf(&keys, "%02x", (unsigned char)sk->data[j]);
-		}
+	if (run_find(t, coll.id, &o, want_keys || want_all, &result, &err)) {
+		bson_destroy(&result);
+		return print_error("", err.msg);
 	}
-	query_cursor_free(cur);
-	bson_append_array_end(&result, &arr);
-	if (want_keys)
-		BSON_APPEND_UTF8(&result, "keys", keys.data ? keys.data : "");
-	dfs_buf_release(&keys);
+	if (want_all && run_all_plans(t, coll.id, &o, &result, &err)) {
+		bson_destroy(&result);
+		return print_error("", err.msg);
+	}
 	print_doc(&result);
 	bson_destroy(&result);
 }

@@ -317,8 +317,9 @@ START_TEST(test_store_index_create_list_get_drop_stats)
 
 		dfs_buf_init(&b);
 		store_codec_render(ixs[1].spec, STORE_RENDER_COMPACT, &b, &err);
-		ck_assert_str_eq(b.data, "{\"v\": 2, \"key\": {\"price\": 1}, \"name\": \"price_1\","
-					 " \"unique\": true}");
+		ck_assert_str_eq(b.data,
+				 "{\"v\": 2, \"key\": {\"price\": 1}, \"name\": \"price_1\","
+				 " \"unique\": true}");
 		dfs_buf_release(&b);
 	}
 	store_index_list_free(ixs, n);
@@ -363,8 +364,7 @@ START_TEST(test_store_index_create_default_names)
 	ck_assert_str_eq(name, "a.b_1_c_-1");
 	ck_assert_int_eq(mkix(c, "{\"key\": {\"h\": \"hashed\"}}", name, &err), 0);
 	ck_assert_str_eq(name, "h_hashed");
-	ck_assert_int_eq(mkix(c, "{\"key\": {\"x\": NumberLong(1), \"y\": -1.0}}", name, &err),
-			 0);
+	ck_assert_int_eq(mkix(c, "{\"key\": {\"x\": NumberLong(1), \"y\": -1.0}}", name, &err), 0);
 	ck_assert_str_eq(name, "x_1_y_-1");
 }
 END_TEST
@@ -394,14 +394,14 @@ START_TEST(test_store_index_create_is_idempotent)
 	ck_assert_int_eq(mkix(c, "{\"key\": {\"a\": 1}, \"name\": \"a_1\"}", NULL, &err),
 			 DFS_EEXIST);
 	dfs_err_clear(&err);
-	ck_assert_int_eq(mkix(c, "{\"key\": {\"a\": 1}, \"unique\": true, \"name\": \"other\"}",
-			      NULL, &err),
-			 DFS_EEXIST);
+	ck_assert_int_eq(
+		mkix(c, "{\"key\": {\"a\": 1}, \"unique\": true, \"name\": \"other\"}", NULL, &err),
+		DFS_EEXIST);
 	ck_assert_ptr_nonnull(strstr(err.msg, "a_1"));
 	dfs_err_clear(&err);
-	ck_assert_int_eq(mkix(c, "{\"key\": {\"_id\": 1}, \"unique\": true, \"name\": \"x\"}",
-			      NULL, &err),
-			 DFS_EEXIST);
+	ck_assert_int_eq(
+		mkix(c, "{\"key\": {\"_id\": 1}, \"unique\": true, \"name\": \"x\"}", NULL, &err),
+		DFS_EEXIST);
 }
 END_TEST
 
@@ -514,9 +514,9 @@ START_TEST(test_store_doc_write_text_unique_clash_changes_nothing)
 	{
 		const char *txt = "{\"price\": 6, \"tag\": \"d\"}";
 
-		ck_assert_int_eq(store_doc_write_text(t, c, "4.json", txt, strlen(txt), &attrs,
-						      NULL, &err),
-				 DFS_EEXIST);
+		ck_assert_int_eq(
+			store_doc_write_text(t, c, "4.json", txt, strlen(txt), &attrs, NULL, &err),
+			DFS_EEXIST);
 	}
 	ck_assert_int_eq(store_txn_commit(t, &err), 0);
 	after = scan_all(c, "tag_1");
@@ -551,9 +551,9 @@ START_TEST(test_store_entry_rename_unique_clash_is_eexist)
 	put_ok(c, "2.json", "{\"k\": 2}");
 	/* A scratch file holding k: 1 renamed to a new document name clashes with 1.json. */
 	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
-	ck_assert_int_eq(store_file_create(t, c, "tmp~", STORE_KIND_FILE, &attrs, "{\"k\": 1}", 8,
-					   &e, &err),
-			 0);
+	ck_assert_int_eq(
+		store_file_create(t, c, "tmp~", STORE_KIND_FILE, &attrs, "{\"k\": 1}", 8, &e, &err),
+		0);
 	ck_assert_int_eq(store_txn_commit(t, &err), 0);
 	ck_assert_int_eq(rename_entry(c, "tmp~", "3.json", &err), DFS_EEXIST);
 	ck_assert_ptr_nonnull(strstr(err.msg, "dup key: { k: 1 }"));
@@ -612,8 +612,8 @@ START_TEST(test_store_doc_write_text_key_errors)
 		char *got = scan_all(c, "x.p_1_x.q_1");
 		struct dfs_buf x;
 		int64_t id5 = id_of(c, "5.json"), id4 = id_of(c, "4.json");
-		const char *e[][2] = {{"null", "null"}, {"1", "2"}, {"1", "4"},
-				      {"3", "2"}, {"3", "4"}};
+		const char *e[][2] = {
+			{"null", "null"}, {"1", "2"}, {"1", "4"}, {"3", "2"}, {"3", "4"}};
 		char *s1, *s2;
 
 		dfs_buf_init(&x);
@@ -1049,8 +1049,8 @@ START_TEST(test_store_ttl_sweep_deletes_exactly_the_expired)
 			 (long long)(now - i * 1000LL));
 		put_ok(c, name, text);
 	}
-	put_ok(c, "str.json", "{\"at\": \"2000-01-01\"}");		  /* not a date */
-	put_ok(c, "none.json", "{\"x\": 1}");				  /* no field */
+	put_ok(c, "str.json", "{\"at\": \"2000-01-01\"}"); /* not a date */
+	put_ok(c, "none.json", "{\"x\": 1}");		   /* no field */
 	put_ok(c, "arr.json", "{\"at\": [{\"$date\": 0}, {\"$date\": 4102444800000}]}");
 	put_ok(d, "old.json", "{\"at\": {\"$date\": 1000}}");
 	put_ok(d, "new.json", "{\"at\": {\"$date\": 4102444800000}}");
@@ -1171,8 +1171,9 @@ START_TEST(test_store_db_get_migrates_schema_1)
 		ck_assert(bson_iter_init_find(&it, doc, "_id"));
 		ck_assert_int_eq(store_key_append(&key, bson_iter_value(&it), false, &err), 0);
 	}
-	ck_assert_int_eq(sqlite3_prepare_v2(h, "INSERT INTO docs VALUES(2, 1, ?1, '1.json', 25,"
-					       " 420, 0, 0, 1, 1, ?2)",
+	ck_assert_int_eq(sqlite3_prepare_v2(h,
+					    "INSERT INTO docs VALUES(2, 1, ?1, '1.json', 25,"
+					    " 420, 0, 0, 1, 1, ?2)",
 					    -1, &s, NULL),
 			 SQLITE_OK);
 	sqlite3_bind_blob(s, 1, key.data, (int)key.len, SQLITE_STATIC);
@@ -1180,9 +1181,9 @@ START_TEST(test_store_db_get_migrates_schema_1)
 	ck_assert_int_eq(sqlite3_step(s), SQLITE_DONE);
 	sqlite3_finalize(s);
 	spec = parse("{\"v\": 2, \"key\": {\"p\": 1}, \"name\": \"p_1\"}");
-	ck_assert_int_eq(sqlite3_prepare_v2(h, "INSERT INTO indexes VALUES(1, 'p_1', ?1)", -1, &s,
-					    NULL),
-			 SQLITE_OK);
+	ck_assert_int_eq(
+		sqlite3_prepare_v2(h, "INSERT INTO indexes VALUES(1, 'p_1', ?1)", -1, &s, NULL),
+		SQLITE_OK);
 	sqlite3_bind_blob(s, 1, bson_get_data(spec), (int)spec->len, SQLITE_STATIC);
 	ck_assert_int_eq(sqlite3_step(s), SQLITE_DONE);
 	sqlite3_finalize(s);
@@ -1297,8 +1298,7 @@ static void rnd_doc(struct dfs_buf *b, int u)
 }
 
 /* The distinct values of field f of doc as the test's own reading of the rules. */
-static void model_values(const bson_t *doc, const char *f, bson_value_t *out, int *n,
-			 bool *found)
+static void model_values(const bson_t *doc, const char *f, bson_value_t *out, int *n, bool *found)
 {
 	bson_iter_t it, a;
 

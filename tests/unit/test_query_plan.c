@@ -205,13 +205,14 @@ START_TEST(test_plan_ranges_never_too_narrow)
 			dfs_buf_init(&key);
 			ck_assert_int_eq(store_key_append(&key, &keys[k], dir < 0, &err), 0);
 			/* a compound key: the field, then another field's value */
-			ck_assert_int_eq(store_key_append(&key, bson_iter_value(&wit), wdir < 0, &err),
-					 0);
+			ck_assert_int_eq(
+				store_key_append(&key, bson_iter_value(&wit), wdir < 0, &err), 0);
 			found |= in_ranges(r, nr, &key);
 			dfs_buf_release(&key);
 		}
 		if (match)
-			ck_assert_msg(found, "seed %llu: %s matches {f: %s} but no key is in bounds",
+			ck_assert_msg(found,
+				      "seed %llu: %s matches {f: %s} but no key is in bounds",
 				      (unsigned long long)seed_used, ftext, vt);
 		if (s.exact && nk == 1 && vt[0] != '[') {
 			ck_assert_msg(found == match, "seed %llu: %s exact bounds vs {f: %s}",
@@ -221,7 +222,7 @@ START_TEST(test_plan_ranges_never_too_narrow)
 		checked++;
 		plan__ranges_free(r, nr);
 		plan__ivals_release(&s);
-next:
+	next:
 		query_expr_free(e);
 		bson_destroy(&f);
 		bson_destroy(&d);
