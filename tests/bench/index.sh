@@ -18,9 +18,10 @@
 # Checked: result counts agree (indexed, unindexed, sqlite3), the same _ids for queries 2 and
 # 4, the same documents for 3, `docfs check` passes after the builds; a disagreement or a docfs
 # error exits 1, no timing does. Markdown tables on stdout, progress on stderr.
-# Needs sqlite3, jq, fusermount3 and /dev/fuse. Environment: BENCH_DIR (temporary directory's
-# parent, default /tmp), BENCH_N_INDEX (1000000), BENCH_N_POINT (500), BENCH_MOUNT_OPTS (extra
-# comma-separated `docfs mount -o` options).
+# Needs sqlite3, jq, fusermount3 and /dev/fuse (GNU time, if present, gives the builds' peak
+# RSS). Environment: BENCH_DIR (temporary directory's parent, default /tmp), BENCH_N_INDEX
+# (1000000), BENCH_N_POINT (500), BENCH_MOUNT_OPTS (extra comma-separated `docfs mount -o`
+# options).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
