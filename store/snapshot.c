@@ -8,13 +8,13 @@
  *    snapshot; writers go on. The incremental cache is written afterwards in a separate,
  *    short write transaction, and only after the commit's objects are on disk.
  * 2. The cache lives in the database file: snap_docs(repo, docid) -> (ctime, blob oid) and
- *    snap_colls(repo, coll) -> (ndocs, max ctime, total of ids, .indexes.json oid, tree).
- *    repo is a 63-bit hash of the repository's real path. A document whose ctime equals the
- *    cached one reuses its blob oid without rendering or hashing; a collection whose
- *    fingerprint (count, max ctime, total of ids, index blob) equals the cached one reuses
- *    its tree without reading any document. The cache of a collection counts only when its
- *    cached tree exists in the odb (one lookup per collection, never one per blob): after
- *    the repository was replaced or pruned every document is rendered again.
+ *    snap_colls(repo, coll) -> (ndocs, max ctime, total of ids, .indexes.json oid, tree, seq,
+ *    next_id). repo is a 63-bit hash of the repository's real path; seq is the change feed's
+ *    last sequence number and next_id the database's id counter, both read in the
+ *    snapshot's transaction, so the cached tree is the collection as of seq. The cache of a
+ *    collection counts only when its cached tree exists in the odb (one lookup per
+ *    collection, never one per blob): after the repository was replaced or pruned every
+ *    document is rendered again.
  * 3. Objects are not written loose. Blobs go straight into a pack being built in memory
  *    (stored, i.e. uncompressed, zlib blocks: libz is not linked and deflating is most of the
  *    cost of `git add`; `git gc` compresses later). Collection trees are serialized here
@@ -31,6 +31,27 @@
  * 5. Refs move only after the pack is written: the branch with a compare-and-swap against
  *    the parent read at the start, the tag (checked before anything is written) without
  *    force.
+ * 6. A collection's tree is, in this order of preference:
+ *    a. patched (coll_patch): the change feed (db.c note 5) logs every put and delete of
+ *       an entry id with its name and collection, so the records of the collection since
+ *       the cached seq name every document that changed. Inserts are logged once per
+ *       transaction without ids (STORE_CH_INSERTS), but a fresh id is >= the cached
+ *       next_id, so one range scan finds them. The cached tree is read once and merged in
+ *       name order with the changed entries: every name a changed id had is removed
+ *       (names are unique at any instant, so no unchanged document had it), and the
+ *       documents now behind those ids are rendered and put in. Nothing logged for the
+ *       collection and the same index blob: the cached tree is reused as it is.
+ *    b. walked (coll_walk), when the feed cannot tell: it was pruned past the cached seq
+ *       (the first record after seq is not seq + 1; seqs have no gaps), the collection
+ *       was created, emptied, dropped or renamed since (STORE_CH_COLL), the cached row
+ *       predates seq/next_id, or an insert took back a vacated id (doc.c note 2; logged
+ *       without its id: then the count of documents differs from the patched tree's, and
+ *       the count is checked whenever inserts were logged). The walk compares each row's
+ *       ctime with snap_docs, which reuses the blob of a document whose ctime is the
+ *       cached one; a collection whose fingerprint (count, max ctime, total of ids, index
+ *       blob) equals the cached one is reused without reading any document. A patched
+ *       row has no fingerprint (NULL), so only a walked one can be reused that way.
+ *    Both give the same tree a snapshot without any cache gives (tested).
  */
 #include "snap_int.h"
 
@@ -392,7 +413,12 @@ static const char *const cache_sql =
 	"CREATE TABLE IF NOT EXISTS snap_docs(repo INTEGER, docid INTEGER, ctime INTEGER,"
 	" oid BLOB, PRIMARY KEY(repo, docid)) WITHOUT ROWID;"
 	"CREATE TABLE IF NOT EXISTS snap_colls(repo INTEGER, coll INTEGER, ndocs INTEGER,"
-	" max_ctime INTEGER, fp REAL, idx BLOB, tree BLOB, PRIMARY KEY(repo, coll)) WITHOUT ROWID;";
+	" max_ctime INTEGER, fp REAL, idx BLOB, tree BLOB, seq INTEGER, next_id INTEGER,"
+	" PRIMARY KEY(repo, coll)) WITHOUT ROWID;";
+
+/* Columns added after the first release of the cache (NULL in older rows: a full walk). */
+static const char *const cache_sql_v2 = "ALTER TABLE snap_colls ADD COLUMN seq INTEGER;"
+					"ALTER TABLE snap_colls ADD COLUMN next_id INTEGER;";
 
 static int cache_ensure(struct store_db *db, struct dfs_err *err)
 {
@@ -403,15 +429,21 @@ static int cache_ensure(struct store_db *db, struct dfs_err *err)
 
 	if ((rc = store_txn_begin(db, false, &t, err)))
 		return rc;
-	rc = sqlite3_prepare_v2(t->c->h, "SELECT 1 FROM snap_colls, snap_docs LIMIT 0", -1, &st,
-				NULL);
+	rc = sqlite3_prepare_v2(t->c->h, "SELECT seq, next_id FROM snap_colls, snap_docs LIMIT 0",
+				-1, &st, NULL);
 	sqlite3_finalize(st);
+	st = NULL;
 	store_txn_abort(t);
 	if (rc == SQLITE_OK)
 		return 0;
 	if ((rc = store_txn_begin(db, true, &t, err)))
 		return rc;
-	if (sqlite3_exec(t->c->h, cache_sql, NULL, NULL, &msg) != SQLITE_OK) {
+	if (sqlite3_exec(t->c->h, cache_sql, NULL, NULL, &msg) == SQLITE_OK &&
+	    sqlite3_prepare_v2(t->c->h, "SELECT seq FROM snap_colls LIMIT 0", -1, &st, NULL) !=
+		    SQLITE_OK)
+		sqlite3_exec(t->c->h, cache_sql_v2, NULL, NULL, &msg);
+	sqlite3_finalize(st);
+	if (msg) {
 		rc = dfs_err_set(err, DFS_EIO, "create snapshot cache: %s", msg ? msg : "?");
 		sqlite3_free(msg);
 		store_txn_abort(t);
@@ -448,6 +480,8 @@ struct doc_row {
 struct coll_row {
 	int64_t coll, ndocs, max_ctime;
 	double fp;
+	bool have_fp;	      /* max_ctime and fp known (else NULL in the cache) */
+	int64_t seq, next_id; /* the snapshot's struct snap seq and next_id */
 	git_oid idx, tree;
 };
 
@@ -456,9 +490,12 @@ struct snap {
 	git_repository *repo; /* Borrowed */
 	git_odb *odb;	      /* Owned reference */
 	int64_t repokey;      /* repo_key */
+	int64_t seq;	      /* the change feed's last seq in t */
+	int64_t next_id;      /* the id counter in t: later inserts get ids >= this */
 	struct packw pack;
-	struct dfs_buf text;  /* rendering buffer */
-	struct doc_row *docs; /* Owned: snap_docs rows to write */
+	struct dfs_buf text;	/* rendering buffer */
+	struct dfs_buf idxtext; /* the current collection's .indexes.json */
+	struct doc_row *docs;	/* Owned: snap_docs rows to write */
 	size_t ndocs, capdocs;
 	struct coll_row *colls; /* Owned: snap_colls rows to write */
 	size_t ncolls, capcolls;
@@ -604,20 +641,41 @@ static void flat_add(struct flat_tree *f, const char *name, size_t len, const gi
 	PUSH(f->v, f->n, f->cap, e);
 }
 
-/* Sorts, serializes and packs the tree; *oid gets its id. Not thread-safe (flat_arena). */
-static int flat_write(struct snap *sn, struct flat_tree *f, git_oid *oid, struct dfs_err *err)
+/* Byte order of a flat entry's name against name/len (git's order for blob entries). */
+static int flat_name_cmp(const struct flat_tree *f, size_t i, const char *name, size_t len)
+{
+	const struct flat_ent *e = &f->v[i];
+	int c = memcmp(f->names.data + e->off, name, e->len < len ? e->len : len);
+
+	return c ? c : (e->len > len) - (e->len < len);
+}
+
+/* Two entries of f by name (adjacent after flat_sort: equal means a duplicate). */
+static int flat_cmp_names(const struct flat_tree *f, size_t i, size_t j)
+{
+	return flat_name_cmp(f, i, f->names.data + f->v[j].off, f->v[j].len);
+}
+
+static void flat_sort(struct flat_tree *f)
 {
 	static pthread_mutex_t sort_lock = PTHREAD_MUTEX_INITIALIZER;
-	struct dfs_buf *out = &sn->text;
 
 	pthread_mutex_lock(&sort_lock);
 	flat_arena = f->names.data;
 	qsort(f->v, f->n, sizeof(*f->v), flat_cmp);
 	pthread_mutex_unlock(&sort_lock);
+}
+
+/* Sorts, serializes and packs the tree; *oid gets its id. */
+static int flat_write(struct snap *sn, struct flat_tree *f, git_oid *oid, struct dfs_err *err)
+{
+	struct dfs_buf *out = &sn->text;
+
+	flat_sort(f);
 	dfs_buf_reset(out);
 	dfs_buf_reserve(out, f->names.len + f->n * (7 + GIT_OID_RAWSZ));
 	for (size_t i = 0; i < f->n; i++) {
-		if (i && flat_cmp(&f->v[i - 1], &f->v[i]) == 0)
+		if (i && flat_cmp_names(f, i - 1, i) == 0)
 			return dfs_err_set(err, DFS_ECORRUPT, "two entries named '%s'",
 					   f->names.data + f->v[i].off);
 		dfs_buf_append(out, "100644 ", 7);
@@ -628,82 +686,394 @@ static int flat_write(struct snap *sn, struct flat_tree *f, git_oid *oid, struct
 	return pack_add(&sn->pack, GIT_OBJECT_TREE, out->data, out->len, oid, err);
 }
 
-/* Builds the tree of one collection into *tree (incremental, note 2). */
-static int snap_coll(struct snap *sn, const struct store_coll *c, git_oid *tree,
-		     struct dfs_err *err)
+/* The snap_colls row of one collection as the last snapshot left it (note 2). */
+struct coll_cache {
+	bool have;		  /* a row whose tree is in the odb */
+	bool have_fp;		  /* max_ctime and fp are set (a full walk wrote the row) */
+	bool have_seq;		  /* seq and next_id are set */
+	int64_t ndocs, max_ctime; /* documents; the largest ctime */
+	double fp;		  /* total of the ids */
+	int64_t seq, next_id;	  /* the change feed's last seq and the id counter then */
+	git_oid idx, tree;	  /* .indexes.json blob, collection tree */
+};
+
+static int cache_read(struct snap *sn, int64_t coll, struct coll_cache *cc, struct dfs_err *err)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	memset(cc, 0, sizeof(*cc));
+	if ((rc = sql_prepare(sn->t,
+			      "SELECT ndocs, max_ctime, fp, idx, tree, seq, next_id FROM snap_colls"
+			      " WHERE repo = ?1 AND coll = ?2",
+			      &st, err)))
+		return rc;
+	sqlite3_bind_int64(st, 1, sn->repokey);
+	sqlite3_bind_int64(st, 2, coll);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW && sqlite3_column_bytes(st, 3) == GIT_OID_RAWSZ &&
+	    sqlite3_column_bytes(st, 4) == GIT_OID_RAWSZ) {
+		git_oid_fromraw(&cc->idx, sqlite3_column_blob(st, 3));
+		git_oid_fromraw(&cc->tree, sqlite3_column_blob(st, 4));
+		cc->have = git_odb_exists(sn->odb, &cc->tree) == 1;
+		cc->ndocs = sqlite3_column_int64(st, 0);
+		cc->have_fp = sqlite3_column_type(st, 1) != SQLITE_NULL &&
+			      sqlite3_column_type(st, 2) != SQLITE_NULL;
+		cc->max_ctime = sqlite3_column_int64(st, 1);
+		cc->fp = sqlite3_column_double(st, 2);
+		cc->have_seq = sqlite3_column_type(st, 5) != SQLITE_NULL &&
+			       sqlite3_column_type(st, 6) != SQLITE_NULL;
+		cc->seq = sqlite3_column_int64(st, 5);
+		cc->next_id = sqlite3_column_int64(st, 6);
+		rc = 0;
+	} else if (rc == SQLITE_ROW || rc == SQLITE_DONE) {
+		rc = 0;
+	} else {
+		rc = store__sqlerr(sn->t, rc, "read snapshot cache", err);
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/* Renders document docid (its BSON: data, n bytes) as the mount shows it, packs the blob and
+ * notes it for snap_docs; *oid gets the blob id. */
+static int doc_blob(struct snap *sn, int64_t docid, int64_t ctime, const void *data, int n,
+		    git_oid *oid, struct dfs_err *err)
+{
+	struct doc_row d = {.docid = docid, .ctime = ctime};
+	bson_t doc;
+	int rc;
+
+	if (n < 5 || !bson_init_static(&doc, data, (size_t)n))
+		return dfs_err_set(err, DFS_ECORRUPT, "document %lld is not valid BSON",
+				   (long long)docid);
+	dfs_buf_reset(&sn->text);
+	if ((rc = store_codec_render(&doc, STORE_RENDER_PRETTY, &sn->text, err)))
+		return rc;
+	git_odb_hash(&d.oid, sn->text.data, sn->text.len, GIT_OBJECT_BLOB);
+	if ((rc = pack_add(&sn->pack, GIT_OBJECT_BLOB, sn->text.data, sn->text.len, &d.oid, err)))
+		return rc;
+	PUSH(sn->docs, sn->ndocs, sn->capdocs, d);
+	*oid = d.oid;
+	return 0;
+}
+
+/* The cached tree stands for the collection as it is now: nothing logged since. */
+static void coll_reuse(struct snap *sn, const struct coll_cache *cc, struct coll_row *row,
+		       git_oid *tree)
+{
+	*tree = cc->tree;
+	row->tree = cc->tree;
+	row->ndocs = cc->ndocs;
+	sn->r->colls_reused++;
+	sn->r->docs += cc->ndocs;
+	sn->r->blobs_reused += cc->ndocs;
+	PUSH(sn->colls, sn->ncolls, sn->capcolls, *row);
+}
+
+static void put_ent(struct dfs_buf *out, const struct flat_tree *f, size_t i)
+{
+	dfs_buf_append(out, "100644 ", 7);
+	dfs_buf_append(out, f->names.data + f->v[i].off, f->v[i].len + 1);
+	dfs_buf_append(out, f->v[i].oid.id, GIT_OID_RAWSZ);
+}
+
+/*
+ * Writes into sn->text the cached tree old with the entries named in dels removed and those
+ * in adds put in (replacing an entry of the same name): one ordered merge, the unchanged
+ * entries copied as they are (note 6). adds and dels are sorted here. *nents gets the
+ * number of entries written.
+ */
+static int tree_patch(struct snap *sn, git_odb_object *old, struct flat_tree *adds,
+		      struct flat_tree *dels, size_t *nents, struct dfs_err *err)
+{
+	const char *p = git_odb_object_data(old), *end = p + git_odb_object_size(old);
+	struct dfs_buf *out = &sn->text;
+	size_t ai = 0, di = 0, n = 0;
+
+	flat_sort(adds);
+	flat_sort(dels);
+	for (size_t i = 1; i < adds->n; i++)
+		if (flat_cmp_names(adds, i - 1, i) == 0)
+			return dfs_err_set(err, DFS_ECORRUPT, "two entries named '%s'",
+					   adds->names.data + adds->v[i].off);
+	dfs_buf_reset(out);
+	dfs_buf_reserve(out, (size_t)(end - p) + adds->names.len + adds->n * (7 + GIT_OID_RAWSZ));
+	while (p < end) {
+		const char *sp = memchr(p, ' ', (size_t)(end - p)), *name, *nul;
+		size_t len;
+
+		nul = sp ? memchr(sp + 1, '\0', (size_t)(end - sp - 1)) : NULL;
+		if (!nul || (size_t)(end - nul) < 1 + GIT_OID_RAWSZ)
+			return dfs_err_set(err, DFS_ECORRUPT, "cached tree %s is malformed",
+					   git_oid_tostr_s(git_odb_object_id(old)));
+		name = sp + 1;
+		len = (size_t)(nul - name);
+		while (ai < adds->n && flat_name_cmp(adds, ai, name, len) < 0) {
+			put_ent(out, adds, ai++);
+			n++;
+		}
+		while (di < dels->n && flat_name_cmp(dels, di, name, len) < 0)
+			di++;
+		if (ai < adds->n && flat_name_cmp(adds, ai, name, len) == 0) {
+			put_ent(out, adds, ai++);
+			n++;
+		} else if (!(di < dels->n && flat_name_cmp(dels, di, name, len) == 0)) {
+			dfs_buf_append(out, p, (size_t)(nul + 1 + GIT_OID_RAWSZ - p));
+			n++;
+		}
+		p = nul + 1 + GIT_OID_RAWSZ;
+	}
+	for (; ai < adds->n; ai++, n++)
+		put_ent(out, adds, ai);
+	*nents = n;
+	return 0;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * The incremental path (note 6): the cached tree patched with what the change feed logged
+ * for this collection since the cached snapshot. *walk stays true (and nothing is counted)
+ * when the feed cannot tell: it no longer reaches back, the collection was emptied, dropped
+ * or renamed, or inserts it does not name (a reused id) left the count different.
+ */
+static int coll_patch(struct snap *sn, const struct store_coll *c, const struct coll_cache *cc,
+		      struct coll_row *row, git_oid *tree, bool *walk, struct dfs_err *err)
+{
+	static const git_oid zero;
+	struct store_txn *t = sn->t;
+	sqlite3_stmt *st = NULL;
+	struct flat_tree adds = {0}, dels = {0};
+	git_odb_object *old = NULL;
+	int64_t *ids = NULL;
+	size_t nids = 0, capids = 0, nents = 0;
+	bool inserts = false;
+	int rc;
+
+	*walk = true;
+	dfs_buf_init(&adds.names);
+	dfs_buf_init(&dels.names);
+	/* The feed is pruned from its oldest record, and seqs have no gaps. */
+	if ((rc = sql_prepare(t, "SELECT seq FROM changes WHERE seq > ?1 ORDER BY seq LIMIT 1", &st,
+			      err)))
+		goto done;
+	sqlite3_bind_int64(st, 1, cc->seq);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW && sqlite3_column_int64(st, 0) != cc->seq + 1) {
+		rc = 0;
+		goto done;
+	}
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+		rc = store__sqlerr(t, rc, "read change feed", err);
+		goto done;
+	}
+	sqlite3_finalize(st);
+	if ((rc = sql_prepare(t, "SELECT op, id, name FROM changes WHERE seq > ?1 AND coll = ?2",
+			      &st, err)))
+		goto done;
+	sqlite3_bind_int64(st, 1, cc->seq);
+	sqlite3_bind_int64(st, 2, c->id);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		int op = sqlite3_column_int(st, 0);
+		int64_t id = sqlite3_column_int64(st, 1);
+		const char *name = (const char *)sqlite3_column_text(st, 2);
+
+		if (op == STORE_CH_COLL) {
+			rc = 0;
+			goto done;
+		}
+		if (op == STORE_CH_INSERTS) {
+			inserts = true;
+			continue;
+		}
+		if (id < cc->next_id)
+			PUSH(ids, nids, capids, id);
+		/* Whatever the entry was called since: no unchanged document had that name. */
+		if (name && strcmp(name, ".indexes.json") != 0)
+			flat_add(&dels, name, (size_t)sqlite3_column_bytes(st, 2), &zero);
+	}
+	if (rc != SQLITE_DONE) {
+		rc = store__sqlerr(t, rc, "read change feed", err);
+		goto done;
+	}
+	sqlite3_finalize(st);
+	st = NULL;
+	if (!nids && !dels.n && !inserts && git_oid_equal(&row->idx, &cc->idx)) {
+		row->have_fp = cc->have_fp;
+		row->max_ctime = cc->max_ctime;
+		row->fp = cc->fp;
+		coll_reuse(sn, cc, row, tree);
+		*walk = false;
+		rc = 0;
+		goto done;
+	}
+
+	/* The documents now behind those ids, and those inserted since (fresh ids). */
+	if ((rc = pack_add(&sn->pack, GIT_OBJECT_BLOB, sn->idxtext.data, sn->idxtext.len, &row->idx,
+			   err)))
+		goto done;
+	flat_add(&adds, ".indexes.json", 13, &row->idx);
+	qsort(ids, nids, sizeof(*ids), cmp_i64);
+	if ((rc = sql_prepare(t, "SELECT name, ctime, bson FROM docs WHERE id = ?1 AND coll = ?2",
+			      &st, err)))
+		goto done;
+	for (size_t i = 0; i < nids; i++) {
+		git_oid oid;
+
+		if (i && ids[i] == ids[i - 1])
+			continue;
+		sqlite3_reset(st);
+		sqlite3_bind_int64(st, 1, ids[i]);
+		sqlite3_bind_int64(st, 2, c->id);
+		rc = sqlite3_step(st);
+		if (rc == SQLITE_DONE)
+			continue;
+		if (rc != SQLITE_ROW) {
+			rc = store__sqlerr(t, rc, "read document", err);
+			goto done;
+		}
+		if (sqlite3_column_type(st, 0) != SQLITE_TEXT) {
+			rc = dfs_err_set(err, DFS_ECORRUPT, "document %lld has no name",
+					 (long long)ids[i]);
+			goto done;
+		}
+		if ((rc = doc_blob(sn, ids[i], sqlite3_column_int64(st, 1),
+				   sqlite3_column_blob(st, 2), sqlite3_column_bytes(st, 2), &oid,
+				   err)))
+			goto done;
+		flat_add(&adds, (const char *)sqlite3_column_text(st, 0),
+			 (size_t)sqlite3_column_bytes(st, 0), &oid);
+	}
+	sqlite3_finalize(st);
+	if ((rc = sql_prepare(t,
+			      "SELECT id, name, ctime, bson FROM docs WHERE coll = ?1 AND id >= ?2"
+			      " ORDER BY id",
+			      &st, err)))
+		goto done;
+	sqlite3_bind_int64(st, 1, c->id);
+	sqlite3_bind_int64(st, 2, cc->next_id);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		int64_t id = sqlite3_column_int64(st, 0);
+		git_oid oid;
+
+		if (sqlite3_column_type(st, 1) != SQLITE_TEXT) {
+			rc = dfs_err_set(err, DFS_ECORRUPT, "document %lld has no name",
+					 (long long)id);
+			goto done;
+		}
+		if ((rc = doc_blob(sn, id, sqlite3_column_int64(st, 2), sqlite3_column_blob(st, 3),
+				   sqlite3_column_bytes(st, 3), &oid, err)))
+			goto done;
+		flat_add(&adds, (const char *)sqlite3_column_text(st, 1),
+			 (size_t)sqlite3_column_bytes(st, 1), &oid);
+	}
+	if (rc != SQLITE_DONE) {
+		rc = store__sqlerr(t, rc, "read documents", err);
+		goto done;
+	}
+	sqlite3_finalize(st);
+	st = NULL;
+
+	if (git_odb_read(&old, sn->odb, &cc->tree) != 0) {
+		rc = store__git_err(err, DFS_EIO, "read the previous collection tree");
+		goto done;
+	}
+	if ((rc = tree_patch(sn, old, &adds, &dels, &nents, err)))
+		goto done;
+	if (inserts) {
+		/* An insert that took back a vacated id is logged without it: then the count
+		 * differs from the patched tree's. */
+		if ((rc = sql_prepare(t, "SELECT count(*) FROM docs WHERE coll = ?1", &st, err)))
+			goto done;
+		sqlite3_bind_int64(st, 1, c->id);
+		if ((rc = sqlite3_step(st)) != SQLITE_ROW) {
+			rc = store__sqlerr(t, rc, "count documents", err);
+			goto done;
+		}
+		if (sqlite3_column_int64(st, 0) + 1 != (int64_t)nents) {
+			rc = 0;
+			goto done;
+		}
+	}
+	git_odb_hash(tree, sn->text.data, sn->text.len, GIT_OBJECT_TREE);
+	if ((rc = pack_add(&sn->pack, GIT_OBJECT_TREE, sn->text.data, sn->text.len, tree, err)))
+		goto done;
+	row->tree = *tree;
+	row->ndocs = (int64_t)nents - 1;
+	PUSH(sn->colls, sn->ncolls, sn->capcolls, *row);
+	sn->r->docs += row->ndocs;
+	sn->r->blobs_written += (int64_t)adds.n - 1;
+	sn->r->blobs_reused += row->ndocs - ((int64_t)adds.n - 1);
+	*walk = false;
+	rc = 0;
+done:
+	sqlite3_finalize(st);
+	git_odb_object_free(old);
+	dfs_buf_release(&adds.names);
+	dfs_buf_release(&dels.names);
+	free(adds.v);
+	free(dels.v);
+	free(ids);
+	return rc;
+}
+
+/*
+ * The full path: every document's ctime against snap_docs (when the cached tree is there),
+ * a merge of two ordered scans; a collection whose fingerprint (count, max ctime, total of
+ * ids, index blob) equals the cached one is reused without reading a document.
+ */
+static int coll_walk(struct snap *sn, const struct store_coll *c, const struct coll_cache *cc,
+		     struct coll_row *row, git_oid *tree, struct dfs_err *err)
 {
 	struct store_txn *t = sn->t;
 	sqlite3_stmt *st = NULL, *bst = NULL, *cst = NULL;
 	struct flat_tree tb = {0};
 	int cst_rc = SQLITE_DONE;
-	struct coll_row row = {.coll = c->id};
-	bool have_cache = false;
 	int rc;
 
-	/* Fingerprint first: an unchanged collection reads no document. */
+	dfs_buf_init(&tb.names);
 	if ((rc = sql_prepare(t, "SELECT count(*), max(ctime), total(id) FROM docs WHERE coll = ?1",
 			      &st, err)))
-		return rc;
+		goto done;
 	sqlite3_bind_int64(st, 1, c->id);
 	if ((rc = sqlite3_step(st)) != SQLITE_ROW) {
 		rc = store__sqlerr(t, rc, "count documents", err);
 		goto done;
 	}
-	row.ndocs = sqlite3_column_int64(st, 0);
-	row.max_ctime = sqlite3_column_int64(st, 1);
-	row.fp = sqlite3_column_double(st, 2);
+	row->ndocs = sqlite3_column_int64(st, 0);
+	row->max_ctime = sqlite3_column_int64(st, 1);
+	row->fp = sqlite3_column_double(st, 2);
+	row->have_fp = true;
 	sqlite3_finalize(st);
 	st = NULL;
-	if ((rc = render_indexes(t, c->id, &sn->text, err)))
-		goto done;
-	git_odb_hash(&row.idx, sn->text.data, sn->text.len, GIT_OBJECT_BLOB);
-
-	if ((rc = sql_prepare(t,
-			      "SELECT ndocs, max_ctime, fp, idx, tree FROM snap_colls"
-			      " WHERE repo = ?1 AND coll = ?2",
-			      &st, err)))
-		goto done;
-	sqlite3_bind_int64(st, 1, sn->repokey);
-	sqlite3_bind_int64(st, 2, c->id);
-	if ((rc = sqlite3_step(st)) == SQLITE_ROW && sqlite3_column_bytes(st, 4) == GIT_OID_RAWSZ) {
-		git_oid old;
-
-		git_oid_fromraw(&old, sqlite3_column_blob(st, 4));
-		have_cache = git_odb_exists(sn->odb, &old) == 1;
-		if (have_cache && sqlite3_column_int64(st, 0) == row.ndocs &&
-		    sqlite3_column_int64(st, 1) == row.max_ctime &&
-		    sqlite3_column_double(st, 2) == row.fp &&
-		    sqlite3_column_bytes(st, 3) == GIT_OID_RAWSZ &&
-		    memcmp(sqlite3_column_blob(st, 3), row.idx.id, GIT_OID_RAWSZ) == 0) {
-			*tree = old;
-			sn->r->colls_reused++;
-			sn->r->docs += row.ndocs;
-			sn->r->blobs_reused += row.ndocs;
-			rc = 0;
-			goto done;
-		}
-	} else if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-		rc = store__sqlerr(t, rc, "read snapshot cache", err);
+	if (cc->have && cc->have_fp && cc->ndocs == row->ndocs && cc->max_ctime == row->max_ctime &&
+	    cc->fp == row->fp && git_oid_equal(&cc->idx, &row->idx)) {
+		coll_reuse(sn, cc, row, tree);
+		rc = 0;
 		goto done;
 	}
-	sqlite3_finalize(st);
-	st = NULL;
 
-	if ((rc = pack_add(&sn->pack, GIT_OBJECT_BLOB, sn->text.data, sn->text.len, &row.idx, err)))
+	if ((rc = pack_add(&sn->pack, GIT_OBJECT_BLOB, sn->idxtext.data, sn->idxtext.len, &row->idx,
+			   err)))
 		goto done;
-	dfs_buf_init(&tb.names);
-	flat_add(&tb, ".indexes.json", 13, &row.idx);
+	flat_add(&tb, ".indexes.json", 13, &row->idx);
 	/* With a cache: a merge of two ordered scans (documents by id, cache rows by docid),
 	 * cheaper than a lookup per document, and a row's BSON (mostly in overflow pages) read
 	 * only when it must be rendered: a selected column is materialised whether or not it
 	 * is looked at. */
 	rc = sql_prepare(t,
-			 have_cache ? "SELECT id, name, ctime FROM docs WHERE coll = ?1 ORDER BY id"
-				    : "SELECT id, name, ctime, bson FROM docs WHERE coll = ?1",
+			 cc->have ? "SELECT id, name, ctime FROM docs WHERE coll = ?1 ORDER BY id"
+				  : "SELECT id, name, ctime, bson FROM docs WHERE coll = ?1",
 			 &st, err);
-	if (!rc && have_cache)
+	if (!rc && cc->have)
 		rc = sql_prepare(t, "SELECT bson FROM docs WHERE id = ?1", &bst, err);
-	if (!rc && have_cache)
+	if (!rc && cc->have)
 		rc = sql_prepare(t,
 				 "SELECT docid, ctime, oid FROM snap_docs WHERE repo = ?1"
 				 " ORDER BY docid",
@@ -716,61 +1086,44 @@ static int snap_coll(struct snap *sn, const struct store_coll *c, git_oid *tree,
 		cst_rc = sqlite3_step(cst);
 	}
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct doc_row d = {.docid = sqlite3_column_int64(st, 0),
-				    .ctime = sqlite3_column_int64(st, 2)};
+		int64_t docid = sqlite3_column_int64(st, 0), ctime = sqlite3_column_int64(st, 2);
 		const char *name = (const char *)sqlite3_column_text(st, 1);
+		git_oid oid;
 
-		while (cst_rc == SQLITE_ROW && sqlite3_column_int64(cst, 0) < d.docid)
+		while (cst_rc == SQLITE_ROW && sqlite3_column_int64(cst, 0) < docid)
 			cst_rc = sqlite3_step(cst);
 		if (cst_rc != SQLITE_ROW && cst_rc != SQLITE_DONE) {
 			rc = store__sqlerr(t, cst_rc, "read snapshot cache", err);
 			goto done;
 		}
-		if (cst_rc == SQLITE_ROW && sqlite3_column_int64(cst, 0) == d.docid &&
-		    sqlite3_column_int64(cst, 1) == d.ctime &&
+		if (cst_rc == SQLITE_ROW && sqlite3_column_int64(cst, 0) == docid &&
+		    sqlite3_column_int64(cst, 1) == ctime &&
 		    sqlite3_column_bytes(cst, 2) == GIT_OID_RAWSZ) {
-			git_oid_fromraw(&d.oid, sqlite3_column_blob(cst, 2));
+			git_oid_fromraw(&oid, sqlite3_column_blob(cst, 2));
 			sn->r->blobs_reused++;
+		} else if (bst) {
+			sqlite3_reset(bst);
+			sqlite3_bind_int64(bst, 1, docid);
+			if ((rc = sqlite3_step(bst)) != SQLITE_ROW) {
+				rc = store__sqlerr(t, rc, "read document", err);
+				goto done;
+			}
+			if ((rc = doc_blob(sn, docid, ctime, sqlite3_column_blob(bst, 0),
+					   sqlite3_column_bytes(bst, 0), &oid, err)))
+				goto done;
+			sn->r->blobs_written++;
 		} else {
-			const uint8_t *data;
-			int n;
-			bson_t doc;
-
-			if (bst) {
-				sqlite3_reset(bst);
-				sqlite3_bind_int64(bst, 1, d.docid);
-				if ((rc = sqlite3_step(bst)) != SQLITE_ROW) {
-					rc = store__sqlerr(t, rc, "read document", err);
-					goto done;
-				}
-				data = sqlite3_column_blob(bst, 0);
-				n = sqlite3_column_bytes(bst, 0);
-			} else {
-				data = sqlite3_column_blob(st, 3);
-				n = sqlite3_column_bytes(st, 3);
-			}
-			if (n < 5 || !bson_init_static(&doc, data, (size_t)n)) {
-				rc = dfs_err_set(err, DFS_ECORRUPT,
-						 "document %lld is not valid BSON",
-						 (long long)d.docid);
+			if ((rc = doc_blob(sn, docid, ctime, sqlite3_column_blob(st, 3),
+					   sqlite3_column_bytes(st, 3), &oid, err)))
 				goto done;
-			}
-			dfs_buf_reset(&sn->text);
-			if ((rc = store_codec_render(&doc, STORE_RENDER_PRETTY, &sn->text, err)))
-				goto done;
-			git_odb_hash(&d.oid, sn->text.data, sn->text.len, GIT_OBJECT_BLOB);
-			if ((rc = pack_add(&sn->pack, GIT_OBJECT_BLOB, sn->text.data, sn->text.len,
-					   &d.oid, err)))
-				goto done;
-			PUSH(sn->docs, sn->ndocs, sn->capdocs, d);
 			sn->r->blobs_written++;
 		}
 		if (!name) {
 			rc = dfs_err_set(err, DFS_ECORRUPT, "document %lld has no name",
-					 (long long)d.docid);
+					 (long long)docid);
 			goto done;
 		}
-		flat_add(&tb, name, (size_t)sqlite3_column_bytes(st, 1), &d.oid);
+		flat_add(&tb, name, (size_t)sqlite3_column_bytes(st, 1), &oid);
 		sn->r->docs++;
 	}
 	if (rc != SQLITE_DONE) {
@@ -779,16 +1132,38 @@ static int snap_coll(struct snap *sn, const struct store_coll *c, git_oid *tree,
 	}
 	if ((rc = flat_write(sn, &tb, tree, err)))
 		goto done;
-	row.tree = *tree;
-	PUSH(sn->colls, sn->ncolls, sn->capcolls, row);
+	row->tree = *tree;
+	PUSH(sn->colls, sn->ncolls, sn->capcolls, *row);
 done:
 	sqlite3_finalize(st);
 	sqlite3_finalize(bst);
 	sqlite3_finalize(cst);
 	dfs_buf_release(&tb.names);
 	free(tb.v);
+	return rc;
+}
+
+/* Builds the tree of one collection into *tree: reused, patched or walked (notes 2, 6). */
+static int snap_coll(struct snap *sn, const struct store_coll *c, git_oid *tree,
+		     struct dfs_err *err)
+{
+	struct coll_row row = {.coll = c->id, .seq = sn->seq, .next_id = sn->next_id};
+	struct coll_cache cc;
+	bool walk = true;
+	int rc;
+
+	if ((rc = render_indexes(sn->t, c->id, &sn->idxtext, err)))
+		goto done;
+	git_odb_hash(&row.idx, sn->idxtext.data, sn->idxtext.len, GIT_OBJECT_BLOB);
+	if ((rc = cache_read(sn, c->id, &cc, err)))
+		goto done;
+	if (cc.have && cc.have_seq && (rc = coll_patch(sn, c, &cc, &row, tree, &walk, err)))
+		goto done;
+	if (walk)
+		rc = coll_walk(sn, c, &cc, &row, tree, err);
+done:
 	if (rc)
-		dfs_err_prefix(err, "collection '%s.%s': ", store_db_name(t->db), c->name);
+		dfs_err_prefix(err, "collection '%s.%s': ", store_db_name(sn->t->db), c->name);
 	return rc;
 }
 
@@ -807,7 +1182,8 @@ static int cache_write(struct store_db *db, struct snap *sn, struct dfs_err *err
 			      &sd, err)) ||
 	    (rc = sql_prepare(t,
 			      "INSERT OR REPLACE INTO snap_colls(repo, coll, ndocs, max_ctime,"
-			      " fp, idx, tree) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+			      " fp, idx, tree, seq, next_id) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,"
+			      " ?9)",
 			      &sc, err)))
 		goto done;
 	for (size_t i = 0; i < sn->ndocs; i++) {
@@ -828,10 +1204,17 @@ static int cache_write(struct store_db *db, struct snap *sn, struct dfs_err *err
 		sqlite3_bind_int64(sc, 1, sn->repokey);
 		sqlite3_bind_int64(sc, 2, c->coll);
 		sqlite3_bind_int64(sc, 3, c->ndocs);
-		sqlite3_bind_int64(sc, 4, c->max_ctime);
-		sqlite3_bind_double(sc, 5, c->fp);
+		if (c->have_fp) {
+			sqlite3_bind_int64(sc, 4, c->max_ctime);
+			sqlite3_bind_double(sc, 5, c->fp);
+		} else {
+			sqlite3_bind_null(sc, 4);
+			sqlite3_bind_null(sc, 5);
+		}
 		sqlite3_bind_blob(sc, 6, c->idx.id, GIT_OID_RAWSZ, SQLITE_STATIC);
 		sqlite3_bind_blob(sc, 7, c->tree.id, GIT_OID_RAWSZ, SQLITE_STATIC);
+		sqlite3_bind_int64(sc, 8, c->seq);
+		sqlite3_bind_int64(sc, 9, c->next_id);
 		if ((rc = sqlite3_step(sc)) != SQLITE_DONE) {
 			rc = store__sqlerr(t, rc, "write snapshot cache", err);
 			goto done;
@@ -969,6 +1352,28 @@ static int signature_env(const char *who, git_signature **out, struct dfs_err *e
 
 /* ---- store_snapshot ---------------------------------------------------------------- */
 
+/* Reads, in the snapshot's transaction, where the change feed and the id counter are. */
+static int feed_position(struct snap *sn, struct dfs_err *err)
+{
+	static const char *const sql[2] = {"SELECT max(seq) FROM changes",
+					   "SELECT v FROM meta WHERE k = 'next_id'"};
+	int64_t *out[2] = {&sn->seq, &sn->next_id};
+
+	for (int i = 0; i < 2; i++) {
+		sqlite3_stmt *st = NULL;
+		int rc;
+
+		if ((rc = sql_prepare(sn->t, sql[i], &st, err)))
+			return rc;
+		rc = sqlite3_step(st);
+		*out[i] = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+		sqlite3_finalize(st);
+		if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+			return store__sqlerr(sn->t, rc, "read change feed", err);
+	}
+	return 0;
+}
+
 struct coll_list {
 	struct store_coll *v;
 	size_t n, cap;
@@ -1003,6 +1408,7 @@ int store_snapshot(struct store *s, const struct store_snap_opts *o, struct stor
 	memset(r, 0, sizeof(*r));
 	sn.r = r;
 	dfs_buf_init(&sn.text);
+	dfs_buf_init(&sn.idxtext);
 	dfs_buf_init(&sn.pack.body);
 	if (!o->db)
 		return dfs_err_set(err, DFS_EINVAL, "snapshot needs a database");
@@ -1055,6 +1461,8 @@ int store_snapshot(struct store *s, const struct store_snap_opts *o, struct stor
 
 	/* Read everything in one transaction (note 1). */
 	if ((rc = store_txn_begin(db, false, &sn.t, err)))
+		goto done;
+	if ((rc = feed_position(&sn, err)))
 		goto done;
 	if (o->coll) {
 		struct store_coll c;
@@ -1198,6 +1606,7 @@ done:
 	free(sn.pack.seen.slots);
 	dfs_buf_release(&sn.pack.body);
 	dfs_buf_release(&sn.text);
+	dfs_buf_release(&sn.idxtext);
 	git_signature_free(author);
 	git_signature_free(committer);
 	git_treebuilder_free(dbtb);
