@@ -21,10 +21,12 @@
  *    (flat_write: a git_treebuilder costs a hash-map insertion and an allocation per entry,
  *    most of the time of a 1% snapshot of a million documents). The database and root
  *    trees and the commit go through libgit2 (git_treebuilder, git_commit_create) into a
- *    mempack backend and are then copied into the same pack. The pack is handed to
- * git_odb_write_pack (libgit2's indexer writes .pack and .idx), flushed every PACK_FLUSH bytes to
- * bound memory. git_mempack_dump is not used: it packs everything reachable from the commit (all 1M
- * blobs again, with a delta search) where only the new objects are wanted.
+ *    mempack backend and are then copied into the same pack. The pack is written here with
+ *    its version 2 .idx (pack_flush: each object's id, offset and CRC-32 are known when it
+ *    is added, so libgit2's indexer, which inflates and hashes every object again, is not
+ *    needed), flushed every PACK_FLUSH bytes to bound memory. git_mempack_dump is not used:
+ *    it packs everything reachable from the commit (all 1M blobs again, with a delta
+ *    search) where only the new objects are wanted.
  * 4. Strict object creation is turned off (process-wide, libgit2 option): tree entries refer
  *    to blobs that are only in the pending pack, and checking each reused blob would cost
  *    one odb lookup per document.
@@ -294,11 +296,62 @@ static bool oidset_add(struct oidset *s, const git_oid *o)
 
 /* ---- the pack being built (note 3) -------------------------------------------------- */
 
+/* ---- CRC-32 (the .idx keeps one per object), eight bytes per step -------------------- */
+
+static uint32_t crc_tab[8][256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+static void crc_init(void)
+{
+	for (uint32_t i = 0; i < 256; i++) {
+		uint32_t c = i;
+
+		for (int k = 0; k < 8; k++)
+			c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+		crc_tab[0][i] = c;
+	}
+	for (int t = 1; t < 8; t++)
+		for (uint32_t i = 0; i < 256; i++)
+			crc_tab[t][i] =
+				(crc_tab[t - 1][i] >> 8) ^ crc_tab[0][crc_tab[t - 1][i] & 0xff];
+}
+
+static uint32_t crc32_of(const void *data, size_t len)
+{
+	const uint8_t *p = data;
+	uint32_t c = 0xffffffffu;
+
+	pthread_once(&crc_once, crc_init);
+	for (; len >= 8; p += 8, len -= 8) {
+		uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+				   (uint32_t)p[3] << 24);
+		uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 |
+			      (uint32_t)p[7] << 24;
+
+		c = crc_tab[7][lo & 0xff] ^ crc_tab[6][(lo >> 8) & 0xff] ^
+		    crc_tab[5][(lo >> 16) & 0xff] ^ crc_tab[4][lo >> 24] ^ crc_tab[3][hi & 0xff] ^
+		    crc_tab[2][(hi >> 8) & 0xff] ^ crc_tab[1][(hi >> 16) & 0xff] ^
+		    crc_tab[0][hi >> 24];
+	}
+	for (; len; p++, len--)
+		c = crc_tab[0][(c ^ *p) & 0xff] ^ (c >> 8);
+	return ~c;
+}
+
+/* One object of the pending pack, for its .idx line. */
+struct pack_ent {
+	git_oid oid;
+	uint64_t off; /* from the start of the .pack file */
+	uint32_t crc; /* CRC-32 of its packed bytes (header and zlib stream) */
+};
+
 struct packw {
-	git_odb *odb;	     /* Borrowed */
-	struct dfs_buf body; /* pack entries after the 12-byte header */
-	uint32_t count;	     /* entries in body */
-	struct oidset seen;  /* every oid put in a pack by this snapshot */
+	git_odb *odb;	       /* Borrowed */
+	char *dir;	       /* Owned: the objects/pack directory */
+	struct dfs_buf body;   /* pack entries after the 12-byte header */
+	struct pack_ent *ents; /* Owned: the entries in body, in order */
+	size_t count, cap;
+	struct oidset seen; /* every oid put in a pack by this snapshot */
 };
 
 static void put_be32(uint8_t *p, uint32_t v)
@@ -309,30 +362,172 @@ static void put_be32(uint8_t *p, uint32_t v)
 	p[3] = (uint8_t)v;
 }
 
-/* Writes the pending entries as one pack through the odb's pack backend. */
+static int ent_cmp(const void *a, const void *b)
+{
+	return memcmp(((const struct pack_ent *)a)->oid.id, ((const struct pack_ent *)b)->oid.id,
+		      GIT_OID_RAWSZ);
+}
+
+/* Writes parts into a new read-only file "<dir>/tmp_<what>_XXXXXX"; *path (Owned) its name. */
+static int write_tmp(const char *dir, const char *what, const void *const *parts,
+		     const size_t *lens, int nparts, char **path, struct dfs_err *err)
+{
+	char *p;
+	int fd, rc = 0;
+
+	if (asprintf(&p, "%s/tmp_%s_XXXXXX", dir, what) < 0)
+		return dfs_err_set(err, DFS_ENOMEM, "out of memory");
+	fd = mkstemp(p);
+	if (fd < 0) {
+		rc = dfs_err_set(err, DFS_EIO, "cannot create '%s': %s", p, strerror(errno));
+		free(p);
+		return rc;
+	}
+	for (int i = 0; i < nparts && !rc; i++) {
+		const char *d = parts[i];
+		size_t left = lens[i];
+
+		while (left) {
+			ssize_t n = write(fd, d, left);
+
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) {
+				rc = dfs_err_set(err, DFS_EIO, "cannot write '%s': %s", p,
+						 n < 0 ? strerror(errno) : "short write");
+				break;
+			}
+			d += n;
+			left -= (size_t)n;
+		}
+	}
+	if (!rc && fchmod(fd, 0444) != 0)
+		rc = dfs_err_set(err, DFS_EIO, "cannot chmod '%s': %s", p, strerror(errno));
+	if (close(fd) != 0 && !rc)
+		rc = dfs_err_set(err, DFS_EIO, "cannot write '%s': %s", p, strerror(errno));
+	if (rc) {
+		unlink(p);
+		free(p);
+		return rc;
+	}
+	*path = p;
+	return 0;
+}
+
+/*
+ * Writes the pending entries as pack-<sum>.pack and its version 2 index pack-<sum>.idx (note
+ * 3): every object's id, offset and CRC-32 are known here, so nothing is read back or hashed
+ * again. The .idx is renamed into place last: git and libgit2 find a pack by its index.
+ */
 static int pack_flush(struct packw *p, struct dfs_err *err)
 {
-	git_odb_writepack *wp = NULL;
-	git_indexer_progress stats = {0};
-	uint8_t hdr[12] = {'P', 'A', 'C', 'K'}, trailer[20];
+	uint8_t hdr[12] = {'P', 'A', 'C', 'K'}, sum[20], idxsum[20];
+	char hex[GIT_OID_HEXSZ + 1], *tmppack = NULL, *tmpidx = NULL, *final = NULL;
+	struct dfs_buf idx;
+	size_t nlarge = 0;
+	uint32_t fan[256] = {0};
 	struct sha1 h;
-	int rc = 0;
+	int rc;
 
 	if (!p->count)
 		return 0;
 	put_be32(hdr + 4, 2);
-	put_be32(hdr + 8, p->count);
+	put_be32(hdr + 8, (uint32_t)p->count);
 	sha1_init(&h);
 	sha1_update(&h, hdr, sizeof(hdr));
 	sha1_update(&h, p->body.data, p->body.len);
-	sha1_final(&h, trailer);
-	if (git_odb_write_pack(&wp, p->odb, NULL, NULL) != 0)
-		return store__git_err(err, DFS_EIO, "write pack");
-	if (wp->append(wp, hdr, sizeof(hdr), &stats) != 0 ||
-	    wp->append(wp, p->body.data, p->body.len, &stats) != 0 ||
-	    wp->append(wp, trailer, sizeof(trailer), &stats) != 0 || wp->commit(wp, &stats) != 0)
-		rc = store__git_err(err, DFS_EIO, "write pack");
-	wp->free(wp);
+	sha1_final(&h, sum);
+	{
+		const void *parts[3] = {hdr, p->body.data, sum};
+		size_t lens[3] = {sizeof(hdr), p->body.len, sizeof(sum)};
+
+		if ((rc = write_tmp(p->dir, "pack", parts, lens, 3, &tmppack, err)))
+			return rc;
+	}
+
+	/* The index: magic, version, fan-out, ids, CRCs, offsets, large offsets, sums. */
+	qsort(p->ents, p->count, sizeof(*p->ents), ent_cmp);
+	dfs_buf_init(&idx);
+	dfs_buf_reserve(&idx, 8 + 1024 + p->count * (GIT_OID_RAWSZ + 8) + 40);
+	dfs_buf_append(&idx, "\377tOc\0\0\0\2", 8);
+	for (size_t i = 0; i < p->count; i++)
+		fan[p->ents[i].oid.id[0]]++;
+	for (int i = 0, total = 0; i < 256; i++) {
+		uint8_t b[4];
+
+		total += (int)fan[i];
+		put_be32(b, (uint32_t)total);
+		dfs_buf_append(&idx, b, 4);
+	}
+	for (size_t i = 0; i < p->count; i++)
+		dfs_buf_append(&idx, p->ents[i].oid.id, GIT_OID_RAWSZ);
+	for (size_t i = 0; i < p->count; i++) {
+		uint8_t b[4];
+
+		put_be32(b, p->ents[i].crc);
+		dfs_buf_append(&idx, b, 4);
+	}
+	for (size_t i = 0; i < p->count; i++) {
+		uint8_t b[4];
+
+		put_be32(b, p->ents[i].off < 0x80000000u ? (uint32_t)p->ents[i].off
+							 : 0x80000000u | (uint32_t)nlarge++);
+		dfs_buf_append(&idx, b, 4);
+	}
+	for (size_t i = 0; i < p->count; i++) {
+		uint8_t b[8];
+
+		if (p->ents[i].off < 0x80000000u)
+			continue;
+		put_be32(b, (uint32_t)(p->ents[i].off >> 32));
+		put_be32(b + 4, (uint32_t)p->ents[i].off);
+		dfs_buf_append(&idx, b, 8);
+	}
+	dfs_buf_append(&idx, sum, sizeof(sum));
+	sha1_init(&h);
+	sha1_update(&h, idx.data, idx.len);
+	sha1_final(&h, idxsum);
+	dfs_buf_append(&idx, idxsum, sizeof(idxsum));
+	{
+		const void *parts[1] = {idx.data};
+		size_t lens[1] = {idx.len};
+
+		rc = write_tmp(p->dir, "idx", parts, lens, 1, &tmpidx, err);
+	}
+	dfs_buf_release(&idx);
+	if (rc)
+		goto done;
+
+	for (int i = 0; i < 20; i++)
+		snprintf(hex + 2 * i, 3, "%02x", sum[i]);
+	if (asprintf(&final, "%s/pack-%s.pack", p->dir, hex) < 0) {
+		final = NULL;
+		rc = dfs_err_set(err, DFS_ENOMEM, "out of memory");
+		goto done;
+	}
+	if (rename(tmppack, final) != 0) {
+		rc = dfs_err_set(err, DFS_EIO, "cannot rename '%s': %s", tmppack, strerror(errno));
+		goto done;
+	}
+	free(tmppack);
+	tmppack = NULL;
+	memcpy(final + strlen(final) - 4, "idx", 4);
+	if (rename(tmpidx, final) != 0) {
+		rc = dfs_err_set(err, DFS_EIO, "cannot rename '%s': %s", tmpidx, strerror(errno));
+		goto done;
+	}
+	free(tmpidx);
+	tmpidx = NULL;
+	if (git_odb_refresh(p->odb) != 0)
+		rc = store__git_err(err, DFS_EIO, "refresh object database");
+done:
+	if (tmppack)
+		unlink(tmppack);
+	if (tmpidx)
+		unlink(tmpidx);
+	free(tmppack);
+	free(tmpidx);
+	free(final);
 	dfs_buf_reset(&p->body);
 	p->count = 0;
 	return rc;
@@ -346,6 +541,7 @@ static int pack_add(struct packw *p, git_object_t type, const void *data, size_t
 	size_t n = len, off = 0;
 	uint32_t a = 1, b = 0;
 	const uint8_t *d = data;
+	size_t start;
 
 	if (!oidset_add(&p->seen, oid))
 		return 0;
@@ -357,6 +553,7 @@ static int pack_add(struct packw *p, git_object_t type, const void *data, size_t
 		n >>= 7;
 	}
 	q++;
+	start = p->body.len;
 	dfs_buf_reserve(&p->body, (size_t)(q - hdr) + 2 + len + 5 * (len / 65535 + 1) + 4);
 	dfs_buf_append(&p->body, hdr, (size_t)(q - hdr));
 	dfs_buf_append(&p->body, "\x78\x01", 2);
@@ -385,6 +582,15 @@ static int pack_add(struct packw *p, git_object_t type, const void *data, size_t
 		put_be32(ad, b << 16 | a);
 		dfs_buf_append(&p->body, ad, 4);
 	}
+	if (p->count == p->cap) {
+		p->cap = p->cap ? 2 * p->cap : 1024;
+		p->ents = realloc(p->ents, p->cap * sizeof(*p->ents));
+		if (!p->ents)
+			abort();
+	}
+	p->ents[p->count].oid = *oid;
+	p->ents[p->count].off = 12 + start;
+	p->ents[p->count].crc = crc32_of(p->body.data + start, p->body.len - start);
 	p->count++;
 	if (p->body.len >= PACK_FLUSH)
 		return pack_flush(p, err);
@@ -1455,6 +1661,26 @@ int store_snapshot(struct store *s, const struct store_snap_opts *o, struct stor
 	}
 	sn.repo = repo;
 	sn.pack.odb = sn.odb;
+	{
+		git_buf objdir = {0};
+
+		if (git_repository_item_path(&objdir, repo, GIT_REPOSITORY_ITEM_OBJECTS) != 0) {
+			rc = store__git_err(err, DFS_EIO, "object directory");
+			goto done;
+		}
+		if (asprintf(&sn.pack.dir, "%spack", objdir.ptr) < 0)
+			sn.pack.dir = NULL;
+		git_buf_dispose(&objdir);
+		if (!sn.pack.dir) {
+			rc = dfs_err_set(err, DFS_ENOMEM, "out of memory");
+			goto done;
+		}
+		if (mkdir(sn.pack.dir, 0755) != 0 && errno != EEXIST) {
+			rc = dfs_err_set(err, DFS_EIO, "cannot create '%s': %s", sn.pack.dir,
+					 strerror(errno));
+			goto done;
+		}
+	}
 	sn.repokey = repo_key(repo);
 	if ((rc = cache_ensure(db, err)))
 		goto done;
@@ -1604,6 +1830,8 @@ done:
 	free(sn.colls);
 	free(sn.trees);
 	free(sn.pack.seen.slots);
+	free(sn.pack.ents);
+	free(sn.pack.dir);
 	dfs_buf_release(&sn.pack.body);
 	dfs_buf_release(&sn.text);
 	dfs_buf_release(&sn.idxtext);
