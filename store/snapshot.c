@@ -145,7 +145,7 @@ void store__git_close(git_repository *repo)
 	git_libgit2_shutdown();
 }
 
-/* ---- SHA-1 (the pack trailer; object ids come from git_odb_hash) -------------------- */
+/* ---- SHA-1 (object ids, the pack and index sums; note 7) ---------------------------- */
 
 struct sha1 {
 	uint32_t h[5];
@@ -159,7 +159,7 @@ static uint32_t rol(uint32_t x, int k)
 	return (x << k) | (x >> (32 - k));
 }
 
-static void sha1_block(struct sha1 *c, const uint8_t *p)
+static void sha1_block_c(struct sha1 *c, const uint8_t *p)
 {
 	uint32_t w[80], a = c->h[0], b = c->h[1], d3 = c->h[2], d = c->h[3], e = c->h[4];
 
@@ -198,13 +198,101 @@ static void sha1_block(struct sha1 *c, const uint8_t *p)
 	c->h[4] += e;
 }
 
-static void sha1_init(struct sha1 *c)
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#include <immintrin.h>
+#define SHA1_NI 1
+
+/* Eighty rounds with the SHA extensions: four rounds per sha1rnds4, the schedule four words
+ * at a time (sha1msg1, xor, sha1msg2), e carried by sha1nexte. Lane 3 holds a (and w[i]). */
+__attribute__((target("sha,ssse3,sse4.1"))) static void sha1_block_ni(struct sha1 *c,
+								      const uint8_t *p)
+{
+	const __m128i swap = _mm_set_epi64x(0x0001020304050607LL, 0x08090a0b0c0d0e0fLL);
+	__m128i abcd = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *)c->h), 0x1b);
+	__m128i e0 = _mm_set_epi32((int)c->h[4], 0, 0, 0);
+	__m128i abcd0 = abcd, e00 = e0, prev = abcd, w[4];
+
+	for (int g = 0; g < 20; g++) {
+		__m128i m, ew;
+
+		if (g < 4)
+			m = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 16 * g)), swap);
+		else
+			m = _mm_sha1msg2_epu32(
+				_mm_xor_si128(_mm_sha1msg1_epu32(w[g % 4], w[(g + 1) % 4]),
+					      w[(g + 2) % 4]),
+				w[(g + 3) % 4]);
+		w[g % 4] = m;
+		ew = g ? _mm_sha1nexte_epu32(prev, m) : _mm_add_epi32(e0, m);
+		prev = abcd;
+		switch (g / 5) {
+		case 0:
+			abcd = _mm_sha1rnds4_epu32(abcd, ew, 0);
+			break;
+		case 1:
+			abcd = _mm_sha1rnds4_epu32(abcd, ew, 1);
+			break;
+		case 2:
+			abcd = _mm_sha1rnds4_epu32(abcd, ew, 2);
+			break;
+		default:
+			abcd = _mm_sha1rnds4_epu32(abcd, ew, 3);
+			break;
+		}
+	}
+	e0 = _mm_sha1nexte_epu32(prev, e00);
+	abcd = _mm_add_epi32(abcd, abcd0);
+	_mm_storeu_si128((__m128i *)c->h, _mm_shuffle_epi32(abcd, 0x1b));
+	c->h[4] = (uint32_t)_mm_extract_epi32(e0, 3);
+}
+#endif
+
+static void (*sha1_block)(struct sha1 *c, const uint8_t *p) = sha1_block_c;
+static pthread_once_t sha1_once = PTHREAD_ONCE_INIT;
+
+static void sha1_start(struct sha1 *c);
+static void sha1_update(struct sha1 *c, const void *data, size_t len);
+static void sha1_final(struct sha1 *c, uint8_t out[20]);
+
+/* Uses the SHA extensions when the CPU has them and they agree with the portable code. */
+static void sha1_pick(void)
+{
+#ifdef SHA1_NI
+	unsigned a, b, c, d;
+	uint8_t data[200], x[20], y[20];
+	struct sha1 h;
+
+	if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_SSSE3) || !(c & bit_SSE4_1) ||
+	    !__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(b & bit_SHA))
+		return;
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (uint8_t)(i * 7 + 3);
+	sha1_start(&h);
+	sha1_update(&h, data, sizeof(data));
+	sha1_final(&h, x);
+	sha1_block = sha1_block_ni;
+	sha1_start(&h);
+	sha1_update(&h, data, sizeof(data));
+	sha1_final(&h, y);
+	if (memcmp(x, y, sizeof(x)) != 0)
+		sha1_block = sha1_block_c;
+#endif
+}
+
+static void sha1_start(struct sha1 *c)
 {
 	static const uint32_t h0[5] = {0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476, 0xc3d2e1f0};
 
 	memcpy(c->h, h0, sizeof(h0));
 	c->len = 0;
 	c->n = 0;
+}
+
+static void sha1_init(struct sha1 *c)
+{
+	pthread_once(&sha1_once, sha1_pick);
+	sha1_start(c);
 }
 
 static void sha1_update(struct sha1 *c, const void *data, size_t len)
@@ -245,6 +333,19 @@ static void sha1_final(struct sha1 *c, uint8_t out[20])
 		out[4 * i + 2] = (uint8_t)(c->h[i] >> 8);
 		out[4 * i + 3] = (uint8_t)c->h[i];
 	}
+}
+
+/* git's object id: the SHA-1 of "<type> <len>\0" and the bytes (git_odb_hash, faster). */
+static void obj_hash(git_oid *oid, const void *data, size_t len, git_object_t type)
+{
+	char hdr[64];
+	int n = snprintf(hdr, sizeof(hdr), "%s %zu", git_object_type2string(type), len);
+	struct sha1 h;
+
+	sha1_init(&h);
+	sha1_update(&h, hdr, (size_t)n + 1);
+	sha1_update(&h, data, len);
+	sha1_final(&h, oid->id);
 }
 
 /* ---- a set of object ids (dedupes pack entries) ------------------------------------ */
@@ -888,7 +989,7 @@ static int flat_write(struct snap *sn, struct flat_tree *f, git_oid *oid, struct
 		dfs_buf_append(out, f->names.data + f->v[i].off, f->v[i].len + 1);
 		dfs_buf_append(out, f->v[i].oid.id, GIT_OID_RAWSZ);
 	}
-	git_odb_hash(oid, out->data, out->len, GIT_OBJECT_TREE);
+	obj_hash(oid, out->data, out->len, GIT_OBJECT_TREE);
 	return pack_add(&sn->pack, GIT_OBJECT_TREE, out->data, out->len, oid, err);
 }
 
@@ -956,7 +1057,7 @@ static int doc_blob(struct snap *sn, int64_t docid, int64_t ctime, const void *d
 	dfs_buf_reset(&sn->text);
 	if ((rc = store_codec_render(&doc, STORE_RENDER_PRETTY, &sn->text, err)))
 		return rc;
-	git_odb_hash(&d.oid, sn->text.data, sn->text.len, GIT_OBJECT_BLOB);
+	obj_hash(&d.oid, sn->text.data, sn->text.len, GIT_OBJECT_BLOB);
 	if ((rc = pack_add(&sn->pack, GIT_OBJECT_BLOB, sn->text.data, sn->text.len, &d.oid, err)))
 		return rc;
 	PUSH(sn->docs, sn->ndocs, sn->capdocs, d);
@@ -1207,7 +1308,7 @@ static int coll_patch(struct snap *sn, const struct store_coll *c, const struct 
 			goto done;
 		}
 	}
-	git_odb_hash(tree, sn->text.data, sn->text.len, GIT_OBJECT_TREE);
+	obj_hash(tree, sn->text.data, sn->text.len, GIT_OBJECT_TREE);
 	if ((rc = pack_add(&sn->pack, GIT_OBJECT_TREE, sn->text.data, sn->text.len, tree, err)))
 		goto done;
 	row->tree = *tree;
@@ -1360,7 +1461,7 @@ static int snap_coll(struct snap *sn, const struct store_coll *c, git_oid *tree,
 
 	if ((rc = render_indexes(sn->t, c->id, &sn->idxtext, err)))
 		goto done;
-	git_odb_hash(&row.idx, sn->idxtext.data, sn->idxtext.len, GIT_OBJECT_BLOB);
+	obj_hash(&row.idx, sn->idxtext.data, sn->idxtext.len, GIT_OBJECT_BLOB);
 	if ((rc = cache_read(sn, c->id, &cc, err)))
 		goto done;
 	if (cc.have && cc.have_seq && (rc = coll_patch(sn, c, &cc, &row, tree, &walk, err)))
