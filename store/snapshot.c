@@ -1042,10 +1042,10 @@ static int cache_read(struct snap *sn, int64_t coll, struct coll_cache *cc, stru
 	return rc;
 }
 
-/* Renders document docid (its BSON: data, n bytes) as the mount shows it, packs the blob and
- * notes it for snap_docs; *oid gets the blob id. */
+/* Renders document docid (its BSON: data, n bytes) as the mount shows it, packs the blob and,
+ * when note, keeps it for snap_docs; *oid gets the blob id. */
 static int doc_blob(struct snap *sn, int64_t docid, int64_t ctime, const void *data, int n,
-		    git_oid *oid, struct dfs_err *err)
+		    bool note, git_oid *oid, struct dfs_err *err)
 {
 	struct doc_row d = {.docid = docid, .ctime = ctime};
 	bson_t doc;
@@ -1060,7 +1060,8 @@ static int doc_blob(struct snap *sn, int64_t docid, int64_t ctime, const void *d
 	obj_hash(&d.oid, sn->text.data, sn->text.len, GIT_OBJECT_BLOB);
 	if ((rc = pack_add(&sn->pack, GIT_OBJECT_BLOB, sn->text.data, sn->text.len, &d.oid, err)))
 		return rc;
-	PUSH(sn->docs, sn->ndocs, sn->capdocs, d);
+	if (note)
+		PUSH(sn->docs, sn->ndocs, sn->capdocs, d);
 	*oid = d.oid;
 	return 0;
 }
@@ -1134,6 +1135,29 @@ static int tree_patch(struct snap *sn, git_odb_object *old, struct flat_tree *ad
 	for (; ai < adds->n; ai++, n++)
 		put_ent(out, adds, ai);
 	*nents = n;
+	return 0;
+}
+
+/* Reads the cached tree, checked against its id with obj_hash rather than libgit2's slower
+ * SHA-1 (note 4). *out Owned: git_odb_object_free. */
+static int tree_read(struct snap *sn, const git_oid *id, git_odb_object **out, struct dfs_err *err)
+{
+	git_oid check;
+	int rc;
+
+	git_libgit2_opts(GIT_OPT_ENABLE_STRICT_HASH_VERIFICATION, 0);
+	rc = git_odb_read(out, sn->odb, id);
+	git_libgit2_opts(GIT_OPT_ENABLE_STRICT_HASH_VERIFICATION, 1);
+	if (rc != 0)
+		return store__git_err(err, DFS_EIO, "read the previous collection tree");
+	obj_hash(&check, git_odb_object_data(*out), git_odb_object_size(*out),
+		 git_odb_object_type(*out));
+	if (git_odb_object_type(*out) != GIT_OBJECT_TREE || !git_oid_equal(&check, id)) {
+		git_odb_object_free(*out);
+		*out = NULL;
+		return dfs_err_set(err, DFS_ECORRUPT, "tree %s in the repository is corrupt",
+				   git_oid_tostr_s(id));
+	}
 	return 0;
 }
 
@@ -1221,6 +1245,11 @@ static int coll_patch(struct snap *sn, const struct store_coll *c, const struct 
 		goto done;
 	}
 
+	if ((rc = tree_read(sn, &cc->tree, &old, err)))
+		goto done;
+	/* The patched tree goes into the pack in one piece: room for it, grown once. */
+	dfs_buf_reserve(&sn->pack.body, git_odb_object_size(old) + git_odb_object_size(old) / 8);
+
 	/* The documents now behind those ids, and those inserted since (fresh ids). */
 	if ((rc = pack_add(&sn->pack, GIT_OBJECT_BLOB, sn->idxtext.data, sn->idxtext.len, &row->idx,
 			   err)))
@@ -1251,8 +1280,8 @@ static int coll_patch(struct snap *sn, const struct store_coll *c, const struct 
 			goto done;
 		}
 		if ((rc = doc_blob(sn, ids[i], sqlite3_column_int64(st, 1),
-				   sqlite3_column_blob(st, 2), sqlite3_column_bytes(st, 2), &oid,
-				   err)))
+				   sqlite3_column_blob(st, 2), sqlite3_column_bytes(st, 2), false,
+				   &oid, err)))
 			goto done;
 		flat_add(&adds, (const char *)sqlite3_column_text(st, 0),
 			 (size_t)sqlite3_column_bytes(st, 0), &oid);
@@ -1275,7 +1304,7 @@ static int coll_patch(struct snap *sn, const struct store_coll *c, const struct 
 			goto done;
 		}
 		if ((rc = doc_blob(sn, id, sqlite3_column_int64(st, 2), sqlite3_column_blob(st, 3),
-				   sqlite3_column_bytes(st, 3), &oid, err)))
+				   sqlite3_column_bytes(st, 3), true, &oid, err)))
 			goto done;
 		flat_add(&adds, (const char *)sqlite3_column_text(st, 1),
 			 (size_t)sqlite3_column_bytes(st, 1), &oid);
@@ -1287,10 +1316,6 @@ static int coll_patch(struct snap *sn, const struct store_coll *c, const struct 
 	sqlite3_finalize(st);
 	st = NULL;
 
-	if (git_odb_read(&old, sn->odb, &cc->tree) != 0) {
-		rc = store__git_err(err, DFS_EIO, "read the previous collection tree");
-		goto done;
-	}
 	if ((rc = tree_patch(sn, old, &adds, &dels, &nents, err)))
 		goto done;
 	if (inserts) {
@@ -1416,12 +1441,12 @@ static int coll_walk(struct snap *sn, const struct store_coll *c, const struct c
 				goto done;
 			}
 			if ((rc = doc_blob(sn, docid, ctime, sqlite3_column_blob(bst, 0),
-					   sqlite3_column_bytes(bst, 0), &oid, err)))
+					   sqlite3_column_bytes(bst, 0), true, &oid, err)))
 				goto done;
 			sn->r->blobs_written++;
 		} else {
 			if ((rc = doc_blob(sn, docid, ctime, sqlite3_column_blob(st, 3),
-					   sqlite3_column_bytes(st, 3), &oid, err)))
+					   sqlite3_column_bytes(st, 3), true, &oid, err)))
 				goto done;
 			sn->r->blobs_written++;
 		}
