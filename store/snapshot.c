@@ -73,6 +73,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -400,6 +401,20 @@ static bool oidset_add(struct oidset *s, const git_oid *o)
 }
 
 /* ---- the pack being built (note 3) -------------------------------------------------- */
+
+/* Asks for huge pages under the unused part of a large buffer about to be filled: a patched
+ * tree of 57 MB otherwise costs some 14,000 page faults per copy. Only a hint. */
+static void buf_hint_huge(struct dfs_buf *b)
+{
+#ifdef MADV_HUGEPAGE
+	const uintptr_t huge = (uintptr_t)2 << 20;
+	uintptr_t lo = ((uintptr_t)b->data + b->len + huge - 1) & ~(huge - 1);
+	uintptr_t hi = ((uintptr_t)b->data + b->cap) & ~(huge - 1);
+
+	if (hi > lo)
+		madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+#endif
+}
 
 /* ---- CRC-32 (the .idx keeps one per object), eight bytes per step -------------------- */
 
@@ -1111,6 +1126,7 @@ static int tree_patch(struct snap *sn, git_odb_object *old, struct flat_tree *ad
 					   adds->names.data + adds->v[i].off);
 	dfs_buf_reset(out);
 	dfs_buf_reserve(out, (size_t)(end - p) + adds->names.len + adds->n * (7 + GIT_OID_RAWSZ));
+	buf_hint_huge(out);
 	while (p < end) {
 		const char *sp = memchr(p, ' ', (size_t)(end - p)), *name, *nul;
 		size_t len;
@@ -1255,6 +1271,7 @@ static int coll_patch(struct snap *sn, const struct store_coll *c, const struct 
 		goto done;
 	/* The patched tree goes into the pack in one piece: room for it, grown once. */
 	dfs_buf_reserve(&sn->pack.body, git_odb_object_size(old) + git_odb_object_size(old) / 8);
+	buf_hint_huge(&sn->pack.body);
 
 	/* The documents now behind those ids, and those inserted since (fresh ids). */
 	if ((rc = pack_add(&sn->pack, GIT_OBJECT_BLOB, sn->idxtext.data, sn->idxtext.len, &row->idx,
