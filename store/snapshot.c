@@ -18,7 +18,7 @@
  * 3. Objects are not written loose. Blobs go straight into a pack being built in memory
  *    (stored, i.e. uncompressed, zlib blocks: libz is not linked and deflating is most of the
  *    cost of `git add`; `git gc` compresses later). Collection trees are serialized here
- *    (flat_write, tree_patch: a git_treebuilder costs a hash-map insertion and an
+ *    (flat_write, tree_merge: a git_treebuilder costs a hash-map insertion and an
  *    allocation per entry, a million of them for a large collection). The database and root
  *    trees and the commit go through libgit2 (git_treebuilder, git_commit_create) into a
  *    mempack backend and are then copied into the same pack. The pack is written here with
@@ -66,6 +66,7 @@
  */
 #include "snap_int.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <git2/sys/mempack.h>
 #include <git2/sys/odb_backend.h>
@@ -653,18 +654,20 @@ done:
 	return rc;
 }
 
-/* Appends one object (not compressed: zlib stored blocks) unless this snapshot has it. */
-static int pack_add(struct packw *p, git_object_t type, const void *data, size_t len,
-		    const git_oid *oid, struct dfs_err *err)
+/* An object being appended to the pack: zlib stored blocks of at most 65535 bytes, each
+ * block's header written when it starts (the object's length is known up front). */
+struct packput {
+	size_t start;  /* body offset of the entry */
+	size_t left;   /* payload bytes still to come */
+	size_t inblk;  /* payload bytes still to come in the current block */
+	uint32_t a, b; /* Adler-32 of the payload so far */
+};
+
+static void pack_begin(struct packw *p, git_object_t type, size_t len, struct packput *w)
 {
 	uint8_t hdr[16], *q = hdr;
-	size_t n = len, off = 0;
-	uint32_t a = 1, b = 0;
-	const uint8_t *d = data;
-	size_t start;
+	size_t n = len;
 
-	if (!oidset_add(&p->seen, oid))
-		return 0;
 	*q = (uint8_t)(((unsigned)type << 4) | (n & 15));
 	n >>= 4;
 	while (n) {
@@ -673,35 +676,68 @@ static int pack_add(struct packw *p, git_object_t type, const void *data, size_t
 		n >>= 7;
 	}
 	q++;
-	start = p->body.len;
+	w->start = p->body.len;
+	w->left = len;
+	w->inblk = 0;
+	w->a = 1;
+	w->b = 0;
 	dfs_buf_reserve(&p->body, (size_t)(q - hdr) + 2 + len + 5 * (len / 65535 + 1) + 4);
 	dfs_buf_append(&p->body, hdr, (size_t)(q - hdr));
 	dfs_buf_append(&p->body, "\x78\x01", 2);
-	do {
-		size_t take = len - off > 65535 ? 65535 : len - off;
-		uint8_t blk[5] = {off + take == len ? 1 : 0, (uint8_t)take, (uint8_t)(take >> 8),
-				  (uint8_t)~take, (uint8_t)(~take >> 8)};
+	if (!len)
+		dfs_buf_append(&p->body, "\x01\x00\x00\xff\xff", 5);
+}
 
-		dfs_buf_append(&p->body, blk, 5);
-		dfs_buf_append(&p->body, d + off, take);
-		off += take;
-	} while (off < len);
-	for (size_t i = 0; i < len;) {
-		size_t end = i + 5552 < len ? i + 5552 : len;
+/* Appends n payload bytes (no more than announced to pack_begin). */
+static void pack_put(struct packw *p, struct packput *w, const void *data, size_t n)
+{
+	const uint8_t *d = data;
 
-		for (; i < end; i++) {
-			a += d[i];
-			b += a;
+	assert(n <= w->left);
+	while (n) {
+		size_t k;
+
+		if (!w->inblk) {
+			size_t take = w->left > 65535 ? 65535 : w->left;
+			uint8_t blk[5] = {take == w->left ? 1 : 0, (uint8_t)take,
+					  (uint8_t)(take >> 8), (uint8_t)~take,
+					  (uint8_t)(~take >> 8)};
+
+			dfs_buf_append(&p->body, blk, 5);
+			w->inblk = take;
 		}
-		a %= 65521;
-		b %= 65521;
+		k = n < w->inblk ? n : w->inblk;
+		k = k < 5552 ? k : 5552; /* the Adler sums stay below 2^32 */
+		dfs_buf_append(&p->body, d, k);
+		for (size_t i = 0; i < k; i++) {
+			w->a += d[i];
+			w->b += w->a;
+		}
+		w->a %= 65521;
+		w->b %= 65521;
+		w->inblk -= k;
+		w->left -= k;
+		d += k;
+		n -= k;
 	}
-	{
-		uint8_t ad[4];
+}
 
-		put_be32(ad, b << 16 | a);
-		dfs_buf_append(&p->body, ad, 4);
+/* Ends the object: its Adler-32, its .idx line. With dedupe, an object this snapshot has
+ * packed already is taken back out. */
+static int pack_end(struct packw *p, struct packput *w, const git_oid *oid, bool dedupe,
+		    struct dfs_err *err)
+{
+	uint8_t ad[4];
+
+	if (w->left)
+		return dfs_err_set(err, DFS_ECORRUPT, "object %s: %zu bytes missing",
+				   git_oid_tostr_s(oid), w->left);
+	if (dedupe && !oidset_add(&p->seen, oid)) {
+		p->body.len = w->start;
+		return 0;
 	}
+	put_be32(ad, w->b << 16 | w->a);
+	dfs_buf_append(&p->body, ad, 4);
 	if (p->count == p->cap) {
 		p->cap = p->cap ? 2 * p->cap : 1024;
 		p->ents = realloc(p->ents, p->cap * sizeof(*p->ents));
@@ -709,12 +745,25 @@ static int pack_add(struct packw *p, git_object_t type, const void *data, size_t
 			abort();
 	}
 	p->ents[p->count].oid = *oid;
-	p->ents[p->count].off = 12 + start;
-	p->ents[p->count].crc = crc32_of(p->body.data + start, p->body.len - start);
+	p->ents[p->count].off = 12 + w->start;
+	p->ents[p->count].crc = crc32_of(p->body.data + w->start, p->body.len - w->start);
 	p->count++;
 	if (p->body.len >= PACK_FLUSH)
 		return pack_flush(p, err);
 	return 0;
+}
+
+/* Appends one object (not compressed: zlib stored blocks) unless this snapshot has it. */
+static int pack_add(struct packw *p, git_object_t type, const void *data, size_t len,
+		    const git_oid *oid, struct dfs_err *err)
+{
+	struct packput w;
+
+	if (!oidset_add(&p->seen, oid))
+		return 0;
+	pack_begin(p, type, len, &w);
+	pack_put(p, &w, data, len);
+	return pack_end(p, &w, oid, false, err);
 }
 
 /* Copies an object written by libgit2 into the mempack (trees, commit) into the pack. */
@@ -1098,38 +1147,60 @@ static void coll_reuse(struct snap *sn, const struct coll_cache *cc, struct coll
 	PUSH(sn->colls, sn->ncolls, sn->capcolls, *row);
 }
 
-static void put_ent(struct dfs_buf *out, const struct flat_tree *f, size_t i)
+/* Where a patched tree goes: straight into the pack, hashed on the way (no copy of 57 MB). */
+struct tree_sink {
+	struct packw *p;
+	struct packput w;
+	struct sha1 h; /* of "tree <len>\0" and the entries: the tree's id */
+};
+
+static void sink_put(struct tree_sink *k, const void *data, size_t n)
 {
-	dfs_buf_append(out, "100644 ", 7);
-	dfs_buf_append(out, f->names.data + f->v[i].off, f->v[i].len + 1);
-	dfs_buf_append(out, f->v[i].oid.id, GIT_OID_RAWSZ);
+	pack_put(k->p, &k->w, data, n);
+	sha1_update(&k->h, data, n);
 }
 
-/*
- * Writes into sn->text the cached tree old with the entries named in dels removed and those
- * in adds put in (replacing an entry of the same name): one ordered merge, the unchanged
- * entries copied as they are (note 6). adds and dels are sorted here. *nents gets the
- * number of entries written.
- */
-static int tree_patch(struct snap *sn, git_odb_object *old, struct flat_tree *adds,
-		      struct flat_tree *dels, size_t *nents, struct dfs_err *err)
+static void sink_ent(struct tree_sink *k, const struct flat_tree *f, size_t i, size_t *size)
 {
-	const char *p = git_odb_object_data(old), *end = p + git_odb_object_size(old);
-	struct dfs_buf *out = &sn->text;
-	size_t ai = 0, di = 0, n = 0;
+	*size += 7 + f->v[i].len + 1 + GIT_OID_RAWSZ;
+	if (!k)
+		return;
+	sink_put(k, "100644 ", 7);
+	sink_put(k, f->names.data + f->v[i].off, f->v[i].len + 1);
+	sink_put(k, f->v[i].oid.id, GIT_OID_RAWSZ);
+}
 
+/* Sorts adds and dels by name; two adds of one name are an error. */
+static int tree_changes_sort(struct flat_tree *adds, struct flat_tree *dels, struct dfs_err *err)
+{
 	flat_sort(adds);
 	flat_sort(dels);
 	for (size_t i = 1; i < adds->n; i++)
 		if (flat_cmp_names(adds, i - 1, i) == 0)
 			return dfs_err_set(err, DFS_ECORRUPT, "two entries named '%s'",
 					   adds->names.data + adds->v[i].off);
-	dfs_buf_reset(out);
-	dfs_buf_reserve(out, (size_t)(end - p) + adds->names.len + adds->n * (7 + GIT_OID_RAWSZ));
-	buf_hint_huge(out);
+	return 0;
+}
+
+/*
+ * The cached tree old with the entries named in dels (sorted) removed and those in adds
+ * (sorted) put in, replacing an entry of the same name: one ordered merge, runs of
+ * unchanged entries copied as they are (note 6). With k NULL it only counts: *size gets
+ * the bytes and *nents the entries of the result; with k it also writes them to k.
+ */
+static int tree_merge(git_odb_object *old, const struct flat_tree *adds,
+		      const struct flat_tree *dels, struct tree_sink *k, size_t *size,
+		      size_t *nents, struct dfs_err *err)
+{
+	const char *p = git_odb_object_data(old), *end = p + git_odb_object_size(old);
+	const char *run = p; /* start of the unchanged entries not yet written */
+	size_t ai = 0, di = 0, n = 0;
+
+	*size = 0;
 	while (p < end) {
-		const char *sp = memchr(p, ' ', (size_t)(end - p)), *name, *nul;
+		const char *sp = memchr(p, ' ', (size_t)(end - p)), *name, *nul, *next;
 		size_t len;
+		bool keep;
 
 		nul = sp ? memchr(sp + 1, '\0', (size_t)(end - sp - 1)) : NULL;
 		if (!nul || (size_t)(end - nul) < 1 + GIT_OID_RAWSZ)
@@ -1137,23 +1208,39 @@ static int tree_patch(struct snap *sn, git_odb_object *old, struct flat_tree *ad
 					   git_oid_tostr_s(git_odb_object_id(old)));
 		name = sp + 1;
 		len = (size_t)(nul - name);
-		while (ai < adds->n && flat_name_cmp(adds, ai, name, len) < 0) {
-			put_ent(out, adds, ai++);
-			n++;
-		}
+		next = nul + 1 + GIT_OID_RAWSZ;
 		while (di < dels->n && flat_name_cmp(dels, di, name, len) < 0)
 			di++;
-		if (ai < adds->n && flat_name_cmp(adds, ai, name, len) == 0) {
-			put_ent(out, adds, ai++);
+		keep = !(ai < adds->n && flat_name_cmp(adds, ai, name, len) <= 0) &&
+		       !(di < dels->n && flat_name_cmp(dels, di, name, len) == 0);
+		if (keep) {
+			*size += (size_t)(next - p);
 			n++;
-		} else if (!(di < dels->n && flat_name_cmp(dels, di, name, len) == 0)) {
-			dfs_buf_append(out, p, (size_t)(nul + 1 + GIT_OID_RAWSZ - p));
+			p = next;
+			continue;
+		}
+		if (k && p > run)
+			sink_put(k, run, (size_t)(p - run));
+		while (ai < adds->n && flat_name_cmp(adds, ai, name, len) < 0) {
+			sink_ent(k, adds, ai++, size);
 			n++;
 		}
-		p = nul + 1 + GIT_OID_RAWSZ;
+		if (ai < adds->n && flat_name_cmp(adds, ai, name, len) == 0) {
+			sink_ent(k, adds, ai++, size);
+			n++;
+		} else if (!(di < dels->n && flat_name_cmp(dels, di, name, len) == 0)) {
+			/* only adds sorted before it: the entry itself stays */
+			if (k)
+				sink_put(k, p, (size_t)(next - p));
+			*size += (size_t)(next - p);
+			n++;
+		}
+		p = run = next;
 	}
+	if (k && p > run)
+		sink_put(k, run, (size_t)(p - run));
 	for (; ai < adds->n; ai++, n++)
-		put_ent(out, adds, ai);
+		sink_ent(k, adds, ai, size);
 	*nents = n;
 	return 0;
 }
@@ -1203,7 +1290,7 @@ static int coll_patch(struct snap *sn, const struct store_coll *c, const struct 
 	struct flat_tree adds = {0}, dels = {0};
 	git_odb_object *old = NULL;
 	int64_t *ids = NULL;
-	size_t nids = 0, capids = 0, nents = 0;
+	size_t nids = 0, capids = 0, nents = 0, size = 0;
 	bool inserts = false;
 	int rc;
 
@@ -1269,9 +1356,6 @@ static int coll_patch(struct snap *sn, const struct store_coll *c, const struct 
 
 	if ((rc = tree_read(sn, &cc->tree, &old, err)))
 		goto done;
-	/* The patched tree goes into the pack in one piece: room for it, grown once. */
-	dfs_buf_reserve(&sn->pack.body, git_odb_object_size(old) + git_odb_object_size(old) / 8);
-	buf_hint_huge(&sn->pack.body);
 
 	/* The documents now behind those ids, and those inserted since (fresh ids). */
 	if ((rc = pack_add(&sn->pack, GIT_OBJECT_BLOB, sn->idxtext.data, sn->idxtext.len, &row->idx,
@@ -1339,7 +1423,8 @@ static int coll_patch(struct snap *sn, const struct store_coll *c, const struct 
 	sqlite3_finalize(st);
 	st = NULL;
 
-	if ((rc = tree_patch(sn, old, &adds, &dels, &nents, err)))
+	if ((rc = tree_changes_sort(&adds, &dels, err)) ||
+	    (rc = tree_merge(old, &adds, &dels, NULL, &size, &nents, err)))
 		goto done;
 	if (inserts) {
 		/* An insert that took back a vacated id is logged without it: then the count
@@ -1356,9 +1441,23 @@ static int coll_patch(struct snap *sn, const struct store_coll *c, const struct 
 			goto done;
 		}
 	}
-	obj_hash(tree, sn->text.data, sn->text.len, GIT_OBJECT_TREE);
-	if ((rc = pack_add(&sn->pack, GIT_OBJECT_TREE, sn->text.data, sn->text.len, tree, err)))
-		goto done;
+	/* The patched tree, written once: into the pack, hashed on the way. */
+	{
+		struct tree_sink k = {.p = &sn->pack};
+		char hdr[32];
+		int hn = snprintf(hdr, sizeof(hdr), "tree %zu", size);
+
+		dfs_buf_reserve(&sn->pack.body, size + 5 * (size / 65535 + 1) + 32);
+		buf_hint_huge(&sn->pack.body);
+		sha1_init(&k.h);
+		sha1_update(&k.h, hdr, (size_t)hn + 1);
+		pack_begin(&sn->pack, GIT_OBJECT_TREE, size, &k.w);
+		if ((rc = tree_merge(old, &adds, &dels, &k, &size, &nents, err)))
+			goto done;
+		sha1_final(&k.h, tree->id);
+		if ((rc = pack_end(&sn->pack, &k.w, tree, true, err)))
+			goto done;
+	}
 	row->tree = *tree;
 	row->ndocs = (int64_t)nents - 1;
 	PUSH(sn->colls, sn->ncolls, sn->capcolls, *row);
