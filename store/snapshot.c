@@ -15,18 +15,19 @@
  *    collection counts only when its cached tree exists in the odb (one lookup per
  *    collection, never one per blob): after the repository was replaced or pruned every
  *    document is rendered again.
- * 3. Objects are not written loose. Blobs go straight into a pack being built in memory
- *    (stored, i.e. uncompressed, zlib blocks: libz is not linked and deflating is most of the
- *    cost of `git add`; `git gc` compresses later). Collection trees are serialized here
- *    (flat_write, tree_merge: a git_treebuilder costs a hash-map insertion and an
- *    allocation per entry, a million of them for a large collection). The database and root
- *    trees and the commit go through libgit2 (git_treebuilder, git_commit_create) into a
- *    mempack backend and are then copied into the same pack. The pack is written here with
- *    its version 2 .idx (pack_flush: each object's id, offset and CRC-32 are known when it
- *    is added, so libgit2's indexer, which inflates and hashes every object again, is not
- *    needed), flushed every PACK_FLUSH bytes to bound memory. git_mempack_dump is not used:
- *    it packs everything reachable from the commit (all 1M blobs again, with a delta
- *    search) where only the new objects are wanted.
+ * 3. Objects are not written loose. Blobs go straight into a temporary pack file, staged a
+ *    megabyte at a time (stored, i.e. uncompressed, zlib blocks: libz is not linked and
+ *    deflating is most of the cost of `git add`; `git gc` compresses later). Collection
+ *    trees are serialized here (flat_write, tree_merge: a git_treebuilder costs a hash-map
+ *    insertion and an allocation per entry, a million of them for a large collection). The
+ *    database and root trees and the commit go through libgit2 (git_treebuilder,
+ *    git_commit_create) into a mempack backend and are then copied into the same pack. The
+ *    pack's header and sum are written at the end (pack_flush reads the file back for the
+ *    sum: the object count comes first), with its version 2 .idx (each object's id, offset
+ *    and CRC-32 are known when it is added, so libgit2's indexer, which inflates and hashes
+ *    every object again, is not needed); a new pack starts every PACK_FLUSH bytes.
+ *    git_mempack_dump is not used: it packs everything reachable from the commit (all 1M
+ *    blobs again, with a delta search) where only the new objects are wanted.
  * 4. Strict object creation is turned off (process-wide, libgit2 option): tree entries refer
  *    to blobs that are only in the pending pack, and checking each reused blob would cost
  *    one odb lookup per document. Strict hash verification is turned off around the one
@@ -74,7 +75,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -403,20 +403,6 @@ static bool oidset_add(struct oidset *s, const git_oid *o)
 
 /* ---- the pack being built (note 3) -------------------------------------------------- */
 
-/* Asks for huge pages under the unused part of a large buffer about to be filled: a patched
- * tree of 57 MB otherwise costs some 14,000 page faults per copy. Only a hint. */
-static void buf_hint_huge(struct dfs_buf *b)
-{
-#ifdef MADV_HUGEPAGE
-	const uintptr_t huge = (uintptr_t)2 << 20;
-	uintptr_t lo = ((uintptr_t)b->data + b->len + huge - 1) & ~(huge - 1);
-	uintptr_t hi = ((uintptr_t)b->data + b->cap) & ~(huge - 1);
-
-	if (hi > lo)
-		madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
-#endif
-}
-
 /* ---- CRC-32 (the .idx keeps one per object), eight bytes per step -------------------- */
 
 static uint32_t crc_tab[8][256];
@@ -437,10 +423,11 @@ static void crc_init(void)
 				(crc_tab[t - 1][i] >> 8) ^ crc_tab[0][crc_tab[t - 1][i] & 0xff];
 }
 
-static uint32_t crc32_of(const void *data, size_t len)
+/* The CRC-32 of some bytes (crc) followed by data (crc 0: of data alone). */
+static uint32_t crc32_update(uint32_t crc, const void *data, size_t len)
 {
 	const uint8_t *p = data;
-	uint32_t c = 0xffffffffu;
+	uint32_t c = ~crc;
 
 	pthread_once(&crc_once, crc_init);
 	for (; len >= 8; p += 8, len -= 8) {
@@ -469,11 +456,92 @@ struct pack_ent {
 struct packw {
 	git_odb *odb;	       /* Borrowed */
 	char *dir;	       /* Owned: the objects/pack directory */
-	struct dfs_buf body;   /* pack entries after the 12-byte header */
-	struct pack_ent *ents; /* Owned: the entries in body, in order */
+	int fd;		       /* the pack file being written, -1 before the first object */
+	char *tmp;	       /* Owned: its temporary name */
+	uint64_t written;      /* bytes in the file, the 12 of the header included */
+	int werr;	       /* errno of a failed write (reported by pack_end, pack_flush) */
+	struct dfs_buf stage;  /* bytes after those, not written yet */
+	uint32_t crc;	       /* CRC-32 of the current entry so far */
+	struct pack_ent *ents; /* Owned: the entries of the pack, in order */
 	size_t count, cap;
 	struct oidset seen; /* every oid put in a pack by this snapshot */
 };
+
+#define PACK_STAGE (1u << 20) /* bytes staged before a write(2) */
+
+static int write_all(int fd, const void *data, size_t n)
+{
+	const char *d = data;
+
+	while (n) {
+		ssize_t k = write(fd, d, n);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return k < 0 ? errno : EIO;
+		d += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+/* Writes the staged bytes out. */
+static void pack_unstage(struct packw *p)
+{
+	if (!p->werr && p->stage.len)
+		p->werr = write_all(p->fd, p->stage.data, p->stage.len);
+	p->written += p->stage.len;
+	dfs_buf_reset(&p->stage);
+}
+
+/* Appends bytes of the current entry (staged, written out a megabyte at a time). */
+static void pack_append(struct packw *p, const void *data, size_t n)
+{
+	p->crc = crc32_update(p->crc, data, n);
+	dfs_buf_append(&p->stage, data, n);
+	if (p->stage.len >= PACK_STAGE)
+		pack_unstage(p);
+}
+
+/* Starts a pack file: "<dir>/tmp_pack_XXXXXX", room for the header (written at the end). */
+static int pack_open(struct packw *p, struct dfs_err *err)
+{
+	static const uint8_t room[12];
+
+	if (asprintf(&p->tmp, "%s/tmp_pack_XXXXXX", p->dir) < 0) {
+		p->tmp = NULL;
+		return dfs_err_set(err, DFS_ENOMEM, "out of memory");
+	}
+	p->fd = mkstemp(p->tmp);
+	if (p->fd < 0) {
+		int rc = dfs_err_set(err, DFS_EIO, "cannot create '%s': %s", p->tmp,
+				     strerror(errno));
+
+		free(p->tmp);
+		p->tmp = NULL;
+		return rc;
+	}
+	p->written = 0;
+	p->werr = 0;
+	dfs_buf_reset(&p->stage);
+	dfs_buf_append(&p->stage, room, sizeof(room));
+	return 0;
+}
+
+/* Drops the pack being written, if any (on errors; pack_flush has renamed a good one). */
+static void pack_discard(struct packw *p)
+{
+	if (p->fd >= 0) {
+		close(p->fd);
+		unlink(p->tmp);
+	}
+	p->fd = -1;
+	free(p->tmp);
+	p->tmp = NULL;
+	p->count = 0;
+	dfs_buf_reset(&p->stage);
+}
 
 static void put_be32(uint8_t *p, uint32_t v)
 {
@@ -536,9 +604,10 @@ static int write_tmp(const char *dir, const char *what, const void *const *parts
 }
 
 /*
- * Writes the pending entries as pack-<sum>.pack and its version 2 index pack-<sum>.idx (note
- * 3): every object's id, offset and CRC-32 are known here, so nothing is read back or hashed
- * again. The .idx is renamed into place last: git and libgit2 find a pack by its index.
+ * Finishes the pack file (header, sum) as pack-<sum>.pack and writes its version 2 index
+ * pack-<sum>.idx (note 3): every object's id, offset and CRC-32 are known here, so no object
+ * is inflated or hashed again. The .idx is renamed into place last: git and libgit2 find a
+ * pack by its index.
  */
 static int pack_flush(struct packw *p, struct dfs_err *err)
 {
@@ -548,22 +617,51 @@ static int pack_flush(struct packw *p, struct dfs_err *err)
 	size_t nlarge = 0;
 	uint32_t fan[256] = {0};
 	struct sha1 h;
-	int rc;
+	int rc = 0;
 
-	if (!p->count)
+	if (!p->count) {
+		pack_discard(p);
 		return 0;
+	}
 	put_be32(hdr + 4, 2);
 	put_be32(hdr + 8, (uint32_t)p->count);
+	pack_unstage(p);
+	/* The sum covers the header, known only now: the file is read back (from the page
+	 * cache) rather than kept in memory. */
+	if (!p->werr && pwrite(p->fd, hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr))
+		p->werr = errno ? errno : EIO;
 	sha1_init(&h);
-	sha1_update(&h, hdr, sizeof(hdr));
-	sha1_update(&h, p->body.data, p->body.len);
-	sha1_final(&h, sum);
-	{
-		const void *parts[3] = {hdr, p->body.data, sum};
-		size_t lens[3] = {sizeof(hdr), p->body.len, sizeof(sum)};
+	dfs_buf_reserve(&p->stage, PACK_STAGE);
+	for (uint64_t off = 0; !p->werr && off < p->written;) {
+		size_t want =
+			p->written - off < PACK_STAGE ? (size_t)(p->written - off) : PACK_STAGE;
+		ssize_t k = pread(p->fd, p->stage.data, want, (off_t)off);
 
-		if ((rc = write_tmp(p->dir, "pack", parts, lens, 3, &tmppack, err)))
-			return rc;
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0) {
+			p->werr = k < 0 ? errno : EIO;
+			break;
+		}
+		sha1_update(&h, p->stage.data, (size_t)k);
+		off += (uint64_t)k;
+	}
+	sha1_final(&h, sum);
+	if (!p->werr && (lseek(p->fd, 0, SEEK_END) < 0 || (p->werr = write_all(p->fd, sum, 20)))) {
+		if (!p->werr)
+			p->werr = errno;
+	}
+	if (!p->werr && fchmod(p->fd, 0444) != 0)
+		p->werr = errno;
+	if (close(p->fd) != 0 && !p->werr)
+		p->werr = errno;
+	p->fd = -1;
+	tmppack = p->tmp;
+	p->tmp = NULL;
+	dfs_buf_reset(&p->stage);
+	if (p->werr) {
+		rc = dfs_err_set(err, DFS_EIO, "cannot write '%s': %s", tmppack, strerror(p->werr));
+		goto done;
 	}
 
 	/* The index: magic, version, fan-out, ids, CRCs, offsets, large offsets, sums. */
@@ -649,7 +747,6 @@ done:
 	free(tmppack);
 	free(tmpidx);
 	free(final);
-	dfs_buf_reset(&p->body);
 	p->count = 0;
 	return rc;
 }
@@ -657,17 +754,21 @@ done:
 /* An object being appended to the pack: zlib stored blocks of at most 65535 bytes, each
  * block's header written when it starts (the object's length is known up front). */
 struct packput {
-	size_t start;  /* body offset of the entry */
+	size_t start;  /* file offset of the entry */
 	size_t left;   /* payload bytes still to come */
 	size_t inblk;  /* payload bytes still to come in the current block */
 	uint32_t a, b; /* Adler-32 of the payload so far */
 };
 
-static void pack_begin(struct packw *p, git_object_t type, size_t len, struct packput *w)
+static int pack_begin(struct packw *p, git_object_t type, size_t len, struct packput *w,
+		      struct dfs_err *err)
 {
 	uint8_t hdr[16], *q = hdr;
 	size_t n = len;
+	int rc;
 
+	if (p->fd < 0 && (rc = pack_open(p, err)))
+		return rc;
 	*q = (uint8_t)(((unsigned)type << 4) | (n & 15));
 	n >>= 4;
 	while (n) {
@@ -676,16 +777,17 @@ static void pack_begin(struct packw *p, git_object_t type, size_t len, struct pa
 		n >>= 7;
 	}
 	q++;
-	w->start = p->body.len;
+	w->start = p->written + p->stage.len;
 	w->left = len;
 	w->inblk = 0;
 	w->a = 1;
 	w->b = 0;
-	dfs_buf_reserve(&p->body, (size_t)(q - hdr) + 2 + len + 5 * (len / 65535 + 1) + 4);
-	dfs_buf_append(&p->body, hdr, (size_t)(q - hdr));
-	dfs_buf_append(&p->body, "\x78\x01", 2);
+	p->crc = 0;
+	pack_append(p, hdr, (size_t)(q - hdr));
+	pack_append(p, "\x78\x01", 2);
 	if (!len)
-		dfs_buf_append(&p->body, "\x01\x00\x00\xff\xff", 5);
+		pack_append(p, "\x01\x00\x00\xff\xff", 5);
+	return 0;
 }
 
 /* Appends n payload bytes (no more than announced to pack_begin). */
@@ -703,12 +805,12 @@ static void pack_put(struct packw *p, struct packput *w, const void *data, size_
 					  (uint8_t)(take >> 8), (uint8_t)~take,
 					  (uint8_t)(~take >> 8)};
 
-			dfs_buf_append(&p->body, blk, 5);
+			pack_append(p, blk, 5);
 			w->inblk = take;
 		}
 		k = n < w->inblk ? n : w->inblk;
 		k = k < 5552 ? k : 5552; /* the Adler sums stay below 2^32 */
-		dfs_buf_append(&p->body, d, k);
+		pack_append(p, d, k);
 		for (size_t i = 0; i < k; i++) {
 			w->a += d[i];
 			w->b += w->a;
@@ -733,11 +835,22 @@ static int pack_end(struct packw *p, struct packput *w, const git_oid *oid, bool
 		return dfs_err_set(err, DFS_ECORRUPT, "object %s: %zu bytes missing",
 				   git_oid_tostr_s(oid), w->left);
 	if (dedupe && !oidset_add(&p->seen, oid)) {
-		p->body.len = w->start;
+		if (w->start >= p->written) {
+			p->stage.len = (size_t)(w->start - p->written);
+		} else {
+			dfs_buf_reset(&p->stage);
+			if (!p->werr && (ftruncate(p->fd, (off_t)w->start) != 0 ||
+					 lseek(p->fd, (off_t)w->start, SEEK_SET) < 0))
+				p->werr = errno;
+			p->written = w->start;
+		}
 		return 0;
 	}
 	put_be32(ad, w->b << 16 | w->a);
-	dfs_buf_append(&p->body, ad, 4);
+	pack_append(p, ad, 4);
+	if (p->werr)
+		return dfs_err_set(err, DFS_EIO, "cannot write '%s': %s", p->tmp,
+				   strerror(p->werr));
 	if (p->count == p->cap) {
 		p->cap = p->cap ? 2 * p->cap : 1024;
 		p->ents = realloc(p->ents, p->cap * sizeof(*p->ents));
@@ -745,10 +858,10 @@ static int pack_end(struct packw *p, struct packput *w, const git_oid *oid, bool
 			abort();
 	}
 	p->ents[p->count].oid = *oid;
-	p->ents[p->count].off = 12 + w->start;
-	p->ents[p->count].crc = crc32_of(p->body.data + w->start, p->body.len - w->start);
+	p->ents[p->count].off = w->start;
+	p->ents[p->count].crc = p->crc;
 	p->count++;
-	if (p->body.len >= PACK_FLUSH)
+	if (p->written + p->stage.len >= PACK_FLUSH)
 		return pack_flush(p, err);
 	return 0;
 }
@@ -758,10 +871,12 @@ static int pack_add(struct packw *p, git_object_t type, const void *data, size_t
 		    const git_oid *oid, struct dfs_err *err)
 {
 	struct packput w;
+	int rc;
 
 	if (!oidset_add(&p->seen, oid))
 		return 0;
-	pack_begin(p, type, len, &w);
+	if ((rc = pack_begin(p, type, len, &w, err)))
+		return rc;
 	pack_put(p, &w, data, len);
 	return pack_end(p, &w, oid, false, err);
 }
@@ -1447,11 +1562,10 @@ static int coll_patch(struct snap *sn, const struct store_coll *c, const struct 
 		char hdr[32];
 		int hn = snprintf(hdr, sizeof(hdr), "tree %zu", size);
 
-		dfs_buf_reserve(&sn->pack.body, size + 5 * (size / 65535 + 1) + 32);
-		buf_hint_huge(&sn->pack.body);
 		sha1_init(&k.h);
 		sha1_update(&k.h, hdr, (size_t)hn + 1);
-		pack_begin(&sn->pack, GIT_OBJECT_TREE, size, &k.w);
+		if ((rc = pack_begin(&sn->pack, GIT_OBJECT_TREE, size, &k.w, err)))
+			goto done;
 		if ((rc = tree_merge(old, &adds, &dels, &k, &size, &nents, err)))
 			goto done;
 		sha1_final(&k.h, tree->id);
@@ -1863,7 +1977,8 @@ int store_snapshot(struct store *s, const struct store_snap_opts *o, struct stor
 	sn.r = r;
 	dfs_buf_init(&sn.text);
 	dfs_buf_init(&sn.idxtext);
-	dfs_buf_init(&sn.pack.body);
+	dfs_buf_init(&sn.pack.stage);
+	sn.pack.fd = -1;
 	if (!o->db)
 		return dfs_err_set(err, DFS_EINVAL, "snapshot needs a database");
 	if ((rc = store_db_get(s, o->db, false, &db, err)))
@@ -2080,7 +2195,8 @@ done:
 	free(sn.pack.seen.slots);
 	free(sn.pack.ents);
 	free(sn.pack.dir);
-	dfs_buf_release(&sn.pack.body);
+	pack_discard(&sn.pack);
+	dfs_buf_release(&sn.pack.stage);
 	dfs_buf_release(&sn.text);
 	dfs_buf_release(&sn.idxtext);
 	git_signature_free(author);
