@@ -951,6 +951,56 @@ START_TEST(test_store_snapshot_walk_when_feed_cannot_tell)
 }
 END_TEST
 
+/* n small documents "<i>.json" in one transaction. */
+static void fill_bulk(int64_t coll, int n)
+{
+	struct dfs_err err = {0};
+	struct store_txn *t;
+
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	for (int i = 0; i < n; i++) {
+		char name[32], text[64];
+
+		snprintf(name, sizeof(name), "%d.json", i);
+		snprintf(text, sizeof(text), "{\"n\": %d}", i);
+		ck_assert_msg(store_doc_write_text(t, coll, name, text, strlen(text), &attrs, NULL,
+						   &err) == 0,
+			      "%s", err.msg);
+	}
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+}
+
+/* Two collections patched into the same tree (over a megabyte, so the first copy is already
+ * in the pack file when the second is found to be the same): the pack holds it once. */
+START_TEST(test_store_snapshot_patch_same_tree_twice)
+{
+	int64_t a = make_coll("a"), b = make_coll("b");
+	struct store_snap_result r;
+	char *out;
+
+	fill_bulk(a, 30000);
+	fill_bulk(b, 30000);
+	snap(NULL, NULL);
+	ck_assert_int_eq(patched("a"), 0);
+	write_doc(a, "2.json", "{\"same\": 1}");
+	write_doc(b, "2.json", "{\"same\": 1}");
+	r = snap(NULL, NULL);
+	ck_assert_int_eq(patched("a"), 1);
+	ck_assert_int_eq(patched("b"), 1);
+	ck_assert_int_eq(r.docs, 60000);
+	out = run("git -C %s rev-parse main:shop/a main:shop/b", repo);
+	ck_assert_int_eq(strlen(out), 82);
+	ck_assert_int_eq(strncmp(out, out + 41, 40), 0);
+	free(out);
+	out = run("cd %s && git verify-pack -v objects/pack/*.idx | grep -c ' tree '", repo);
+	/* a (= b), shop and the root, in each of the two snapshots: no tree twice */
+	ck_assert_str_eq(out, "6\n");
+	free(out);
+	check_idx();
+	check_like_fresh("a");
+}
+END_TEST
+
 /* Random changes between snapshots: each incremental tree is a fresh snapshot's. */
 START_TEST(test_store_snapshot_patch_random)
 {
@@ -1033,6 +1083,7 @@ static Suite *snapshot_suite(void)
 	tcase_add_test(tc, test_store_git_browse);
 	tcase_add_test(tc, test_store_snapshot_patch_like_fresh);
 	tcase_add_test(tc, test_store_snapshot_walk_when_feed_cannot_tell);
+	tcase_add_test(tc, test_store_snapshot_patch_same_tree_twice);
 	tcase_add_test(tc, test_store_snapshot_patch_random);
 	suite_add_tcase(s, tc);
 	return s;
