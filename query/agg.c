@@ -1518,7 +1518,8 @@ struct query_agg {
 	const struct query_pipeline *p;
 	int first, last;	    /* stages [first, last) run here */
 	struct query_cursor *cur;   /* Owned: the source, or NULL */
-	bson_t *const *docs;	    /* Borrowed: the array source ($facet), or NULL */
+	bson_t *const *docs;	    /* Borrowed: the array source ($facet) */
+	bool array_src;		    /* the source is docs, not the collection */
 	size_t ndocs, pos;
 	struct rstage *rs;	    /* Owned: p->n entries */
 	const struct agg__var *vars; /* Borrowed: $lookup let variables */
@@ -1527,8 +1528,8 @@ struct query_agg {
 };
 
 static int agg_open(struct store_txn *t, int64_t coll, const struct query_pipeline *p,
-		    int64_t now_ms, size_t mem, bson_t *const *docs, size_t ndocs,
-		    const struct agg__var *vars, int upto, struct query_agg **out,
+		    int64_t now_ms, size_t mem, bool array_src, bson_t *const *docs,
+		    size_t ndocs, const struct agg__var *vars, int upto, struct query_agg **out,
 		    struct dfs_err *err);
 static int stage_next(struct query_agg *a, int i, const bson_t **doc, struct dfs_err *err);
 
@@ -1873,7 +1874,7 @@ static void get_strict(const bson_t *doc, char **comp, int n, bson_value_t *out)
 
 static int src_next(struct query_agg *a, const bson_t **doc, struct dfs_err *err)
 {
-	if (a->docs) {
+	if (a->array_src) {
 		if (a->pos >= a->ndocs)
 			return DFS_ENOENT;
 		*doc = a->docs[a->pos++];
@@ -2436,7 +2437,7 @@ static int lookup_next(struct query_agg *a, int i, struct rstage *rs, const bson
 			vars[k].up = k ? &vars[k - 1] : a->vars;
 		}
 		if (!rc)
-			rc = agg_open(a->t, fc.id, ps->sub, a->now_ms, a->mem, NULL, 0,
+			rc = agg_open(a->t, fc.id, ps->sub, a->now_ms, a->mem, false, NULL, 0,
 				      ps->nlet ? &vars[ps->nlet - 1] : a->vars, ps->sub->n, &sub,
 				      err);
 		while (!rc && (rc = query_agg_next(sub, &fd, err)) == 0) {
@@ -2507,7 +2508,7 @@ static int facet_next(struct query_agg *a, int i, struct rstage *rs, const bson_
 		const bson_t *r;
 
 		bson_append_array_begin(o, ps->facet_names[f], -1, &arr);
-		rc = agg_open(a->t, a->coll, ps->facets[f], a->now_ms, a->mem, docs, n, a->vars,
+		rc = agg_open(a->t, a->coll, ps->facets[f], a->now_ms, a->mem, true, docs, n, a->vars,
 			      ps->facets[f]->n, &sub, err);
 		while (!rc && (rc = query_agg_next(sub, &r, err)) == 0) {
 			char buf[16];
@@ -2722,10 +2723,10 @@ static int stage_next(struct query_agg *a, int i, const bson_t **doc, struct dfs
 	}
 }
 
-/* Opens the pipeline's stages [0, upto) over coll (or over docs when not NULL). */
+/* Opens the pipeline's stages [0, upto) over coll (or over docs when array_src). */
 static int agg_open(struct store_txn *t, int64_t coll, const struct query_pipeline *p,
-		    int64_t now_ms, size_t mem, bson_t *const *docs, size_t ndocs,
-		    const struct agg__var *vars, int upto, struct query_agg **out,
+		    int64_t now_ms, size_t mem, bool array_src, bson_t *const *docs,
+		    size_t ndocs, const struct agg__var *vars, int upto, struct query_agg **out,
 		    struct dfs_err *err)
 {
 	struct query_agg *a = calloc(1, sizeof(*a));
@@ -2743,6 +2744,7 @@ static int agg_open(struct store_txn *t, int64_t coll, const struct query_pipeli
 	a->last = upto;
 	a->docs = docs;
 	a->ndocs = ndocs;
+	a->array_src = array_src;
 	a->vars = vars;
 	a->rng = (uint64_t)now_ms * 0x9e3779b97f4a7c15ull + 0x2545f4914f6cdd1dull;
 	if (!a->rng)
@@ -2760,7 +2762,7 @@ static int agg_open(struct store_txn *t, int64_t coll, const struct query_pipeli
 		dfs_buf_init(&a->rs[i].pk);
 		dfs_buf_init(&a->rs[i].pp);
 	}
-	if (!docs) {
+	if (!array_src) {
 		/* note 1: a leading $match, then a $sort, go to the find */
 		int i = 0;
 
@@ -2793,7 +2795,7 @@ int query_agg_open(struct store_txn *t, int64_t coll, const struct query_pipelin
 				   "query_agg_run_out in a write transaction",
 				   p->st[p->n - 1].index, p->st[p->n - 1].name);
 	return agg_open(t, coll, p, o ? o->now_ms : 0, o && o->mem ? o->mem : AGG_MEM_DEFAULT,
-			NULL, 0, NULL, p->n, out, err);
+			false, NULL, 0, NULL, p->n, out, err);
 }
 
 int query_agg_next(struct query_agg *a, const bson_t **doc, struct dfs_err *err)
@@ -2930,7 +2932,8 @@ int query_agg_run_out(struct store_txn *t, int64_t coll, const struct query_pipe
 	dfs_buf_init(&key);
 	dfs_buf_init(&buf);
 	/* 1. run the pipeline, preparing every result, sorted by _id */
-	if ((rc = agg_open(t, coll, p, o ? o->now_ms : 0, mem, NULL, 0, NULL, p->n - 1, &a, err)))
+	if ((rc = agg_open(t, coll, p, o ? o->now_ms : 0, mem, false, NULL, 0, NULL, p->n - 1,
+			   &a, err)))
 		goto done;
 	while ((rc = query_agg_next(a, &doc, err)) == 0) {
 		bson_t prepared;
@@ -3011,7 +3014,7 @@ int query_agg_run_out(struct store_txn *t, int64_t coll, const struct query_pipe
 				goto done;
 			}
 			if (!found && last->when_not_matched == 2) {
-				rc = dfs_err_set(err, DFS_ENOENT,
+				rc = dfs_err_set(err, DFS_EINVAL,
 						 "stage %d: $merge could not find a matching "
 						 "document in the target for '%s' (whenNotMatched: "
 						 "fail)",
@@ -3020,7 +3023,7 @@ int query_agg_run_out(struct store_txn *t, int64_t coll, const struct query_pipe
 			}
 		} else if (last->kind == S_MERGE && !target_exists &&
 			   last->when_not_matched == 2) {
-			rc = dfs_err_set(err, DFS_ENOENT,
+			rc = dfs_err_set(err, DFS_EINVAL,
 					 "stage %d: $merge could not find a matching document in "
 					 "the target (whenNotMatched: fail)",
 					 last->index);

@@ -905,7 +905,7 @@ static int parse_switch(struct agg__x *x, const bson_value_t *v, const struct ag
 	bson_iter_t it, br, cb;
 	int nb = 0, rc, k = 0;
 	bool have_default = false;
-	const bson_value_t *def = NULL;
+	bson_value_t def;
 
 	if (v->value_type != BSON_TYPE_DOCUMENT)
 		return dfs_err_set(err, DFS_EINVAL, "$switch requires an object as an argument");
@@ -921,7 +921,7 @@ static int parse_switch(struct agg__x *x, const bson_value_t *v, const struct ag
 				nb++;
 		} else if (!strcmp(bson_iter_key(&it), "default")) {
 			have_default = true;
-			def = bson_iter_value(&it);
+			def = *bson_iter_value(&it);
 		} else {
 			return dfs_err_set(err, DFS_EINVAL, "$switch found an unknown argument: %s",
 					   bson_iter_key(&it));
@@ -970,7 +970,7 @@ static int parse_switch(struct agg__x *x, const bson_value_t *v, const struct ag
 		k += 2;
 	}
 	if (have_default)
-		return parse_value(def, sc, &x->args[k], err);
+		return parse_value(&def, sc, &x->args[k], err);
 	return 0;
 }
 
@@ -978,7 +978,7 @@ static int parse_let(struct agg__x *x, const bson_value_t *v, const struct agg__
 		     struct dfs_err *err)
 {
 	bson_iter_t it, vars;
-	const bson_value_t *in = NULL;
+	bson_value_t inv, *in = NULL;
 	bool have_vars = false;
 	int nv = 0, k = 0, rc;
 	struct agg__scope *scopes;
@@ -993,7 +993,8 @@ static int parse_let(struct agg__x *x, const bson_value_t *v, const struct agg__
 			while (bson_iter_next(&vars))
 				nv++;
 		} else if (!strcmp(bson_iter_key(&it), "in")) {
-			in = bson_iter_value(&it);
+			inv = *bson_iter_value(&it);
+			in = &inv;
 		} else {
 			return dfs_err_set(err, DFS_EINVAL, "$let: invalid parameter '%s'",
 					   bson_iter_key(&it));
@@ -1955,11 +1956,14 @@ static int eval_round(const struct agg__x *x, struct agg__ctx *c, bson_value_t *
 		*out = a;
 		return 0;
 	}
-	scale = powl(10, (long double)place);
-	if (x->op == X_TRUNC)
-		r = truncl(d * scale) / scale;
-	else
-		r = nearbyintl(d * scale) / scale; /* the default mode rounds half to even */
+	/* nearbyintl: the default rounding mode rounds half to even, as $round does */
+	if (place >= 0) {
+		scale = powl(10, (long double)place);
+		r = x->op == X_TRUNC ? truncl(d * scale) / scale : nearbyintl(d * scale) / scale;
+	} else {
+		scale = powl(10, (long double)-place);
+		r = x->op == X_TRUNC ? truncl(d / scale) * scale : nearbyintl(d / scale) * scale;
+	}
 	if (k <= 2) {
 		if (k == 1 && r >= INT32_MIN && r <= INT32_MAX)
 			set_i32(out, (int32_t)r);
@@ -2579,6 +2583,7 @@ static int eval_arr_to_obj(const struct agg__x *x, struct agg__ctx *c, bson_valu
 		abort();
 	for (size_t i = 0; i < el.n; i++) {
 		bson_iter_t it;
+		bson_value_t kvs, vvs;
 		const bson_value_t *kv = NULL, *vv = NULL;
 		int cnt = 0;
 
@@ -2594,15 +2599,16 @@ static int eval_arr_to_obj(const struct agg__x *x, struct agg__ctx *c, bson_valu
 					 el.v[i].value.v_doc.data_len);
 		while (bson_iter_next(&it)) {
 			cnt++;
-			if (el.v[i].value_type == BSON_TYPE_ARRAY) {
-				if (cnt == 1)
-					kv = bson_iter_value(&it);
-				else if (cnt == 2)
-					vv = bson_iter_value(&it);
-			} else if (!strcmp(bson_iter_key(&it), "k")) {
-				kv = bson_iter_value(&it);
-			} else if (!strcmp(bson_iter_key(&it), "v")) {
-				vv = bson_iter_value(&it);
+			if ((el.v[i].value_type == BSON_TYPE_ARRAY && cnt == 1) ||
+			    (el.v[i].value_type == BSON_TYPE_DOCUMENT &&
+			     !strcmp(bson_iter_key(&it), "k"))) {
+				kvs = *bson_iter_value(&it);
+				kv = &kvs;
+			} else if ((el.v[i].value_type == BSON_TYPE_ARRAY && cnt == 2) ||
+				   (el.v[i].value_type == BSON_TYPE_DOCUMENT &&
+				    !strcmp(bson_iter_key(&it), "v"))) {
+				vvs = *bson_iter_value(&it);
+				vv = &vvs;
 			}
 		}
 		if (cnt != 2 || !kv || !vv) {

@@ -204,7 +204,7 @@ static void run_case(const bson_t *c)
 	}
 	bson_init(&result);
 	bson_append_array_begin(&result, "ok", 2, &arr);
-	if (query_pipeline_writes(p)) {
+	if (query_pipeline_writes(p) && outname) {
 		struct store_coll target;
 		struct query_find_opts fo = {0};
 		struct query_cursor *cur = NULL;
