@@ -230,8 +230,8 @@ static int sorter_next(struct sorter *s, const char **key, uint32_t *klen, const
 	for (size_t i = 0; i < s->nruns; i++) {
 		struct srun *r = &s->runs[i];
 
-		if (r->live && (!best || key_cmp(r->cur.data, r->klen, best->cur.data,
-						 best->klen) < 0))
+		if (r->live &&
+		    (!best || key_cmp(r->cur.data, r->klen, best->cur.data, best->klen) < 0))
 			best = r;
 	}
 	if (!best)
@@ -280,16 +280,27 @@ enum skind {
 enum pkind { P_INC, P_EXC, P_EXPR, P_SUB };
 
 struct pnode {
-	char *name;	     /* Owned: one path component */
-	int kind;	     /* enum pkind */
-	struct agg__x *x;    /* P_EXPR: Owned */
-	struct pnode *kids;  /* P_SUB: Owned array */
+	char *name;	    /* Owned: one path component */
+	int kind;	    /* enum pkind */
+	struct agg__x *x;   /* P_EXPR: Owned */
+	struct pnode *kids; /* P_SUB: Owned array */
 	int nkids;
-	bool has_expr;	     /* P_SUB: some descendant is P_EXPR */
+	bool has_expr; /* P_SUB: some descendant is P_EXPR */
 };
 
-enum acc_op { A_SUM, A_AVG, A_MIN, A_MAX, A_FIRST, A_LAST, A_PUSH, A_ADDTOSET, A_COUNT,
-	      A_STDDEVPOP, A_MERGEOBJECTS };
+enum acc_op {
+	A_SUM,
+	A_AVG,
+	A_MIN,
+	A_MAX,
+	A_FIRST,
+	A_LAST,
+	A_PUSH,
+	A_ADDTOSET,
+	A_COUNT,
+	A_STDDEVPOP,
+	A_MERGEOBJECTS
+};
 
 struct acc {
 	char *name;	  /* Owned: output field */
@@ -302,50 +313,50 @@ struct pstage {
 	int index;	  /* position in the user's pipeline (messages) */
 	const char *name; /* the stage operator as written (static) */
 	/* $match */
-	bson_t *filter;		 /* Owned: the filter without top-level $expr (or NULL) */
-	struct query_expr *fx;	 /* Owned: parsed filter (or NULL) */
-	struct agg__x *mx;	 /* Owned: top-level $expr (or NULL) */
+	bson_t *filter;	       /* Owned: the filter without top-level $expr (or NULL) */
+	struct query_expr *fx; /* Owned: parsed filter (or NULL) */
+	struct agg__x *mx;     /* Owned: top-level $expr (or NULL) */
 	/* $project / $addFields */
-	struct pnode root;	 /* kids: the spec */
-	bool inclusion;		 /* $project: inclusion mode */
+	struct pnode root; /* kids: the spec */
+	bool inclusion;	   /* $project: inclusion mode */
 	/* $group / $bucket */
-	struct agg__x *id;	 /* Owned: the group key expression */
-	struct acc *accs;	 /* Owned */
+	struct agg__x *id; /* Owned: the group key expression */
+	struct acc *accs;  /* Owned */
 	int naccs;
-	bson_value_t *bounds;	 /* $bucket: Owned copies of the boundaries */
+	bson_value_t *bounds; /* $bucket: Owned copies of the boundaries */
 	int nbounds;
-	bson_value_t bdefault;	 /* $bucket: Owned; EOD when there is no default */
+	bson_value_t bdefault; /* $bucket: Owned; EOD when there is no default */
 	/* $sort */
 	bson_t *sort_spec;	 /* Owned */
 	struct query_sort *sort; /* Owned */
 	/* $limit, $skip, $sample */
 	int64_t n;
 	/* $unwind */
-	char **comp;		 /* Owned: path components (into buf) */
+	char **comp; /* Owned: path components (into buf) */
 	int ncomp;
-	char *buf;		 /* Owned */
-	char *path;		 /* Owned: the path as written, without '$' */
-	char *index_field;	 /* Owned: includeArrayIndex, or NULL */
-	bool preserve;		 /* preserveNullAndEmptyArrays */
+	char *buf;	   /* Owned */
+	char *path;	   /* Owned: the path as written, without '$' */
+	char *index_field; /* Owned: includeArrayIndex, or NULL */
+	bool preserve;	   /* preserveNullAndEmptyArrays */
 	/* $count: path; $lookup, $out, $merge */
 	char *from, *local, *foreign, *as; /* Owned ($out/$merge target: from) */
 	char **lcomp, *lbuf;		   /* Owned: localField components */
 	int nlcomp;
-	char **ascomp, *asbuf;		   /* Owned: 'as' components */
+	char **ascomp, *asbuf; /* Owned: 'as' components */
 	int nascomp;
-	char **let_names;		   /* Owned: $lookup let variable names */
-	struct agg__x **let_x;		   /* Owned: their expressions */
+	char **let_names;      /* Owned: $lookup let variable names */
+	struct agg__x **let_x; /* Owned: their expressions */
 	int nlet;
-	struct query_pipeline *sub;	   /* Owned: $lookup pipeline */
+	struct query_pipeline *sub; /* Owned: $lookup pipeline */
 	/* $replaceRoot */
-	struct agg__x *root_x;		   /* Owned */
+	struct agg__x *root_x; /* Owned */
 	/* $facet */
-	char **facet_names;		   /* Owned */
-	struct query_pipeline **facets;	   /* Owned */
+	char **facet_names;		/* Owned */
+	struct query_pipeline **facets; /* Owned */
 	int nfacets;
 	/* $merge */
-	int when_matched;		   /* 0 merge, 1 replace, 2 keepExisting, 3 fail */
-	int when_not_matched;		   /* 0 insert, 1 discard, 2 fail */
+	int when_matched;     /* 0 merge, 1 replace, 2 keepExisting, 3 fail */
+	int when_not_matched; /* 0 insert, 1 discard, 2 fail */
 };
 
 struct query_pipeline {
@@ -472,7 +483,7 @@ static int split(const char *what, const char *s, char ***comp, int *n, char **b
 	return 0;
 }
 
-static int parse_pipeline(const bson_t *pipeline, const struct agg__scope *sc, bool nested,
+static int parse_pipeline(const bson_t *pipeline, const struct agg__scope *sc,
 			  struct query_pipeline **out, struct dfs_err *err);
 
 /* ---- $match --------------------------------------------------------------------------------- */
@@ -487,8 +498,9 @@ static int parse_match(struct pstage *s, const bson_iter_t *it, const struct agg
 	int rc;
 
 	if (!BSON_ITER_HOLDS_DOCUMENT(it))
-		return dfs_err_set(err, DFS_EINVAL, "the match filter must be an expression in an "
-						    "object");
+		return dfs_err_set(err, DFS_EINVAL,
+				   "the match filter must be an expression in an "
+				   "object");
 	bson_iter_document(it, &len, &data);
 	if (!bson_init_static(&spec, data, len))
 		return dfs_err_set(err, DFS_EINVAL, "bad $match document");
@@ -507,7 +519,8 @@ static int parse_match(struct pstage *s, const bson_iter_t *it, const struct agg
 	return query_filter_parse(s->filter, &s->fx, err);
 }
 
-/* ---- $project / $addFields / $unset ----------------------------------------------------------- */
+/* ---- $project / $addFields / $unset -----------------------------------------------------------
+ */
 
 static struct pnode *pnode_child(struct pnode *p, const char *name, bool create)
 {
@@ -587,8 +600,7 @@ static void mark_exprs(struct pnode *p)
 	for (int i = 0; i < p->nkids; i++) {
 		if (p->kids[i].kind == P_SUB)
 			mark_exprs(&p->kids[i]);
-		if (p->kids[i].kind == P_EXPR ||
-		    (p->kids[i].kind == P_SUB && p->kids[i].has_expr))
+		if (p->kids[i].kind == P_EXPR || (p->kids[i].kind == P_SUB && p->kids[i].has_expr))
 			p->has_expr = true;
 	}
 }
@@ -722,15 +734,23 @@ static int parse_unset(struct pstage *s, const bson_iter_t *it, struct dfs_err *
 	return 0;
 }
 
-/* ---- $group / $bucket / $sortByCount ---------------------------------------------------------- */
+/* ---- $group / $bucket / $sortByCount ----------------------------------------------------------
+ */
 
 static const struct {
 	const char *name;
 	int op;
-} acc_names[] = {{"$sum", A_SUM},	  {"$avg", A_AVG},	   {"$min", A_MIN},
-		 {"$max", A_MAX},	  {"$first", A_FIRST},	   {"$last", A_LAST},
-		 {"$push", A_PUSH},	  {"$addToSet", A_ADDTOSET}, {"$count", A_COUNT},
-		 {"$stdDevPop", A_STDDEVPOP}, {"$mergeObjects", A_MERGEOBJECTS}};
+} acc_names[] = {{"$sum", A_SUM},
+		 {"$avg", A_AVG},
+		 {"$min", A_MIN},
+		 {"$max", A_MAX},
+		 {"$first", A_FIRST},
+		 {"$last", A_LAST},
+		 {"$push", A_PUSH},
+		 {"$addToSet", A_ADDTOSET},
+		 {"$count", A_COUNT},
+		 {"$stdDevPop", A_STDDEVPOP},
+		 {"$mergeObjects", A_MERGEOBJECTS}};
 
 static int parse_acc(struct acc *a, const char *field, const bson_iter_t *it,
 		     const struct agg__scope *sc, struct dfs_err *err)
@@ -765,8 +785,8 @@ static int parse_acc(struct acc *a, const char *field, const bson_iter_t *it,
 			return err->code;
 	}
 	if (bson_iter_next(&d))
-		return dfs_err_set(err, DFS_EINVAL,
-				   "the field '%s' must specify one accumulator", field);
+		return dfs_err_set(err, DFS_EINVAL, "the field '%s' must specify one accumulator",
+				   field);
 	return 0;
 }
 
@@ -789,8 +809,9 @@ static int parse_group(struct pstage *s, const bson_iter_t *it, const struct agg
 	int rc;
 
 	if (!BSON_ITER_HOLDS_DOCUMENT(it))
-		return dfs_err_set(err, DFS_EINVAL, "a group's fields must be specified in an "
-						    "object");
+		return dfs_err_set(err, DFS_EINVAL,
+				   "a group's fields must be specified in an "
+				   "object");
 	bson_iter_recurse(it, &f);
 	while (bson_iter_next(&f)) {
 		const char *k = bson_iter_key(&f);
@@ -850,8 +871,8 @@ static int parse_bucket(struct pstage *s, const bson_iter_t *it, const struct ag
 						   "$bucket: 'boundaries' must be an array");
 			bson_iter_recurse(&f, &b);
 			while (bson_iter_next(&b)) {
-				bson_value_t *nb = realloc(s->bounds, (size_t)(s->nbounds + 1) *
-										sizeof(*nb));
+				bson_value_t *nb =
+					realloc(s->bounds, (size_t)(s->nbounds + 1) * sizeof(*nb));
 
 				if (!nb)
 					abort();
@@ -892,8 +913,9 @@ static int parse_bucket(struct pstage *s, const bson_iter_t *it, const struct ag
 					   "$bucket: all values in 'boundaries' must have the same "
 					   "type");
 		if (i && agg__cmp(&s->bounds[i - 1], &s->bounds[i]) >= 0)
-			return dfs_err_set(err, DFS_EINVAL,
-					   "$bucket: 'boundaries' must be sorted in ascending order");
+			return dfs_err_set(
+				err, DFS_EINVAL,
+				"$bucket: 'boundaries' must be sorted in ascending order");
 	}
 	if (s->bdefault.value_type != BSON_TYPE_EOD &&
 	    store_type_bracket(s->bdefault.value_type) ==
@@ -915,7 +937,8 @@ static int parse_bucket(struct pstage *s, const bson_iter_t *it, const struct ag
 	return 0;
 }
 
-/* ---- other stages ------------------------------------------------------------------------------ */
+/* ---- other stages ------------------------------------------------------------------------------
+ */
 
 static int int_value(const bson_iter_t *it, int64_t *out)
 {
@@ -953,14 +976,16 @@ static int parse_unwind(struct pstage *s, const bson_iter_t *it, struct dfs_err 
 				const char *ix;
 
 				if (!BSON_ITER_HOLDS_UTF8(&f))
-					return dfs_err_set(err, DFS_EINVAL,
-							   "expected a non-empty string for the "
-							   "includeArrayIndex option to $unwind stage");
+					return dfs_err_set(
+						err, DFS_EINVAL,
+						"expected a non-empty string for the "
+						"includeArrayIndex option to $unwind stage");
 				ix = bson_iter_utf8(&f, NULL);
 				if (!*ix || ix[0] == '$')
-					return dfs_err_set(err, DFS_EINVAL,
-							   "includeArrayIndex option to $unwind "
-							   "stage should not be prefixed with a '$'");
+					return dfs_err_set(
+						err, DFS_EINVAL,
+						"includeArrayIndex option to $unwind "
+						"stage should not be prefixed with a '$'");
 				s->index_field = xstrdup(ix);
 			} else if (!strcmp(k, "preserveNullAndEmptyArrays")) {
 				if (!BSON_ITER_HOLDS_BOOL(&f))
@@ -1047,8 +1072,7 @@ static int parse_lookup(struct pstage *s, const bson_iter_t *it, const struct ag
 						   "$lookup argument 'pipeline' must be an array");
 			have_pipeline = true;
 		} else {
-			return dfs_err_set(err, DFS_EINVAL,
-					   "unknown argument to $lookup: %s", k);
+			return dfs_err_set(err, DFS_EINVAL, "unknown argument to $lookup: %s", k);
 		}
 	}
 	if (!s->from)
@@ -1076,8 +1100,7 @@ static int parse_lookup(struct pstage *s, const bson_iter_t *it, const struct ag
 			free(scopes);
 			return dfs_err_set(err, DFS_EINVAL, "bad $lookup pipeline");
 		}
-		rc = parse_pipeline(&sub, s->nlet ? &scopes[s->nlet - 1] : NULL, true, &s->sub,
-				    err);
+		rc = parse_pipeline(&sub, s->nlet ? &scopes[s->nlet - 1] : NULL, &s->sub, err);
 		free(scopes);
 		if (rc)
 			return dfs_err_prefix(err, "$lookup pipeline: ");
@@ -1105,8 +1128,7 @@ static int parse_facet(struct pstage *s, const bson_iter_t *it, const struct agg
 	int rc;
 
 	if (!BSON_ITER_HOLDS_DOCUMENT(it))
-		return dfs_err_set(err, DFS_EINVAL,
-				   "the argument to $facet must be an object");
+		return dfs_err_set(err, DFS_EINVAL, "the argument to $facet must be an object");
 	bson_iter_recurse(it, &f);
 	while (bson_iter_next(&f)) {
 		const char *k = bson_iter_key(&f);
@@ -1126,7 +1148,7 @@ static int parse_facet(struct pstage *s, const bson_iter_t *it, const struct agg
 		bson_iter_array(&f, &len, &data);
 		if (!bson_init_static(&sub, data, len))
 			return dfs_err_set(err, DFS_EINVAL, "bad $facet pipeline");
-		if ((rc = parse_pipeline(&sub, sc, true, &s->facets[s->nfacets - 1], err)))
+		if ((rc = parse_pipeline(&sub, sc, &s->facets[s->nfacets - 1], err)))
 			return dfs_err_prefix(err, "$facet '%s': ", k);
 		for (int i = 0; i < s->facets[s->nfacets - 1]->n; i++) {
 			int kd = s->facets[s->nfacets - 1]->st[i].kind;
@@ -1139,8 +1161,9 @@ static int parse_facet(struct pstage *s, const bson_iter_t *it, const struct agg
 		}
 	}
 	if (!s->nfacets)
-		return dfs_err_set(err, DFS_EINVAL, "the $facet specification must be a non-empty "
-						    "object");
+		return dfs_err_set(err, DFS_EINVAL,
+				   "the $facet specification must be a non-empty "
+				   "object");
 	return 0;
 }
 
@@ -1167,8 +1190,8 @@ static int target_name(const bson_iter_t *it, const char *stage, char **out, str
 		if (!*out)
 			return dfs_err_set(err, DFS_EINVAL, "%s: the target needs 'coll'", stage);
 	} else {
-		return dfs_err_set(err, DFS_EINVAL,
-				   "%s: the target must be a string or {db, coll}", stage);
+		return dfs_err_set(err, DFS_EINVAL, "%s: the target must be a string or {db, coll}",
+				   stage);
 	}
 	return store_coll_name_check(*out, err);
 }
@@ -1203,7 +1226,8 @@ static int parse_merge(struct pstage *s, const bson_iter_t *it, struct dfs_err *
 				    !strcmp(bson_iter_utf8(&a, NULL), "_id") && !bson_iter_next(&a))
 					continue;
 			}
-			return dfs_err_set(err, DFS_EINVAL, "$merge: only on: \"_id\" is supported");
+			return dfs_err_set(err, DFS_EINVAL,
+					   "$merge: only on: \"_id\" is supported");
 		} else if (!strcmp(k, "whenMatched")) {
 			static const char *const m[] = {"merge", "replace", "keepExisting", "fail"};
 			int i;
@@ -1222,9 +1246,10 @@ static int parse_merge(struct pstage *s, const bson_iter_t *it, struct dfs_err *
 			for (i = 0; i < 3 && (!v || strcmp(v, m[i])); i++)
 				;
 			if (i == 3)
-				return dfs_err_set(err, DFS_EINVAL,
-						   "$merge: 'whenNotMatched' must be insert, discard "
-						   "or fail");
+				return dfs_err_set(
+					err, DFS_EINVAL,
+					"$merge: 'whenNotMatched' must be insert, discard "
+					"or fail");
 			s->when_not_matched = i;
 		} else {
 			return dfs_err_set(err, DFS_EINVAL, "$merge: unknown option '%s'", k);
@@ -1235,7 +1260,8 @@ static int parse_merge(struct pstage *s, const bson_iter_t *it, struct dfs_err *
 	return 0;
 }
 
-/* ---- the pipeline -------------------------------------------------------------------------------- */
+/* ---- the pipeline
+ * -------------------------------------------------------------------------------- */
 
 static struct pstage *stage_push(struct query_pipeline *p, int index, int kind, const char *name)
 {
@@ -1260,7 +1286,8 @@ static int parse_sort_spec(struct pstage *s, const bson_iter_t *it, struct dfs_e
 	bson_iter_t f;
 
 	if (!BSON_ITER_HOLDS_DOCUMENT(it))
-		return dfs_err_set(err, DFS_EINVAL, "the $sort key specification must be an object");
+		return dfs_err_set(err, DFS_EINVAL,
+				   "the $sort key specification must be an object");
 	bson_iter_document(it, &len, &data);
 	if (!bson_init_static(&spec, data, len))
 		return dfs_err_set(err, DFS_EINVAL, "bad $sort document");
@@ -1321,12 +1348,12 @@ static int parse_stage(struct query_pipeline *p, int index, const bson_iter_t *s
 		const bson_value_t *v = bson_iter_value(&d);
 		bson_value_t one = {.value_type = BSON_TYPE_INT32, .value.v_int32 = 1};
 		bson_t spec = BSON_INITIALIZER;
-		bson_iter_t si;
 		struct acc *a;
 		int rc;
 
+		/* a "$path" or an operator document ({} and {a: ..} are not accepted) */
 		if (!(v->value_type == BSON_TYPE_UTF8 && v->value.v_utf8.str[0] == '$') &&
-		    !(v->value_type == BSON_TYPE_DOCUMENT && is_plain_doc(&d) == false &&
+		    !(v->value_type == BSON_TYPE_DOCUMENT && !is_plain_doc(&d) &&
 		      v->value.v_doc.data_len > 5))
 			return dfs_err_set(err, DFS_EINVAL,
 					   "the argument to $sortByCount must be a $-prefixed path "
@@ -1341,10 +1368,8 @@ static int parse_stage(struct query_pipeline *p, int index, const bson_iter_t *s
 			return rc;
 		s = stage_push(p, index, S_SORT, "$sortByCount");
 		BSON_APPEND_INT32(&spec, "count", -1);
-		bson_iter_init(&si, &spec);
 		s->sort_spec = bson_copy(&spec);
 		bson_destroy(&spec);
-		(void)si;
 		return query_sort_parse(s->sort_spec, &s->sort, err);
 	}
 	if (IS("$sort")) {
@@ -1354,15 +1379,21 @@ static int parse_stage(struct query_pipeline *p, int index, const bson_iter_t *s
 	if (IS("$limit") || IS("$skip") || IS("$sample")) {
 		bool lim = IS("$limit");
 
-		s = stage_push(p, index, lim ? S_LIMIT : IS("$skip") ? S_SKIP : S_SAMPLE,
-			       lim ? "$limit" : IS("$skip") ? "$skip" : "$sample");
+		s = stage_push(p, index,
+			       lim	     ? S_LIMIT
+			       : IS("$skip") ? S_SKIP
+					     : S_SAMPLE,
+			       lim	     ? "$limit"
+			       : IS("$skip") ? "$skip"
+					     : "$sample");
 		if (s->kind == S_SAMPLE) {
 			bson_iter_t f;
 
 			if (!BSON_ITER_HOLDS_DOCUMENT(&d) || !bson_iter_recurse(&d, &f) ||
 			    !bson_iter_find(&f, "size") || int_value(&f, &n) || n < 0)
-				return dfs_err_set(err, DFS_EINVAL,
-						   "$sample requires a non-negative integer 'size'");
+				return dfs_err_set(
+					err, DFS_EINVAL,
+					"$sample requires a non-negative integer 'size'");
 			s->n = n;
 			return 0;
 		}
@@ -1388,11 +1419,13 @@ static int parse_stage(struct query_pipeline *p, int index, const bson_iter_t *s
 			return dfs_err_set(err, DFS_EINVAL, "the count field must be a string");
 		f = bson_iter_utf8(&d, NULL);
 		if (!*f)
-			return dfs_err_set(err, DFS_EINVAL, "the count field must be a non-empty "
-							    "string");
+			return dfs_err_set(err, DFS_EINVAL,
+					   "the count field must be a non-empty "
+					   "string");
 		if (f[0] == '$')
-			return dfs_err_set(err, DFS_EINVAL, "the count field cannot be a $-prefixed "
-							    "path");
+			return dfs_err_set(err, DFS_EINVAL,
+					   "the count field cannot be a $-prefixed "
+					   "path");
 		if (strchr(f, '.'))
 			return dfs_err_set(err, DFS_EINVAL, "the count field cannot contain '.'");
 		s->as = xstrdup(f);
@@ -1405,8 +1438,8 @@ static int parse_stage(struct query_pipeline *p, int index, const bson_iter_t *s
 	if (IS("$replaceRoot") || IS("$replaceWith")) {
 		bson_iter_t f;
 
-		s = stage_push(p, index, S_REPLACEROOT, IS("$replaceRoot") ? "$replaceRoot"
-									: "$replaceWith");
+		s = stage_push(p, index, S_REPLACEROOT,
+			       IS("$replaceRoot") ? "$replaceRoot" : "$replaceWith");
 		if (IS("$replaceWith"))
 			return agg__x_parse(bson_iter_value(&d), sc, &s->root_x, err);
 		if (!BSON_ITER_HOLDS_DOCUMENT(&d) || !bson_iter_recurse(&d, &f) ||
@@ -1431,7 +1464,7 @@ static int parse_stage(struct query_pipeline *p, int index, const bson_iter_t *s
 	return dfs_err_set(err, DFS_EINVAL, "unrecognized pipeline stage name: '%s'", name);
 }
 
-static int parse_pipeline(const bson_t *pipeline, const struct agg__scope *sc, bool nested,
+static int parse_pipeline(const bson_t *pipeline, const struct agg__scope *sc,
 			  struct query_pipeline **out, struct dfs_err *err)
 {
 	struct query_pipeline *p = calloc(1, sizeof(*p));
@@ -1446,12 +1479,7 @@ static int parse_pipeline(const bson_t *pipeline, const struct agg__scope *sc, b
 		return dfs_err_set(err, DFS_EINVAL, "the pipeline is not valid BSON");
 	}
 	while (bson_iter_next(&it)) {
-		int before = p->n;
-
 		if ((rc = parse_stage(p, index, &it, sc, err))) {
-			const char *name = p->n > before ? p->st[p->n - 1].name : NULL;
-
-			(void)name;
 			dfs_err_prefix(err, "stage %d: ", index);
 			query_pipeline_free(p);
 			return rc;
@@ -1468,25 +1496,25 @@ static int parse_pipeline(const bson_t *pipeline, const struct agg__scope *sc, b
 		}
 	}
 	p->writes = p->n && (p->st[p->n - 1].kind == S_OUT || p->st[p->n - 1].kind == S_MERGE);
-	(void)nested;
 	*out = p;
 	return 0;
 }
 
 int query_pipeline_parse(const bson_t *pipeline, struct query_pipeline **out, struct dfs_err *err)
 {
-	return parse_pipeline(pipeline, NULL, false, out, err);
+	return parse_pipeline(pipeline, NULL, out, err);
 }
 
-/* ---- running ---------------------------------------------------------------------------------- */
+/* ---- running ----------------------------------------------------------------------------------
+ */
 
 struct accst {
-	struct agg__sum sum;   /* $sum $avg */
-	bson_value_t v;	       /* $min $max $first $last: Owned copy (EOD: none yet) */
-	bson_t *arr;	       /* $push $addToSet: Owned array; $mergeObjects: Owned document */
-	uint32_t na;	       /* elements of arr */
-	long double mean, m2;  /* $stdDevPop (Welford) */
-	int64_t cnt;	       /* $count, $stdDevPop */
+	struct agg__sum sum;  /* $sum $avg */
+	bson_value_t v;	      /* $min $max $first $last: Owned copy (EOD: none yet) */
+	bson_t *arr;	      /* $push $addToSet: Owned array; $mergeObjects: Owned document */
+	uint32_t na;	      /* elements of arr */
+	long double mean, m2; /* $stdDevPop (Welford) */
+	int64_t cnt;	      /* $count, $stdDevPop */
 };
 
 struct rstage {
@@ -1495,18 +1523,18 @@ struct rstage {
 	bson_t *out;	      /* Owned: the document returned last (stages that build one) */
 	bson_t view;	      /* a view returned last ($sort) */
 	bool started, done;
-	int64_t count;	      /* $limit/$skip counters; $count */
-	struct sorter so;     /* $sort, $group */
-	uint64_t seq;	      /* input sequence number */
-	struct dfs_buf key;   /* scratch key */
-	bool pending;	      /* $group: pk/pp hold the first record of the next group */
+	int64_t count;	    /* $limit/$skip counters; $count */
+	struct sorter so;   /* $sort, $group */
+	uint64_t seq;	    /* input sequence number */
+	struct dfs_buf key; /* scratch key */
+	bool pending;	    /* $group: pk/pp hold the first record of the next group */
 	struct dfs_buf pk, pp;
-	struct accst *st;     /* $group: Owned, naccs states */
-	bson_t *in;	      /* $unwind: Owned copy of the input document */
-	bson_iter_t ait;      /* $unwind: over the array in *in */
-	int64_t ai;	      /* $unwind: index of the next element */
-	bool unwinding;	      /* $unwind: ait is live */
-	bson_t **res;	      /* $sample: Owned reservoir */
+	struct accst *st; /* $group: Owned, naccs states */
+	bson_t *in;	  /* $unwind: Owned copy of the input document */
+	bson_iter_t ait;  /* $unwind: over the array in *in */
+	int64_t ai;	  /* $unwind: index of the next element */
+	bool unwinding;	  /* $unwind: ait is live */
+	bson_t **res;	  /* $sample: Owned reservoir */
 	size_t nres, ri;
 };
 
@@ -1516,20 +1544,20 @@ struct query_agg {
 	int64_t now_ms;
 	size_t mem;
 	const struct query_pipeline *p;
-	int first, last;	    /* stages [first, last) run here */
-	struct query_cursor *cur;   /* Owned: the source, or NULL */
-	bson_t *const *docs;	    /* Borrowed: the array source ($facet) */
-	bool array_src;		    /* the source is docs, not the collection */
+	int first, last;	  /* stages [first, last) run here */
+	struct query_cursor *cur; /* Owned: the source, or NULL */
+	bson_t *const *docs;	  /* Borrowed: the array source ($facet) */
+	bool array_src;		  /* the source is docs, not the collection */
 	size_t ndocs, pos;
-	struct rstage *rs;	    /* Owned: p->n entries */
+	struct rstage *rs;	     /* Owned: p->n entries */
 	const struct agg__var *vars; /* Borrowed: $lookup let variables */
-	uint64_t rng;		    /* $sample */
-	int64_t spills;		    /* runs written by sorters (for tests) */
+	uint64_t rng;		     /* $sample */
+	int64_t spills;		     /* runs written by sorters (for tests) */
 };
 
 static int agg_open(struct store_txn *t, int64_t coll, const struct query_pipeline *p,
-		    int64_t now_ms, size_t mem, bool array_src, bson_t *const *docs,
-		    size_t ndocs, const struct agg__var *vars, int upto, struct query_agg **out,
+		    int64_t now_ms, size_t mem, bool array_src, bson_t *const *docs, size_t ndocs,
+		    const struct agg__var *vars, int upto, struct query_agg **out,
 		    struct dfs_err *err);
 static int stage_next(struct query_agg *a, int i, const bson_t **doc, struct dfs_err *err);
 
@@ -1885,7 +1913,8 @@ static int src_next(struct query_agg *a, const bson_t **doc, struct dfs_err *err
 	return query_cursor_next(a->cur, doc, err);
 }
 
-/* ---- $group ----------------------------------------------------------------------------------- */
+/* ---- $group -----------------------------------------------------------------------------------
+ */
 
 static int group_input(struct query_agg *a, int i, struct rstage *rs, struct dfs_err *err)
 {
@@ -2230,7 +2259,8 @@ fail:
 	return rc;
 }
 
-/* ---- $sort ------------------------------------------------------------------------------------- */
+/* ---- $sort -------------------------------------------------------------------------------------
+ */
 
 static int sort_next(struct query_agg *a, int i, struct rstage *rs, const bson_t **doc,
 		     struct dfs_err *err)
@@ -2265,7 +2295,8 @@ static int sort_next(struct query_agg *a, int i, struct rstage *rs, const bson_t
 	return 0;
 }
 
-/* ---- $unwind ----------------------------------------------------------------------------------- */
+/* ---- $unwind -----------------------------------------------------------------------------------
+ */
 
 static int unwind_next(struct query_agg *a, int i, struct rstage *rs, const bson_t **doc,
 		       struct dfs_err *err)
@@ -2348,7 +2379,8 @@ static int unwind_next(struct query_agg *a, int i, struct rstage *rs, const bson
 	}
 }
 
-/* ---- $lookup ----------------------------------------------------------------------------------- */
+/* ---- $lookup -----------------------------------------------------------------------------------
+ */
 
 static int lookup_next(struct query_agg *a, int i, struct rstage *rs, const bson_t **doc,
 		       struct dfs_err *err)
@@ -2474,7 +2506,8 @@ done:
 	return rc;
 }
 
-/* ---- $facet, $sample, $count ------------------------------------------------------------------- */
+/* ---- $facet, $sample, $count -------------------------------------------------------------------
+ */
 
 static int facet_next(struct query_agg *a, int i, struct rstage *rs, const bson_t **doc,
 		      struct dfs_err *err)
@@ -2508,8 +2541,8 @@ static int facet_next(struct query_agg *a, int i, struct rstage *rs, const bson_
 		const bson_t *r;
 
 		bson_append_array_begin(o, ps->facet_names[f], -1, &arr);
-		rc = agg_open(a->t, a->coll, ps->facets[f], a->now_ms, a->mem, true, docs, n, a->vars,
-			      ps->facets[f]->n, &sub, err);
+		rc = agg_open(a->t, a->coll, ps->facets[f], a->now_ms, a->mem, true, docs, n,
+			      a->vars, ps->facets[f]->n, &sub, err);
 		while (!rc && (rc = query_agg_next(sub, &r, err)) == 0) {
 			char buf[16];
 			const char *key;
@@ -2526,8 +2559,9 @@ static int facet_next(struct query_agg *a, int i, struct rstage *rs, const bson_
 			rc = 0;
 		}
 		if (!rc && o->len > DFS_MAX_DOC_SIZE)
-			rc = dfs_err_set(err, DFS_EFBIG, "$facet: the output document is over 16 "
-							 "MiB");
+			rc = dfs_err_set(err, DFS_EFBIG,
+					 "$facet: the output document is over 16 "
+					 "MiB");
 	}
 	set_out(rs, o);
 	*doc = o;
@@ -2618,7 +2652,8 @@ static int count_next(struct query_agg *a, int i, struct rstage *rs, const bson_
 	return 0;
 }
 
-/* ---- the chain ------------------------------------------------------------------------------------ */
+/* ---- the chain
+ * ------------------------------------------------------------------------------------ */
 
 static int stage_next(struct query_agg *a, int i, const bson_t **doc, struct dfs_err *err)
 {
@@ -2725,8 +2760,8 @@ static int stage_next(struct query_agg *a, int i, const bson_t **doc, struct dfs
 
 /* Opens the pipeline's stages [0, upto) over coll (or over docs when array_src). */
 static int agg_open(struct store_txn *t, int64_t coll, const struct query_pipeline *p,
-		    int64_t now_ms, size_t mem, bool array_src, bson_t *const *docs,
-		    size_t ndocs, const struct agg__var *vars, int upto, struct query_agg **out,
+		    int64_t now_ms, size_t mem, bool array_src, bson_t *const *docs, size_t ndocs,
+		    const struct agg__var *vars, int upto, struct query_agg **out,
 		    struct dfs_err *err)
 {
 	struct query_agg *a = calloc(1, sizeof(*a));
@@ -2842,7 +2877,8 @@ void query_agg_free(struct query_agg *a)
 	free(a);
 }
 
-/* ---- $out and $merge (note 5) -------------------------------------------------------------------- */
+/* ---- $out and $merge (note 5)
+ * -------------------------------------------------------------------- */
 
 /* The existing document of target with the _id of doc (*found false when none). */
 static int target_get(struct store_txn *t, int64_t coll, const bson_t *doc, bson_t *existing,
@@ -2932,8 +2968,8 @@ int query_agg_run_out(struct store_txn *t, int64_t coll, const struct query_pipe
 	dfs_buf_init(&key);
 	dfs_buf_init(&buf);
 	/* 1. run the pipeline, preparing every result, sorted by _id */
-	if ((rc = agg_open(t, coll, p, o ? o->now_ms : 0, mem, false, NULL, 0, NULL, p->n - 1,
-			   &a, err)))
+	if ((rc = agg_open(t, coll, p, o ? o->now_ms : 0, mem, false, NULL, 0, NULL, p->n - 1, &a,
+			   err)))
 		goto done;
 	while ((rc = query_agg_next(a, &doc, err)) == 0) {
 		bson_t prepared;
@@ -3021,8 +3057,7 @@ int query_agg_run_out(struct store_txn *t, int64_t coll, const struct query_pipe
 						 last->index, name);
 				goto done;
 			}
-		} else if (last->kind == S_MERGE && !target_exists &&
-			   last->when_not_matched == 2) {
+		} else if (last->kind == S_MERGE && !target_exists && last->when_not_matched == 2) {
 			rc = dfs_err_set(err, DFS_EINVAL,
 					 "stage %d: $merge could not find a matching document in "
 					 "the target (whenNotMatched: fail)",

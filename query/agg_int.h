@@ -27,18 +27,19 @@ void agg__arena_take(struct agg__arena *a, bson_t *b, bson_type_t t, bson_value_
 
 /* A variable binding ($$name); a scope is a linked list searched innermost first. */
 struct agg__var {
-	const char *name;	    /* Borrowed: from the parsed tree */
-	bson_value_t v;		    /* Borrowed: see the value convention */
-	const struct agg__var *up;  /* the enclosing scope, or NULL */
+	const char *name;	   /* Borrowed: from the parsed tree */
+	bson_value_t v;		   /* Borrowed: see the value convention */
+	const struct agg__var *up; /* the enclosing scope, or NULL */
 };
 
 /* What an evaluation sees. */
 struct agg__ctx {
-	bson_value_t root;	    /* $$ROOT (a document value) */
-	bson_value_t current;	    /* $$CURRENT (a document value) */
-	int64_t now_ms;		    /* $$NOW */
-	const struct agg__var *vars; /* user variables ($let, $filter, $map, $reduce, $lookup let) */
-	struct agg__arena *ar;	    /* where results are built */
+	bson_value_t root;    /* $$ROOT (a document value) */
+	bson_value_t current; /* $$CURRENT (a document value) */
+	int64_t now_ms;	      /* $$NOW */
+	const struct agg__var
+		*vars;	       /* user variables ($let, $filter, $map, $reduce, $lookup let) */
+	struct agg__arena *ar; /* where results are built */
 };
 
 /* Names in scope while parsing, to reject undefined variables at parse time. */
@@ -55,8 +56,7 @@ int agg__x_parse(const bson_value_t *v, const struct agg__scope *sc, struct agg_
 		 struct dfs_err *err);
 void agg__x_free(struct agg__x *x);
 /* Evaluates x; *out missing (EOD) or a value per the convention above. */
-int agg__x_eval(const struct agg__x *x, struct agg__ctx *c, bson_value_t *out,
-		struct dfs_err *err);
+int agg__x_eval(const struct agg__x *x, struct agg__ctx *c, bson_value_t *out, struct dfs_err *err);
 /* A constant expression's value (literal), or NULL when x is not constant. */
 const bson_value_t *agg__x_const(const struct agg__x *x);
 /* Is x a plain field path "$a.b"? Then its dotted path (Borrowed from x), else NULL. */
@@ -78,11 +78,11 @@ void agg__path_get(const bson_value_t *base, char **comp, int ncomp, struct agg_
 
 /* Accumulator numeric sums shared by $group and the $sum/$avg expressions. */
 struct agg__sum {
-	int kind;	/* widest number seen: 0 none, 1 int32, 2 int64, 3 double, 4 decimal */
-	int64_t i;	/* exact integer sum while kind <= 2 */
-	long double d;	/* sum as floating point (always maintained) */
-	int64_t n;	/* numbers added */
-	bool overflow;	/* the int64 sum overflowed: the result is a double */
+	int kind;      /* widest number seen: 0 none, 1 int32, 2 int64, 3 double, 4 decimal */
+	int64_t i;     /* exact integer sum while kind <= 2 */
+	long double d; /* sum as floating point (always maintained) */
+	int64_t n;     /* numbers added */
+	bool overflow; /* the int64 sum overflowed: the result is a double */
 };
 void agg__sum_add(struct agg__sum *s, const bson_value_t *v); /* ignores non-numbers */
 void agg__sum_value(const struct agg__sum *s, bson_value_t *out);

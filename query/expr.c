@@ -494,27 +494,100 @@ enum xop {
 	X_OBJ,
 	X_ARR,
 	/* arithmetic */
-	X_ADD, X_SUB, X_MUL, X_DIV, X_MOD, X_ABS, X_CEIL, X_FLOOR, X_ROUND, X_TRUNC, X_SQRT,
-	X_POW, X_EXP, X_LN, X_LOG10,
+	X_ADD,
+	X_SUB,
+	X_MUL,
+	X_DIV,
+	X_MOD,
+	X_ABS,
+	X_CEIL,
+	X_FLOOR,
+	X_ROUND,
+	X_TRUNC,
+	X_SQRT,
+	X_POW,
+	X_EXP,
+	X_LN,
+	X_LOG10,
 	/* comparison, boolean, conditional */
-	X_EQ, X_NE, X_GT, X_GTE, X_LT, X_LTE, X_CMP, X_AND, X_OR, X_NOT, X_COND, X_IFNULL,
+	X_EQ,
+	X_NE,
+	X_GT,
+	X_GTE,
+	X_LT,
+	X_LTE,
+	X_CMP,
+	X_AND,
+	X_OR,
+	X_NOT,
+	X_COND,
+	X_IFNULL,
 	X_SWITCH,
 	/* strings */
-	X_CONCAT, X_SUBSTRB, X_SUBSTRCP, X_TOLOWER, X_TOUPPER, X_STRLENB, X_STRLENCP, X_SPLIT,
-	X_TRIM, X_LTRIM, X_RTRIM, X_INDEXOFB, X_REGEXMATCH, X_STRCASECMP,
+	X_CONCAT,
+	X_SUBSTRB,
+	X_SUBSTRCP,
+	X_TOLOWER,
+	X_TOUPPER,
+	X_STRLENB,
+	X_STRLENCP,
+	X_SPLIT,
+	X_TRIM,
+	X_LTRIM,
+	X_RTRIM,
+	X_INDEXOFB,
+	X_REGEXMATCH,
+	X_STRCASECMP,
 	/* dates */
-	X_YEAR, X_MONTH, X_DOM, X_HOUR, X_MINUTE, X_SECOND, X_MILLI, X_DOW, X_DOY, X_WEEK,
-	X_DATETOSTRING, X_DATEFROMSTRING,
+	X_YEAR,
+	X_MONTH,
+	X_DOM,
+	X_HOUR,
+	X_MINUTE,
+	X_SECOND,
+	X_MILLI,
+	X_DOW,
+	X_DOY,
+	X_WEEK,
+	X_DATETOSTRING,
+	X_DATEFROMSTRING,
 	/* arrays */
-	X_SIZE, X_ELEMAT, X_CONCATARRAYS, X_FILTER, X_MAP, X_REDUCE, X_IN, X_SLICE, X_FIRST,
-	X_LAST, X_ISARRAY, X_RANGE, X_REVERSE, X_INDEXOFARRAY,
+	X_SIZE,
+	X_ELEMAT,
+	X_CONCATARRAYS,
+	X_FILTER,
+	X_MAP,
+	X_REDUCE,
+	X_IN,
+	X_SLICE,
+	X_FIRST,
+	X_LAST,
+	X_ISARRAY,
+	X_RANGE,
+	X_REVERSE,
+	X_INDEXOFARRAY,
 	/* types */
-	X_TYPE, X_TOSTRING, X_TOINT, X_TOLONG, X_TODOUBLE, X_TODECIMAL, X_TOBOOL, X_TODATE,
-	X_TOOID, X_CONVERT, X_ISNUMBER,
+	X_TYPE,
+	X_TOSTRING,
+	X_TOINT,
+	X_TOLONG,
+	X_TODOUBLE,
+	X_TODECIMAL,
+	X_TOBOOL,
+	X_TODATE,
+	X_TOOID,
+	X_CONVERT,
+	X_ISNUMBER,
 	/* objects */
-	X_MERGEOBJECTS, X_OBJTOARRAY, X_ARRTOOBJ,
+	X_MERGEOBJECTS,
+	X_OBJTOARRAY,
+	X_ARRTOOBJ,
 	/* accumulators as expressions */
-	X_SUM, X_AVG, X_MIN, X_MAX, X_STDDEVPOP,
+	X_SUM,
+	X_AVG,
+	X_MIN,
+	X_MAX,
+	X_STDDEVPOP,
 	X_LET,
 };
 
@@ -533,9 +606,9 @@ struct xdef {
 	const char *name;
 	int op;
 	int form;
-	int min, max;		 /* F_ARGS: argument counts (-1: any) */
-	const char *slots[5];	 /* F_NAMED: argument names in slot order */
-	unsigned required;	 /* F_NAMED: bit i set when slot i is required */
+	int min, max;	      /* F_ARGS: argument counts (-1: any) */
+	const char *slots[5]; /* F_NAMED: argument names in slot order */
+	unsigned required;    /* F_NAMED: bit i set when slot i is required */
 };
 
 static const struct xdef xdefs[] = {
@@ -592,10 +665,20 @@ static const struct xdef xdefs[] = {
 	{"$dayOfWeek", X_DOW, F_DATEPART, 1, 1, {0}, 0},
 	{"$dayOfYear", X_DOY, F_DATEPART, 1, 1, {0}, 0},
 	{"$week", X_WEEK, F_DATEPART, 1, 1, {0}, 0},
-	{"$dateToString", X_DATETOSTRING, F_NAMED, 0, 0,
-	 {"date", "format", "timezone", "onNull"}, 1},
-	{"$dateFromString", X_DATEFROMSTRING, F_NAMED, 0, 0,
-	 {"dateString", "format", "timezone", "onError", "onNull"}, 1},
+	{"$dateToString",
+	 X_DATETOSTRING,
+	 F_NAMED,
+	 0,
+	 0,
+	 {"date", "format", "timezone", "onNull"},
+	 1},
+	{"$dateFromString",
+	 X_DATEFROMSTRING,
+	 F_NAMED,
+	 0,
+	 0,
+	 {"dateString", "format", "timezone", "onError", "onNull"},
+	 1},
 	{"$size", X_SIZE, F_ARGS, 1, 1, {0}, 0},
 	{"$arrayElemAt", X_ELEMAT, F_ARGS, 2, 2, {0}, 0},
 	{"$concatArrays", X_CONCATARRAYS, F_ARGS, 0, -1, {0}, 0},
@@ -725,8 +808,8 @@ static int split_path(struct agg__x *x, const char *s, struct dfs_err *err)
 		if (dot)
 			*dot = 0;
 		if (!*p)
-			return dfs_err_set(err, DFS_EINVAL, "field path '%s' has an empty component",
-					   s);
+			return dfs_err_set(err, DFS_EINVAL,
+					   "field path '%s' has an empty component", s);
 		x->comp[x->ncomp++] = p;
 		if (!dot)
 			break;
@@ -954,9 +1037,9 @@ static int parse_switch(struct agg__x *x, const bson_value_t *v, const struct ag
 				t = true;
 				rc = parse_value(bson_iter_value(&cb), sc, &x->args[k + 1], err);
 			} else {
-				return dfs_err_set(err, DFS_EINVAL,
-						   "$switch found an unknown argument to a branch: %s",
-						   bk);
+				return dfs_err_set(
+					err, DFS_EINVAL,
+					"$switch found an unknown argument to a branch: %s", bk);
 			}
 			if (rc)
 				return rc;
@@ -1106,7 +1189,8 @@ static int parse_value(const bson_value_t *v, const struct agg__scope *sc, struc
 		n = 0;
 		if (bson_iter_init_from_data(&it, v->value.v_doc.data, v->value.v_doc.data_len))
 			while (bson_iter_next(&it))
-				if ((rc = parse_value(bson_iter_value(&it), sc, &x->args[n++], err)))
+				if ((rc = parse_value(bson_iter_value(&it), sc, &x->args[n++],
+						      err)))
 					return rc;
 		return 0;
 	}
@@ -1178,10 +1262,10 @@ int agg__x_parse(const bson_value_t *v, const struct agg__scope *sc, struct agg_
 
 /* ---- evaluation helpers ------------------------------------------------------------------ */
 
-#define EV(i, v)                                                                \
-	do {                                                                    \
-		if ((rc = agg__x_eval(x->args[i], c, (v), err)))                \
-			return rc;                                              \
+#define EV(i, v)                                                                                   \
+	do {                                                                                       \
+		if ((rc = agg__x_eval(x->args[i], c, (v), err)))                                   \
+			return rc;                                                                 \
 	} while (0)
 
 static const char *opname(const struct agg__x *x)
@@ -1421,8 +1505,8 @@ static int type_code(const bson_value_t *to, int *code)
 	static const struct {
 		const char *name;
 		int code;
-	} names[] = {{"double", 1}, {"string", 2}, {"objectId", 7}, {"bool", 8}, {"date", 9},
-		     {"int", 16},   {"long", 18},  {"decimal", 19}};
+	} names[] = {{"double", 1}, {"string", 2}, {"objectId", 7}, {"bool", 8},
+		     {"date", 9},   {"int", 16},   {"long", 18},    {"decimal", 19}};
 
 	if (to->value_type == BSON_TYPE_UTF8) {
 		for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++)
@@ -1567,7 +1651,8 @@ static int convert(const struct agg__x *x, const bson_value_t *v, int code, stru
 			d = agg__num_ld(v);
 			if (isnan(d) || isinf(d) || d < -9.2e18L || d > 9.2e18L)
 				return dfs_err_set(err, DFS_EINVAL,
-						   "%s: conversion to date out of range", opname(x));
+						   "%s: conversion to date out of range",
+						   opname(x));
 			set_date(out, (int64_t)truncl(d));
 			return 0;
 		case BSON_TYPE_OID:
@@ -1630,10 +1715,11 @@ static int convert(const struct agg__x *x, const bson_value_t *v, int code, stru
 		case BSON_TYPE_UTF8:
 			if (!parse_num_str(v->value.v_utf8.str, &d, &integral) ||
 			    ((code == 16 || code == 18) && !integral))
-				return dfs_err_set(err, DFS_EINVAL,
-						   "%s: failed to parse number '%s' with no onError "
-						   "value",
-						   opname(x), v->value.v_utf8.str);
+				return dfs_err_set(
+					err, DFS_EINVAL,
+					"%s: failed to parse number '%s' with no onError "
+					"value",
+					opname(x), v->value.v_utf8.str);
 			if (code == 18 && integral) {
 				set_i64(out, strtoll(v->value.v_utf8.str, NULL, 10));
 				return 0;
@@ -1720,13 +1806,11 @@ static int eval_addmul(const struct agg__x *x, struct agg__ctx *c, bool mul, bso
 			kind = k;
 		if (mul) {
 			dacc *= agg__num_ld(&v);
-			if (k <= 2 && !overflow &&
-			    __builtin_mul_overflow(iacc, num_i64(&v), &iacc))
+			if (k <= 2 && !overflow && __builtin_mul_overflow(iacc, num_i64(&v), &iacc))
 				overflow = true;
 		} else {
 			dacc += agg__num_ld(&v);
-			if (k <= 2 && !overflow &&
-			    __builtin_add_overflow(iacc, num_i64(&v), &iacc))
+			if (k <= 2 && !overflow && __builtin_add_overflow(iacc, num_i64(&v), &iacc))
 				overflow = true;
 		}
 	}
@@ -1844,8 +1928,7 @@ static int eval_divmod(const struct agg__x *x, struct agg__ctx *c, bool mod, bso
 }
 
 /* One numeric operand (nullish: null result, returns -1). */
-static int one_num(const struct agg__x *x, struct agg__ctx *c, bson_value_t *a,
-		   struct dfs_err *err)
+static int one_num(const struct agg__x *x, struct agg__ctx *c, bson_value_t *a, struct dfs_err *err)
 {
 	int rc;
 
@@ -2178,8 +2261,9 @@ static int eval_substr(const struct agg__x *x, struct agg__ctx *c, bson_value_t 
 		return 0;
 	}
 	if (start < 0)
-		return dfs_err_set(err, DFS_EINVAL, "$substrCP: starting index must be "
-						    "non-negative");
+		return dfs_err_set(err, DFS_EINVAL,
+				   "$substrCP: starting index must be "
+				   "non-negative");
 	if (len < 0)
 		return dfs_err_set(err, DFS_EINVAL, "$substrCP: length must be non-negative");
 	{
@@ -2326,8 +2410,9 @@ static int eval_regex(const struct agg__x *x, struct agg__ctx *c, bson_value_t *
 		case 'u':
 			break;
 		default:
-			return dfs_err_set(err, DFS_EINVAL, "$regexMatch: invalid flag in regex "
-							    "options: %c",
+			return dfs_err_set(err, DFS_EINVAL,
+					   "$regexMatch: invalid flag in regex "
+					   "options: %c",
 					   *f);
 		}
 	}
@@ -2415,8 +2500,9 @@ static int eval_reduce(const struct agg__x *x, struct agg__ctx *c, bson_value_t 
 		return 0;
 	}
 	if (in.value_type != BSON_TYPE_ARRAY)
-		return dfs_err_set(err, DFS_EINVAL, "$reduce requires 'input' to be an array, not "
-						    "%s",
+		return dfs_err_set(err, DFS_EINVAL,
+				   "$reduce requires 'input' to be an array, not "
+				   "%s",
 				   agg__type_name(&in));
 	EV(1, &acc);
 	array_elems(&in, &el);
@@ -2573,8 +2659,9 @@ static int eval_arr_to_obj(const struct agg__x *x, struct agg__ctx *c, bson_valu
 	if (in.value_type != BSON_TYPE_ARRAY) {
 		bson_destroy(&b);
 		bson_destroy(&tmp);
-		return dfs_err_set(err, DFS_EINVAL, "$arrayToObject requires an array input, "
-						    "found: %s",
+		return dfs_err_set(err, DFS_EINVAL,
+				   "$arrayToObject requires an array input, "
+				   "found: %s",
 				   agg__type_name(&in));
 	}
 	array_elems(&in, &el);
@@ -2612,8 +2699,7 @@ static int eval_arr_to_obj(const struct agg__x *x, struct agg__ctx *c, bson_valu
 			}
 		}
 		if (cnt != 2 || !kv || !vv) {
-			rc = dfs_err_set(err, DFS_EINVAL,
-					 "$arrayToObject requires %s",
+			rc = dfs_err_set(err, DFS_EINVAL, "$arrayToObject requires %s",
 					 el.v[i].value_type == BSON_TYPE_ARRAY
 						 ? "an array of size 2 arrays"
 						 : "an object with keys 'k' and 'v'");
@@ -2670,8 +2756,8 @@ static int eval_datepart(const struct agg__x *x, struct agg__ctx *c, bson_value_
 		    (tz.value_type != BSON_TYPE_UTF8 ||
 		     (strcmp(tz.value.v_utf8.str, "UTC") && strcmp(tz.value.v_utf8.str, "GMT") &&
 		      strcmp(tz.value.v_utf8.str, "Z") && strcmp(tz.value.v_utf8.str, "+00:00"))))
-			return dfs_err_set(err, DFS_EINVAL, "%s: only the UTC timezone is supported",
-					   opname(x));
+			return dfs_err_set(err, DFS_EINVAL,
+					   "%s: only the UTC timezone is supported", opname(x));
 	}
 	if (agg__nullish(&v)) {
 		set_null(out);
@@ -2847,7 +2933,8 @@ static int eval_string_ops(const struct agg__x *x, struct agg__ctx *c, bson_valu
 					   agg__type_name(&b));
 		dl = b.value.v_utf8.len;
 		if (dl == 0)
-			return dfs_err_set(err, DFS_EINVAL, "$split requires a non-empty separator");
+			return dfs_err_set(err, DFS_EINVAL,
+					   "$split requires a non-empty separator");
 		p = a.value.v_utf8.str;
 		end = p + a.value.v_utf8.len;
 		for (;;) {
@@ -2931,10 +3018,11 @@ static int eval_array_ops(const struct agg__x *x, struct agg__ctx *c, bson_value
 	case X_SIZE:
 		EV(0, &a);
 		if (a.value_type != BSON_TYPE_ARRAY)
-			return dfs_err_set(err, DFS_EINVAL,
-					   "the argument to $size must be an array, but was of type: "
-					   "%s",
-					   agg__type_name(&a));
+			return dfs_err_set(
+				err, DFS_EINVAL,
+				"the argument to $size must be an array, but was of type: "
+				"%s",
+				agg__type_name(&a));
 		array_elems(&a, &el);
 		set_i32(out, (int32_t)el.n);
 		break;
@@ -3010,10 +3098,11 @@ static int eval_array_ops(const struct agg__x *x, struct agg__ctx *c, bson_value
 			return 0;
 		}
 		if (a.value_type != BSON_TYPE_ARRAY)
-			return dfs_err_set(err, DFS_EINVAL,
-					   "the argument to $reverseArray must be an array, but was "
-					   "of type: %s",
-					   agg__type_name(&a));
+			return dfs_err_set(
+				err, DFS_EINVAL,
+				"the argument to $reverseArray must be an array, but was "
+				"of type: %s",
+				agg__type_name(&a));
 		array_elems(&a, &el);
 		for (size_t i = 0; i < el.n / 2; i++) {
 			bson_value_t t = el.v[i];
@@ -3060,8 +3149,9 @@ static int eval_array_ops(const struct agg__x *x, struct agg__ctx *c, bson_value
 			    (rc = int_arg(x, &st, "starting index", &from, err)))
 				break;
 			if (from < 0) {
-				rc = dfs_err_set(err, DFS_EINVAL,
-						 "$indexOfArray: starting index must be non-negative");
+				rc = dfs_err_set(
+					err, DFS_EINVAL,
+					"$indexOfArray: starting index must be non-negative");
 				break;
 			}
 		}
@@ -3070,8 +3160,9 @@ static int eval_array_ops(const struct agg__x *x, struct agg__ctx *c, bson_value
 			    (rc = int_arg(x, &en, "ending index", &to, err)))
 				break;
 			if (to < 0) {
-				rc = dfs_err_set(err, DFS_EINVAL,
-						 "$indexOfArray: ending index must be non-negative");
+				rc = dfs_err_set(
+					err, DFS_EINVAL,
+					"$indexOfArray: ending index must be non-negative");
 				break;
 			}
 			if (to > (int64_t)el.n)
@@ -3111,8 +3202,9 @@ static int eval_array_ops(const struct agg__x *x, struct agg__ctx *c, bson_value
 
 				if (k >= 10000000) {
 					bson_destroy(&arr);
-					return dfs_err_set(err, DFS_EINVAL,
-							   "$range would produce too many elements");
+					return dfs_err_set(
+						err, DFS_EINVAL,
+						"$range would produce too many elements");
 				}
 				set_i32(&v, (int32_t)i);
 				append_idx(&arr, k++, &v);
@@ -3184,8 +3276,9 @@ static int eval_type_ops(const struct agg__x *x, struct agg__ctx *c, bson_value_
 			return 0;
 		}
 		if (type_code(&to, &code))
-			return dfs_err_set(err, DFS_EINVAL, "$convert: unknown type name or code "
-							    "for 'to'");
+			return dfs_err_set(err, DFS_EINVAL,
+					   "$convert: unknown type name or code "
+					   "for 'to'");
 		if (agg__nullish(&a)) {
 			if (x->args[3])
 				EV(3, out);
@@ -3246,10 +3339,10 @@ static int eval_dates(const struct agg__x *x, struct agg__ctx *c, bson_value_t *
 	if (x->args[2]) {
 		EV(2, &tz);
 		if (!agg__nullish(&tz) &&
-		    (tz.value_type != BSON_TYPE_UTF8 || (strcmp(tz.value.v_utf8.str, "UTC") &&
-							 strcmp(tz.value.v_utf8.str, "GMT"))))
-			return dfs_err_set(err, DFS_EINVAL, "%s: only the UTC timezone is supported",
-					   opname(x));
+		    (tz.value_type != BSON_TYPE_UTF8 ||
+		     (strcmp(tz.value.v_utf8.str, "UTC") && strcmp(tz.value.v_utf8.str, "GMT"))))
+			return dfs_err_set(err, DFS_EINVAL,
+					   "%s: only the UTC timezone is supported", opname(x));
 	}
 	if (x->args[1]) {
 		EV(1, &f);
@@ -3282,10 +3375,11 @@ static int eval_dates(const struct agg__x *x, struct agg__ctx *c, bson_value_t *
 		if (x->args[3])
 			EV(3, out);
 		else
-			return dfs_err_set(err, DFS_EINVAL,
-					   "$dateFromString requires that 'dateString' be a string, "
-					   "found: %s",
-					   agg__type_name(&a));
+			return dfs_err_set(
+				err, DFS_EINVAL,
+				"$dateFromString requires that 'dateString' be a string, "
+				"found: %s",
+				agg__type_name(&a));
 		return 0;
 	}
 	if (!parse_iso(a.value.v_utf8.str, &ms)) {
@@ -3293,15 +3387,15 @@ static int eval_dates(const struct agg__x *x, struct agg__ctx *c, bson_value_t *
 			EV(3, out);
 			return 0;
 		}
-		return dfs_err_set(err, DFS_EINVAL, "$dateFromString: error parsing date string '%s'",
+		return dfs_err_set(err, DFS_EINVAL,
+				   "$dateFromString: error parsing date string '%s'",
 				   a.value.v_utf8.str);
 	}
 	set_date(out, ms);
 	return 0;
 }
 
-int agg__x_eval(const struct agg__x *x, struct agg__ctx *c, bson_value_t *out,
-		struct dfs_err *err)
+int agg__x_eval(const struct agg__x *x, struct agg__ctx *c, bson_value_t *out, struct dfs_err *err)
 {
 	bson_value_t a, b;
 	int rc;
@@ -3334,8 +3428,8 @@ int agg__x_eval(const struct agg__x *x, struct agg__ctx *c, bson_value_t *out,
 					break;
 				}
 			if (!base)
-				return dfs_err_set(err, DFS_EINVAL,
-						   "use of undefined variable: %s", x->var);
+				return dfs_err_set(err, DFS_EINVAL, "use of undefined variable: %s",
+						   x->var);
 		}
 		agg__path_get(base, x->comp, x->ncomp, c->ar, out);
 		return 0;

@@ -282,8 +282,8 @@ START_TEST(test_query_agg_next_spill)
 	for (int i = 0; i < 3000; i++) {
 		char doc[160];
 
-		snprintf(doc, sizeof(doc), "{_id: %d, i: %d, k: %d, s: \"%08x-padding-padding\"}", i,
-			 i, (i * 7919) % 41, (unsigned)(i * 2654435761u));
+		snprintf(doc, sizeof(doc), "{_id: %d, i: %d, k: %d, s: \"%08x-padding-padding\"}",
+			 i, i, (i * 7919) % 41, (unsigned)(i * 2654435761u));
 		insert(&f, f.coll, doc);
 	}
 	for (size_t k = 0; k < sizeof(pipes) / sizeof(*pipes); k++) {
