@@ -1419,6 +1419,84 @@ static bool parse_iso(const char *s, int64_t *ms)
 	return true;
 }
 
+/* Parses s by a $dateFromString format: %Y %m %d %H %M %S %L %j %z %% and literal bytes. */
+static bool parse_fmt(const char *s, const char *fmt, int64_t *ms)
+{
+	int y = 1970, mo = 1, d = 1, h = 0, mi = 0, sec = 0, milli = 0, yday = 0;
+	int64_t off = 0;
+	struct tm tm = {0};
+
+	for (const char *f = fmt; *f; f++) {
+		int width = 0, v = 0, *slot = NULL;
+
+		if (*f != '%' || f[1] == '%') {
+			if (*s != *f)
+				return false;
+			s++;
+			if (*f == '%')
+				f++;
+			continue;
+		}
+		f++;
+		switch (*f) {
+		case 'Y':
+			width = 4, slot = &y;
+			break;
+		case 'm':
+			width = 2, slot = &mo;
+			break;
+		case 'd':
+			width = 2, slot = &d;
+			break;
+		case 'H':
+			width = 2, slot = &h;
+			break;
+		case 'M':
+			width = 2, slot = &mi;
+			break;
+		case 'S':
+			width = 2, slot = &sec;
+			break;
+		case 'L':
+			width = 3, slot = &milli;
+			break;
+		case 'j':
+			width = 3, slot = &yday;
+			break;
+		case 'z': {
+			int sign, oh, om;
+
+			if (*s != '+' && *s != '-')
+				return false;
+			sign = *s++ == '-' ? -1 : 1;
+			if (sscanf(s, "%2d%2d", &oh, &om) != 2 || !isdigit((unsigned char)s[3]))
+				return false;
+			s += 4;
+			off = sign * ((int64_t)oh * 3600 + om * 60);
+			continue;
+		}
+		default:
+			return false;
+		}
+		for (int i = 0; i < width; i++) {
+			if (!isdigit((unsigned char)*s))
+				return false;
+			v = v * 10 + (*s++ - '0');
+		}
+		*slot = v;
+	}
+	if (*s || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 59)
+		return false;
+	tm.tm_year = y - 1900;
+	tm.tm_mon = yday ? 0 : mo - 1;
+	tm.tm_mday = yday ? yday : d;
+	tm.tm_hour = h;
+	tm.tm_min = mi;
+	tm.tm_sec = sec;
+	*ms = ((int64_t)timegm(&tm) - off) * 1000 + milli;
+	return true;
+}
+
 static int date_to_string(const struct agg__x *x, int64_t ms, const char *fmt,
 			  struct agg__arena *ar, bson_value_t *out, struct dfs_err *err)
 {
@@ -3382,7 +3460,8 @@ static int eval_dates(const struct agg__x *x, struct agg__ctx *c, bson_value_t *
 				agg__type_name(&a));
 		return 0;
 	}
-	if (!parse_iso(a.value.v_utf8.str, &ms)) {
+	if (x->args[1] ? !parse_fmt(a.value.v_utf8.str, fmt, &ms)
+		       : !parse_iso(a.value.v_utf8.str, &ms)) {
 		if (x->args[3]) {
 			EV(3, out);
 			return 0;
