@@ -1546,20 +1546,20 @@ struct query_agg {
 	const struct query_pipeline *p;
 	int first, last;	  /* stages [first, last) run here */
 	struct query_cursor *cur; /* Owned: the source, or NULL */
-	bson_t *const *docs;	  /* Borrowed: the array source ($facet) */
-	bool array_src;		  /* the source is docs, not the collection */
-	size_t ndocs, pos;
-	struct rstage *rs;	     /* Owned: p->n entries */
+	FILE *spool;		  /* Borrowed: the $facet source (length-prefixed BSON), or NULL */
+	struct dfs_buf sbuf;	  /* the document read last from spool */
+	bson_t sview;		  /* a view of sbuf */
+	struct rstage *rs;	  /* Owned: p->n entries */
 	const struct agg__var *vars; /* Borrowed: $lookup let variables */
 	uint64_t rng;		     /* $sample */
 	int64_t spills;		     /* runs written by sorters (for tests) */
 };
 
 static int agg_open(struct store_txn *t, int64_t coll, const struct query_pipeline *p,
-		    int64_t now_ms, size_t mem, bool array_src, bson_t *const *docs, size_t ndocs,
-		    const struct agg__var *vars, int upto, struct query_agg **out,
-		    struct dfs_err *err);
+		    int64_t now_ms, size_t mem, FILE *spool, const struct agg__var *vars, int upto,
+		    struct query_agg **out, struct dfs_err *err);
 static int stage_next(struct query_agg *a, int i, const bson_t **doc, struct dfs_err *err);
+static int spool_read(FILE *f, struct dfs_buf *b, bson_t *doc, struct dfs_err *err);
 
 static void ctx_init(struct query_agg *a, struct rstage *rs, const bson_t *doc, struct agg__ctx *c)
 {
@@ -1902,11 +1902,12 @@ static void get_strict(const bson_t *doc, char **comp, int n, bson_value_t *out)
 
 static int src_next(struct query_agg *a, const bson_t **doc, struct dfs_err *err)
 {
-	if (a->array_src) {
-		if (a->pos >= a->ndocs)
-			return DFS_ENOENT;
-		*doc = a->docs[a->pos++];
-		return 0;
+	if (a->spool) {
+		int rc = spool_read(a->spool, &a->sbuf, &a->sview, err);
+
+		if (!rc)
+			*doc = &a->sview;
+		return rc;
 	}
 	if (!a->cur)
 		return DFS_ENOENT;
@@ -2469,7 +2470,7 @@ static int lookup_next(struct query_agg *a, int i, struct rstage *rs, const bson
 			vars[k].up = k ? &vars[k - 1] : a->vars;
 		}
 		if (!rc)
-			rc = agg_open(a->t, fc.id, ps->sub, a->now_ms, a->mem, false, NULL, 0,
+			rc = agg_open(a->t, fc.id, ps->sub, a->now_ms, a->mem, NULL,
 				      ps->nlet ? &vars[ps->nlet - 1] : a->vars, ps->sub->n, &sub,
 				      err);
 		while (!rc && (rc = query_agg_next(sub, &fd, err)) == 0) {
@@ -2513,25 +2514,31 @@ static int facet_next(struct query_agg *a, int i, struct rstage *rs, const bson_
 		      struct dfs_err *err)
 {
 	const struct pstage *ps = rs->ps;
-	bson_t **docs = NULL, *o;
-	size_t n = 0, cap = 0;
 	const bson_t *in;
+	FILE *spool;
+	bson_t *o;
 	int rc;
 
 	if (rs->done)
 		return DFS_ENOENT;
 	rs->done = true;
+	/* The input goes to a temporary file, read again by each sub-pipeline: memory stays
+	 * bounded by what the sub-pipelines hold, not by the input. */
+	spool = tmpfile();
+	if (!spool)
+		return dfs_err_set(err, DFS_EIO, "$facet: cannot create a temporary file");
 	while ((rc = stage_next(a, i - 1, &in, err)) == 0) {
-		if (n == cap) {
-			cap = cap ? 2 * cap : 64;
-			docs = realloc(docs, cap * sizeof(*docs));
-			if (!docs)
-				abort();
+		uint32_t len = in->len;
+
+		if (fwrite(&len, sizeof(len), 1, spool) != 1 ||
+		    fwrite(bson_get_data(in), 1, len, spool) != len) {
+			rc = dfs_err_set(err, DFS_EIO, "$facet: cannot write a temporary file");
+			break;
 		}
-		docs[n++] = bson_copy(in);
 	}
 	if (rc != DFS_ENOENT)
 		goto done;
+	dfs_err_clear(err);
 	rc = 0;
 	o = bson_new();
 	for (int f = 0; f < ps->nfacets && !rc; f++) {
@@ -2541,14 +2548,20 @@ static int facet_next(struct query_agg *a, int i, struct rstage *rs, const bson_
 		const bson_t *r;
 
 		bson_append_array_begin(o, ps->facet_names[f], -1, &arr);
-		rc = agg_open(a->t, a->coll, ps->facets[f], a->now_ms, a->mem, true, docs, n,
-			      a->vars, ps->facets[f]->n, &sub, err);
+		if (fflush(spool) || fseek(spool, 0, SEEK_SET))
+			rc = dfs_err_set(err, DFS_EIO, "$facet: cannot read a temporary file");
+		if (!rc)
+			rc = agg_open(a->t, a->coll, ps->facets[f], a->now_ms, a->mem, spool,
+				      a->vars, ps->facets[f]->n, &sub, err);
 		while (!rc && (rc = query_agg_next(sub, &r, err)) == 0) {
 			char buf[16];
 			const char *key;
 
 			bson_uint32_to_string(k++, &key, buf, sizeof(buf));
 			bson_append_document(&arr, key, -1, r);
+			if (arr.len > DFS_MAX_DOC_SIZE)
+				rc = dfs_err_set(err, DFS_EFBIG,
+						 "$facet: the output document is over 16 MiB");
 		}
 		bson_append_array_end(o, &arr);
 		if (sub)
@@ -2558,17 +2571,11 @@ static int facet_next(struct query_agg *a, int i, struct rstage *rs, const bson_
 			dfs_err_clear(err);
 			rc = 0;
 		}
-		if (!rc && o->len > DFS_MAX_DOC_SIZE)
-			rc = dfs_err_set(err, DFS_EFBIG,
-					 "$facet: the output document is over 16 "
-					 "MiB");
 	}
 	set_out(rs, o);
 	*doc = o;
 done:
-	for (size_t k = 0; k < n; k++)
-		bson_destroy(docs[k]);
-	free(docs);
+	fclose(spool);
 	return rc;
 }
 
@@ -2758,11 +2765,11 @@ static int stage_next(struct query_agg *a, int i, const bson_t **doc, struct dfs
 	}
 }
 
-/* Opens the pipeline's stages [0, upto) over coll (or over docs when array_src). */
+/* Opens the pipeline's stages [0, upto) over coll (or over the documents of spool, read from
+ * its current position, when not NULL). */
 static int agg_open(struct store_txn *t, int64_t coll, const struct query_pipeline *p,
-		    int64_t now_ms, size_t mem, bool array_src, bson_t *const *docs, size_t ndocs,
-		    const struct agg__var *vars, int upto, struct query_agg **out,
-		    struct dfs_err *err)
+		    int64_t now_ms, size_t mem, FILE *spool, const struct agg__var *vars, int upto,
+		    struct query_agg **out, struct dfs_err *err)
 {
 	struct query_agg *a = calloc(1, sizeof(*a));
 	struct query_find_opts fo = {0};
@@ -2777,9 +2784,8 @@ static int agg_open(struct store_txn *t, int64_t coll, const struct query_pipeli
 	a->mem = mem;
 	a->p = p;
 	a->last = upto;
-	a->docs = docs;
-	a->ndocs = ndocs;
-	a->array_src = array_src;
+	a->spool = spool;
+	dfs_buf_init(&a->sbuf);
 	a->vars = vars;
 	a->rng = (uint64_t)now_ms * 0x9e3779b97f4a7c15ull + 0x2545f4914f6cdd1dull;
 	if (!a->rng)
@@ -2797,8 +2803,9 @@ static int agg_open(struct store_txn *t, int64_t coll, const struct query_pipeli
 		dfs_buf_init(&a->rs[i].pk);
 		dfs_buf_init(&a->rs[i].pp);
 	}
-	if (!array_src) {
-		/* note 1: a leading $match, then a $sort, go to the find */
+	if (!spool) {
+		/* note 1: a leading $match, then a $sort, go to the find (and a $skip and a
+		 * $limit right after them, so that the find's top-k sort bounds the memory) */
 		int i = 0;
 
 		if (i < upto && p->st[i].kind == S_MATCH && !p->st[i].mx) {
@@ -2807,6 +2814,14 @@ static int agg_open(struct store_txn *t, int64_t coll, const struct query_pipeli
 		}
 		if (i < upto && p->st[i].kind == S_SORT && !strcmp(p->st[i].name, "$sort")) {
 			fo.sort = p->st[i].sort_spec;
+			i++;
+		}
+		if (i < upto && p->st[i].kind == S_SKIP) {
+			fo.skip = p->st[i].n;
+			i++;
+		}
+		if (i < upto && p->st[i].kind == S_LIMIT) {
+			fo.limit = p->st[i].n;
 			i++;
 		}
 		a->first = i;
@@ -2829,8 +2844,8 @@ int query_agg_open(struct store_txn *t, int64_t coll, const struct query_pipelin
 				   "stage %d: %s writes a collection: run the pipeline with "
 				   "query_agg_run_out in a write transaction",
 				   p->st[p->n - 1].index, p->st[p->n - 1].name);
-	return agg_open(t, coll, p, o ? o->now_ms : 0, o && o->mem ? o->mem : AGG_MEM_DEFAULT,
-			false, NULL, 0, NULL, p->n, out, err);
+	return agg_open(t, coll, p, o ? o->now_ms : 0, o && o->mem ? o->mem : AGG_MEM_DEFAULT, NULL,
+			NULL, p->n, out, err);
 }
 
 int query_agg_next(struct query_agg *a, const bson_t **doc, struct dfs_err *err)
@@ -2873,6 +2888,7 @@ void query_agg_free(struct query_agg *a)
 		free(rs->res);
 	}
 	free(a->rs);
+	dfs_buf_release(&a->sbuf);
 	query_cursor_free(a->cur);
 	free(a);
 }
@@ -2968,8 +2984,7 @@ int query_agg_run_out(struct store_txn *t, int64_t coll, const struct query_pipe
 	dfs_buf_init(&key);
 	dfs_buf_init(&buf);
 	/* 1. run the pipeline, preparing every result, sorted by _id */
-	if ((rc = agg_open(t, coll, p, o ? o->now_ms : 0, mem, false, NULL, 0, NULL, p->n - 1, &a,
-			   err)))
+	if ((rc = agg_open(t, coll, p, o ? o->now_ms : 0, mem, NULL, NULL, p->n - 1, &a, err)))
 		goto done;
 	while ((rc = query_agg_next(a, &doc, err)) == 0) {
 		bson_t prepared;
