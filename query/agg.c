@@ -8,14 +8,15 @@
  *
  * Design notes
  * 1. A leading $match (without a top-level $expr) and a $sort right after it (or a leading
- *    $sort) become the filter and sort of query_find_open, so the planner can use indexes.
- *    Every other stage runs here. A $match with a top-level $expr evaluates that $expr with
- *    expr.c (every operator, and $lookup's let variables); the rest of it goes through
+ *    $sort), then a $skip and a $limit right after those, become the filter, sort, skip and
+ *    limit of query_find_open, so the planner can use indexes and the find's top-k sort
+ *    bounds the memory. Every other stage runs here. A $match with a top-level $expr evaluates that
+ * $expr with expr.c (every operator, and $lookup's let variables); the rest of it goes through
  *    query_filter_match.
  * 2. Pull model: stage i's next() pulls from stage i-1; stage -1 is the source (a find
- *    cursor, or the documents buffered by $facet). A returned document is Borrowed until the
- *    next call on that stage. Each stage owns one arena for the values of the document it
- *    is working on and resets it per document.
+ *    cursor, or for a $facet sub-pipeline the temporary file its input was spooled to). A returned
+ * document is Borrowed until the next call on that stage. Each stage owns one arena for the values
+ * of the document it is working on and resets it per document.
  * 3. $sort and $group use one external sorter: records (key, payload) in an arena; past the
  *    memory budget the arena is sorted and written to a temporary file as a run; the runs are
  *    merged by memcmp of keys. $sort's key is query_sort_key() plus an 8-byte input sequence

@@ -1497,7 +1497,7 @@ static bool parse_fmt(const char *s, const char *fmt, int64_t *ms)
 	return true;
 }
 
-static int date_to_string(const struct agg__x *x, int64_t ms, const char *fmt,
+static int date_to_string(const struct agg__x *x, int64_t ms, int64_t off, const char *fmt,
 			  struct agg__arena *ar, bson_value_t *out, struct dfs_err *err)
 {
 	struct dfs_buf b;
@@ -1505,7 +1505,7 @@ static int date_to_string(const struct agg__x *x, int64_t ms, const char *fmt,
 	int milli;
 	char tmp[64];
 
-	ms_tm(ms, &tm, &milli);
+	ms_tm(ms + off, &tm, &milli);
 	dfs_buf_init(&b);
 	for (const char *p = fmt; *p; p++) {
 		if (*p != '%') {
@@ -1556,10 +1556,11 @@ static int date_to_string(const struct agg__x *x, int64_t ms, const char *fmt,
 			break;
 		}
 		case 'z':
-			dfs_buf_puts(&b, "+0000");
+			dfs_buf_printf(&b, "%c%02d%02d", off < 0 ? '-' : '+',
+				       (int)(llabs(off) / 3600000), (int)(llabs(off) / 60000 % 60));
 			break;
 		case 'Z':
-			dfs_buf_puts(&b, "0");
+			dfs_buf_printf(&b, "%d", (int)(off / 60000));
 			break;
 		case '%':
 			dfs_buf_putc(&b, '%');
@@ -2819,23 +2820,49 @@ done:
 
 /* ---- the evaluator ------------------------------------------------------------------------ */
 
+/* A timezone argument: "UTC", "GMT", "Z" or a fixed offset "+hh", "+hh:mm", "+hhmm" (and
+ * '-'), into *off_ms. Olson names ("Europe/Paris") are not supported (an error says so). */
+static int tz_offset(const struct agg__x *x, const bson_value_t *tz, int64_t *off_ms,
+		     struct dfs_err *err)
+{
+	const char *s;
+	int h = 0, m = 0, n = 0;
+
+	*off_ms = 0;
+	if (agg__nullish(tz))
+		return 0;
+	if (tz->value_type != BSON_TYPE_UTF8)
+		return dfs_err_set(err, DFS_EINVAL, "%s: 'timezone' must be a string", opname(x));
+	s = tz->value.v_utf8.str;
+	if (!strcmp(s, "UTC") || !strcmp(s, "GMT") || !strcmp(s, "Z"))
+		return 0;
+	if ((s[0] == '+' || s[0] == '-') &&
+	    ((sscanf(s + 1, "%2d:%2d%n", &h, &m, &n) == 2 && n == 5 && !s[6]) ||
+	     (sscanf(s + 1, "%2d%2d%n", &h, &m, &n) == 2 && n == 4 && !s[5]) ||
+	     (sscanf(s + 1, "%2d%n", &h, &n) == 1 && n == 2 && !s[3] && !(m = 0))) &&
+	    isdigit((unsigned char)s[1]) && isdigit((unsigned char)s[2]) && h <= 23 && m <= 59) {
+		*off_ms = (s[0] == '-' ? -1 : 1) * ((int64_t)h * 3600000 + (int64_t)m * 60000);
+		return 0;
+	}
+	return dfs_err_set(err, DFS_EINVAL,
+			   "%s: unrecognized time zone identifier '%s' (only UTC and fixed "
+			   "offsets such as \"+05:30\" are supported)",
+			   opname(x), s);
+}
+
 static int eval_datepart(const struct agg__x *x, struct agg__ctx *c, bson_value_t *out,
 			 struct dfs_err *err)
 {
 	bson_value_t v, tz;
 	struct tm tm;
 	int milli, r, rc;
-	int64_t ms;
+	int64_t ms, off = 0;
 
 	EV(0, &v);
 	if (x->n > 1 && x->args[1]) {
 		EV(1, &tz);
-		if (!agg__nullish(&tz) &&
-		    (tz.value_type != BSON_TYPE_UTF8 ||
-		     (strcmp(tz.value.v_utf8.str, "UTC") && strcmp(tz.value.v_utf8.str, "GMT") &&
-		      strcmp(tz.value.v_utf8.str, "Z") && strcmp(tz.value.v_utf8.str, "+00:00"))))
-			return dfs_err_set(err, DFS_EINVAL,
-					   "%s: only the UTC timezone is supported", opname(x));
+		if ((rc = tz_offset(x, &tz, &off, err)))
+			return rc;
 	}
 	if (agg__nullish(&v)) {
 		set_null(out);
@@ -2843,7 +2870,7 @@ static int eval_datepart(const struct agg__x *x, struct agg__ctx *c, bson_value_
 	}
 	if ((rc = to_date(x, &v, &ms, err)))
 		return rc;
-	ms_tm(ms, &tm, &milli);
+	ms_tm(ms + off, &tm, &milli);
 	switch (x->op) {
 	case X_YEAR:
 		r = tm.tm_year + 1900;
@@ -3411,16 +3438,13 @@ static int eval_dates(const struct agg__x *x, struct agg__ctx *c, bson_value_t *
 {
 	bson_value_t a, f, tz;
 	const char *fmt = "%Y-%m-%dT%H:%M:%S.%LZ";
-	int64_t ms;
+	int64_t ms, off = 0;
 	int rc;
 
 	if (x->args[2]) {
 		EV(2, &tz);
-		if (!agg__nullish(&tz) &&
-		    (tz.value_type != BSON_TYPE_UTF8 ||
-		     (strcmp(tz.value.v_utf8.str, "UTC") && strcmp(tz.value.v_utf8.str, "GMT"))))
-			return dfs_err_set(err, DFS_EINVAL,
-					   "%s: only the UTC timezone is supported", opname(x));
+		if ((rc = tz_offset(x, &tz, &off, err)))
+			return rc;
 	}
 	if (x->args[1]) {
 		EV(1, &f);
@@ -3440,7 +3464,7 @@ static int eval_dates(const struct agg__x *x, struct agg__ctx *c, bson_value_t *
 		}
 		if ((rc = to_date(x, &a, &ms, err)))
 			return rc;
-		return date_to_string(x, ms, fmt, c->ar, out, err);
+		return date_to_string(x, ms, off, fmt, c->ar, out, err);
 	}
 	if (agg__nullish(&a)) {
 		if (x->args[4])
@@ -3470,7 +3494,9 @@ static int eval_dates(const struct agg__x *x, struct agg__ctx *c, bson_value_t *
 				   "$dateFromString: error parsing date string '%s'",
 				   a.value.v_utf8.str);
 	}
-	set_date(out, ms);
+	/* the timezone names the zone of a string without an explicit offset (simplified:
+	 * applied to every string) */
+	set_date(out, ms - off);
 	return 0;
 }
 
