@@ -7,16 +7,16 @@
  * through query.h).
  *
  * Design notes
- * 1. A leading $match (without a top-level $expr) and a $sort right after it (or a leading
- *    $sort), then a $skip and a $limit right after those, become the filter, sort, skip and
- *    limit of query_find_open, so the planner can use indexes and the find's top-k sort
- *    bounds the memory. Every other stage runs here. A $match with a top-level $expr evaluates that
- * $expr with expr.c (every operator, and $lookup's let variables); the rest of it goes through
- *    query_filter_match.
+ * 1. A leading $match (without $expr at its top level or in a top-level $and) and a $sort
+ *    right after it (or a leading $sort), then a $skip and a $limit right after those,
+ *    become the filter, sort, skip and limit of query_find_open, so the planner can use
+ *    indexes and the find's top-k sort bounds the memory. Every other stage runs here. A
+ *    $match evaluates the $expr at its top level and inside top-level $and with expr.c
+ *    (every operator, and $lookup's let variables); the rest goes to query_filter_match.
  * 2. Pull model: stage i's next() pulls from stage i-1; stage -1 is the source (a find
- *    cursor, or for a $facet sub-pipeline the temporary file its input was spooled to). A returned
- * document is Borrowed until the next call on that stage. Each stage owns one arena for the values
- * of the document it is working on and resets it per document.
+ *    cursor, or for a $facet sub-pipeline the temporary file its input was spooled to). A
+ *    returned document is Borrowed until the next call on that stage. Each stage owns one
+ *    arena for the values of the document it is working on and resets it per document.
  * 3. $sort and $group use one external sorter: records (key, payload) in an arena; past the
  *    memory budget the arena is sorted and written to a temporary file as a run; the runs are
  *    merged by memcmp of keys. $sort's key is query_sort_key() plus an 8-byte input sequence
@@ -42,7 +42,7 @@
 
 #define AGG_MEM_DEFAULT (32u * 1024 * 1024)
 
-/* ---- the external sorter (note 3) ---------------------------------------------------------- */
+/* ---- the external sorter (note 3) ---------------------------------------------------- */
 
 struct srec {
 	size_t off;    /* record offset in the arena: key then payload */
@@ -257,7 +257,7 @@ static void put_seq(struct dfs_buf *b, uint64_t seq)
 	dfs_buf_append(b, be, 8);
 }
 
-/* ---- parsed stages ----------------------------------------------------------------------- */
+/* ---- parsed stages ------------------------------------------------------------------- */
 
 enum skind {
 	S_MATCH,
@@ -316,7 +316,8 @@ struct pstage {
 	/* $match */
 	bson_t *filter;	       /* Owned: the filter without top-level $expr (or NULL) */
 	struct query_expr *fx; /* Owned: parsed filter (or NULL) */
-	struct agg__x *mx;     /* Owned: top-level $expr (or NULL) */
+	struct agg__x **mx;    /* Owned: the $expr hoisted out of the filter (note 1) */
+	int nmx;
 	/* $project / $addFields */
 	struct pnode root; /* kids: the spec */
 	bool inclusion;	   /* $project: inclusion mode */
@@ -388,7 +389,9 @@ static void pstage_release(struct pstage *s)
 {
 	bson_destroy(s->filter);
 	query_expr_free(s->fx);
-	agg__x_free(s->mx);
+	for (int i = 0; i < s->nmx; i++)
+		agg__x_free(s->mx[i]);
+	free(s->mx);
 	pnode_release(&s->root);
 	agg__x_free(s->id);
 	for (int i = 0; i < s->naccs; i++) {
@@ -487,12 +490,79 @@ static int split(const char *what, const char *s, char ***comp, int *n, char **b
 static int parse_pipeline(const bson_t *pipeline, const struct agg__scope *sc,
 			  struct query_pipeline **out, struct dfs_err *err);
 
-/* ---- $match --------------------------------------------------------------------------------- */
+/* ---- $match -------------------------------------------------------------------------- */
+
+/* Moves every $expr at the top level of spec, or inside a top-level $and (recursively), into
+ * s->mx, and appends the rest of spec to out. */
+static int hoist_expr(struct pstage *s, const bson_t *spec, bson_t *out,
+		      const struct agg__scope *sc, struct dfs_err *err)
+{
+	bson_iter_t f, a;
+	int rc;
+
+	if (!bson_iter_init(&f, spec))
+		return dfs_err_set(err, DFS_EINVAL, "bad $match document");
+	while (bson_iter_next(&f)) {
+		const char *k = bson_iter_key(&f);
+
+		if (!strcmp(k, "$expr")) {
+			struct agg__x **nm = realloc(s->mx, (size_t)(s->nmx + 1) * sizeof(*nm));
+
+			if (!nm)
+				abort();
+			s->mx = nm;
+			s->mx[s->nmx] = NULL;
+			if ((rc = agg__x_parse(bson_iter_value(&f), sc, &s->mx[s->nmx++], err)))
+				return rc;
+			continue;
+		}
+		if (!strcmp(k, "$and") && BSON_ITER_HOLDS_ARRAY(&f) && bson_iter_recurse(&f, &a)) {
+			bson_t kept = BSON_INITIALIZER;
+			uint32_t n = 0, total = 0;
+
+			while (bson_iter_next(&a)) {
+				bson_t el, rest = BSON_INITIALIZER;
+				const uint8_t *data;
+				uint32_t len;
+				char buf[16];
+				const char *key;
+
+				total++;
+				bson_uint32_to_string(n, &key, buf, sizeof(buf));
+				if (!BSON_ITER_HOLDS_DOCUMENT(&a)) {
+					bson_append_value(&kept, key, -1, bson_iter_value(&a));
+					n++;
+					bson_destroy(&rest);
+					continue;
+				}
+				bson_iter_document(&a, &len, &data);
+				if (!bson_init_static(&el, data, len) ||
+				    (rc = hoist_expr(s, &el, &rest, sc, err))) {
+					bson_destroy(&rest);
+					bson_destroy(&kept);
+					return err->code ? err->code
+							 : dfs_err_set(err, DFS_EINVAL, "bad $and");
+				}
+				if (!bson_empty(&rest)) {
+					bson_append_document(&kept, key, -1, &rest);
+					n++;
+				}
+				bson_destroy(&rest);
+			}
+			/* an empty $and stays, for the filter parser to reject */
+			if (n || !total)
+				bson_append_array(out, "$and", 4, &kept);
+			bson_destroy(&kept);
+			continue;
+		}
+		bson_append_value(out, k, -1, bson_iter_value(&f));
+	}
+	return 0;
+}
 
 static int parse_match(struct pstage *s, const bson_iter_t *it, const struct agg__scope *sc,
 		       struct dfs_err *err)
 {
-	bson_iter_t f;
 	const uint8_t *data;
 	uint32_t len;
 	bson_t spec;
@@ -506,22 +576,12 @@ static int parse_match(struct pstage *s, const bson_iter_t *it, const struct agg
 	if (!bson_init_static(&spec, data, len))
 		return dfs_err_set(err, DFS_EINVAL, "bad $match document");
 	s->filter = bson_new();
-	bson_iter_init(&f, &spec);
-	while (bson_iter_next(&f)) {
-		if (!strcmp(bson_iter_key(&f), "$expr")) {
-			if (s->mx)
-				return dfs_err_set(err, DFS_EINVAL, "duplicate $expr");
-			if ((rc = agg__x_parse(bson_iter_value(&f), sc, &s->mx, err)))
-				return rc;
-			continue;
-		}
-		bson_append_value(s->filter, bson_iter_key(&f), -1, bson_iter_value(&f));
-	}
+	if ((rc = hoist_expr(s, &spec, s->filter, sc, err)))
+		return rc;
 	return query_filter_parse(s->filter, &s->fx, err);
 }
 
-/* ---- $project / $addFields / $unset -----------------------------------------------------------
- */
+/* ---- $project / $addFields / $unset -------------------------------------------------- */
 
 static struct pnode *pnode_child(struct pnode *p, const char *name, bool create)
 {
@@ -735,8 +795,7 @@ static int parse_unset(struct pstage *s, const bson_iter_t *it, struct dfs_err *
 	return 0;
 }
 
-/* ---- $group / $bucket / $sortByCount ----------------------------------------------------------
- */
+/* ---- $group / $bucket / $sortByCount ------------------------------------------------- */
 
 static const struct {
 	const char *name;
@@ -938,8 +997,7 @@ static int parse_bucket(struct pstage *s, const bson_iter_t *it, const struct ag
 	return 0;
 }
 
-/* ---- other stages ------------------------------------------------------------------------------
- */
+/* ---- other stages -------------------------------------------------------------------- */
 
 static int int_value(const bson_iter_t *it, int64_t *out)
 {
@@ -1083,10 +1141,10 @@ static int parse_lookup(struct pstage *s, const bson_iter_t *it, const struct ag
 	if ((rc = split("$lookup 'as'", s->as, &s->ascomp, &s->nascomp, &s->asbuf, err)))
 		return rc;
 	if (have_pipeline) {
-		if (s->local || s->foreign)
+		if (!s->local != !s->foreign)
 			return dfs_err_set(err, DFS_EINVAL,
-					   "$lookup with 'pipeline' cannot also take 'localField' "
-					   "and 'foreignField' here");
+					   "$lookup requires both or neither of 'localField' and "
+					   "'foreignField'");
 		scopes = calloc((size_t)s->nlet + 1, sizeof(*scopes));
 		if (!scopes)
 			abort();
@@ -1108,6 +1166,9 @@ static int parse_lookup(struct pstage *s, const bson_iter_t *it, const struct ag
 		if (s->sub->writes)
 			return dfs_err_set(err, DFS_EINVAL,
 					   "$out and $merge are not allowed in a $lookup pipeline");
+		if (s->local) /* the concise form: the equality, then the pipeline */
+			return split("$lookup 'localField'", s->local, &s->lcomp, &s->nlcomp,
+				     &s->lbuf, err);
 		return 0;
 	}
 	if (s->nlet)
@@ -1506,8 +1567,7 @@ int query_pipeline_parse(const bson_t *pipeline, struct query_pipeline **out, st
 	return parse_pipeline(pipeline, NULL, out, err);
 }
 
-/* ---- running ----------------------------------------------------------------------------------
- */
+/* ---- running ------------------------------------------------------------------------- */
 
 struct accst {
 	struct agg__sum sum;  /* $sum $avg */
@@ -1557,8 +1617,9 @@ struct query_agg {
 };
 
 static int agg_open(struct store_txn *t, int64_t coll, const struct query_pipeline *p,
-		    int64_t now_ms, size_t mem, FILE *spool, const struct agg__var *vars, int upto,
-		    struct query_agg **out, struct dfs_err *err);
+		    int64_t now_ms, size_t mem, FILE *spool, const bson_t *extra,
+		    const struct agg__var *vars, int upto, struct query_agg **out,
+		    struct dfs_err *err);
 static int stage_next(struct query_agg *a, int i, const bson_t **doc, struct dfs_err *err);
 static int spool_read(FILE *f, struct dfs_buf *b, bson_t *doc, struct dfs_err *err);
 
@@ -1915,8 +1976,7 @@ static int src_next(struct query_agg *a, const bson_t **doc, struct dfs_err *err
 	return query_cursor_next(a->cur, doc, err);
 }
 
-/* ---- $group -----------------------------------------------------------------------------------
- */
+/* ---- $group -------------------------------------------------------------------------- */
 
 static int group_input(struct query_agg *a, int i, struct rstage *rs, struct dfs_err *err)
 {
@@ -2261,8 +2321,7 @@ fail:
 	return rc;
 }
 
-/* ---- $sort -------------------------------------------------------------------------------------
- */
+/* ---- $sort --------------------------------------------------------------------------- */
 
 static int sort_next(struct query_agg *a, int i, struct rstage *rs, const bson_t **doc,
 		     struct dfs_err *err)
@@ -2297,8 +2356,7 @@ static int sort_next(struct query_agg *a, int i, struct rstage *rs, const bson_t
 	return 0;
 }
 
-/* ---- $unwind -----------------------------------------------------------------------------------
- */
+/* ---- $unwind ------------------------------------------------------------------------- */
 
 static int unwind_next(struct query_agg *a, int i, struct rstage *rs, const bson_t **doc,
 		       struct dfs_err *err)
@@ -2381,8 +2439,46 @@ static int unwind_next(struct query_agg *a, int i, struct rstage *rs, const bson
 	}
 }
 
-/* ---- $lookup -----------------------------------------------------------------------------------
- */
+/* ---- $lookup ------------------------------------------------------------------------- */
+
+/* The find filter of $lookup's equality: {foreignField: {$in: [local values]}}, where an array
+ * localField gives its elements and a missing one null (which matches null or missing). */
+static void lookup_filter(const struct pstage *ps, const bson_t *in, struct agg__arena *ar,
+			  bson_t *filter)
+{
+	bson_t cond, list;
+	bson_value_t lv, root;
+
+	memset(&root, 0, sizeof(root));
+	root.value_type = BSON_TYPE_DOCUMENT;
+	root.value.v_doc.data = (uint8_t *)bson_get_data(in);
+	root.value.v_doc.data_len = in->len;
+	agg__path_get(&root, ps->lcomp, ps->nlcomp, ar, &lv);
+	bson_append_document_begin(filter, ps->foreign, -1, &cond);
+	bson_append_array_begin(&cond, "$in", 3, &list);
+	if (lv.value_type == BSON_TYPE_ARRAY) {
+		bson_iter_t it;
+		uint32_t k = 0;
+
+		if (bson_iter_init_from_data(&it, lv.value.v_doc.data, lv.value.v_doc.data_len))
+			while (bson_iter_next(&it)) {
+				char buf[16];
+				const char *key;
+
+				/* regexes in $in would match, not compare: skip them */
+				if (BSON_ITER_HOLDS_REGEX(&it))
+					continue;
+				bson_uint32_to_string(k++, &key, buf, sizeof(buf));
+				bson_append_value(&list, key, -1, bson_iter_value(&it));
+			}
+	} else if (lv.value_type == BSON_TYPE_EOD) {
+		bson_append_null(&list, "0", 1);
+	} else if (lv.value_type != BSON_TYPE_REGEX) {
+		bson_append_value(&list, "0", 1, &lv);
+	}
+	bson_append_array_end(&cond, &list);
+	bson_append_document_end(filter, &cond);
+}
 
 static int lookup_next(struct query_agg *a, int i, struct rstage *rs, const bson_t **doc,
 		       struct dfs_err *err)
@@ -2409,38 +2505,9 @@ static int lookup_next(struct query_agg *a, int i, struct rstage *rs, const bson
 	if (exists && !ps->sub) {
 		struct query_find_opts fo = {0};
 		struct query_cursor *cur = NULL;
-		bson_t filter = BSON_INITIALIZER, cond, list;
-		bson_value_t lv, root;
+		bson_t filter = BSON_INITIALIZER;
 
-		root.value_type = BSON_TYPE_DOCUMENT;
-		root.value.v_doc.data = (uint8_t *)bson_get_data(in);
-		root.value.v_doc.data_len = in->len;
-		agg__path_get(&root, ps->lcomp, ps->nlcomp, &rs->ar, &lv);
-		bson_append_document_begin(&filter, ps->foreign, -1, &cond);
-		bson_append_array_begin(&cond, "$in", 3, &list);
-		if (lv.value_type == BSON_TYPE_ARRAY) {
-			bson_iter_t it;
-			uint32_t k = 0;
-
-			if (bson_iter_init_from_data(&it, lv.value.v_doc.data,
-						     lv.value.v_doc.data_len))
-				while (bson_iter_next(&it)) {
-					char buf[16];
-					const char *key;
-
-					/* regexes in $in would match, not compare: skip them */
-					if (BSON_ITER_HOLDS_REGEX(&it))
-						continue;
-					bson_uint32_to_string(k++, &key, buf, sizeof(buf));
-					bson_append_value(&list, key, -1, bson_iter_value(&it));
-				}
-		} else if (lv.value_type == BSON_TYPE_EOD) {
-			bson_append_null(&list, "0", 1);
-		} else if (lv.value_type != BSON_TYPE_REGEX) {
-			bson_append_value(&list, "0", 1, &lv);
-		}
-		bson_append_array_end(&cond, &list);
-		bson_append_document_end(&filter, &cond);
+		lookup_filter(ps, in, &rs->ar, &filter);
 		fo.filter = &filter;
 		fo.sort_mem = a->mem;
 		rc = query_find_open(a->t, fc.id, &fo, &cur, err);
@@ -2461,9 +2528,12 @@ static int lookup_next(struct query_agg *a, int i, struct rstage *rs, const bson
 		struct agg__var *vars = calloc((size_t)ps->nlet + 1, sizeof(*vars));
 		struct query_agg *sub = NULL;
 		struct agg__ctx c;
+		bson_t eq = BSON_INITIALIZER;
 
 		if (!vars)
 			abort();
+		if (ps->local)
+			lookup_filter(ps, in, &rs->ar, &eq);
 		ctx_init(a, rs, in, &c);
 		for (int k = 0; k < ps->nlet && !rc; k++) {
 			rc = agg__x_eval(ps->let_x[k], &c, &vars[k].v, err);
@@ -2472,6 +2542,7 @@ static int lookup_next(struct query_agg *a, int i, struct rstage *rs, const bson
 		}
 		if (!rc)
 			rc = agg_open(a->t, fc.id, ps->sub, a->now_ms, a->mem, NULL,
+				      ps->local ? &eq : NULL,
 				      ps->nlet ? &vars[ps->nlet - 1] : a->vars, ps->sub->n, &sub,
 				      err);
 		while (!rc && (rc = query_agg_next(sub, &fd, err)) == 0) {
@@ -2488,6 +2559,7 @@ static int lookup_next(struct query_agg *a, int i, struct rstage *rs, const bson
 			a->spills += sub->spills;
 		query_agg_free(sub);
 		free(vars);
+		bson_destroy(&eq);
 		if (rc == DFS_ENOENT) {
 			dfs_err_clear(err);
 			rc = 0;
@@ -2508,8 +2580,7 @@ done:
 	return rc;
 }
 
-/* ---- $facet, $sample, $count -------------------------------------------------------------------
- */
+/* ---- $facet, $sample, $count --------------------------------------------------------- */
 
 static int facet_next(struct query_agg *a, int i, struct rstage *rs, const bson_t **doc,
 		      struct dfs_err *err)
@@ -2552,7 +2623,7 @@ static int facet_next(struct query_agg *a, int i, struct rstage *rs, const bson_
 		if (fflush(spool) || fseek(spool, 0, SEEK_SET))
 			rc = dfs_err_set(err, DFS_EIO, "$facet: cannot read a temporary file");
 		if (!rc)
-			rc = agg_open(a->t, a->coll, ps->facets[f], a->now_ms, a->mem, spool,
+			rc = agg_open(a->t, a->coll, ps->facets[f], a->now_ms, a->mem, spool, NULL,
 				      a->vars, ps->facets[f]->n, &sub, err);
 		while (!rc && (rc = query_agg_next(sub, &r, err)) == 0) {
 			char buf[16];
@@ -2684,12 +2755,17 @@ static int stage_next(struct query_agg *a, int i, const bson_t **doc, struct dfs
 				return rc;
 			if (ps->fx && !query_filter_match(ps->fx, in, NULL))
 				continue;
-			if (ps->mx) {
+			if (ps->nmx) {
+				bool pass = true;
+
 				agg__arena_reset(&rs->ar);
 				ctx_init(a, rs, in, &c);
-				if ((rc = agg__x_eval(ps->mx, &c, &v, err)))
-					return rc;
-				if (!agg__truthy(&v))
+				for (int k = 0; k < ps->nmx && pass; k++) {
+					if ((rc = agg__x_eval(ps->mx[k], &c, &v, err)))
+						return rc;
+					pass = agg__truthy(&v);
+				}
+				if (!pass)
 					continue;
 			}
 			*doc = in;
@@ -2769,11 +2845,13 @@ static int stage_next(struct query_agg *a, int i, const bson_t **doc, struct dfs
 /* Opens the pipeline's stages [0, upto) over coll (or over the documents of spool, read from
  * its current position, when not NULL). */
 static int agg_open(struct store_txn *t, int64_t coll, const struct query_pipeline *p,
-		    int64_t now_ms, size_t mem, FILE *spool, const struct agg__var *vars, int upto,
-		    struct query_agg **out, struct dfs_err *err)
+		    int64_t now_ms, size_t mem, FILE *spool, const bson_t *extra,
+		    const struct agg__var *vars, int upto, struct query_agg **out,
+		    struct dfs_err *err)
 {
 	struct query_agg *a = calloc(1, sizeof(*a));
 	struct query_find_opts fo = {0};
+	bson_t both = BSON_INITIALIZER;
 	int rc;
 
 	*out = NULL;
@@ -2809,7 +2887,7 @@ static int agg_open(struct store_txn *t, int64_t coll, const struct query_pipeli
 		 * $limit right after them, so that the find's top-k sort bounds the memory) */
 		int i = 0;
 
-		if (i < upto && p->st[i].kind == S_MATCH && !p->st[i].mx) {
+		if (i < upto && p->st[i].kind == S_MATCH && !p->st[i].nmx) {
 			fo.filter = p->st[i].filter;
 			i++;
 		}
@@ -2827,7 +2905,20 @@ static int agg_open(struct store_txn *t, int64_t coll, const struct query_pipeli
 		}
 		a->first = i;
 		fo.sort_mem = mem;
-		if ((rc = query_find_open(t, coll, &fo, &a->cur, err))) {
+		if (extra && fo.filter) {
+			bson_t arr;
+
+			bson_append_array_begin(&both, "$and", 4, &arr);
+			bson_append_document(&arr, "0", 1, extra);
+			bson_append_document(&arr, "1", 1, fo.filter);
+			bson_append_array_end(&both, &arr);
+			fo.filter = &both;
+		} else if (extra) {
+			fo.filter = extra;
+		}
+		rc = query_find_open(t, coll, &fo, &a->cur, err);
+		bson_destroy(&both);
+		if (rc) {
 			query_agg_free(a);
 			return rc;
 		}
@@ -2846,7 +2937,7 @@ int query_agg_open(struct store_txn *t, int64_t coll, const struct query_pipelin
 				   "query_agg_run_out in a write transaction",
 				   p->st[p->n - 1].index, p->st[p->n - 1].name);
 	return agg_open(t, coll, p, o ? o->now_ms : 0, o && o->mem ? o->mem : AGG_MEM_DEFAULT, NULL,
-			NULL, p->n, out, err);
+			NULL, NULL, p->n, out, err);
 }
 
 int query_agg_next(struct query_agg *a, const bson_t **doc, struct dfs_err *err)
@@ -2985,7 +3076,8 @@ int query_agg_run_out(struct store_txn *t, int64_t coll, const struct query_pipe
 	dfs_buf_init(&key);
 	dfs_buf_init(&buf);
 	/* 1. run the pipeline, preparing every result, sorted by _id */
-	if ((rc = agg_open(t, coll, p, o ? o->now_ms : 0, mem, NULL, NULL, p->n - 1, &a, err)))
+	if ((rc = agg_open(t, coll, p, o ? o->now_ms : 0, mem, NULL, NULL, NULL, p->n - 1, &a,
+			   err)))
 		goto done;
 	while ((rc = query_agg_next(a, &doc, err)) == 0) {
 		bson_t prepared;

@@ -32,7 +32,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
-/* ---- the arena ------------------------------------------------------------------------ */
+/* ---- the arena ----------------------------------------------------------------------- */
 
 void agg__arena_init(struct agg__arena *a)
 {
@@ -96,7 +96,7 @@ static void set_str(struct agg__arena *a, const char *s, size_t len, bson_value_
 	out->value.v_utf8.len = (uint32_t)len;
 }
 
-/* ---- value helpers -------------------------------------------------------------------- */
+/* ---- value helpers ------------------------------------------------------------------- */
 
 static const bson_value_t missing_v = {.value_type = BSON_TYPE_EOD};
 
@@ -443,7 +443,7 @@ void agg__path_get(const bson_value_t *base, char **comp, int ncomp, struct agg_
 	*out = missing_v;
 }
 
-/* ---- sums ------------------------------------------------------------------------------ */
+/* ---- sums ---------------------------------------------------------------------------- */
 
 void agg__sum_add(struct agg__sum *s, const bson_value_t *v)
 {
@@ -485,7 +485,7 @@ void agg__avg_value(const struct agg__sum *s, bson_value_t *out)
 		set_dbl(out, (double)(s->d / s->n));
 }
 
-/* ---- the tree -------------------------------------------------------------------------- */
+/* ---- the tree ------------------------------------------------------------------------ */
 
 enum xop {
 	X_LIT,
@@ -1260,7 +1260,7 @@ int agg__x_parse(const bson_value_t *v, const struct agg__scope *sc, struct agg_
 	return 0;
 }
 
-/* ---- evaluation helpers ------------------------------------------------------------------ */
+/* ---- evaluation helpers -------------------------------------------------------------- */
 
 #define EV(i, v)                                                                                   \
 	do {                                                                                       \
@@ -1848,7 +1848,7 @@ unsupported:
 			   opname(x), agg__type_name(v), code_name(code));
 }
 
-/* ---- arithmetic ------------------------------------------------------------------------- */
+/* ---- arithmetic ---------------------------------------------------------------------- */
 
 /* $add and $multiply: integers stay integers while they fit (int32 -> int64 -> double). */
 static int eval_addmul(const struct agg__x *x, struct agg__ctx *c, bool mul, bson_value_t *out,
@@ -2256,7 +2256,7 @@ done:
 	return rc;
 }
 
-/* ---- strings ------------------------------------------------------------------------------ */
+/* ---- strings ------------------------------------------------------------------------- */
 
 /* Byte length of the UTF-8 sequence starting with byte b. */
 static int u8len(unsigned char b)
@@ -2508,7 +2508,7 @@ static int eval_regex(const struct agg__x *x, struct agg__ctx *c, bson_value_t *
 	return 0;
 }
 
-/* ---- arrays and objects -------------------------------------------------------------------- */
+/* ---- arrays and objects -------------------------------------------------------------- */
 
 static int eval_filter_map(const struct agg__x *x, struct agg__ctx *c, bson_value_t *out,
 			   struct dfs_err *err)
@@ -2818,7 +2818,7 @@ done:
 	return rc;
 }
 
-/* ---- the evaluator ------------------------------------------------------------------------ */
+/* ---- the evaluator ------------------------------------------------------------------- */
 
 /* A timezone argument: "UTC", "GMT", "Z" or a fixed offset "+hh", "+hh:mm", "+hhmm" (and
  * '-'), into *off_ms. Olson names ("Europe/Paris") are not supported (an error says so). */
