@@ -1304,7 +1304,8 @@ static void ms_tm(int64_t ms, struct tm *tm, int *millis)
 		s--;
 	}
 	t = (time_t)s;
-	gmtime_r(&t, tm);
+	if (!gmtime_r(&t, tm)) /* out of the C library's range: the epoch, not garbage */
+		memset(tm, 0, sizeof(*tm));
 	*millis = (int)r;
 }
 
@@ -1898,7 +1899,12 @@ static int eval_addmul(const struct agg__x *x, struct agg__ctx *c, bool mul, bso
 		return 0;
 	}
 	if (have_date) {
-		set_date(out, date_ms + (int64_t)llroundl(dacc));
+		int64_t r;
+
+		if (!(fabsl(dacc) < 9.2e18L) ||
+		    __builtin_add_overflow(date_ms, (int64_t)llroundl(dacc), &r))
+			return dfs_err_set(err, DFS_EINVAL, "$add: date overflow");
+		set_date(out, r);
 		return 0;
 	}
 	if (kind <= 2 && !overflow) {
@@ -1944,11 +1950,18 @@ static int eval_subtract(const struct agg__x *x, struct agg__ctx *c, bson_value_
 	}
 	if (a.value_type == BSON_TYPE_DATE_TIME) {
 		if (b.value_type == BSON_TYPE_DATE_TIME) {
-			set_i64(out, a.value.v_datetime - b.value.v_datetime);
+			if (__builtin_sub_overflow(a.value.v_datetime, b.value.v_datetime, &r))
+				return dfs_err_set(err, DFS_EINVAL, "$subtract: date overflow");
+			set_i64(out, r);
 			return 0;
 		}
 		if (agg__is_number(&b)) {
-			set_date(out, a.value.v_datetime - (int64_t)llroundl(agg__num_ld(&b)));
+			long double d = agg__num_ld(&b);
+
+			if (!(fabsl(d) < 9.2e18L) ||
+			    __builtin_sub_overflow(a.value.v_datetime, (int64_t)llroundl(d), &r))
+				return dfs_err_set(err, DFS_EINVAL, "$subtract: date overflow");
+			set_date(out, r);
 			return 0;
 		}
 	}
@@ -2130,7 +2143,9 @@ static int eval_round(const struct agg__x *x, struct agg__ctx *c, bson_value_t *
 		if (k == 1 && r >= INT32_MIN && r <= INT32_MAX)
 			set_i32(out, (int32_t)r);
 		else
-			set_i64(out, (int64_t)r);
+			set_i64(out, r >= -9223372036854775808.0L && r < 9223372036854775808.0L
+					     ? (int64_t)r
+					     : (num_i64(&a) < 0 ? INT64_MIN : INT64_MAX));
 		return 0;
 	}
 	agg__num_set(k, r, out);
