@@ -1322,8 +1322,7 @@ static int parse_merge(struct pstage *s, const bson_iter_t *it, struct dfs_err *
 	return 0;
 }
 
-/* ---- the pipeline
- * -------------------------------------------------------------------------------- */
+/* ---- the pipeline -------------------------------------------------------------------- */
 
 static struct pstage *stage_push(struct query_pipeline *p, int index, int kind, const char *name)
 {
@@ -1582,7 +1581,8 @@ struct rstage {
 	const struct pstage *ps;
 	struct agg__arena ar; /* values of the document being worked on */
 	bson_t *out;	      /* Owned: the document returned last (stages that build one) */
-	bson_t view;	      /* a view returned last ($sort) */
+	bson_t *view;	      /* Owned: a view returned last ($sort); a pointer because
+			       * bson_t wants 128-byte alignment (see view_new) */
 	bool started, done;
 	int64_t count;	    /* $limit/$skip counters; $count */
 	struct sorter so;   /* $sort, $group */
@@ -1609,7 +1609,7 @@ struct query_agg {
 	struct query_cursor *cur; /* Owned: the source, or NULL */
 	FILE *spool;		  /* Borrowed: the $facet source (length-prefixed BSON), or NULL */
 	struct dfs_buf sbuf;	  /* the document read last from spool */
-	bson_t sview;		  /* a view of sbuf */
+	bson_t *sview;		  /* Owned: a view of sbuf (see view_new) */
 	struct rstage *rs;	  /* Owned: p->n entries */
 	const struct agg__var *vars; /* Borrowed: $lookup let variables */
 	uint64_t rng;		     /* $sample */
@@ -1621,7 +1621,15 @@ static int agg_open(struct store_txn *t, int64_t coll, const struct query_pipeli
 		    const struct agg__var *vars, int upto, struct query_agg **out,
 		    struct dfs_err *err);
 static int stage_next(struct query_agg *a, int i, const bson_t **doc, struct dfs_err *err);
+static int stage_run(struct query_agg *a, int i, const bson_t **doc, struct dfs_err *err);
 static int spool_read(FILE *f, struct dfs_buf *b, bson_t *doc, struct dfs_err *err);
+
+/* Storage for a bson_t view kept in a heap struct: bson_t asks for 128-byte alignment, which
+ * calloc does not give. Freed with free(). */
+static bson_t *view_new(void)
+{
+	return aligned_alloc(BSON_ALIGNOF(bson_t), sizeof(bson_t));
+}
 
 static void ctx_init(struct query_agg *a, struct rstage *rs, const bson_t *doc, struct agg__ctx *c)
 {
@@ -1965,10 +1973,13 @@ static void get_strict(const bson_t *doc, char **comp, int n, bson_value_t *out)
 static int src_next(struct query_agg *a, const bson_t **doc, struct dfs_err *err)
 {
 	if (a->spool) {
-		int rc = spool_read(a->spool, &a->sbuf, &a->sview, err);
+		int rc;
 
+		if (!a->sview && !(a->sview = view_new()))
+			return dfs_err_set(err, DFS_ENOMEM, "out of memory");
+		rc = spool_read(a->spool, &a->sbuf, a->sview, err);
 		if (!rc)
-			*doc = &a->sview;
+			*doc = a->sview;
 		return rc;
 	}
 	if (!a->cur)
@@ -2350,9 +2361,11 @@ static int sort_next(struct query_agg *a, int i, struct rstage *rs, const bson_t
 	}
 	if ((rc = sorter_next(&rs->so, &k, &kl, &p, &pl, err)))
 		return rc;
-	if (!bson_init_static(&rs->view, (const uint8_t *)p, pl))
+	if (!rs->view && !(rs->view = view_new()))
+		return dfs_err_set(err, DFS_ENOMEM, "out of memory");
+	if (!bson_init_static(rs->view, (const uint8_t *)p, pl))
 		return dfs_err_set(err, DFS_ECORRUPT, "$sort: a bad spilled record");
-	*doc = &rs->view;
+	*doc = rs->view;
 	return 0;
 }
 
@@ -2557,6 +2570,8 @@ static int lookup_next(struct query_agg *a, int i, struct rstage *rs, const bson
 		}
 		if (sub)
 			a->spills += sub->spills;
+		if (rc && rc != DFS_ENOENT)
+			dfs_err_prefix(err, "$lookup pipeline: ");
 		query_agg_free(sub);
 		free(vars);
 		bson_destroy(&eq);
@@ -2638,6 +2653,8 @@ static int facet_next(struct query_agg *a, int i, struct rstage *rs, const bson_
 		bson_append_array_end(o, &arr);
 		if (sub)
 			a->spills += sub->spills;
+		if (rc && rc != DFS_ENOENT)
+			dfs_err_prefix(err, "$facet '%s': ", ps->facet_names[f]);
 		query_agg_free(sub);
 		if (rc == DFS_ENOENT) {
 			dfs_err_clear(err);
@@ -2731,10 +2748,9 @@ static int count_next(struct query_agg *a, int i, struct rstage *rs, const bson_
 	return 0;
 }
 
-/* ---- the chain
- * ------------------------------------------------------------------------------------ */
+/* ---- the chain ----------------------------------------------------------------------- */
 
-static int stage_next(struct query_agg *a, int i, const bson_t **doc, struct dfs_err *err)
+static int stage_run(struct query_agg *a, int i, const bson_t **doc, struct dfs_err *err)
 {
 	struct rstage *rs;
 	const struct pstage *ps;
@@ -2840,6 +2856,19 @@ static int stage_next(struct query_agg *a, int i, const bson_t **doc, struct dfs
 	default:
 		return dfs_err_set(err, DFS_EINVAL, "%s cannot run in a read pipeline", ps->name);
 	}
+}
+
+/* The next document of stage i. An error found in the stage itself gets the stage's index as
+ * a prefix ("stage 2: can't $divide by zero"); errors from stages before it already have
+ * theirs. */
+static int stage_next(struct query_agg *a, int i, const bson_t **doc, struct dfs_err *err)
+{
+	int rc = stage_run(a, i, doc, err);
+
+	if (rc && rc != DFS_ENOENT && i >= a->first && (rc == DFS_EINVAL || rc == DFS_EFBIG) &&
+	    strncmp(err->msg, "stage ", 6))
+		dfs_err_prefix(err, "stage %d: ", a->rs[i].ps->index);
+	return rc;
 }
 
 /* Opens the pipeline's stages [0, upto) over coll (or over the documents of spool, read from
@@ -2975,18 +3004,19 @@ void query_agg_free(struct query_agg *a)
 		}
 		if (rs->in)
 			bson_destroy(rs->in);
+		free(rs->view);
 		for (size_t k = 0; k < rs->nres; k++)
 			bson_destroy(rs->res[k]);
 		free(rs->res);
 	}
 	free(a->rs);
 	dfs_buf_release(&a->sbuf);
+	free(a->sview);
 	query_cursor_free(a->cur);
 	free(a);
 }
 
-/* ---- $out and $merge (note 5)
- * -------------------------------------------------------------------- */
+/* ---- $out and $merge (note 5) -------------------------------------------------------- */
 
 /* The existing document of target with the _id of doc (*found false when none). */
 static int target_get(struct store_txn *t, int64_t coll, const bson_t *doc, bson_t *existing,

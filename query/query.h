@@ -137,8 +137,8 @@ struct query_agg;
 int query_agg_open(struct store_txn *t, int64_t coll, const struct query_pipeline *p,
 		   const struct query_agg_opts *o, struct query_agg **out, struct dfs_err *err);
 /* The next result: 0 with *doc Borrowed (valid until the next call or free), DFS_ENOENT at
- * the end, or an error (DFS_EINVAL for an expression error such as "can't $divide by zero",
- * DFS_EIO when spilling fails). */
+ * the end, or an error: DFS_EINVAL for an expression error, naming the stage ("stage 2:
+ * can't $divide by zero"), DFS_EFBIG for a result over 16 MiB, DFS_EIO when spilling fails. */
 int query_agg_next(struct query_agg *a, const bson_t **doc, struct dfs_err *err);
 void query_agg_free(struct query_agg *a);
 

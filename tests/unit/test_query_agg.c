@@ -249,7 +249,7 @@ START_TEST(test_query_agg_next_end_and_errors)
 	ck_assert(!query_agg_open(f.t, f.coll, p, NULL, &a, &err));
 	ck_assert_int_eq(query_agg_next(a, &doc, &err), 0);
 	ck_assert_int_eq(query_agg_next(a, &doc, &err), DFS_EINVAL);
-	ck_assert_str_eq(err.msg, "can't $divide by zero");
+	ck_assert_str_eq(err.msg, "stage 0: can't $divide by zero");
 	query_agg_free(a);
 	query_pipeline_free(p);
 
