@@ -117,6 +117,10 @@ def run_arun(arun, lines):
     p = subprocess.run([arun], input="\n".join(lines) + "\n", capture_output=True, text=True)
     if p.returncode != 0:
         raise SystemExit("arun failed (%d): %s" % (p.returncode, p.stderr.strip()))
+    # arun never writes to stderr on success: anything there is a sanitizer report (UBSan
+    # continues after reporting unless halt_on_error is set)
+    if p.stderr.strip():
+        raise SystemExit("arun wrote to stderr: %s" % p.stderr.strip()[:2000])
     out = p.stdout.splitlines()
     if len(out) != len(lines):
         raise SystemExit("arun printed %d lines for %d inputs" % (len(out), len(lines)))

@@ -26,5 +26,11 @@ for (const l of fs.readFileSync(process.argv[1], "utf8").split("\n")) {
   if (!l.trim()) continue;
   const c = JSON.parse(l); delete c.ordered; delete c.bucket; process.stdout.write(JSON.stringify(c) + "\n");
 }' "$tmp/cases.jsonl" >"$tmp/input.jsonl"
-"$arun" "$tmp/input.jsonl" >"$tmp/results.jsonl"
+"$arun" "$tmp/input.jsonl" >"$tmp/results.jsonl" 2>"$tmp/stderr"
+# arun is silent on stderr: anything there is a sanitizer report (UBSan goes on after one)
+if [ -s "$tmp/stderr" ]; then
+	echo "query-agg-mingo: FAILED: arun wrote to stderr:" >&2
+	head -c 2000 "$tmp/stderr" >&2
+	exit 1
+fi
 node "$here/agg_compare.js" "$tmp/cases.jsonl" "$tmp/results.jsonl" --show "${SHOW:-10}"
