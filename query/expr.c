@@ -1347,6 +1347,11 @@ static void dbl_str(double d, char *buf, size_t n)
 		snprintf(buf, n, d < 0 ? "-Infinity" : "Infinity");
 		return;
 	}
+	/* integral values below 1e15 in plain digits ("10", not "1e+01" which %g picks) */
+	if (d == trunc(d) && fabs(d) < 1e15) {
+		snprintf(buf, n, "%.0f", d);
+		return;
+	}
 	for (int p = 1; p <= 17; p++) {
 		snprintf(buf, n, "%.*g", p, d);
 		if (strtod(buf, NULL) == d)

@@ -23,6 +23,7 @@ const AVOID = {
   GROUP_DOC_KEYS: true,       // group keys and sort keys are scalars (mingo ignores field order in document keys)
   MOD_NULL: true,             // arithmetic only on fields that hold numbers (mingo's $mod throws on null)
   EXPR_CROSS_TYPE: true,      // expression comparisons only between numbers (mingo: "x" > 3 is false)
+  ARRAY_TO_OBJECT_LIST: true, // $arrayToObject's operand is an expression, never a literal argument list
   LOOKUP_ARRAYS: true,        // $lookup localField never names an array (mingo adds an undefined per unmatched element)
   EMPTY_COUNT: true,          // no $count over a possibly empty input (mingo returns [{n: 0}])
   BUCKET_EMPTY: true,         // $bucket only as the last stage; agg_compare.js drops mingo's empty buckets
@@ -88,7 +89,10 @@ function numExpr(F, depth) {
     case 12: return { $size: fieldOf(F, "arr") || { $literal: [] } };
     case 13: return { $strLenBytes: fieldOf(F, "str") || "abc" };
     case 14: { const d = fieldOf(F, "date"); return d ? { [R.pick(["$year", "$month", "$dayOfMonth", "$hour", "$minute", "$dayOfWeek", "$dayOfYear", "$second", "$millisecond"])]: d } : leaf(); }
-    case 15: return { $sum: [x(), x()] };
+    case 15: return R.pick([{ $sum: [x(), x()] }, { $let: { vars: { v: x() }, in: { $add: ["$$v", x()] } } },
+      { $indexOfArray: [fieldOf(F, "arr") || [I(1)], x()] }, { $strcasecmp: [fieldOf(F, "str") || "a", R.pick(STRS)] },
+      { $indexOfBytes: [fieldOf(F, "str") || "abc", R.pick(["a", "b", "x"])] },
+      { $convert: { input: x(), to: R.pick(["int", "long", "double"]) } }, { $toInt: { $toString: x() } }]);
     case 16: { const a = fieldOf(F, "arr"); return a ? { $reduce: { input: a, initialValue: I(0), in: { $add: ["$$value", "$$this"] } } } : leaf(); }
     default: return { $ifNull: [F.a === "any" ? "$a" : x(), x()] }; // EXPR_CROSS_TYPE: a holds numbers or null
   }
@@ -103,7 +107,13 @@ function boolExpr(F, depth) {
     case 4: return { $or: [boolExpr(F, depth + 2), boolExpr(F, depth + 2)] };
     case 5: return { $not: [boolExpr(F, depth + 2)] };
     case 6: { const a = fieldOf(F, "arr"); return a ? { $in: [x(), a] } : { $ne: [x(), x()] }; }
-    default: { const s = fieldOf(F, "str"); return s ? { $eq: [s, R.pick(STRS)] } : { $gte: [x(), x()] }; }
+    default: {
+      const s = fieldOf(F, "str");
+      if (!s) return { $gte: [x(), x()] };
+      return R.pick([{ $eq: [s, R.pick(STRS)] }, { $regexMatch: { input: s, regex: R.pick(["^a", "b$", "^$", "y"]) } },
+        { $regexMatch: { input: s, regex: "^A", options: "i" } }, { $toBool: x() }, { $isNumber: R.pick([s, x()]) },
+        { $isArray: fieldOf(F, "arr") || s }]);
+    }
   }
 }
 function strExpr(F) {
@@ -116,7 +126,9 @@ function strExpr(F) {
     case 4: { const d = fieldOf(F, "date"); return d ? { $dateToString: { format: R.pick(["%Y-%m-%d", "%H:%M:%S", "%Y%j", "%d/%m %L"]), date: d } } : s; }
     case 5: return { $toString: numExpr(F, 2) };
     case 6: return { $type: R.pick([s, fieldOf(F, "arr") || s, fieldOf(F, "date") || s, fieldOf(F, "doc") || s]) };
-    case 7: return { $switch: { branches: [{ case: boolExpr(F, 2), then: "one" }, { case: boolExpr(F, 2), then: s }], default: "none" } };
+    case 7: return R.pick([{ $switch: { branches: [{ case: boolExpr(F, 2), then: "one" }, { case: boolExpr(F, 2), then: s }], default: "none" } },
+      { $trim: { input: { $concat: ["  ", s, " "] } } }, { $ltrim: { input: s, chars: "ab" } }, { $rtrim: { input: { $concat: [s, "xx"] }, chars: "x" } },
+      { $convert: { input: numExpr(F, 2), to: "string" } }]);
     default: return { $cond: { if: boolExpr(F, 2), then: s, else: { $literal: "$lit" } } };
   }
 }
@@ -132,7 +144,8 @@ function arrExpr(F) {
     case 4: return { $concatArrays: [a, [numExpr(F, 2)]] };
     case 5: return { $range: [I(0), I(R.int(0, 5)), I(R.int(1, 2))] };
     case 6: return { $map: { input: { $split: [fieldOf(F, "str") || "a,b", R.pick(["a", "b", ","])] }, in: { $strLenBytes: "$$this" } } };
-    case 7: return { $filter: { input: a, cond: { $eq: [{ $mod: ["$$this", I(2)] }, I(0)] }, limit: I(1) } };
+    case 7: return R.pick([{ $filter: { input: a, cond: { $eq: [{ $mod: ["$$this", I(2)] }, I(0)] }, limit: I(1) } },
+      { $map: { input: { $objectToArray: { $arrayToObject: { $concatArrays: [[["p", { $size: a }]], [["q", I(2)]]] } } }, in: "$$this.v" } } /* ARRAY_TO_OBJECT_LIST */]);
     default: return [numExpr(F, 1), { $strLenBytes: fieldOf(F, "str") || "q" }];
   }
 }
