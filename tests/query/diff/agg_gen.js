@@ -24,6 +24,7 @@ const AVOID = {
   MOD_NULL: true,             // arithmetic only on fields that hold numbers (mingo's $mod throws on null)
   EXPR_CROSS_TYPE: true,      // expression comparisons only between numbers (mingo: "x" > 3 is false)
   ARRAY_TO_OBJECT_LIST: true, // $arrayToObject's operand is an expression, never a literal argument list
+  SUM_PRECISION: true,        // no sums over inexact doubles ($avg results are carried, never added up again)
   LOOKUP_ARRAYS: true,        // $lookup localField never names an array (mingo adds an undefined per unmatched element)
   EMPTY_COUNT: true,          // no $count over a possibly empty input (mingo returns [{n: 0}])
   BUCKET_EMPTY: true,         // $bucket only as the last stage; agg_compare.js drops mingo's empty buckets
@@ -242,7 +243,7 @@ function genPipeline(F, st, depth) {
         const spec = { _id: key }; const nf = { _id: kk === "null" ? "null" : kk === "num" ? "num" : kk === "str" ? "str" : "any" };
         const nfld = fieldOf(F, "num");
         const accs = [["cnt", { $sum: I(1) }, "num"], ["cnt2", { $count: {} }, "num"]];
-        if (nfld) accs.push(["tot", { $sum: nfld }, "num"], ["avg", { $avg: nfld }, "num"], ["mn", { $min: nfld }, "num"],
+        if (nfld) accs.push(["tot", { $sum: nfld }, "num"], ["avg", { $avg: nfld }, "fnum" /* SUM_PRECISION: not reused in arithmetic */], ["mn", { $min: nfld }, "num"],
           ["mx", { $max: nfld }, "num"], ["ex", { $sum: { $multiply: [nfld, I(2)] } }, "num"]);
         // $push/$first/$last see the documents in input order: only when that order is fixed
         if (nfld && st.ordered) accs.push(["all", { $push: nfld }, "arr"], ["fst", { $first: nfld }, "num"], ["lst", { $last: nfld }, "num"]);
