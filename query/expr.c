@@ -3042,7 +3042,7 @@ static int eval_string_ops(const struct agg__x *x, struct agg__ctx *c, bson_valu
 
 		EV(0, &a);
 		EV(1, &b);
-		if (agg__nullish(&a)) {
+		if (agg__nullish(&a) || agg__nullish(&b)) {
 			set_null(out);
 			return 0;
 		}
