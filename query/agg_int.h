@@ -92,6 +92,10 @@ void agg__num_set(int kind, long double d, bson_value_t *out);
 long double agg__num_ld(const bson_value_t *v);
 bool agg__is_number(const bson_value_t *v);
 
+/* tz.c: the UTC offset (ms) of the Olson zone name at the UTC instant utc_ms, from the
+ * system's TZif files. DFS_EINVAL "unrecognized time zone identifier '<name>'". Thread-safe. */
+int agg__tz_offset(const char *name, int64_t utc_ms, int64_t *off_ms, struct dfs_err *err);
+
 /* agg.c: sorter runs written to temporary files so far by a (for the spill tests). */
 struct query_agg;
 int64_t query__agg_spills(const struct query_agg *a);

@@ -2840,13 +2840,14 @@ done:
 
 /* ---- the evaluator ------------------------------------------------------------------- */
 
-/* A timezone argument: "UTC", "GMT", "Z" or a fixed offset "+hh", "+hh:mm", "+hhmm" (and
- * '-'), into *off_ms. Olson names ("Europe/Paris") are not supported (an error says so). */
-static int tz_offset(const struct agg__x *x, const bson_value_t *tz, int64_t *off_ms,
-		     struct dfs_err *err)
+/* The UTC offset of a timezone argument at the instant at_ms: "UTC", "GMT", "Z", a fixed
+ * offset "+hh", "+hh:mm", "+hhmm" (and '-'), or an Olson name ("Europe/Paris", tz.c). When
+ * local is true, at_ms is a local wall-clock time and the offset is the one in force there. */
+static int tz_offset(const struct agg__x *x, const bson_value_t *tz, int64_t at_ms, bool local,
+		     int64_t *off_ms, struct dfs_err *err)
 {
 	const char *s;
-	int h = 0, m = 0, n = 0;
+	int h = 0, m = 0, n = 0, rc;
 
 	*off_ms = 0;
 	if (agg__nullish(tz))
@@ -2864,10 +2865,15 @@ static int tz_offset(const struct agg__x *x, const bson_value_t *tz, int64_t *of
 		*off_ms = (s[0] == '-' ? -1 : 1) * ((int64_t)h * 3600000 + (int64_t)m * 60000);
 		return 0;
 	}
-	return dfs_err_set(err, DFS_EINVAL,
-			   "%s: unrecognized time zone identifier '%s' (only UTC and fixed "
-			   "offsets such as \"+05:30\" are supported)",
-			   opname(x), s);
+	if ((rc = agg__tz_offset(s, at_ms, off_ms, err)))
+		return dfs_err_prefix(err, "%s: ", opname(x));
+	if (local) { /* the offset in force at the UTC instant this wall-clock time names */
+		int64_t first = *off_ms;
+
+		if ((rc = agg__tz_offset(s, at_ms - first, off_ms, err)))
+			return dfs_err_prefix(err, "%s: ", opname(x));
+	}
+	return 0;
 }
 
 static int eval_datepart(const struct agg__x *x, struct agg__ctx *c, bson_value_t *out,
@@ -2879,17 +2885,17 @@ static int eval_datepart(const struct agg__x *x, struct agg__ctx *c, bson_value_
 	int64_t ms, off = 0;
 
 	EV(0, &v);
-	if (x->n > 1 && x->args[1]) {
-		EV(1, &tz);
-		if ((rc = tz_offset(x, &tz, &off, err)))
-			return rc;
-	}
 	if (agg__nullish(&v)) {
 		set_null(out);
 		return 0;
 	}
 	if ((rc = to_date(x, &v, &ms, err)))
 		return rc;
+	if (x->n > 1 && x->args[1]) {
+		EV(1, &tz);
+		if ((rc = tz_offset(x, &tz, ms, false, &off, err)))
+			return rc;
+	}
 	ms_tm(ms + off, &tm, &milli);
 	switch (x->op) {
 	case X_YEAR:
@@ -3461,11 +3467,9 @@ static int eval_dates(const struct agg__x *x, struct agg__ctx *c, bson_value_t *
 	int64_t ms, off = 0;
 	int rc;
 
-	if (x->args[2]) {
+	memset(&tz, 0, sizeof(tz));
+	if (x->args[2])
 		EV(2, &tz);
-		if ((rc = tz_offset(x, &tz, &off, err)))
-			return rc;
-	}
 	if (x->args[1]) {
 		EV(1, &f);
 		if (f.value_type != BSON_TYPE_UTF8)
@@ -3482,7 +3486,8 @@ static int eval_dates(const struct agg__x *x, struct agg__ctx *c, bson_value_t *
 				set_null(out);
 			return 0;
 		}
-		if ((rc = to_date(x, &a, &ms, err)))
+		if ((rc = to_date(x, &a, &ms, err)) ||
+		    (rc = tz_offset(x, &tz, ms, false, &off, err)))
 			return rc;
 		return date_to_string(x, ms, off, fmt, c->ar, out, err);
 	}
@@ -3514,8 +3519,10 @@ static int eval_dates(const struct agg__x *x, struct agg__ctx *c, bson_value_t *
 				   "$dateFromString: error parsing date string '%s'",
 				   a.value.v_utf8.str);
 	}
-	/* the timezone names the zone of a string without an explicit offset (simplified:
-	 * applied to every string) */
+	/* the timezone names the zone of the string's wall-clock time (simplified: applied to
+	 * every string, also one with its own offset) */
+	if ((rc = tz_offset(x, &tz, ms, true, &off, err)))
+		return rc;
 	set_date(out, ms - off);
 	return 0;
 }
