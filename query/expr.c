@@ -15,8 +15,10 @@
  *    absent), so evaluation never looks names up.
  * 3. Variables are checked at parse time against the scope (struct agg__scope) and looked
  *    up by name at run time in a linked list of bindings on the C stack.
- * 4. Decimal128 arithmetic is done in long double and converted back (documented deviation:
- *    about 18 significant digits, and the result does not keep the operands' exponent).
+ * 4. Decimal128 arithmetic ($add $subtract $multiply $divide, $sum, $avg) is exact decimal
+ *    arithmetic (dec.c) when any operand is a decimal; where dec.c cannot stay exact
+ *    (infinities, NaN, intermediates over 128 bits) it falls back to long double (about 18
+ *    significant digits). The other operators compute decimals in long double.
  */
 #include "agg_int.h"
 
@@ -445,12 +447,38 @@ void agg__path_get(const bson_value_t *base, char **comp, int ncomp, struct agg_
 
 /* ---- sums ---------------------------------------------------------------------------- */
 
+static void set_dec(bson_value_t *o, const bson_decimal128_t *d)
+{
+	memset(o, 0, sizeof(*o));
+	o->value_type = BSON_TYPE_DECIMAL128;
+	o->value.v_decimal128 = *d;
+}
+
 void agg__sum_add(struct agg__sum *s, const bson_value_t *v)
 {
 	int k = num_kind(v);
 
 	if (!k)
 		return;
+	if ((k == 4 || s->dec_on) && !s->dec_bad) {
+		bson_decimal128_t x;
+
+		if (!s->dec_on) { /* the sum so far, as a decimal */
+			bson_value_t so_far;
+
+			if (s->kind == 0)
+				set_i32(&so_far, 0);
+			else if (s->kind <= 2 && !s->overflow)
+				set_i64(&so_far, s->i);
+			else
+				set_dbl(&so_far, (double)s->d);
+			agg__dec_from_value(&so_far, &s->dec);
+			s->dec_on = true;
+		}
+		agg__dec_from_value(v, &x);
+		if (agg__dec_op('+', &s->dec, &x, &s->dec))
+			s->dec_bad = true;
+	}
 	s->n++;
 	if (k > s->kind)
 		s->kind = k;
@@ -468,6 +496,8 @@ void agg__sum_value(const struct agg__sum *s, bson_value_t *out)
 			set_i32(out, (int32_t)s->i);
 		else
 			set_i64(out, s->i);
+	} else if (s->kind == 4 && s->dec_on && !s->dec_bad) {
+		set_dec(out, &s->dec);
 	} else {
 		agg__num_set(s->kind == 4 ? 4 : 3, s->d, out);
 	}
@@ -477,9 +507,17 @@ void agg__avg_value(const struct agg__sum *s, bson_value_t *out)
 {
 	if (s->n == 0)
 		set_null(out);
-	else if (s->kind == 4)
-		agg__num_set(4, s->d / s->n, out);
-	else if (s->kind <= 2 && !s->overflow)
+	else if (s->kind == 4) {
+		bson_value_t n;
+		bson_decimal128_t dn, q;
+
+		set_i64(&n, s->n);
+		agg__dec_from_value(&n, &dn);
+		if (s->dec_on && !s->dec_bad && !agg__dec_op('/', &s->dec, &dn, &q))
+			set_dec(out, &q);
+		else
+			agg__num_set(4, s->d / s->n, out);
+	} else if (s->kind <= 2 && !s->overflow)
 		set_dbl(out, (double)s->i / (double)s->n);
 	else
 		set_dbl(out, (double)(s->d / s->n));
@@ -1857,9 +1895,33 @@ unsupported:
 /* ---- arithmetic ---------------------------------------------------------------------- */
 
 /* $add and $multiply: integers stay integers while they fit (int32 -> int64 -> double). */
+/* Folds the numbers of vals with op in exact decimal arithmetic; -1 when it cannot be exact. */
+static int dec_fold(char op, const bson_value_t *vals, int n, bson_value_t *out)
+{
+	bson_decimal128_t acc, x;
+	bool have = false;
+
+	for (int i = 0; i < n; i++) {
+		if (!agg__is_number(&vals[i]))
+			continue;
+		agg__dec_from_value(&vals[i], &x);
+		if (!have) {
+			acc = x;
+			have = true;
+		} else if (agg__dec_op(op, &acc, &x, &acc)) {
+			return -1;
+		}
+	}
+	if (!have)
+		return -1;
+	set_dec(out, &acc);
+	return 0;
+}
+
 static int eval_addmul(const struct agg__x *x, struct agg__ctx *c, bool mul, bson_value_t *out,
 		       struct dfs_err *err)
 {
+	bson_value_t vals[16];
 	int kind = 1, rc;
 	int64_t iacc = mul ? 1 : 0, date_ms = 0;
 	long double dacc = mul ? 1 : 0;
@@ -1870,6 +1932,8 @@ static int eval_addmul(const struct agg__x *x, struct agg__ctx *c, bool mul, bso
 		int k;
 
 		EV(i, &v);
+		if (i < 16)
+			vals[i] = v;
 		if (agg__nullish(&v)) {
 			null = true;
 			continue;
@@ -1919,6 +1983,8 @@ static int eval_addmul(const struct agg__x *x, struct agg__ctx *c, bool mul, bso
 			set_i64(out, iacc);
 		return 0;
 	}
+	if (kind == 4 && x->n <= 16 && !dec_fold(mul ? '*' : '+', vals, x->n, out))
+		return 0;
 	agg__num_set(kind == 4 ? 4 : 3, dacc, out);
 	return 0;
 }
@@ -1981,6 +2047,16 @@ static int eval_subtract(const struct agg__x *x, struct agg__ctx *c, bson_value_
 			set_i64(out, r);
 		return 0;
 	}
+	if (kind == 4) {
+		bson_decimal128_t da, db, dr;
+
+		agg__dec_from_value(&a, &da);
+		agg__dec_from_value(&b, &db);
+		if (!agg__dec_op('-', &da, &db, &dr)) {
+			set_dec(out, &dr);
+			return 0;
+		}
+	}
 	agg__num_set(kind == 4 ? 4 : 3, agg__num_ld(&a) - agg__num_ld(&b), out);
 	return 0;
 }
@@ -2003,6 +2079,16 @@ static int eval_divmod(const struct agg__x *x, struct agg__ctx *c, bool mod, bso
 	if (!mod) {
 		if (db == 0)
 			return dfs_err_set(err, DFS_EINVAL, "can't $divide by zero");
+		if (kind == 4) {
+			bson_decimal128_t xa, xb, r;
+
+			agg__dec_from_value(&a, &xa);
+			agg__dec_from_value(&b, &xb);
+			if (!agg__dec_op('/', &xa, &xb, &r)) {
+				set_dec(out, &r);
+				return 0;
+			}
+		}
 		agg__num_set(kind == 4 ? 4 : 3, da / db, out);
 		return 0;
 	}
