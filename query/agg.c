@@ -359,6 +359,7 @@ struct pstage {
 	/* $merge */
 	int when_matched;     /* 0 merge, 1 replace, 2 keepExisting, 3 fail */
 	int when_not_matched; /* 0 insert, 1 discard, 2 fail */
+	char *out_db;	      /* $out/$merge: Owned: the target's database as written, or NULL */
 };
 
 struct query_pipeline {
@@ -411,6 +412,7 @@ static void pstage_release(struct pstage *s)
 	free(s->path);
 	free(s->index_field);
 	free(s->from);
+	free(s->out_db);
 	free(s->local);
 	free(s->foreign);
 	free(s->as);
@@ -1229,7 +1231,10 @@ static int parse_facet(struct pstage *s, const bson_iter_t *it, const struct agg
 	return 0;
 }
 
-static int target_name(const bson_iter_t *it, const char *stage, char **out, struct dfs_err *err)
+/* The target of $out/$merge: "coll" or {db, coll}; the db (*db, Owned, or NULL) is checked
+ * against the transaction's database when the pipeline runs. */
+static int target_name(const bson_iter_t *it, const char *stage, char **out, char **db,
+		       struct dfs_err *err)
 {
 	bson_iter_t f;
 
@@ -1242,8 +1247,8 @@ static int target_name(const bson_iter_t *it, const char *stage, char **out, str
 				free(*out);
 				*out = xstrdup(bson_iter_utf8(&f, NULL));
 			} else if (!strcmp(bson_iter_key(&f), "db") && BSON_ITER_HOLDS_UTF8(&f)) {
-				/* checked against the transaction's database when run */
-				continue;
+				free(*db);
+				*db = xstrdup(bson_iter_utf8(&f, NULL));
 			} else {
 				return dfs_err_set(err, DFS_EINVAL, "%s: bad target field '%s'",
 						   stage, bson_iter_key(&f));
@@ -1266,7 +1271,7 @@ static int parse_merge(struct pstage *s, const bson_iter_t *it, struct dfs_err *
 	s->when_matched = 0;
 	s->when_not_matched = 0;
 	if (BSON_ITER_HOLDS_UTF8(it))
-		return target_name(it, "$merge", &s->from, err);
+		return target_name(it, "$merge", &s->from, &s->out_db, err);
 	if (!BSON_ITER_HOLDS_DOCUMENT(it))
 		return dfs_err_set(err, DFS_EINVAL, "$merge requires a string or an object");
 	bson_iter_recurse(it, &f);
@@ -1275,7 +1280,7 @@ static int parse_merge(struct pstage *s, const bson_iter_t *it, struct dfs_err *
 		const char *v = BSON_ITER_HOLDS_UTF8(&f) ? bson_iter_utf8(&f, NULL) : NULL;
 
 		if (!strcmp(k, "into")) {
-			if ((rc = target_name(&f, "$merge", &s->from, err)))
+			if ((rc = target_name(&f, "$merge", &s->from, &s->out_db, err)))
 				return rc;
 		} else if (!strcmp(k, "on")) {
 			if (v && !strcmp(v, "_id"))
@@ -1515,7 +1520,7 @@ static int parse_stage(struct query_pipeline *p, int index, const bson_iter_t *s
 	}
 	if (IS("$out")) {
 		s = stage_push(p, index, S_OUT, "$out");
-		return target_name(&d, "$out", &s->from, err);
+		return target_name(&d, "$out", &s->from, &s->out_db, err);
 	}
 	if (IS("$merge")) {
 		s = stage_push(p, index, S_MERGE, "$merge");
@@ -3102,6 +3107,11 @@ int query_agg_run_out(struct store_txn *t, int64_t coll, const struct query_pipe
 	if (!p->writes)
 		return dfs_err_set(err, DFS_EINVAL, "the pipeline does not end in $out or $merge");
 	last = &p->st[p->n - 1];
+	if (last->out_db && strcmp(last->out_db, store_db_name(store_txn_db(t))))
+		return dfs_err_set(err, DFS_EINVAL,
+				   "stage %d: %s: writing to another database ('%s') is not "
+				   "supported",
+				   last->index, last->name, last->out_db);
 	sorter_init(&so, mem);
 	dfs_buf_init(&key);
 	dfs_buf_init(&buf);

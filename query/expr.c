@@ -2829,7 +2829,7 @@ static int eval_arr_to_obj(const struct agg__x *x, struct agg__ctx *c, bson_valu
 {
 	bson_value_t in;
 	struct vec el = {0};
-	bson_t b = BSON_INITIALIZER, tmp = BSON_INITIALIZER;
+	bson_t b = BSON_INITIALIZER;
 	const char **keys = NULL;
 	struct vec vals = {0};
 	int rc = 0;
@@ -2838,12 +2838,10 @@ static int eval_arr_to_obj(const struct agg__x *x, struct agg__ctx *c, bson_valu
 	if (agg__nullish(&in)) {
 		set_null(out);
 		bson_destroy(&b);
-		bson_destroy(&tmp);
 		return 0;
 	}
 	if (in.value_type != BSON_TYPE_ARRAY) {
 		bson_destroy(&b);
-		bson_destroy(&tmp);
 		return dfs_err_set(err, DFS_EINVAL,
 				   "$arrayToObject requires an array input, "
 				   "found: %s",
@@ -2917,7 +2915,6 @@ static int eval_arr_to_obj(const struct agg__x *x, struct agg__ctx *c, bson_valu
 	bson_init(&b);
 done:
 	bson_destroy(&b);
-	bson_destroy(&tmp);
 	free(el.v);
 	free(vals.v);
 	free(keys);

@@ -99,7 +99,7 @@ int query_find_open(struct store_txn *t, int64_t coll, const struct query_find_o
 int query_cursor_next(struct query_cursor *c, const bson_t **doc, struct dfs_err *err);
 void query_cursor_free(struct query_cursor *c);
 
-/* ---- aggregation (expr.c, agg.c) ----------------------------------------------------- */
+/* ---- aggregation (expr.c, dec.c, tz.c, agg.c) ---------------------------------------- */
 
 /*
  * A parsed aggregation pipeline: an array of stage documents ($match $project $addFields/$set
@@ -119,7 +119,8 @@ void query_pipeline_free(struct query_pipeline *p);
 bool query_pipeline_writes(const struct query_pipeline *p);
 
 struct query_agg_opts {
-	size_t mem;	/* bytes $group/$sort hold before spilling to temporary files (0: 32 MiB) */
+	size_t mem;	/* bytes each $group/$sort (and the find's sort) holds before spilling
+			 * to temporary files (0: 32 MiB) */
 	int64_t now_ms; /* $$NOW, ms since the epoch (also seeds $sample) */
 };
 
@@ -128,9 +129,10 @@ struct query_agg;
 
 /*
  * Runs p over collection coll in transaction t (Borrowed: t and p must outlive the cursor).
- * A leading $match (without a top-level $expr), and a $sort right after it or a leading
- * $sort, are handed to query_find_open as its filter and sort so the planner can use
- * indexes; the rest run as stages here. $lookup reads other collections of the same database
+ * A leading $match (unless it has $expr at its top level or in a top-level $and), a $sort
+ * right after it or a leading $sort, then a $skip and a $limit right after those, are handed
+ * to query_find_open as its filter, sort, skip and limit so the planner can use indexes; the
+ * rest run as stages here. $lookup reads other collections of the same database
  * through t. *out Owned, freed by query_agg_free. o may be NULL (defaults). A pipeline that
  * ends in $out/$merge is DFS_EINVAL here: use query_agg_run_out.
  */
