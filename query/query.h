@@ -141,4 +141,61 @@ int query_explain_tree(const bson_t *explain, struct dfs_buf *out, struct dfs_er
  * indexes). Call once at startup, before opening stores; calling it again is harmless. */
 void query_init(void);
 
+/* ---- aggregation (expr.c, dec.c, tz.c, agg.c) ---------------------------------------- */
+
+/*
+ * A parsed aggregation pipeline: an array of stage documents ($match $project $addFields/$set
+ * $unset $group $sort $limit $skip $unwind $count $sortByCount $lookup $replaceRoot/
+ * $replaceWith $bucket $facet $sample $out $merge) with MongoDB's aggregation expressions.
+ * Immutable after parsing: one pipeline may be run by several threads at once.
+ */
+struct query_pipeline;
+
+/* Parses pipeline (a BSON array document of stage documents; Borrowed for the call) into *out
+ * (Owned, freed by query_pipeline_free). Errors: DFS_EINVAL with a message naming the stage
+ * index and the operator, e.g. "stage 2: unknown expression operator '$sumx'". */
+int query_pipeline_parse(const bson_t *pipeline, struct query_pipeline **out,
+			 struct dfs_err *err);
+void query_pipeline_free(struct query_pipeline *p);
+/* Does p end in $out or $merge (and so must be run with query_agg_run_out)? */
+bool query_pipeline_writes(const struct query_pipeline *p);
+
+struct query_agg_opts {
+	size_t mem;	/* bytes each $group/$sort (and the find's sort) holds before spilling
+			 * to temporary files (0: 32 MiB) */
+	int64_t now_ms; /* $$NOW, ms since the epoch (also seeds $sample) */
+};
+
+/* A running pipeline (not thread-safe: one thread at a time). */
+struct query_agg;
+
+/*
+ * Runs p over collection coll in transaction t (Borrowed: t and p must outlive the cursor).
+ * A leading $match (unless it has $expr at its top level or in a top-level $and), a $sort
+ * right after it or a leading $sort, then a $skip and a $limit right after those, are handed
+ * to query_find_open as its filter, sort, skip and limit so the planner can use indexes; the
+ * rest run as stages here. $lookup reads other collections of the same database
+ * through t. *out Owned, freed by query_agg_free. o may be NULL (defaults). A pipeline that
+ * ends in $out/$merge is DFS_EINVAL here: use query_agg_run_out.
+ */
+int query_agg_open(struct store_txn *t, int64_t coll, const struct query_pipeline *p,
+		   const struct query_agg_opts *o, struct query_agg **out, struct dfs_err *err);
+/* The next result: 0 with *doc Borrowed (valid until the next call or free), DFS_ENOENT at
+ * the end, or an error: DFS_EINVAL for an expression error, naming the stage ("stage 2:
+ * can't $divide by zero"), DFS_EFBIG for a result over 16 MiB, DFS_EIO when spilling fails. */
+int query_agg_next(struct query_agg *a, const bson_t **doc, struct dfs_err *err);
+void query_agg_free(struct query_agg *a);
+
+/*
+ * Runs a pipeline that ends in $out or $merge over coll in the WRITE transaction t, and writes
+ * the target collection (of t's database) in t: $out replaces the target's documents
+ * (creating it when missing); $merge matches on _id (whenMatched merge|replace|keepExisting|
+ * fail, whenNotMatched insert|discard|fail). Nothing is written before the whole pipeline has
+ * run and its results were checked (duplicate _ids for $out, the fail modes of $merge), so on
+ * an error the target is as it was (the caller aborts t anyway). *nwritten (may be NULL) gets
+ * the documents inserted or replaced.
+ */
+int query_agg_run_out(struct store_txn *t, int64_t coll, const struct query_pipeline *p,
+		      const struct query_agg_opts *o, int64_t *nwritten, struct dfs_err *err);
+
 #endif
