@@ -2155,11 +2155,41 @@ static const struct query_expr *afilter_of(const struct actx *a, const char *ide
 	return NULL;
 }
 
+/*
+ * Which elements of the array at s each '$[]' / '$[ident]' child of t applies to, decided for
+ * all of them before any is applied (as MongoDB matches array filters against the array as
+ * it was when the array node is reached). *out: Owned, per child NULL or arr->n flags.
+ */
+static bool **array_matches(struct actx *a, const struct tnode *t, const struct slot *s)
+{
+	bool **m = NULL;
+
+	if (!s->node || s->node->type != BSON_TYPE_ARRAY)
+		return NULL;
+	for (size_t i = 0; i < t->n; i++) {
+		const struct tnode *k = t->kids[i];
+		const struct query_expr *f;
+
+		if (k->kind != T_ALL && k->kind != T_IDENT)
+			continue;
+		if (!m)
+			m = xcalloc(t->n, sizeof(*m));
+		m[i] = xcalloc(s->node->n, sizeof(**m));
+		f = k->kind == T_IDENT ? afilter_of(a, k->ident) : NULL;
+		for (size_t j = 0; j < s->node->n; j++)
+			m[i][j] = !f || wrapped_match(f, k->ident, s->node->kids[j]);
+	}
+	return m;
+}
+
 static int apply_node(struct actx *a, const struct tnode *t, struct slot *s)
 {
 	char nb[24], vb[200];
+	size_t nmatch = s->node && s->node->type == BSON_TYPE_ARRAY ? s->node->n : 0;
+	bool **match = array_matches(a, t, s);
+	int rc = 0;
 
-	for (size_t i = 0; i < t->n; i++) {
+	for (size_t i = 0; i < t->n && !rc; i++) {
 		const struct tnode *k = t->kids[i];
 		struct slot cs;
 
@@ -2167,48 +2197,51 @@ static int apply_node(struct actx *a, const struct tnode *t, struct slot *s)
 			const char *name = k->name;
 
 			if (k->kind == T_POS) {
-				if (a->elem_index < 0)
-					return dfs_err_set(a->err, DFS_EINVAL,
-							   "The positional operator did not find "
-							   "the match needed from the query");
+				if (a->elem_index < 0) {
+					rc = dfs_err_set(a->err, DFS_EINVAL,
+							 "The positional operator did not find "
+							 "the match needed from the query");
+					break;
+				}
 				snprintf(nb, sizeof(nb), "%d", a->elem_index);
 				name = nb;
 			}
 			slot_child(s, name, &cs);
-			if (apply_child(a, k, &cs))
-				return a->err->code;
+			rc = apply_child(a, k, &cs);
 			continue;
 		}
 		/* $[] and $[ident] */
-		if (!s->node)
-			return dfs_err_set(a->err, DFS_EINVAL,
-					   "The path '%s' must exist in the document in order to "
-					   "apply array updates",
-					   a->path.data);
-		if (s->node->type != BSON_TYPE_ARRAY)
-			return dfs_err_set(a->err, DFS_EINVAL,
-					   "Cannot apply array updates to non-array element %s: %s",
-					   s->name, un_render(s->node, vb, sizeof(vb)));
-		{
-			const struct query_expr *f =
-				k->kind == T_IDENT ? afilter_of(a, k->ident) : NULL;
-			struct unode *arr = s->node;
-
-			for (size_t j = 0; j < arr->n; j++) {
-				if (f && !wrapped_match(f, k->ident, arr->kids[j]))
-					continue;
-				snprintf(nb, sizeof(nb), "%zu", j);
-				memset(&cs, 0, sizeof(cs));
-				cs.name = nb;
-				cs.parent = arr;
-				cs.index = j;
-				cs.node = arr->kids[j];
-				if (apply_child(a, k, &cs))
-					return a->err->code;
-			}
+		if (!s->node) {
+			rc = dfs_err_set(a->err, DFS_EINVAL,
+					 "The path '%s' must exist in the document in order to "
+					 "apply array updates",
+					 a->path.data);
+			break;
+		}
+		if (s->node->type != BSON_TYPE_ARRAY) {
+			rc = dfs_err_set(a->err, DFS_EINVAL,
+					 "Cannot apply array updates to non-array element %s: %s",
+					 s->name, un_render(s->node, vb, sizeof(vb)));
+			break;
+		}
+		for (size_t j = 0; j < s->node->n && j < nmatch && !rc; j++) {
+			if (!match[i][j])
+				continue;
+			snprintf(nb, sizeof(nb), "%zu", j);
+			memset(&cs, 0, sizeof(cs));
+			cs.name = nb;
+			cs.parent = s->node;
+			cs.index = j;
+			cs.node = s->node->kids[j];
+			rc = apply_child(a, k, &cs);
 		}
 	}
-	return 0;
+	if (match) {
+		for (size_t i = 0; i < t->n; i++)
+			free(match[i]);
+		free(match);
+	}
+	return rc;
 }
 
 static int touched_cmp(const void *x, const void *y)
