@@ -450,7 +450,7 @@ struct afilter {
 
 struct query_update {
 	bool replacement; /* a replacement document (no operators) */
-	bson_t repl;	  /* the replacement: Owned copy */
+	bson_t *repl;	  /* the replacement: Owned copy (bson_t wants 128-byte alignment) */
 	struct tnode root;
 	struct afilter *af; /* Owned: the array filters */
 	size_t naf;
@@ -491,8 +491,8 @@ void query_update_free(struct query_update *u)
 {
 	if (!u)
 		return;
-	if (u->replacement)
-		bson_destroy(&u->repl);
+	if (u->repl)
+		bson_destroy(u->repl);
 	tnode_release(&u->root);
 	for (size_t i = 0; i < u->naf; i++) {
 		free(u->af[i].ident);
@@ -1299,7 +1299,7 @@ int query_update_parse(const bson_t *update, const bson_t *array_filters, struct
 		goto done;
 	if (!ops) {
 		u->replacement = true;
-		bson_copy_to(update, &u->repl);
+		u->repl = bson_copy(update);
 		if (u->naf) {
 			rc = dfs_err_set(err, DFS_EINVAL,
 					 "arrayFilters may not be specified with a replacement "
@@ -2252,6 +2252,8 @@ static int touched_cmp(const void *x, const void *y)
 /* Two leaves applied at the same path, or one under the other (design note 4)? */
 static int check_touched(struct actx *a)
 {
+	if (a->ntouched < 2)
+		return 0;
 	qsort(a->touched, a->ntouched, sizeof(*a->touched), touched_cmp);
 	for (size_t i = 1; i < a->ntouched; i++) {
 		const char *p = a->touched[i - 1], *q = a->touched[i];
@@ -2304,7 +2306,7 @@ static int apply_replacement(struct actx *a, bson_t *out)
 
 	if (have_id)
 		un_push(root, "_id", 3, un_from_iter(&oid));
-	if (bson_iter_init(&it, &a->u->repl)) {
+	if (bson_iter_init(&it, a->u->repl)) {
 		while (bson_iter_next(&it)) {
 			if (!strcmp(bson_iter_key(&it), "_id")) {
 				if (have_id) {
@@ -2468,7 +2470,8 @@ int query_upsert_seed(const bson_t *filter, bson_t *out, struct dfs_err *err)
 		return dfs_err_set(err, DFS_EINVAL, "the filter is not valid BSON");
 	seed_collect(&s, &it);
 	/* MongoDB adds the equalities in the order of their paths */
-	qsort(s.eq, s.n, sizeof(*s.eq), seed_cmp);
+	if (s.n > 1)
+		qsort(s.eq, s.n, sizeof(*s.eq), seed_cmp);
 	for (size_t i = 1; i < s.n; i++) {
 		const char *p = s.eq[i - 1].path, *q = s.eq[i].path;
 		size_t n = strlen(p);
