@@ -172,11 +172,11 @@ static int name_cmp(const char *a, const char *b)
 /* ---- the mutable document tree ------------------------------------------------------ */
 
 struct unode {
-	bson_type_t type;     /* BSON_TYPE_DOCUMENT, BSON_TYPE_ARRAY, or a scalar type */
-	bson_value_t v;	      /* scalars: Owned copy of the value */
-	size_t n, cap;	      /* containers: children used, allocated */
-	char **keys;	      /* documents: Owned field names (n of them) */
-	struct unode **kids;  /* containers: Owned children (n of them) */
+	bson_type_t type;    /* BSON_TYPE_DOCUMENT, BSON_TYPE_ARRAY, or a scalar type */
+	bson_value_t v;	     /* scalars: Owned copy of the value */
+	size_t n, cap;	     /* containers: children used, allocated */
+	char **keys;	     /* documents: Owned field names (n of them) */
+	struct unode **kids; /* containers: Owned children (n of them) */
 };
 
 static struct unode *un_new(bson_type_t type)
@@ -522,6 +522,13 @@ static char **split_path(const char *path, const char *op, struct dfs_err *err, 
 	}
 	for (const char *p = path; *p; p++)
 		n += *p == '.';
+	/* every component is a level of nesting: a longer path can never exist or be stored */
+	if (n > DFS_MAX_DEPTH) {
+		dfs_err_set(err, DFS_EINVAL,
+			    "the update path '%.60s...' has more than %d components", path,
+			    DFS_MAX_DEPTH);
+		return NULL;
+	}
 	c = xcalloc((size_t)n + 1, sizeof(*c));
 	for (;;) {
 		dot = strchr(s, '.');
@@ -650,8 +657,8 @@ static int trie_insert(struct query_update *u, char **c, struct uleaf *l, struct
 		k = tnode_child(t, c[i]);
 		if (k && (k->leaf || !c[i + 1])) {
 			dfs_err_set(err, DFS_EINVAL,
-				    "Updating the path '%s' would create a conflict at '%s'", l->path,
-				    prefix.data);
+				    "Updating the path '%s' would create a conflict at '%s'",
+				    l->path, prefix.data);
 			dfs_buf_release(&prefix);
 			leaf_free(l);
 			return DFS_EINVAL;
@@ -742,10 +749,9 @@ enum op_id {
 
 static int op_lookup(const char *name)
 {
-	static const char *const names[] = {"$set",	    "$unset", "$inc",	   "$mul",
-					    "$min",	    "$max",   "$currentDate", "$setOnInsert",
-					    "$push",	    "$addToSet", "$pop",   "$pull",
-					    "$pullAll", "$rename"};
+	static const char *const names[] = {
+		"$set",		"$unset", "$inc",      "$mul", "$min",	"$max",	    "$currentDate",
+		"$setOnInsert", "$push",  "$addToSet", "$pop", "$pull", "$pullAll", "$rename"};
 
 	for (int i = 0; i < OP_UNKNOWN; i++)
 		if (!strcmp(name, names[i]))
@@ -859,10 +865,11 @@ static int parse_push(struct uleaf *l, const bson_value_t *v, bool push, struct 
 						   op, type_name(fv->value_type));
 			bson_value_copy(fv, &l->arg);
 		} else if (!push) {
-			return dfs_err_set(err, DFS_EINVAL,
-					   "Found unexpected fields after $each in $addToSet: '%s' at "
-					   "'%s'",
-					   k, l->path);
+			return dfs_err_set(
+				err, DFS_EINVAL,
+				"Found unexpected fields after $each in $addToSet: '%s' at "
+				"'%s'",
+				k, l->path);
 		} else if (!strcmp(k, "$slice")) {
 			if (!integral(fv, &l->slice))
 				return dfs_err_set(err, DFS_EINVAL,
@@ -915,10 +922,11 @@ static int parse_push(struct uleaf *l, const bson_value_t *v, bool push, struct 
 				l->sort = 1;
 				l->sort_dir = (int)d;
 			} else {
-				return dfs_err_set(err, DFS_EINVAL,
-						   "The $sort is invalid: use 1/-1 to sort the "
-						   "whole element, or {field:1/-1} to sort embedded "
-						   "fields");
+				return dfs_err_set(
+					err, DFS_EINVAL,
+					"The $sort is invalid: use 1/-1 to sort the "
+					"whole element, or {field:1/-1} to sort embedded "
+					"fields");
 			}
 		} else {
 			return dfs_err_set(err, DFS_EINVAL, "Unrecognized clause in $push: %s", k);
@@ -941,7 +949,7 @@ static int parse_operand(struct query_update *u, int op, struct uleaf *l, const 
 	case OP_MIN:
 	case OP_MAX:
 	case OP_UNSET:
-		l->op = op == OP_SET ? U_SET
+		l->op = op == OP_SET	       ? U_SET
 			: op == OP_SETONINSERT ? U_SETONINSERT
 			: op == OP_MIN	       ? U_MIN
 			: op == OP_MAX	       ? U_MAX
@@ -998,8 +1006,8 @@ static int parse_operand(struct query_update *u, int op, struct uleaf *l, const 
 	case OP_POP:
 		l->op = U_POP;
 		if (!is_number(v->value_type))
-			return dfs_err_set(err, DFS_EINVAL, "Expected a number in: %s: %s",
-					   l->path, value_render(v, vb, sizeof(vb)));
+			return dfs_err_set(err, DFS_EINVAL, "Expected a number in: %s: %s", l->path,
+					   value_render(v, vb, sizeof(vb)));
 		if (!integral(v, &d) || (d != 1 && d != -1))
 			return dfs_err_set(err, DFS_EINVAL, "$pop expects 1 or -1, found: %s",
 					   value_render(v, vb, sizeof(vb)));
@@ -1058,9 +1066,10 @@ static int parse_rename(struct query_update *u, const char *from, const bson_val
 	if (strlen(to) != v->value.v_utf8.len)
 		return dfs_err_set(err, DFS_EINVAL, "The 'to' field for $rename contains NUL");
 	if (!strcmp(from, to))
-		return dfs_err_set(err, DFS_EINVAL,
-				   "The source and target field for $rename must differ: %s: \"%s\"",
-				   from, to);
+		return dfs_err_set(
+			err, DFS_EINVAL,
+			"The source and target field for $rename must differ: %s: \"%s\"", from,
+			to);
 	flen = strlen(from);
 	tlen = strlen(to);
 	if ((flen < tlen && !strncmp(from, to, flen) && to[flen] == '.') ||
@@ -1077,7 +1086,8 @@ static int parse_rename(struct query_update *u, const char *from, const bson_val
 		free_comps(fc);
 		return err->code;
 	}
-	if (check_comps(fc, from, false, "source", err) || check_comps(tc, to, false, "destination", err)) {
+	if (check_comps(fc, from, false, "source", err) ||
+	    check_comps(tc, to, false, "destination", err)) {
 		free_comps(fc);
 		free_comps(tc);
 		return err->code;
@@ -1226,17 +1236,19 @@ static int parse_array_filters(struct query_update *u, const bson_t *af, struct 
 			return err->code;
 		}
 		if (!id)
-			return dfs_err_set(err, DFS_EINVAL,
-					   "Cannot use an expression without a top-level field name "
-					   "in arrayFilters");
+			return dfs_err_set(
+				err, DFS_EINVAL,
+				"Cannot use an expression without a top-level field name "
+				"in arrayFilters");
 		if (!(id[0] >= 'a' && id[0] <= 'z') ||
 		    strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") !=
 			    strlen(id)) {
-			dfs_err_set(err, DFS_EINVAL,
-				    "Error parsing array filter :: caused by :: The top-level field "
-				    "name must be an alphanumeric string beginning with a lowercase "
-				    "letter, found '%s'",
-				    id);
+			dfs_err_set(
+				err, DFS_EINVAL,
+				"Error parsing array filter :: caused by :: The top-level field "
+				"name must be an alphanumeric string beginning with a lowercase "
+				"letter, found '%s'",
+				id);
 			free(id);
 			return DFS_EINVAL;
 		}
@@ -1252,8 +1264,7 @@ static int parse_array_filters(struct query_update *u, const bson_t *af, struct 
 		a->ident = id;
 		u->naf++;
 		if (query_filter_parse(&f, &a->expr, err))
-			return dfs_err_prefix(err,
-					      "Error parsing array filter :: caused by :: ");
+			return dfs_err_prefix(err, "Error parsing array filter :: caused by :: ");
 	}
 	return 0;
 }
@@ -1276,20 +1287,22 @@ int query_update_parse(const bson_t *update, const bson_t *array_filters, struct
 
 		if (k[0] == '$') {
 			if (fields) {
-				rc = dfs_err_set(err, DFS_EINVAL,
-						 "The dollar ($) prefixed field '%s' in '%s' is not "
-						 "allowed in the context of an update's replacement "
-						 "document",
-						 k, k);
+				rc = dfs_err_set(
+					err, DFS_EINVAL,
+					"The dollar ($) prefixed field '%s' in '%s' is not "
+					"allowed in the context of an update's replacement "
+					"document",
+					k, k);
 				goto done;
 			}
 			ops = true;
 		} else {
 			if (ops) {
-				rc = dfs_err_set(err, DFS_EINVAL,
-						 "unknown update operator '%s' (an update cannot mix "
-						 "operators and replacement fields)",
-						 k);
+				rc = dfs_err_set(
+					err, DFS_EINVAL,
+					"unknown update operator '%s' (an update cannot mix "
+					"operators and replacement fields)",
+					k);
 				goto done;
 			}
 			fields = true;
@@ -1510,7 +1523,7 @@ static bool dnum_arith(bool mul, const bson_value_t *a, const bson_value_t *b, b
 static int num_arith(bool mul, const bson_value_t *a, const bson_value_t *b, bson_value_t *out)
 {
 	int k = nrank(a->value_type) > nrank(b->value_type) ? nrank(a->value_type)
-							     : nrank(b->value_type);
+							    : nrank(b->value_type);
 
 	memset(out, 0, sizeof(*out));
 	if (k <= 1) {
@@ -1627,10 +1640,11 @@ static int slot_store(struct actx *a, struct slot *s, struct unode *node)
 		} else {
 			if (s->index - c->n > MAX_PADDING) {
 				un_free(node);
-				return dfs_err_set(a->err, DFS_EINVAL,
-						   "can't backfill array to larger than %d elements "
-						   "at '%s'",
-						   MAX_PADDING, a->path.data);
+				return dfs_err_set(
+					a->err, DFS_EINVAL,
+					"can't backfill array to larger than %d elements "
+					"at '%s'",
+					MAX_PADDING, a->path.data);
 			}
 			while (c->n < s->index)
 				un_push(c, NULL, 0, un_null());
@@ -1784,10 +1798,11 @@ static int rename_dest_check(struct actx *a, const struct uleaf *l)
 			break;
 		n = n->kids[k];
 		if (n->type == BSON_TYPE_ARRAY) {
-			rc = dfs_err_set(a->err, DFS_EINVAL,
-					 "The destination field cannot be an array element, '%s' in "
-					 "doc with _id: %s has an array field called '%s'",
-					 l->path, id_text(a, ib, sizeof(ib)), c);
+			rc = dfs_err_set(
+				a->err, DFS_EINVAL,
+				"The destination field cannot be an array element, '%s' in "
+				"doc with _id: %s has an array field called '%s'",
+				l->path, id_text(a, ib, sizeof(ib)), c);
 			break;
 		}
 		if (n->type != BSON_TYPE_DOCUMENT)
@@ -1915,7 +1930,8 @@ static int apply_push(struct actx *a, const struct uleaf *l, struct slot *s)
 		return dfs_err_set(a->err, DFS_EINVAL,
 				   "The field '%s' must be an array but is of type %s in document "
 				   "{_id: %s}",
-				   a->path.data, type_name(s->node->type), id_text(a, ib, sizeof(ib)));
+				   a->path.data, type_name(s->node->type),
+				   id_text(a, ib, sizeof(ib)));
 	}
 	if (!s->node) {
 		if (slot_put(a, s, un_new(BSON_TYPE_ARRAY)))
@@ -2093,8 +2109,8 @@ static int apply_leaf(struct actx *a, const struct uleaf *l, struct slot *s)
 			} else if (bson_iter_init_from_data(&it, l->arg.value.v_doc.data,
 							    l->arg.value.v_doc.data_len)) {
 				while (!m && bson_iter_next(&it))
-					m = un_compare_value(arr->kids[i],
-							     bson_iter_value(&it)) == 0;
+					m = un_compare_value(arr->kids[i], bson_iter_value(&it)) ==
+					    0;
 			}
 			if (m)
 				un_remove(arr, i);
@@ -2275,9 +2291,10 @@ static int finish(struct actx *a, struct unode *root, bool id_first, bson_t *out
 
 	if (bson_iter_init_find(&oid, a->orig, "_id")) {
 		if (idi < 0 || un_compare_value(root->kids[idi], bson_iter_value(&oid)) != 0)
-			return dfs_err_set(a->err, DFS_EINVAL,
-					   "Performing an update on the path '_id' would modify the "
-					   "immutable field '_id'");
+			return dfs_err_set(
+				a->err, DFS_EINVAL,
+				"Performing an update on the path '_id' would modify the "
+				"immutable field '_id'");
 	}
 	if (id_first && idi > 0) {
 		struct unode *n = root->kids[idi];
@@ -2319,7 +2336,8 @@ static int apply_replacement(struct actx *a, bson_t *out)
 				un_push(root, "_id", 3, un_from_iter(&it));
 				continue;
 			}
-			un_push(root, bson_iter_key(&it), bson_iter_key_len(&it), un_from_iter(&it));
+			un_push(root, bson_iter_key(&it), bson_iter_key_len(&it),
+				un_from_iter(&it));
 		}
 	}
 	rc = finish(a, root, true, out);
@@ -2484,10 +2502,11 @@ int query_upsert_seed(const bson_t *filter, bson_t *out, struct dfs_err *err)
 			goto done;
 		}
 		if (!strncmp(p, q, n) && q[n] == '.') {
-			rc = dfs_err_set(err, DFS_EINVAL,
-					 "cannot infer query fields to set, both paths '%s' and '%s' "
-					 "are matched",
-					 q, p);
+			rc = dfs_err_set(
+				err, DFS_EINVAL,
+				"cannot infer query fields to set, both paths '%s' and '%s' "
+				"are matched",
+				q, p);
 			goto done;
 		}
 	}

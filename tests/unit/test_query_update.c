@@ -193,8 +193,8 @@ END_TEST
 START_TEST(test_query_update_apply_reused)
 {
 	/* one parsed update (with array filters) applied to many documents in turn */
-	struct query_update *u = update_new("{$inc: {\"a.$[big]\": 1}, $push: {log: \"x\"}}",
-					    "[{big: {$gte: 10}}]");
+	struct query_update *u =
+		update_new("{$inc: {\"a.$[big]\": 1}, $push: {log: \"x\"}}", "[{big: {$gte: 10}}]");
 
 	for (int i = 0; i < 50; i++) {
 		char doc[128], expect[128];
