@@ -37,6 +37,11 @@
  *    integer operations that exceed the 64-bit range produce an error). Decimal128 results
  *    are exact while the coefficients fit 128-bit integers and 34 digits, else computed in
  *    long double (about 18 significant digits).
+ * 7. Memory is bounded before validation: every leaf counts (a lower bound of) the bytes it
+ *    adds, nulls of padding included, and applying stops with DFS_EFBIG once that passes the
+ *    size limit plus the input's size (what a storable result can have added, since at most
+ *    the whole input is removed). '$[]' copying a large value into every element of a large
+ *    array would otherwise allocate without bound. The exact check is store_doc_validate.
  */
 #include "query_int.h"
 
@@ -1608,8 +1613,52 @@ struct actx {
 	struct dfs_buf path; /* the concrete path being applied */
 	char **touched;	     /* Owned: concrete paths of the leaves applied */
 	size_t ntouched, cap;
+	uint64_t grown;	 /* bytes the leaves may have added, at least (design note 7) */
+	uint64_t budget; /* the most grown may reach before the result cannot be stored */
 	struct dfs_err *err;
 };
+
+/* Counts bytes added by a leaf; DFS_EFBIG once the result can no longer fit a document. */
+static int grow(struct actx *a, uint64_t bytes)
+{
+	a->grown += bytes;
+	if (a->grown > a->budget)
+		return dfs_err_set(
+			a->err, DFS_EFBIG,
+			"the update would make the document larger than %d bytes at '%s'",
+			DFS_MAX_DOC_SIZE, a->path.data);
+	return 0;
+}
+
+/* The BSON bytes of null elements at array positions from..to-1 (type, key, NUL). */
+static uint64_t nulls_size(uint64_t from, uint64_t to)
+{
+	uint64_t total = 0, lo = 0, hi = 10;
+
+	for (int digits = 1; lo < to; digits++, lo = hi, hi *= 10) {
+		uint64_t a = from > lo ? from : lo, b = to < hi ? to : hi;
+
+		if (a < b)
+			total += (b - a) * (uint64_t)(digits + 2);
+	}
+	return total;
+}
+
+/* The BSON bytes of a value, at least (a scalar counts its type byte and a short key). */
+static uint64_t value_size(const bson_value_t *v)
+{
+	switch (v->value_type) {
+	case BSON_TYPE_DOCUMENT:
+	case BSON_TYPE_ARRAY:
+		return 3 + (uint64_t)v->value.v_doc.data_len;
+	case BSON_TYPE_UTF8:
+		return 7 + (uint64_t)v->value.v_utf8.len;
+	case BSON_TYPE_BINARY:
+		return 8 + (uint64_t)v->value.v_binary.data_len;
+	default:
+		return 3;
+	}
+}
 
 static int blocked_error(struct actx *a, const struct slot *s)
 {
@@ -1645,6 +1694,10 @@ static int slot_store(struct actx *a, struct slot *s, struct unode *node)
 					"can't backfill array to larger than %d elements "
 					"at '%s'",
 					MAX_PADDING, a->path.data);
+			}
+			if (grow(a, nulls_size(c->n, s->index))) {
+				un_free(node);
+				return a->err->code;
 			}
 			while (c->n < s->index)
 				un_push(c, NULL, 0, un_null());
@@ -1938,15 +1991,26 @@ static int apply_push(struct actx *a, const struct uleaf *l, struct slot *s)
 			return a->err->code;
 	}
 	arr = s->node;
+	if (l->op == U_PUSH && grow(a, value_size(&l->arg)))
+		return a->err->code;
 	each = un_from_value(&l->arg);
 	ne = each->n;
 	if (l->op == U_ADDTOSET) {
+		bson_iter_t ev;
+		int rc = 0;
+
+		if (!bson_iter_init_from_data(&ev, l->arg.value.v_doc.data,
+					      l->arg.value.v_doc.data_len))
+			memset(&ev, 0, sizeof(ev));
 		for (size_t i = 0; i < ne; i++) {
 			bool dup = false;
+			uint64_t size = bson_iter_next(&ev) ? value_size(bson_iter_value(&ev)) : 3;
 
 			for (size_t j = 0; j < arr->n && !dup; j++)
 				dup = un_compare(arr->kids[j], each->kids[i]) == 0;
-			if (!dup) {
+			if (!dup && !rc)
+				rc = grow(a, size);
+			if (!dup && !rc) {
 				un_push(arr, NULL, 0, each->kids[i]);
 				each->kids[i] = NULL;
 			}
@@ -1955,7 +2019,7 @@ static int apply_push(struct actx *a, const struct uleaf *l, struct slot *s)
 			un_free(each->kids[i]);
 		each->n = 0;
 		un_free(each);
-		return 0;
+		return rc;
 	}
 	pos = arr->n;
 	if (l->has_pos) {
@@ -2041,6 +2105,8 @@ static int apply_leaf(struct actx *a, const struct uleaf *l, struct slot *s)
 			return 0;
 		/* fall through */
 	case U_SET:
+		if (grow(a, value_size(&l->arg)))
+			return a->err->code;
 		return slot_put(a, s, un_from_value(&l->arg));
 	case U_UNSET:
 		slot_remove(s);
@@ -2052,11 +2118,17 @@ static int apply_leaf(struct actx *a, const struct uleaf *l, struct slot *s)
 	case U_MAX: {
 		int c;
 
-		if (!s->node)
+		if (!s->node) {
+			if (grow(a, value_size(&l->arg)))
+				return a->err->code;
 			return slot_put(a, s, un_from_value(&l->arg));
+		}
 		c = un_compare_value(s->node, &l->arg);
-		if ((l->op == U_MIN && c > 0) || (l->op == U_MAX && c < 0))
+		if ((l->op == U_MIN && c > 0) || (l->op == U_MAX && c < 0)) {
+			if (grow(a, value_size(&l->arg)))
+				return a->err->code;
 			return slot_put(a, s, un_from_value(&l->arg));
+		}
 		return 0;
 	}
 	case U_CURDATE:
@@ -2135,7 +2207,7 @@ static int apply_leaf(struct actx *a, const struct uleaf *l, struct slot *s)
 			return a->err->code;
 		if (!v)
 			return 0;
-		if (rename_dest_check(a, l))
+		if (rename_dest_check(a, l) || grow(a, value_size(v)))
 			return a->err->code;
 		/* MongoDB moves the field: a renamed field goes to the end of its document */
 		if (s->node && s->parent && s->parent->type == BSON_TYPE_DOCUMENT)
@@ -2359,6 +2431,7 @@ int query_update_apply(const struct query_update *u, const bson_t *doc, int elem
 			 .elem_index = elem_index,
 			 .upsert = upsert_insert,
 			 .now_ms = now_ms,
+			 .budget = (uint64_t)DFS_MAX_DOC_SIZE + doc->len,
 			 .err = err};
 	struct unode *root = NULL;
 	struct slot s = {0};

@@ -280,6 +280,44 @@ START_TEST(test_query_upsert_seed_shapes)
 }
 END_TEST
 
+START_TEST(test_query_update_apply_too_big)
+{
+	/* '$[]' copying a 1 MB value into 40 elements: stopped before allocating it all */
+	size_t n = 1000000;
+	char *big = malloc(n + 1);
+	bson_t upd, set, d, arr, out;
+	struct query_update *u = NULL;
+	struct dfs_err err = {0};
+
+	ck_assert_ptr_nonnull(big);
+	memset(big, 'x', n);
+	big[n] = '\0';
+	bson_init(&upd);
+	bson_append_document_begin(&upd, "$set", -1, &set);
+	BSON_APPEND_UTF8(&set, "a.$[]", big);
+	bson_append_document_end(&upd, &set);
+	ck_assert_int_eq(query_update_parse(&upd, NULL, &u, &err), 0);
+	bson_init(&d);
+	BSON_APPEND_INT32(&d, "_id", 1);
+	bson_append_array_begin(&d, "a", -1, &arr);
+	for (int i = 0; i < 40; i++) {
+		char k[8];
+
+		snprintf(k, sizeof(k), "%d", i);
+		BSON_APPEND_INT32(&arr, k, i);
+	}
+	bson_append_array_end(&d, &arr);
+	bson_init(&out);
+	ck_assert_int_eq(query_update_apply(u, &d, -1, false, 0, &out, NULL, &err), DFS_EFBIG);
+	ck_assert(bson_empty(&out));
+	bson_destroy(&out);
+	bson_destroy(&d);
+	bson_destroy(&upd);
+	query_update_free(u);
+	free(big);
+}
+END_TEST
+
 static Suite *query_update_suite(void)
 {
 	Suite *s = suite_create("query_update");
@@ -294,6 +332,7 @@ static Suite *query_update_suite(void)
 	tcase_add_test(t, test_query_update_apply_positional_index);
 	tcase_add_test(t, test_query_update_apply_upsert_insert);
 	tcase_add_test(t, test_query_upsert_seed_shapes);
+	tcase_add_test(t, test_query_update_apply_too_big);
 	suite_add_tcase(s, t);
 	return s;
 }
