@@ -5,6 +5,8 @@
  *
  * It does not read or write the store, choose documents (the caller matches the filter and
  * passes the positional '$' index from query_filter_match), or generate an _id for upserts.
+ * Error messages keep MongoDB's wording (and its capitals), unlike the rest of docfs, so that a
+ * MongoDB user recognizes them and can look them up.
  *
  * Design notes
  *
@@ -947,7 +949,6 @@ static int parse_operand(struct query_update *u, int op, struct uleaf *l, const 
 	char vb[160];
 	int64_t d;
 
-	(void)u;
 	switch (op) {
 	case OP_SET:
 	case OP_SETONINSERT:
@@ -2359,7 +2360,6 @@ static int finish(struct actx *a, struct unode *root, bool id_first, bson_t *out
 {
 	bson_iter_t oid;
 	long idi = un_find(root, "_id");
-	char vb[100];
 
 	if (bson_iter_init_find(&oid, a->orig, "_id")) {
 		if (idi < 0 || un_compare_value(root->kids[idi], bson_iter_value(&oid)) != 0)
@@ -2382,7 +2382,6 @@ static int finish(struct actx *a, struct unode *root, bool id_first, bson_t *out
 		bson_reinit(out);
 		return a->err->code;
 	}
-	(void)vb;
 	return 0;
 }
 
