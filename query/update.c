@@ -2344,13 +2344,19 @@ static int check_touched(struct actx *a)
 	if (a->ntouched < 2)
 		return 0;
 	qsort(a->touched, a->ntouched, sizeof(*a->touched), touched_cmp);
-	for (size_t i = 1; i < a->ntouched; i++) {
-		const char *p = a->touched[i - 1], *q = a->touched[i];
+	/* sorted, every path that starts with p follows it directly (with others between, such as
+	 * "a.0-x" between "a.0" and "a.0.b") */
+	for (size_t i = 0; i + 1 < a->ntouched; i++) {
+		const char *p = a->touched[i];
 		size_t n = strlen(p);
 
-		if (!strcmp(p, q) || (!strncmp(p, q, n) && q[n] == '.'))
-			return dfs_err_set(a->err, DFS_EINVAL, "Update created a conflict at '%s'",
-					   p);
+		for (size_t j = i + 1; j < a->ntouched && !strncmp(p, a->touched[j], n); j++) {
+			const char *q = a->touched[j];
+
+			if (!q[n] || q[n] == '.')
+				return dfs_err_set(a->err, DFS_EINVAL,
+						   "Update created a conflict at '%s'", p);
+		}
 	}
 	return 0;
 }
