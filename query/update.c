@@ -29,7 +29,8 @@
  *    A numeric component past the end of an array pads it with nulls.
  * 4. Positional forms: '$' is the component named by elem_index (MongoDB substitutes the
  *    matched position); '$[]' applies the subtree to every element; '$[id]' to the elements
- *    that match the array filter of id (the element wrapped as {id: element}). Because
+ *    that match the array filter of id (the element wrapped as {id: element}), all of a
+ *    node's filters matched before any of its children changes the array. Because
  *    these resolve only at apply time, every leaf application records the concrete path it
  *    touched and two that meet (equal or prefix) are "Update created a conflict at '...'".
  * 5. The result is checked last: _id unchanged (by value, as MongoDB compares it), then
