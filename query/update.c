@@ -38,8 +38,9 @@
  * 6. Numbers: $inc/$mul widen int32 -> int64 -> double -> decimal128 by the wider operand;
  *    an int32 result that overflows becomes int64, an int64 overflow is an error (MongoDB:
  *    integer operations that exceed the 64-bit range produce an error). Decimal128 results
- *    are exact while the coefficients fit 128-bit integers and 34 digits, else computed in
- *    long double (about 18 significant digits).
+ *    follow IEEE 754-2008 (34 digits, half to even) while the exact product fits a 128-bit
+ *    integer (sums always do, see align()); a larger product is computed in long double
+ *    (about 18 significant digits). A double meets a decimal as its 15-digit decimal.
  * 7. Memory is bounded before validation: every leaf counts (a lower bound of) the bytes it
  *    adds, nulls of padding included, and applying stops with DFS_EFBIG once that passes the
  *    size limit plus the input's size (what a storable result can have added, since at most
@@ -1468,15 +1469,60 @@ static bool dnum_from_value(const bson_value_t *v, struct dnum *d)
 	}
 }
 
-static bool pow10_mul(__int128 *x, int n)
+/*
+ * Brings x (the larger exponent) and y to one exponent for an addition: x's coefficient is
+ * scaled up as far as 37 digits allow, and y's is cut to the same exponent when the gap is
+ * larger than that (digits far below x's 34 significant ones only matter for exact ties).
+ */
+static void align(struct dnum *x, struct dnum *y)
 {
-	while (n-- > 0)
-		if (__builtin_mul_overflow(*x, 10, x))
-			return false;
-	return true;
+	__int128 big = 1;
+
+	for (int i = 0; i < 36; i++)
+		big *= 10;
+	while (x->exp > y->exp && x->coef < big && x->coef > -big) {
+		x->coef *= 10;
+		x->exp--;
+	}
+	while (y->exp < x->exp) {
+		if (!y->coef) {
+			y->exp = x->exp;
+			break;
+		}
+		y->coef /= 10;
+		y->exp++;
+	}
 }
 
-/* Exact decimal a+b or a*b into out; false when it cannot be done exactly in 34 digits. */
+/* Rounds the magnitude m * 10^exp to decimal128's 34 digits, half to even (IEEE 754). */
+static void round34(__int128 *m, int *exp)
+{
+	__int128 lim = 1, p = 1, q, rem, half;
+	int k = 0;
+
+	for (int i = 0; i < 34; i++)
+		lim *= 10;
+	while (*m / p >= lim) {
+		p *= 10;
+		k++;
+	}
+	if (!k)
+		return;
+	q = *m / p;
+	rem = *m % p;
+	half = p / 2;
+	if (rem > half || (rem == half && (q & 1)))
+		q++;
+	if (q == lim) {
+		q /= 10;
+		k++;
+	}
+	*m = q;
+	*exp += k;
+}
+
+/* Decimal a+b or a*b into out, rounded to 34 digits; false when the exact value does not fit
+ * 128-bit integers (the caller then computes in long double). */
 static bool dnum_arith(bool mul, const bson_value_t *a, const bson_value_t *b, bson_value_t *out)
 {
 	struct dnum x, y, r;
@@ -1492,21 +1538,20 @@ static bool dnum_arith(bool mul, const bson_value_t *a, const bson_value_t *b, b
 			return false;
 		r.exp = x.exp + y.exp;
 	} else {
-		if (x.exp > y.exp) {
-			if (!pow10_mul(&x.coef, x.exp - y.exp))
-				return false;
-			x.exp = y.exp;
-		} else if (y.exp > x.exp) {
-			if (!pow10_mul(&y.coef, y.exp - x.exp))
-				return false;
-			y.exp = x.exp;
+		if (x.exp < y.exp) {
+			struct dnum t = x;
+
+			x = y;
+			y = t;
 		}
+		align(&x, &y);
 		if (__builtin_add_overflow(x.coef, y.coef, &r.coef))
 			return false;
 		r.exp = x.exp;
 	}
 	neg = r.coef < 0;
 	m = neg ? -r.coef : r.coef;
+	round34(&m, &r.exp);
 	do {
 		digits[nd++] = (char)('0' + (int)(m % 10));
 		m /= 10;
