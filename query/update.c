@@ -31,8 +31,10 @@
  *    matched position); '$[]' applies the subtree to every element; '$[id]' to the elements
  *    that match the array filter of id (the element wrapped as {id: element}), all of a
  *    node's filters matched before any of its children changes the array. Because
- *    these resolve only at apply time, every leaf application records the concrete path it
- *    touched and two that meet (equal or prefix) are "Update created a conflict at '...'".
+ *    these resolve only at apply time, children of one node that land on one element are
+ *    checked before the array changes (array_conflicts), and every leaf application records
+ *    the concrete path it touched so that two that meet deeper (equal or prefix) are also
+ *    "Update created a conflict at '...'".
  * 5. The result is checked last: _id unchanged (by value, as MongoDB compares it), then
  *    store_doc_validate. *changed is a byte comparison of the result with the input.
  * 6. Numbers: $inc/$mul widen int32 -> int64 -> double -> decimal128 by the wider operand;
@@ -2317,12 +2319,57 @@ static bool **array_matches(struct actx *a, const struct tnode *t, const struct 
 	return m;
 }
 
+/*
+ * Before a node's children change an array, two of them that resolve to one element where
+ * one of them is a leaf conflict ("a.$[]" with "a.0.b", "a.$" with "a.1"), reported as
+ * MongoDB does before anything is applied. (Two inner nodes on one element merge; their
+ * leaves meet in check_touched.)
+ */
+static int array_conflicts(struct actx *a, const struct tnode *t, const struct slot *s,
+			   bool **match)
+{
+	size_t n = s->node->n;
+	/* per element: 0 untouched, 1 by an inner node, 2 by a leaf */
+	unsigned char *seen = xcalloc(n, 1);
+	int rc = 0;
+
+	for (size_t i = 0; i < t->n && !rc; i++) {
+		const struct tnode *k = t->kids[i];
+		unsigned char mine = k->leaf ? 2 : 1;
+
+		for (size_t j = 0; j < n && !rc; j++) {
+			bool hit;
+
+			if (k->kind == T_ALL || k->kind == T_IDENT)
+				hit = match && match[i] && match[i][j];
+			else if (k->kind == T_POS)
+				hit = a->elem_index >= 0 && (size_t)a->elem_index == j;
+			else
+				hit = all_digits(k->name) && strlen(k->name) < 10 &&
+				      strtoul(k->name, NULL, 10) == j;
+			if (!hit)
+				continue;
+			if (seen[j] && (seen[j] == 2 || mine == 2))
+				rc = dfs_err_set(a->err, DFS_EINVAL,
+						 "Update created a conflict at '%s%s%zu'",
+						 a->path.data, a->path.len ? "." : "", j);
+			if (mine > seen[j])
+				seen[j] = mine;
+		}
+	}
+	free(seen);
+	return rc;
+}
+
 static int apply_node(struct actx *a, const struct tnode *t, struct slot *s)
 {
 	char nb[24], vb[200];
 	size_t nmatch = s->node && s->node->type == BSON_TYPE_ARRAY ? s->node->n : 0;
 	bool **match = array_matches(a, t, s);
 	int rc = 0;
+
+	if (nmatch && t->n > 1)
+		rc = array_conflicts(a, t, s, match);
 
 	for (size_t i = 0; i < t->n && !rc; i++) {
 		const struct tnode *k = t->kids[i];
