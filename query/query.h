@@ -197,5 +197,48 @@ void query_agg_free(struct query_agg *a);
  */
 int query_agg_run_out(struct store_txn *t, int64_t coll, const struct query_pipeline *p,
 		      const struct query_agg_opts *o, int64_t *nwritten, struct dfs_err *err);
+/* ---- updates (update.c) ------------------------------------------------------------ */
+
+/*
+ * A parsed update: an operator document ({$set: {...}, $inc: {...}}) or a replacement
+ * document (no top-level '$' fields; mixing the two is an error). Operators: $set $unset $inc
+ * $mul $rename $min $max $currentDate $setOnInsert $push ($each $slice $sort $position)
+ * $addToSet ($each) $pop $pull $pullAll; dotted paths, numeric components, positional '$',
+ * '$[]' and '$[<ident>]' with arrayFilters. Immutable after parsing: thread-safe.
+ */
+struct query_update;
+
+/* Parses update (Borrowed for the call) with array_filters (NULL, or a BSON array document of
+ * filter documents for $[<ident>]) into *out (Owned, freed by query_update_free). Errors:
+ * DFS_EINVAL with MongoDB-like messages naming operator and path ("unknown update operator
+ * '$sett'", "Updating the path 'a' would create a conflict at 'a'"). */
+int query_update_parse(const bson_t *update, const bson_t *array_filters,
+		       struct query_update **out, struct dfs_err *err);
+void query_update_free(struct query_update *u);
+bool query_update_is_replacement(const struct query_update *u);
+
+/*
+ * Applies u to doc into out (initialised, empty). elem_index: the array position for the
+ * positional '$' from query_filter_match (-1: none; an update using '$' then fails as MongoDB
+ * does). upsert_insert: the document is being created by an upsert ($setOnInsert applies,
+ * _id is moved first). now_ms: the time for $currentDate. *changed (may be NULL): false when
+ * the result equals doc byte for byte (MongoDB's nModified). _id is immutable ("Performing an
+ * update on the path '_id' would modify the immutable field '_id'"); a replacement keeps
+ * doc's _id, first. The result passes store_doc_validate. On error doc is untouched, out is
+ * left empty; errors are DFS_EINVAL (DFS_ERANGE for a 64-bit integer overflow, DFS_EFBIG for
+ * a result over 16 MiB).
+ */
+int query_update_apply(const struct query_update *u, const bson_t *doc, int elem_index,
+		       bool upsert_insert, int64_t now_ms, bson_t *out, bool *changed,
+		       struct dfs_err *err);
+
+/*
+ * The base document of an upsert, built from filter's equality conditions as MongoDB does:
+ * implicit equality and $eq, also inside a top-level $and; dotted paths create embedded
+ * documents; _id included (first); other operators contribute nothing. The fields come in
+ * the order of their paths. out initialised, empty (left empty on error). Errors: the
+ * filter's parse errors, "cannot infer query fields to set, path 'a' is matched twice".
+ */
+int query_upsert_seed(const bson_t *filter, bson_t *out, struct dfs_err *err);
 
 #endif
