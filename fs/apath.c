@@ -161,12 +161,17 @@ static int apath_parse(struct store_db *db, int64_t coll, const char *component,
 	a->format = FSQ_JSONL;
 	if ((rc = pct_decode(component, plen, &v, err)))
 		goto done;
-	if (v.len && v.data[0] == '@')
+	if (v.len && v.data[0] == '@') {
 		rc = saved_pipeline(db, coll, v.data + 1, &a->pipeline, err);
-	else
-		rc = fs_pipeline_from_text(v.data ? v.data : "", v.len, &a->pipeline, err);
-	if (rc == DFS_ENOENT)
-		rc = dfs_err_set(err, DFS_EINVAL, "a pipeline is an array of stages");
+	} else {
+		struct dfs_err perr = {0};
+
+		rc = fs_pipeline_from_text(v.data ? v.data : "", v.len, &a->pipeline, &perr);
+		if (rc == DFS_ENOENT)
+			rc = dfs_err_set(err, DFS_EINVAL, "a pipeline is an array of stages");
+		else if (rc)
+			rc = dfs_err_set(err, rc, "%s", perr.msg);
+	}
 	for (const char *p = q ? q + 1 : NULL; !rc && p && *p;) {
 		const char *amp = strchr(p, '&');
 		size_t n = amp ? (size_t)(amp - p) : strlen(p);

@@ -1,7 +1,8 @@
 /*
  * cli.c - the docfs command line: argument parsing and the subcommands (mount, import,
- * export, check, generate). Errors go to stderr as "docfs <command>: <message>" with exit
- * status 1. The work itself is done by the store, the inserter and the mount.
+ * export, check, generate, snapshot, snapshots, restore, index, explain). Errors go to stderr as
+ * "docfs <command>: <message>" with exit status 1. The work itself is done by the store, the
+ * inserter and the mount.
  */
 #include "fs_int.h"
 #include "fs.h"
@@ -22,10 +23,12 @@ static const char usage_text[] =
 	"  mount [-f] [-d] [-o OPT,...] STORE MOUNTPOINT\n"
 	"      Mount the store at MOUNTPOINT; returns once the mount is live (-f: stay in the\n"
 	"      foreground, -d: debug output). Unmount with `fusermount3 -u MOUNTPOINT`.\n"
-	"      Options: allow_other (and other FUSE mount options), log=FILE (append errors\n"
-	"      to FILE), notify_ms=N (how often to look for changes by other processes, 200),\n"
+	"      Options: allow_other (and other FUSE mount options), log=FILE (append errors,\n"
+	"      index build progress and TTL deletions to FILE), notify_ms=N (how often to\n"
+	"      look for changes by other processes, 200),\n"
 	"      sort_mem=BYTES (a query sort spills to temporary files past this, 32 MiB),\n"
-	"      result_mem=BYTES (larger query results go to a temporary file, 8 MiB).\n"
+	"      result_mem=BYTES (larger query results go to a temporary file, 8 MiB),\n"
+	"      ttl_s=N (delete documents expired by TTL indexes every N seconds, 60; 0: never).\n"
 	"  import STORE DB.COLL [FILE|-] [--jsonArray] [--drop]\n"
 	"      Insert documents (Extended JSON, one or many per line, or one JSON array with\n"
 	"      --jsonArray) from FILE or standard input; --drop empties the collection first.\n"
@@ -35,6 +38,16 @@ static const char usage_text[] =
 	"      Write the documents (all, or those matching FILTER, in SORT order) as one line\n"
 	"      each of relaxed, type-exact Extended JSON. FILTER, SORT and P are documents in\n"
 	"      the shell-literal syntax, e.g. --query '{age: {$gt: 30}}' --sort '{age: -1}'.\n"
+	"  index STORE DB.COLL create SPEC [--name NAME] | drop NAME | list\n"
+	"      Create, drop or list the indexes of a collection. SPEC is a key pattern\n"
+	"      ('{price: 1}', '{name: 1, price: -1}', '{h: \"hashed\"}') or a whole spec\n"
+	"      ('{key: {email: 1}, unique: true, name: \"by_email\"}'; also sparse,\n"
+	"      partialFilterExpression, expireAfterSeconds); create builds the index in one\n"
+	"      transaction and prints its name (the collection is created if needed).\n"
+	"      list prints each index as one line of JSON: its spec and \"stats\".\n"
+	"  explain STORE DB.COLL QUERY\n"
+	"      Print the plan of a find, as reading DB/COLL/explain/QUERY in a mount does:\n"
+	"      QUERY is '<filter>[?sort=..&limit=..&hint=..&verbosity=..&format=..]' or '@name'.\n"
 	"  check STORE\n"
 	"      Verify SQLite integrity and the store's invariants; exit 0 when sound.\n"
 	"  generate TEMPLATE [-n N] [--seed S]\n"
@@ -148,6 +161,7 @@ static int cmd_mount(int argc, char **argv)
 
 	dfs_buf_init(&fuse_opts);
 	o.notify_ms = 200;
+	o.ttl_s = 60;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "-f") == 0) {
 			o.foreground = true;
@@ -180,6 +194,15 @@ static int cmd_mount(int argc, char **argv)
 					if (o.notify_ms <= 0)
 						return fail("mount",
 							    "notify_ms must be a positive number");
+				} else if (strncmp(tok, "ttl_s=", 6) == 0) {
+					char *end;
+					long v = strtol(tok + 6, &end, 10);
+
+					if (!tok[6] || *end || v < 0 || v > 86400 * 365)
+						return fail("mount",
+							    "ttl_s needs a number of seconds (0: "
+							    "no TTL sweeps)");
+					o.ttl_s = (int)v;
 				} else {
 					if (fuse_opts.len)
 						dfs_buf_putc(&fuse_opts, ',');
@@ -428,6 +451,140 @@ static int cmd_export(int argc, char **argv)
 	if (outpath)
 		fprintf(stderr, "%lld documents exported to %s\n", (long long)n, outpath);
 	return 0;
+}
+
+/* ---- index, explain ---------------------------------------------------------------- */
+
+/* Builds the spec of `docfs index create`: SPEC is a whole spec when its "key" is a
+ * document, else a key pattern. */
+static int index_spec(const char *text, bson_t *spec, struct dfs_err *err)
+{
+	bson_iter_t it;
+	bson_t in;
+	int rc;
+
+	bson_init(&in);
+	rc = fs_index_spec_parse(text, strlen(text), &in, err);
+	if (!rc && bson_iter_init_find(&it, &in, "key") && BSON_ITER_HOLDS_DOCUMENT(&it))
+		bson_concat(spec, &in);
+	else if (!rc)
+		BSON_APPEND_DOCUMENT(spec, "key", &in);
+	bson_destroy(&in);
+	if (rc)
+		dfs_err_prefix(err, "SPEC: ");
+	return rc;
+}
+
+static int print_indexes(struct store_db *db, int64_t coll, struct dfs_err *err)
+{
+	struct store_index *ixs = NULL;
+	struct store_txn *t;
+	struct dfs_buf line;
+	int n = 0, rc;
+
+	if ((rc = store_txn_begin(db, false, &t, err)))
+		return rc;
+	dfs_buf_init(&line);
+	rc = store_index_list(t, coll, &ixs, &n, err);
+	for (int i = 0; !rc && i < n; i++) {
+		dfs_buf_reset(&line);
+		rc = fs_index_render(t, coll, ixs[i].name, false, &line, err);
+		dfs_buf_putc(&line, '\n');
+		if (!rc && fwrite(line.data, 1, line.len, stdout) != line.len)
+			rc = dfs_err_set(err, DFS_EIO, "write error: %s", strerror(errno));
+	}
+	if (ixs)
+		store_index_list_free(ixs, n);
+	store_txn_abort(t);
+	dfs_buf_release(&line);
+	return rc;
+}
+
+static int cmd_index(int argc, char **argv)
+{
+	const char *pos[4] = {NULL, NULL, NULL, NULL}, *name = NULL;
+	char used[128];
+	struct dfs_err err = {0};
+	struct store *s = NULL;
+	struct store_db *db;
+	struct store_coll c;
+	int npos = 0, rc;
+
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--name") == 0 && i + 1 < argc)
+			name = argv[++i];
+		else if (argv[i][0] == '-' && argv[i][1] == '-')
+			return fail("index", "unknown option '%s' (see docfs --help)", argv[i]);
+		else if (npos < 4)
+			pos[npos++] = argv[i];
+		else
+			return fail("index", "too many arguments (see docfs --help)");
+	}
+	if (npos < 3)
+		return fail("index", "needs STORE, DB.COLL and create, drop or list (see docfs "
+				     "--help)");
+	if (strcmp(pos[2], "create") == 0) {
+		bson_t spec;
+
+		if (npos != 4)
+			return fail("index", "create needs a SPEC, e.g. '{price: 1}'");
+		bson_init(&spec);
+		rc = index_spec(pos[3], &spec, &err);
+		if (!rc)
+			rc = open_coll(pos[0], pos[1], true, &s, &db, &c, &err);
+		if (!rc)
+			rc = fs_index_create(db, c.id, name, &spec, used, sizeof(used), &err);
+		if (!rc)
+			printf("%s\n", used);
+		bson_destroy(&spec);
+	} else if (strcmp(pos[2], "drop") == 0) {
+		if (npos != 4 || name)
+			return fail("index", "drop needs the NAME of the index");
+		rc = open_coll(pos[0], pos[1], false, &s, &db, &c, &err);
+		if (!rc)
+			rc = fs_index_drop(db, c.id, pos[3], &err);
+	} else if (strcmp(pos[2], "list") == 0) {
+		if (npos != 3 || name)
+			return fail("index", "list takes no other argument");
+		rc = open_coll(pos[0], pos[1], false, &s, &db, &c, &err);
+		if (!rc)
+			rc = print_indexes(db, c.id, &err);
+	} else {
+		return fail("index", "unknown action '%s' (create, drop or list)", pos[2]);
+	}
+	store_free(s);
+	if (rc)
+		return fail("index", "%s", err.msg);
+	return fflush(stdout) == 0 ? 0 : fail("index", "write error: %s", strerror(errno));
+}
+
+static int cmd_explain(int argc, char **argv)
+{
+	struct dfs_err err = {0};
+	struct store *s = NULL;
+	struct fs_result r;
+	struct fs_query q;
+	struct store_db *db;
+	struct store_coll c;
+	int rc;
+
+	if (argc != 4 || argv[1][0] == '-' || argv[2][0] == '-')
+		return fail("explain", "needs STORE, DB.COLL and QUERY (see docfs --help)");
+	fs_query_init(&q);
+	fs_result_init(&r);
+	rc = open_coll(argv[1], argv[2], false, &s, &db, &c, &err);
+	if (!rc)
+		rc = fs_query_parse_path(db, c.id, argv[3], &q, &err);
+	if (!rc)
+		rc = fs_explain_run(db, c.id, &q, &r, &err);
+	if (!rc && fwrite(r.mem.data, 1, r.mem.len, stdout) != r.mem.len)
+		rc = dfs_err_set(&err, DFS_EIO, "write error: %s", strerror(errno));
+	fs_result_release(&r);
+	fs_query_release(&q);
+	store_free(s);
+	if (rc)
+		return fail("explain", "%s", err.msg);
+	return fflush(stdout) == 0 ? 0 : fail("explain", "write error: %s", strerror(errno));
 }
 
 /* ---- check ------------------------------------------------------------------------- */
@@ -945,5 +1102,9 @@ int fs_main(int argc, char **argv)
 		return cmd_aggregate(argc - 1, argv + 1);
 	if (strcmp(cmd, "update") == 0 || strcmp(cmd, "delete") == 0 || strcmp(cmd, "bulk") == 0)
 		return cmd_write(cmd, argc - 1, argv + 1);
+	if (strcmp(cmd, "index") == 0)
+		return cmd_index(argc - 1, argv + 1);
+	if (strcmp(cmd, "explain") == 0)
+		return cmd_explain(argc - 1, argv + 1);
 	return fail(cmd, "unknown command (see docfs --help)");
 }

@@ -1,7 +1,8 @@
 /*
  * errlog.c - the boundary where dfs_code values become errno values (fs_errno is the only
- * such mapping in docfs), and the ring of recent error messages that the mount shows at
- * /.docfs/errors and appends to the log file.
+ * such mapping in docfs), the ring of recent error messages that the mount shows at
+ * /.docfs/errors and appends to the log file, and the log file's other lines (progress of
+ * index builds, TTL deletions), which are not errors and stay out of the ring.
  */
 #include "fs_int.h"
 
@@ -54,30 +55,48 @@ int fs_errno(int code)
 	}
 }
 
-void fs_errlog_add(const char *fmt, ...)
+/* Writes one time-stamped line to the log file and, for errors, to the ring. */
+static void log_line(bool ring, const char *fmt, va_list ap)
 {
-	char stamp[20], msg[288];
+	char stamp[20], msg[288], line[352];
 	struct timespec ts;
 	struct tm tm;
-	va_list ap;
 
-	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(line, sizeof(line), "%s.%03ldZ %s", stamp, ts.tv_nsec / 1000000, msg);
 	pthread_mutex_lock(&errlog_lock);
-	snprintf(errlog_ring[errlog_next], sizeof(errlog_ring[0]), "%s.%03ldZ %s", stamp,
-		 ts.tv_nsec / 1000000, msg);
 	if (errlog_file) {
-		fprintf(errlog_file, "%s\n", errlog_ring[errlog_next]);
+		fprintf(errlog_file, "%s\n", line);
 		fflush(errlog_file);
 	}
-	errlog_next = (errlog_next + 1) % ERRLOG_SLOTS;
-	if (errlog_count < ERRLOG_SLOTS)
-		errlog_count++;
+	if (ring) {
+		memcpy(errlog_ring[errlog_next], line, sizeof(line));
+		errlog_next = (errlog_next + 1) % ERRLOG_SLOTS;
+		if (errlog_count < ERRLOG_SLOTS)
+			errlog_count++;
+	}
 	pthread_mutex_unlock(&errlog_lock);
+}
+
+void fs_errlog_add(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_line(true, fmt, ap);
+	va_end(ap);
+}
+
+void fs_log_info(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_line(false, fmt, ap);
+	va_end(ap);
 }
 
 void fs_errlog_render(struct dfs_buf *out)

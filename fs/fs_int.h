@@ -35,6 +35,8 @@ void fs_gen_free(struct fs_gen *g);
 int fs_errno(int code);
 /* Records an error message (with a time stamp) for /.docfs/errors and the log file. */
 void fs_errlog_add(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Writes a line (with a time stamp) to the log file only: progress and events, not errors. */
+void fs_log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Appends the recorded messages, oldest first, one per line, to out. */
 void fs_errlog_render(struct dfs_buf *out);
 /* Sends log lines also to path (append); NULL turns it off. */
@@ -70,28 +72,41 @@ int fs_inserter_feed(struct fs_inserter *in, const char *data, size_t len, bool 
 
 /* ---- qpath.c: the query path grammar and result files -------------------------------- */
 
-enum fs_query_format { FSQ_JSONL, FSQ_JSON, FSQ_PRETTY, FSQ_IDS };
+enum fs_query_format { FSQ_JSONL, FSQ_JSON, FSQ_PRETTY, FSQ_IDS, FSQ_TREE };
 
-/* A parsed "query/<q>" path component. */
+/* A parsed "query/<q>" or "explain/<q>" path component. */
 struct fs_query {
 	bson_t filter;	   /* the filter (empty: everything) */
 	bson_t sort;	   /* when has_sort */
 	bson_t projection; /* when has_projection */
-	bool has_sort, has_projection;
+	bson_t hint;	   /* when has_hint: a key pattern or {$natural: 1|-1} */
+	bool has_sort, has_projection, has_hint;
+	char *hint_name;     /* Owned: hint=<index name>, or NULL */
 	int64_t skip, limit; /* 0: none */
 	bool count;	     /* count=1: the number of matches */
 	char *distinct;	     /* Owned: distinct=<field>, or NULL */
-	int format;	     /* enum fs_query_format */
+	int format;	     /* enum fs_query_format; -1 until a format= is given */
+	int verbosity;	     /* enum query_verbosity; -1 until a verbosity= is given */
 	char saved[256];     /* "@name": a saved query to load first, else "" */
 };
 
 void fs_query_init(struct fs_query *q);
 void fs_query_release(struct fs_query *q);
-/* Parses "<filter>[?opt=v&...]" (%XX escapes decoded per part). Errors: DFS_EINVAL saying
- * which part is wrong and where. */
+/* Parses "<filter>[?opt=v&...]" (%XX escapes decoded per part). The options of both query/
+ * and explain/ are accepted here; fs_query_run and fs_explain_run refuse the ones that are
+ * not theirs. Errors: DFS_EINVAL saying which part is wrong and where. */
 int fs_query_parse(const char *component, struct fs_query *q, struct dfs_err *err);
-/* Applies a saved find command {"filter", "sort", "projection", "skip", "limit"} to q. */
+/* Parses a component the way query/ and explain/ open it: a saved query ("@name", from
+ * .queries/ of coll) first, then the component's own options over it. */
+int fs_query_parse_path(struct store_db *db, int64_t coll, const char *component,
+			struct fs_query *q, struct dfs_err *err);
+/* Applies a saved find command {"filter", "sort", "projection", "skip", "limit", "hint"}
+ * to q. */
 int fs_query_from_command(const bson_t *cmd, struct fs_query *q, struct dfs_err *err);
+/* Parses text as a saved find command onto q and validates it (what .queries/ accepts). */
+int fs_query_parse_saved(const char *text, size_t len, struct fs_query *q, struct dfs_err *err);
+/* The store name of saved query name: saved queries are scratch files under this prefix. */
+#define FS_SAVED_PREFIX ".queries/"
 
 /* Parses the filter, sort and projection of q to report their errors (nothing is kept). */
 int fs_query_validate(const struct fs_query *q, struct dfs_err *err);
@@ -112,6 +127,43 @@ int fs_query_run(struct store_db *db, int64_t coll, const struct fs_query *q, st
 		 struct dfs_err *err);
 /* Copies up to n bytes at off; returns 0 or an errno. */
 int fs_result_read(struct fs_result *r, char *buf, size_t n, off_t off, size_t *got);
+/* "<db>.<coll>" of collection coll, into out (2 * DFS_MAX_NS_NAME + 2 bytes suffice). */
+int fs_coll_ns(struct store_txn *t, int64_t coll, char *out, size_t cap, struct dfs_err *err);
+/* Explains q over collection coll of db in one read transaction into r: the explain
+ * document pretty-printed (format=pretty, the default), on one line (format=json), or drawn
+ * as a tree (format=tree). Errors: DFS_EINVAL for options explain does not take. */
+int fs_explain_run(struct store_db *db, int64_t coll, const struct fs_query *q, struct fs_result *r,
+		   struct dfs_err *err);
+
+/* ---- ixfile.c: index files (.indexes/<name>, docfs index) -------------------------- */
+
+/* May name be the name of an index file? Not an editor's temporary name (a leading '.' or
+ * '#', a trailing '~' or '#', all digits like vim's 4913 probe), not "*", 1..127 bytes. */
+bool fs_index_name_ok(const char *name);
+/* Appends what .indexes/<name> shows: the spec and {"stats": {...}}, pretty (or compact,
+ * one line without the final newline). */
+int fs_index_render(struct store_txn *t, int64_t coll, const char *name, bool pretty,
+		    struct dfs_buf *out, struct dfs_err *err);
+/* Parses the text of an index file (a spec in the shell-literal syntax) into out
+ * (initialised, empty). */
+int fs_index_spec_parse(const char *text, size_t len, bson_t *out, struct dfs_err *err);
+/*
+ * Creates index name on collection coll of db from spec {"key": {...}, ...} (Borrowed),
+ * whose "name", when present, must be name (name NULL: the spec's or the default name); a
+ * "stats" field (what reading an index file shows) is ignored, so a file read and written
+ * back creates the same index. One write transaction; the build logs its progress every
+ * 100,000 documents. name_out (may be NULL) gets the name used.
+ */
+int fs_index_create(struct store_db *db, int64_t coll, const char *name, const bson_t *spec,
+		    char *name_out, size_t name_cap, struct dfs_err *err);
+int fs_index_drop(struct store_db *db, int64_t coll, const char *name, struct dfs_err *err);
+
+/* ---- ttl.c: the TTL sweeper thread of a mount ------------------------------------- */
+
+/* Starts a thread calling store_ttl_sweep for every database of s every period_s seconds
+ * (period_s 0: no thread). Its deletions reach the kernel through the change feed. */
+int fs_ttl_start(struct store *s, int period_s, struct dfs_err *err);
+void fs_ttl_stop(void);
 
 /* Moves a result's bytes to its temporary file once they pass result_mem (force: flush). */
 int fs_result_spill(struct fs_result *r, bool force, struct dfs_err *err);
@@ -158,6 +210,7 @@ struct fs_mount_opts {
 	int notify_ms;		/* poll period of the change feed */
 	size_t sort_mem;	/* bytes a query's sort holds before spilling (0: default) */
 	size_t result_mem;	/* bytes of a result kept in memory (0: default) */
+	int ttl_s;		/* seconds between TTL sweeps (0: none) */
 };
 
 /*
@@ -177,6 +230,11 @@ enum fs_node_kind {
 	FSN_QDIR,	/* "/<db>/<coll>/query/": lists empty, any name opens a find */
 	FSN_QUERY,	/* "/<db>/<coll>/query/<q>": pending_name holds <q> */
 	FSN_SAVED_DIR,	/* "/<db>/<coll>/.queries/": saved find commands */
+	FSN_XDIR,	/* "/<db>/<coll>/explain/": lists empty, any name opens an explain */
+	FSN_EXPLAIN,	/* "/<db>/<coll>/explain/<q>": pending_name holds <q> */
+	FSN_IXDIR,	/* "/<db>/<coll>/.indexes/": one file per index */
+	FSN_INDEX,	/* "/<db>/<coll>/.indexes/<name>": pending_name holds the name */
+	FSN_IXPENDING,	/* a created ".indexes/<name>" not yet written: no index yet */
 	FSN_SNAP_ROOT,	/* "/.snapshots": branches and tags of the snapshot repository */
 	FSN_SNAP_DIR,	/* a tree of a snapshot: pending_name is "<commit>/<path>" */
 	FSN_SNAP_FILE,	/* a blob of a snapshot: pending_name as above, result_size its size */
@@ -199,9 +257,11 @@ struct fs_node {
 	uint64_t ino;		  /* st_ino */
 	uint64_t data_gen;	  /* bumped on every change of the content */
 	uint64_t kernel_gen;	  /* data_gen when the kernel last cached the content */
-	char *pending_name;	  /* Owned: FSN_PENDING's file name, FSN_QUERY's query */
+	char *pending_name;	  /* Owned: FSN_PENDING's file name, FSN_QUERY's query,
+				   * FSN_INDEX's index name */
 	char *name;		  /* Owned: FSN_ENTRY's last known name in its directory */
-	uint64_t result_size;	  /* FSN_QUERY: size of the last result opened */
+	uint64_t result_size;	  /* FSN_QUERY, FSN_EXPLAIN, FSN_INDEX: size of the last
+				   * result opened */
 	struct stat attr;	  /* FSN_ENTRY: attributes as last read from the store */
 	uint64_t attr_gen;	  /* data_gen when attr was read (0: none) */
 	bool in_ino_table;	  /* reachable by st_ino (the current node for it) */
@@ -242,9 +302,10 @@ size_t fs_nodes_of_coll(struct store_db *db, int64_t coll, uint64_t **ids, char 
 /* Makes a node for a created document that has no store row yet (one reference), or with
  * kind FSN_QUERY for a query path. Its st_ino is private to the node. */
 struct fs_node *fs_node_pending(int kind, struct store_db *db, int64_t coll, const char *name);
-/* The node of query path name in collection coll (one more reference): the same node while
- * the kernel holds it, so stat after open shows the size of the last result. */
-struct fs_node *fs_node_query(struct store_db *db, int64_t coll, const char *name);
+/* The node of kind (FSN_QUERY, FSN_EXPLAIN, FSN_INDEX) named name in collection coll (one
+ * more reference): the same node while the kernel holds it, so stat after open shows the
+ * size of the last result; its st_ino is a hash of kind, coll and name (stable). */
+struct fs_node *fs_node_query(int kind, struct store_db *db, int64_t coll, const char *name);
 /* The node of kind whose identity is the string key (kept in pending_name) and whose st_ino
  * is ino: the same node for the same key while the kernel holds it. */
 struct fs_node *fs_node_keyed(int kind, struct store_db *db, int64_t coll, const char *key,

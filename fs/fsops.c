@@ -15,6 +15,12 @@
  *    last cached it (node data_gen == kernel_gen), so a second grep -r reads page cache.
  * 4. Attribute and entry timeouts are long: every change is invalidated precisely by the
  *    notifier (for this process's writes and for other processes' through the change feed).
+ * 5. Files that are computed when opened (query and explain results, index files) use
+ *    direct_io and zero timeouts: the kernel never serves them from a cache, and their
+ *    st_size is exact for an open file (that of the last open otherwise).
+ * 6. An index file is created like a document: a created ".indexes/<name>" is a pending
+ *    node (FSN_IXPENDING) whose bytes are the spec; its flush creates and builds the index
+ *    in one write transaction, or fails and leaves nothing behind.
  */
 #define FUSE_USE_VERSION 34
 #include "fs_int.h"
@@ -46,9 +52,16 @@ static int64_t now_ns(void)
 enum docfs_file { DF_ERRORS, DF_VERSION, DF__COUNT };
 static const char *const docfs_files[DF__COUNT] = {"errors", "version"};
 
-enum fh_kind { FH_ENTRY = 1, FH_INSERT, FH_TEXT, FH_RESULT, FH_WRITE };
+enum fh_kind {
+	FH_ENTRY = 1, /* a document or scratch file: buf is its content */
+	FH_INSERT,    /* .insert: an inserter */
+	FH_TEXT,      /* read-only text rendered at open (/.docfs, snapshots, index files) */
+	FH_RESULT,    /* a query or explain result */
+	FH_IXSPEC,    /* an index file open for writing: buf is the spec (note 6) */
+	FH_WRITE,     /* a write path: buf is the request, wres its result */
+};
 
-#define SAVED_PREFIX ".queries/" /* store names of saved queries: never a listed file name */
+#define SAVED_PREFIX FS_SAVED_PREFIX /* store names of saved queries: never listed as such */
 
 /* The fixed entries of every collection directory, listed before its documents. */
 static const struct {
@@ -56,13 +69,15 @@ static const struct {
 	int kind;   /* enum fs_node_kind */
 	unsigned k; /* st_ino discriminator (fs_ino_special) */
 } coll_fixed[] = {
-	{".insert", FSN_INSERT, 1},
-	{"query", FSN_QDIR, 2},
-	{".queries", FSN_SAVED_DIR, 3},
-	{"aggregate", FSN_ADIR, 13},
-	{"update", FSN_UDIR, 10},
-	{"delete", FSN_DDIR, 11},
-	{".bulk", FSN_WRITE, 12},
+	{".insert", FSN_INSERT, 1},	/* bulk insert */
+	{"query", FSN_QDIR, 2},		/* finds */
+	{"explain", FSN_XDIR, 4},	/* their plans */
+	{".queries", FSN_SAVED_DIR, 3}, /* saved finds */
+	{".indexes", FSN_IXDIR, 5},	/* index files */
+	{"aggregate", FSN_ADIR, 13},	/* pipelines */
+	{"update", FSN_UDIR, 10},	/* update paths */
+	{"delete", FSN_DDIR, 11},	/* delete paths */
+	{".bulk", FSN_WRITE, 12},	/* bulk writes */
 };
 #define NFIXED (sizeof(coll_fixed) / sizeof(coll_fixed[0]))
 
@@ -78,7 +93,7 @@ struct fs_handle {
 	int kind;		/* enum fh_kind */
 	struct fs_node *node;	/* Borrowed: the kernel holds it while the file is open */
 	pthread_mutex_t lock;	/* guards the fields below */
-	struct dfs_buf buf;	/* the content (FH_ENTRY, FH_TEXT) */
+	struct dfs_buf buf;	/* the content (FH_ENTRY, FH_TEXT, FH_IXSPEC) */
 	bool dirty;		/* buf differs from the store */
 	bool written;		/* written (or truncated) since opened or last committed */
 	bool reported;		/* the inserter's error has been logged */
@@ -125,8 +140,9 @@ static void pending_del(struct fs_node *n)
 	pthread_mutex_unlock(&pending_lock);
 }
 
-/* A pending node named name in coll, with one more kernel reference, or NULL. */
-static struct fs_node *pending_find(struct store_db *db, int64_t coll, const char *name)
+/* A pending node of kind (FSN_PENDING, FSN_IXPENDING) named name in coll, with one more
+ * kernel reference, or NULL. */
+static struct fs_node *pending_find(int kind, struct store_db *db, int64_t coll, const char *name)
 {
 	struct fs_node *found = NULL;
 
@@ -134,9 +150,9 @@ static struct fs_node *pending_find(struct store_db *db, int64_t coll, const cha
 	for (size_t i = 0; i < npending; i++) {
 		struct fs_node *n = pending[i];
 
-		if (n && n->db == db && n->coll == coll && n->kind == FSN_PENDING &&
+		if (n && n->db == db && n->coll == coll && n->kind == kind &&
 		    strcmp(n->pending_name, name) == 0) {
-			found = fs_node_ref(FSN_PENDING, db, coll, 0, n->ino, NULL);
+			found = fs_node_ref(kind, db, coll, 0, n->ino, NULL);
 			break;
 		}
 	}
@@ -346,10 +362,12 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 			 store_db_ctime(n->db));
 		return 0;
 	case FSN_PENDING:
+	case FSN_IXPENDING:
 		file_attr(st, n->ino, 0644, 0, 0);
 		*timeout = 0;
 		return 0;
 	case FSN_QUERY:
+	case FSN_EXPLAIN:
 		file_attr(st, n->ino, 0444, n->result_size, 0);
 		*timeout = 0;
 		return 0;
@@ -387,21 +405,36 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 	if ((rc = store_txn_begin(n->db, false, &t, err)))
 		return rc;
 	if (n->kind == FSN_COLL || n->kind == FSN_INSERT || n->kind == FSN_QDIR ||
-	    n->kind == FSN_SAVED_DIR || n->kind == FSN_UDIR || n->kind == FSN_DDIR ||
-	    n->kind == FSN_ADIR) {
+	    n->kind == FSN_SAVED_DIR || n->kind == FSN_XDIR || n->kind == FSN_IXDIR ||
+	    n->kind == FSN_UDIR || n->kind == FSN_DDIR || n->kind == FSN_ADIR) {
 		struct store_coll c;
 
 		rc = store_coll_by_id(t, n->coll, &c, err);
 		if (!rc && n->kind == FSN_COLL)
 			dir_attr(st, n->ino, c.mode, c.uid, c.gid, c.mtime_ns, c.ctime_ns);
-		else if (!rc && (n->kind == FSN_QDIR || n->kind == FSN_ADIR))
+		else if (!rc && (n->kind == FSN_QDIR || n->kind == FSN_XDIR || n->kind == FSN_ADIR))
 			dir_attr(st, n->ino, 0555, c.uid, c.gid, c.ctime_ns, c.ctime_ns);
 		else if (!rc && (n->kind == FSN_UDIR || n->kind == FSN_DDIR))
 			dir_attr(st, n->ino, 0755, c.uid, c.gid, c.ctime_ns, c.ctime_ns);
-		else if (!rc && n->kind == FSN_SAVED_DIR)
+		else if (!rc && (n->kind == FSN_SAVED_DIR || n->kind == FSN_IXDIR))
 			dir_attr(st, n->ino, c.mode, c.uid, c.gid, c.mtime_ns, c.ctime_ns);
 		else if (!rc)
 			file_attr(st, n->ino, 0644, 0, c.ctime_ns);
+	} else if (n->kind == FSN_INDEX) {
+		/* Gone when dropped (by rm or by another process): ENOENT, not old data. */
+		struct store_index ix;
+		struct store_coll c;
+
+		memset(&ix, 0, sizeof(ix));
+		rc = store_index_get(t, n->coll, n->pending_name, &ix, err);
+		if (!rc) {
+			store_index_release(&ix);
+			rc = store_coll_by_id(t, n->coll, &c, err);
+		}
+		if (!rc) {
+			file_attr(st, n->ino, 0644, n->result_size, c.ctime_ns);
+			*timeout = 0;
+		}
 	} else {
 		struct store_entry e;
 
@@ -431,11 +464,12 @@ static void reply_entry(fuse_req_t req, struct fs_node *n)
 	ep.ino = n->nodeid;
 	ep.generation = 1;
 	ep.attr_timeout = timeout;
-	ep.entry_timeout =
-		n->kind == FSN_DOCFS_FILE || n->kind == FSN_QUERY || n->kind == FSN_WRITE ||
-				n->kind == FSN_AGG
-			? 0
-			: LONG_TIMEOUT;
+	ep.entry_timeout = n->kind == FSN_DOCFS_FILE || n->kind == FSN_QUERY ||
+					   n->kind == FSN_EXPLAIN || n->kind == FSN_INDEX ||
+					   n->kind == FSN_IXPENDING || n->kind == FSN_WRITE ||
+					   n->kind == FSN_AGG
+				   ? 0
+				   : LONG_TIMEOUT;
 	/* A ref under /.snapshots may move to another commit at the next snapshot. */
 	if (n->kind == FSN_SNAP_DIR && n->pending_name[41] == '\0')
 		ep.entry_timeout = 0;
@@ -454,6 +488,18 @@ static bool name_too_long(fuse_req_t req, const char *what, const char *name)
 		return false;
 	reply_msg(req, DFS_ENAMETOOLONG,
 		  "%s '%.40s...': the name is %zu bytes, over the 255-byte limit", what, name, n);
+	return true;
+}
+
+/* Replies EINVAL (with a message) to a mkdir, mknod or symlink in .indexes/. */
+static bool ix_refuse(fuse_req_t req, const struct fs_node *p, const char *what, const char *name)
+{
+	if (!p || p->kind != FSN_IXDIR)
+		return false;
+	reply_msg(req, DFS_EINVAL,
+		  "%s '.indexes/%.200s': .indexes/ holds only index files (write a spec to "
+		  ".indexes/<index name>)",
+		  what, name);
 	return true;
 }
 
@@ -527,7 +573,7 @@ static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct d
 		if (fi >= 0)
 			return fs_node_ref(coll_fixed[fi].kind, p->db, p->coll, 0,
 					   fs_ino_special(p->db, p->coll, coll_fixed[fi].k), NULL);
-		if ((n = pending_find(p->db, p->coll, name)))
+		if ((n = pending_find(FSN_PENDING, p->db, p->coll, name)))
 			return n;
 		if (store_txn_begin(p->db, false, &t, err))
 			return NULL;
@@ -542,7 +588,24 @@ static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct d
 		return snap_lookup(p, name, err);
 	case FSN_QDIR:
 		/* Any name is a query; it runs when opened (never on lookup or listing). */
-		return fs_node_query(p->db, p->coll, name);
+		return fs_node_query(FSN_QUERY, p->db, p->coll, name);
+	case FSN_XDIR:
+		return fs_node_query(FSN_EXPLAIN, p->db, p->coll, name);
+	case FSN_IXDIR: {
+		struct store_index ix;
+
+		if ((n = pending_find(FSN_IXPENDING, p->db, p->coll, name)))
+			return n;
+		if (store_txn_begin(p->db, false, &t, err))
+			return NULL;
+		memset(&ix, 0, sizeof(ix));
+		if (store_index_get(t, p->coll, name, &ix, err) == 0) {
+			store_index_release(&ix);
+			n = fs_node_query(FSN_INDEX, p->db, p->coll, name);
+		}
+		store_txn_abort(t);
+		return n;
+	}
 	case FSN_ADIR: {
 		/* Any name is a pipeline; it runs when opened. */
 		uint64_t h = 14695981039346656037ULL;
@@ -630,10 +693,16 @@ static void fsop_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
 		struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
 
 		st.st_size = (off_t)h->buf.len;
-	} else if (fi && (n->kind == FSN_QUERY || n->kind == FSN_AGG)) {
+	} else if (fi && (n->kind == FSN_QUERY || n->kind == FSN_EXPLAIN || n->kind == FSN_AGG)) {
 		struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
 
 		st.st_size = (off_t)h->res.size; /* this open file's own result */
+	} else if (fi && (n->kind == FSN_INDEX || n->kind == FSN_IXPENDING)) {
+		struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
+
+		pthread_mutex_lock(&h->lock);
+		st.st_size = (off_t)h->buf.len; /* what this open file reads */
+		pthread_mutex_unlock(&h->lock);
 	}
 	fuse_reply_attr(req, &st, timeout);
 }
@@ -698,71 +767,6 @@ static bool is_saved_query(const char *store_name)
 	return true;
 }
 
-/* Parses text as a saved find command onto q (Borrowed). */
-static int saved_parse(const char *text, size_t len, struct fs_query *q, struct dfs_err *err)
-{
-	struct dfs_err perr = {0};
-	bson_t cmd;
-	int rc;
-
-	/* A pipeline (an array, or {"pipeline": [...]}) is saved for aggregate/@name; a
-	 * document without "pipeline" is a find command. */
-	rc = fs_pipeline_check(text, len, &perr);
-	if (rc != DFS_ENOENT) {
-		if (rc && err && !err->code)
-			*err = perr;
-		return rc;
-	}
-	bson_init(&cmd);
-	rc = store_codec_parse_doc(text, len, &cmd, err);
-	if (rc == DFS_EINCOMPLETE)
-		rc = DFS_EINVAL;
-	if (!rc)
-		rc = fs_query_from_command(&cmd, q, err);
-	if (!rc)
-		rc = fs_query_validate(q, err);
-	bson_destroy(&cmd);
-	return rc;
-}
-
-/* Loads saved query q->saved of coll onto q. */
-static int saved_load(struct store_db *db, int64_t coll, struct fs_query *q, struct dfs_err *err)
-{
-	struct store_entry e;
-	struct store_txn *t;
-	struct dfs_buf text;
-	char full[300];
-	int rc;
-
-	snprintf(full, sizeof(full), SAVED_PREFIX "%s", q->saved);
-	if ((rc = store_txn_begin(db, false, &t, err)))
-		return rc;
-	dfs_buf_init(&text);
-	rc = store_entry_lookup(t, coll, full, &e, NULL);
-	if (rc == DFS_ENOENT)
-		rc = dfs_err_set(err, DFS_EINVAL, "no saved query '%s' (write it to .queries/%s)",
-				 q->saved, q->saved);
-	else if (!rc)
-		rc = store_entry_read(t, e.id, &text, err);
-	store_txn_abort(t);
-	if (!rc) {
-		bson_t p = BSON_INITIALIZER;
-
-		if (fs_pipeline_from_text(text.data ? text.data : "", text.len, &p, NULL) == 0)
-			rc = dfs_err_set(err, DFS_EINVAL,
-					 "'.queries/%s' is a pipeline; read it as aggregate/@%s",
-					 q->saved, q->saved);
-		bson_destroy(&p);
-	}
-	if (!rc) {
-		rc = saved_parse(text.data ? text.data : "", text.len, q, err);
-		if (rc)
-			dfs_err_prefix(err, "saved query '%s': ", q->saved);
-	}
-	dfs_buf_release(&text);
-	return rc;
-}
-
 /* Commits the buffer of an entry handle (note 1). Called with h->lock held. */
 static int handle_commit(fuse_req_t req, struct fs_handle *h, struct dfs_err *err)
 {
@@ -809,7 +813,8 @@ static int handle_commit(fuse_req_t req, struct fs_handle *h, struct dfs_err *er
 
 			/* A saved query must be a valid find command before it is kept. */
 			fs_query_init(&q);
-			rc = saved_parse(h->buf.data ? h->buf.data : "", h->buf.len, &q, err);
+			rc = fs_query_parse_saved(h->buf.data ? h->buf.data : "", h->buf.len, &q,
+						  err);
 			fs_query_release(&q);
 			if (!rc)
 				rc = store_file_write(t, n->id, h->buf.data, h->buf.len, err);
@@ -834,6 +839,35 @@ static int handle_commit(fuse_req_t req, struct fs_handle *h, struct dfs_err *er
 		fs_node_bump(n);
 	}
 	fs_notify_inode(n->nodeid);
+	return 0;
+}
+
+/* Creates the index an index file's handle holds the spec of (note 6). Called with h->lock
+ * held. */
+static int ix_commit(struct fs_handle *h, struct dfs_err *err)
+{
+	struct fs_node *n = h->node;
+	bson_t spec;
+	int rc;
+
+	if (!h->written)
+		return 0;
+	if (n->kind != FSN_IXPENDING && n->kind != FSN_INDEX) {
+		h->written = false; /* unlinked while open: nowhere to go */
+		return 0;
+	}
+	bson_init(&spec);
+	rc = fs_index_spec_parse(h->buf.data ? h->buf.data : "", h->buf.len, &spec, err);
+	if (!rc)
+		rc = fs_index_create(n->db, n->coll, n->pending_name, &spec, NULL, 0, err);
+	bson_destroy(&spec);
+	if (rc) {
+		dfs_err_prefix(err, "'.indexes/%s': ", n->pending_name);
+		return rc;
+	}
+	h->written = false;
+	if (n->kind == FSN_IXPENDING)
+		pending_del(n); /* the name is the index's now: lookups find it in the store */
 	return 0;
 }
 
@@ -906,16 +940,7 @@ static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		h = handle_new(FH_RESULT, n);
 		fs_result_init(&h->res);
 		fs_query_init(&q);
-		rc = fs_query_parse(n->pending_name, &q, &err);
-		if (!rc && q.saved[0]) {
-			/* The saved command first, then the path's own options over it. */
-			fs_query_release(&q);
-			fs_query_init(&q);
-			fs_query_parse(n->pending_name, &q, NULL);
-			rc = saved_load(n->db, n->coll, &q, &err);
-			if (!rc)
-				rc = fs_query_parse(n->pending_name, &q, &err);
-		}
+		rc = fs_query_parse_path(n->db, n->coll, n->pending_name, &q, &err);
 		if (!rc)
 			rc = fs_query_run(n->db, n->coll, &q, &h->res, &err);
 		fs_query_release(&q);
@@ -929,6 +954,65 @@ static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fi->direct_io = 1;
 		break;
 	}
+	case FSN_EXPLAIN: {
+		struct fs_query q;
+		int rc;
+
+		if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+			reply_msg(req, DFS_EPERM, "explain '%s': explain results are read-only",
+				  n->pending_name);
+			return;
+		}
+		h = handle_new(FH_RESULT, n);
+		fs_result_init(&h->res);
+		fs_query_init(&q);
+		rc = fs_query_parse_path(n->db, n->coll, n->pending_name, &q, &err);
+		if (!rc)
+			rc = fs_explain_run(n->db, n->coll, &q, &h->res, &err);
+		fs_query_release(&q);
+		if (rc) {
+			handle_free(h);
+			dfs_err_prefix(&err, "explain '%s': ", n->pending_name);
+			reply_dfs(req, &err, "open");
+			return;
+		}
+		n->result_size = h->res.size;
+		fi->direct_io = 1;
+		break;
+	}
+	case FSN_INDEX: {
+		struct store_txn *t;
+		int rc;
+
+		if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+			/* Writing a spec over an index (cp spec .indexes/x twice) creates it
+			 * again: nothing happens when it is the same index (note 6). */
+			h = handle_new(FH_IXSPEC, n);
+			fi->direct_io = 1;
+			if (fi->flags & O_TRUNC)
+				break;
+		} else {
+			h = handle_new(FH_TEXT, n);
+			fi->direct_io = 1;
+		}
+		rc = store_txn_begin(n->db, false, &t, &err);
+		if (!rc) {
+			rc = fs_index_render(t, n->coll, n->pending_name, true, &h->buf, &err);
+			store_txn_abort(t);
+		}
+		if (rc) {
+			handle_free(h);
+			dfs_err_prefix(&err, "'.indexes/%s': ", n->pending_name);
+			reply_dfs(req, &err, "open");
+			return;
+		}
+		n->result_size = h->buf.len;
+		break;
+	}
+	case FSN_IXPENDING:
+		h = handle_new(FH_IXSPEC, n);
+		fi->direct_io = 1;
+		break;
 	case FSN_ENTRY: {
 		struct store_entry e;
 		struct store_txn *t;
@@ -1179,12 +1263,12 @@ static void fsop_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t 
 		fuse_reply_write(req, size);
 		return;
 	}
-	if (h->kind != FH_ENTRY) {
+	if (h->kind != FH_ENTRY && h->kind != FH_IXSPEC) {
 		pthread_mutex_unlock(&h->lock);
 		fuse_reply_err(req, EBADF);
 		return;
 	}
-	if (off < 0 || end > (h->is_doc ? MAX_TEXT : MAX_SCRATCH)) {
+	if (off < 0 || end > (h->is_doc || h->kind == FH_IXSPEC ? MAX_TEXT : MAX_SCRATCH)) {
 		pthread_mutex_unlock(&h->lock);
 		reply_msg(req, DFS_EFBIG, "write: file would be %zu bytes, over the limit", end);
 		return;
@@ -1232,6 +1316,8 @@ static void fsop_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 			fuse_reply_err(req, fs_errno(rc));
 			return;
 		}
+	} else if (h->kind == FH_IXSPEC) {
+		rc = ix_commit(h, &err);
 	} else {
 		rc = handle_commit(req, h, &err);
 	}
@@ -1252,6 +1338,8 @@ static void fsop_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse
 	pthread_mutex_lock(&h->lock);
 	if (h->kind == FH_ENTRY)
 		rc = handle_commit(req, h, &err);
+	else if (h->kind == FH_IXSPEC)
+		rc = ix_commit(h, &err);
 	pthread_mutex_unlock(&h->lock);
 	if (!rc && h->node->db)
 		rc = store_db_sync(h->node->db, &err);
@@ -1274,12 +1362,65 @@ static void fsop_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
 		pending_del(n);
 		if (parent)
 			fs_notify_entry(parent, n->pending_name);
+	} else if (n->kind == FSN_IXPENDING) {
+		pending_del(n); /* no index made: the name was never cached (timeout 0) */
 	}
 	handle_free(h);
 	fuse_reply_err(req, 0);
 }
 
 /* ---- create, setattr --------------------------------------------------------------- */
+
+/* Creates ".indexes/<name>": a pending index file until its spec is flushed (note 6). */
+static void ix_create(fuse_req_t req, struct fs_node *p, const char *name,
+		      struct fuse_file_info *fi)
+{
+	struct fuse_entry_param ep;
+	struct store_index ix;
+	struct dfs_err err = {0};
+	struct store_txn *t;
+	struct fs_handle *h;
+	struct fs_node *n;
+	int rc;
+
+	if (!fs_index_name_ok(name)) {
+		reply_msg(req, DFS_EINVAL,
+			  "create '.indexes/%.200s': not an index name (.indexes/ holds one file "
+			  "per index, named after it; temporary files cannot be kept there)",
+			  name);
+		return;
+	}
+	rc = store_txn_begin(p->db, false, &t, &err);
+	if (!rc) {
+		memset(&ix, 0, sizeof(ix));
+		rc = store_index_get(t, p->coll, name, &ix, &err);
+		if (!rc)
+			store_index_release(&ix);
+		store_txn_abort(t);
+	}
+	if (rc == 0) {
+		fuse_reply_err(req, EEXIST); /* O_EXCL on an existing index */
+		return;
+	}
+	if (rc != DFS_ENOENT) {
+		reply_dfs(req, &err, "create");
+		return;
+	}
+	n = fs_node_pending(FSN_IXPENDING, p->db, p->coll, name);
+	pending_add(n);
+	h = handle_new(FH_IXSPEC, n);
+	memset(&ep, 0, sizeof(ep));
+	file_attr(&ep.attr, n->ino, 0644, 0, now_ns());
+	ep.ino = n->nodeid;
+	ep.generation = 1;
+	fi->fh = (uint64_t)(uintptr_t)h;
+	fi->direct_io = 1;
+	if (fuse_reply_create(req, &ep, fi) == -ENOENT) {
+		pending_del(n);
+		handle_free(h);
+		fs_node_forget(n->nodeid, 1);
+	}
+}
 
 static void fsop_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 			struct fuse_file_info *fi)
@@ -1300,6 +1441,10 @@ static void fsop_create(fuse_req_t req, fuse_ino_t parent, const char *name, mod
 	}
 	if (!p) {
 		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	if (p->kind == FSN_IXDIR) {
+		ix_create(req, p, name, fi);
 		return;
 	}
 	if (p->kind != FSN_COLL && p->kind != FSN_SAVED_DIR) {
@@ -1381,6 +1526,8 @@ static void fsop_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 		fuse_reply_err(req, EROFS);
 		return;
 	}
+	if (ix_refuse(req, p, "mknod", name))
+		return;
 	if (!p || p->kind != FSN_COLL || !S_ISREG(mode) || is_json_name(name)) {
 		reply_msg(req, DFS_EPERM, "mknod '%s': only scratch files can be made this way",
 			  name);
@@ -1422,6 +1569,31 @@ static void fsop_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int 
 		struct fs_handle tmp;
 		size_t size = (size_t)attr->st_size;
 
+		if (h && h->kind == FH_IXSPEC) {
+			/* An index file open for writing: its spec buffer. */
+			pthread_mutex_lock(&h->lock);
+			if (size > MAX_TEXT) {
+				pthread_mutex_unlock(&h->lock);
+				fuse_reply_err(req, EFBIG);
+				return;
+			}
+			if (size > h->buf.len) {
+				dfs_buf_reserve(&h->buf, size - h->buf.len);
+				memset(h->buf.data + h->buf.len, 0, size - h->buf.len);
+			}
+			h->buf.len = size;
+			if (h->buf.data)
+				h->buf.data[size] = '\0';
+			h->written = true;
+			pthread_mutex_unlock(&h->lock);
+			goto attrs;
+		}
+		if (n->kind == FSN_INDEX || n->kind == FSN_IXPENDING) {
+			reply_msg(req, DFS_EINVAL,
+				  "truncate '.indexes/%s': write a spec to the file instead",
+				  n->pending_name);
+			return;
+		}
 		if (n->kind != FSN_ENTRY && n->kind != FSN_PENDING && n->kind != FSN_INSERT &&
 		    n->kind != FSN_DEAD && n->kind != FSN_WRITE) {
 			fuse_reply_err(req, EISDIR);
@@ -1510,7 +1682,8 @@ attrs:
 				rc = store_txn_commit(t, &err);
 			else if (t)
 				store_txn_abort(t);
-		} else if (n->kind != FSN_PENDING && n->kind != FSN_INSERT) {
+		} else if (n->kind != FSN_PENDING && n->kind != FSN_INSERT &&
+			   n->kind != FSN_IXPENDING) {
 			rc = dfs_err_set(&err, DFS_EPERM, "attributes of this file are fixed");
 		}
 		if (rc) {
@@ -1523,7 +1696,9 @@ attrs:
 		reply_dfs(req, &err, "setattr");
 		return;
 	}
-	if (fi && n->kind == FSN_PENDING)
+	if (fi &&
+	    (n->kind == FSN_PENDING || n->kind == FSN_IXPENDING ||
+	     (n->kind == FSN_INDEX && ((struct fs_handle *)(uintptr_t)fi->fh)->kind == FH_IXSPEC)))
 		st.st_size = (off_t)((struct fs_handle *)(uintptr_t)fi->fh)->buf.len;
 	fuse_reply_attr(req, &st, timeout);
 }
@@ -1544,7 +1719,7 @@ static void fsop_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 		fuse_reply_err(req, EROFS);
 		return;
 	}
-	if (name_too_long(req, "mkdir", name))
+	if (name_too_long(req, "mkdir", name) || ix_refuse(req, p, "mkdir", name))
 		return;
 	if (!p) {
 		fuse_reply_err(req, ESTALE);
@@ -1665,7 +1840,8 @@ static int dir_add(struct dir_fill *f, const char *name, struct fs_node *n, cons
 			ep.ino = n->nodeid;
 			ep.generation = 1;
 			ep.attr_timeout = timeout;
-			ep.entry_timeout = LONG_TIMEOUT;
+			/* An index may be dropped by another process: never cache its name. */
+			ep.entry_timeout = n->kind == FSN_INDEX ? 0 : LONG_TIMEOUT;
 		}
 		fuse_add_direntry_plus(f->req, f->buf + f->used, f->size - f->used, name, &ep,
 				       next);
@@ -1783,7 +1959,8 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 		goto reply;
 	if (d->kind == FSN_UDIR || d->kind == FSN_DDIR || d->kind == FSN_ADIR)
 		goto reply; /* aggregate/ and the write paths list empty, like query/ */
-	if (d->kind == FSN_COLL || d->kind == FSN_SAVED_DIR || d->kind == FSN_QDIR) {
+	if (d->kind == FSN_COLL || d->kind == FSN_SAVED_DIR || d->kind == FSN_QDIR ||
+	    d->kind == FSN_XDIR) {
 		/* Offsets 3.. are the fixed entries, then the store's cookies (>= 2^60). */
 		uint64_t cookie = (uint64_t)off >= (1ULL << 60) ? (uint64_t)off : 0;
 		struct store_txn *t;
@@ -1814,8 +1991,9 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 			if (dir_add(&f, coll_fixed[i].name, n, &st, LONG_TIMEOUT, (off_t)(3 + i)))
 				goto reply;
 		}
-		/* query/ lists empty: find and grep -r never run a query by accident. */
-		if (d->kind == FSN_QDIR)
+		/* query/ and explain/ list empty: find and grep -r never run a query by
+		 * accident. */
+		if (d->kind == FSN_QDIR || d->kind == FSN_XDIR)
 			goto reply;
 		rc = store_txn_begin(d->db, false, &t, &err);
 		if (!rc) {
@@ -1857,6 +2035,21 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 				rc = store_coll_list(t, coll_list_add, &l, &err);
 				store_txn_abort(t);
 			}
+		} else if (d->kind == FSN_IXDIR) {
+			struct store_index *ixs = NULL;
+			struct store_txn *t;
+			int nix = 0;
+
+			/* "_id_" first, then by creation (store_index_list's order). */
+			rc = store_txn_begin(d->db, false, &t, &err);
+			if (!rc) {
+				rc = store_index_list(t, d->coll, &ixs, &nix, &err);
+				store_txn_abort(t);
+			}
+			for (int i = 0; !rc && i < nix; i++)
+				file_list_add(&l, ixs[i].name);
+			if (ixs)
+				store_index_list_free(ixs, nix);
 		} else {
 			rc = dfs_err_set(&err, DFS_ENOTDIR, "not a directory");
 		}
@@ -1913,6 +2106,28 @@ static void fsop_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t 
 
 /* ---- unlink, rename, symlinks ------------------------------------------------------ */
 
+/* rm .indexes/<name>: drops the index (EPERM for "_id_"). */
+static void ix_unlink(fuse_req_t req, struct fs_node *p, const char *name)
+{
+	struct fs_node *pn = pending_find(FSN_IXPENDING, p->db, p->coll, name);
+	struct dfs_err err = {0};
+
+	if (pn) {
+		/* Created, not yet written: the open file can no longer make the index. */
+		pending_del(pn);
+		fs_node_repoint(pn, FSN_DEAD, pn->coll, 0, pn->ino);
+		fs_node_forget(pn->nodeid, 1);
+		fuse_reply_err(req, 0);
+		return;
+	}
+	if (fs_index_drop(p->db, p->coll, name, &err)) {
+		dfs_err_prefix(&err, "rm '.indexes/%s': ", name);
+		reply_dfs(req, &err, "unlink");
+		return;
+	}
+	fuse_reply_err(req, 0);
+}
+
 static void fsop_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs_node *p = fs_node_get(parent);
@@ -1927,6 +2142,10 @@ static void fsop_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	char full[300];
 
+	if (p && p->kind == FSN_IXDIR) {
+		ix_unlink(req, p, name);
+		return;
+	}
 	if (!p || (p->kind != FSN_COLL && p->kind != FSN_SAVED_DIR)) {
 		fuse_reply_err(req, p ? EPERM : ESTALE);
 		return;
@@ -1943,7 +2162,7 @@ static void fsop_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	rc = store_entry_lookup(t, p->coll, name, &e, &err);
 	if (rc == DFS_ENOENT) {
-		struct fs_node *pn = pending_find(p->db, p->coll, name);
+		struct fs_node *pn = pending_find(FSN_PENDING, p->db, p->coll, name);
 
 		if (pn) {
 			/* A created document never written: forget its name, and make sure an
@@ -2038,6 +2257,13 @@ static void fsop_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fus
 			fuse_reply_err(req, 0);
 		return;
 	}
+	if (p->kind == FSN_IXDIR) {
+		reply_msg(req, DFS_EPERM,
+			  "rename '.indexes/%s': indexes cannot be renamed (write a spec under the "
+			  "new name, then rm the old one)",
+			  name);
+		return;
+	}
 	if (p->kind != FSN_COLL && p->kind != FSN_SAVED_DIR) {
 		fuse_reply_err(req, EPERM);
 		return;
@@ -2118,7 +2344,7 @@ static void fsop_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, co
 		fuse_reply_err(req, EROFS);
 		return;
 	}
-	if (name_too_long(req, "symlink", name))
+	if (name_too_long(req, "symlink", name) || ix_refuse(req, p, "symlink", name))
 		return;
 	if (!p || p->kind != FSN_COLL || is_json_name(name)) {
 		reply_msg(req, DFS_EPERM, "symlink '%s': symlinks are scratch files in collections",

@@ -248,14 +248,16 @@ struct fs_node *fs_node_keyed(int kind, struct store_db *db, int64_t coll, const
 	return n;
 }
 
-struct fs_node *fs_node_query(struct store_db *db, int64_t coll, const char *name)
+struct fs_node *fs_node_query(int kind, struct store_db *db, int64_t coll, const char *name)
 {
 	uint64_t h = 1469598103934665603ULL;
 
 	for (const char *p = name; *p; p++)
 		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
 	h ^= (uint64_t)coll * 0x9e3779b97f4a7c15ULL;
-	return fs_node_keyed(FSN_QUERY, db, coll, name,
+	/* A query, an explain and an index of the same name are different files. */
+	h ^= (uint64_t)(kind - FSN_QUERY) * 0xc2b2ae3d27d4eb4fULL;
+	return fs_node_keyed(kind, db, coll, name,
 			     fs_ino_db(db) | (3ULL << 37) | (h & ((1ULL << 37) - 1)));
 }
 

@@ -1,7 +1,7 @@
 /*
  * mount.c - sets up and tears down a mount: the libfuse session, daemonizing so that
- * `docfs mount` returns once the mount is live, the notifier thread, and the
- * multithreaded request loop. The request handlers themselves are in fsops.c.
+ * `docfs mount` returns once the mount is live, the notifier and TTL sweeper threads, and
+ * the multithreaded request loop. The request handlers themselves are in fsops.c.
  */
 #define FUSE_USE_VERSION 34
 #include "fs_int.h"
@@ -56,8 +56,13 @@ int fs_mount_run(const struct fs_mount_opts *o, struct dfs_err *err)
 	}
 	if ((rc = fs_notify_start(se, o->notify_ms, err)))
 		goto unmount;
+	if ((rc = fs_ttl_start(s, o->ttl_s, err))) {
+		fs_notify_stop();
+		goto unmount;
+	}
 	if (fuse_session_loop_mt(se, &cfg) != 0)
 		fs_errlog_add("mount: request loop ended with an error");
+	fs_ttl_stop();
 	fs_notify_stop();
 unmount:
 	fuse_session_unmount(se);

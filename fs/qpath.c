@@ -1,9 +1,9 @@
 /*
  * qpath.c - the query path grammar of DESIGN.md section 2 and the result files it opens:
  * "<filter>[?<option>=<value>[&...]]" with %XX escapes, saved find commands ("@name"), and
- * running a find into a result that is a stable snapshot for its open file (held in memory
- * up to a point, then in an unlinked temporary file). It does not evaluate queries itself
- * (query/ does) and does not talk to FUSE.
+ * running a find (query/) or its explain (explain/) into a result that is a stable snapshot
+ * for its open file (held in memory up to a point, then in an unlinked temporary file). It
+ * does not evaluate or plan queries itself (query/ does) and does not talk to FUSE.
  */
 #include "fs_int.h"
 #include "query.h"
@@ -25,7 +25,9 @@ void fs_query_init(struct fs_query *q)
 	bson_init(&q->filter);
 	bson_init(&q->sort);
 	bson_init(&q->projection);
-	q->format = FSQ_JSONL;
+	bson_init(&q->hint);
+	q->format = -1;
+	q->verbosity = -1;
 }
 
 void fs_query_release(struct fs_query *q)
@@ -33,7 +35,9 @@ void fs_query_release(struct fs_query *q)
 	bson_destroy(&q->filter);
 	bson_destroy(&q->sort);
 	bson_destroy(&q->projection);
+	bson_destroy(&q->hint);
 	free(q->distinct);
+	free(q->hint_name);
 }
 
 static int hexval(int c)
@@ -112,6 +116,38 @@ static int parse_bool_opt(const char *what, const struct dfs_buf *v, bool *out, 
 	return 0;
 }
 
+/* hint=<index name> or hint=<key pattern> ({price: 1}, {$natural: 1}). */
+static int set_hint(struct fs_query *q, const char *text, size_t len, struct dfs_err *err)
+{
+	size_t sp = strspn(text, " \t\n");
+	int rc;
+
+	free(q->hint_name);
+	q->hint_name = NULL;
+	q->has_hint = false;
+	if (sp == len)
+		return dfs_err_set(err, DFS_EINVAL,
+				   "hint needs an index name or a key pattern ({price: 1})");
+	if (text[sp] != '{') {
+		if (memchr(text, '\0', len))
+			return dfs_err_set(err, DFS_EINVAL, "hint: bad index name");
+		q->hint_name = strdup(text);
+		if (!q->hint_name)
+			abort();
+		return 0;
+	}
+	bson_reinit(&q->hint);
+	rc = store_codec_parse_doc(text, len, &q->hint, err);
+	if (rc == DFS_EINCOMPLETE)
+		rc = DFS_EINVAL;
+	if (rc) {
+		dfs_err_prefix(err, "hint: ");
+		return rc;
+	}
+	q->has_hint = true;
+	return 0;
+}
+
 static int set_option(struct fs_query *q, const char *name, const struct dfs_buf *v,
 		      struct dfs_err *err)
 {
@@ -137,25 +173,40 @@ static int set_option(struct fs_query *q, const char *name, const struct dfs_buf
 		return 0;
 	}
 	if (!strcmp(name, "format")) {
-		static const char *const names[] = {"jsonl", "json", "pretty", "ids"};
+		static const char *const names[] = {"jsonl", "json", "pretty", "ids", "tree"};
 
-		for (int i = 0; i < 4; i++) {
+		for (int i = 0; i < 5; i++) {
 			if (v->data && !strcmp(v->data, names[i])) {
 				q->format = i;
 				return 0;
 			}
 		}
 		return dfs_err_set(err, DFS_EINVAL,
-				   "format must be jsonl, json, pretty or ids, not '%s'",
+				   "format must be jsonl, json, pretty, ids or tree, not '%s'",
 				   v->data ? v->data : "");
 	}
-	if (!strcmp(name, "hint") || !strcmp(name, "verbosity"))
-		return dfs_err_set(err, DFS_EINVAL, "option '%s' comes with indexes and explain",
-				   name);
-	return dfs_err_set(
-		err, DFS_EINVAL,
-		"unknown option '%s' (sort, skip, limit, projection, count, distinct, format)",
-		name);
+	if (!strcmp(name, "hint"))
+		return set_hint(q, v->data ? v->data : "", v->len, err);
+	if (!strcmp(name, "verbosity")) {
+		static const char *const names[] = {"queryPlanner", "executionStats",
+						    "allPlansExecution"};
+		static const int verbs[] = {QUERY_VERB_PLANNER, QUERY_VERB_EXEC, QUERY_VERB_ALL};
+
+		for (int i = 0; i < 3; i++) {
+			if (v->data && !strcmp(v->data, names[i])) {
+				q->verbosity = verbs[i];
+				return 0;
+			}
+		}
+		return dfs_err_set(err, DFS_EINVAL,
+				   "verbosity must be queryPlanner, executionStats or "
+				   "allPlansExecution, not '%s'",
+				   v->data ? v->data : "");
+	}
+	return dfs_err_set(err, DFS_EINVAL,
+			   "unknown option '%s' (sort, skip, limit, projection, hint, count, "
+			   "distinct, format, verbosity)",
+			   name);
 }
 
 int fs_query_parse(const char *component, struct fs_query *q, struct dfs_err *err)
@@ -235,6 +286,37 @@ int fs_query_from_command(const bson_t *cmd, struct fs_query *q, struct dfs_err 
 				return dfs_err_set(err, DFS_EINVAL, "saved query: bad '%s'", k);
 			bson_destroy(target);
 			bson_copy_to(&sub, target);
+		} else if (!strcmp(k, "hint")) {
+			const char *str;
+			uint32_t slen;
+
+			if (BSON_ITER_HOLDS_UTF8(&it)) {
+				int rc;
+
+				str = bson_iter_utf8(&it, &slen);
+				if ((rc = set_hint(q, str, slen, err))) {
+					dfs_err_prefix(err, "saved query: ");
+					return rc;
+				}
+			} else if (BSON_ITER_HOLDS_DOCUMENT(&it)) {
+				const uint8_t *data;
+				uint32_t dlen;
+				bson_t sub;
+
+				bson_iter_document(&it, &dlen, &data);
+				if (!bson_init_static(&sub, data, dlen))
+					return dfs_err_set(err, DFS_EINVAL,
+							   "saved query: bad 'hint'");
+				free(q->hint_name);
+				q->hint_name = NULL;
+				bson_destroy(&q->hint);
+				bson_copy_to(&sub, &q->hint);
+				q->has_hint = true;
+			} else {
+				return dfs_err_set(err, DFS_EINVAL,
+						   "saved query: 'hint' must be an index name or "
+						   "a key pattern");
+			}
 		} else if (!strcmp(k, "skip") || !strcmp(k, "limit")) {
 			int64_t n;
 
@@ -249,11 +331,91 @@ int fs_query_from_command(const bson_t *cmd, struct fs_query *q, struct dfs_err 
 		} else {
 			return dfs_err_set(err, DFS_EINVAL,
 					   "saved query: unknown field '%s' (filter, sort, "
-					   "projection, skip, limit)",
+					   "projection, skip, limit, hint)",
 					   k);
 		}
 	}
 	return 0;
+}
+
+int fs_query_parse_saved(const char *text, size_t len, struct fs_query *q, struct dfs_err *err)
+{
+	struct dfs_err perr = {0};
+	bson_t cmd;
+	int rc;
+
+	/* A pipeline (an array, or {"pipeline": [...]}) is saved for aggregate/@name; a
+	 * document without "pipeline" is a find command. */
+	rc = fs_pipeline_check(text, len, &perr);
+	if (rc != DFS_ENOENT) {
+		if (rc && err && !err->code)
+			*err = perr;
+		return rc;
+	}
+	bson_init(&cmd);
+	rc = store_codec_parse_doc(text, len, &cmd, err);
+	if (rc == DFS_EINCOMPLETE)
+		rc = DFS_EINVAL;
+	if (!rc)
+		rc = fs_query_from_command(&cmd, q, err);
+	if (!rc)
+		rc = fs_query_validate(q, err);
+	bson_destroy(&cmd);
+	return rc;
+}
+
+/* Loads saved query q->saved of coll onto q. */
+static int saved_load(struct store_db *db, int64_t coll, struct fs_query *q, struct dfs_err *err)
+{
+	struct store_entry e;
+	struct store_txn *t;
+	struct dfs_buf text;
+	char full[300];
+	int rc;
+
+	snprintf(full, sizeof(full), FS_SAVED_PREFIX "%s", q->saved);
+	if ((rc = store_txn_begin(db, false, &t, err)))
+		return rc;
+	dfs_buf_init(&text);
+	rc = store_entry_lookup(t, coll, full, &e, NULL);
+	if (rc == DFS_ENOENT)
+		rc = dfs_err_set(err, DFS_EINVAL, "no saved query '%s' (write it to .queries/%s)",
+				 q->saved, q->saved);
+	else if (!rc)
+		rc = store_entry_read(t, e.id, &text, err);
+	store_txn_abort(t);
+	if (!rc) {
+		bson_t p = BSON_INITIALIZER;
+
+		if (fs_pipeline_from_text(text.data ? text.data : "", text.len, &p, NULL) == 0)
+			rc = dfs_err_set(err, DFS_EINVAL,
+					 "'.queries/%s' is a pipeline; read it as aggregate/@%s",
+					 q->saved, q->saved);
+		bson_destroy(&p);
+	}
+	if (!rc) {
+		rc = fs_query_parse_saved(text.data ? text.data : "", text.len, q, err);
+		if (rc)
+			dfs_err_prefix(err, "saved query '%s': ", q->saved);
+	}
+	dfs_buf_release(&text);
+	return rc;
+}
+
+int fs_query_parse_path(struct store_db *db, int64_t coll, const char *component,
+			struct fs_query *q, struct dfs_err *err)
+{
+	int rc = fs_query_parse(component, q, err);
+
+	if (rc || !q->saved[0])
+		return rc;
+	/* The saved command first, then the path's own options over it. */
+	fs_query_release(q);
+	fs_query_init(q);
+	fs_query_parse(component, q, NULL);
+	if ((rc = saved_load(db, coll, q, err)))
+		return rc;
+	return fs_query_parse(component, q, err);
 }
 
 /* ---- results ----------------------------------------------------------------------- */
@@ -396,6 +558,8 @@ int fs_query_run(struct store_db *db, int64_t coll, const struct fs_query *q, st
 		.skip = q->skip,
 		.limit = q->limit,
 		.sort_mem = fs_sort_mem,
+		.hint = q->has_hint ? &q->hint : NULL,
+		.hint_name = q->hint_name,
 	};
 	struct distinct_set ds = {0};
 	struct query_cursor *c = NULL;
@@ -404,6 +568,10 @@ int fs_query_run(struct store_db *db, int64_t coll, const struct fs_query *q, st
 	int64_t n = 0;
 	int rc;
 
+	if (q->verbosity >= 0)
+		return dfs_err_set(err, DFS_EINVAL, "verbosity is an option of explain/ paths");
+	if (q->format == FSQ_TREE)
+		return dfs_err_set(err, DFS_EINVAL, "format=tree is for explain/ paths");
 	if ((rc = store_txn_begin(db, false, &t, err)))
 		return rc;
 	if ((rc = query_find_open(t, coll, &o, &c, err)))
@@ -489,6 +657,65 @@ int fs_query_validate(const struct fs_query *q, struct dfs_err *err)
 	query_expr_free(e);
 	query_proj_free(p);
 	query_sort_free(s);
+	return rc;
+}
+
+int fs_coll_ns(struct store_txn *t, int64_t coll, char *out, size_t cap, struct dfs_err *err)
+{
+	struct store_coll c;
+	int rc;
+
+	if ((rc = store_coll_by_id(t, coll, &c, err)))
+		return rc;
+	snprintf(out, cap, "%s.%s", store_db_name(store_txn_db(t)), c.name);
+	return 0;
+}
+
+int fs_explain_run(struct store_db *db, int64_t coll, const struct fs_query *q, struct fs_result *r,
+		   struct dfs_err *err)
+{
+	struct query_find_opts o = {
+		.filter = &q->filter,
+		.sort = q->has_sort ? &q->sort : NULL,
+		.projection = q->has_projection ? &q->projection : NULL,
+		.skip = q->skip,
+		.limit = q->limit,
+		.sort_mem = fs_sort_mem,
+		.hint = q->has_hint ? &q->hint : NULL,
+		.hint_name = q->hint_name,
+	};
+	char ns[2 * DFS_MAX_NS_NAME + 2];
+	struct store_txn *t;
+	bson_t out;
+	int rc;
+
+	if (q->count || q->distinct)
+		return dfs_err_set(err, DFS_EINVAL, "explain/ explains finds: %s is not supported",
+				   q->count ? "count" : "distinct");
+	if (q->format == FSQ_JSONL || q->format == FSQ_IDS)
+		return dfs_err_set(err, DFS_EINVAL,
+				   "format of an explain must be pretty, json or tree, not %s",
+				   q->format == FSQ_JSONL ? "jsonl" : "ids");
+	if ((rc = store_txn_begin(db, false, &t, err)))
+		return rc;
+	bson_init(&out);
+	rc = fs_coll_ns(t, coll, ns, sizeof(ns), err);
+	if (!rc)
+		rc = query_find_explain(t, coll, ns, &o,
+					q->verbosity >= 0 ? q->verbosity : QUERY_VERB_PLANNER, &out,
+					err);
+	store_txn_abort(t);
+	if (!rc && q->format == FSQ_TREE) {
+		rc = query_explain_tree(&out, &r->mem, err);
+	} else if (!rc && q->format == FSQ_JSON) {
+		rc = store_codec_render(&out, STORE_RENDER_COMPACT, &r->mem, err);
+		dfs_buf_putc(&r->mem, '\n');
+	} else if (!rc) {
+		rc = store_codec_render(&out, STORE_RENDER_PRETTY, &r->mem, err);
+	}
+	if (!rc)
+		r->size = r->mem.len;
+	bson_destroy(&out);
 	return rc;
 }
 

@@ -1,29 +1,100 @@
 /*
- * exec.c - runs a find as a chain of stages over one read transaction: COLLSCAN (with the
- * filter applied as it scans, as MongoDB does), SORT, SKIP, LIMIT and PROJECTION. It does
- * not choose plans (there are no secondary indexes yet) and does not render results.
+ * exec.c - how a plan runs: the stages (COLLSCAN, IXSCAN, FETCH, OR, SORT, SKIP, LIMIT,
+ * PROJECTION_SIMPLE / _DEFAULT / _COVERED) as MongoDB's work() model with its counters, the
+ * trial that picks one of several candidate plans, and the find cursor over the winner. It
+ * does not decide which plans exist (plan.c) or describe them (explain.c).
  *
  * Design notes
- * 1. Without a sort, results stream: each call pulls documents from the store cursor until
- *    one matches. Memory is one document.
- * 2. SORT collects (sort key, document) records in an arena. Past SORT_BUDGET bytes the
- *    arena is sorted and written to a temporary file as a run; at the end the runs are merged
- *    (k-way, by memcmp of keys). With a limit, only skip+limit records can be returned, so
- *    the arena is cut back to them whenever it doubles: a top-k in bounded memory.
- * 3. Sort keys end with the _id encoding, so they are unique and the order is total: ties
- *    on the sort fields come out in _id order.
+ *  1. Every stage does one unit of work per call and answers ADVANCED (a working member
+ *     goes up), NEED_TIME (work done, nothing to return yet) or EOF. So candidates can be
+ *     interleaved: the trial calls each root once per round until one is done, one has
+ *     TRIAL_RESULTS results, or TRIAL_WORKS works were spent, then scores advanced/works
+ *     (+ small bonuses for no SORT and no FETCH, MongoDB's tie-breakers). The winner is
+ *     reset and run from the start: trial results are not kept.
+ *  2. A working member's document is a view: a store cursor's or store_doc_fetch()'s
+ *     buffer, the SORT arena, or a stage's own bson. It is valid until the next work() of
+ *     the same plan; SORT copies what it keeps, the cursor copies what it returns.
+ *  3. IXSCAN walks its byte ranges in order (reversed, each range backwards, for a backward
+ *     scan). On a multikey index it remembers the ids it returned (dupsTested/dupsDropped);
+ *     OR does the same across its inputs.
+ *  4. SORT collects (sort key, document) records in an arena. Past the memory budget the
+ *     arena is sorted and written to a temporary file as a run; at the end the runs are
+ *     merged (k-way, by memcmp of keys). With limitAmount only that many records can be
+ *     returned, so the arena is cut back to them whenever it doubles: a top-k in bounded
+ *     memory. Sort keys end with the _id encoding, so ties come out in _id order.
+ *  5. Results equal a collection scan's: FETCH re-applies the whole filter unless the plan
+ *     is exact (plan.c note 1); a covered IXSCAN applies it to the document it builds.
  */
-#include "query.h"
+#include "plan_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define SORT_BUDGET (32u * 1024 * 1024)
+#define TRIAL_WORKS 10000
+#define TRIAL_RESULTS 101
+
+/* ---- id sets (note 3) ----------------------------------------------------------------- */
+
+struct plan__set {
+	int64_t *slot; /* open addressing; 0 is free (entry ids are >= 1) */
+	size_t cap, n;
+};
+
+static bool set_add(struct plan__set **sp, int64_t id)
+{
+	struct plan__set *s = *sp;
+	size_t i;
+
+	if (!s) {
+		s = *sp = calloc(1, sizeof(*s));
+		if (!s)
+			abort();
+	}
+	if (2 * (s->n + 1) > s->cap) {
+		struct plan__set g = {calloc(s->cap ? 2 * s->cap : 64, sizeof(int64_t)),
+				      s->cap ? 2 * s->cap : 64, 0};
+
+		if (!g.slot)
+			abort();
+		for (i = 0; i < s->cap; i++)
+			if (s->slot[i]) {
+				size_t j = (uint64_t)s->slot[i] * 0x9E3779B97F4A7C15ull % g.cap;
+
+				while (g.slot[j])
+					j = (j + 1) % g.cap;
+				g.slot[j] = s->slot[i];
+				g.n++;
+			}
+		free(s->slot);
+		*s = g;
+	}
+	i = (uint64_t)id * 0x9E3779B97F4A7C15ull % s->cap;
+	while (s->slot[i]) {
+		if (s->slot[i] == id)
+			return false;
+		i = (i + 1) % s->cap;
+	}
+	s->slot[i] = id;
+	s->n++;
+	return true;
+}
+
+static void set_free(struct plan__set *s)
+{
+	if (s) {
+		free(s->slot);
+		free(s);
+	}
+}
+
+/* ---- the sort buffer (note 4) --------------------------------------------------------- */
 
 struct rec {
 	size_t off;    /* offset of the record in the arena */
-	uint32_t klen; /* key length; the key starts at off + 8 */
+	uint32_t klen; /* key length; the key starts at off */
 	uint32_t dlen; /* document length; it follows the key */
 };
 
@@ -34,195 +105,89 @@ struct run {
 	bool live;	     /* cur holds a record */
 };
 
-struct query_cursor {
-	struct store_cursor *sc;   /* Owned: the scan */
-	struct query_expr *filter; /* Owned, or NULL */
-	struct query_proj *proj;   /* Owned, or NULL */
-	struct query_sort *sort;   /* Owned, or NULL */
-	int64_t skip, limit;	   /* remaining to skip; limit (0: none) */
-	int64_t returned;	   /* results returned so far */
-	bson_t *out;		   /* Owned: the current result (projection output or a copy);
-				    * a pointer because bson_t wants 128-byte alignment */
-	/* sorting */
-	bool sorted;	      /* the sort input has been consumed */
+struct plan__sortbuf {
+	bool sorted;	      /* the input has been consumed */
 	struct dfs_buf arena; /* records */
 	struct rec *recs;     /* Owned: records of the arena */
 	size_t nrecs, caprecs;
 	size_t next_rec;  /* next record to return from memory */
 	struct run *runs; /* Owned: spilled runs */
 	size_t nruns;
-	struct dfs_buf key; /* scratch for sort keys */
-	size_t sort_mem;    /* spill past this many bytes of records */
-	int elem_index;	    /* of the current document, for positional projection */
+	struct dfs_buf key; /* scratch: sort keys, the merged record */
+	size_t mem;	    /* spill past this many bytes */
+	size_t keep;	    /* limitAmount (0: all) */
 };
 
-static int parse_opt(const bson_t *spec, int (*parse)(const bson_t *, void **, struct dfs_err *),
-		     void **out, struct dfs_err *err)
+static void sortbuf_free(struct plan__sortbuf *b)
 {
-	if (!spec)
-		return 0;
-	return parse(spec, out, err);
-}
-
-static int filter_parse(const bson_t *b, void **out, struct dfs_err *err)
-{
-	return query_filter_parse(b, (struct query_expr **)out, err);
-}
-
-static int proj_parse(const bson_t *b, void **out, struct dfs_err *err)
-{
-	return query_proj_parse(b, (struct query_proj **)out, err);
-}
-
-static int sort_parse(const bson_t *b, void **out, struct dfs_err *err)
-{
-	return query_sort_parse(b, (struct query_sort **)out, err);
-}
-
-int query_find_open(struct store_txn *t, int64_t coll, const struct query_find_opts *o,
-		    struct query_cursor **out, struct dfs_err *err)
-{
-	struct query_cursor *c;
-	void *p;
-	int rc;
-
-	if (o->skip < 0)
-		return dfs_err_set(err, DFS_EINVAL, "skip must not be negative");
-	if (o->limit < 0)
-		return dfs_err_set(err, DFS_EINVAL, "limit must not be negative");
-	c = calloc(1, sizeof(*c));
-	if (!c)
-		return dfs_err_set(err, DFS_ENOMEM, "out of memory");
-	c->skip = o->skip;
-	c->limit = o->limit;
-	c->elem_index = -1;
-	c->sort_mem = o->sort_mem ? o->sort_mem : SORT_BUDGET;
-	dfs_buf_init(&c->arena);
-	dfs_buf_init(&c->key);
-	p = NULL;
-	if ((rc = parse_opt(o->filter, filter_parse, &p, err)))
-		goto fail;
-	c->filter = p;
-	p = NULL;
-	if ((rc = parse_opt(o->projection, proj_parse, &p, err)))
-		goto fail;
-	c->proj = p;
-	p = NULL;
-	if ((rc = parse_opt(o->sort, sort_parse, &p, err)))
-		goto fail;
-	c->sort = p;
-	if ((rc = store_cursor_open(t, coll, &c->sc, err)))
-		goto fail;
-	*out = c;
-	return 0;
-fail:
-	query_cursor_free(c);
-	return rc;
-}
-
-static void runs_free(struct query_cursor *c)
-{
-	for (size_t i = 0; i < c->nruns; i++) {
-		if (c->runs[i].f)
-			fclose(c->runs[i].f);
-		dfs_buf_release(&c->runs[i].cur);
-	}
-	free(c->runs);
-	c->runs = NULL;
-	c->nruns = 0;
-}
-
-void query_cursor_free(struct query_cursor *c)
-{
-	if (!c)
+	if (!b)
 		return;
-	store_cursor_free(c->sc);
-	query_expr_free(c->filter);
-	query_proj_free(c->proj);
-	query_sort_free(c->sort);
-	bson_destroy(c->out);
-	dfs_buf_release(&c->arena);
-	dfs_buf_release(&c->key);
-	free(c->recs);
-	runs_free(c);
-	free(c);
-}
-
-/* The next document of the scan that matches the filter (note 1). */
-static int scan_next(struct query_cursor *c, bson_t *doc, struct dfs_err *err)
-{
-	int64_t id;
-	int rc;
-
-	for (;;) {
-		if ((rc = store_cursor_next(c->sc, doc, &id, err)))
-			return rc;
-		c->elem_index = -1;
-		if (!c->filter || query_filter_match(c->filter, doc, &c->elem_index))
-			return 0;
+	for (size_t i = 0; i < b->nruns; i++) {
+		if (b->runs[i].f)
+			fclose(b->runs[i].f);
+		dfs_buf_release(&b->runs[i].cur);
 	}
+	free(b->runs);
+	dfs_buf_release(&b->arena);
+	dfs_buf_release(&b->key);
+	free(b->recs);
+	free(b);
 }
 
-static const char *rec_key(const struct query_cursor *c, const struct rec *r)
+static int rec_cmp(const void *a, const void *b, void *ctx)
 {
-	return c->arena.data + r->off;
-}
-
-static int rec_cmp_ctx_sort(const void *a, const void *b, void *ctx)
-{
-	const struct query_cursor *c = ctx;
+	const struct plan__sortbuf *sb = ctx;
 	const struct rec *ra = a, *rb = b;
 	uint32_t n = ra->klen < rb->klen ? ra->klen : rb->klen;
-	int d = memcmp(rec_key(c, ra), rec_key(c, rb), n);
+	int d = memcmp(sb->arena.data + ra->off, sb->arena.data + rb->off, n);
 
 	if (d)
 		return d;
 	return ra->klen < rb->klen ? -1 : ra->klen > rb->klen;
 }
 
-static void recs_sort(struct query_cursor *c)
+static void recs_sort(struct plan__sortbuf *b)
 {
-	if (c->nrecs > 1)
-		qsort_r(c->recs, c->nrecs, sizeof(*c->recs), rec_cmp_ctx_sort, c);
+	if (b->nrecs > 1)
+		qsort_r(b->recs, b->nrecs, sizeof(*b->recs), rec_cmp, b);
 }
 
 /* Keeps only the first keep records (sorted), compacting the arena. */
-static void recs_truncate(struct query_cursor *c, size_t keep)
+static void recs_truncate(struct plan__sortbuf *b, size_t keep)
 {
 	struct dfs_buf fresh;
 
-	recs_sort(c);
-	if (keep >= c->nrecs)
+	recs_sort(b);
+	if (keep >= b->nrecs)
 		return;
 	dfs_buf_init(&fresh);
 	for (size_t i = 0; i < keep; i++) {
-		struct rec *r = &c->recs[i];
+		struct rec *r = &b->recs[i];
 		size_t off = fresh.len;
 
-		dfs_buf_append(&fresh, c->arena.data + r->off, r->klen + r->dlen);
+		dfs_buf_append(&fresh, b->arena.data + r->off, r->klen + r->dlen);
 		r->off = off;
 	}
-	dfs_buf_release(&c->arena);
-	c->arena = fresh;
-	c->nrecs = keep;
+	dfs_buf_release(&b->arena);
+	b->arena = fresh;
+	b->nrecs = keep;
 }
 
-/* Writes the (sorted) records as a run to a temporary file (note 2). */
-static int spill(struct query_cursor *c, struct dfs_err *err)
+static int spill(struct plan__sortbuf *b, struct dfs_err *err)
 {
 	struct run *r;
 	FILE *f;
 
-	recs_sort(c);
+	recs_sort(b);
 	f = tmpfile();
 	if (!f)
 		return dfs_err_set(err, DFS_EIO, "sort: cannot create a temporary file");
-	for (size_t i = 0; i < c->nrecs; i++) {
-		struct rec *rec = &c->recs[i];
+	for (size_t i = 0; i < b->nrecs; i++) {
+		struct rec *rec = &b->recs[i];
 		uint32_t hdr[2] = {rec->klen, rec->dlen};
 
 		if (fwrite(hdr, sizeof(hdr), 1, f) != 1 ||
-		    fwrite(c->arena.data + rec->off, 1, rec->klen + rec->dlen, f) !=
+		    fwrite(b->arena.data + rec->off, 1, rec->klen + rec->dlen, f) !=
 			    rec->klen + rec->dlen) {
 			fclose(f);
 			return dfs_err_set(err, DFS_EIO, "sort: cannot write a temporary file");
@@ -232,18 +197,18 @@ static int spill(struct query_cursor *c, struct dfs_err *err)
 		fclose(f);
 		return dfs_err_set(err, DFS_EIO, "sort: cannot write a temporary file");
 	}
-	r = realloc(c->runs, (c->nruns + 1) * sizeof(*c->runs));
+	r = realloc(b->runs, (b->nruns + 1) * sizeof(*b->runs));
 	if (!r) {
 		fclose(f);
 		return dfs_err_set(err, DFS_ENOMEM, "out of memory");
 	}
-	c->runs = r;
-	memset(&c->runs[c->nruns], 0, sizeof(*c->runs));
-	c->runs[c->nruns].f = f;
-	dfs_buf_init(&c->runs[c->nruns].cur);
-	c->nruns++;
-	c->nrecs = 0;
-	dfs_buf_reset(&c->arena);
+	b->runs = r;
+	memset(&b->runs[b->nruns], 0, sizeof(*b->runs));
+	b->runs[b->nruns].f = f;
+	dfs_buf_init(&b->runs[b->nruns].cur);
+	b->nruns++;
+	b->nrecs = 0;
+	dfs_buf_reset(&b->arena);
 	return 0;
 }
 
@@ -265,134 +230,708 @@ static int run_advance(struct run *r, struct dfs_err *err)
 	return 0;
 }
 
-/* Consumes the whole filtered scan into records, spilling past the budget. */
-static int sort_input(struct query_cursor *c, struct dfs_err *err)
+static int sortbuf_add(struct plan__sortbuf *b, const struct query_sort *s, const bson_t *doc,
+		       struct dfs_err *err)
 {
-	size_t keep = c->limit ? (size_t)(c->skip + c->limit) : 0;
-	bson_t doc;
+	struct rec r;
 	int rc;
 
-	while ((rc = scan_next(c, &doc, err)) == 0) {
-		struct rec r;
-
-		dfs_buf_reset(&c->key);
-		if ((rc = query_sort_key(c->sort, &doc, &c->key, err)))
-			return rc;
-		if (c->nrecs == c->caprecs) {
-			c->caprecs = c->caprecs ? c->caprecs * 2 : 1024;
-			c->recs = realloc(c->recs, c->caprecs * sizeof(*c->recs));
-			if (!c->recs)
-				return dfs_err_set(err, DFS_ENOMEM, "out of memory");
-		}
-		r.off = c->arena.len;
-		r.klen = (uint32_t)c->key.len;
-		r.dlen = doc.len;
-		dfs_buf_append(&c->arena, c->key.data, c->key.len);
-		dfs_buf_append(&c->arena, bson_get_data(&doc), doc.len);
-		c->recs[c->nrecs++] = r;
-		if (keep && c->nrecs >= 2 * keep + 1024)
-			recs_truncate(c, keep);
-		else if (c->arena.len > c->sort_mem && (rc = spill(c, err)))
-			return rc;
-	}
-	if (rc != DFS_ENOENT)
+	dfs_buf_reset(&b->key);
+	if ((rc = query_sort_key(s, doc, &b->key, err)))
 		return rc;
-	if (c->nruns) {
-		if (c->nrecs && (rc = spill(c, err)))
-			return rc;
-		for (size_t i = 0; i < c->nruns; i++)
-			if ((rc = run_advance(&c->runs[i], err)))
-				return rc;
-	} else {
-		recs_sort(c);
+	if (b->nrecs == b->caprecs) {
+		b->caprecs = b->caprecs ? b->caprecs * 2 : 1024;
+		b->recs = realloc(b->recs, b->caprecs * sizeof(*b->recs));
+		if (!b->recs)
+			return dfs_err_set(err, DFS_ENOMEM, "out of memory");
 	}
-	c->sorted = true;
+	r.off = b->arena.len;
+	r.klen = (uint32_t)b->key.len;
+	r.dlen = doc->len;
+	dfs_buf_append(&b->arena, b->key.data, b->key.len);
+	dfs_buf_append(&b->arena, bson_get_data(doc), doc->len);
+	b->recs[b->nrecs++] = r;
+	if (b->keep && b->nrecs >= 2 * b->keep + 1024)
+		recs_truncate(b, b->keep);
+	else if (b->arena.len > b->mem && (rc = spill(b, err)))
+		return rc;
 	return 0;
 }
 
-/* The next document in sort order into doc (a view valid until the next call). */
-static int sort_next(struct query_cursor *c, bson_t *doc, struct dfs_err *err)
+static int sortbuf_finish(struct plan__sortbuf *b, struct dfs_err *err)
 {
 	int rc;
 
-	if (!c->sorted && (rc = sort_input(c, err)))
-		return rc;
-	if (!c->nruns) {
+	if (b->nruns) {
+		if (b->nrecs && (rc = spill(b, err)))
+			return rc;
+		for (size_t i = 0; i < b->nruns; i++)
+			if ((rc = run_advance(&b->runs[i], err)))
+				return rc;
+	} else if (b->keep) {
+		recs_truncate(b, b->keep);
+	} else {
+		recs_sort(b);
+	}
+	b->sorted = true;
+	return 0;
+}
+
+/* The next record in sort order: DFS_ENOENT at the end. */
+static int sortbuf_next(struct plan__sortbuf *b, bson_t *doc, struct dfs_err *err)
+{
+	struct run *best = NULL;
+	int rc;
+
+	if (!b->nruns) {
 		struct rec *r;
 
-		if (c->next_rec >= c->nrecs)
+		if (b->next_rec >= b->nrecs)
 			return DFS_ENOENT;
-		r = &c->recs[c->next_rec++];
-		if (!bson_init_static(doc, (const uint8_t *)c->arena.data + r->off + r->klen,
+		r = &b->recs[b->next_rec++];
+		if (!bson_init_static(doc, (const uint8_t *)b->arena.data + r->off + r->klen,
 				      r->dlen))
 			return dfs_err_set(err, DFS_ECORRUPT, "sort: bad record");
 		return 0;
 	}
-	/* k-way merge: the run whose current key is smallest. */
-	{
-		struct run *best = NULL;
+	for (size_t i = 0; i < b->nruns; i++) {
+		struct run *r = &b->runs[i];
+		uint32_t n;
+		int d;
 
-		for (size_t i = 0; i < c->nruns; i++) {
-			struct run *r = &c->runs[i];
-			uint32_t n;
-			int d;
+		if (!r->live)
+			continue;
+		if (!best) {
+			best = r;
+			continue;
+		}
+		n = r->klen < best->klen ? r->klen : best->klen;
+		d = memcmp(r->cur.data, best->cur.data, n);
+		if (d < 0 || (d == 0 && r->klen < best->klen))
+			best = r;
+	}
+	if (!best)
+		return DFS_ENOENT;
+	dfs_buf_reset(&b->key);
+	dfs_buf_append(&b->key, best->cur.data + best->klen, best->dlen);
+	if ((rc = run_advance(best, err)))
+		return rc;
+	if (!bson_init_static(doc, (const uint8_t *)b->key.data, b->key.len))
+		return dfs_err_set(err, DFS_ECORRUPT, "sort: bad record");
+	return 0;
+}
 
-			if (!r->live)
+/* ---- stages (note 1) --------------------------------------------------------------------- */
+
+static void wm_doc(struct plan__wm *wm, const bson_t *doc)
+{
+	wm->has_doc = true;
+	if (!bson_init_static(&wm->doc, bson_get_data(doc), doc->len))
+		wm->has_doc = false;
+	wm->result = &wm->doc;
+}
+
+static int collscan_next(struct store_txn *t, int64_t coll, struct plan__node *n, bson_t *doc,
+			 int64_t *id, struct dfs_err *err)
+{
+	int rc;
+
+	if (!n->opened) {
+		n->opened = true;
+		if ((rc = store_cursor_open(t, coll, &n->sc, err)))
+			return rc;
+		if (n->backward) {
+			size_t cap = 0;
+
+			while ((rc = store_cursor_next(n->sc, doc, id, err)) == 0) {
+				if (n->nids == cap) {
+					cap = cap ? 2 * cap : 256;
+					n->ids = realloc(n->ids, cap * sizeof(*n->ids));
+					if (!n->ids)
+						return dfs_err_set(err, DFS_ENOMEM,
+								   "out of memory");
+				}
+				n->ids[n->nids++] = *id;
+			}
+			if (rc != DFS_ENOENT)
+				return rc;
+			n->next_id = n->nids;
+		}
+	}
+	if (!n->backward)
+		return store_cursor_next(n->sc, doc, id, err);
+	for (;;) {
+		if (n->next_id == 0)
+			return DFS_ENOENT;
+		*id = n->ids[--n->next_id];
+		rc = store_doc_fetch(t, *id, doc, err);
+		if (rc != DFS_ENOENT)
+			return rc;
+	}
+}
+
+/* The covered document of an index entry: {field: value, ...} in key pattern order. */
+static void covered_doc(struct plan__node *n, const bson_t *vals)
+{
+	bson_iter_t it;
+	int i = 0;
+
+	bson_destroy(n->out);
+	n->out = bson_new();
+	if (!bson_iter_init(&it, vals))
+		return;
+	while (bson_iter_next(&it) && i < n->ix->nfields) {
+		const char *path = n->ix->field[i++].path;
+
+		bson_append_value(n->out, path, -1, bson_iter_value(&it));
+	}
+}
+
+struct exec_ctx {
+	struct store_txn *t;
+	int64_t coll;
+};
+
+static __thread struct exec_ctx cur_ctx;
+
+static int work_node(struct plan__node *n, struct plan__wm *wm, struct dfs_err *err);
+
+static int work_ixscan(struct plan__node *n, struct plan__wm *wm, struct dfs_err *err)
+{
+	struct store_ixkey k;
+	int rc;
+
+	if (!n->opened) {
+		n->opened = true;
+		if (store_ixscan_open(cur_ctx.t, cur_ctx.coll, n->ix, n->backward, &n->is, err))
+			return -1;
+		n->cur_range = -1;
+	}
+	for (;;) {
+		if (n->cur_range < 0 || n->cur_range >= n->nranges) {
+			int next = n->cur_range + 1;
+			const struct plan__range *r;
+
+			if (n->cur_range >= n->nranges || next >= n->nranges) {
+				n->cur_range = n->nranges;
+				return PLAN_EOF;
+			}
+			n->cur_range = next;
+			r = &n->ranges[n->backward ? n->nranges - 1 - next : next];
+			if (store_ixscan_range(
+				    n->is, r->lo.len ? (const uint8_t *)r->lo.data : NULL,
+				    r->lo.len, (const uint8_t *)r->hi.data, r->hi.len, err))
+				return -1;
+			n->st.seeks++;
+		}
+		rc = store_ixscan_next(n->is, &k, err);
+		if (rc == DFS_ENOENT) {
+			if (n->cur_range + 1 >= n->nranges) {
+				n->cur_range = n->nranges;
+				return PLAN_EOF;
+			}
+			/* the next range on the next call */
+			{
+				int next = n->cur_range + 1;
+				const struct plan__range *r =
+					&n->ranges[n->backward ? n->nranges - 1 - next : next];
+
+				n->cur_range = next;
+				if (store_ixscan_range(
+					    n->is, r->lo.len ? (const uint8_t *)r->lo.data : NULL,
+					    r->lo.len, (const uint8_t *)r->hi.data, r->hi.len, err))
+					return -1;
+				n->st.seeks++;
+			}
+			return PLAN_NEED_TIME;
+		}
+		if (rc)
+			return -1;
+		break;
+	}
+	n->st.keys_examined++;
+	if (n->multikey) {
+		n->st.dups_tested++;
+		if (!set_add(&n->seen, k.id)) {
+			n->st.dups_dropped++;
+			return PLAN_NEED_TIME;
+		}
+	}
+	memset(wm, 0, sizeof(*wm));
+	wm->id = k.id;
+	wm->elem_index = -1;
+	wm->has_vals = true;
+	wm->vals = k.vals;
+	if (n->build_doc) {
+		covered_doc(n, &k.vals);
+		wm_doc(wm, n->out);
+		if (n->filter && !query_filter_match(n->filter, n->out, &wm->elem_index))
+			return PLAN_NEED_TIME;
+	}
+	return PLAN_ADVANCED;
+}
+
+static int work_stage(struct plan__node *n, struct plan__wm *wm, struct dfs_err *err)
+{
+	struct plan__wm in;
+	bson_t doc;
+	int64_t id;
+	int rc;
+
+	switch (n->stage) {
+	case PS_COLLSCAN:
+		rc = collscan_next(cur_ctx.t, cur_ctx.coll, n, &doc, &id, err);
+		if (rc == DFS_ENOENT)
+			return PLAN_EOF;
+		if (rc)
+			return -1;
+		n->st.docs_examined++;
+		memset(wm, 0, sizeof(*wm));
+		wm->id = id;
+		wm->elem_index = -1;
+		if (n->filter && !query_filter_match(n->filter, &doc, &wm->elem_index))
+			return PLAN_NEED_TIME;
+		wm_doc(wm, &doc);
+		return PLAN_ADVANCED;
+	case PS_IXSCAN:
+		return work_ixscan(n, wm, err);
+	case PS_FETCH:
+		rc = work_node(n->kids[0], &in, err);
+		if (rc != PLAN_ADVANCED)
+			return rc;
+		rc = store_doc_fetch(cur_ctx.t, in.id, &doc, err);
+		if (rc == DFS_ENOENT)
+			return PLAN_NEED_TIME;
+		if (rc)
+			return -1;
+		n->st.docs_examined++;
+		memset(wm, 0, sizeof(*wm));
+		wm->id = in.id;
+		wm->elem_index = -1;
+		if (n->filter && !query_filter_match(n->filter, &doc, &wm->elem_index))
+			return PLAN_NEED_TIME;
+		wm_doc(wm, &doc);
+		return PLAN_ADVANCED;
+	case PS_OR:
+		for (;;) {
+			if (n->cur_kid >= n->nkids)
+				return PLAN_EOF;
+			rc = work_node(n->kids[n->cur_kid], wm, err);
+			if (rc == PLAN_EOF) {
+				n->cur_kid++;
+				return PLAN_NEED_TIME;
+			}
+			if (rc != PLAN_ADVANCED)
+				return rc;
+			n->st.dups_tested++;
+			if (!set_add(&n->seen, wm->id)) {
+				n->st.dups_dropped++;
+				return PLAN_NEED_TIME;
+			}
+			return PLAN_ADVANCED;
+		}
+	case PS_SORT:
+		if (!n->sb) {
+			n->sb = calloc(1, sizeof(*n->sb));
+			if (!n->sb) {
+				dfs_err_set(err, DFS_ENOMEM, "out of memory");
+				return -1;
+			}
+			dfs_buf_init(&n->sb->arena);
+			dfs_buf_init(&n->sb->key);
+			n->sb->mem = n->sort_mem ? n->sort_mem : SORT_BUDGET;
+			n->sb->keep = (size_t)n->amount;
+		}
+		if (!n->sb->sorted) {
+			rc = work_node(n->kids[0], &in, err);
+			if (rc == PLAN_NEED_TIME)
+				return rc;
+			if (rc == PLAN_ADVANCED) {
+				if (sortbuf_add(n->sb, n->sort, &in.doc, err))
+					return -1;
+				return PLAN_NEED_TIME;
+			}
+			if (rc != PLAN_EOF)
+				return rc;
+			if (sortbuf_finish(n->sb, err))
+				return -1;
+			return PLAN_NEED_TIME;
+		}
+		rc = sortbuf_next(n->sb, &doc, err);
+		if (rc == DFS_ENOENT)
+			return PLAN_EOF;
+		if (rc)
+			return -1;
+		memset(wm, 0, sizeof(*wm));
+		wm->elem_index = -1;
+		wm_doc(wm, &doc);
+		return PLAN_ADVANCED;
+	case PS_SKIP:
+		rc = work_node(n->kids[0], wm, err);
+		if (rc == PLAN_ADVANCED && n->count < n->amount) {
+			n->count++;
+			return PLAN_NEED_TIME;
+		}
+		return rc;
+	case PS_LIMIT:
+		if (n->count >= n->amount)
+			return PLAN_EOF;
+		rc = work_node(n->kids[0], wm, err);
+		if (rc == PLAN_ADVANCED)
+			n->count++;
+		return rc;
+	default: /* projections */
+		rc = work_node(n->kids[0], wm, err);
+		if (rc != PLAN_ADVANCED)
+			return rc;
+		{
+			int idx = wm->elem_index;
+
+			if (n->positional && n->filter)
+				query_filter_match(n->filter, &wm->doc, &idx);
+			bson_destroy(n->out);
+			n->out = bson_new();
+			if (query_proj_apply(n->proj, &wm->doc, idx, n->out, err))
+				return -1;
+			wm->result = n->out;
+		}
+		return PLAN_ADVANCED;
+	}
+}
+
+/* One work() with its counters. */
+static int work_node(struct plan__node *n, struct plan__wm *wm, struct dfs_err *err)
+{
+	int rc;
+
+	if (n->st.eof)
+		return PLAN_EOF;
+	n->st.works++;
+	rc = work_stage(n, wm, err);
+	switch (rc) {
+	case PLAN_ADVANCED:
+		n->st.advanced++;
+		n->st.nreturned++;
+		break;
+	case PLAN_NEED_TIME:
+		n->st.need_time++;
+		break;
+	case PLAN_EOF:
+		n->st.eof = true;
+		break;
+	default:
+		break;
+	}
+	return rc;
+}
+
+int plan__work(struct store_txn *t, struct plan__node *n, struct plan__wm *wm, struct dfs_err *err)
+{
+	cur_ctx.t = t;
+	return work_node(n, wm, err);
+}
+
+void plan__reset(struct plan__node *n, bool keep_stats)
+{
+	if (!n)
+		return;
+	for (int i = 0; i < n->nkids; i++)
+		plan__reset(n->kids[i], keep_stats);
+	store_cursor_free(n->sc);
+	n->sc = NULL;
+	free(n->ids);
+	n->ids = NULL;
+	n->nids = n->next_id = 0;
+	store_ixscan_free(n->is);
+	n->is = NULL;
+	n->cur_range = -1;
+	set_free(n->seen);
+	n->seen = NULL;
+	n->cur_kid = 0;
+	n->count = 0;
+	sortbuf_free(n->sb);
+	n->sb = NULL;
+	bson_destroy(n->out);
+	n->out = NULL;
+	n->opened = false;
+	if (!keep_stats)
+		memset(&n->st, 0, sizeof(n->st));
+	else
+		n->st.eof = false;
+}
+
+/* ---- planning and the trial ------------------------------------------------------------ */
+
+static int parse_opts(const struct query_find_opts *o, struct plan__query *q, struct dfs_err *err)
+{
+	int rc;
+
+	if (o->skip < 0)
+		return dfs_err_set(err, DFS_EINVAL, "skip must not be negative");
+	if (o->limit < 0)
+		return dfs_err_set(err, DFS_EINVAL, "limit must not be negative");
+	q->skip = o->skip;
+	q->limit = o->limit;
+	q->filter_spec = o->filter;
+	q->sort_spec = o->sort;
+	q->proj_spec = o->projection;
+	q->hint = o->hint;
+	q->hint_name = o->hint_name;
+	q->sort_mem = o->sort_mem;
+	if (o->filter && (rc = query_filter_parse(o->filter, &q->filter, err)))
+		return rc;
+	if (o->projection && (rc = query_proj_parse(o->projection, &q->proj, err)))
+		return rc;
+	if (o->sort && (rc = query_sort_parse(o->sort, &q->sort, err)))
+		return rc;
+	if (q->sort_spec && bson_empty(q->sort_spec))
+		q->sort_spec = NULL;
+	return 0;
+}
+
+static void query_release(struct plan__query *q)
+{
+	query_expr_free(q->filter);
+	query_proj_free(q->proj);
+	query_sort_free(q->sort);
+	store_index_list_free(q->ixs, q->nixs);
+	memset(q, 0, sizeof(*q));
+}
+
+void plan__run_release(struct plan__run *r)
+{
+	plan__cands_free(r->cands, r->ncands);
+	query_release(&r->q);
+	memset(r, 0, sizeof(*r));
+}
+
+/* Note 1: round-robin trial of every candidate. */
+static int trial(struct store_txn *t, struct plan__run *r, struct dfs_err *err)
+{
+	int64_t works = 0;
+	bool done = false;
+	int best = -1;
+
+	while (!done && works < TRIAL_WORKS) {
+		for (int i = 0; i < r->ncands && !done; i++) {
+			struct plan__cand *c = &r->cands[i];
+			struct plan__wm wm;
+			struct dfs_err e = {0};
+			int rc;
+
+			if (c->score < 0)
 				continue;
-			if (!best) {
-				best = r;
+			rc = plan__work(t, c->root, &wm, &e);
+			works++;
+			if (rc < 0) {
+				c->score = -1; /* a failing candidate is dropped */
+				if (err && !err->code)
+					*err = e;
 				continue;
 			}
-			n = r->klen < best->klen ? r->klen : best->klen;
-			d = memcmp(r->cur.data, best->cur.data, n);
-			if (d < 0 || (d == 0 && r->klen < best->klen))
-				best = r;
+			if (rc == PLAN_EOF || c->root->st.advanced >= TRIAL_RESULTS)
+				done = true;
 		}
-		if (!best)
-			return DFS_ENOENT;
-		/* Move the record out before advancing the run. */
-		dfs_buf_reset(&c->key);
-		dfs_buf_append(&c->key, best->cur.data + best->klen, best->dlen);
-		if ((rc = run_advance(best, err)))
-			return rc;
-		if (!bson_init_static(doc, (const uint8_t *)c->key.data, c->key.len))
-			return dfs_err_set(err, DFS_ECORRUPT, "sort: bad record");
-		return 0;
+		{
+			bool alive = false;
+
+			for (int i = 0; i < r->ncands; i++)
+				alive |= r->cands[i].score >= 0;
+			if (!alive)
+				return err ? err->code : DFS_EIO;
+		}
 	}
+	for (int i = 0; i < r->ncands; i++) {
+		struct plan__cand *c = &r->cands[i];
+
+		if (c->score < 0)
+			continue;
+		c->trial = c->root->st;
+		c->score = 1.0 +
+			   (c->root->st.works
+				    ? (double)c->root->st.advanced / (double)c->root->st.works
+				    : 0) +
+			   (c->has_sort ? 0 : 1e-4) + (c->has_fetch ? 0 : 1e-4) +
+			   (c->root->st.eof ? 1e-4 : 0);
+		if (best < 0 || c->score > r->cands[best].score)
+			best = i;
+	}
+	if (err)
+		dfs_err_clear(err);
+	r->winner = best;
+	r->trial_run = true;
+	return 0;
+}
+
+int plan__run_open(struct store_txn *t, int64_t coll, const struct query_find_opts *o,
+		   bool use_cache, struct plan__run *r, struct dfs_err *err)
+{
+	char desc[512];
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	cur_ctx.t = t;
+	cur_ctx.coll = coll;
+	if ((rc = parse_opts(o, &r->q, err)))
+		goto fail;
+	if ((rc = store_index_list(t, coll, &r->q.ixs, &r->q.nixs, err)))
+		goto fail;
+	if ((rc = plan__enumerate(&r->q, &r->cands, &r->ncands, err)))
+		goto fail;
+	r->winner = 0;
+	if (r->ncands > 1) {
+		if (use_cache && plan__cache_get(t, coll, &r->q, desc, sizeof(desc))) {
+			for (int i = 0; i < r->ncands; i++)
+				if (!strcmp(r->cands[i].desc, desc)) {
+					r->winner = i;
+					r->from_cache = true;
+				}
+		}
+		if (!r->from_cache) {
+			if ((rc = trial(t, r, err)))
+				goto fail;
+			if (use_cache)
+				plan__cache_put(t, coll, &r->q, r->cands[r->winner].desc);
+		}
+	}
+	return 0;
+fail:
+	plan__run_release(r);
+	return rc;
+}
+
+/* ---- the cursor ------------------------------------------------------------------------- */
+
+struct query_cursor {
+	struct store_txn *t; /* Borrowed */
+	int64_t coll;
+	struct plan__run run;
+	struct plan__node *root; /* Borrowed: the winner's root */
+	bson_t *out;		 /* Owned: the current result */
+	bool want_keys;		 /* keep the sort key of each result (tests) */
+	struct dfs_buf key;	 /* the last result's sort key without _id */
+};
+
+int query_find_open(struct store_txn *t, int64_t coll, const struct query_find_opts *o,
+		    struct query_cursor **out, struct dfs_err *err)
+{
+	struct query_cursor *c = calloc(1, sizeof(*c));
+	int rc;
+
+	if (!c)
+		return dfs_err_set(err, DFS_ENOMEM, "out of memory");
+	c->t = t;
+	c->coll = coll;
+	dfs_buf_init(&c->key);
+	if ((rc = plan__run_open(t, coll, o, true, &c->run, err))) {
+		free(c);
+		return rc;
+	}
+	for (int i = 0; i < c->run.ncands; i++)
+		plan__reset(c->run.cands[i].root, i != c->run.winner);
+	c->root = c->run.cands[c->run.winner].root;
+	*out = c;
+	return 0;
+}
+
+/* Appends to out the sort key of doc without its _id tail. */
+static void sort_key_of(const struct query_sort *s, const bson_t *doc, struct dfs_buf *out)
+{
+	struct dfs_err err = {0};
+	struct dfs_buf idk;
+	bson_iter_t it;
+
+	dfs_buf_reset(out);
+	if (query_sort_key(s, doc, out, &err))
+		return;
+	dfs_buf_init(&idk);
+	if (bson_iter_init_find(&it, doc, "_id"))
+		store_key_append(&idk, bson_iter_value(&it), false, &err);
+	else {
+		bson_value_t null = {.value_type = BSON_TYPE_NULL};
+
+		store_key_append(&idk, &null, false, &err);
+	}
+	if (idk.len <= out->len)
+		out->len -= idk.len;
+	dfs_buf_release(&idk);
 }
 
 int query_cursor_next(struct query_cursor *c, const bson_t **doc, struct dfs_err *err)
 {
-	bson_t cur;
+	struct plan__wm wm;
 	int rc;
 
 	for (;;) {
-		if (c->limit && c->returned >= c->limit)
+		cur_ctx.t = c->t;
+		cur_ctx.coll = c->coll;
+		rc = plan__work(c->t, c->root, &wm, err);
+		if (rc == PLAN_EOF)
 			return DFS_ENOENT;
-		rc = c->sort ? sort_next(c, &cur, err) : scan_next(c, &cur, err);
-		if (rc)
-			return rc;
-		if (c->skip > 0) {
-			c->skip--;
-			continue;
-		}
-		break;
+		if (rc < 0)
+			return err && err->code ? err->code : DFS_EIO;
+		if (rc == PLAN_ADVANCED)
+			break;
 	}
+	if (c->want_keys && c->run.q.sort && wm.has_doc)
+		sort_key_of(c->run.q.sort, &wm.doc, &c->key);
 	bson_destroy(c->out);
-	c->out = NULL;
-	if (c->proj) {
-		int idx = c->elem_index;
-
-		/* After a sort the positional index of the document is recomputed. */
-		if (c->sort && c->filter)
-			query_filter_match(c->filter, &cur, &idx);
-		c->out = bson_new();
-		if ((rc = query_proj_apply(c->proj, &cur, idx, c->out, err)))
-			return rc;
-	} else {
-		c->out = bson_copy(&cur);
-	}
-	c->returned++;
+	c->out = bson_copy(wm.result);
 	*doc = c->out;
 	return 0;
+}
+
+void query_cursor_free(struct query_cursor *c)
+{
+	if (!c)
+		return;
+	plan__run_release(&c->run);
+	bson_destroy(c->out);
+	dfs_buf_release(&c->key);
+	free(c);
+}
+
+const struct dfs_buf *query__cursor_sort_key(const struct query_cursor *c)
+{
+	return c->run.q.sort ? &c->key : NULL;
+}
+
+void query__cursor_want_keys(struct query_cursor *c)
+{
+	c->want_keys = true;
+}
+
+int query__cursor_candidates(const struct query_cursor *c, bson_t *names)
+{
+	for (int i = 0; i < c->run.ncands; i++) {
+		char k[16];
+
+		snprintf(k, sizeof(k), "%d", i);
+		BSON_APPEND_UTF8(names, k, c->run.cands[i].desc);
+	}
+	return c->run.ncands;
+}
+
+/* ---- query_init ---------------------------------------------------------------------- */
+
+static int hook_compile(const bson_t *filter, void **out, struct dfs_err *err)
+{
+	return query_filter_parse(filter, (struct query_expr **)out, err);
+}
+
+static bool hook_match(const void *compiled, const bson_t *doc)
+{
+	return query_filter_match(compiled, doc, NULL);
+}
+
+static void hook_free(void *compiled)
+{
+	query_expr_free(compiled);
+}
+
+void query_init(void)
+{
+	static const struct store_filter_hooks h = {hook_compile, hook_match, hook_free};
+
+	store_filter_hooks_set(&h);
 }

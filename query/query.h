@@ -112,6 +112,91 @@ int query_find_open(struct store_txn *t, int64_t coll, const struct query_find_o
 int query_cursor_next(struct query_cursor *c, const bson_t **doc, struct dfs_err *err);
 void query_cursor_free(struct query_cursor *c);
 
+/* ---- explain (explain.c) ---------------------------------------------------------- */
+
+enum query_verbosity {
+	QUERY_VERB_PLANNER, /* "queryPlanner": the plans, nothing run but the trial */
+	QUERY_VERB_EXEC,    /* "executionStats": the winning plan run to the end */
+	QUERY_VERB_ALL,	    /* "allPlansExecution": also every candidate's trial counters */
+};
+
+/*
+ * Plans the find (and runs it for the exec verbosities) and appends MongoDB's explain
+ * document to out (initialised, empty): {"explainVersion", "queryPlanner": {"namespace",
+ * "parsedQuery", "indexFilterSet", "winningPlan", "rejectedPlans"}, "executionStats":
+ * {"executionSuccess", "nReturned", "executionTimeMillis", "totalKeysExamined",
+ * "totalDocsExamined", "executionStages", "allPlansExecution"}, "command"}. Stages carry
+ * MongoDB's fields (stage, nReturned, works, advanced, needTime, isEOF, keysExamined,
+ * docsExamined, indexName, keyPattern, isMultiKey, direction, indexBounds, inputStage(s)).
+ * ns is "<db>.<coll>". Never writes anything.
+ */
+int query_find_explain(struct store_txn *t, int64_t coll, const char *ns,
+		       const struct query_find_opts *o, int verbosity, bson_t *out,
+		       struct dfs_err *err);
+/* Draws an explain document's winning plan as an indented text tree, one stage a line with
+ * its counters, appended to out. */
+int query_explain_tree(const bson_t *explain, struct dfs_buf *out, struct dfs_err *err);
+
+/* Installs what the store needs from this layer (store_filter_hooks_set for partial
+ * indexes). Call once at startup, before opening stores; calling it again is harmless. */
+void query_init(void);
+
+/* ---- aggregation (expr.c, dec.c, tz.c, agg.c) ---------------------------------------- */
+
+/*
+ * A parsed aggregation pipeline: an array of stage documents ($match $project $addFields/$set
+ * $unset $group $sort $limit $skip $unwind $count $sortByCount $lookup $replaceRoot/
+ * $replaceWith $bucket $facet $sample $out $merge) with MongoDB's aggregation expressions.
+ * Immutable after parsing: one pipeline may be run by several threads at once.
+ */
+struct query_pipeline;
+
+/* Parses pipeline (a BSON array document of stage documents; Borrowed for the call) into *out
+ * (Owned, freed by query_pipeline_free). Errors: DFS_EINVAL with a message naming the stage
+ * index and the operator, e.g. "stage 2: unknown expression operator '$sumx'". */
+int query_pipeline_parse(const bson_t *pipeline, struct query_pipeline **out,
+			 struct dfs_err *err);
+void query_pipeline_free(struct query_pipeline *p);
+/* Does p end in $out or $merge (and so must be run with query_agg_run_out)? */
+bool query_pipeline_writes(const struct query_pipeline *p);
+
+struct query_agg_opts {
+	size_t mem;	/* bytes each $group/$sort (and the find's sort) holds before spilling
+			 * to temporary files (0: 32 MiB) */
+	int64_t now_ms; /* $$NOW, ms since the epoch (also seeds $sample) */
+};
+
+/* A running pipeline (not thread-safe: one thread at a time). */
+struct query_agg;
+
+/*
+ * Runs p over collection coll in transaction t (Borrowed: t and p must outlive the cursor).
+ * A leading $match (unless it has $expr at its top level or in a top-level $and), a $sort
+ * right after it or a leading $sort, then a $skip and a $limit right after those, are handed
+ * to query_find_open as its filter, sort, skip and limit so the planner can use indexes; the
+ * rest run as stages here. $lookup reads other collections of the same database
+ * through t. *out Owned, freed by query_agg_free. o may be NULL (defaults). A pipeline that
+ * ends in $out/$merge is DFS_EINVAL here: use query_agg_run_out.
+ */
+int query_agg_open(struct store_txn *t, int64_t coll, const struct query_pipeline *p,
+		   const struct query_agg_opts *o, struct query_agg **out, struct dfs_err *err);
+/* The next result: 0 with *doc Borrowed (valid until the next call or free), DFS_ENOENT at
+ * the end, or an error: DFS_EINVAL for an expression error, naming the stage ("stage 2:
+ * can't $divide by zero"), DFS_EFBIG for a result over 16 MiB, DFS_EIO when spilling fails. */
+int query_agg_next(struct query_agg *a, const bson_t **doc, struct dfs_err *err);
+void query_agg_free(struct query_agg *a);
+
+/*
+ * Runs a pipeline that ends in $out or $merge over coll in the WRITE transaction t, and writes
+ * the target collection (of t's database) in t: $out replaces the target's documents
+ * (creating it when missing); $merge matches on _id (whenMatched merge|replace|keepExisting|
+ * fail, whenNotMatched insert|discard|fail). Nothing is written before the whole pipeline has
+ * run and its results were checked (duplicate _ids for $out, the fail modes of $merge), so on
+ * an error the target is as it was (the caller aborts t anyway). *nwritten (may be NULL) gets
+ * the documents inserted or replaced.
+ */
+int query_agg_run_out(struct store_txn *t, int64_t coll, const struct query_pipeline *p,
+		      const struct query_agg_opts *o, int64_t *nwritten, struct dfs_err *err);
 /* ---- updates (update.c) ------------------------------------------------------------ */
 
 /*
@@ -212,83 +297,5 @@ void query_write_result_describe(const struct query_write_result *r, const char 
  */
 int query_bulk_run(struct store_db *db, int64_t coll, const bson_t *ops, bool ordered, bool atomic,
 		   bson_t *out, struct dfs_err *err);
-
-/* ---- aggregation (expr.c, agg.c) ------------------------------------------------ */
-
-struct query_pipeline;
-
-/* Parses pipeline (a BSON array document of stage documents; Borrowed for the call) into *out
- * (Owned, freed by query_pipeline_free). Errors: DFS_EINVAL with a message naming the stage
- * index and the operator, e.g. "stage 2: unknown expression operator '$sumx'". */
-int query_pipeline_parse(const bson_t *pipeline, struct query_pipeline **out,
-			 struct dfs_err *err);
-void query_pipeline_free(struct query_pipeline *p);
-/* Does p end in $out or $merge (and so must be run with query_agg_run_out)? */
-bool query_pipeline_writes(const struct query_pipeline *p);
-
-struct query_agg_opts {
-	size_t mem;	/* bytes $group/$sort hold before spilling to temporary files (0: 32 MiB) */
-	int64_t now_ms; /* $$NOW, ms since the epoch (also seeds $sample) */
-};
-
-/* A running pipeline (not thread-safe: one thread at a time). */
-struct query_agg;
-
-/*
- * Runs p over collection coll in transaction t (Borrowed: t and p must outlive the cursor).
- * A leading $match (without a top-level $expr), and a $sort right after it or a leading
- * $sort, are handed to query_find_open as its filter and sort so the planner can use
- * indexes; the rest run as stages here. $lookup reads other collections of the same database
- * through t. *out Owned, freed by query_agg_free. o may be NULL (defaults). A pipeline that
- * ends in $out/$merge is DFS_EINVAL here: use query_agg_run_out.
- */
-int query_agg_open(struct store_txn *t, int64_t coll, const struct query_pipeline *p,
-		   const struct query_agg_opts *o, struct query_agg **out, struct dfs_err *err);
-/* The next result: 0 with *doc Borrowed (valid until the next call or free), DFS_ENOENT at
- * the end, or an error (DFS_EINVAL for an expression error such as "can't $divide by zero",
- * DFS_EIO when spilling fails). */
-int query_agg_next(struct query_agg *a, const bson_t **doc, struct dfs_err *err);
-void query_agg_free(struct query_agg *a);
-
-/*
- * Runs a pipeline that ends in $out or $merge over coll in the WRITE transaction t, and writes
- * the target collection (of t's database) in t: $out replaces the target's documents
- * (creating it when missing); $merge matches on _id (whenMatched merge|replace|keepExisting|
- * fail, whenNotMatched insert|discard|fail). Nothing is written before the whole pipeline has
- * run and its results were checked (duplicate _ids for $out, the fail modes of $merge), so on
- * an error the target is as it was (the caller aborts t anyway). *nwritten (may be NULL) gets
- * the documents inserted or replaced.
- */
-int query_agg_run_out(struct store_txn *t, int64_t coll, const struct query_pipeline *p,
-		      const struct query_agg_opts *o, int64_t *nwritten, struct dfs_err *err);
-
-/* ---- explain (explain.c) ---------------------------------------------------------- */
-
-enum query_verbosity {
-	QUERY_VERB_PLANNER, /* "queryPlanner": the plans, nothing run but the trial */
-	QUERY_VERB_EXEC,    /* "executionStats": the winning plan run to the end */
-	QUERY_VERB_ALL,	    /* "allPlansExecution": also every candidate's trial counters */
-};
-
-/*
- * Plans the find (and runs it for the exec verbosities) and appends MongoDB's explain
- * document to out (initialised, empty): {"explainVersion", "queryPlanner": {"namespace",
- * "parsedQuery", "indexFilterSet", "winningPlan", "rejectedPlans"}, "executionStats":
- * {"executionSuccess", "nReturned", "executionTimeMillis", "totalKeysExamined",
- * "totalDocsExamined", "executionStages", "allPlansExecution"}, "command"}. Stages carry
- * MongoDB's fields (stage, nReturned, works, advanced, needTime, isEOF, keysExamined,
- * docsExamined, indexName, keyPattern, isMultiKey, direction, indexBounds, inputStage(s)).
- * ns is "<db>.<coll>". Never writes anything.
- */
-int query_find_explain(struct store_txn *t, int64_t coll, const char *ns,
-		       const struct query_find_opts *o, int verbosity, bson_t *out,
-		       struct dfs_err *err);
-/* Draws an explain document's winning plan as an indented text tree, one stage a line with
- * its counters, appended to out. */
-int query_explain_tree(const bson_t *explain, struct dfs_buf *out, struct dfs_err *err);
-
-/* Installs what the store needs from this layer (store_filter_hooks_set for partial
- * indexes). Call once at startup, before opening stores; calling it again is harmless. */
-void query_init(void);
 
 #endif

@@ -5,6 +5,8 @@
  *
  * It does not read or write the store, choose documents (the caller matches the filter and
  * passes the positional '$' index from query_filter_match), or generate an _id for upserts.
+ * Error messages keep MongoDB's wording (and its capitals), unlike the rest of docfs, so that a
+ * MongoDB user recognizes them and can look them up.
  *
  * Design notes
  *
@@ -27,16 +29,25 @@
  *    A numeric component past the end of an array pads it with nulls.
  * 4. Positional forms: '$' is the component named by elem_index (MongoDB substitutes the
  *    matched position); '$[]' applies the subtree to every element; '$[id]' to the elements
- *    that match the array filter of id (the element wrapped as {id: element}). Because
- *    these resolve only at apply time, every leaf application records the concrete path it
- *    touched and two that meet (equal or prefix) are "Update created a conflict at '...'".
+ *    that match the array filter of id (the element wrapped as {id: element}), all of a
+ *    node's filters matched before any of its children changes the array. Because
+ *    these resolve only at apply time, children of one node that land on one element are
+ *    checked before the array changes (array_conflicts), and every leaf application records
+ *    the concrete path it touched so that two that meet deeper (equal or prefix) are also
+ *    "Update created a conflict at '...'".
  * 5. The result is checked last: _id unchanged (by value, as MongoDB compares it), then
  *    store_doc_validate. *changed is a byte comparison of the result with the input.
  * 6. Numbers: $inc/$mul widen int32 -> int64 -> double -> decimal128 by the wider operand;
  *    an int32 result that overflows becomes int64, an int64 overflow is an error (MongoDB:
  *    integer operations that exceed the 64-bit range produce an error). Decimal128 results
- *    are exact while the coefficients fit 128-bit integers and 34 digits, else computed in
- *    long double (about 18 significant digits).
+ *    follow IEEE 754-2008 (34 digits, half to even) while the exact product fits a 128-bit
+ *    integer (sums always do, see align()); a larger product is computed in long double
+ *    (about 18 significant digits). A double meets a decimal as its 15-digit decimal.
+ * 7. Memory is bounded before validation: every leaf counts (a lower bound of) the bytes it
+ *    adds, nulls of padding included, and applying stops with DFS_EFBIG once that passes the
+ *    size limit plus the input's size (what a storable result can have added, since at most
+ *    the whole input is removed). '$[]' copying a large value into every element of a large
+ *    array would otherwise allocate without bound. The exact check is store_doc_validate.
  */
 #include "query_int.h"
 
@@ -172,11 +183,11 @@ static int name_cmp(const char *a, const char *b)
 /* ---- the mutable document tree ------------------------------------------------------ */
 
 struct unode {
-	bson_type_t type;     /* BSON_TYPE_DOCUMENT, BSON_TYPE_ARRAY, or a scalar type */
-	bson_value_t v;	      /* scalars: Owned copy of the value */
-	size_t n, cap;	      /* containers: children used, allocated */
-	char **keys;	      /* documents: Owned field names (n of them) */
-	struct unode **kids;  /* containers: Owned children (n of them) */
+	bson_type_t type;    /* BSON_TYPE_DOCUMENT, BSON_TYPE_ARRAY, or a scalar type */
+	bson_value_t v;	     /* scalars: Owned copy of the value */
+	size_t n, cap;	     /* containers: children used, allocated */
+	char **keys;	     /* documents: Owned field names (n of them) */
+	struct unode **kids; /* containers: Owned children (n of them) */
 };
 
 static struct unode *un_new(bson_type_t type)
@@ -450,7 +461,7 @@ struct afilter {
 
 struct query_update {
 	bool replacement; /* a replacement document (no operators) */
-	bson_t repl;	  /* the replacement: Owned copy */
+	bson_t *repl;	  /* the replacement: Owned copy (bson_t wants 128-byte alignment) */
 	struct tnode root;
 	struct afilter *af; /* Owned: the array filters */
 	size_t naf;
@@ -491,8 +502,8 @@ void query_update_free(struct query_update *u)
 {
 	if (!u)
 		return;
-	if (u->replacement)
-		bson_destroy(&u->repl);
+	if (u->repl)
+		bson_destroy(u->repl);
 	tnode_release(&u->root);
 	for (size_t i = 0; i < u->naf; i++) {
 		free(u->af[i].ident);
@@ -522,6 +533,13 @@ static char **split_path(const char *path, const char *op, struct dfs_err *err, 
 	}
 	for (const char *p = path; *p; p++)
 		n += *p == '.';
+	/* every component is a level of nesting: a longer path can never exist or be stored */
+	if (n > DFS_MAX_DEPTH) {
+		dfs_err_set(err, DFS_EINVAL,
+			    "the update path '%.60s...' has more than %d components", path,
+			    DFS_MAX_DEPTH);
+		return NULL;
+	}
 	c = xcalloc((size_t)n + 1, sizeof(*c));
 	for (;;) {
 		dot = strchr(s, '.');
@@ -650,8 +668,8 @@ static int trie_insert(struct query_update *u, char **c, struct uleaf *l, struct
 		k = tnode_child(t, c[i]);
 		if (k && (k->leaf || !c[i + 1])) {
 			dfs_err_set(err, DFS_EINVAL,
-				    "Updating the path '%s' would create a conflict at '%s'", l->path,
-				    prefix.data);
+				    "Updating the path '%s' would create a conflict at '%s'",
+				    l->path, prefix.data);
 			dfs_buf_release(&prefix);
 			leaf_free(l);
 			return DFS_EINVAL;
@@ -742,10 +760,9 @@ enum op_id {
 
 static int op_lookup(const char *name)
 {
-	static const char *const names[] = {"$set",	    "$unset", "$inc",	   "$mul",
-					    "$min",	    "$max",   "$currentDate", "$setOnInsert",
-					    "$push",	    "$addToSet", "$pop",   "$pull",
-					    "$pullAll", "$rename"};
+	static const char *const names[] = {
+		"$set",		"$unset", "$inc",      "$mul", "$min",	"$max",	    "$currentDate",
+		"$setOnInsert", "$push",  "$addToSet", "$pop", "$pull", "$pullAll", "$rename"};
 
 	for (int i = 0; i < OP_UNKNOWN; i++)
 		if (!strcmp(name, names[i]))
@@ -859,10 +876,11 @@ static int parse_push(struct uleaf *l, const bson_value_t *v, bool push, struct 
 						   op, type_name(fv->value_type));
 			bson_value_copy(fv, &l->arg);
 		} else if (!push) {
-			return dfs_err_set(err, DFS_EINVAL,
-					   "Found unexpected fields after $each in $addToSet: '%s' at "
-					   "'%s'",
-					   k, l->path);
+			return dfs_err_set(
+				err, DFS_EINVAL,
+				"Found unexpected fields after $each in $addToSet: '%s' at "
+				"'%s'",
+				k, l->path);
 		} else if (!strcmp(k, "$slice")) {
 			if (!integral(fv, &l->slice))
 				return dfs_err_set(err, DFS_EINVAL,
@@ -915,10 +933,11 @@ static int parse_push(struct uleaf *l, const bson_value_t *v, bool push, struct 
 				l->sort = 1;
 				l->sort_dir = (int)d;
 			} else {
-				return dfs_err_set(err, DFS_EINVAL,
-						   "The $sort is invalid: use 1/-1 to sort the "
-						   "whole element, or {field:1/-1} to sort embedded "
-						   "fields");
+				return dfs_err_set(
+					err, DFS_EINVAL,
+					"The $sort is invalid: use 1/-1 to sort the "
+					"whole element, or {field:1/-1} to sort embedded "
+					"fields");
 			}
 		} else {
 			return dfs_err_set(err, DFS_EINVAL, "Unrecognized clause in $push: %s", k);
@@ -934,14 +953,13 @@ static int parse_operand(struct query_update *u, int op, struct uleaf *l, const 
 	char vb[160];
 	int64_t d;
 
-	(void)u;
 	switch (op) {
 	case OP_SET:
 	case OP_SETONINSERT:
 	case OP_MIN:
 	case OP_MAX:
 	case OP_UNSET:
-		l->op = op == OP_SET ? U_SET
+		l->op = op == OP_SET	       ? U_SET
 			: op == OP_SETONINSERT ? U_SETONINSERT
 			: op == OP_MIN	       ? U_MIN
 			: op == OP_MAX	       ? U_MAX
@@ -998,8 +1016,8 @@ static int parse_operand(struct query_update *u, int op, struct uleaf *l, const 
 	case OP_POP:
 		l->op = U_POP;
 		if (!is_number(v->value_type))
-			return dfs_err_set(err, DFS_EINVAL, "Expected a number in: %s: %s",
-					   l->path, value_render(v, vb, sizeof(vb)));
+			return dfs_err_set(err, DFS_EINVAL, "Expected a number in: %s: %s", l->path,
+					   value_render(v, vb, sizeof(vb)));
 		if (!integral(v, &d) || (d != 1 && d != -1))
 			return dfs_err_set(err, DFS_EINVAL, "$pop expects 1 or -1, found: %s",
 					   value_render(v, vb, sizeof(vb)));
@@ -1058,9 +1076,10 @@ static int parse_rename(struct query_update *u, const char *from, const bson_val
 	if (strlen(to) != v->value.v_utf8.len)
 		return dfs_err_set(err, DFS_EINVAL, "The 'to' field for $rename contains NUL");
 	if (!strcmp(from, to))
-		return dfs_err_set(err, DFS_EINVAL,
-				   "The source and target field for $rename must differ: %s: \"%s\"",
-				   from, to);
+		return dfs_err_set(
+			err, DFS_EINVAL,
+			"The source and target field for $rename must differ: %s: \"%s\"", from,
+			to);
 	flen = strlen(from);
 	tlen = strlen(to);
 	if ((flen < tlen && !strncmp(from, to, flen) && to[flen] == '.') ||
@@ -1077,7 +1096,8 @@ static int parse_rename(struct query_update *u, const char *from, const bson_val
 		free_comps(fc);
 		return err->code;
 	}
-	if (check_comps(fc, from, false, "source", err) || check_comps(tc, to, false, "destination", err)) {
+	if (check_comps(fc, from, false, "source", err) ||
+	    check_comps(tc, to, false, "destination", err)) {
 		free_comps(fc);
 		free_comps(tc);
 		return err->code;
@@ -1226,17 +1246,19 @@ static int parse_array_filters(struct query_update *u, const bson_t *af, struct 
 			return err->code;
 		}
 		if (!id)
-			return dfs_err_set(err, DFS_EINVAL,
-					   "Cannot use an expression without a top-level field name "
-					   "in arrayFilters");
+			return dfs_err_set(
+				err, DFS_EINVAL,
+				"Cannot use an expression without a top-level field name "
+				"in arrayFilters");
 		if (!(id[0] >= 'a' && id[0] <= 'z') ||
 		    strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") !=
 			    strlen(id)) {
-			dfs_err_set(err, DFS_EINVAL,
-				    "Error parsing array filter :: caused by :: The top-level field "
-				    "name must be an alphanumeric string beginning with a lowercase "
-				    "letter, found '%s'",
-				    id);
+			dfs_err_set(
+				err, DFS_EINVAL,
+				"Error parsing array filter :: caused by :: The top-level field "
+				"name must be an alphanumeric string beginning with a lowercase "
+				"letter, found '%s'",
+				id);
 			free(id);
 			return DFS_EINVAL;
 		}
@@ -1252,8 +1274,7 @@ static int parse_array_filters(struct query_update *u, const bson_t *af, struct 
 		a->ident = id;
 		u->naf++;
 		if (query_filter_parse(&f, &a->expr, err))
-			return dfs_err_prefix(err,
-					      "Error parsing array filter :: caused by :: ");
+			return dfs_err_prefix(err, "Error parsing array filter :: caused by :: ");
 	}
 	return 0;
 }
@@ -1276,20 +1297,22 @@ int query_update_parse(const bson_t *update, const bson_t *array_filters, struct
 
 		if (k[0] == '$') {
 			if (fields) {
-				rc = dfs_err_set(err, DFS_EINVAL,
-						 "The dollar ($) prefixed field '%s' in '%s' is not "
-						 "allowed in the context of an update's replacement "
-						 "document",
-						 k, k);
+				rc = dfs_err_set(
+					err, DFS_EINVAL,
+					"The dollar ($) prefixed field '%s' in '%s' is not "
+					"allowed in the context of an update's replacement "
+					"document",
+					k, k);
 				goto done;
 			}
 			ops = true;
 		} else {
 			if (ops) {
-				rc = dfs_err_set(err, DFS_EINVAL,
-						 "unknown update operator '%s' (an update cannot mix "
-						 "operators and replacement fields)",
-						 k);
+				rc = dfs_err_set(
+					err, DFS_EINVAL,
+					"unknown update operator '%s' (an update cannot mix "
+					"operators and replacement fields)",
+					k);
 				goto done;
 			}
 			fields = true;
@@ -1299,7 +1322,7 @@ int query_update_parse(const bson_t *update, const bson_t *array_filters, struct
 		goto done;
 	if (!ops) {
 		u->replacement = true;
-		bson_copy_to(update, &u->repl);
+		u->repl = bson_copy(update);
 		if (u->naf) {
 			rc = dfs_err_set(err, DFS_EINVAL,
 					 "arrayFilters may not be specified with a replacement "
@@ -1448,15 +1471,60 @@ static bool dnum_from_value(const bson_value_t *v, struct dnum *d)
 	}
 }
 
-static bool pow10_mul(__int128 *x, int n)
+/*
+ * Brings x (the larger exponent) and y to one exponent for an addition: x's coefficient is
+ * scaled up as far as 37 digits allow, and y's is cut to the same exponent when the gap is
+ * larger than that (digits far below x's 34 significant ones only matter for exact ties).
+ */
+static void align(struct dnum *x, struct dnum *y)
 {
-	while (n-- > 0)
-		if (__builtin_mul_overflow(*x, 10, x))
-			return false;
-	return true;
+	__int128 big = 1;
+
+	for (int i = 0; i < 36; i++)
+		big *= 10;
+	while (x->exp > y->exp && x->coef < big && x->coef > -big) {
+		x->coef *= 10;
+		x->exp--;
+	}
+	while (y->exp < x->exp) {
+		if (!y->coef) {
+			y->exp = x->exp;
+			break;
+		}
+		y->coef /= 10;
+		y->exp++;
+	}
 }
 
-/* Exact decimal a+b or a*b into out; false when it cannot be done exactly in 34 digits. */
+/* Rounds the magnitude m * 10^exp to decimal128's 34 digits, half to even (IEEE 754). */
+static void round34(__int128 *m, int *exp)
+{
+	__int128 lim = 1, p = 1, q, rem, half;
+	int k = 0;
+
+	for (int i = 0; i < 34; i++)
+		lim *= 10;
+	while (*m / p >= lim) {
+		p *= 10;
+		k++;
+	}
+	if (!k)
+		return;
+	q = *m / p;
+	rem = *m % p;
+	half = p / 2;
+	if (rem > half || (rem == half && (q & 1)))
+		q++;
+	if (q == lim) {
+		q /= 10;
+		k++;
+	}
+	*m = q;
+	*exp += k;
+}
+
+/* Decimal a+b or a*b into out, rounded to 34 digits; false when the exact value does not fit
+ * 128-bit integers (the caller then computes in long double). */
 static bool dnum_arith(bool mul, const bson_value_t *a, const bson_value_t *b, bson_value_t *out)
 {
 	struct dnum x, y, r;
@@ -1472,21 +1540,20 @@ static bool dnum_arith(bool mul, const bson_value_t *a, const bson_value_t *b, b
 			return false;
 		r.exp = x.exp + y.exp;
 	} else {
-		if (x.exp > y.exp) {
-			if (!pow10_mul(&x.coef, x.exp - y.exp))
-				return false;
-			x.exp = y.exp;
-		} else if (y.exp > x.exp) {
-			if (!pow10_mul(&y.coef, y.exp - x.exp))
-				return false;
-			y.exp = x.exp;
+		if (x.exp < y.exp) {
+			struct dnum t = x;
+
+			x = y;
+			y = t;
 		}
+		align(&x, &y);
 		if (__builtin_add_overflow(x.coef, y.coef, &r.coef))
 			return false;
 		r.exp = x.exp;
 	}
 	neg = r.coef < 0;
 	m = neg ? -r.coef : r.coef;
+	round34(&m, &r.exp);
 	do {
 		digits[nd++] = (char)('0' + (int)(m % 10));
 		m /= 10;
@@ -1510,7 +1577,7 @@ static bool dnum_arith(bool mul, const bson_value_t *a, const bson_value_t *b, b
 static int num_arith(bool mul, const bson_value_t *a, const bson_value_t *b, bson_value_t *out)
 {
 	int k = nrank(a->value_type) > nrank(b->value_type) ? nrank(a->value_type)
-							     : nrank(b->value_type);
+							    : nrank(b->value_type);
 
 	memset(out, 0, sizeof(*out));
 	if (k <= 1) {
@@ -1595,8 +1662,52 @@ struct actx {
 	struct dfs_buf path; /* the concrete path being applied */
 	char **touched;	     /* Owned: concrete paths of the leaves applied */
 	size_t ntouched, cap;
+	uint64_t grown;	 /* bytes the leaves may have added, at least (design note 7) */
+	uint64_t budget; /* the most grown may reach before the result cannot be stored */
 	struct dfs_err *err;
 };
+
+/* Counts bytes added by a leaf; DFS_EFBIG once the result can no longer fit a document. */
+static int grow(struct actx *a, uint64_t bytes)
+{
+	a->grown += bytes;
+	if (a->grown > a->budget)
+		return dfs_err_set(
+			a->err, DFS_EFBIG,
+			"the update would make the document larger than %d bytes at '%s'",
+			DFS_MAX_DOC_SIZE, a->path.data);
+	return 0;
+}
+
+/* The BSON bytes of null elements at array positions from..to-1 (type, key, NUL). */
+static uint64_t nulls_size(uint64_t from, uint64_t to)
+{
+	uint64_t total = 0, lo = 0, hi = 10;
+
+	for (int digits = 1; lo < to; digits++, lo = hi, hi *= 10) {
+		uint64_t a = from > lo ? from : lo, b = to < hi ? to : hi;
+
+		if (a < b)
+			total += (b - a) * (uint64_t)(digits + 2);
+	}
+	return total;
+}
+
+/* The BSON bytes of a value, at least (a scalar counts its type byte and a short key). */
+static uint64_t value_size(const bson_value_t *v)
+{
+	switch (v->value_type) {
+	case BSON_TYPE_DOCUMENT:
+	case BSON_TYPE_ARRAY:
+		return 3 + (uint64_t)v->value.v_doc.data_len;
+	case BSON_TYPE_UTF8:
+		return 7 + (uint64_t)v->value.v_utf8.len;
+	case BSON_TYPE_BINARY:
+		return 8 + (uint64_t)v->value.v_binary.data_len;
+	default:
+		return 3;
+	}
+}
 
 static int blocked_error(struct actx *a, const struct slot *s)
 {
@@ -1627,10 +1738,15 @@ static int slot_store(struct actx *a, struct slot *s, struct unode *node)
 		} else {
 			if (s->index - c->n > MAX_PADDING) {
 				un_free(node);
-				return dfs_err_set(a->err, DFS_EINVAL,
-						   "can't backfill array to larger than %d elements "
-						   "at '%s'",
-						   MAX_PADDING, a->path.data);
+				return dfs_err_set(
+					a->err, DFS_EINVAL,
+					"can't backfill array to larger than %d elements "
+					"at '%s'",
+					MAX_PADDING, a->path.data);
+			}
+			if (grow(a, nulls_size(c->n, s->index))) {
+				un_free(node);
+				return a->err->code;
 			}
 			while (c->n < s->index)
 				un_push(c, NULL, 0, un_null());
@@ -1784,10 +1900,11 @@ static int rename_dest_check(struct actx *a, const struct uleaf *l)
 			break;
 		n = n->kids[k];
 		if (n->type == BSON_TYPE_ARRAY) {
-			rc = dfs_err_set(a->err, DFS_EINVAL,
-					 "The destination field cannot be an array element, '%s' in "
-					 "doc with _id: %s has an array field called '%s'",
-					 l->path, id_text(a, ib, sizeof(ib)), c);
+			rc = dfs_err_set(
+				a->err, DFS_EINVAL,
+				"The destination field cannot be an array element, '%s' in "
+				"doc with _id: %s has an array field called '%s'",
+				l->path, id_text(a, ib, sizeof(ib)), c);
 			break;
 		}
 		if (n->type != BSON_TYPE_DOCUMENT)
@@ -1915,22 +2032,34 @@ static int apply_push(struct actx *a, const struct uleaf *l, struct slot *s)
 		return dfs_err_set(a->err, DFS_EINVAL,
 				   "The field '%s' must be an array but is of type %s in document "
 				   "{_id: %s}",
-				   a->path.data, type_name(s->node->type), id_text(a, ib, sizeof(ib)));
+				   a->path.data, type_name(s->node->type),
+				   id_text(a, ib, sizeof(ib)));
 	}
 	if (!s->node) {
 		if (slot_put(a, s, un_new(BSON_TYPE_ARRAY)))
 			return a->err->code;
 	}
 	arr = s->node;
+	if (l->op == U_PUSH && grow(a, value_size(&l->arg)))
+		return a->err->code;
 	each = un_from_value(&l->arg);
 	ne = each->n;
 	if (l->op == U_ADDTOSET) {
+		bson_iter_t ev;
+		int rc = 0;
+
+		if (!bson_iter_init_from_data(&ev, l->arg.value.v_doc.data,
+					      l->arg.value.v_doc.data_len))
+			memset(&ev, 0, sizeof(ev));
 		for (size_t i = 0; i < ne; i++) {
 			bool dup = false;
+			uint64_t size = bson_iter_next(&ev) ? value_size(bson_iter_value(&ev)) : 3;
 
 			for (size_t j = 0; j < arr->n && !dup; j++)
 				dup = un_compare(arr->kids[j], each->kids[i]) == 0;
-			if (!dup) {
+			if (!dup && !rc)
+				rc = grow(a, size);
+			if (!dup && !rc) {
 				un_push(arr, NULL, 0, each->kids[i]);
 				each->kids[i] = NULL;
 			}
@@ -1939,7 +2068,7 @@ static int apply_push(struct actx *a, const struct uleaf *l, struct slot *s)
 			un_free(each->kids[i]);
 		each->n = 0;
 		un_free(each);
-		return 0;
+		return rc;
 	}
 	pos = arr->n;
 	if (l->has_pos) {
@@ -2025,6 +2154,8 @@ static int apply_leaf(struct actx *a, const struct uleaf *l, struct slot *s)
 			return 0;
 		/* fall through */
 	case U_SET:
+		if (grow(a, value_size(&l->arg)))
+			return a->err->code;
 		return slot_put(a, s, un_from_value(&l->arg));
 	case U_UNSET:
 		slot_remove(s);
@@ -2036,11 +2167,17 @@ static int apply_leaf(struct actx *a, const struct uleaf *l, struct slot *s)
 	case U_MAX: {
 		int c;
 
-		if (!s->node)
+		if (!s->node) {
+			if (grow(a, value_size(&l->arg)))
+				return a->err->code;
 			return slot_put(a, s, un_from_value(&l->arg));
+		}
 		c = un_compare_value(s->node, &l->arg);
-		if ((l->op == U_MIN && c > 0) || (l->op == U_MAX && c < 0))
+		if ((l->op == U_MIN && c > 0) || (l->op == U_MAX && c < 0)) {
+			if (grow(a, value_size(&l->arg)))
+				return a->err->code;
 			return slot_put(a, s, un_from_value(&l->arg));
+		}
 		return 0;
 	}
 	case U_CURDATE:
@@ -2093,8 +2230,8 @@ static int apply_leaf(struct actx *a, const struct uleaf *l, struct slot *s)
 			} else if (bson_iter_init_from_data(&it, l->arg.value.v_doc.data,
 							    l->arg.value.v_doc.data_len)) {
 				while (!m && bson_iter_next(&it))
-					m = un_compare_value(arr->kids[i],
-							     bson_iter_value(&it)) == 0;
+					m = un_compare_value(arr->kids[i], bson_iter_value(&it)) ==
+					    0;
 			}
 			if (m)
 				un_remove(arr, i);
@@ -2119,7 +2256,7 @@ static int apply_leaf(struct actx *a, const struct uleaf *l, struct slot *s)
 			return a->err->code;
 		if (!v)
 			return 0;
-		if (rename_dest_check(a, l))
+		if (rename_dest_check(a, l) || grow(a, value_size(v)))
 			return a->err->code;
 		/* MongoDB moves the field: a renamed field goes to the end of its document */
 		if (s->node && s->parent && s->parent->type == BSON_TYPE_DOCUMENT)
@@ -2155,11 +2292,86 @@ static const struct query_expr *afilter_of(const struct actx *a, const char *ide
 	return NULL;
 }
 
+/*
+ * Which elements of the array at s each '$[]' / '$[ident]' child of t applies to, decided for
+ * all of them before any is applied (as MongoDB matches array filters against the array as
+ * it was when the array node is reached). *out: Owned, per child NULL or arr->n flags.
+ */
+static bool **array_matches(struct actx *a, const struct tnode *t, const struct slot *s)
+{
+	bool **m = NULL;
+
+	if (!s->node || s->node->type != BSON_TYPE_ARRAY)
+		return NULL;
+	for (size_t i = 0; i < t->n; i++) {
+		const struct tnode *k = t->kids[i];
+		const struct query_expr *f;
+
+		if (k->kind != T_ALL && k->kind != T_IDENT)
+			continue;
+		if (!m)
+			m = xcalloc(t->n, sizeof(*m));
+		m[i] = xcalloc(s->node->n, sizeof(**m));
+		f = k->kind == T_IDENT ? afilter_of(a, k->ident) : NULL;
+		for (size_t j = 0; j < s->node->n; j++)
+			m[i][j] = !f || wrapped_match(f, k->ident, s->node->kids[j]);
+	}
+	return m;
+}
+
+/*
+ * Before a node's children change an array, two of them that resolve to one element where
+ * one of them is a leaf conflict ("a.$[]" with "a.0.b", "a.$" with "a.1"), reported as
+ * MongoDB does before anything is applied. (Two inner nodes on one element merge; their
+ * leaves meet in check_touched.)
+ */
+static int array_conflicts(struct actx *a, const struct tnode *t, const struct slot *s,
+			   bool **match)
+{
+	size_t n = s->node->n;
+	/* per element: 0 untouched, 1 by an inner node, 2 by a leaf */
+	unsigned char *seen = xcalloc(n, 1);
+	int rc = 0;
+
+	for (size_t i = 0; i < t->n && !rc; i++) {
+		const struct tnode *k = t->kids[i];
+		unsigned char mine = k->leaf ? 2 : 1;
+
+		for (size_t j = 0; j < n && !rc; j++) {
+			bool hit;
+
+			if (k->kind == T_ALL || k->kind == T_IDENT)
+				hit = match && match[i] && match[i][j];
+			else if (k->kind == T_POS)
+				hit = a->elem_index >= 0 && (size_t)a->elem_index == j;
+			else
+				hit = all_digits(k->name) && strlen(k->name) < 10 &&
+				      strtoul(k->name, NULL, 10) == j;
+			if (!hit)
+				continue;
+			if (seen[j] && (seen[j] == 2 || mine == 2))
+				rc = dfs_err_set(a->err, DFS_EINVAL,
+						 "Update created a conflict at '%s%s%zu'",
+						 a->path.data, a->path.len ? "." : "", j);
+			if (mine > seen[j])
+				seen[j] = mine;
+		}
+	}
+	free(seen);
+	return rc;
+}
+
 static int apply_node(struct actx *a, const struct tnode *t, struct slot *s)
 {
 	char nb[24], vb[200];
+	size_t nmatch = s->node && s->node->type == BSON_TYPE_ARRAY ? s->node->n : 0;
+	bool **match = array_matches(a, t, s);
+	int rc = 0;
 
-	for (size_t i = 0; i < t->n; i++) {
+	if (nmatch && t->n > 1)
+		rc = array_conflicts(a, t, s, match);
+
+	for (size_t i = 0; i < t->n && !rc; i++) {
 		const struct tnode *k = t->kids[i];
 		struct slot cs;
 
@@ -2167,48 +2379,51 @@ static int apply_node(struct actx *a, const struct tnode *t, struct slot *s)
 			const char *name = k->name;
 
 			if (k->kind == T_POS) {
-				if (a->elem_index < 0)
-					return dfs_err_set(a->err, DFS_EINVAL,
-							   "The positional operator did not find "
-							   "the match needed from the query");
+				if (a->elem_index < 0) {
+					rc = dfs_err_set(a->err, DFS_EINVAL,
+							 "The positional operator did not find "
+							 "the match needed from the query");
+					break;
+				}
 				snprintf(nb, sizeof(nb), "%d", a->elem_index);
 				name = nb;
 			}
 			slot_child(s, name, &cs);
-			if (apply_child(a, k, &cs))
-				return a->err->code;
+			rc = apply_child(a, k, &cs);
 			continue;
 		}
 		/* $[] and $[ident] */
-		if (!s->node)
-			return dfs_err_set(a->err, DFS_EINVAL,
-					   "The path '%s' must exist in the document in order to "
-					   "apply array updates",
-					   a->path.data);
-		if (s->node->type != BSON_TYPE_ARRAY)
-			return dfs_err_set(a->err, DFS_EINVAL,
-					   "Cannot apply array updates to non-array element %s: %s",
-					   s->name, un_render(s->node, vb, sizeof(vb)));
-		{
-			const struct query_expr *f =
-				k->kind == T_IDENT ? afilter_of(a, k->ident) : NULL;
-			struct unode *arr = s->node;
-
-			for (size_t j = 0; j < arr->n; j++) {
-				if (f && !wrapped_match(f, k->ident, arr->kids[j]))
-					continue;
-				snprintf(nb, sizeof(nb), "%zu", j);
-				memset(&cs, 0, sizeof(cs));
-				cs.name = nb;
-				cs.parent = arr;
-				cs.index = j;
-				cs.node = arr->kids[j];
-				if (apply_child(a, k, &cs))
-					return a->err->code;
-			}
+		if (!s->node) {
+			rc = dfs_err_set(a->err, DFS_EINVAL,
+					 "The path '%s' must exist in the document in order to "
+					 "apply array updates",
+					 a->path.data);
+			break;
+		}
+		if (s->node->type != BSON_TYPE_ARRAY) {
+			rc = dfs_err_set(a->err, DFS_EINVAL,
+					 "Cannot apply array updates to non-array element %s: %s",
+					 s->name, un_render(s->node, vb, sizeof(vb)));
+			break;
+		}
+		for (size_t j = 0; j < s->node->n && j < nmatch && !rc; j++) {
+			if (!match[i][j])
+				continue;
+			snprintf(nb, sizeof(nb), "%zu", j);
+			memset(&cs, 0, sizeof(cs));
+			cs.name = nb;
+			cs.parent = s->node;
+			cs.index = j;
+			cs.node = s->node->kids[j];
+			rc = apply_child(a, k, &cs);
 		}
 	}
-	return 0;
+	if (match) {
+		for (size_t i = 0; i < t->n; i++)
+			free(match[i]);
+		free(match);
+	}
+	return rc;
 }
 
 static int touched_cmp(const void *x, const void *y)
@@ -2219,14 +2434,22 @@ static int touched_cmp(const void *x, const void *y)
 /* Two leaves applied at the same path, or one under the other (design note 4)? */
 static int check_touched(struct actx *a)
 {
+	if (a->ntouched < 2)
+		return 0;
 	qsort(a->touched, a->ntouched, sizeof(*a->touched), touched_cmp);
-	for (size_t i = 1; i < a->ntouched; i++) {
-		const char *p = a->touched[i - 1], *q = a->touched[i];
+	/* sorted, every path that starts with p follows it directly (with others between, such as
+	 * "a.0-x" between "a.0" and "a.0.b") */
+	for (size_t i = 0; i + 1 < a->ntouched; i++) {
+		const char *p = a->touched[i];
 		size_t n = strlen(p);
 
-		if (!strcmp(p, q) || (!strncmp(p, q, n) && q[n] == '.'))
-			return dfs_err_set(a->err, DFS_EINVAL, "Update created a conflict at '%s'",
-					   p);
+		for (size_t j = i + 1; j < a->ntouched && !strncmp(p, a->touched[j], n); j++) {
+			const char *q = a->touched[j];
+
+			if (!q[n] || q[n] == '.')
+				return dfs_err_set(a->err, DFS_EINVAL,
+						   "Update created a conflict at '%s'", p);
+		}
 	}
 	return 0;
 }
@@ -2236,13 +2459,13 @@ static int finish(struct actx *a, struct unode *root, bool id_first, bson_t *out
 {
 	bson_iter_t oid;
 	long idi = un_find(root, "_id");
-	char vb[100];
 
 	if (bson_iter_init_find(&oid, a->orig, "_id")) {
 		if (idi < 0 || un_compare_value(root->kids[idi], bson_iter_value(&oid)) != 0)
-			return dfs_err_set(a->err, DFS_EINVAL,
-					   "Performing an update on the path '_id' would modify the "
-					   "immutable field '_id'");
+			return dfs_err_set(
+				a->err, DFS_EINVAL,
+				"Performing an update on the path '_id' would modify the "
+				"immutable field '_id'");
 	}
 	if (id_first && idi > 0) {
 		struct unode *n = root->kids[idi];
@@ -2258,7 +2481,6 @@ static int finish(struct actx *a, struct unode *root, bool id_first, bson_t *out
 		bson_reinit(out);
 		return a->err->code;
 	}
-	(void)vb;
 	return 0;
 }
 
@@ -2271,7 +2493,7 @@ static int apply_replacement(struct actx *a, bson_t *out)
 
 	if (have_id)
 		un_push(root, "_id", 3, un_from_iter(&oid));
-	if (bson_iter_init(&it, &a->u->repl)) {
+	if (bson_iter_init(&it, a->u->repl)) {
 		while (bson_iter_next(&it)) {
 			if (!strcmp(bson_iter_key(&it), "_id")) {
 				if (have_id) {
@@ -2284,7 +2506,8 @@ static int apply_replacement(struct actx *a, bson_t *out)
 				un_push(root, "_id", 3, un_from_iter(&it));
 				continue;
 			}
-			un_push(root, bson_iter_key(&it), bson_iter_key_len(&it), un_from_iter(&it));
+			un_push(root, bson_iter_key(&it), bson_iter_key_len(&it),
+				un_from_iter(&it));
 		}
 	}
 	rc = finish(a, root, true, out);
@@ -2306,6 +2529,7 @@ int query_update_apply(const struct query_update *u, const bson_t *doc, int elem
 			 .elem_index = elem_index,
 			 .upsert = upsert_insert,
 			 .now_ms = now_ms,
+			 .budget = (uint64_t)DFS_MAX_DOC_SIZE + doc->len,
 			 .err = err};
 	struct unode *root = NULL;
 	struct slot s = {0};
@@ -2435,7 +2659,8 @@ int query_upsert_seed(const bson_t *filter, bson_t *out, struct dfs_err *err)
 		return dfs_err_set(err, DFS_EINVAL, "the filter is not valid BSON");
 	seed_collect(&s, &it);
 	/* MongoDB adds the equalities in the order of their paths */
-	qsort(s.eq, s.n, sizeof(*s.eq), seed_cmp);
+	if (s.n > 1)
+		qsort(s.eq, s.n, sizeof(*s.eq), seed_cmp);
 	for (size_t i = 1; i < s.n; i++) {
 		const char *p = s.eq[i - 1].path, *q = s.eq[i].path;
 		size_t n = strlen(p);
@@ -2448,10 +2673,11 @@ int query_upsert_seed(const bson_t *filter, bson_t *out, struct dfs_err *err)
 			goto done;
 		}
 		if (!strncmp(p, q, n) && q[n] == '.') {
-			rc = dfs_err_set(err, DFS_EINVAL,
-					 "cannot infer query fields to set, both paths '%s' and '%s' "
-					 "are matched",
-					 q, p);
+			rc = dfs_err_set(
+				err, DFS_EINVAL,
+				"cannot infer query fields to set, both paths '%s' and '%s' "
+				"are matched",
+				q, p);
 			goto done;
 		}
 	}

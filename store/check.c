@@ -2,7 +2,8 @@
  * check.c - verification of a whole store: SQLite's integrity check of every database and
  * the store's own invariants (each document's BSON valid and storable, its key, file name
  * and rendered size agreeing with it, ids unique across documents, files and collections
- * and below the id counter, every entry in an existing collection). It repairs nothing.
+ * and below the id counter, every entry in an existing collection) and, through index.c,
+ * every secondary index's entries against its documents. It repairs nothing.
  */
 #include "store_int.h"
 
@@ -33,6 +34,11 @@ static void problem(struct check_ctx *cc, const char *fmt, ...)
 	cc->problems++;
 	if (cc->cb)
 		cc->cb(cc->ctx, msg);
+}
+
+static void report_problem(void *ctx, const char *msg)
+{
+	problem(ctx, "%s", msg);
 }
 
 static int64_t one_int(sqlite3 *h, const char *sql)
@@ -113,6 +119,23 @@ static void check_docs(struct check_ctx *cc, const char *db, sqlite3 *h)
 	dfs_buf_release(&text);
 }
 
+/* Entry ids, collection ids and (from version 2) index ids share one counter. */
+static const char *const ids_used_twice_v1 =
+	"SELECT count(*) FROM (SELECT id FROM docs UNION ALL SELECT id FROM files"
+	" UNION ALL SELECT id FROM colls) GROUP BY id HAVING count(*) > 1";
+static const char *const ids_used_twice =
+	"SELECT count(*) FROM (SELECT id FROM docs UNION ALL SELECT id FROM files"
+	" UNION ALL SELECT id FROM colls UNION ALL SELECT ixid FROM indexes)"
+	" GROUP BY id HAVING count(*) > 1";
+static const char *const id_over_counter_v1 =
+	"SELECT max(m) >= (SELECT v FROM meta WHERE k = 'next_id') FROM ("
+	"SELECT max(id) AS m FROM docs UNION ALL SELECT max(id) FROM files"
+	" UNION ALL SELECT max(id) FROM colls)";
+static const char *const id_over_counter =
+	"SELECT max(m) >= (SELECT v FROM meta WHERE k = 'next_id') FROM ("
+	"SELECT max(id) AS m FROM docs UNION ALL SELECT max(id) FROM files"
+	" UNION ALL SELECT max(id) FROM colls UNION ALL SELECT max(ixid) FROM indexes)";
+
 static int check_db(void *ctx, const char *name)
 {
 	struct check_ctx *cc = ctx;
@@ -120,6 +143,7 @@ static int check_db(void *ctx, const char *name)
 	struct dfs_err e = {0};
 	char *path;
 	sqlite3_stmt *st;
+	int64_t version;
 
 	if (asprintf(&path, "%s/%s.db", store_path(cc->s), name) < 0)
 		abort();
@@ -138,15 +162,13 @@ static int check_db(void *ctx, const char *name)
 		}
 		sqlite3_finalize(st);
 	}
-	if (one_int(c->h, "PRAGMA user_version") != 1)
-		problem(cc, "%s: unknown schema version %lld", name,
-			(long long)one_int(c->h, "PRAGMA user_version"));
-	if (one_int(c->h, "SELECT count(*) FROM (SELECT id FROM docs UNION ALL SELECT id FROM files"
-			  " UNION ALL SELECT id FROM colls) GROUP BY id HAVING count(*) > 1") > 0)
+	/* Version 1 (not opened by this docfs yet: it migrates on open) has no index entries. */
+	version = one_int(c->h, "PRAGMA user_version");
+	if (version != 1 && version != STORE__SCHEMA_VERSION)
+		problem(cc, "%s: unknown schema version %lld", name, (long long)version);
+	if (one_int(c->h, version == 1 ? ids_used_twice_v1 : ids_used_twice) > 0)
 		problem(cc, "%s: an id is used twice", name);
-	if (one_int(c->h, "SELECT max(m) >= (SELECT v FROM meta WHERE k = 'next_id') FROM ("
-			  "SELECT max(id) AS m FROM docs UNION ALL SELECT max(id) FROM files"
-			  " UNION ALL SELECT max(id) FROM colls)") == 1)
+	if (one_int(c->h, version == 1 ? id_over_counter_v1 : id_over_counter) == 1)
 		problem(cc, "%s: an id is at or above the id counter", name);
 	if (one_int(c->h, "SELECT count(*) FROM docs WHERE coll NOT IN (SELECT id FROM colls)") >
 		    0 ||
@@ -154,6 +176,8 @@ static int check_db(void *ctx, const char *name)
 		    0)
 		problem(cc, "%s: entries in a collection that does not exist", name);
 	check_docs(cc, name, c->h);
+	if (version == STORE__SCHEMA_VERSION)
+		store__ix_check(c, name, report_problem, cc);
 	store__conn_close(c);
 	return 0;
 }

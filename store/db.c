@@ -30,7 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SCHEMA_VERSION 1
+#define SCHEMA_VERSION STORE__SCHEMA_VERSION
 #define CHANGES_KEEP 100000
 
 struct store {
@@ -44,9 +44,13 @@ struct store {
 static const char *const schema_sql =
 	"CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v) WITHOUT ROWID;"
 	"CREATE TABLE IF NOT EXISTS colls(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE,"
-	" options BLOB, ctime INTEGER, mtime INTEGER, mode INTEGER, uid INTEGER, gid INTEGER);"
-	"CREATE TABLE IF NOT EXISTS indexes(coll INTEGER, name TEXT, spec BLOB,"
+	" options BLOB, ctime INTEGER, mtime INTEGER, mode INTEGER, uid INTEGER, gid INTEGER,"
+	" ixver INTEGER NOT NULL DEFAULT 0);"
+	"CREATE TABLE IF NOT EXISTS indexes(coll INTEGER, name TEXT, spec BLOB, ixid INTEGER,"
+	" multikey INTEGER NOT NULL DEFAULT 0, created INTEGER, build_ms INTEGER,"
 	" PRIMARY KEY(coll, name)) WITHOUT ROWID;"
+	"CREATE TABLE IF NOT EXISTS ikeys(ix INTEGER, key BLOB, id INTEGER, vals BLOB,"
+	" PRIMARY KEY(ix, key, id)) WITHOUT ROWID;"
 	"CREATE TABLE IF NOT EXISTS docs(id INTEGER PRIMARY KEY, coll INTEGER NOT NULL,"
 	" key BLOB NOT NULL, name TEXT, size INTEGER, mode INTEGER, uid INTEGER, gid INTEGER,"
 	" mtime INTEGER, ctime INTEGER, bson BLOB NOT NULL);"
@@ -59,6 +63,16 @@ static const char *const schema_sql =
 	" PRIMARY KEY(coll, key)) WITHOUT ROWID;"
 	"CREATE TABLE IF NOT EXISTS changes(seq INTEGER PRIMARY KEY, coll INTEGER, op INTEGER,"
 	" id INTEGER, name TEXT);";
+
+/* Version 1 -> 2: secondary indexes (index.c note 1). */
+static const char *const migrate_1_2_sql =
+	"ALTER TABLE colls ADD COLUMN ixver INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE indexes ADD COLUMN ixid INTEGER;"
+	"ALTER TABLE indexes ADD COLUMN multikey INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE indexes ADD COLUMN created INTEGER;"
+	"ALTER TABLE indexes ADD COLUMN build_ms INTEGER;"
+	"CREATE TABLE IF NOT EXISTS ikeys(ix INTEGER, key BLOB, id INTEGER, vals BLOB,"
+	" PRIMARY KEY(ix, key, id)) WITHOUT ROWID;";
 
 static const char *const stmt_sql[ST__COUNT] = {
 	[ST_META_GET] = "SELECT v FROM meta WHERE k = ?1",
@@ -110,6 +124,21 @@ static const char *const stmt_sql[ST__COUNT] = {
 	[ST_CHANGE_SINCE] = "SELECT seq, coll, op, id, name FROM changes WHERE seq > ?1"
 			    " ORDER BY seq LIMIT 1024",
 	[ST_CHANGE_LAST] = "SELECT max(seq) FROM changes",
+	[ST_DOC_FETCH] = "SELECT bson FROM docs WHERE id = ?1",
+	[ST_IX_LIST] = "SELECT name, spec, ixid, multikey, created, build_ms FROM indexes"
+		       " WHERE coll = ?1 ORDER BY ixid",
+	[ST_IX_INSERT] = "INSERT INTO indexes(coll, name, spec, ixid, multikey, created, build_ms)"
+			 " VALUES(?1, ?2, ?3, ?4, 0, ?5, 0)",
+	[ST_IX_BUILT] = "UPDATE indexes SET build_ms = ?3 WHERE coll = ?1 AND name = ?2",
+	[ST_IX_DELETE] = "DELETE FROM indexes WHERE coll = ?1 AND name = ?2",
+	[ST_IX_MULTIKEY] = "UPDATE indexes SET multikey = multikey | ?3 WHERE coll = ?1"
+			   " AND name = ?2",
+	[ST_IX_VERSION] = "SELECT ixver FROM colls WHERE id = ?1",
+	[ST_IX_BUMP] = "UPDATE colls SET ixver = ixver + 1 WHERE id = ?1",
+	[ST_IKEY_INSERT] = "INSERT OR REPLACE INTO ikeys(ix, key, id, vals) VALUES(?1, ?2, ?3, ?4)",
+	[ST_IKEY_DELETE] = "DELETE FROM ikeys WHERE ix = ?1 AND key = ?2 AND id = ?3",
+	[ST_IKEY_DUP] = "SELECT id FROM ikeys WHERE ix = ?1 AND key = ?2 AND id <> ?3 LIMIT 1",
+	[ST_IKEY_DROP] = "DELETE FROM ikeys WHERE ix = ?1",
 };
 
 int64_t store__now_ns(void)
@@ -416,7 +445,8 @@ static uint32_t max_db_number(struct store *s)
 }
 
 /* Creates the schema of a new database file (or checks the version of an existing one). */
-static int db_init_schema(struct store *s, struct store__conn *c, struct dfs_err *err)
+static int db_init_schema(struct store *s, struct store__conn *c, const char *name,
+			  struct dfs_err *err)
 {
 	char sql[256];
 	int rc;
@@ -441,6 +471,27 @@ static int db_init_schema(struct store *s, struct store__conn *c, struct dfs_err
 	rc = exec_sql(c->h, "BEGIN IMMEDIATE", err);
 	if (rc)
 		return rc;
+	{
+		/* Read again under the lock: another process may have migrated meanwhile. */
+		sqlite3_stmt *st;
+		int uv = 0;
+
+		if (sqlite3_prepare_v2(c->h, "PRAGMA user_version", -1, &st, NULL) == SQLITE_OK) {
+			if (sqlite3_step(st) == SQLITE_ROW)
+				uv = sqlite3_column_int(st, 0);
+			sqlite3_finalize(st);
+		}
+		if (uv == SCHEMA_VERSION) {
+			exec_sql(c->h, "COMMIT", NULL);
+			return 0;
+		}
+		if (uv == 1) {
+			if (exec_sql(c->h, migrate_1_2_sql, err))
+				goto fail;
+			if (store__ix_migrate(c, name, err))
+				goto fail;
+		}
+	}
 	if (exec_sql(c->h, schema_sql, err))
 		goto fail;
 	if (meta_int(c, "dbnum", 0) == 0) {
@@ -503,7 +554,7 @@ int store_db_get(struct store *s, const char *name, bool create, struct store_db
 	rc = store__conn_open(path, create, &c, err);
 	if (rc)
 		goto done;
-	rc = db_init_schema(s, c, err);
+	rc = db_init_schema(s, c, name, err);
 	if (rc)
 		goto done;
 	db = calloc(1, sizeof(*db));
@@ -701,6 +752,7 @@ static void txn_end(struct store_txn *t)
 {
 	struct store_db *db = t->db;
 
+	store__ix_txn_free(t);
 	dfs_buf_release(&t->scratch);
 	dfs_buf_release(&t->key);
 	if (t->write)
@@ -923,8 +975,11 @@ int store_coll_create(struct store_txn *t, const char *name, uint32_t mode, uint
 static int coll_clear(struct store_txn *t, int64_t id, bool keep, struct dfs_err *err)
 {
 	static const char *const sql[] = {
-		"DELETE FROM docs WHERE coll = ?1",    "DELETE FROM files WHERE coll = ?1",
-		"DELETE FROM indexes WHERE coll = ?1", "DELETE FROM vacated WHERE coll = ?1",
+		"DELETE FROM ikeys WHERE ix IN (SELECT ixid FROM indexes WHERE coll = ?1)",
+		"DELETE FROM docs WHERE coll = ?1",
+		"DELETE FROM files WHERE coll = ?1",
+		"DELETE FROM indexes WHERE coll = ?1",
+		"DELETE FROM vacated WHERE coll = ?1",
 		"DELETE FROM colls WHERE id = ?1",
 	};
 	struct store_coll c;
@@ -945,6 +1000,8 @@ static int coll_clear(struct store_txn *t, int64_t id, bool keep, struct dfs_err
 		if (rc != SQLITE_DONE)
 			return store__sqlerr(t, rc, "drop collection", err);
 	}
+	if ((rc = store__ix_coll_cleared(t, id, err)))
+		return rc;
 	return store__change(t, id, STORE_CH_COLL, id, c.name, err);
 }
 

@@ -417,6 +417,8 @@ static int doc_insert(struct store_txn *t, int64_t coll, const bson_t *doc, int6
 		return rc;
 	if (!id && (rc = doc_id_for(t, coll, &id, err)))
 		return rc;
+	if ((rc = store__ix_prepare(t, 0, coll, id, doc, err)))
+		return rc;
 	st = store__stmt(t, ST_DOC_INSERT, err);
 	if (!st)
 		return err ? err->code : DFS_EIO;
@@ -447,6 +449,8 @@ static int doc_insert(struct store_txn *t, int64_t coll, const bson_t *doc, int6
 		}
 		return store__sqlerr(t, rc, "insert document", err);
 	}
+	if ((rc = store__ix_apply(t, err)))
+		return rc;
 	if (t->inserts_logged != coll) {
 		if ((rc = store__change(t, coll, STORE_CH_INSERTS, 0, NULL, err)))
 			return rc;
@@ -483,6 +487,8 @@ static int doc_update(struct store_txn *t, struct store_entry *e, const bson_t *
 
 	if ((rc = doc_render_len(t, doc, &size, err)))
 		return rc;
+	if ((rc = store__ix_prepare(t, e->coll, e->coll, e->id, doc, err)))
+		return rc;
 	st = store__stmt(t, ST_DOC_UPDATE, err);
 	if (!st)
 		return err ? err->code : DFS_EIO;
@@ -493,6 +499,8 @@ static int doc_update(struct store_txn *t, struct store_entry *e, const bson_t *
 	rc = sqlite3_step(st);
 	if (rc != SQLITE_DONE)
 		return store__sqlerr(t, rc, "update document", err);
+	if ((rc = store__ix_apply(t, err)))
+		return rc;
 	e->size = size;
 	e->mtime_ns = e->ctime_ns = now;
 	return store__change(t, e->coll, STORE_CH_PUT, e->id, e->name, err);
@@ -551,16 +559,20 @@ int store_doc_write_text(struct store_txn *t, int64_t coll, const char *name, co
 
 static int row_delete(struct store_txn *t, const struct store_entry *e, struct dfs_err *err)
 {
-	sqlite3_stmt *st =
-		store__stmt(t, e->kind == STORE_KIND_DOC ? ST_DOC_DELETE : ST_FILE_DELETE, err);
+	sqlite3_stmt *st;
 	int rc;
 
+	if (e->kind == STORE_KIND_DOC && (rc = store__ix_prepare(t, e->coll, 0, e->id, NULL, err)))
+		return rc;
+	st = store__stmt(t, e->kind == STORE_KIND_DOC ? ST_DOC_DELETE : ST_FILE_DELETE, err);
 	if (!st)
 		return err ? err->code : DFS_EIO;
 	sqlite3_bind_int64(st, 1, e->id);
 	rc = sqlite3_step(st);
 	if (rc != SQLITE_DONE)
 		return store__sqlerr(t, rc, "delete", err);
+	if (e->kind == STORE_KIND_DOC && (rc = store__ix_apply(t, err)))
+		return rc;
 	return store__change(t, e->coll, STORE_CH_DEL, e->id, e->name, err);
 }
 
@@ -723,6 +735,8 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 			goto doc_done;
 		if ((rc = doc_render_len(t, &renamed, &size, err)))
 			goto doc_done;
+		if ((rc = store__ix_prepare(t, src.coll, newcoll, id, &renamed, err)))
+			goto doc_done;
 		st = store__stmt(t, ST_DOC_RENAME, err);
 		if (!st) {
 			rc = err ? err->code : DFS_EIO;
@@ -740,6 +754,8 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 			rc = store__sqlerr(t, rc, "rename document", err);
 			goto doc_done;
 		}
+		if ((rc = store__ix_apply(t, err)))
+			goto doc_done;
 		rc = store__change(t, src.coll, STORE_CH_DEL, id, src.name, err);
 		if (!rc)
 			rc = store__change(t, newcoll, STORE_CH_PUT, id, name, err);

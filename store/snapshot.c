@@ -8,32 +8,66 @@
  *    snapshot; writers go on. The incremental cache is written afterwards in a separate,
  *    short write transaction, and only after the commit's objects are on disk.
  * 2. The cache lives in the database file: snap_docs(repo, docid) -> (ctime, blob oid) and
- *    snap_colls(repo, coll) -> (ndocs, max ctime, total of ids, .indexes.json oid, tree).
- *    repo is a 63-bit hash of the repository's real path. A document whose ctime equals the
- *    cached one reuses its blob oid without rendering or hashing; a collection whose
- *    fingerprint (count, max ctime, total of ids, index blob) equals the cached one reuses
- *    its tree without reading any document. The cache of a collection counts only when its
- *    cached tree exists in the odb (one lookup per collection, never one per blob): after
- *    the repository was replaced or pruned every document is rendered again.
- * 3. Objects are not written loose. Blobs go straight into a pack being built in memory
- *    (stored, i.e. uncompressed, zlib blocks: libz is not linked and deflating is most of the
- *    cost of `git add`; `git gc` compresses later). Collection trees are serialized here
- *    (flat_write: a git_treebuilder costs a hash-map insertion and an allocation per entry,
- *    most of the time of a 1% snapshot of a million documents). The database and root
- *    trees and the commit go through libgit2 (git_treebuilder, git_commit_create) into a
- *    mempack backend and are then copied into the same pack. The pack is handed to
- * git_odb_write_pack (libgit2's indexer writes .pack and .idx), flushed every PACK_FLUSH bytes to
- * bound memory. git_mempack_dump is not used: it packs everything reachable from the commit (all 1M
- * blobs again, with a delta search) where only the new objects are wanted.
+ *    snap_colls(repo, coll) -> (ndocs, max ctime, total of ids, .indexes.json oid, tree, seq,
+ *    next_id). repo is a 63-bit hash of the repository's real path; seq is the change feed's
+ *    last sequence number and next_id the database's id counter, both read in the
+ *    snapshot's transaction, so the cached tree is the collection as of seq. The cache of a
+ *    collection counts only when its cached tree exists in the odb (one lookup per
+ *    collection, never one per blob): after the repository was replaced or pruned every
+ *    document is rendered again.
+ * 3. Objects are not written loose. Blobs go straight into a temporary pack file, staged a
+ *    megabyte at a time (stored, i.e. uncompressed, zlib blocks: libz is not linked and
+ *    deflating is most of the cost of `git add`; `git gc` compresses later). Collection
+ *    trees are serialized here (flat_write, tree_merge: a git_treebuilder costs a hash-map
+ *    insertion and an allocation per entry, a million of them for a large collection). The
+ *    database and root trees and the commit go through libgit2 (git_treebuilder,
+ *    git_commit_create) into a mempack backend and are then copied into the same pack. The
+ *    pack's header and sum are written at the end (pack_flush reads the file back for the
+ *    sum: the object count comes first), with its version 2 .idx (each object's id, offset
+ *    and CRC-32 are known when it is added, so libgit2's indexer, which inflates and hashes
+ *    every object again, is not needed); a new pack starts every PACK_FLUSH bytes.
+ *    git_mempack_dump is not used: it packs everything reachable from the commit (all 1M
+ *    blobs again, with a delta search) where only the new objects are wanted.
  * 4. Strict object creation is turned off (process-wide, libgit2 option): tree entries refer
  *    to blobs that are only in the pending pack, and checking each reused blob would cost
- *    one odb lookup per document.
+ *    one odb lookup per document. Strict hash verification is turned off around the one
+ *    read of a cached collection tree (tree_read), which checks the id itself with
+ *    obj_hash (note 7), several times faster than libgit2's SHA-1 on 57 MB.
  * 5. Refs move only after the pack is written: the branch with a compare-and-swap against
  *    the parent read at the start, the tag (checked before anything is written) without
  *    force.
+ * 6. A collection's tree is, in this order of preference:
+ *    a. patched (coll_patch): the change feed (db.c note 5) logs every put and delete of
+ *       an entry id with its name and collection, so the records of the collection since
+ *       the cached seq name every document that changed. Inserts are logged once per
+ *       transaction without ids (STORE_CH_INSERTS), but a fresh id is >= the cached
+ *       next_id, so one range scan finds them. The cached tree is read once and merged in
+ *       name order with the changed entries: every name a changed id had is removed
+ *       (names are unique at any instant, so no unchanged document had it), and the
+ *       documents now behind those ids are rendered and put in. Nothing logged for the
+ *       collection and the same index blob: the cached tree is reused as it is.
+ *    b. walked (coll_walk), when the feed cannot tell: it was pruned past the cached seq
+ *       (the first record after seq is not seq + 1; seqs have no gaps), the collection
+ *       was created, emptied, dropped or renamed since (STORE_CH_COLL), the cached row
+ *       predates seq/next_id, or an insert took back a vacated id (doc.c note 2; logged
+ *       without its id: then the count of documents differs from the patched tree's, and
+ *       the count is checked whenever inserts were logged). The walk compares each row's
+ *       ctime with snap_docs, which reuses the blob of a document whose ctime is the
+ *       cached one; a collection whose fingerprint (count, max ctime, total of ids, index
+ *       blob) equals the cached one is reused without reading any document. A patched
+ *       row has no fingerprint (NULL), so only a walked one can be reused that way.
+ *    Both give the same tree a snapshot without any cache gives (tested). A patched
+ *    snapshot writes snap_docs rows only for the documents inserted since (they append);
+ *    rewriting the rows of changed documents would dirty most pages of that table, and a
+ *    stale row only makes a later walk render the document again.
+ * 7. Object ids and the pack and index sums are computed here (obj_hash, sha1_*), with the
+ *    CPU's SHA instructions when it has them and they agree with the portable code on a
+ *    self-test, else the portable code. The same bytes always give the same ids: only
+ *    speed depends on the CPU.
  */
 #include "snap_int.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <git2/sys/mempack.h>
 #include <git2/sys/odb_backend.h>
@@ -122,7 +156,7 @@ void store__git_close(git_repository *repo)
 	git_libgit2_shutdown();
 }
 
-/* ---- SHA-1 (the pack trailer; object ids come from git_odb_hash) -------------------- */
+/* ---- SHA-1 (object ids, the pack and index sums; note 7) ---------------------------- */
 
 struct sha1 {
 	uint32_t h[5];
@@ -136,7 +170,20 @@ static uint32_t rol(uint32_t x, int k)
 	return (x << k) | (x >> (32 - k));
 }
 
-static void sha1_block(struct sha1 *c, const uint8_t *p)
+/* Twenty rounds as one unrolled loop: a branch per round costs more than the round. */
+#define SHA1_STAGE(from, F, K)                                                                     \
+	_Pragma("GCC unroll 20") for (int i = (from); i < (from) + 20; i++)                        \
+	{                                                                                          \
+		uint32_t tmp = rol(a, 5) + (F) + e + (K) + w[i];                                   \
+                                                                                                   \
+		e = d;                                                                             \
+		d = d3;                                                                            \
+		d3 = rol(b, 30);                                                                   \
+		b = a;                                                                             \
+		a = tmp;                                                                           \
+	}
+
+static void sha1_block_c(struct sha1 *c, const uint8_t *p)
 {
 	uint32_t w[80], a = c->h[0], b = c->h[1], d3 = c->h[2], d = c->h[3], e = c->h[4];
 
@@ -145,29 +192,10 @@ static void sha1_block(struct sha1 *c, const uint8_t *p)
 		       (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
 	for (int i = 16; i < 80; i++)
 		w[i] = rol(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
-	for (int i = 0; i < 80; i++) {
-		uint32_t f, k, tmp;
-
-		if (i < 20) {
-			f = (b & d3) | (~b & d);
-			k = 0x5a827999;
-		} else if (i < 40) {
-			f = b ^ d3 ^ d;
-			k = 0x6ed9eba1;
-		} else if (i < 60) {
-			f = (b & d3) | (b & d) | (d3 & d);
-			k = 0x8f1bbcdc;
-		} else {
-			f = b ^ d3 ^ d;
-			k = 0xca62c1d6;
-		}
-		tmp = rol(a, 5) + f + e + k + w[i];
-		e = d;
-		d = d3;
-		d3 = rol(b, 30);
-		b = a;
-		a = tmp;
-	}
+	SHA1_STAGE(0, (b & d3) | (~b & d), 0x5a827999u)
+	SHA1_STAGE(20, b ^ d3 ^ d, 0x6ed9eba1u)
+	SHA1_STAGE(40, (b & d3) | (b & d) | (d3 & d), 0x8f1bbcdcu)
+	SHA1_STAGE(60, b ^ d3 ^ d, 0xca62c1d6u)
 	c->h[0] += a;
 	c->h[1] += b;
 	c->h[2] += d3;
@@ -175,13 +203,102 @@ static void sha1_block(struct sha1 *c, const uint8_t *p)
 	c->h[4] += e;
 }
 
-static void sha1_init(struct sha1 *c)
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#include <immintrin.h>
+#define SHA1_NI 1
+
+/* Eighty rounds with the SHA extensions: four rounds per sha1rnds4, the schedule four words
+ * at a time (sha1msg1, xor, sha1msg2), e carried by sha1nexte. Lane 3 holds a (and w[i]). */
+__attribute__((target("sha,ssse3,sse4.1"))) static void sha1_block_ni(struct sha1 *c,
+								      const uint8_t *p)
+{
+	const __m128i swap = _mm_set_epi64x(0x0001020304050607LL, 0x08090a0b0c0d0e0fLL);
+	__m128i abcd = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *)c->h), 0x1b);
+	__m128i e0 = _mm_set_epi32((int)c->h[4], 0, 0, 0);
+	__m128i abcd0 = abcd, e00 = e0, prev = abcd, w[4];
+
+#pragma GCC unroll 20
+	for (int g = 0; g < 20; g++) {
+		__m128i m, ew;
+
+		if (g < 4)
+			m = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 16 * g)), swap);
+		else
+			m = _mm_sha1msg2_epu32(
+				_mm_xor_si128(_mm_sha1msg1_epu32(w[g % 4], w[(g + 1) % 4]),
+					      w[(g + 2) % 4]),
+				w[(g + 3) % 4]);
+		w[g % 4] = m;
+		ew = g ? _mm_sha1nexte_epu32(prev, m) : _mm_add_epi32(e0, m);
+		prev = abcd;
+		switch (g / 5) {
+		case 0:
+			abcd = _mm_sha1rnds4_epu32(abcd, ew, 0);
+			break;
+		case 1:
+			abcd = _mm_sha1rnds4_epu32(abcd, ew, 1);
+			break;
+		case 2:
+			abcd = _mm_sha1rnds4_epu32(abcd, ew, 2);
+			break;
+		default:
+			abcd = _mm_sha1rnds4_epu32(abcd, ew, 3);
+			break;
+		}
+	}
+	e0 = _mm_sha1nexte_epu32(prev, e00);
+	abcd = _mm_add_epi32(abcd, abcd0);
+	_mm_storeu_si128((__m128i *)c->h, _mm_shuffle_epi32(abcd, 0x1b));
+	c->h[4] = (uint32_t)_mm_extract_epi32(e0, 3);
+}
+#endif
+
+static void (*sha1_block)(struct sha1 *c, const uint8_t *p) = sha1_block_c;
+static pthread_once_t sha1_once = PTHREAD_ONCE_INIT;
+
+static void sha1_start(struct sha1 *c);
+static void sha1_update(struct sha1 *c, const void *data, size_t len);
+static void sha1_final(struct sha1 *c, uint8_t out[20]);
+
+/* Uses the SHA extensions when the CPU has them and they agree with the portable code. */
+static void sha1_pick(void)
+{
+#ifdef SHA1_NI
+	unsigned a, b, c, d;
+	uint8_t data[200], x[20], y[20];
+	struct sha1 h;
+
+	if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_SSSE3) || !(c & bit_SSE4_1) ||
+	    !__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(b & bit_SHA))
+		return;
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (uint8_t)(i * 7 + 3);
+	sha1_start(&h);
+	sha1_update(&h, data, sizeof(data));
+	sha1_final(&h, x);
+	sha1_block = sha1_block_ni;
+	sha1_start(&h);
+	sha1_update(&h, data, sizeof(data));
+	sha1_final(&h, y);
+	if (memcmp(x, y, sizeof(x)) != 0)
+		sha1_block = sha1_block_c;
+#endif
+}
+
+static void sha1_start(struct sha1 *c)
 {
 	static const uint32_t h0[5] = {0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476, 0xc3d2e1f0};
 
 	memcpy(c->h, h0, sizeof(h0));
 	c->len = 0;
 	c->n = 0;
+}
+
+static void sha1_init(struct sha1 *c)
+{
+	pthread_once(&sha1_once, sha1_pick);
+	sha1_start(c);
 }
 
 static void sha1_update(struct sha1 *c, const void *data, size_t len)
@@ -222,6 +339,19 @@ static void sha1_final(struct sha1 *c, uint8_t out[20])
 		out[4 * i + 2] = (uint8_t)(c->h[i] >> 8);
 		out[4 * i + 3] = (uint8_t)c->h[i];
 	}
+}
+
+/* git's object id: the SHA-1 of "<type> <len>\0" and the bytes (git_odb_hash, faster). */
+static void obj_hash(git_oid *oid, const void *data, size_t len, git_object_t type)
+{
+	char hdr[64];
+	int n = snprintf(hdr, sizeof(hdr), "%s %zu", git_object_type2string(type), len);
+	struct sha1 h;
+
+	sha1_init(&h);
+	sha1_update(&h, hdr, (size_t)n + 1);
+	sha1_update(&h, data, len);
+	sha1_final(&h, oid->id);
 }
 
 /* ---- a set of object ids (dedupes pack entries) ------------------------------------ */
@@ -273,12 +403,145 @@ static bool oidset_add(struct oidset *s, const git_oid *o)
 
 /* ---- the pack being built (note 3) -------------------------------------------------- */
 
-struct packw {
-	git_odb *odb;	     /* Borrowed */
-	struct dfs_buf body; /* pack entries after the 12-byte header */
-	uint32_t count;	     /* entries in body */
-	struct oidset seen;  /* every oid put in a pack by this snapshot */
+/* ---- CRC-32 (the .idx keeps one per object), eight bytes per step -------------------- */
+
+static uint32_t crc_tab[8][256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+static void crc_init(void)
+{
+	for (uint32_t i = 0; i < 256; i++) {
+		uint32_t c = i;
+
+		for (int k = 0; k < 8; k++)
+			c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+		crc_tab[0][i] = c;
+	}
+	for (int t = 1; t < 8; t++)
+		for (uint32_t i = 0; i < 256; i++)
+			crc_tab[t][i] =
+				(crc_tab[t - 1][i] >> 8) ^ crc_tab[0][crc_tab[t - 1][i] & 0xff];
+}
+
+/* The CRC-32 of some bytes (crc) followed by data (crc 0: of data alone). */
+static uint32_t crc32_update(uint32_t crc, const void *data, size_t len)
+{
+	const uint8_t *p = data;
+	uint32_t c = ~crc;
+
+	pthread_once(&crc_once, crc_init);
+	for (; len >= 8; p += 8, len -= 8) {
+		uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+				   (uint32_t)p[3] << 24);
+		uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 |
+			      (uint32_t)p[7] << 24;
+
+		c = crc_tab[7][lo & 0xff] ^ crc_tab[6][(lo >> 8) & 0xff] ^
+		    crc_tab[5][(lo >> 16) & 0xff] ^ crc_tab[4][lo >> 24] ^ crc_tab[3][hi & 0xff] ^
+		    crc_tab[2][(hi >> 8) & 0xff] ^ crc_tab[1][(hi >> 16) & 0xff] ^
+		    crc_tab[0][hi >> 24];
+	}
+	for (; len; p++, len--)
+		c = crc_tab[0][(c ^ *p) & 0xff] ^ (c >> 8);
+	return ~c;
+}
+
+/* One object of the pending pack, for its .idx line. */
+struct pack_ent {
+	git_oid oid;
+	uint64_t off; /* from the start of the .pack file */
+	uint32_t crc; /* CRC-32 of its packed bytes (header and zlib stream) */
 };
+
+struct packw {
+	git_odb *odb;	       /* Borrowed */
+	char *dir;	       /* Owned: the objects/pack directory */
+	int fd;		       /* the pack file being written, -1 before the first object */
+	char *tmp;	       /* Owned: its temporary name */
+	uint64_t written;      /* bytes in the file, the 12 of the header included */
+	int werr;	       /* errno of a failed write (reported by pack_end, pack_flush) */
+	struct dfs_buf stage;  /* bytes after those, not written yet */
+	uint32_t crc;	       /* CRC-32 of the current entry so far */
+	struct pack_ent *ents; /* Owned: the entries of the pack, in order */
+	size_t count, cap;
+	struct oidset seen; /* every oid put in a pack by this snapshot */
+};
+
+#define PACK_STAGE (1u << 20) /* bytes staged before a write(2) */
+
+static int write_all(int fd, const void *data, size_t n)
+{
+	const char *d = data;
+
+	while (n) {
+		ssize_t k = write(fd, d, n);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return k < 0 ? errno : EIO;
+		d += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+/* Writes the staged bytes out. */
+static void pack_unstage(struct packw *p)
+{
+	if (!p->werr && p->stage.len)
+		p->werr = write_all(p->fd, p->stage.data, p->stage.len);
+	p->written += p->stage.len;
+	dfs_buf_reset(&p->stage);
+}
+
+/* Appends bytes of the current entry (staged, written out a megabyte at a time). */
+static void pack_append(struct packw *p, const void *data, size_t n)
+{
+	p->crc = crc32_update(p->crc, data, n);
+	dfs_buf_append(&p->stage, data, n);
+	if (p->stage.len >= PACK_STAGE)
+		pack_unstage(p);
+}
+
+/* Starts a pack file: "<dir>/tmp_pack_XXXXXX", room for the header (written at the end). */
+static int pack_open(struct packw *p, struct dfs_err *err)
+{
+	static const uint8_t room[12];
+
+	if (asprintf(&p->tmp, "%s/tmp_pack_XXXXXX", p->dir) < 0) {
+		p->tmp = NULL;
+		return dfs_err_set(err, DFS_ENOMEM, "out of memory");
+	}
+	p->fd = mkstemp(p->tmp);
+	if (p->fd < 0) {
+		int rc = dfs_err_set(err, DFS_EIO, "cannot create '%s': %s", p->tmp,
+				     strerror(errno));
+
+		free(p->tmp);
+		p->tmp = NULL;
+		return rc;
+	}
+	p->written = 0;
+	p->werr = 0;
+	dfs_buf_reset(&p->stage);
+	dfs_buf_append(&p->stage, room, sizeof(room));
+	return 0;
+}
+
+/* Drops the pack being written, if any (on errors; pack_flush has renamed a good one). */
+static void pack_discard(struct packw *p)
+{
+	if (p->fd >= 0) {
+		close(p->fd);
+		unlink(p->tmp);
+	}
+	p->fd = -1;
+	free(p->tmp);
+	p->tmp = NULL;
+	p->count = 0;
+	dfs_buf_reset(&p->stage);
+}
 
 static void put_be32(uint8_t *p, uint32_t v)
 {
@@ -288,46 +551,224 @@ static void put_be32(uint8_t *p, uint32_t v)
 	p[3] = (uint8_t)v;
 }
 
-/* Writes the pending entries as one pack through the odb's pack backend. */
+static int ent_cmp(const void *a, const void *b)
+{
+	return memcmp(((const struct pack_ent *)a)->oid.id, ((const struct pack_ent *)b)->oid.id,
+		      GIT_OID_RAWSZ);
+}
+
+/* Writes parts into a new read-only file "<dir>/tmp_<what>_XXXXXX"; *path (Owned) its name. */
+static int write_tmp(const char *dir, const char *what, const void *const *parts,
+		     const size_t *lens, int nparts, char **path, struct dfs_err *err)
+{
+	char *p;
+	int fd, rc = 0;
+
+	if (asprintf(&p, "%s/tmp_%s_XXXXXX", dir, what) < 0)
+		return dfs_err_set(err, DFS_ENOMEM, "out of memory");
+	fd = mkstemp(p);
+	if (fd < 0) {
+		rc = dfs_err_set(err, DFS_EIO, "cannot create '%s': %s", p, strerror(errno));
+		free(p);
+		return rc;
+	}
+	for (int i = 0; i < nparts && !rc; i++) {
+		const char *d = parts[i];
+		size_t left = lens[i];
+
+		while (left) {
+			ssize_t n = write(fd, d, left);
+
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) {
+				rc = dfs_err_set(err, DFS_EIO, "cannot write '%s': %s", p,
+						 n < 0 ? strerror(errno) : "short write");
+				break;
+			}
+			d += n;
+			left -= (size_t)n;
+		}
+	}
+	if (!rc && fchmod(fd, 0444) != 0)
+		rc = dfs_err_set(err, DFS_EIO, "cannot chmod '%s': %s", p, strerror(errno));
+	if (close(fd) != 0 && !rc)
+		rc = dfs_err_set(err, DFS_EIO, "cannot write '%s': %s", p, strerror(errno));
+	if (rc) {
+		unlink(p);
+		free(p);
+		return rc;
+	}
+	*path = p;
+	return 0;
+}
+
+/*
+ * Finishes the pack file (header, sum) as pack-<sum>.pack and writes its version 2 index
+ * pack-<sum>.idx (note 3): every object's id, offset and CRC-32 are known here, so no object
+ * is inflated or hashed again. The .idx is renamed into place last: git and libgit2 find a
+ * pack by its index.
+ */
 static int pack_flush(struct packw *p, struct dfs_err *err)
 {
-	git_odb_writepack *wp = NULL;
-	git_indexer_progress stats = {0};
-	uint8_t hdr[12] = {'P', 'A', 'C', 'K'}, trailer[20];
+	uint8_t hdr[12] = {'P', 'A', 'C', 'K'}, sum[20], idxsum[20];
+	char hex[GIT_OID_HEXSZ + 1], *tmppack = NULL, *tmpidx = NULL, *final = NULL;
+	struct dfs_buf idx;
+	size_t nlarge = 0;
+	uint32_t fan[256] = {0};
 	struct sha1 h;
 	int rc = 0;
 
-	if (!p->count)
+	if (!p->count) {
+		pack_discard(p);
 		return 0;
+	}
 	put_be32(hdr + 4, 2);
-	put_be32(hdr + 8, p->count);
+	put_be32(hdr + 8, (uint32_t)p->count);
+	pack_unstage(p);
+	/* The sum covers the header, known only now: the file is read back (from the page
+	 * cache) rather than kept in memory. */
+	if (!p->werr && pwrite(p->fd, hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr))
+		p->werr = errno ? errno : EIO;
 	sha1_init(&h);
-	sha1_update(&h, hdr, sizeof(hdr));
-	sha1_update(&h, p->body.data, p->body.len);
-	sha1_final(&h, trailer);
-	if (git_odb_write_pack(&wp, p->odb, NULL, NULL) != 0)
-		return store__git_err(err, DFS_EIO, "write pack");
-	if (wp->append(wp, hdr, sizeof(hdr), &stats) != 0 ||
-	    wp->append(wp, p->body.data, p->body.len, &stats) != 0 ||
-	    wp->append(wp, trailer, sizeof(trailer), &stats) != 0 || wp->commit(wp, &stats) != 0)
-		rc = store__git_err(err, DFS_EIO, "write pack");
-	wp->free(wp);
-	dfs_buf_reset(&p->body);
+	dfs_buf_reserve(&p->stage, PACK_STAGE);
+	for (uint64_t off = 0; !p->werr && off < p->written;) {
+		size_t want =
+			p->written - off < PACK_STAGE ? (size_t)(p->written - off) : PACK_STAGE;
+		ssize_t k = pread(p->fd, p->stage.data, want, (off_t)off);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0) {
+			p->werr = k < 0 ? errno : EIO;
+			break;
+		}
+		sha1_update(&h, p->stage.data, (size_t)k);
+		off += (uint64_t)k;
+	}
+	sha1_final(&h, sum);
+	if (!p->werr && (lseek(p->fd, 0, SEEK_END) < 0 || (p->werr = write_all(p->fd, sum, 20)))) {
+		if (!p->werr)
+			p->werr = errno;
+	}
+	if (!p->werr && fchmod(p->fd, 0444) != 0)
+		p->werr = errno;
+	if (close(p->fd) != 0 && !p->werr)
+		p->werr = errno;
+	p->fd = -1;
+	tmppack = p->tmp;
+	p->tmp = NULL;
+	dfs_buf_reset(&p->stage);
+	if (p->werr) {
+		rc = dfs_err_set(err, DFS_EIO, "cannot write '%s': %s", tmppack, strerror(p->werr));
+		goto done;
+	}
+
+	/* The index: magic, version, fan-out, ids, CRCs, offsets, large offsets, sums. */
+	qsort(p->ents, p->count, sizeof(*p->ents), ent_cmp);
+	dfs_buf_init(&idx);
+	dfs_buf_reserve(&idx, 8 + 1024 + p->count * (GIT_OID_RAWSZ + 8) + 40);
+	dfs_buf_append(&idx, "\377tOc\0\0\0\2", 8);
+	for (size_t i = 0; i < p->count; i++)
+		fan[p->ents[i].oid.id[0]]++;
+	for (int i = 0, total = 0; i < 256; i++) {
+		uint8_t b[4];
+
+		total += (int)fan[i];
+		put_be32(b, (uint32_t)total);
+		dfs_buf_append(&idx, b, 4);
+	}
+	for (size_t i = 0; i < p->count; i++)
+		dfs_buf_append(&idx, p->ents[i].oid.id, GIT_OID_RAWSZ);
+	for (size_t i = 0; i < p->count; i++) {
+		uint8_t b[4];
+
+		put_be32(b, p->ents[i].crc);
+		dfs_buf_append(&idx, b, 4);
+	}
+	for (size_t i = 0; i < p->count; i++) {
+		uint8_t b[4];
+
+		put_be32(b, p->ents[i].off < 0x80000000u ? (uint32_t)p->ents[i].off
+							 : 0x80000000u | (uint32_t)nlarge++);
+		dfs_buf_append(&idx, b, 4);
+	}
+	for (size_t i = 0; i < p->count; i++) {
+		uint8_t b[8];
+
+		if (p->ents[i].off < 0x80000000u)
+			continue;
+		put_be32(b, (uint32_t)(p->ents[i].off >> 32));
+		put_be32(b + 4, (uint32_t)p->ents[i].off);
+		dfs_buf_append(&idx, b, 8);
+	}
+	dfs_buf_append(&idx, sum, sizeof(sum));
+	sha1_init(&h);
+	sha1_update(&h, idx.data, idx.len);
+	sha1_final(&h, idxsum);
+	dfs_buf_append(&idx, idxsum, sizeof(idxsum));
+	{
+		const void *parts[1] = {idx.data};
+		size_t lens[1] = {idx.len};
+
+		rc = write_tmp(p->dir, "idx", parts, lens, 1, &tmpidx, err);
+	}
+	dfs_buf_release(&idx);
+	if (rc)
+		goto done;
+
+	for (int i = 0; i < 20; i++)
+		snprintf(hex + 2 * i, 3, "%02x", sum[i]);
+	if (asprintf(&final, "%s/pack-%s.pack", p->dir, hex) < 0) {
+		final = NULL;
+		rc = dfs_err_set(err, DFS_ENOMEM, "out of memory");
+		goto done;
+	}
+	if (rename(tmppack, final) != 0) {
+		rc = dfs_err_set(err, DFS_EIO, "cannot rename '%s': %s", tmppack, strerror(errno));
+		goto done;
+	}
+	free(tmppack);
+	tmppack = NULL;
+	memcpy(final + strlen(final) - 4, "idx", 4);
+	if (rename(tmpidx, final) != 0) {
+		rc = dfs_err_set(err, DFS_EIO, "cannot rename '%s': %s", tmpidx, strerror(errno));
+		goto done;
+	}
+	free(tmpidx);
+	tmpidx = NULL;
+	if (git_odb_refresh(p->odb) != 0)
+		rc = store__git_err(err, DFS_EIO, "refresh object database");
+done:
+	if (tmppack)
+		unlink(tmppack);
+	if (tmpidx)
+		unlink(tmpidx);
+	free(tmppack);
+	free(tmpidx);
+	free(final);
 	p->count = 0;
 	return rc;
 }
 
-/* Appends one object (not compressed: zlib stored blocks) unless this snapshot has it. */
-static int pack_add(struct packw *p, git_object_t type, const void *data, size_t len,
-		    const git_oid *oid, struct dfs_err *err)
+/* An object being appended to the pack: zlib stored blocks of at most 65535 bytes, each
+ * block's header written when it starts (the object's length is known up front). */
+struct packput {
+	size_t start;  /* file offset of the entry */
+	size_t left;   /* payload bytes still to come */
+	size_t inblk;  /* payload bytes still to come in the current block */
+	uint32_t a, b; /* Adler-32 of the payload so far */
+};
+
+static int pack_begin(struct packw *p, git_object_t type, size_t len, struct packput *w,
+		      struct dfs_err *err)
 {
 	uint8_t hdr[16], *q = hdr;
-	size_t n = len, off = 0;
-	uint32_t a = 1, b = 0;
-	const uint8_t *d = data;
+	size_t n = len;
+	int rc;
 
-	if (!oidset_add(&p->seen, oid))
-		return 0;
+	if (p->fd < 0 && (rc = pack_open(p, err)))
+		return rc;
 	*q = (uint8_t)(((unsigned)type << 4) | (n & 15));
 	n >>= 4;
 	while (n) {
@@ -336,38 +777,108 @@ static int pack_add(struct packw *p, git_object_t type, const void *data, size_t
 		n >>= 7;
 	}
 	q++;
-	dfs_buf_reserve(&p->body, (size_t)(q - hdr) + 2 + len + 5 * (len / 65535 + 1) + 4);
-	dfs_buf_append(&p->body, hdr, (size_t)(q - hdr));
-	dfs_buf_append(&p->body, "\x78\x01", 2);
-	do {
-		size_t take = len - off > 65535 ? 65535 : len - off;
-		uint8_t blk[5] = {off + take == len ? 1 : 0, (uint8_t)take, (uint8_t)(take >> 8),
-				  (uint8_t)~take, (uint8_t)(~take >> 8)};
+	w->start = p->written + p->stage.len;
+	w->left = len;
+	w->inblk = 0;
+	w->a = 1;
+	w->b = 0;
+	p->crc = 0;
+	pack_append(p, hdr, (size_t)(q - hdr));
+	pack_append(p, "\x78\x01", 2);
+	if (!len)
+		pack_append(p, "\x01\x00\x00\xff\xff", 5);
+	return 0;
+}
 
-		dfs_buf_append(&p->body, blk, 5);
-		dfs_buf_append(&p->body, d + off, take);
-		off += take;
-	} while (off < len);
-	for (size_t i = 0; i < len;) {
-		size_t end = i + 5552 < len ? i + 5552 : len;
+/* Appends n payload bytes (no more than announced to pack_begin). */
+static void pack_put(struct packw *p, struct packput *w, const void *data, size_t n)
+{
+	const uint8_t *d = data;
 
-		for (; i < end; i++) {
-			a += d[i];
-			b += a;
+	assert(n <= w->left);
+	while (n) {
+		size_t k;
+
+		if (!w->inblk) {
+			size_t take = w->left > 65535 ? 65535 : w->left;
+			uint8_t blk[5] = {take == w->left ? 1 : 0, (uint8_t)take,
+					  (uint8_t)(take >> 8), (uint8_t)~take,
+					  (uint8_t)(~take >> 8)};
+
+			pack_append(p, blk, 5);
+			w->inblk = take;
 		}
-		a %= 65521;
-		b %= 65521;
+		k = n < w->inblk ? n : w->inblk;
+		k = k < 5552 ? k : 5552; /* the Adler sums stay below 2^32 */
+		pack_append(p, d, k);
+		for (size_t i = 0; i < k; i++) {
+			w->a += d[i];
+			w->b += w->a;
+		}
+		w->a %= 65521;
+		w->b %= 65521;
+		w->inblk -= k;
+		w->left -= k;
+		d += k;
+		n -= k;
 	}
-	{
-		uint8_t ad[4];
+}
 
-		put_be32(ad, b << 16 | a);
-		dfs_buf_append(&p->body, ad, 4);
+/* Ends the object: its Adler-32, its .idx line. With dedupe, an object this snapshot has
+ * packed already is taken back out. */
+static int pack_end(struct packw *p, struct packput *w, const git_oid *oid, bool dedupe,
+		    struct dfs_err *err)
+{
+	uint8_t ad[4];
+
+	if (w->left)
+		return dfs_err_set(err, DFS_ECORRUPT, "object %s: %zu bytes missing",
+				   git_oid_tostr_s(oid), w->left);
+	if (dedupe && !oidset_add(&p->seen, oid)) {
+		if (w->start >= p->written) {
+			p->stage.len = (size_t)(w->start - p->written);
+		} else {
+			dfs_buf_reset(&p->stage);
+			if (!p->werr && (ftruncate(p->fd, (off_t)w->start) != 0 ||
+					 lseek(p->fd, (off_t)w->start, SEEK_SET) < 0))
+				p->werr = errno;
+			p->written = w->start;
+		}
+		return 0;
 	}
+	put_be32(ad, w->b << 16 | w->a);
+	pack_append(p, ad, 4);
+	if (p->werr)
+		return dfs_err_set(err, DFS_EIO, "cannot write '%s': %s", p->tmp,
+				   strerror(p->werr));
+	if (p->count == p->cap) {
+		p->cap = p->cap ? 2 * p->cap : 1024;
+		p->ents = realloc(p->ents, p->cap * sizeof(*p->ents));
+		if (!p->ents)
+			abort();
+	}
+	p->ents[p->count].oid = *oid;
+	p->ents[p->count].off = w->start;
+	p->ents[p->count].crc = p->crc;
 	p->count++;
-	if (p->body.len >= PACK_FLUSH)
+	if (p->written + p->stage.len >= PACK_FLUSH)
 		return pack_flush(p, err);
 	return 0;
+}
+
+/* Appends one object (not compressed: zlib stored blocks) unless this snapshot has it. */
+static int pack_add(struct packw *p, git_object_t type, const void *data, size_t len,
+		    const git_oid *oid, struct dfs_err *err)
+{
+	struct packput w;
+	int rc;
+
+	if (!oidset_add(&p->seen, oid))
+		return 0;
+	if ((rc = pack_begin(p, type, len, &w, err)))
+		return rc;
+	pack_put(p, &w, data, len);
+	return pack_end(p, &w, oid, false, err);
 }
 
 /* Copies an object written by libgit2 into the mempack (trees, commit) into the pack. */
@@ -392,7 +903,12 @@ static const char *const cache_sql =
 	"CREATE TABLE IF NOT EXISTS snap_docs(repo INTEGER, docid INTEGER, ctime INTEGER,"
 	" oid BLOB, PRIMARY KEY(repo, docid)) WITHOUT ROWID;"
 	"CREATE TABLE IF NOT EXISTS snap_colls(repo INTEGER, coll INTEGER, ndocs INTEGER,"
-	" max_ctime INTEGER, fp REAL, idx BLOB, tree BLOB, PRIMARY KEY(repo, coll)) WITHOUT ROWID;";
+	" max_ctime INTEGER, fp REAL, idx BLOB, tree BLOB, seq INTEGER, next_id INTEGER,"
+	" PRIMARY KEY(repo, coll)) WITHOUT ROWID;";
+
+/* Columns added after the first release of the cache (NULL in older rows: a full walk). */
+static const char *const cache_sql_v2 = "ALTER TABLE snap_colls ADD COLUMN seq INTEGER;"
+					"ALTER TABLE snap_colls ADD COLUMN next_id INTEGER;";
 
 static int cache_ensure(struct store_db *db, struct dfs_err *err)
 {
@@ -403,15 +919,21 @@ static int cache_ensure(struct store_db *db, struct dfs_err *err)
 
 	if ((rc = store_txn_begin(db, false, &t, err)))
 		return rc;
-	rc = sqlite3_prepare_v2(t->c->h, "SELECT 1 FROM snap_colls, snap_docs LIMIT 0", -1, &st,
-				NULL);
+	rc = sqlite3_prepare_v2(t->c->h, "SELECT seq, next_id FROM snap_colls, snap_docs LIMIT 0",
+				-1, &st, NULL);
 	sqlite3_finalize(st);
+	st = NULL;
 	store_txn_abort(t);
 	if (rc == SQLITE_OK)
 		return 0;
 	if ((rc = store_txn_begin(db, true, &t, err)))
 		return rc;
-	if (sqlite3_exec(t->c->h, cache_sql, NULL, NULL, &msg) != SQLITE_OK) {
+	if (sqlite3_exec(t->c->h, cache_sql, NULL, NULL, &msg) == SQLITE_OK &&
+	    sqlite3_prepare_v2(t->c->h, "SELECT seq FROM snap_colls LIMIT 0", -1, &st, NULL) !=
+		    SQLITE_OK)
+		sqlite3_exec(t->c->h, cache_sql_v2, NULL, NULL, &msg);
+	sqlite3_finalize(st);
+	if (msg) {
 		rc = dfs_err_set(err, DFS_EIO, "create snapshot cache: %s", msg ? msg : "?");
 		sqlite3_free(msg);
 		store_txn_abort(t);
@@ -448,6 +970,8 @@ struct doc_row {
 struct coll_row {
 	int64_t coll, ndocs, max_ctime;
 	double fp;
+	bool have_fp;	      /* max_ctime and fp known (else NULL in the cache) */
+	int64_t seq, next_id; /* the snapshot's struct snap seq and next_id */
 	git_oid idx, tree;
 };
 
@@ -456,9 +980,12 @@ struct snap {
 	git_repository *repo; /* Borrowed */
 	git_odb *odb;	      /* Owned reference */
 	int64_t repokey;      /* repo_key */
+	int64_t seq;	      /* the change feed's last seq in t */
+	int64_t next_id;      /* the id counter in t: later inserts get ids >= this */
 	struct packw pack;
-	struct dfs_buf text;  /* rendering buffer */
-	struct doc_row *docs; /* Owned: snap_docs rows to write */
+	struct dfs_buf text;	/* rendering buffer */
+	struct dfs_buf idxtext; /* the current collection's .indexes.json */
+	struct doc_row *docs;	/* Owned: snap_docs rows to write */
 	size_t ndocs, capdocs;
 	struct coll_row *colls; /* Owned: snap_colls rows to write */
 	size_t ncolls, capcolls;
@@ -604,106 +1131,517 @@ static void flat_add(struct flat_tree *f, const char *name, size_t len, const gi
 	PUSH(f->v, f->n, f->cap, e);
 }
 
-/* Sorts, serializes and packs the tree; *oid gets its id. Not thread-safe (flat_arena). */
-static int flat_write(struct snap *sn, struct flat_tree *f, git_oid *oid, struct dfs_err *err)
+/* Byte order of a flat entry's name against name/len (git's order for blob entries). */
+static int flat_name_cmp(const struct flat_tree *f, size_t i, const char *name, size_t len)
+{
+	const struct flat_ent *e = &f->v[i];
+	int c = memcmp(f->names.data + e->off, name, e->len < len ? e->len : len);
+
+	return c ? c : (e->len > len) - (e->len < len);
+}
+
+/* Two entries of f by name (adjacent after flat_sort: equal means a duplicate). */
+static int flat_cmp_names(const struct flat_tree *f, size_t i, size_t j)
+{
+	return flat_name_cmp(f, i, f->names.data + f->v[j].off, f->v[j].len);
+}
+
+static void flat_sort(struct flat_tree *f)
 {
 	static pthread_mutex_t sort_lock = PTHREAD_MUTEX_INITIALIZER;
-	struct dfs_buf *out = &sn->text;
 
 	pthread_mutex_lock(&sort_lock);
 	flat_arena = f->names.data;
 	qsort(f->v, f->n, sizeof(*f->v), flat_cmp);
 	pthread_mutex_unlock(&sort_lock);
+}
+
+/* Sorts, serializes and packs the tree; *oid gets its id. */
+static int flat_write(struct snap *sn, struct flat_tree *f, git_oid *oid, struct dfs_err *err)
+{
+	struct dfs_buf *out = &sn->text;
+
+	flat_sort(f);
 	dfs_buf_reset(out);
 	dfs_buf_reserve(out, f->names.len + f->n * (7 + GIT_OID_RAWSZ));
 	for (size_t i = 0; i < f->n; i++) {
-		if (i && flat_cmp(&f->v[i - 1], &f->v[i]) == 0)
+		if (i && flat_cmp_names(f, i - 1, i) == 0)
 			return dfs_err_set(err, DFS_ECORRUPT, "two entries named '%s'",
 					   f->names.data + f->v[i].off);
 		dfs_buf_append(out, "100644 ", 7);
 		dfs_buf_append(out, f->names.data + f->v[i].off, f->v[i].len + 1);
 		dfs_buf_append(out, f->v[i].oid.id, GIT_OID_RAWSZ);
 	}
-	git_odb_hash(oid, out->data, out->len, GIT_OBJECT_TREE);
+	obj_hash(oid, out->data, out->len, GIT_OBJECT_TREE);
 	return pack_add(&sn->pack, GIT_OBJECT_TREE, out->data, out->len, oid, err);
 }
 
-/* Builds the tree of one collection into *tree (incremental, note 2). */
-static int snap_coll(struct snap *sn, const struct store_coll *c, git_oid *tree,
-		     struct dfs_err *err)
+/* The snap_colls row of one collection as the last snapshot left it (note 2). */
+struct coll_cache {
+	bool have;		  /* a row whose tree is in the odb */
+	bool have_fp;		  /* max_ctime and fp are set (a full walk wrote the row) */
+	bool have_seq;		  /* seq and next_id are set */
+	int64_t ndocs, max_ctime; /* documents; the largest ctime */
+	double fp;		  /* total of the ids */
+	int64_t seq, next_id;	  /* the change feed's last seq and the id counter then */
+	git_oid idx, tree;	  /* .indexes.json blob, collection tree */
+};
+
+static int cache_read(struct snap *sn, int64_t coll, struct coll_cache *cc, struct dfs_err *err)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	memset(cc, 0, sizeof(*cc));
+	if ((rc = sql_prepare(sn->t,
+			      "SELECT ndocs, max_ctime, fp, idx, tree, seq, next_id FROM snap_colls"
+			      " WHERE repo = ?1 AND coll = ?2",
+			      &st, err)))
+		return rc;
+	sqlite3_bind_int64(st, 1, sn->repokey);
+	sqlite3_bind_int64(st, 2, coll);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW && sqlite3_column_bytes(st, 3) == GIT_OID_RAWSZ &&
+	    sqlite3_column_bytes(st, 4) == GIT_OID_RAWSZ) {
+		git_oid_fromraw(&cc->idx, sqlite3_column_blob(st, 3));
+		git_oid_fromraw(&cc->tree, sqlite3_column_blob(st, 4));
+		cc->have = git_odb_exists(sn->odb, &cc->tree) == 1;
+		cc->ndocs = sqlite3_column_int64(st, 0);
+		cc->have_fp = sqlite3_column_type(st, 1) != SQLITE_NULL &&
+			      sqlite3_column_type(st, 2) != SQLITE_NULL;
+		cc->max_ctime = sqlite3_column_int64(st, 1);
+		cc->fp = sqlite3_column_double(st, 2);
+		cc->have_seq = sqlite3_column_type(st, 5) != SQLITE_NULL &&
+			       sqlite3_column_type(st, 6) != SQLITE_NULL;
+		cc->seq = sqlite3_column_int64(st, 5);
+		cc->next_id = sqlite3_column_int64(st, 6);
+		rc = 0;
+	} else if (rc == SQLITE_ROW || rc == SQLITE_DONE) {
+		rc = 0;
+	} else {
+		rc = store__sqlerr(sn->t, rc, "read snapshot cache", err);
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/* Renders document docid (its BSON: data, n bytes) as the mount shows it, packs the blob and,
+ * when note, keeps it for snap_docs; *oid gets the blob id. */
+static int doc_blob(struct snap *sn, int64_t docid, int64_t ctime, const void *data, int n,
+		    bool note, git_oid *oid, struct dfs_err *err)
+{
+	struct doc_row d = {.docid = docid, .ctime = ctime};
+	bson_t doc;
+	int rc;
+
+	if (n < 5 || !bson_init_static(&doc, data, (size_t)n))
+		return dfs_err_set(err, DFS_ECORRUPT, "document %lld is not valid BSON",
+				   (long long)docid);
+	dfs_buf_reset(&sn->text);
+	if ((rc = store_codec_render(&doc, STORE_RENDER_PRETTY, &sn->text, err)))
+		return rc;
+	obj_hash(&d.oid, sn->text.data, sn->text.len, GIT_OBJECT_BLOB);
+	if ((rc = pack_add(&sn->pack, GIT_OBJECT_BLOB, sn->text.data, sn->text.len, &d.oid, err)))
+		return rc;
+	if (note)
+		PUSH(sn->docs, sn->ndocs, sn->capdocs, d);
+	*oid = d.oid;
+	return 0;
+}
+
+/* The cached tree stands for the collection as it is now: nothing logged since. */
+static void coll_reuse(struct snap *sn, const struct coll_cache *cc, struct coll_row *row,
+		       git_oid *tree)
+{
+	*tree = cc->tree;
+	row->tree = cc->tree;
+	row->ndocs = cc->ndocs;
+	sn->r->colls_reused++;
+	sn->r->docs += cc->ndocs;
+	sn->r->blobs_reused += cc->ndocs;
+	PUSH(sn->colls, sn->ncolls, sn->capcolls, *row);
+}
+
+/* Where a patched tree goes: straight into the pack, hashed on the way (no copy of 57 MB). */
+struct tree_sink {
+	struct packw *p;
+	struct packput w;
+	struct sha1 h; /* of "tree <len>\0" and the entries: the tree's id */
+};
+
+static void sink_put(struct tree_sink *k, const void *data, size_t n)
+{
+	pack_put(k->p, &k->w, data, n);
+	sha1_update(&k->h, data, n);
+}
+
+static void sink_ent(struct tree_sink *k, const struct flat_tree *f, size_t i, size_t *size)
+{
+	*size += 7 + f->v[i].len + 1 + GIT_OID_RAWSZ;
+	if (!k)
+		return;
+	sink_put(k, "100644 ", 7);
+	sink_put(k, f->names.data + f->v[i].off, f->v[i].len + 1);
+	sink_put(k, f->v[i].oid.id, GIT_OID_RAWSZ);
+}
+
+/* Sorts adds and dels by name; two adds of one name are an error. */
+static int tree_changes_sort(struct flat_tree *adds, struct flat_tree *dels, struct dfs_err *err)
+{
+	flat_sort(adds);
+	flat_sort(dels);
+	for (size_t i = 1; i < adds->n; i++)
+		if (flat_cmp_names(adds, i - 1, i) == 0)
+			return dfs_err_set(err, DFS_ECORRUPT, "two entries named '%s'",
+					   adds->names.data + adds->v[i].off);
+	return 0;
+}
+
+/*
+ * The cached tree old with the entries named in dels (sorted) removed and those in adds
+ * (sorted) put in, replacing an entry of the same name: one ordered merge, runs of
+ * unchanged entries copied as they are (note 6). With k NULL it only counts: *size gets
+ * the bytes and *nents the entries of the result; with k it also writes them to k.
+ */
+static int tree_merge(git_odb_object *old, const struct flat_tree *adds,
+		      const struct flat_tree *dels, struct tree_sink *k, size_t *size,
+		      size_t *nents, struct dfs_err *err)
+{
+	const char *p = git_odb_object_data(old), *end = p + git_odb_object_size(old);
+	const char *run = p; /* start of the unchanged entries not yet written */
+	size_t ai = 0, di = 0, n = 0;
+
+	*size = 0;
+	while (p < end) {
+		const char *sp = memchr(p, ' ', (size_t)(end - p)), *name, *nul, *next;
+		size_t len;
+		bool keep;
+
+		nul = sp ? memchr(sp + 1, '\0', (size_t)(end - sp - 1)) : NULL;
+		if (!nul || (size_t)(end - nul) < 1 + GIT_OID_RAWSZ)
+			return dfs_err_set(err, DFS_ECORRUPT, "cached tree %s is malformed",
+					   git_oid_tostr_s(git_odb_object_id(old)));
+		name = sp + 1;
+		len = (size_t)(nul - name);
+		next = nul + 1 + GIT_OID_RAWSZ;
+		while (di < dels->n && flat_name_cmp(dels, di, name, len) < 0)
+			di++;
+		keep = !(ai < adds->n && flat_name_cmp(adds, ai, name, len) <= 0) &&
+		       !(di < dels->n && flat_name_cmp(dels, di, name, len) == 0);
+		if (keep) {
+			*size += (size_t)(next - p);
+			n++;
+			p = next;
+			continue;
+		}
+		if (k && p > run)
+			sink_put(k, run, (size_t)(p - run));
+		while (ai < adds->n && flat_name_cmp(adds, ai, name, len) < 0) {
+			sink_ent(k, adds, ai++, size);
+			n++;
+		}
+		if (ai < adds->n && flat_name_cmp(adds, ai, name, len) == 0) {
+			sink_ent(k, adds, ai++, size);
+			n++;
+		} else if (!(di < dels->n && flat_name_cmp(dels, di, name, len) == 0)) {
+			/* only adds sorted before it: the entry itself stays */
+			if (k)
+				sink_put(k, p, (size_t)(next - p));
+			*size += (size_t)(next - p);
+			n++;
+		}
+		p = run = next;
+	}
+	if (k && p > run)
+		sink_put(k, run, (size_t)(p - run));
+	for (; ai < adds->n; ai++, n++)
+		sink_ent(k, adds, ai, size);
+	*nents = n;
+	return 0;
+}
+
+/* Reads the cached tree, checked against its id with obj_hash rather than libgit2's slower
+ * SHA-1 (note 4). *out Owned: git_odb_object_free. */
+static int tree_read(struct snap *sn, const git_oid *id, git_odb_object **out, struct dfs_err *err)
+{
+	git_oid check;
+	int rc;
+
+	git_libgit2_opts(GIT_OPT_ENABLE_STRICT_HASH_VERIFICATION, 0);
+	rc = git_odb_read(out, sn->odb, id);
+	git_libgit2_opts(GIT_OPT_ENABLE_STRICT_HASH_VERIFICATION, 1);
+	if (rc != 0)
+		return store__git_err(err, DFS_EIO, "read the previous collection tree");
+	obj_hash(&check, git_odb_object_data(*out), git_odb_object_size(*out),
+		 git_odb_object_type(*out));
+	if (git_odb_object_type(*out) != GIT_OBJECT_TREE || !git_oid_equal(&check, id)) {
+		git_odb_object_free(*out);
+		*out = NULL;
+		return dfs_err_set(err, DFS_ECORRUPT, "tree %s in the repository is corrupt",
+				   git_oid_tostr_s(id));
+	}
+	return 0;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * The incremental path (note 6): the cached tree patched with what the change feed logged
+ * for this collection since the cached snapshot. *walk stays true (and nothing is counted)
+ * when the feed cannot tell: it no longer reaches back, the collection was emptied, dropped
+ * or renamed, or inserts it does not name (a reused id) left the count different.
+ */
+static int coll_patch(struct snap *sn, const struct store_coll *c, const struct coll_cache *cc,
+		      struct coll_row *row, git_oid *tree, bool *walk, struct dfs_err *err)
+{
+	static const git_oid zero;
+	struct store_txn *t = sn->t;
+	sqlite3_stmt *st = NULL;
+	struct flat_tree adds = {0}, dels = {0};
+	git_odb_object *old = NULL;
+	int64_t *ids = NULL;
+	size_t nids = 0, capids = 0, nents = 0, size = 0;
+	bool inserts = false;
+	int rc;
+
+	*walk = true;
+	dfs_buf_init(&adds.names);
+	dfs_buf_init(&dels.names);
+	if (cc->seq > sn->seq)
+		return 0; /* a cache from a later state than this transaction's: not ours */
+	/* The feed is pruned from its oldest record, and seqs have no gaps. */
+	if ((rc = sql_prepare(t, "SELECT seq FROM changes WHERE seq > ?1 ORDER BY seq LIMIT 1", &st,
+			      err)))
+		goto done;
+	sqlite3_bind_int64(st, 1, cc->seq);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW && sqlite3_column_int64(st, 0) != cc->seq + 1) {
+		rc = 0;
+		goto done;
+	}
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+		rc = store__sqlerr(t, rc, "read change feed", err);
+		goto done;
+	}
+	sqlite3_finalize(st);
+	if ((rc = sql_prepare(t, "SELECT op, id, name FROM changes WHERE seq > ?1 AND coll = ?2",
+			      &st, err)))
+		goto done;
+	sqlite3_bind_int64(st, 1, cc->seq);
+	sqlite3_bind_int64(st, 2, c->id);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		int op = sqlite3_column_int(st, 0);
+		int64_t id = sqlite3_column_int64(st, 1);
+		const char *name = (const char *)sqlite3_column_text(st, 2);
+
+		if (op == STORE_CH_COLL) {
+			rc = 0;
+			goto done;
+		}
+		if (op == STORE_CH_INSERTS) {
+			inserts = true;
+			continue;
+		}
+		if (id < cc->next_id)
+			PUSH(ids, nids, capids, id);
+		/* Whatever the entry was called since: no unchanged document had that name. */
+		if (name && strcmp(name, ".indexes.json") != 0)
+			flat_add(&dels, name, (size_t)sqlite3_column_bytes(st, 2), &zero);
+	}
+	if (rc != SQLITE_DONE) {
+		rc = store__sqlerr(t, rc, "read change feed", err);
+		goto done;
+	}
+	sqlite3_finalize(st);
+	st = NULL;
+	if (!nids && !dels.n && !inserts && git_oid_equal(&row->idx, &cc->idx)) {
+		row->have_fp = cc->have_fp;
+		row->max_ctime = cc->max_ctime;
+		row->fp = cc->fp;
+		coll_reuse(sn, cc, row, tree);
+		*walk = false;
+		rc = 0;
+		goto done;
+	}
+
+	if ((rc = tree_read(sn, &cc->tree, &old, err)))
+		goto done;
+
+	/* The documents now behind those ids, and those inserted since (fresh ids). */
+	if ((rc = pack_add(&sn->pack, GIT_OBJECT_BLOB, sn->idxtext.data, sn->idxtext.len, &row->idx,
+			   err)))
+		goto done;
+	flat_add(&adds, ".indexes.json", 13, &row->idx);
+	qsort(ids, nids, sizeof(*ids), cmp_i64);
+	if ((rc = sql_prepare(t, "SELECT name, ctime, bson FROM docs WHERE id = ?1 AND coll = ?2",
+			      &st, err)))
+		goto done;
+	for (size_t i = 0; i < nids; i++) {
+		git_oid oid;
+
+		if (i && ids[i] == ids[i - 1])
+			continue;
+		sqlite3_reset(st);
+		sqlite3_bind_int64(st, 1, ids[i]);
+		sqlite3_bind_int64(st, 2, c->id);
+		rc = sqlite3_step(st);
+		if (rc == SQLITE_DONE)
+			continue;
+		if (rc != SQLITE_ROW) {
+			rc = store__sqlerr(t, rc, "read document", err);
+			goto done;
+		}
+		if (sqlite3_column_type(st, 0) != SQLITE_TEXT) {
+			rc = dfs_err_set(err, DFS_ECORRUPT, "document %lld has no name",
+					 (long long)ids[i]);
+			goto done;
+		}
+		if ((rc = doc_blob(sn, ids[i], sqlite3_column_int64(st, 1),
+				   sqlite3_column_blob(st, 2), sqlite3_column_bytes(st, 2), false,
+				   &oid, err)))
+			goto done;
+		flat_add(&adds, (const char *)sqlite3_column_text(st, 0),
+			 (size_t)sqlite3_column_bytes(st, 0), &oid);
+	}
+	sqlite3_finalize(st);
+	if ((rc = sql_prepare(t,
+			      "SELECT id, name, ctime, bson FROM docs WHERE coll = ?1 AND id >= ?2"
+			      " ORDER BY id",
+			      &st, err)))
+		goto done;
+	sqlite3_bind_int64(st, 1, c->id);
+	sqlite3_bind_int64(st, 2, cc->next_id);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		int64_t id = sqlite3_column_int64(st, 0);
+		git_oid oid;
+
+		if (sqlite3_column_type(st, 1) != SQLITE_TEXT) {
+			rc = dfs_err_set(err, DFS_ECORRUPT, "document %lld has no name",
+					 (long long)id);
+			goto done;
+		}
+		if ((rc = doc_blob(sn, id, sqlite3_column_int64(st, 2), sqlite3_column_blob(st, 3),
+				   sqlite3_column_bytes(st, 3), true, &oid, err)))
+			goto done;
+		flat_add(&adds, (const char *)sqlite3_column_text(st, 1),
+			 (size_t)sqlite3_column_bytes(st, 1), &oid);
+	}
+	if (rc != SQLITE_DONE) {
+		rc = store__sqlerr(t, rc, "read documents", err);
+		goto done;
+	}
+	sqlite3_finalize(st);
+	st = NULL;
+
+	if ((rc = tree_changes_sort(&adds, &dels, err)) ||
+	    (rc = tree_merge(old, &adds, &dels, NULL, &size, &nents, err)))
+		goto done;
+	if (inserts) {
+		/* An insert that took back a vacated id is logged without it: then the count
+		 * differs from the patched tree's. */
+		if ((rc = sql_prepare(t, "SELECT count(*) FROM docs WHERE coll = ?1", &st, err)))
+			goto done;
+		sqlite3_bind_int64(st, 1, c->id);
+		if ((rc = sqlite3_step(st)) != SQLITE_ROW) {
+			rc = store__sqlerr(t, rc, "count documents", err);
+			goto done;
+		}
+		if (sqlite3_column_int64(st, 0) + 1 != (int64_t)nents) {
+			rc = 0;
+			goto done;
+		}
+	}
+	/* The patched tree, written once: into the pack, hashed on the way. */
+	{
+		struct tree_sink k = {.p = &sn->pack};
+		char hdr[32];
+		int hn = snprintf(hdr, sizeof(hdr), "tree %zu", size);
+
+		sha1_init(&k.h);
+		sha1_update(&k.h, hdr, (size_t)hn + 1);
+		if ((rc = pack_begin(&sn->pack, GIT_OBJECT_TREE, size, &k.w, err)))
+			goto done;
+		if ((rc = tree_merge(old, &adds, &dels, &k, &size, &nents, err)))
+			goto done;
+		sha1_final(&k.h, tree->id);
+		if ((rc = pack_end(&sn->pack, &k.w, tree, true, err)))
+			goto done;
+	}
+	row->tree = *tree;
+	row->ndocs = (int64_t)nents - 1;
+	PUSH(sn->colls, sn->ncolls, sn->capcolls, *row);
+	sn->r->docs += row->ndocs;
+	sn->r->blobs_written += (int64_t)adds.n - 1;
+	sn->r->blobs_reused += row->ndocs - ((int64_t)adds.n - 1);
+	*walk = false;
+	rc = 0;
+done:
+	sqlite3_finalize(st);
+	git_odb_object_free(old);
+	dfs_buf_release(&adds.names);
+	dfs_buf_release(&dels.names);
+	free(adds.v);
+	free(dels.v);
+	free(ids);
+	return rc;
+}
+
+/*
+ * The full path: every document's ctime against snap_docs (when the cached tree is there),
+ * a merge of two ordered scans; a collection whose fingerprint (count, max ctime, total of
+ * ids, index blob) equals the cached one is reused without reading a document.
+ */
+static int coll_walk(struct snap *sn, const struct store_coll *c, const struct coll_cache *cc,
+		     struct coll_row *row, git_oid *tree, struct dfs_err *err)
 {
 	struct store_txn *t = sn->t;
 	sqlite3_stmt *st = NULL, *bst = NULL, *cst = NULL;
 	struct flat_tree tb = {0};
 	int cst_rc = SQLITE_DONE;
-	struct coll_row row = {.coll = c->id};
-	bool have_cache = false;
 	int rc;
 
-	/* Fingerprint first: an unchanged collection reads no document. */
+	dfs_buf_init(&tb.names);
 	if ((rc = sql_prepare(t, "SELECT count(*), max(ctime), total(id) FROM docs WHERE coll = ?1",
 			      &st, err)))
-		return rc;
+		goto done;
 	sqlite3_bind_int64(st, 1, c->id);
 	if ((rc = sqlite3_step(st)) != SQLITE_ROW) {
 		rc = store__sqlerr(t, rc, "count documents", err);
 		goto done;
 	}
-	row.ndocs = sqlite3_column_int64(st, 0);
-	row.max_ctime = sqlite3_column_int64(st, 1);
-	row.fp = sqlite3_column_double(st, 2);
+	row->ndocs = sqlite3_column_int64(st, 0);
+	row->max_ctime = sqlite3_column_int64(st, 1);
+	row->fp = sqlite3_column_double(st, 2);
+	row->have_fp = true;
 	sqlite3_finalize(st);
 	st = NULL;
-	if ((rc = render_indexes(t, c->id, &sn->text, err)))
-		goto done;
-	git_odb_hash(&row.idx, sn->text.data, sn->text.len, GIT_OBJECT_BLOB);
-
-	if ((rc = sql_prepare(t,
-			      "SELECT ndocs, max_ctime, fp, idx, tree FROM snap_colls"
-			      " WHERE repo = ?1 AND coll = ?2",
-			      &st, err)))
-		goto done;
-	sqlite3_bind_int64(st, 1, sn->repokey);
-	sqlite3_bind_int64(st, 2, c->id);
-	if ((rc = sqlite3_step(st)) == SQLITE_ROW && sqlite3_column_bytes(st, 4) == GIT_OID_RAWSZ) {
-		git_oid old;
-
-		git_oid_fromraw(&old, sqlite3_column_blob(st, 4));
-		have_cache = git_odb_exists(sn->odb, &old) == 1;
-		if (have_cache && sqlite3_column_int64(st, 0) == row.ndocs &&
-		    sqlite3_column_int64(st, 1) == row.max_ctime &&
-		    sqlite3_column_double(st, 2) == row.fp &&
-		    sqlite3_column_bytes(st, 3) == GIT_OID_RAWSZ &&
-		    memcmp(sqlite3_column_blob(st, 3), row.idx.id, GIT_OID_RAWSZ) == 0) {
-			*tree = old;
-			sn->r->colls_reused++;
-			sn->r->docs += row.ndocs;
-			sn->r->blobs_reused += row.ndocs;
-			rc = 0;
-			goto done;
-		}
-	} else if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-		rc = store__sqlerr(t, rc, "read snapshot cache", err);
+	if (cc->have && cc->have_fp && cc->ndocs == row->ndocs && cc->max_ctime == row->max_ctime &&
+	    cc->fp == row->fp && git_oid_equal(&cc->idx, &row->idx)) {
+		coll_reuse(sn, cc, row, tree);
+		rc = 0;
 		goto done;
 	}
-	sqlite3_finalize(st);
-	st = NULL;
 
-	if ((rc = pack_add(&sn->pack, GIT_OBJECT_BLOB, sn->text.data, sn->text.len, &row.idx, err)))
+	if ((rc = pack_add(&sn->pack, GIT_OBJECT_BLOB, sn->idxtext.data, sn->idxtext.len, &row->idx,
+			   err)))
 		goto done;
-	dfs_buf_init(&tb.names);
-	flat_add(&tb, ".indexes.json", 13, &row.idx);
+	flat_add(&tb, ".indexes.json", 13, &row->idx);
 	/* With a cache: a merge of two ordered scans (documents by id, cache rows by docid),
 	 * cheaper than a lookup per document, and a row's BSON (mostly in overflow pages) read
 	 * only when it must be rendered: a selected column is materialised whether or not it
 	 * is looked at. */
 	rc = sql_prepare(t,
-			 have_cache ? "SELECT id, name, ctime FROM docs WHERE coll = ?1 ORDER BY id"
-				    : "SELECT id, name, ctime, bson FROM docs WHERE coll = ?1",
+			 cc->have ? "SELECT id, name, ctime FROM docs WHERE coll = ?1 ORDER BY id"
+				  : "SELECT id, name, ctime, bson FROM docs WHERE coll = ?1",
 			 &st, err);
-	if (!rc && have_cache)
+	if (!rc && cc->have)
 		rc = sql_prepare(t, "SELECT bson FROM docs WHERE id = ?1", &bst, err);
-	if (!rc && have_cache)
+	if (!rc && cc->have)
 		rc = sql_prepare(t,
 				 "SELECT docid, ctime, oid FROM snap_docs WHERE repo = ?1"
 				 " ORDER BY docid",
@@ -716,61 +1654,44 @@ static int snap_coll(struct snap *sn, const struct store_coll *c, git_oid *tree,
 		cst_rc = sqlite3_step(cst);
 	}
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct doc_row d = {.docid = sqlite3_column_int64(st, 0),
-				    .ctime = sqlite3_column_int64(st, 2)};
+		int64_t docid = sqlite3_column_int64(st, 0), ctime = sqlite3_column_int64(st, 2);
 		const char *name = (const char *)sqlite3_column_text(st, 1);
+		git_oid oid;
 
-		while (cst_rc == SQLITE_ROW && sqlite3_column_int64(cst, 0) < d.docid)
+		while (cst_rc == SQLITE_ROW && sqlite3_column_int64(cst, 0) < docid)
 			cst_rc = sqlite3_step(cst);
 		if (cst_rc != SQLITE_ROW && cst_rc != SQLITE_DONE) {
 			rc = store__sqlerr(t, cst_rc, "read snapshot cache", err);
 			goto done;
 		}
-		if (cst_rc == SQLITE_ROW && sqlite3_column_int64(cst, 0) == d.docid &&
-		    sqlite3_column_int64(cst, 1) == d.ctime &&
+		if (cst_rc == SQLITE_ROW && sqlite3_column_int64(cst, 0) == docid &&
+		    sqlite3_column_int64(cst, 1) == ctime &&
 		    sqlite3_column_bytes(cst, 2) == GIT_OID_RAWSZ) {
-			git_oid_fromraw(&d.oid, sqlite3_column_blob(cst, 2));
+			git_oid_fromraw(&oid, sqlite3_column_blob(cst, 2));
 			sn->r->blobs_reused++;
+		} else if (bst) {
+			sqlite3_reset(bst);
+			sqlite3_bind_int64(bst, 1, docid);
+			if ((rc = sqlite3_step(bst)) != SQLITE_ROW) {
+				rc = store__sqlerr(t, rc, "read document", err);
+				goto done;
+			}
+			if ((rc = doc_blob(sn, docid, ctime, sqlite3_column_blob(bst, 0),
+					   sqlite3_column_bytes(bst, 0), true, &oid, err)))
+				goto done;
+			sn->r->blobs_written++;
 		} else {
-			const uint8_t *data;
-			int n;
-			bson_t doc;
-
-			if (bst) {
-				sqlite3_reset(bst);
-				sqlite3_bind_int64(bst, 1, d.docid);
-				if ((rc = sqlite3_step(bst)) != SQLITE_ROW) {
-					rc = store__sqlerr(t, rc, "read document", err);
-					goto done;
-				}
-				data = sqlite3_column_blob(bst, 0);
-				n = sqlite3_column_bytes(bst, 0);
-			} else {
-				data = sqlite3_column_blob(st, 3);
-				n = sqlite3_column_bytes(st, 3);
-			}
-			if (n < 5 || !bson_init_static(&doc, data, (size_t)n)) {
-				rc = dfs_err_set(err, DFS_ECORRUPT,
-						 "document %lld is not valid BSON",
-						 (long long)d.docid);
+			if ((rc = doc_blob(sn, docid, ctime, sqlite3_column_blob(st, 3),
+					   sqlite3_column_bytes(st, 3), true, &oid, err)))
 				goto done;
-			}
-			dfs_buf_reset(&sn->text);
-			if ((rc = store_codec_render(&doc, STORE_RENDER_PRETTY, &sn->text, err)))
-				goto done;
-			git_odb_hash(&d.oid, sn->text.data, sn->text.len, GIT_OBJECT_BLOB);
-			if ((rc = pack_add(&sn->pack, GIT_OBJECT_BLOB, sn->text.data, sn->text.len,
-					   &d.oid, err)))
-				goto done;
-			PUSH(sn->docs, sn->ndocs, sn->capdocs, d);
 			sn->r->blobs_written++;
 		}
 		if (!name) {
 			rc = dfs_err_set(err, DFS_ECORRUPT, "document %lld has no name",
-					 (long long)d.docid);
+					 (long long)docid);
 			goto done;
 		}
-		flat_add(&tb, name, (size_t)sqlite3_column_bytes(st, 1), &d.oid);
+		flat_add(&tb, name, (size_t)sqlite3_column_bytes(st, 1), &oid);
 		sn->r->docs++;
 	}
 	if (rc != SQLITE_DONE) {
@@ -779,16 +1700,38 @@ static int snap_coll(struct snap *sn, const struct store_coll *c, git_oid *tree,
 	}
 	if ((rc = flat_write(sn, &tb, tree, err)))
 		goto done;
-	row.tree = *tree;
-	PUSH(sn->colls, sn->ncolls, sn->capcolls, row);
+	row->tree = *tree;
+	PUSH(sn->colls, sn->ncolls, sn->capcolls, *row);
 done:
 	sqlite3_finalize(st);
 	sqlite3_finalize(bst);
 	sqlite3_finalize(cst);
 	dfs_buf_release(&tb.names);
 	free(tb.v);
+	return rc;
+}
+
+/* Builds the tree of one collection into *tree: reused, patched or walked (notes 2, 6). */
+static int snap_coll(struct snap *sn, const struct store_coll *c, git_oid *tree,
+		     struct dfs_err *err)
+{
+	struct coll_row row = {.coll = c->id, .seq = sn->seq, .next_id = sn->next_id};
+	struct coll_cache cc;
+	bool walk = true;
+	int rc;
+
+	if ((rc = render_indexes(sn->t, c->id, &sn->idxtext, err)))
+		goto done;
+	obj_hash(&row.idx, sn->idxtext.data, sn->idxtext.len, GIT_OBJECT_BLOB);
+	if ((rc = cache_read(sn, c->id, &cc, err)))
+		goto done;
+	if (cc.have && cc.have_seq && (rc = coll_patch(sn, c, &cc, &row, tree, &walk, err)))
+		goto done;
+	if (walk)
+		rc = coll_walk(sn, c, &cc, &row, tree, err);
+done:
 	if (rc)
-		dfs_err_prefix(err, "collection '%s.%s': ", store_db_name(t->db), c->name);
+		dfs_err_prefix(err, "collection '%s.%s': ", store_db_name(sn->t->db), c->name);
 	return rc;
 }
 
@@ -807,7 +1750,8 @@ static int cache_write(struct store_db *db, struct snap *sn, struct dfs_err *err
 			      &sd, err)) ||
 	    (rc = sql_prepare(t,
 			      "INSERT OR REPLACE INTO snap_colls(repo, coll, ndocs, max_ctime,"
-			      " fp, idx, tree) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+			      " fp, idx, tree, seq, next_id) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,"
+			      " ?9)",
 			      &sc, err)))
 		goto done;
 	for (size_t i = 0; i < sn->ndocs; i++) {
@@ -828,10 +1772,17 @@ static int cache_write(struct store_db *db, struct snap *sn, struct dfs_err *err
 		sqlite3_bind_int64(sc, 1, sn->repokey);
 		sqlite3_bind_int64(sc, 2, c->coll);
 		sqlite3_bind_int64(sc, 3, c->ndocs);
-		sqlite3_bind_int64(sc, 4, c->max_ctime);
-		sqlite3_bind_double(sc, 5, c->fp);
+		if (c->have_fp) {
+			sqlite3_bind_int64(sc, 4, c->max_ctime);
+			sqlite3_bind_double(sc, 5, c->fp);
+		} else {
+			sqlite3_bind_null(sc, 4);
+			sqlite3_bind_null(sc, 5);
+		}
 		sqlite3_bind_blob(sc, 6, c->idx.id, GIT_OID_RAWSZ, SQLITE_STATIC);
 		sqlite3_bind_blob(sc, 7, c->tree.id, GIT_OID_RAWSZ, SQLITE_STATIC);
+		sqlite3_bind_int64(sc, 8, c->seq);
+		sqlite3_bind_int64(sc, 9, c->next_id);
 		if ((rc = sqlite3_step(sc)) != SQLITE_DONE) {
 			rc = store__sqlerr(t, rc, "write snapshot cache", err);
 			goto done;
@@ -969,6 +1920,28 @@ static int signature_env(const char *who, git_signature **out, struct dfs_err *e
 
 /* ---- store_snapshot ---------------------------------------------------------------- */
 
+/* Reads, in the snapshot's transaction, where the change feed and the id counter are. */
+static int feed_position(struct snap *sn, struct dfs_err *err)
+{
+	static const char *const sql[2] = {"SELECT max(seq) FROM changes",
+					   "SELECT v FROM meta WHERE k = 'next_id'"};
+	int64_t *out[2] = {&sn->seq, &sn->next_id};
+
+	for (int i = 0; i < 2; i++) {
+		sqlite3_stmt *st = NULL;
+		int rc;
+
+		if ((rc = sql_prepare(sn->t, sql[i], &st, err)))
+			return rc;
+		rc = sqlite3_step(st);
+		*out[i] = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+		sqlite3_finalize(st);
+		if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+			return store__sqlerr(sn->t, rc, "read change feed", err);
+	}
+	return 0;
+}
+
 struct coll_list {
 	struct store_coll *v;
 	size_t n, cap;
@@ -1003,7 +1976,9 @@ int store_snapshot(struct store *s, const struct store_snap_opts *o, struct stor
 	memset(r, 0, sizeof(*r));
 	sn.r = r;
 	dfs_buf_init(&sn.text);
-	dfs_buf_init(&sn.pack.body);
+	dfs_buf_init(&sn.idxtext);
+	dfs_buf_init(&sn.pack.stage);
+	sn.pack.fd = -1;
 	if (!o->db)
 		return dfs_err_set(err, DFS_EINVAL, "snapshot needs a database");
 	if ((rc = store_db_get(s, o->db, false, &db, err)))
@@ -1049,12 +2024,34 @@ int store_snapshot(struct store *s, const struct store_snap_opts *o, struct stor
 	}
 	sn.repo = repo;
 	sn.pack.odb = sn.odb;
+	{
+		git_buf objdir = {0};
+
+		if (git_repository_item_path(&objdir, repo, GIT_REPOSITORY_ITEM_OBJECTS) != 0) {
+			rc = store__git_err(err, DFS_EIO, "object directory");
+			goto done;
+		}
+		if (asprintf(&sn.pack.dir, "%spack", objdir.ptr) < 0)
+			sn.pack.dir = NULL;
+		git_buf_dispose(&objdir);
+		if (!sn.pack.dir) {
+			rc = dfs_err_set(err, DFS_ENOMEM, "out of memory");
+			goto done;
+		}
+		if (mkdir(sn.pack.dir, 0755) != 0 && errno != EEXIST) {
+			rc = dfs_err_set(err, DFS_EIO, "cannot create '%s': %s", sn.pack.dir,
+					 strerror(errno));
+			goto done;
+		}
+	}
 	sn.repokey = repo_key(repo);
 	if ((rc = cache_ensure(db, err)))
 		goto done;
 
 	/* Read everything in one transaction (note 1). */
 	if ((rc = store_txn_begin(db, false, &sn.t, err)))
+		goto done;
+	if ((rc = feed_position(&sn, err)))
 		goto done;
 	if (o->coll) {
 		struct store_coll c;
@@ -1196,8 +2193,12 @@ done:
 	free(sn.colls);
 	free(sn.trees);
 	free(sn.pack.seen.slots);
-	dfs_buf_release(&sn.pack.body);
+	free(sn.pack.ents);
+	free(sn.pack.dir);
+	pack_discard(&sn.pack);
+	dfs_buf_release(&sn.pack.stage);
 	dfs_buf_release(&sn.text);
+	dfs_buf_release(&sn.idxtext);
 	git_signature_free(author);
 	git_signature_free(committer);
 	git_treebuilder_free(dbtb);
@@ -1383,12 +2384,11 @@ done:
 
 /* ---- store_restore ----------------------------------------------------------------- */
 
-/* Restores the index definitions of a ".indexes.json" blob into coll. */
-static int restore_indexes(struct store_txn *t, int64_t coll, const char *text, size_t len,
-			   struct dfs_err *err)
+/* Reads the index definitions of a ".indexes.json" blob into specs (an array, _id_ left
+ * out), to be created once the documents are in. */
+static int restore_indexes(const char *text, size_t len, bson_t *specs, struct dfs_err *err)
 {
 	struct dfs_buf wrap;
-	sqlite3_stmt *st = NULL;
 	bson_t doc;
 	bson_iter_t it, arr;
 	int rc;
@@ -1409,11 +2409,7 @@ static int restore_indexes(struct store_txn *t, int64_t coll, const char *text, 
 		rc = dfs_err_set(err, DFS_EINVAL, ".indexes.json is not an array");
 		goto done;
 	}
-	if ((rc = sql_prepare(t,
-			      "INSERT OR REPLACE INTO indexes(coll, name, spec)"
-			      " VALUES(?1, ?2, ?3)",
-			      &st, err)))
-		goto done;
+	bson_reinit(specs);
 	while (bson_iter_next(&arr)) {
 		const uint8_t *data;
 		uint32_t n;
@@ -1434,18 +2430,10 @@ static int restore_indexes(struct store_txn *t, int64_t coll, const char *text, 
 		name = bson_iter_utf8(&f, NULL);
 		if (strcmp(name, "_id_") == 0)
 			continue;
-		sqlite3_reset(st);
-		sqlite3_bind_int64(st, 1, coll);
-		sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);
-		sqlite3_bind_blob(st, 3, data, (int)n, SQLITE_TRANSIENT);
-		if ((rc = sqlite3_step(st)) != SQLITE_DONE) {
-			rc = store__sqlerr(t, rc, "restore index definitions", err);
-			goto done;
-		}
+		bson_append_document(specs, name, -1, &spec);
 	}
 	rc = 0;
 done:
-	sqlite3_finalize(st);
 	bson_destroy(&doc);
 	return rc;
 }
@@ -1498,6 +2486,8 @@ int store_restore(struct store *s, const char *repo_path, const char *ref, const
 	char path[2 * DFS_MAX_NS_NAME + 2], *where = NULL;
 	int64_t n = 0;
 	bool created = false;
+	bson_t specs = BSON_INITIALIZER;
+	bson_iter_t si;
 	int rc;
 
 	if (ndocs)
@@ -1583,8 +2573,8 @@ int store_restore(struct store *s, const char *repo_path, const char *ref, const
 			goto done;
 		}
 		if (strcmp(name, ".indexes.json") == 0)
-			rc = restore_indexes(t, c.id, git_blob_rawcontent(b),
-					     (size_t)git_blob_rawsize(b), err);
+			rc = restore_indexes(git_blob_rawcontent(b), (size_t)git_blob_rawsize(b),
+					     &specs, err);
 		else if ((rc = restore_doc(t, c.id, name, git_blob_rawcontent(b),
 					   (size_t)git_blob_rawsize(b), &a, err)) == 0)
 			n++;
@@ -1592,11 +2582,28 @@ int store_restore(struct store *s, const char *repo_path, const char *ref, const
 		if (rc)
 			goto done;
 	}
+	/* The indexes are built over the restored documents, in the same transaction. */
+	if (bson_iter_init(&si, &specs)) {
+		while (bson_iter_next(&si)) {
+			const uint8_t *data;
+			uint32_t len;
+			bson_t spec;
+
+			bson_iter_document(&si, &len, &data);
+			if (!bson_init_static(&spec, data, len))
+				continue;
+			if ((rc = store_index_create(t, c.id, &spec, NULL, 0, NULL, NULL, err))) {
+				dfs_err_prefix(err, "index '%s': ", bson_iter_key(&si));
+				goto done;
+			}
+		}
+	}
 	rc = store_txn_commit(t, err);
 	t = NULL;
 	if (!rc && ndocs)
 		*ndocs = n;
 done:
+	bson_destroy(&specs);
 	store_txn_abort(t);
 	if (rc && created)
 		store_db_drop(s, into_db, NULL); /* nothing changed: not even a new database */

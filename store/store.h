@@ -513,7 +513,9 @@ struct store_index {
 };
 
 /* The filter engine lives above the store; partial indexes need it. The query layer installs
- * these once at startup (query_init()); without them a partial index is DFS_EINVAL. */
+ * these once at startup (query_init()); without them a partial index is DFS_EINVAL. The
+ * hooks are a process global read without locks: set them before opening any store (NULL
+ * removes them, for tests). */
 struct store_filter_hooks {
 	int (*compile)(const bson_t *filter, void **out, struct dfs_err *err);
 	bool (*match)(const void *compiled, const bson_t *doc);

@@ -1,6 +1,6 @@
 /*
  * store_int.h - private declarations shared by the files of store/ that speak SQL
- * (db.c, doc.c, check.c). Nothing outside store/ includes it.
+ * (db.c, doc.c, index.c, check.c, snapshot.c). Nothing outside store/ includes it.
  */
 #ifndef DOCFS_STORE_INT_H
 #define DOCFS_STORE_INT_H
@@ -47,6 +47,18 @@ enum store__st {
 	ST_CHANGE_ADD,
 	ST_CHANGE_SINCE,
 	ST_CHANGE_LAST,
+	ST_DOC_FETCH,
+	ST_IX_LIST,
+	ST_IX_INSERT,
+	ST_IX_BUILT,
+	ST_IX_DELETE,
+	ST_IX_MULTIKEY,
+	ST_IX_VERSION,
+	ST_IX_BUMP,
+	ST_IKEY_INSERT,
+	ST_IKEY_DELETE,
+	ST_IKEY_DUP,
+	ST_IKEY_DROP,
 	ST__COUNT
 };
 
@@ -70,15 +82,16 @@ struct store_db {
 };
 
 struct store_txn {
-	struct store_db *db;	/* Borrowed */
-	struct store__conn *c;	/* Owned while the transaction runs */
-	bool write;		/* holds the write lock */
-	int64_t next_id;	/* next free entry id, loaded on first use (0: not yet) */
-	int64_t first_id;	/* next_id as loaded, to know whether to store it back */
-	int64_t coll_ok;	/* collection known to exist in this transaction (0: none) */
-	int64_t inserts_logged; /* collection whose inserts this transaction has logged */
-	struct dfs_buf scratch; /* rendering buffer reused by the transaction's writes */
-	struct dfs_buf key;	/* key buffer reused by the transaction's writes */
+	struct store_db *db;	    /* Borrowed */
+	struct store__conn *c;	    /* Owned while the transaction runs */
+	bool write;		    /* holds the write lock */
+	int64_t next_id;	    /* next free entry id, loaded on first use (0: not yet) */
+	int64_t first_id;	    /* next_id as loaded, to know whether to store it back */
+	int64_t coll_ok;	    /* collection known to exist in this transaction (0: none) */
+	int64_t inserts_logged;	    /* collection whose inserts this transaction has logged */
+	struct dfs_buf scratch;	    /* rendering buffer reused by the transaction's writes */
+	struct dfs_buf key;	    /* key buffer reused by the transaction's writes */
+	struct store__ixcache *ixc; /* Owned: index.c's cache and pending entries, or NULL */
 };
 
 /* Returns the statement slot, reset and unbound, or NULL with err set. Borrowed: valid
@@ -95,5 +108,47 @@ int64_t store__now_ns(void);
 /* Opens a private connection to a database file (for check.c). */
 int store__conn_open(const char *path, bool create, struct store__conn **out, struct dfs_err *err);
 void store__conn_close(struct store__conn *c);
+
+#define STORE__SCHEMA_VERSION 2
+
+/* ---- index.c ----------------------------------------------------------------------- */
+
+/* The entries one index implies for one document: key and vals bytes in buf. */
+struct store__ixentry {
+	size_t koff, klen; /* the key in buf */
+	size_t voff, vlen; /* the vals BSON in buf */
+};
+struct store__ixkeys {
+	struct dfs_buf buf;	  /* key and vals bytes of every entry */
+	struct store__ixentry *e; /* Owned: n entries */
+	size_t n, cap;
+	uint32_t multikey; /* bit i: field i expanded an array */
+};
+void store__ixkeys_init(struct store__ixkeys *k);
+void store__ixkeys_reset(struct store__ixkeys *k);
+void store__ixkeys_release(struct store__ixkeys *k);
+/* Computes the entries of doc in ix (partial: its compiled partialFilterExpression, NULL
+ * when it has none). Errors: DFS_EINVAL (parallel arrays, key too large, hashed array). */
+int store__ix_keys(const struct store_index *ix, const void *partial, const bson_t *doc,
+		   struct store__ixkeys *out, struct dfs_err *err);
+/*
+ * The index side of one document write, step 1 (index.c note 3): the entries of document
+ * id as stored now in oldcoll go away (oldcoll 0: it is new), the entries of newdoc in
+ * newcoll come (newcoll 0 or newdoc NULL: it goes away). Checks everything, writes nothing.
+ * Call before the document row changes; then store__ix_apply after it changed.
+ */
+int store__ix_prepare(struct store_txn *t, int64_t oldcoll, int64_t newcoll, int64_t id,
+		      const bson_t *newdoc, struct dfs_err *err);
+int store__ix_apply(struct store_txn *t, struct dfs_err *err);
+/* The index definitions of coll were removed (drop/empty): forget them, bump the version. */
+int store__ix_coll_cleared(struct store_txn *t, int64_t coll, struct dfs_err *err);
+void store__ix_invalidate(struct store_txn *t);
+void store__ix_txn_free(struct store_txn *t);
+/* Builds the index definitions a version-1 database kept without entries (inside the
+ * caller's write transaction on c). */
+int store__ix_migrate(struct store__conn *c, const char *dbname, struct dfs_err *err);
+/* docs check: every index's entries against its documents; problems go to report. */
+void store__ix_check(struct store__conn *c, const char *db,
+		     void (*report)(void *ctx, const char *msg), void *ctx);
 
 #endif

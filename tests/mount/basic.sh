@@ -28,7 +28,7 @@ for f in "$MNT"/shop/users/*.json; do
 done
 
 step "ls -l lists the documents and no junk"
-expect_eq "$(ls "$MNT/shop/users" | sort | tr '\n' ' ')" "2.json alice.json bob.json query " "ls"
+expect_eq "$(ls "$MNT/shop/users" | sort | tr '\n' ' ')" "2.json aggregate alice.json bob.json delete explain query update " "ls"
 expect_eq "$(ls -l "$MNT/shop/users" | grep -c '^-')" "3" "ls -l regular files"
 
 step "grep -rl and find -name"

@@ -45,7 +45,7 @@ same_files() {
 
 step "--help lists every command and exits 0"
 "$DOCFS" --help > "$T/out" 2> "$T/err" || fail "docfs --help exited $?"
-for c in mount import export check generate version; do
+for c in mount import export check generate snapshot snapshots restore index explain version; do
 	grep -qE "^  $c( |$)" "$T/out" || fail "--help does not list '$c'"
 done
 [ ! -s "$T/err" ] || fail "--help wrote to stderr"

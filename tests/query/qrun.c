@@ -20,7 +20,7 @@
  * 2. Documents are inserted with store_doc_prepare(doc, NULL, ...) so that a document without
  *    _id gets a generated ObjectId, as an insert into MongoDB does.
  */
-#include "query.h"
+#include "plan_int.h"
 
 #include <ftw.h>
 #include <stdio.h>
@@ -66,7 +66,7 @@ static void print_doc(const bson_t *doc)
 static void print_error(const char *prefix, const char *msg)
 {
 	bson_t doc = BSON_INITIALIZER;
-	char buf[400];
+	char buf[1200];
 
 	snprintf(buf, sizeof(buf), "%s%s", prefix, msg);
 	BSON_APPEND_UTF8(&doc, "error", buf);
@@ -121,6 +121,239 @@ static int doc_opt(const bson_iter_t *it, bson_t *out)
 	return bson_init_static(out, data, len) ? 0 : -1;
 }
 
+/* ---- generated indexes ("autoindex": true) ----------------------------------------- */
+
+#define AUTO_PATHS 4
+
+/* Collects the field paths a filter names (top level and through $and/$or/$nor). */
+static void filter_paths(const bson_t *f, char paths[][128], int *n)
+{
+	bson_iter_t it, sub;
+
+	if (!bson_iter_init(&it, f))
+		return;
+	while (bson_iter_next(&it)) {
+		const char *k = bson_iter_key(&it);
+
+		if (k[0] == '$') {
+			if ((!strcmp(k, "$and") || !strcmp(k, "$or") || !strcmp(k, "$nor")) &&
+			    BSON_ITER_HOLDS_ARRAY(&it) && bson_iter_recurse(&it, &sub))
+				while (bson_iter_next(&sub)) {
+					bson_t d;
+
+					if (doc_opt(&sub, &d) == 0)
+						filter_paths(&d, paths, n);
+				}
+			continue;
+		}
+		if (strlen(k) >= 100 || *n >= AUTO_PATHS)
+			continue;
+		{
+			bool dup = false;
+
+			for (int i = 0; i < *n; i++)
+				dup |= !strcmp(paths[i], k);
+			if (!dup)
+				snprintf(paths[(*n)++], 128, "%s", k);
+		}
+	}
+}
+
+/* Creates the index of spec json, ignoring a refusal. A refused create may leave its
+ * definition behind in the continuing transaction (a store bug at the time of writing), so
+ * whatever the failed call added is dropped again. */
+static void auto_index(struct store_txn *t, int64_t coll, const char *json)
+{
+	struct dfs_err err = {0};
+	struct store_index *ixs;
+	int n0 = 0, n;
+	bson_t spec;
+
+	bson_init(&spec);
+	if (store_index_list(t, coll, &ixs, &n0, &err) == 0)
+		store_index_list_free(ixs, n0);
+	if (store_codec_parse_doc(json, strlen(json), &spec, &err) == 0 &&
+	    store_index_create(t, coll, &spec, NULL, 0, NULL, NULL, &err) &&
+	    store_index_list(t, coll, &ixs, &n, NULL) == 0) {
+		for (int i = n0; i < n; i++)
+			store_index_drop(t, coll, ixs[i].name, NULL);
+		store_index_list_free(ixs, n);
+	}
+	bson_destroy(&spec);
+}
+
+/* The generated index set: single-field on every path (multikey where the data has
+ * arrays), a descending sparse one, a hashed one, a compound one and a partial one. Specs
+ * the store refuses (hashed arrays, parallel arrays, key too large) are skipped. */
+static void auto_indexes(struct store_txn *t, int64_t coll, const struct query_find_opts *o)
+{
+	char paths[AUTO_PATHS * 2][128], js[1024];
+	int n = 0;
+
+	if (o->filter)
+		filter_paths(o->filter, paths, &n);
+	if (o->sort)
+		filter_paths(o->sort, paths, &n);
+	for (int i = 0; i < n; i++) {
+		snprintf(js, sizeof(js), "{\"key\": {\"%s\": 1}}", paths[i]);
+		auto_index(t, coll, js);
+	}
+	if (n >= 1) {
+		snprintf(js, sizeof(js), "{\"key\": {\"%s\": -1}, \"sparse\": true}", paths[0]);
+		auto_index(t, coll, js);
+		snprintf(js, sizeof(js), "{\"key\": {\"%s\": \"hashed\"}}", paths[n - 1]);
+		auto_index(t, coll, js);
+		snprintf(js, sizeof(js),
+			 "{\"key\": {\"%s\": 1, \"_id\": 1}, \"partialFilterExpression\": "
+			 "{\"%s\": {\"$exists\": true}}}",
+			 paths[0], paths[0]);
+		auto_index(t, coll, js);
+	}
+	if (n >= 2) {
+		snprintf(js, sizeof(js), "{\"key\": {\"%s\": 1, \"%s\": -1}}", paths[0], paths[1]);
+		auto_index(t, coll, js);
+		snprintf(js, sizeof(js), "{\"key\": {\"%s\": -1, \"%s\": 1}, \"sparse\": true}",
+			 paths[1], paths[0]);
+		auto_index(t, coll, js);
+	}
+}
+
+static void run_explain(struct store_txn *t, const struct store_coll *coll,
+			const struct query_find_opts *o, const char *verb, const char *format)
+{
+	struct dfs_err err = {0};
+	bson_t ex = BSON_INITIALIZER, result = BSON_INITIALIZER;
+	int v = !strcmp(verb, "queryPlanner")	     ? QUERY_VERB_PLANNER
+		: !strcmp(verb, "executionStats")    ? QUERY_VERB_EXEC
+		: !strcmp(verb, "allPlansExecution") ? QUERY_VERB_ALL
+						     : -1;
+	char ns[200];
+
+	if (v < 0)
+		return print_error("case: ", "unknown explain verbosity");
+	snprintf(ns, sizeof(ns), "qrun.%s", coll->name);
+	if (query_find_explain(t, coll->id, ns, o, v, &ex, &err)) {
+		bson_destroy(&ex);
+		return print_error("", err.msg);
+	}
+	if (format && !strcmp(format, "tree")) {
+		struct dfs_buf tree;
+
+		dfs_buf_init(&tree);
+		if (query_explain_tree(&ex, &tree, &err)) {
+			dfs_buf_release(&tree);
+			bson_destroy(&ex);
+			return print_error("", err.msg);
+		}
+		BSON_APPEND_UTF8(&result, "ok", tree.data ? tree.data : "");
+		dfs_buf_release(&tree);
+	} else {
+		BSON_APPEND_DOCUMENT(&result, "ok", &ex);
+	}
+	print_doc(&result);
+	bson_destroy(&result);
+	bson_destroy(&ex);
+}
+
+/* Runs the find and appends "ok": [results] (and "keys": "<hex> ..." when keys) to out. */
+static int run_find(struct store_txn *t, int64_t coll, const struct query_find_opts *o, bool keys,
+		    bson_t *out, struct dfs_err *err)
+{
+	struct query_cursor *cur;
+	struct dfs_buf kb;
+	const bson_t *doc;
+	bson_t arr;
+	int rc;
+
+	if ((rc = query_find_open(t, coll, o, &cur, err)))
+		return rc;
+	if (keys)
+		query__cursor_want_keys(cur);
+	dfs_buf_init(&kb);
+	bson_append_array_begin(out, "ok", 2, &arr);
+	for (uint32_t i = 0;; i++) {
+		const char *key;
+		char kbuf[16];
+		size_t klen;
+
+		rc = query_cursor_next(cur, &doc, err);
+		if (rc == DFS_ENOENT)
+			break;
+		if (rc) {
+			bson_append_array_end(out, &arr);
+			query_cursor_free(cur);
+			dfs_buf_release(&kb);
+			return rc;
+		}
+		klen = bson_uint32_to_string(i, &key, kbuf, sizeof(kbuf));
+		bson_append_document(&arr, key, (int)klen, doc);
+		if (keys && query__cursor_sort_key(cur)) {
+			const struct dfs_buf *sk = query__cursor_sort_key(cur);
+
+			if (i)
+				dfs_buf_putc(&kb, ' ');
+			for (size_t j = 0; j < sk->len; j++)
+				dfs_buf_printf(&kb, "%02x", (unsigned char)sk->data[j]);
+		}
+	}
+	query_cursor_free(cur);
+	bson_append_array_end(out, &arr);
+	if (keys)
+		BSON_APPEND_UTF8(out, "keys", kb.data ? kb.data : "");
+	dfs_buf_release(&kb);
+	return 0;
+}
+
+/* "allplans": appends "plans": [{"plan": desc, "ok": [...], "keys": ...} or {"plan": desc,
+ * "error": msg}, ...]: every candidate plan forced by a hint, on the same collection. */
+static int run_all_plans(struct store_txn *t, int64_t coll, const struct query_find_opts *o,
+			 bson_t *out, struct dfs_err *err)
+{
+	struct query_cursor *cur;
+	bson_t names = BSON_INITIALIZER, plans;
+	bson_iter_t it;
+	int rc, k = 0;
+
+	if ((rc = query_find_open(t, coll, o, &cur, err)))
+		return rc;
+	query__cursor_candidates(cur, &names);
+	query_cursor_free(cur);
+	bson_append_array_begin(out, "plans", 5, &plans);
+	bson_iter_init(&it, &names);
+	while (bson_iter_next(&it)) {
+		const char *desc = bson_iter_utf8(&it, NULL);
+		struct query_find_opts h = *o;
+		bson_t natural = BSON_INITIALIZER, one;
+		char name[128], num[16];
+		struct dfs_err e = {0};
+
+		if (!strncmp(desc, "ix:", 3)) {
+			snprintf(name, sizeof(name), "%s", desc + 3);
+			if (strrchr(name, ':') && !strcmp(strrchr(name, ':'), ":b"))
+				*strrchr(name, ':') = '\0';
+			h.hint = NULL;
+			h.hint_name = name;
+		} else if (!strncmp(desc, "coll", 4)) {
+			BSON_APPEND_INT32(&natural, "$natural", 1);
+			h.hint = &natural;
+			h.hint_name = NULL;
+		} else {
+			bson_destroy(&natural);
+			continue; /* an index union cannot be hinted */
+		}
+		snprintf(num, sizeof(num), "%d", k++);
+		bson_append_document_begin(&plans, num, -1, &one);
+		BSON_APPEND_UTF8(&one, "plan", desc);
+		if (run_find(t, coll, &h, true, &one, &e))
+			BSON_APPEND_UTF8(&one, "error", e.msg);
+		bson_append_document_end(&plans, &one);
+		bson_destroy(&natural);
+	}
+	bson_append_array_end(out, &plans);
+	bson_destroy(&names);
+	return 0;
+}
+
 static void run_case(const bson_t *c)
 {
 	struct dfs_err err = {0};
@@ -130,8 +363,12 @@ static void run_case(const bson_t *c)
 	bool have_docs = false;
 	struct query_cursor *cur = NULL;
 	struct store_coll coll;
+	bson_iter_t ixs;
+	bool have_ixs = false, want_cands = false, want_keys = false, autoidx = false;
+	bool want_all = false;
+	const char *explain = NULL, *format = NULL;
+	bson_t hint;
 	struct store_txn *t;
-	const bson_t *doc;
 	char name[32];
 	int rc;
 
@@ -163,6 +400,33 @@ static void run_case(const bson_t *c)
 			if (doc_opt(&it, &proj))
 				return print_error("case: ", "projection must be a document");
 			o.projection = &proj;
+		} else if (!strcmp(k, "indexes")) {
+			if (!BSON_ITER_HOLDS_ARRAY(&it) || !bson_iter_recurse(&it, &ixs))
+				return print_error("case: ", "indexes must be an array");
+			have_ixs = true;
+		} else if (!strcmp(k, "hint")) {
+			if (BSON_ITER_HOLDS_UTF8(&it))
+				o.hint_name = bson_iter_utf8(&it, NULL);
+			else if (doc_opt(&it, &hint))
+				return print_error("case: ", "hint must be a document or a name");
+			else
+				o.hint = &hint;
+		} else if (!strcmp(k, "explain")) {
+			if (!BSON_ITER_HOLDS_UTF8(&it))
+				return print_error("case: ", "explain must be a verbosity string");
+			explain = bson_iter_utf8(&it, NULL);
+		} else if (!strcmp(k, "format")) {
+			if (!BSON_ITER_HOLDS_UTF8(&it))
+				return print_error("case: ", "format must be a string");
+			format = bson_iter_utf8(&it, NULL);
+		} else if (!strcmp(k, "candidates")) {
+			want_cands = bson_iter_as_bool(&it);
+		} else if (!strcmp(k, "autoindex")) {
+			autoidx = bson_iter_as_bool(&it);
+		} else if (!strcmp(k, "allplans")) {
+			want_all = bson_iter_as_bool(&it);
+		} else if (!strcmp(k, "keys")) {
+			want_keys = bson_iter_as_bool(&it);
 		} else if (!strcmp(k, "skip")) {
 			if (int_opt(&it, &o.skip))
 				return print_error("case: ", "skip must be an integer");
@@ -201,30 +465,40 @@ static void run_case(const bson_t *c)
 		if (rc)
 			return print_error("insert: ", err.msg);
 	}
+	while (have_ixs && bson_iter_next(&ixs)) {
+		bson_t spec;
 
-	if (query_find_open(t, coll.id, &o, &cur, &err))
-		return print_error("", err.msg);
-	bson_init(&result);
-	bson_append_array_begin(&result, "ok", 2, &arr);
-	for (uint32_t i = 0;; i++) {
-		const char *key;
-		char kbuf[16];
-		size_t klen;
-
-		rc = query_cursor_next(cur, &doc, &err);
-		if (rc == DFS_ENOENT)
-			break;
-		if (rc) {
-			bson_append_array_end(&result, &arr);
-			bson_destroy(&result);
-			query_cursor_free(cur);
-			return print_error("", err.msg);
-		}
-		klen = bson_uint32_to_string(i, &key, kbuf, sizeof(kbuf));
-		bson_append_document(&arr, key, (int)klen, doc);
+		if (doc_opt(&ixs, &spec))
+			return print_error("case: ", "indexes must hold documents");
+		if (store_index_create(t, coll.id, &spec, NULL, 0, NULL, NULL, &err))
+			return print_error("index: ", err.msg);
 	}
-	query_cursor_free(cur);
-	bson_append_array_end(&result, &arr);
+	if (autoidx)
+		auto_indexes(t, coll.id, &o);
+	if (explain)
+		return run_explain(t, &coll, &o, explain, format);
+
+	if (want_cands) {
+		if (query_find_open(t, coll.id, &o, &cur, &err))
+			return print_error("", err.msg);
+		bson_init(&result);
+		bson_append_array_begin(&result, "ok", 2, &arr);
+		query__cursor_candidates(cur, &arr);
+		bson_append_array_end(&result, &arr);
+		query_cursor_free(cur);
+		print_doc(&result);
+		bson_destroy(&result);
+		return;
+	}
+	bson_init(&result);
+	if (run_find(t, coll.id, &o, want_keys || want_all, &result, &err)) {
+		bson_destroy(&result);
+		return print_error("", err.msg);
+	}
+	if (want_all && run_all_plans(t, coll.id, &o, &result, &err)) {
+		bson_destroy(&result);
+		return print_error("", err.msg);
+	}
 	print_doc(&result);
 	bson_destroy(&result);
 }
@@ -254,6 +528,7 @@ int main(int argc, char **argv)
 		perror("mkdtemp");
 		return 2;
 	}
+	query_init();
 	if (store_open(dir, true, &st, &err))
 		die("open store", &err);
 	if (store_db_get(st, "qrun", true, &db, &err))

@@ -10,9 +10,10 @@ JSON with the same codec, and the comparison is then a comparison of canonical t
 (type-exact, field-order sensitive). Prints each failing case with file:line, expected and
 actual; exits 1 on any failure.
 
-Passes: 'scan' runs the corpus as it is (today every find is a collection scan). 'indexed'
-is the hook for the second run of the corpus with indexes (STYLE.md, "Tests"): no secondary
-indexes exist yet, so it is reported as skipped; see indexed_pass() below.
+Passes: 'scan' runs the corpus as it is (no indexes but _id_: collection scans) against the
+expectations. 'indexed' runs every case again over a generated index set, with the
+planner's choice and with each candidate plan hinted, and expects the scan's results
+(indexed.py).
 """
 import argparse
 import glob
@@ -171,12 +172,19 @@ def scan_pass(qrun, cases, verbose):
 
 
 def indexed_pass(qrun, cases, verbose):
-    """The hook for the corpus's second run, with indexes. When secondary indexes exist, this
-    pass must create, for every case, indexes on the fields its filter and sort name (e.g. by
-    adding an "indexes" list to the qrun case, which qrun would create before the find) and
-    expect exactly the results of the scan pass. Until then there is nothing to run."""
-    print("query-corpus: pass 'indexed' skipped: no secondary indexes exist yet")
-    return None
+    """The corpus's second run, with indexes (STYLE.md, "Tests"): every case again over
+    qrun's generated index set, with the planner's choice and with every candidate plan
+    hinted, each compared with the collection scan (indexed.py says how)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import indexed
+    items = []
+    for c in cases:
+        items.append((c.query_text(), "sort" in c.fields, "skip" in c.fields,
+                      "limit" in c.fields))
+    fails, runs = indexed.check(qrun, items, where=lambda i: cases[i].where(), verbose=verbose,
+                                show=1000)
+    print("query-corpus: pass 'indexed': %d runs" % runs)
+    return fails
 
 
 def main():

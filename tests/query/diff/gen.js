@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // gen.js - generates random find() cases for the differential test against mingo, as JSON
 // Lines of canonical Extended JSON (the qrun input format):
-//   node gen.js [--seed S] [--n N] > cases.jsonl      (defaults: seed 1, 10000 cases)
+//   node gen.js [--seed S] [--n N] [--autoindex] > cases.jsonl   (defaults: seed 1, 10000 cases)
 // Documents: nested documents, arrays of mixed types, nulls, missing fields, int32, int64,
 // double and decimal128 numbers, strings, dates, ObjectIds. Filters: every operator of the
 // filter language except those mingo cannot judge (see ORACLE.md), dotted paths and numeric
@@ -37,11 +37,14 @@ const AVOID = {
 };
 
 const args = process.argv.slice(2);
-let seed = 1, n = 10000;
+let seed = 1, n = 10000, autoindex = false;
 for (let i = 0; i < args.length; i++) {
   if (args[i] === "--seed") seed = Number(args[++i]);
   else if (args[i] === "--n") n = Number(args[++i]);
-  else { console.error("usage: gen.js [--seed S] [--n N]"); process.exit(2); }
+  // the same cases, each asking qrun for its generated index set (single-field, multikey,
+  // sparse, hashed, compound, partial) on the fields the case names
+  else if (args[i] === "--autoindex") autoindex = true;
+  else { console.error("usage: gen.js [--seed S] [--n N] [--autoindex]"); process.exit(2); }
 }
 const R = makeRng(seed);
 
@@ -347,5 +350,9 @@ function makeCase() {
 }
 
 const out = [];
-for (let i = 0; i < n; i++) out.push(JSON.stringify(makeCase()));
+for (let i = 0; i < n; i++) {
+  const c = makeCase();
+  if (autoindex) c.autoindex = true;
+  out.push(JSON.stringify(c));
+}
 process.stdout.write(out.join("\n") + "\n");

@@ -20,3 +20,10 @@ trap 'rm -rf "$tmp"' EXIT
 node "$here/gen.js" "$@" >"$tmp/cases.jsonl"
 "$qrun" "$tmp/cases.jsonl" >"$tmp/results.jsonl"
 node "$here/compare.js" "$tmp/cases.jsonl" "$tmp/results.jsonl" --show "${SHOW:-10}"
+# the indexed pass: the same cases over qrun's generated indexes, first the planner's choice
+# against mingo, then every candidate plan hinted against the collection scan
+node "$here/gen.js" "$@" --autoindex >"$tmp/cases_ix.jsonl"
+"$qrun" "$tmp/cases_ix.jsonl" >"$tmp/results_ix.jsonl"
+node "$here/compare.js" "$tmp/cases_ix.jsonl" "$tmp/results_ix.jsonl" --unordered \
+	--show "${SHOW:-10}"
+python3 "$here/../indexed.py" --qrun "$qrun" --show "${SHOW:-10}" "$tmp/cases.jsonl"

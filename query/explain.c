@@ -1,0 +1,479 @@
+/*
+ * explain.c - describes plans in MongoDB's explain shape (queryPlanner, executionStats,
+ * allPlansExecution) and draws an explain document as a text tree. It plans and runs
+ * through plan.c and exec.c and never writes anything: the trial and the run happen in
+ * the caller's transaction, and explain neither reads nor fills the plan cache.
+ */
+#include "plan_int.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+/* Counters as MongoDB prints them: int32 when they fit. */
+static void append_num(bson_t *b, const char *k, int64_t v)
+{
+	if (v >= INT32_MIN && v <= INT32_MAX)
+		bson_append_int32(b, k, -1, (int32_t)v);
+	else
+		bson_append_int64(b, k, -1, v);
+}
+#define APPEND_NUM(b, k, v) append_num(b, k, v)
+
+const char *plan__stage_name(int stage)
+{
+	static const char *const names[] = {
+		[PS_COLLSCAN] = "COLLSCAN",
+		[PS_IXSCAN] = "IXSCAN",
+		[PS_FETCH] = "FETCH",
+		[PS_OR] = "OR",
+		[PS_SORT] = "SORT",
+		[PS_SKIP] = "SKIP",
+		[PS_LIMIT] = "LIMIT",
+		[PS_PROJ_SIMPLE] = "PROJECTION_SIMPLE",
+		[PS_PROJ_DEFAULT] = "PROJECTION_DEFAULT",
+		[PS_PROJ_COVERED] = "PROJECTION_COVERED",
+	};
+	return stage >= 0 && stage <= PS_PROJ_COVERED ? names[stage] : "UNKNOWN";
+}
+
+static void append_key_pattern(const struct store_index *ix, bson_t *out, const char *key)
+{
+	bson_iter_t it;
+	const uint8_t *data;
+	uint32_t len;
+
+	if (bson_iter_init_find(&it, ix->spec, "key") && BSON_ITER_HOLDS_DOCUMENT(&it)) {
+		bson_t kp;
+
+		bson_iter_document(&it, &len, &data);
+		if (bson_init_static(&kp, data, len))
+			BSON_APPEND_DOCUMENT(out, key, &kp);
+	}
+}
+
+static void append_ixscan(const struct plan__node *n, bson_t *out)
+{
+	const struct store_index *ix = n->ix;
+	bson_t mk, b, arr;
+	char num[16];
+
+	append_key_pattern(ix, out, "keyPattern");
+	BSON_APPEND_UTF8(out, "indexName", ix->name);
+	BSON_APPEND_BOOL(out, "isMultiKey", ix->multikey != 0);
+	BSON_APPEND_DOCUMENT_BEGIN(out, "multiKeyPaths", &mk);
+	for (int i = 0; i < ix->nfields; i++) {
+		bson_append_array_begin(&mk, ix->field[i].path, -1, &arr);
+		if ((ix->multikey >> i) & 1)
+			BSON_APPEND_UTF8(&arr, "0", ix->field[i].path);
+		bson_append_array_end(&mk, &arr);
+	}
+	bson_append_document_end(out, &mk);
+	BSON_APPEND_BOOL(out, "isUnique", ix->unique);
+	BSON_APPEND_BOOL(out, "isSparse", ix->sparse);
+	BSON_APPEND_BOOL(out, "isPartial", ix->partial != NULL);
+	BSON_APPEND_INT32(out, "indexVersion", 2);
+	BSON_APPEND_UTF8(out, "direction", n->backward ? "backward" : "forward");
+	BSON_APPEND_DOCUMENT_BEGIN(out, "indexBounds", &b);
+	for (int i = 0; i < ix->nfields; i++) {
+		const struct plan__ivals *s = &n->fb[i];
+		bson_append_array_begin(&b, ix->field[i].path, -1, &arr);
+		for (int k = 0; k < s->n; k++) {
+			/* MongoDB lists the intervals in scan order: reversed for a field
+			 * scanned from its high end. */
+			bool rev = (ix->field[i].dir < 0) != n->backward;
+			const struct plan__ival *iv = &s->iv[rev ? s->n - 1 - k : k];
+			struct plan__ival shown = *iv;
+			struct dfs_buf t;
+
+			if (rev) {
+				shown.lo = iv->hi;
+				shown.hi = iv->lo;
+				shown.lo_in = iv->hi_in;
+				shown.hi_in = iv->lo_in;
+			}
+			dfs_buf_init(&t);
+			plan__ival_describe(&shown, &t);
+			snprintf(num, sizeof(num), "%d", k);
+			BSON_APPEND_UTF8(&arr, num, t.data);
+			dfs_buf_release(&t);
+		}
+		bson_append_array_end(&b, &arr);
+	}
+	bson_append_document_end(out, &b);
+}
+
+static void append_stats(const struct plan__node *n, bson_t *out)
+{
+	const struct plan__stats *st = &n->st;
+
+	APPEND_NUM(out, "nReturned", st->nreturned);
+	BSON_APPEND_INT32(out, "executionTimeMillisEstimate", 0);
+	APPEND_NUM(out, "works", st->works);
+	APPEND_NUM(out, "advanced", st->advanced);
+	APPEND_NUM(out, "needTime", st->need_time);
+	BSON_APPEND_INT32(out, "needYield", 0);
+	BSON_APPEND_INT32(out, "saveState", 0);
+	BSON_APPEND_INT32(out, "restoreState", 0);
+	BSON_APPEND_INT32(out, "isEOF", st->eof ? 1 : 0); /* MongoDB prints 1 or 0 */
+	switch (n->stage) {
+	case PS_COLLSCAN:
+	case PS_FETCH:
+		APPEND_NUM(out, "docsExamined", st->docs_examined);
+		break;
+	case PS_IXSCAN:
+		APPEND_NUM(out, "keysExamined", st->keys_examined);
+		APPEND_NUM(out, "seeks", st->seeks);
+		APPEND_NUM(out, "dupsTested", st->dups_tested);
+		APPEND_NUM(out, "dupsDropped", st->dups_dropped);
+		break;
+	case PS_OR:
+		APPEND_NUM(out, "dupsTested", st->dups_tested);
+		APPEND_NUM(out, "dupsDropped", st->dups_dropped);
+		break;
+	default:
+		break;
+	}
+}
+
+/* One stage document (with its inputs); stats: with the counters. */
+static void append_stage(const struct plan__node *n, bool stats, bson_t *out)
+{
+	BSON_APPEND_UTF8(out, "stage", plan__stage_name(n->stage));
+	if (n->filter && (n->stage == PS_COLLSCAN || n->stage == PS_FETCH || n->stage == PS_IXSCAN))
+		query_filter_describe(n->filter, out, "filter");
+	switch (n->stage) {
+	case PS_COLLSCAN:
+		BSON_APPEND_UTF8(out, "direction", n->backward ? "backward" : "forward");
+		break;
+	case PS_IXSCAN:
+		append_ixscan(n, out);
+		break;
+	case PS_SORT:
+		BSON_APPEND_DOCUMENT(out, "sortPattern", n->sort_spec);
+		APPEND_NUM(out, "memLimit",
+			   (int64_t)(n->sort_mem ? n->sort_mem : 32u * 1024 * 1024));
+		if (n->amount)
+			APPEND_NUM(out, "limitAmount", n->amount);
+		BSON_APPEND_UTF8(out, "type", "simple");
+		break;
+	case PS_SKIP:
+		APPEND_NUM(out, "skipAmount", n->amount);
+		break;
+	case PS_LIMIT:
+		APPEND_NUM(out, "limitAmount", n->amount);
+		break;
+	case PS_PROJ_SIMPLE:
+	case PS_PROJ_DEFAULT:
+	case PS_PROJ_COVERED:
+		BSON_APPEND_DOCUMENT(out, "transformBy", n->proj_spec);
+		break;
+	default:
+		break;
+	}
+	if (stats)
+		append_stats(n, out);
+	if (n->stage == PS_OR) {
+		bson_t arr, kid;
+		char num[16];
+
+		BSON_APPEND_ARRAY_BEGIN(out, "inputStages", &arr);
+		for (int i = 0; i < n->nkids; i++) {
+			snprintf(num, sizeof(num), "%d", i);
+			BSON_APPEND_DOCUMENT_BEGIN(&arr, num, &kid);
+			append_stage(n->kids[i], stats, &kid);
+			bson_append_document_end(&arr, &kid);
+		}
+		bson_append_array_end(out, &arr);
+	} else if (n->nkids == 1) {
+		bson_t kid;
+
+		BSON_APPEND_DOCUMENT_BEGIN(out, "inputStage", &kid);
+		append_stage(n->kids[0], stats, &kid);
+		bson_append_document_end(out, &kid);
+	}
+}
+
+static void totals(const struct plan__node *n, int64_t *keys, int64_t *docs)
+{
+	*keys += n->st.keys_examined;
+	*docs += n->st.docs_examined;
+	for (int i = 0; i < n->nkids; i++)
+		totals(n->kids[i], keys, docs);
+}
+
+static void append_command(const char *ns, const struct query_find_opts *o, bson_t *out)
+{
+	const char *dot = strchr(ns, '.');
+	bson_t cmd;
+
+	BSON_APPEND_DOCUMENT_BEGIN(out, "command", &cmd);
+	BSON_APPEND_UTF8(&cmd, "find", dot ? dot + 1 : ns);
+	if (o->filter)
+		BSON_APPEND_DOCUMENT(&cmd, "filter", o->filter);
+	else {
+		bson_t e = BSON_INITIALIZER;
+
+		BSON_APPEND_DOCUMENT(&cmd, "filter", &e);
+	}
+	if (o->sort)
+		BSON_APPEND_DOCUMENT(&cmd, "sort", o->sort);
+	if (o->projection)
+		BSON_APPEND_DOCUMENT(&cmd, "projection", o->projection);
+	if (o->skip)
+		APPEND_NUM(&cmd, "skip", o->skip);
+	if (o->limit)
+		APPEND_NUM(&cmd, "limit", o->limit);
+	if (o->hint)
+		BSON_APPEND_DOCUMENT(&cmd, "hint", o->hint);
+	else if (o->hint_name)
+		BSON_APPEND_UTF8(&cmd, "hint", o->hint_name);
+	if (dot)
+		bson_append_utf8(&cmd, "$db", 3, ns, (int)(dot - ns));
+	bson_append_document_end(out, &cmd);
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int query_find_explain(struct store_txn *t, int64_t coll, const char *ns,
+		       const struct query_find_opts *o, int verbosity, bson_t *out,
+		       struct dfs_err *err)
+{
+	struct plan__run r;
+	bson_t qp, wp, rej, es, st, all;
+	int64_t start = now_ms(), nret = 0, keys = 0, docs = 0;
+	int rc;
+
+	if ((rc = plan__run_open(t, coll, o, false, &r, err)))
+		return rc;
+	BSON_APPEND_UTF8(out, "explainVersion", "1");
+	BSON_APPEND_DOCUMENT_BEGIN(out, "queryPlanner", &qp);
+	BSON_APPEND_UTF8(&qp, "namespace", ns);
+	BSON_APPEND_BOOL(&qp, "indexFilterSet", false);
+	if (r.q.filter)
+		query_filter_describe(r.q.filter, &qp, "parsedQuery");
+	else {
+		bson_t e = BSON_INITIALIZER;
+
+		BSON_APPEND_DOCUMENT(&qp, "parsedQuery", &e);
+	}
+	BSON_APPEND_DOCUMENT_BEGIN(&qp, "winningPlan", &wp);
+	append_stage(r.cands[r.winner].root, false, &wp);
+	bson_append_document_end(&qp, &wp);
+	BSON_APPEND_ARRAY_BEGIN(&qp, "rejectedPlans", &rej);
+	for (int i = 0, k = 0; i < r.ncands; i++) {
+		char num[16];
+		bson_t p;
+
+		if (i == r.winner)
+			continue;
+		snprintf(num, sizeof(num), "%d", k++);
+		BSON_APPEND_DOCUMENT_BEGIN(&rej, num, &p);
+		append_stage(r.cands[i].root, false, &p);
+		bson_append_document_end(&rej, &p);
+	}
+	bson_append_array_end(&qp, &rej);
+	bson_append_document_end(out, &qp);
+
+	if (verbosity >= QUERY_VERB_EXEC) {
+		struct plan__node *root = r.cands[r.winner].root;
+		struct plan__wm wm;
+
+		BSON_APPEND_DOCUMENT_BEGIN(out, "executionStats", &es);
+		/* The trial's counters, before the winner runs again from the start. */
+		bson_init(&all);
+		if (verbosity == QUERY_VERB_ALL && r.ncands > 1) {
+			for (int i = 0; i < r.ncands; i++) {
+				char num[16];
+				bson_t p, s;
+				int64_t k = 0, d = 0;
+
+				totals(r.cands[i].root, &k, &d);
+				snprintf(num, sizeof(num), "%d", i);
+				BSON_APPEND_DOCUMENT_BEGIN(&all, num, &p);
+				APPEND_NUM(&p, "nReturned", r.cands[i].root->st.nreturned);
+				BSON_APPEND_INT32(&p, "executionTimeMillisEstimate", 0);
+				APPEND_NUM(&p, "totalKeysExamined", k);
+				APPEND_NUM(&p, "totalDocsExamined", d);
+				BSON_APPEND_DOCUMENT_BEGIN(&p, "executionStages", &s);
+				append_stage(r.cands[i].root, true, &s);
+				bson_append_document_end(&p, &s);
+				bson_append_document_end(&all, &p);
+			}
+		}
+		for (int i = 0; i < r.ncands; i++)
+			plan__reset(r.cands[i].root, i != r.winner);
+		for (;;) {
+			rc = plan__work(t, root, &wm, err);
+			if (rc == PLAN_EOF)
+				break;
+			if (rc < 0) {
+				rc = err && err->code ? err->code : DFS_EIO;
+				bson_destroy(&all);
+				plan__run_release(&r);
+				return rc;
+			}
+			if (rc == PLAN_ADVANCED)
+				nret++;
+		}
+		rc = 0;
+		totals(root, &keys, &docs);
+		BSON_APPEND_BOOL(&es, "executionSuccess", true);
+		APPEND_NUM(&es, "nReturned", nret);
+		APPEND_NUM(&es, "executionTimeMillis", now_ms() - start);
+		APPEND_NUM(&es, "totalKeysExamined", keys);
+		APPEND_NUM(&es, "totalDocsExamined", docs);
+		BSON_APPEND_DOCUMENT_BEGIN(&es, "executionStages", &st);
+		append_stage(root, true, &st);
+		bson_append_document_end(&es, &st);
+		if (verbosity == QUERY_VERB_ALL)
+			BSON_APPEND_ARRAY(&es, "allPlansExecution", &all);
+		bson_destroy(&all);
+		bson_append_document_end(out, &es);
+	}
+	append_command(ns, o, out);
+	plan__run_release(&r);
+	return 0;
+}
+
+/* ---- the text tree ----------------------------------------------------------------------- */
+
+static void shell_doc(const bson_t *d, struct dfs_buf *out)
+{
+	struct dfs_err err = {0};
+	bson_iter_t it;
+	bool first = true;
+
+	dfs_buf_putc(out, '{');
+	if (bson_iter_init(&it, d))
+		while (bson_iter_next(&it)) {
+			dfs_buf_printf(out, "%s%s: ", first ? "" : ", ", bson_iter_key(&it));
+			store_codec_render_value(bson_iter_value(&it), out, &err);
+			first = false;
+		}
+	dfs_buf_putc(out, '}');
+}
+
+static int64_t get_int(const bson_t *d, const char *k, bool *found)
+{
+	bson_iter_t it;
+
+	*found = bson_iter_init_find(&it, d, k) && BSON_ITER_HOLDS_NUMBER(&it);
+	return *found ? bson_iter_as_int64(&it) : 0;
+}
+
+static bool sub_doc(const bson_t *d, const char *k, bson_t *out)
+{
+	bson_iter_t it;
+	const uint8_t *data;
+	uint32_t len;
+
+	if (!bson_iter_init_find(&it, d, k) ||
+	    !(BSON_ITER_HOLDS_DOCUMENT(&it) || BSON_ITER_HOLDS_ARRAY(&it)))
+		return false;
+	bson_iter_document(&it, &len, &data);
+	if (BSON_ITER_HOLDS_ARRAY(&it))
+		bson_iter_array(&it, &len, &data);
+	return bson_init_static(out, data, len);
+}
+
+static void draw(const bson_t *stage, int depth, struct dfs_buf *out)
+{
+	bson_iter_t it;
+	bson_t sub;
+	const char *name = "?";
+	bool found;
+	int64_t v;
+
+	for (int i = 0; i < depth; i++)
+		dfs_buf_puts(out, "  ");
+	if (bson_iter_init_find(&it, stage, "stage") && BSON_ITER_HOLDS_UTF8(&it))
+		name = bson_iter_utf8(&it, NULL);
+	dfs_buf_puts(out, name);
+	if (!strcmp(name, "IXSCAN")) {
+		if (bson_iter_init_find(&it, stage, "indexName") && BSON_ITER_HOLDS_UTF8(&it))
+			dfs_buf_printf(out, " %s", bson_iter_utf8(&it, NULL));
+		if (sub_doc(stage, "keyPattern", &sub)) {
+			dfs_buf_putc(out, ' ');
+			shell_doc(&sub, out);
+		}
+		if (sub_doc(stage, "indexBounds", &sub) && bson_iter_init(&it, &sub)) {
+			bool first = true;
+
+			while (bson_iter_next(&it)) {
+				bson_iter_t a;
+
+				dfs_buf_printf(out, "%s%s: ", first ? " " : "; ",
+					       bson_iter_key(&it));
+				first = false;
+				if (bson_iter_recurse(&it, &a)) {
+					bool f2 = true;
+
+					while (bson_iter_next(&a)) {
+						if (BSON_ITER_HOLDS_UTF8(&a))
+							dfs_buf_printf(out, "%s%s", f2 ? "" : ", ",
+								       bson_iter_utf8(&a, NULL));
+						f2 = false;
+					}
+				}
+			}
+		}
+		v = get_int(stage, "keysExamined", &found);
+		if (found)
+			dfs_buf_printf(out, "  keysExamined=%lld", (long long)v);
+		v = get_int(stage, "dupsDropped", &found);
+		if (found && v)
+			dfs_buf_printf(out, " dupsDropped=%lld", (long long)v);
+	} else {
+		const char *sep = "  ";
+
+		v = get_int(stage, "nReturned", &found);
+		if (found) {
+			dfs_buf_printf(out, "%snReturned=%lld", sep, (long long)v);
+			sep = " ";
+		}
+		v = get_int(stage, "docsExamined", &found);
+		if (found) {
+			dfs_buf_printf(out, "%sdocsExamined=%lld", sep, (long long)v);
+			sep = " ";
+		}
+		if (sub_doc(stage, "sortPattern", &sub)) {
+			dfs_buf_printf(out, "%s", sep);
+			shell_doc(&sub, out);
+		}
+	}
+	dfs_buf_putc(out, '\n');
+	if (sub_doc(stage, "inputStage", &sub))
+		draw(&sub, depth + 1, out);
+	if (sub_doc(stage, "inputStages", &sub) && bson_iter_init(&it, &sub))
+		while (bson_iter_next(&it)) {
+			bson_t k;
+			const uint8_t *data;
+			uint32_t len;
+
+			bson_iter_document(&it, &len, &data);
+			if (bson_init_static(&k, data, len))
+				draw(&k, depth + 1, out);
+		}
+}
+
+int query_explain_tree(const bson_t *explain, struct dfs_buf *out, struct dfs_err *err)
+{
+	bson_t a, b;
+
+	if (sub_doc(explain, "executionStats", &a) && sub_doc(&a, "executionStages", &b)) {
+		draw(&b, 0, out);
+		return 0;
+	}
+	if (sub_doc(explain, "queryPlanner", &a) && sub_doc(&a, "winningPlan", &b)) {
+		draw(&b, 0, out);
+		return 0;
+	}
+	return dfs_err_set(err, DFS_EINVAL, "explain document has no winning plan");
+}

@@ -1,0 +1,2089 @@
+/*
+ * index.c - secondary indexes: definitions (the 'indexes' table), key generation, entries
+ * (the 'ikeys' table), their maintenance on every document write, index scans, FETCH,
+ * the TTL sweep and the index part of `docfs check`. It does not plan queries or match
+ * filters (a partial index calls the hooks the query layer installs).
+ *
+ * Design notes
+ * 1. Tables. indexes(coll, name, spec, ixid, multikey, created, build_ms): one row per
+ *    secondary index; ixid comes from the database's id counter and names the entries.
+ *    ikeys(ix, key, id, vals) WITHOUT ROWID, primary key (ix, key, id): one row per entry,
+ *    so a range of keys is a B-tree range and a unique check is one probe of (ix, key).
+ *    colls.ixver is the per-collection index version. The _id_ index has no rows: it is
+ *    docs(coll, key) through the docs_key index.
+ * 2. Key generation (store__ix_keys), for each field path of the key pattern:
+ *    - a missing field, or a path that runs into a scalar, yields null ("not found": a sparse
+ *      index skips a document when no field is found);
+ *    - a value at the end of the path yields itself; an array there yields each element (an
+ *      element that is itself an array as that array value), an empty array yields
+ *      undefined, and the field becomes multikey;
+ *    - a document in the path is descended into; an array in the path is descended element
+ *      by element (documents only; an element without the field yields null) and makes the
+ *      field multikey, unless the next component is a number: then it picks that element;
+ *    - an array in the path whose elements yield nothing yields null.
+ *    Values of one field are deduplicated by their key bytes (5 and 5.0 are one entry). The
+ *    entries of a compound index are the product of its fields' values; two fields that
+ *    expand different arrays (neither field's set of expanded arrays contains the other's)
+ *    are "parallel arrays", an error. A hashed field is one value (arrays are an error)
+ *    stored as store_index_hash(). A key over DFS_MAX_KEY_SIZE bytes is an error.
+ * 3. A document write is two steps: store__ix_prepare computes the old entries (from the
+ *    stored BSON) and the new ones and runs every check (key errors, unique clashes against
+ *    other documents) before anything is written; after the document row is written,
+ *    store__ix_apply deletes the old entries and inserts the new ones (an entry in both,
+ *    same key and values, is left alone). So a refused write
+ *    leaves no trace, even when the caller goes on with its transaction (ordered inserts).
+ * 4. Each transaction caches the index list of the last collection written (with compiled
+ *    partial filters); a collection without secondary indexes costs one cache comparison per
+ *    write. Index creation, drop and collection drop/empty invalidate the cache.
+ * 5. The filter hooks are a process global set once at startup, before any store is opened,
+ *    and read without locks afterwards.
+ */
+#include "store_int.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_KEYS_PER_DOC 100000 /* entries one document may generate for one index */
+#define BUILD_PROGRESS 4096	/* documents between progress calls */
+#define TTL_BATCH 4096		/* documents deleted per sweep transaction */
+#define DIFF_MAX 512		/* pending entries up to which an update is diffed */
+
+static struct store_filter_hooks hooks; /* note 5 */
+static bool hooks_set;
+
+void store_filter_hooks_set(const struct store_filter_hooks *h)
+{
+	if (h) {
+		hooks = *h;
+		hooks_set = true;
+	} else {
+		memset(&hooks, 0, sizeof(hooks));
+		hooks_set = false;
+	}
+}
+
+/* ---- hashing ----------------------------------------------------------------------- */
+
+int64_t store_index_hash(const bson_value_t *v)
+{
+	struct dfs_buf k;
+	uint64_t h = UINT64_C(0xcbf29ce484222325);
+
+	dfs_buf_init(&k);
+	if (store_key_append(&k, v, false, NULL) != 0)
+		dfs_buf_reset(&k);
+	for (size_t i = 0; i < k.len; i++) {
+		h ^= (unsigned char)k.data[i];
+		h *= UINT64_C(0x100000001b3);
+	}
+	dfs_buf_release(&k);
+	/* FNV-1a spreads poorly in the high bits: finish with a 64-bit mixer. */
+	h ^= h >> 33;
+	h *= UINT64_C(0xff51afd7ed558ccd);
+	h ^= h >> 33;
+	h *= UINT64_C(0xc4ceb9fe1a85ec53);
+	h ^= h >> 33;
+	return (int64_t)h;
+}
+
+/* ---- definitions ------------------------------------------------------------------- */
+
+void store_index_release(struct store_index *ix)
+{
+	if (!ix)
+		return;
+	if (ix->partial)
+		bson_destroy(ix->partial);
+	if (ix->spec)
+		bson_destroy(ix->spec);
+	ix->partial = ix->spec = NULL;
+}
+
+void store_index_list_free(struct store_index *ixs, int n)
+{
+	if (!ixs)
+		return;
+	for (int i = 0; i < n; i++)
+		store_index_release(&ixs[i]);
+	free(ixs);
+}
+
+static bool num_value(const bson_iter_t *it, double *d)
+{
+	switch (bson_iter_type(it)) {
+	case BSON_TYPE_INT32:
+		*d = bson_iter_int32(it);
+		return true;
+	case BSON_TYPE_INT64:
+		*d = (double)bson_iter_int64(it);
+		return true;
+	case BSON_TYPE_DOUBLE:
+		*d = bson_iter_double(it);
+		return true;
+	default:
+		return false;
+	}
+}
+
+static bool truthy(const bson_iter_t *it, bool *out)
+{
+	double d;
+
+	if (BSON_ITER_HOLDS_BOOL(it)) {
+		*out = bson_iter_bool(it);
+		return true;
+	}
+	if (num_value(it, &d)) {
+		*out = d != 0;
+		return true;
+	}
+	return false;
+}
+
+static int check_path(const char *p, struct dfs_err *err)
+{
+	size_t n = strlen(p);
+
+	if (n == 0)
+		return dfs_err_set(err, DFS_EINVAL, "index key pattern has an empty field name");
+	if (n >= sizeof(((struct store_index_field *)0)->path))
+		return dfs_err_set(err, DFS_EINVAL, "index field '%.40s...' is too long", p);
+	if (p[0] == '$')
+		return dfs_err_set(err, DFS_EINVAL, "index field '%s' must not start with '$'", p);
+	if (p[0] == '.' || p[n - 1] == '.' || strstr(p, ".."))
+		return dfs_err_set(err, DFS_EINVAL, "index field '%s' has an empty path component",
+				   p);
+	return 0;
+}
+
+/* Reads one element of a key pattern ("path": 1 | -1 | "hashed") into the next field. */
+static int key_field(const bson_iter_t *k, struct store_index *ix, struct dfs_err *err)
+{
+	const char *p = bson_iter_key(k), *s;
+	struct store_index_field *fl;
+	double d;
+	int rc;
+
+	if (ix->nfields == STORE_IX_MAX_FIELDS)
+		return dfs_err_set(err, DFS_EINVAL, "index key has more than %d fields",
+				   STORE_IX_MAX_FIELDS);
+	if ((rc = check_path(p, err)))
+		return rc;
+	for (int i = 0; i < ix->nfields; i++)
+		if (strcmp(ix->field[i].path, p) == 0)
+			return dfs_err_set(err, DFS_EINVAL, "index field '%s' appears twice", p);
+	fl = &ix->field[ix->nfields];
+	snprintf(fl->path, sizeof(fl->path), "%s", p);
+	if (num_value(k, &d) && (d == 1 || d == -1)) {
+		fl->dir = d > 0 ? 1 : -1;
+		ix->nfields++;
+		return 0;
+	}
+	if (!BSON_ITER_HOLDS_UTF8(k))
+		return dfs_err_set(
+			err, DFS_EINVAL,
+			"bad key pattern value for field '%s': must be 1, -1 or \"hashed\"", p);
+	s = bson_iter_utf8(k, NULL);
+	if (strcmp(s, "hashed") == 0) {
+		fl->dir = 0;
+		ix->nfields++;
+		return 0;
+	}
+	if (strcmp(s, "text") == 0 || strcmp(s, "2d") == 0 || strcmp(s, "2dsphere") == 0 ||
+	    strcmp(s, "geoHaystack") == 0 || strcmp(s, "wildcard") == 0)
+		return dfs_err_set(err, DFS_EINVAL, "'%s' indexes are not supported (field '%s')",
+				   s, p);
+	return dfs_err_set(err, DFS_EINVAL, "unknown index type '%s' for field '%s'", s, p);
+}
+
+/*
+ * Reads a spec into ix (fields, options, a copy of the spec). strict: a spec given to
+ * create (unknown options, types and values are checked); otherwise a stored one.
+ * The name may be absent when strict (ix->name is then ""). ix->spec and ix->partial are
+ * Owned by ix on success.
+ */
+static int ix_parse_fields(const bson_t *spec, bool strict, struct store_index *ix,
+			   struct dfs_err *err)
+{
+	bson_iter_t it, k;
+	bool have_key = false;
+	int nhashed = 0;
+
+	memset(ix, 0, sizeof(*ix));
+	ix->expire_after = -1;
+	if (!bson_iter_init(&it, spec))
+		return dfs_err_set(err, DFS_EINVAL, "index spec is not valid BSON");
+	while (bson_iter_next(&it)) {
+		const char *f = bson_iter_key(&it);
+		double d;
+
+		if (strcmp(f, "key") == 0) {
+			if (!BSON_ITER_HOLDS_DOCUMENT(&it) || !bson_iter_recurse(&it, &k))
+				return dfs_err_set(err, DFS_EINVAL,
+						   "index 'key' must be a document");
+			have_key = true;
+			while (bson_iter_next(&k)) {
+				int rc = key_field(&k, ix, err);
+
+				if (rc)
+					return rc;
+				nhashed += ix->field[ix->nfields - 1].dir == 0;
+			}
+		} else if (strcmp(f, "name") == 0) {
+			const char *s;
+
+			if (!BSON_ITER_HOLDS_UTF8(&it))
+				return dfs_err_set(err, DFS_EINVAL,
+						   "index 'name' must be a string");
+			s = bson_iter_utf8(&it, NULL);
+			if (!*s || strlen(s) >= sizeof(ix->name) || strchr(s, '/') ||
+			    strcmp(s, ".") == 0 || strcmp(s, "..") == 0 || strcmp(s, "*") == 0)
+				return dfs_err_set(err, DFS_EINVAL,
+						   "bad index name '%.60s': 1..127 bytes, no '/', "
+						   "not '.', '..' or '*'",
+						   s);
+			snprintf(ix->name, sizeof(ix->name), "%s", s);
+		} else if (strcmp(f, "unique") == 0 || strcmp(f, "sparse") == 0) {
+			bool b;
+
+			if (!truthy(&it, &b))
+				return dfs_err_set(err, DFS_EINVAL,
+						   "index option '%s' must be a boolean", f);
+			if (f[0] == 'u')
+				ix->unique = b;
+			else
+				ix->sparse = b;
+		} else if (strcmp(f, "expireAfterSeconds") == 0) {
+			if (!num_value(&it, &d) || d < 0 || d != (double)(int64_t)d ||
+			    d > 2147483647.0)
+				return dfs_err_set(
+					err, DFS_EINVAL,
+					"expireAfterSeconds must be a non-negative integer");
+			ix->expire_after = (int64_t)d;
+		} else if (strcmp(f, "partialFilterExpression") == 0) {
+			const uint8_t *data;
+			uint32_t len;
+
+			if (!BSON_ITER_HOLDS_DOCUMENT(&it))
+				return dfs_err_set(err, DFS_EINVAL,
+						   "partialFilterExpression must be a document");
+			bson_iter_document(&it, &len, &data);
+			if (ix->partial)
+				bson_destroy(ix->partial);
+			ix->partial = bson_new_from_data(data, len);
+		} else if (strcmp(f, "v") == 0) {
+			if (strict && (!num_value(&it, &d) || (d != 1 && d != 2))) {
+				store_index_release(ix);
+				return dfs_err_set(err, DFS_EINVAL,
+						   "index version 'v' must be 1 or 2");
+			}
+		} else if (strcmp(f, "background") == 0) {
+			/* accepted and ignored, as by MongoDB 4.2+ */
+		} else if (strict) {
+			store_index_release(ix);
+			return dfs_err_set(err, DFS_EINVAL, "unknown index option '%s'", f);
+		}
+	}
+	if (!have_key || ix->nfields == 0) {
+		store_index_release(ix);
+		return dfs_err_set(err, DFS_EINVAL, "index spec needs a non-empty 'key' document");
+	}
+	ix->hashed = nhashed > 0;
+	if (strict) {
+		const char *why = NULL;
+
+		if (nhashed > 1)
+			why = "an index may have only one hashed field";
+		else if (ix->hashed && ix->unique)
+			why = "hashed indexes cannot guarantee uniqueness: use a regular index";
+		else if (ix->expire_after >= 0 && (ix->nfields != 1 || ix->hashed))
+			why = "expireAfterSeconds needs a single-field, non-hashed index";
+		else if (ix->expire_after >= 0 && strcmp(ix->field[0].path, "_id") == 0)
+			why = "expireAfterSeconds is not allowed on _id";
+		else if (ix->partial && ix->sparse)
+			why = "cannot mix partialFilterExpression and sparse";
+		if (why) {
+			store_index_release(ix);
+			return dfs_err_set(err, DFS_EINVAL, "%s", why);
+		}
+	}
+	return 0;
+}
+
+static int ix_parse(const bson_t *spec, bool strict, struct store_index *ix, struct dfs_err *err)
+{
+	int rc = ix_parse_fields(spec, strict, ix, err);
+
+	if (rc) {
+		store_index_release(ix);
+		return rc;
+	}
+	ix->spec = bson_copy(spec);
+	return 0;
+}
+
+/* MongoDB's default name: "<path>_<1|-1|hashed>" joined with '_'. */
+static int default_name(const struct store_index *ix, char *out, size_t cap, struct dfs_err *err)
+{
+	struct dfs_buf b;
+	int rc = 0;
+
+	dfs_buf_init(&b);
+	for (int i = 0; i < ix->nfields; i++)
+		dfs_buf_printf(&b, "%s%s_%s", i ? "_" : "", ix->field[i].path,
+			       ix->field[i].dir == 0  ? "hashed"
+			       : ix->field[i].dir > 0 ? "1"
+						      : "-1");
+	if (b.len >= cap)
+		rc = dfs_err_set(err, DFS_EINVAL,
+				 "default index name '%.40s...' is too long: give a name", b.data);
+	else
+		snprintf(out, cap, "%s", b.data);
+	dfs_buf_release(&b);
+	return rc;
+}
+
+static void id_index(struct store_index *ix)
+{
+	bson_t key;
+
+	memset(ix, 0, sizeof(*ix));
+	ix->ixid = 0;
+	snprintf(ix->name, sizeof(ix->name), "_id_");
+	ix->nfields = 1;
+	snprintf(ix->field[0].path, sizeof(ix->field[0].path), "_id");
+	ix->field[0].dir = 1;
+	ix->unique = true;
+	ix->expire_after = -1;
+	ix->spec = bson_new();
+	bson_append_int32(ix->spec, "v", 1, 2);
+	bson_append_document_begin(ix->spec, "key", 3, &key);
+	bson_append_int32(&key, "_id", 3, 1);
+	bson_append_document_end(ix->spec, &key);
+	bson_append_utf8(ix->spec, "name", 4, "_id_", 4);
+}
+
+/* Fills ix from a row of ST_IX_LIST (name, spec, ixid, multikey, created, build_ms). */
+static int ix_from_row(sqlite3_stmt *st, struct store_index *ix, struct dfs_err *err)
+{
+	const uint8_t *data = sqlite3_column_blob(st, 1);
+	int n = sqlite3_column_bytes(st, 1);
+	const char *name = (const char *)sqlite3_column_text(st, 0);
+	bson_t spec;
+	int rc;
+
+	if (n < 5 || !bson_init_static(&spec, data, (size_t)n))
+		return dfs_err_set(err, DFS_ECORRUPT, "index '%s' has a bad spec",
+				   name ? name : "?");
+	if ((rc = ix_parse(&spec, false, ix, err)))
+		return dfs_err_prefix(err, "index '%s': ", name ? name : "?");
+	snprintf(ix->name, sizeof(ix->name), "%s", name ? name : "");
+	ix->ixid = sqlite3_column_int64(st, 2);
+	ix->multikey = (uint32_t)sqlite3_column_int64(st, 3);
+	return 0;
+}
+
+/* Checks that collection coll exists (DFS_ENOENT). */
+static int coll_check(struct store_txn *t, int64_t coll, struct dfs_err *err)
+{
+	struct store_coll c;
+
+	if (t->coll_ok == coll)
+		return 0;
+	return store_coll_by_id(t, coll, &c, err);
+}
+
+/* The secondary indexes of coll, by creation. *out Owned (array of *n, may be NULL). */
+static int load_secondary(struct store_txn *t, int64_t coll, struct store_index **out, int *n,
+			  struct dfs_err *err)
+{
+	sqlite3_stmt *st = store__stmt(t, ST_IX_LIST, err);
+	struct store_index *ixs = NULL;
+	int cnt = 0, cap = 0, rc;
+
+	*out = NULL;
+	*n = 0;
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	sqlite3_bind_int64(st, 1, coll);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (cnt == cap) {
+			cap = cap ? cap * 2 : 4;
+			ixs = realloc(ixs, (size_t)cap * sizeof(*ixs));
+			if (!ixs)
+				abort();
+		}
+		if ((rc = ix_from_row(st, &ixs[cnt], err))) {
+			sqlite3_reset(st);
+			store_index_list_free(ixs, cnt);
+			return rc;
+		}
+		cnt++;
+	}
+	if (rc != SQLITE_DONE) {
+		store_index_list_free(ixs, cnt);
+		return store__sqlerr(t, rc, "read index definitions", err);
+	}
+	*out = ixs;
+	*n = cnt;
+	return 0;
+}
+
+int store_index_list(struct store_txn *t, int64_t coll, struct store_index **out, int *n,
+		     struct dfs_err *err)
+{
+	struct store_index *sec, *all;
+	int nsec, rc;
+
+	if ((rc = coll_check(t, coll, err)))
+		return rc;
+	if ((rc = load_secondary(t, coll, &sec, &nsec, err)))
+		return rc;
+	all = calloc((size_t)nsec + 1, sizeof(*all));
+	if (!all)
+		abort();
+	id_index(&all[0]);
+	if (nsec)
+		memcpy(all + 1, sec, (size_t)nsec * sizeof(*sec));
+	free(sec);
+	*out = all;
+	*n = nsec + 1;
+	return 0;
+}
+
+int store_index_get(struct store_txn *t, int64_t coll, const char *name, struct store_index *out,
+		    struct dfs_err *err)
+{
+	struct store_index *all;
+	int n, rc;
+
+	if ((rc = store_index_list(t, coll, &all, &n, err)))
+		return rc;
+	rc = dfs_err_set(err, DFS_ENOENT, "index '%s' not found", name);
+	for (int i = 0; i < n; i++) {
+		if (strcmp(all[i].name, name) == 0) {
+			if (err)
+				dfs_err_clear(err);
+			*out = all[i];
+			memset(&all[i], 0, sizeof(all[i]));
+			rc = 0;
+			break;
+		}
+	}
+	store_index_list_free(all, n);
+	return rc;
+}
+
+/* ---- key generation (note 2) ------------------------------------------------------- */
+
+struct fieldvals {
+	bson_value_t *v; /* values (shallow: point into the document) */
+	size_t n, cap;
+	const uint8_t **arrs; /* arrays expanded (their data pointers) */
+	size_t narrs, capa;
+	bool found;    /* some value was found (sparse) */
+	bool multikey; /* an array was expanded */
+};
+
+static void fv_add(struct fieldvals *fv, const bson_value_t *v)
+{
+	if (fv->n == fv->cap) {
+		fv->cap = fv->cap ? fv->cap * 2 : 8;
+		fv->v = realloc(fv->v, fv->cap * sizeof(*fv->v));
+		if (!fv->v)
+			abort();
+	}
+	fv->v[fv->n++] = *v;
+}
+
+static void fv_arr(struct fieldvals *fv, const uint8_t *data)
+{
+	fv->multikey = true;
+	for (size_t i = 0; i < fv->narrs; i++)
+		if (fv->arrs[i] == data)
+			return;
+	if (fv->narrs == fv->capa) {
+		fv->capa = fv->capa ? fv->capa * 2 : 4;
+		fv->arrs = realloc(fv->arrs, fv->capa * sizeof(*fv->arrs));
+		if (!fv->arrs)
+			abort();
+	}
+	fv->arrs[fv->narrs++] = data;
+}
+
+static void add_null(struct fieldvals *fv)
+{
+	bson_value_t v = {.value_type = BSON_TYPE_NULL};
+
+	fv_add(fv, &v);
+}
+
+static void walk_value(const bson_value_t *v, const char *rest, struct fieldvals *fv);
+
+/* Looks up the first component of path in the document data and walks on. */
+static void walk_doc(const uint8_t *data, uint32_t len, const char *path, struct fieldvals *fv)
+{
+	const char *dot = strchr(path, '.');
+	size_t clen = dot ? (size_t)(dot - path) : strlen(path);
+	bson_t d;
+	bson_iter_t it;
+
+	if (!bson_init_static(&d, data, len) || !bson_iter_init(&it, &d) ||
+	    !bson_iter_find_w_len(&it, path, (int)clen)) {
+		add_null(fv);
+		return;
+	}
+	walk_value(bson_iter_value(&it), dot ? dot + 1 : NULL, fv);
+}
+
+static bool all_digits(const char *s, size_t n)
+{
+	if (n == 0)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+	return true;
+}
+
+static void walk_value(const bson_value_t *v, const char *rest, struct fieldvals *fv)
+{
+	bson_t a;
+	bson_iter_t it;
+
+	if (!rest) {
+		fv->found = true;
+		if (v->value_type != BSON_TYPE_ARRAY) {
+			fv_add(fv, v);
+			return;
+		}
+		fv_arr(fv, v->value.v_doc.data);
+		if (!bson_init_static(&a, v->value.v_doc.data, v->value.v_doc.data_len) ||
+		    !bson_iter_init(&it, &a))
+			return;
+		if (bson_count_keys(&a) == 0) {
+			bson_value_t u = {.value_type = BSON_TYPE_UNDEFINED};
+
+			fv_add(fv, &u);
+			return;
+		}
+		while (bson_iter_next(&it))
+			fv_add(fv, bson_iter_value(&it));
+		return;
+	}
+	if (v->value_type == BSON_TYPE_DOCUMENT) {
+		walk_doc(v->value.v_doc.data, v->value.v_doc.data_len, rest, fv);
+		return;
+	}
+	if (v->value_type != BSON_TYPE_ARRAY) {
+		add_null(fv);
+		return;
+	}
+	if (!bson_init_static(&a, v->value.v_doc.data, v->value.v_doc.data_len) ||
+	    !bson_iter_init(&it, &a)) {
+		add_null(fv);
+		return;
+	}
+	{
+		const char *dot = strchr(rest, '.');
+		size_t clen = dot ? (size_t)(dot - rest) : strlen(rest);
+		size_t before = fv->n;
+
+		if (all_digits(rest, clen)) {
+			/* A positional component picks one element. */
+			if (bson_iter_find_w_len(&it, rest, (int)clen))
+				walk_value(bson_iter_value(&it), dot ? dot + 1 : NULL, fv);
+			else
+				add_null(fv);
+			return;
+		}
+		fv_arr(fv, v->value.v_doc.data);
+		while (bson_iter_next(&it)) {
+			const bson_value_t *e = bson_iter_value(&it);
+
+			if (e->value_type == BSON_TYPE_DOCUMENT)
+				walk_doc(e->value.v_doc.data, e->value.v_doc.data_len, rest, fv);
+		}
+		if (fv->n == before)
+			add_null(fv);
+	}
+}
+
+static void fv_release(struct fieldvals *fv)
+{
+	free(fv->v);
+	free(fv->arrs);
+}
+
+static bool arrs_subset(const struct fieldvals *a, const struct fieldvals *b)
+{
+	for (size_t i = 0; i < a->narrs; i++) {
+		size_t j;
+
+		for (j = 0; j < b->narrs; j++)
+			if (a->arrs[i] == b->arrs[j])
+				break;
+		if (j == b->narrs)
+			return false;
+	}
+	return true;
+}
+
+void store__ixkeys_init(struct store__ixkeys *k)
+{
+	memset(k, 0, sizeof(*k));
+	dfs_buf_init(&k->buf);
+}
+
+void store__ixkeys_reset(struct store__ixkeys *k)
+{
+	dfs_buf_reset(&k->buf);
+	k->n = 0;
+	k->multikey = 0;
+}
+
+void store__ixkeys_release(struct store__ixkeys *k)
+{
+	dfs_buf_release(&k->buf);
+	free(k->e);
+	memset(k, 0, sizeof(*k));
+}
+
+/* One field's distinct values with their key bytes (encoded for its direction). */
+struct fieldkeys {
+	struct dfs_buf buf;
+	size_t *off, *len; /* key bytes of value i in buf */
+	bson_value_t *val; /* the value stored in vals (the hash for a hashed field) */
+	size_t n;
+};
+
+static int field_keys(const struct store_index *ix, int f, struct fieldvals *fv,
+		      struct fieldkeys *fk, struct dfs_err *err)
+{
+	const struct store_index_field *fl = &ix->field[f];
+	int rc;
+
+	fk->off = calloc(fv->n + 1, sizeof(size_t));
+	fk->len = calloc(fv->n + 1, sizeof(size_t));
+	fk->val = calloc(fv->n + 1, sizeof(bson_value_t));
+	if (!fk->off || !fk->len || !fk->val)
+		abort();
+	if (fl->dir == 0 && fv->multikey)
+		return dfs_err_set(err, DFS_EINVAL,
+				   "index '%s': hashed field '%s' holds an array: hashed indexes do"
+				   " not support array values",
+				   ix->name, fl->path);
+	for (size_t i = 0; i < fv->n; i++) {
+		size_t start = fk->buf.len;
+		bson_value_t hv;
+		const bson_value_t *v = &fv->v[i];
+		bool dup = false;
+
+		if (fl->dir == 0) {
+			hv.value_type = BSON_TYPE_INT64;
+			hv.value.v_int64 = store_index_hash(v);
+			v = &hv;
+		}
+		if ((rc = store_key_append(&fk->buf, v, fl->dir < 0, err)))
+			return dfs_err_prefix(err, "index '%s': ", ix->name);
+		for (size_t j = 0; j < fk->n; j++) {
+			if (fk->len[j] == fk->buf.len - start &&
+			    memcmp(fk->buf.data + fk->off[j], fk->buf.data + start, fk->len[j]) ==
+				    0) {
+				dup = true;
+				break;
+			}
+		}
+		if (dup) {
+			fk->buf.len = start;
+			continue;
+		}
+		fk->off[fk->n] = start;
+		fk->len[fk->n] = fk->buf.len - start;
+		fk->val[fk->n] = *v;
+		fk->n++;
+	}
+	return 0;
+}
+
+static void ek_push(struct store__ixkeys *out, size_t koff, size_t klen, size_t voff, size_t vlen)
+{
+	if (out->n == out->cap) {
+		out->cap = out->cap ? out->cap * 2 : 16;
+		out->e = realloc(out->e, out->cap * sizeof(*out->e));
+		if (!out->e)
+			abort();
+	}
+	out->e[out->n].koff = koff;
+	out->e[out->n].klen = klen;
+	out->e[out->n].voff = voff;
+	out->e[out->n].vlen = vlen;
+	out->n++;
+}
+
+int store__ix_keys(const struct store_index *ix, const void *partial, const bson_t *doc,
+		   struct store__ixkeys *out, struct dfs_err *err)
+{
+	struct fieldvals fv[STORE_IX_MAX_FIELDS];
+	struct fieldkeys fk[STORE_IX_MAX_FIELDS];
+	size_t idx[STORE_IX_MAX_FIELDS];
+	size_t total = 1;
+	bool any_found = false;
+	int rc = 0, nf = ix->nfields;
+
+	store__ixkeys_reset(out);
+	if (ix->partial) {
+		if (!partial)
+			return dfs_err_set(
+				err, DFS_EINVAL,
+				"partial index '%s' needs the query engine's filter hooks",
+				ix->name);
+		if (!hooks.match(partial, doc))
+			return 0;
+	}
+	memset(fv, 0, sizeof(fv[0]) * (size_t)nf);
+	memset(fk, 0, sizeof(fk[0]) * (size_t)nf);
+	for (int f = 0; f < nf; f++) {
+		walk_doc(bson_get_data(doc), doc->len, ix->field[f].path, &fv[f]);
+		any_found |= fv[f].found;
+		if (fv[f].multikey)
+			out->multikey |= UINT32_C(1) << f;
+	}
+	if (ix->sparse && !any_found)
+		goto done;
+	for (int i = 0; i < nf; i++)
+		for (int j = i + 1; j < nf; j++)
+			if (fv[i].narrs && fv[j].narrs && !arrs_subset(&fv[i], &fv[j]) &&
+			    !arrs_subset(&fv[j], &fv[i])) {
+				rc = dfs_err_set(
+					err, DFS_EINVAL,
+					"index '%s': cannot index parallel arrays [%s] [%s]",
+					ix->name, ix->field[j].path, ix->field[i].path);
+				goto done;
+			}
+	for (int f = 0; f < nf; f++) {
+		dfs_buf_init(&fk[f].buf);
+		if ((rc = field_keys(ix, f, &fv[f], &fk[f], err)))
+			goto done;
+		total *= fk[f].n ? fk[f].n : 1;
+		if (total > MAX_KEYS_PER_DOC) {
+			rc = dfs_err_set(err, DFS_EINVAL,
+					 "index '%s': a document generates more than %d keys",
+					 ix->name, MAX_KEYS_PER_DOC);
+			goto done;
+		}
+	}
+	/* The product of the fields' values, first field slowest. */
+	memset(idx, 0, sizeof(idx));
+	for (size_t e = 0; e < total; e++) {
+		size_t koff = out->buf.len, voff, klen;
+		bson_t vals;
+		char num[16];
+
+		for (int f = 0; f < nf; f++)
+			dfs_buf_append(&out->buf, fk[f].buf.data + fk[f].off[idx[f]],
+				       fk[f].len[idx[f]]);
+		klen = out->buf.len - koff;
+		if (klen > DFS_MAX_KEY_SIZE) {
+			rc = dfs_err_set(err, DFS_EINVAL,
+					 "index '%s': key is %zu bytes, over the %d-byte limit",
+					 ix->name, klen, DFS_MAX_KEY_SIZE);
+			goto done;
+		}
+		bson_init(&vals);
+		for (int f = 0; f < nf; f++) {
+			int nl = snprintf(num, sizeof(num), "%d", f);
+
+			bson_append_value(&vals, num, nl, &fk[f].val[idx[f]]);
+		}
+		voff = out->buf.len;
+		dfs_buf_append(&out->buf, bson_get_data(&vals), vals.len);
+		ek_push(out, koff, klen, voff, vals.len);
+		bson_destroy(&vals);
+		for (int f = nf - 1; f >= 0; f--) {
+			if (++idx[f] < fk[f].n)
+				break;
+			idx[f] = 0;
+		}
+	}
+done:
+	for (int f = 0; f < nf; f++) {
+		fv_release(&fv[f]);
+		dfs_buf_release(&fk[f].buf);
+		free(fk[f].off);
+		free(fk[f].len);
+		free(fk[f].val);
+	}
+	if (rc)
+		store__ixkeys_reset(out);
+	return rc;
+}
+
+/* ---- the per-transaction cache and pending writes (notes 3, 4) ------------------------ */
+
+struct pend {
+	int64_t ixid;
+	bool add;	   /* insert (else delete) */
+	bool skip;	   /* an unchanged entry: deleted and added alike */
+	size_t koff, klen; /* in ixc->pbuf */
+	size_t voff, vlen;
+	int64_t id;
+};
+
+struct store__ixcache {
+	int64_t coll;		/* collection loaded (0: none) */
+	struct store_index *ix; /* Owned: its secondary indexes */
+	void **partial;		/* Owned: compiled partial filters (NULL entries) */
+	int n;
+	struct store__ixkeys keys; /* scratch of key generation */
+	struct dfs_buf pbuf;	   /* pending keys and vals */
+	struct pend *pend;
+	size_t npend, cappend;
+	uint32_t mk[DFS_MAX_INDEXES]; /* multikey bits to add, per cached index */
+	bool mk_any;
+};
+
+static void cache_drop(struct store__ixcache *c)
+{
+	for (int i = 0; i < c->n; i++)
+		if (c->partial[i] && hooks.free)
+			hooks.free(c->partial[i]);
+	store_index_list_free(c->ix, c->n);
+	free(c->partial);
+	c->ix = NULL;
+	c->partial = NULL;
+	c->n = 0;
+	c->coll = 0;
+}
+
+void store__ix_invalidate(struct store_txn *t)
+{
+	if (t->ixc)
+		cache_drop(t->ixc);
+}
+
+void store__ix_txn_free(struct store_txn *t)
+{
+	struct store__ixcache *c = t->ixc;
+
+	if (!c)
+		return;
+	cache_drop(c);
+	store__ixkeys_release(&c->keys);
+	dfs_buf_release(&c->pbuf);
+	free(c->pend);
+	free(c);
+	t->ixc = NULL;
+}
+
+static int compile_partial(const struct store_index *ix, void **out, struct dfs_err *err)
+{
+	*out = NULL;
+	if (!ix->partial)
+		return 0;
+	if (!hooks_set || !hooks.compile || !hooks.match)
+		return dfs_err_set(err, DFS_EINVAL,
+				   "partial index '%s' needs the query engine's filter hooks",
+				   ix->name);
+	if (hooks.compile(ix->partial, out, err))
+		return dfs_err_prefix(err, "index '%s': partialFilterExpression: ", ix->name);
+	return 0;
+}
+
+static int cache_load(struct store_txn *t, int64_t coll, struct store__ixcache **out,
+		      struct dfs_err *err)
+{
+	struct store__ixcache *c = t->ixc;
+	int rc;
+
+	if (!c) {
+		c = t->ixc = calloc(1, sizeof(*c));
+		if (!c)
+			abort();
+		store__ixkeys_init(&c->keys);
+		dfs_buf_init(&c->pbuf);
+	}
+	*out = c;
+	if (c->coll == coll)
+		return 0;
+	cache_drop(c);
+	if ((rc = load_secondary(t, coll, &c->ix, &c->n, err)))
+		return rc;
+	c->partial = calloc((size_t)c->n + 1, sizeof(void *));
+	if (!c->partial)
+		abort();
+	for (int i = 0; i < c->n; i++) {
+		if ((rc = compile_partial(&c->ix[i], &c->partial[i], err))) {
+			cache_drop(c);
+			return rc;
+		}
+	}
+	c->coll = coll;
+	return 0;
+}
+
+static void pend_push(struct store__ixcache *c, int64_t ixid, bool add, int64_t id,
+		      const struct store__ixkeys *k, size_t e)
+{
+	struct pend *p;
+
+	if (c->npend == c->cappend) {
+		c->cappend = c->cappend ? c->cappend * 2 : 32;
+		c->pend = realloc(c->pend, c->cappend * sizeof(*c->pend));
+		if (!c->pend)
+			abort();
+	}
+	p = &c->pend[c->npend++];
+	p->ixid = ixid;
+	p->add = add;
+	p->skip = false;
+	p->id = id;
+	p->koff = c->pbuf.len;
+	p->klen = k->e[e].klen;
+	dfs_buf_append(&c->pbuf, k->buf.data + k->e[e].koff, k->e[e].klen);
+	p->voff = c->pbuf.len;
+	p->vlen = k->e[e].vlen;
+	dfs_buf_append(&c->pbuf, k->buf.data + k->e[e].voff, k->e[e].vlen);
+}
+
+/* The MongoDB-like message of a unique clash: vals rendered as { path: value, ... }. */
+static int dup_error(struct store_txn *t, int64_t coll, const struct store_index *ix,
+		     const uint8_t *vals, size_t vlen, struct dfs_err *err)
+{
+	struct store_coll c;
+	struct dfs_buf b;
+	bson_t v;
+	bson_iter_t it;
+	int f = 0, rc;
+
+	dfs_buf_init(&b);
+	dfs_buf_puts(&b, "{ ");
+	if (bson_init_static(&v, vals, vlen) && bson_iter_init(&it, &v)) {
+		while (bson_iter_next(&it) && f < ix->nfields) {
+			dfs_buf_printf(&b, "%s%s: ", f ? ", " : "", ix->field[f].path);
+			store_codec_render_value(bson_iter_value(&it), &b, NULL);
+			f++;
+		}
+	}
+	dfs_buf_puts(&b, " }");
+	if (store_coll_by_id(t, coll, &c, NULL) != 0)
+		snprintf(c.name, sizeof(c.name), "%lld", (long long)coll);
+	rc = dfs_err_set(err, DFS_EEXIST,
+			 "E11000 duplicate key error collection: %s.%s index: %s dup key: %s",
+			 t->db->name, c.name, ix->name, b.data);
+	dfs_buf_release(&b);
+	return rc;
+}
+
+/* 0 when no other document than id has key in index ixid; DFS_EEXIST (message set by the
+ * caller) when one has; else an SQLite error. */
+static int unique_probe(struct store_txn *t, int64_t ixid, const void *key, size_t klen, int64_t id,
+			struct dfs_err *err)
+{
+	sqlite3_stmt *st = store__stmt(t, ST_IKEY_DUP, err);
+	int rc;
+
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	sqlite3_bind_int64(st, 1, ixid);
+	sqlite3_bind_blob(st, 2, key, (int)klen, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, id);
+	rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	if (rc == SQLITE_ROW)
+		return DFS_EEXIST;
+	if (rc != SQLITE_DONE)
+		return store__sqlerr(t, rc, "unique check", err);
+	return 0;
+}
+
+int store__ix_prepare(struct store_txn *t, int64_t oldcoll, int64_t newcoll, int64_t id,
+		      const bson_t *newdoc, struct dfs_err *err)
+{
+	struct store__ixcache *c;
+	int rc;
+
+	if (t->ixc) {
+		t->ixc->npend = 0;
+		dfs_buf_reset(&t->ixc->pbuf);
+		t->ixc->mk_any = false;
+	}
+	if (oldcoll) {
+		bson_t old;
+
+		if ((rc = cache_load(t, oldcoll, &c, err)))
+			return rc;
+		if (c->n) {
+			if ((rc = store_doc_get(t, id, &old, err)))
+				return rc;
+			for (int i = 0; i < c->n && !rc; i++) {
+				rc = store__ix_keys(&c->ix[i], c->partial[i], &old, &c->keys, NULL);
+				/* An old document whose keys fail (an index created over it by an
+				 * older docfs) has no entries to delete. */
+				if (rc) {
+					rc = 0;
+					continue;
+				}
+				for (size_t e = 0; e < c->keys.n; e++)
+					pend_push(c, c->ix[i].ixid, false, id, &c->keys, e);
+			}
+			bson_destroy(&old);
+		}
+	}
+	if (newcoll && newdoc) {
+		if ((rc = cache_load(t, newcoll, &c, err)))
+			return rc;
+		memset(c->mk, 0, sizeof(c->mk));
+		for (int i = 0; i < c->n; i++) {
+			struct store_index *ix = &c->ix[i];
+
+			if ((rc = store__ix_keys(ix, c->partial[i], newdoc, &c->keys, err)))
+				return rc;
+			if (c->keys.multikey & ~ix->multikey) {
+				c->mk[i] = c->keys.multikey & ~ix->multikey;
+				c->mk_any = true;
+			}
+			for (size_t e = 0; e < c->keys.n; e++) {
+				if (ix->unique) {
+					rc = unique_probe(t, ix->ixid,
+							  c->keys.buf.data + c->keys.e[e].koff,
+							  c->keys.e[e].klen, id, err);
+					if (rc == DFS_EEXIST)
+						return dup_error(t, newcoll, ix,
+								 (const uint8_t *)c->keys.buf.data +
+									 c->keys.e[e].voff,
+								 c->keys.e[e].vlen, err);
+					if (rc)
+						return rc;
+				}
+				pend_push(c, ix->ixid, true, id, &c->keys, e);
+			}
+		}
+	}
+	return 0;
+}
+
+static int entry_write(struct store_txn *t, int64_t ixid, bool add, const void *key, size_t klen,
+		       int64_t id, const void *vals, size_t vlen, struct dfs_err *err)
+{
+	sqlite3_stmt *st = store__stmt(t, add ? ST_IKEY_INSERT : ST_IKEY_DELETE, err);
+	int rc;
+
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	sqlite3_bind_int64(st, 1, ixid);
+	sqlite3_bind_blob(st, 2, key, (int)klen, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, id);
+	if (add)
+		sqlite3_bind_blob(st, 4, vals, (int)vlen, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	if (rc != SQLITE_DONE)
+		return store__sqlerr(t, rc, add ? "insert index entry" : "delete index entry", err);
+	return 0;
+}
+
+static int set_multikey(struct store_txn *t, int64_t coll, struct store_index *ix, uint32_t bits,
+			struct dfs_err *err)
+{
+	sqlite3_stmt *st = store__stmt(t, ST_IX_MULTIKEY, err);
+	int rc;
+
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	sqlite3_bind_int64(st, 1, coll);
+	sqlite3_bind_text(st, 2, ix->name, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, bits);
+	rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	if (rc != SQLITE_DONE)
+		return store__sqlerr(t, rc, "mark index multikey", err);
+	ix->multikey |= bits;
+	return 0;
+}
+
+static bool pend_same(const struct store__ixcache *c, const struct pend *a, const struct pend *b)
+{
+	return a->ixid == b->ixid && a->id == b->id && a->klen == b->klen && a->vlen == b->vlen &&
+	       memcmp(c->pbuf.data + a->koff, c->pbuf.data + b->koff, a->klen) == 0 &&
+	       memcmp(c->pbuf.data + a->voff, c->pbuf.data + b->voff, a->vlen) == 0;
+}
+
+static void diff_pending(struct store__ixcache *c)
+{
+	for (size_t i = 0; i < c->npend; i++) {
+		struct pend *a = &c->pend[i];
+
+		if (!a->add)
+			continue;
+		for (size_t j = 0; j < c->npend; j++) {
+			struct pend *d = &c->pend[j];
+
+			if (!d->add && !d->skip && pend_same(c, a, d)) {
+				a->skip = d->skip = true;
+				break;
+			}
+		}
+	}
+}
+
+int store__ix_apply(struct store_txn *t, struct dfs_err *err)
+{
+	struct store__ixcache *c = t->ixc;
+	int rc;
+
+	if (!c || (!c->npend && !c->mk_any))
+		return 0;
+	/* An update usually keeps most entries: leave those alone (a quadratic match, so only
+	 * for the usual small documents). */
+	if (c->npend <= DIFF_MAX)
+		diff_pending(c);
+	/* Deletions first, so that an entry deleted and added again ends up present. */
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t i = 0; i < c->npend; i++) {
+			struct pend *p = &c->pend[i];
+
+			if (p->skip || p->add != (pass == 1))
+				continue;
+			rc = entry_write(t, p->ixid, p->add, c->pbuf.data + p->koff, p->klen, p->id,
+					 c->pbuf.data + p->voff, p->vlen, err);
+			if (rc)
+				return rc;
+		}
+	}
+	c->npend = 0;
+	dfs_buf_reset(&c->pbuf);
+	if (c->mk_any) {
+		for (int i = 0; i < c->n; i++)
+			if (c->mk[i] && (rc = set_multikey(t, c->coll, &c->ix[i], c->mk[i], err)))
+				return rc;
+		memset(c->mk, 0, sizeof(c->mk));
+		c->mk_any = false;
+	}
+	return 0;
+}
+
+/* ---- create, drop, version, stats -------------------------------------------------- */
+
+static int bump_version(struct store_txn *t, int64_t coll, struct dfs_err *err)
+{
+	sqlite3_stmt *st = store__stmt(t, ST_IX_BUMP, err);
+	int rc;
+
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	sqlite3_bind_int64(st, 1, coll);
+	rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	if (rc != SQLITE_DONE)
+		return store__sqlerr(t, rc, "index version", err);
+	return 0;
+}
+
+int store__ix_coll_cleared(struct store_txn *t, int64_t coll, struct dfs_err *err)
+{
+	store__ix_invalidate(t);
+	return bump_version(t, coll, err);
+}
+
+int store_index_version(struct store_txn *t, int64_t coll, int64_t *version, struct dfs_err *err)
+{
+	sqlite3_stmt *st = store__stmt(t, ST_IX_VERSION, err);
+	int rc;
+
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	sqlite3_bind_int64(st, 1, coll);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		*version = sqlite3_column_int64(st, 0);
+		sqlite3_reset(st);
+		return 0;
+	}
+	if (rc != SQLITE_DONE)
+		return store__sqlerr(t, rc, "index version", err);
+	return dfs_err_set(err, DFS_ENOENT, "collection %lld not found", (long long)coll);
+}
+
+static bool same_bson(const bson_t *a, const bson_t *b)
+{
+	if (!a || !b)
+		return a == b;
+	return a->len == b->len && memcmp(bson_get_data(a), bson_get_data(b), a->len) == 0;
+}
+
+static bool same_key(const struct store_index *a, const struct store_index *b)
+{
+	if (a->nfields != b->nfields)
+		return false;
+	for (int i = 0; i < a->nfields; i++)
+		if (a->field[i].dir != b->field[i].dir ||
+		    strcmp(a->field[i].path, b->field[i].path))
+			return false;
+	return true;
+}
+
+static bool same_options(const struct store_index *a, const struct store_index *b)
+{
+	return a->unique == b->unique && a->sparse == b->sparse &&
+	       a->expire_after == b->expire_after && same_bson(a->partial, b->partial);
+}
+
+/* The spec as stored: {"v": 2, "key", "name", then the options as given}. */
+static bson_t *stored_spec(const bson_t *spec, const char *name)
+{
+	bson_t *out = bson_new();
+	bson_iter_t it;
+
+	bson_append_int32(out, "v", 1, 2);
+	if (bson_iter_init_find(&it, spec, "key"))
+		bson_append_iter(out, "key", 3, &it);
+	bson_append_utf8(out, "name", 4, name, -1);
+	bson_iter_init(&it, spec);
+	while (bson_iter_next(&it)) {
+		const char *k = bson_iter_key(&it);
+
+		if (strcmp(k, "v") && strcmp(k, "key") && strcmp(k, "name") &&
+		    strcmp(k, "background"))
+			bson_append_iter(out, k, -1, &it);
+	}
+	return out;
+}
+
+static int64_t now_ms(void)
+{
+	return store__now_ns() / 1000000;
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Builds the entries of the new index ix over the documents of coll. */
+static int build(struct store_txn *t, int64_t coll, struct store_index *ix,
+		 void (*progress)(void *ctx, int64_t done, int64_t total), void *ctx,
+		 struct dfs_err *err)
+{
+	struct store_cursor *cur = NULL;
+	struct store__ixkeys k;
+	void *partial = NULL;
+	int64_t total = 0, done = 0, id;
+	uint32_t mk = 0;
+	bson_t doc;
+	int rc;
+
+	store__ixkeys_init(&k);
+	if ((rc = compile_partial(ix, &partial, err)))
+		goto out;
+	if (progress && (rc = store_coll_count(t, coll, &total, NULL, err)))
+		goto out;
+	if ((rc = store_cursor_open(t, coll, &cur, err)))
+		goto out;
+	while ((rc = store_cursor_next(cur, &doc, &id, err)) == 0) {
+		if ((rc = store__ix_keys(ix, partial, &doc, &k, err))) {
+			bson_iter_t it;
+			struct dfs_buf b;
+
+			dfs_buf_init(&b);
+			if (bson_iter_init_find(&it, &doc, "_id"))
+				store_codec_render_value(bson_iter_value(&it), &b, NULL);
+			dfs_err_prefix(err, "document _id %s: ", b.data ? b.data : "?");
+			dfs_buf_release(&b);
+			goto out;
+		}
+		mk |= k.multikey;
+		for (size_t e = 0; e < k.n; e++) {
+			const char *key = k.buf.data + k.e[e].koff;
+
+			if (ix->unique) {
+				rc = unique_probe(t, ix->ixid, key, k.e[e].klen, id, err);
+				if (rc == DFS_EEXIST)
+					rc = dup_error(t, coll, ix,
+						       (const uint8_t *)k.buf.data + k.e[e].voff,
+						       k.e[e].vlen, err);
+				if (rc)
+					goto out;
+			}
+			if ((rc = entry_write(t, ix->ixid, true, key, k.e[e].klen, id,
+					      k.buf.data + k.e[e].voff, k.e[e].vlen, err)))
+				goto out;
+		}
+		if (++done % BUILD_PROGRESS == 0 && progress)
+			progress(ctx, done, total);
+	}
+	if (rc != DFS_ENOENT)
+		goto out;
+	rc = 0;
+	if (progress)
+		progress(ctx, done, total);
+	if (mk)
+		rc = set_multikey(t, coll, ix, mk, err);
+out:
+	store_cursor_free(cur);
+	if (partial && hooks.free)
+		hooks.free(partial);
+	store__ixkeys_release(&k);
+	return rc;
+}
+
+int store_index_create(struct store_txn *t, int64_t coll, const bson_t *spec, char *name_out,
+		       size_t name_cap, void (*progress)(void *ctx, int64_t done, int64_t total),
+		       void *ctx, struct dfs_err *err)
+{
+	struct store_index ix, *all = NULL;
+	bson_t *stored = NULL;
+	sqlite3_stmt *st;
+	int n = 0, rc;
+	int64_t t0 = mono_ms();
+
+	if ((rc = ix_parse(spec, true, &ix, err)))
+		return rc;
+	if (!ix.name[0] && ix.nfields == 1 && ix.field[0].dir == 1 &&
+	    strcmp(ix.field[0].path, "_id") == 0)
+		snprintf(ix.name, sizeof(ix.name), "_id_"); /* createIndex({_id: 1}) */
+	if (!ix.name[0] && (rc = default_name(&ix, ix.name, sizeof(ix.name), err)))
+		goto done;
+	if (name_out && name_cap)
+		snprintf(name_out, name_cap, "%s", ix.name);
+	if ((rc = store_index_list(t, coll, &all, &n, err)))
+		goto done;
+	for (int i = 0; i < n; i++) {
+		bool sk = same_key(&all[i], &ix), so = same_options(&all[i], &ix);
+
+		if (strcmp(all[i].name, ix.name) == 0) {
+			if (sk &&
+			    (so || (i == 0 && !ix.sparse && !ix.partial && ix.expire_after < 0)))
+				goto done; /* exists as asked: nothing to do */
+			rc = dfs_err_set(err, DFS_EEXIST,
+					 "an index named '%s' exists with another definition",
+					 ix.name);
+			goto done;
+		}
+		if (sk && same_bson(all[i].partial, ix.partial)) {
+			rc = dfs_err_set(err, DFS_EEXIST,
+					 "index '%s' already has this key pattern%s", all[i].name,
+					 so ? "" : " (with other options)");
+			goto done;
+		}
+	}
+	if (n >= DFS_MAX_INDEXES) {
+		rc = dfs_err_set(err, DFS_EINVAL,
+				 "collection has %d indexes, the limit (_id_ included)",
+				 DFS_MAX_INDEXES);
+		goto done;
+	}
+	if (!t->write) {
+		rc = dfs_err_set(err, DFS_EINVAL, "index creation in a read transaction");
+		goto done;
+	}
+	if ((rc = store__new_id(t, &ix.ixid, err)))
+		goto done;
+	stored = stored_spec(spec, ix.name);
+	st = store__stmt(t, ST_IX_INSERT, err);
+	if (!st) {
+		rc = err ? err->code : DFS_EIO;
+		goto done;
+	}
+	sqlite3_bind_int64(st, 1, coll);
+	sqlite3_bind_text(st, 2, ix.name, -1, SQLITE_STATIC);
+	sqlite3_bind_blob(st, 3, bson_get_data(stored), (int)stored->len, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 4, ix.ixid);
+	sqlite3_bind_int64(st, 5, now_ms());
+	rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	if (rc != SQLITE_DONE) {
+		rc = store__sqlerr(t, rc, "create index", err);
+		goto done;
+	}
+	store__ix_invalidate(t);
+	if ((rc = build(t, coll, &ix, progress, ctx, err)))
+		goto done;
+	if ((rc = bump_version(t, coll, err)))
+		goto done;
+	st = store__stmt(t, ST_IX_BUILT, err);
+	if (!st) {
+		rc = err ? err->code : DFS_EIO;
+		goto done;
+	}
+	sqlite3_bind_int64(st, 1, coll);
+	sqlite3_bind_text(st, 2, ix.name, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, mono_ms() - t0);
+	rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	rc = rc == SQLITE_DONE ? 0 : store__sqlerr(t, rc, "create index", err);
+done:
+	if (stored)
+		bson_destroy(stored);
+	store_index_list_free(all, n);
+	store_index_release(&ix);
+	return rc;
+}
+
+int store_index_drop(struct store_txn *t, int64_t coll, const char *name, struct dfs_err *err)
+{
+	struct store_index ix;
+	sqlite3_stmt *st;
+	int rc;
+
+	if (strcmp(name, "_id_") == 0)
+		return dfs_err_set(err, DFS_EPERM, "cannot drop the _id_ index");
+	if ((rc = store_index_get(t, coll, name, &ix, err)))
+		return rc;
+	st = store__stmt(t, ST_IKEY_DROP, err);
+	if (!st) {
+		rc = err ? err->code : DFS_EIO;
+		goto done;
+	}
+	sqlite3_bind_int64(st, 1, ix.ixid);
+	if ((rc = sqlite3_step(st)) != SQLITE_DONE) {
+		rc = store__sqlerr(t, rc, "drop index", err);
+		goto done;
+	}
+	st = store__stmt(t, ST_IX_DELETE, err);
+	if (!st) {
+		rc = err ? err->code : DFS_EIO;
+		goto done;
+	}
+	sqlite3_bind_int64(st, 1, coll);
+	sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+	if ((rc = sqlite3_step(st)) != SQLITE_DONE) {
+		rc = store__sqlerr(t, rc, "drop index", err);
+		goto done;
+	}
+	sqlite3_reset(st);
+	store__ix_invalidate(t);
+	rc = bump_version(t, coll, err);
+done:
+	store_index_release(&ix);
+	return rc;
+}
+
+static int one_row(struct store_txn *t, const char *sql, int64_t a, int64_t *x, int64_t *y,
+		   struct dfs_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = sqlite3_prepare_v2(t->c->h, sql, -1, &st, NULL);
+
+	if (rc != SQLITE_OK)
+		return store__sqlerr(t, rc, "index stats", err);
+	sqlite3_bind_int64(st, 1, a);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		*x = sqlite3_column_int64(st, 0);
+		*y = sqlite3_column_int64(st, 1);
+		rc = 0;
+	} else {
+		rc = store__sqlerr(t, rc, "index stats", err);
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int store_index_stats(struct store_txn *t, int64_t coll, const char *name,
+		      struct store_index_stats *out, struct dfs_err *err)
+{
+	struct store_index ix;
+	int64_t a = 0, b = 0;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if ((rc = store_index_get(t, coll, name, &ix, err)))
+		return rc;
+	if (ix.ixid == 0) {
+		rc = one_row(t,
+			     "SELECT count(*), coalesce(sum(length(key)), 0) FROM docs"
+			     " WHERE coll = ?1",
+			     coll, &out->entries, &out->bytes, err);
+		if (!rc)
+			rc = one_row(t, "SELECT min(ctime) / 1000000, 0 FROM colls WHERE id = ?1",
+				     coll, &out->created, &b, err);
+		goto done;
+	}
+	rc = one_row(t,
+		     "SELECT count(*), coalesce(sum(length(key) + length(vals)), 0) FROM ikeys"
+		     " WHERE ix = ?1",
+		     ix.ixid, &out->entries, &out->bytes, err);
+	if (rc)
+		goto done;
+	{
+		sqlite3_stmt *st;
+
+		rc = sqlite3_prepare_v2(t->c->h,
+					"SELECT created, build_ms FROM indexes WHERE coll = ?1"
+					" AND name = ?2",
+					-1, &st, NULL);
+		if (rc != SQLITE_OK) {
+			rc = store__sqlerr(t, rc, "index stats", err);
+			goto done;
+		}
+		sqlite3_bind_int64(st, 1, coll);
+		sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+		if (sqlite3_step(st) == SQLITE_ROW) {
+			a = sqlite3_column_int64(st, 0);
+			b = sqlite3_column_int64(st, 1);
+		}
+		sqlite3_finalize(st);
+		out->created = a;
+		out->build_ms = b;
+		rc = 0;
+	}
+	out->multikey = ix.multikey != 0;
+done:
+	store_index_release(&ix);
+	return rc;
+}
+
+/* ---- scans and FETCH --------------------------------------------------------------- */
+
+struct store_ixscan {
+	struct store_txn *t; /* Borrowed */
+	int64_t coll, ixid;
+	bool reverse;
+	sqlite3_stmt *st[2]; /* Owned: [0] bounded above, [1] not */
+	sqlite3_stmt *cur;   /* Borrowed: one of st */
+};
+
+static const char *scan_sql(bool id, bool hi, bool reverse)
+{
+	static const char *const sql[2][2][2] = {
+		{{"SELECT key, id, vals FROM ikeys WHERE ix = ?1 AND key >= ?2"
+		  " ORDER BY key, id",
+		  "SELECT key, id, vals FROM ikeys WHERE ix = ?1 AND key >= ?2"
+		  " ORDER BY key DESC, id DESC"},
+		 {"SELECT key, id, vals FROM ikeys WHERE ix = ?1 AND key >= ?2 AND key < ?3"
+		  " ORDER BY key, id",
+		  "SELECT key, id, vals FROM ikeys WHERE ix = ?1 AND key >= ?2 AND key < ?3"
+		  " ORDER BY key DESC, id DESC"}},
+		{{"SELECT key, id FROM docs WHERE coll = ?1 AND key >= ?2 ORDER BY key",
+		  "SELECT key, id FROM docs WHERE coll = ?1 AND key >= ?2 ORDER BY key DESC"},
+		 {"SELECT key, id FROM docs WHERE coll = ?1 AND key >= ?2 AND key < ?3"
+		  " ORDER BY key",
+		  "SELECT key, id FROM docs WHERE coll = ?1 AND key >= ?2 AND key < ?3"
+		  " ORDER BY key DESC"}},
+	};
+	return sql[id][hi][reverse];
+}
+
+int store_ixscan_open(struct store_txn *t, int64_t coll, const struct store_index *ix, bool reverse,
+		      struct store_ixscan **out, struct dfs_err *err)
+{
+	struct store_ixscan *s = calloc(1, sizeof(*s));
+	int rc;
+
+	if (!s)
+		return dfs_err_set(err, DFS_ENOMEM, "out of memory");
+	s->t = t;
+	s->coll = coll;
+	s->ixid = ix->ixid;
+	s->reverse = reverse;
+	if ((rc = store_ixscan_range(s, NULL, 0, NULL, 0, err))) {
+		store_ixscan_free(s);
+		return rc;
+	}
+	*out = s;
+	return 0;
+}
+
+int store_ixscan_range(struct store_ixscan *s, const uint8_t *lo, size_t lolen, const uint8_t *hi,
+		       size_t hilen, struct dfs_err *err)
+{
+	int w = hi ? 0 : 1;
+	int rc;
+
+	if (!s->st[w]) {
+		rc = sqlite3_prepare_v3(s->t->c->h, scan_sql(s->ixid == 0, hi != NULL, s->reverse),
+					-1, 0, &s->st[w], NULL);
+		if (rc != SQLITE_OK)
+			return store__sqlerr(s->t, rc, "index scan", err);
+	}
+	s->cur = s->st[w];
+	sqlite3_reset(s->cur);
+	sqlite3_clear_bindings(s->cur);
+	sqlite3_bind_int64(s->cur, 1, s->ixid ? s->ixid : s->coll);
+	if (lo)
+		sqlite3_bind_blob(s->cur, 2, lo, (int)lolen, SQLITE_TRANSIENT);
+	else
+		sqlite3_bind_zeroblob(s->cur, 2, 0);
+	if (hi)
+		sqlite3_bind_blob(s->cur, 3, hi, (int)hilen, SQLITE_TRANSIENT);
+	return 0;
+}
+
+int store_ixscan_next(struct store_ixscan *s, struct store_ixkey *out, struct dfs_err *err)
+{
+	int rc = sqlite3_step(s->cur);
+
+	if (rc == SQLITE_DONE)
+		return DFS_ENOENT;
+	if (rc != SQLITE_ROW)
+		return store__sqlerr(s->t, rc, "index scan", err);
+	out->key = sqlite3_column_blob(s->cur, 0);
+	out->keylen = (size_t)sqlite3_column_bytes(s->cur, 0);
+	out->id = sqlite3_column_int64(s->cur, 1);
+	if (s->ixid == 0) {
+		bson_init(&out->vals);
+	} else {
+		const uint8_t *v = sqlite3_column_blob(s->cur, 2);
+		int n = sqlite3_column_bytes(s->cur, 2);
+
+		if (n < 5 || !bson_init_static(&out->vals, v, (size_t)n))
+			return dfs_err_set(err, DFS_ECORRUPT,
+					   "index entry of document %lld has bad values",
+					   (long long)out->id);
+	}
+	return 0;
+}
+
+void store_ixscan_free(struct store_ixscan *s)
+{
+	if (!s)
+		return;
+	sqlite3_finalize(s->st[0]);
+	sqlite3_finalize(s->st[1]);
+	free(s);
+}
+
+int store_doc_fetch(struct store_txn *t, int64_t id, bson_t *view, struct dfs_err *err)
+{
+	sqlite3_stmt *st = store__stmt(t, ST_DOC_FETCH, err);
+	const uint8_t *data;
+	int rc, n;
+
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	sqlite3_bind_int64(st, 1, id);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_DONE)
+		return dfs_err_set(err, DFS_ENOENT, "document %lld not found", (long long)id);
+	if (rc != SQLITE_ROW)
+		return store__sqlerr(t, rc, "fetch document", err);
+	data = sqlite3_column_blob(st, 0);
+	n = sqlite3_column_bytes(st, 0);
+	if (n < 5 || !bson_init_static(view, data, (size_t)n))
+		return dfs_err_set(err, DFS_ECORRUPT, "document %lld is not valid BSON",
+				   (long long)id);
+	return 0;
+}
+
+/* ---- TTL --------------------------------------------------------------------------- */
+
+struct ttl_target {
+	int64_t coll;
+	struct store_index ix;
+};
+
+static int ttl_targets(struct store_db *db, struct ttl_target **out, int *n, struct dfs_err *err)
+{
+	struct store_txn *t;
+	sqlite3_stmt *st = NULL;
+	struct ttl_target *v = NULL;
+	int cnt = 0, cap = 0, rc;
+
+	if ((rc = store_txn_begin(db, false, &t, err)))
+		return rc;
+	rc = sqlite3_prepare_v2(t->c->h,
+				"SELECT name, spec, ixid, multikey, created, build_ms, coll"
+				" FROM indexes ORDER BY coll, ixid",
+				-1, &st, NULL);
+	if (rc != SQLITE_OK) {
+		rc = store__sqlerr(t, rc, "ttl sweep", err);
+		goto done;
+	}
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct store_index ix;
+
+		if (ix_from_row(st, &ix, NULL) != 0)
+			continue;
+		if (ix.expire_after < 0) {
+			store_index_release(&ix);
+			continue;
+		}
+		if (cnt == cap) {
+			cap = cap ? cap * 2 : 4;
+			v = realloc(v, (size_t)cap * sizeof(*v));
+			if (!v)
+				abort();
+		}
+		v[cnt].coll = sqlite3_column_int64(st, 6);
+		v[cnt].ix = ix;
+		cnt++;
+	}
+	rc = rc == SQLITE_DONE ? 0 : store__sqlerr(t, rc, "ttl sweep", err);
+done:
+	sqlite3_finalize(st);
+	store_txn_abort(t);
+	if (rc) {
+		for (int i = 0; i < cnt; i++)
+			store_index_release(&v[i].ix);
+		free(v);
+		return rc;
+	}
+	*out = v;
+	*n = cnt;
+	return 0;
+}
+
+/* One batch: deletes up to TTL_BATCH expired documents of one TTL index; *found gets how
+ * many expired entries the scan saw. */
+static int ttl_batch(struct store_db *db, const struct ttl_target *tg, int64_t cutoff,
+		     int64_t *deleted, int64_t *found, struct dfs_err *err)
+{
+	struct store_txn *t;
+	struct store_ixscan *s = NULL;
+	struct store_ixkey k;
+	struct dfs_buf lo, hi;
+	bson_value_t d = {.value_type = BSON_TYPE_DATE_TIME};
+	int64_t *ids = NULL;
+	size_t nids = 0;
+	bool desc = tg->ix.field[0].dir < 0;
+	int rc;
+
+	*found = 0;
+	dfs_buf_init(&lo);
+	dfs_buf_init(&hi);
+	/* Every date key shares its first (bracket) byte; a descending key inverts it. */
+	d.value.v_datetime = INT64_MIN;
+	store_key_append(&lo, &d, desc, NULL);
+	lo.len = 1;
+	dfs_buf_append(&hi, lo.data, 1);
+	hi.data[0] = (char)(hi.data[0] + 1);
+	if ((rc = store_txn_begin(db, true, &t, err)))
+		goto out;
+	ids = calloc(TTL_BATCH, sizeof(*ids));
+	if (!ids)
+		abort();
+	{
+		struct store_coll c;
+
+		if (store_coll_by_id(t, tg->coll, &c, NULL) != 0)
+			goto commit; /* dropped meanwhile */
+	}
+	if ((rc = store_ixscan_open(t, tg->coll, &tg->ix, desc, &s, err)) ||
+	    (rc = store_ixscan_range(s, (const uint8_t *)lo.data, lo.len, (const uint8_t *)hi.data,
+				     hi.len, err)))
+		goto fail;
+	while (nids < TTL_BATCH && (rc = store_ixscan_next(s, &k, err)) == 0) {
+		bson_iter_t it;
+
+		if (!bson_iter_init_find(&it, &k.vals, "0") || !BSON_ITER_HOLDS_DATE_TIME(&it))
+			continue;
+		if (bson_iter_date_time(&it) >= cutoff)
+			break; /* keys run in date order from the oldest */
+		if (nids && ids[nids - 1] == k.id)
+			continue;
+		ids[nids++] = k.id;
+	}
+	if (rc && rc != DFS_ENOENT)
+		goto fail;
+	store_ixscan_free(s);
+	s = NULL;
+	*found = (int64_t)nids;
+	for (size_t i = 0; i < nids; i++) {
+		rc = store_entry_delete(t, ids[i], NULL);
+		if (rc == DFS_ENOENT)
+			continue; /* an array of dates: deleted already */
+		if (rc)
+			rc = store_entry_delete(t, ids[i], err);
+		if (rc)
+			goto fail;
+		(*deleted)++;
+	}
+commit:
+	rc = store_txn_commit(t, err);
+	goto out;
+fail:
+	store_ixscan_free(s);
+	store_txn_abort(t);
+out:
+	free(ids);
+	dfs_buf_release(&lo);
+	dfs_buf_release(&hi);
+	return rc;
+}
+
+int store_ttl_sweep(struct store_db *db, int64_t now_ms_, int64_t *deleted, struct dfs_err *err)
+{
+	struct ttl_target *tg = NULL;
+	int n = 0, rc;
+
+	*deleted = 0;
+	if ((rc = ttl_targets(db, &tg, &n, err)))
+		return rc;
+	for (int i = 0; i < n && !rc; i++) {
+		int64_t cutoff = now_ms_ - tg[i].ix.expire_after * 1000, found;
+
+		do {
+			int64_t before = *deleted;
+
+			rc = ttl_batch(db, &tg[i], cutoff, deleted, &found, err);
+			if (!rc && found == TTL_BATCH && *deleted == before)
+				break; /* nothing could be deleted: do not spin */
+		} while (!rc && found == TTL_BATCH);
+	}
+	for (int i = 0; i < n; i++)
+		store_index_release(&tg[i].ix);
+	free(tg);
+	return rc;
+}
+
+/* ---- schema migration and verification --------------------------------------------- */
+
+/* A transaction over a bare connection (inside the caller's BEGIN), for the code paths
+ * that run before a struct store_db exists or without one. */
+struct bare_txn {
+	struct store_db db;
+	struct store_txn t;
+};
+
+static void bare_begin(struct bare_txn *b, struct store__conn *c, const char *dbname)
+{
+	memset(b, 0, sizeof(*b));
+	snprintf(b->db.name, sizeof(b->db.name), "%s", dbname);
+	b->t.db = &b->db;
+	b->t.c = c;
+	b->t.write = true;
+}
+
+static int bare_end(struct bare_txn *b, struct dfs_err *err)
+{
+	int rc = 0;
+
+	if (b->t.next_id && b->t.next_id != b->t.first_id) {
+		sqlite3_stmt *st = store__stmt(&b->t, ST_META_SET, err);
+
+		if (!st) {
+			rc = err ? err->code : DFS_EIO;
+		} else {
+			sqlite3_bind_text(st, 1, "next_id", -1, SQLITE_STATIC);
+			sqlite3_bind_int64(st, 2, b->t.next_id);
+			rc = sqlite3_step(st) == SQLITE_DONE
+				     ? 0
+				     : store__sqlerr(&b->t, sqlite3_errcode(b->t.c->h),
+						     "store next id", err);
+		}
+	}
+	store__ix_txn_free(&b->t);
+	dfs_buf_release(&b->t.scratch);
+	dfs_buf_release(&b->t.key);
+	for (sqlite3_stmt *st = NULL; (st = sqlite3_next_stmt(b->t.c->h, st));)
+		sqlite3_reset(st);
+	return rc;
+}
+
+int store__ix_migrate(struct store__conn *c, const char *dbname, struct dfs_err *err)
+{
+	struct bare_txn b;
+	sqlite3_stmt *st;
+	struct {
+		int64_t coll;
+		bson_t *spec;
+	} *defs = NULL;
+	size_t n = 0, cap = 0;
+	int rc;
+
+	rc = sqlite3_prepare_v2(c->h, "SELECT coll, spec FROM indexes ORDER BY coll, name", -1, &st,
+				NULL);
+	if (rc != SQLITE_OK)
+		return dfs_err_set(err, DFS_EIO, "migrate indexes: %s", sqlite3_errmsg(c->h));
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		const uint8_t *data = sqlite3_column_blob(st, 1);
+		int len = sqlite3_column_bytes(st, 1);
+
+		if (len < 5)
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 4;
+			defs = realloc(defs, cap * sizeof(*defs));
+			if (!defs)
+				abort();
+		}
+		defs[n].coll = sqlite3_column_int64(st, 0);
+		defs[n].spec = bson_new_from_data(data, (size_t)len);
+		if (defs[n].spec)
+			n++;
+	}
+	sqlite3_finalize(st);
+	rc = sqlite3_exec(c->h, "DELETE FROM indexes", NULL, NULL, NULL);
+	if (rc != SQLITE_OK) {
+		rc = dfs_err_set(err, DFS_EIO, "migrate indexes: %s", sqlite3_errmsg(c->h));
+		goto done;
+	}
+	/* Version 1 kept definitions (restored from snapshots) without entries: build them. */
+	bare_begin(&b, c, dbname);
+	for (size_t i = 0; i < n && !rc; i++) {
+		bson_iter_t it;
+
+		if (bson_iter_init_find(&it, defs[i].spec, "name") && BSON_ITER_HOLDS_UTF8(&it) &&
+		    strcmp(bson_iter_utf8(&it, NULL), "_id_") == 0)
+			continue;
+		rc = store_index_create(&b.t, defs[i].coll, defs[i].spec, NULL, 0, NULL, NULL, err);
+		if (rc)
+			dfs_err_prefix(
+				err, "migrate index of collection %lld: ", (long long)defs[i].coll);
+	}
+	if (bare_end(&b, rc ? NULL : err) && !rc)
+		rc = err ? err->code : DFS_EIO;
+done:
+	for (size_t i = 0; i < n; i++)
+		bson_destroy(defs[i].spec);
+	free(defs);
+	return rc;
+}
+
+struct check_ix {
+	void (*report)(void *ctx, const char *msg);
+	void *ctx;
+	const char *db;
+	int shown; /* problems reported for the current index */
+};
+
+static void ck(struct check_ix *cx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void ck(struct check_ix *cx, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	if (cx->shown++ >= 20)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	cx->report(cx->ctx, msg);
+}
+
+static int64_t int_query(sqlite3 *h, const char *sql, int64_t a)
+{
+	sqlite3_stmt *st;
+	int64_t v = -1;
+
+	if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	sqlite3_bind_int64(st, 1, a);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return v;
+}
+
+/* Checks one index: each document's entries present with their values, nothing else. */
+static void check_one(struct check_ix *cx, sqlite3 *h, int64_t coll, struct store_index *ix)
+{
+	sqlite3_stmt *docs = NULL, *probe = NULL;
+	struct store__ixkeys k;
+	struct dfs_err e = {0};
+	void *partial = NULL;
+	int64_t expected = 0, have;
+	uint32_t mk = 0;
+
+	cx->shown = 0;
+	store__ixkeys_init(&k);
+	if (ix->partial && compile_partial(ix, &partial, &e)) {
+		ck(cx, "%s: index '%s': cannot verify: %s", cx->db, ix->name, e.msg);
+		goto done;
+	}
+	if (sqlite3_prepare_v2(h, "SELECT id, bson FROM docs WHERE coll = ?1", -1, &docs, NULL) ||
+	    sqlite3_prepare_v2(h, "SELECT vals FROM ikeys WHERE ix = ?1 AND key = ?2 AND id = ?3",
+			       -1, &probe, NULL)) {
+		ck(cx, "%s: index '%s': %s", cx->db, ix->name, sqlite3_errmsg(h));
+		goto done;
+	}
+	sqlite3_bind_int64(docs, 1, coll);
+	while (sqlite3_step(docs) == SQLITE_ROW) {
+		long long id = sqlite3_column_int64(docs, 0);
+		const void *blob = sqlite3_column_blob(docs, 1);
+		int n = sqlite3_column_bytes(docs, 1);
+		bson_t doc;
+
+		if (n < 5 || !bson_init_static(&doc, blob, (size_t)n))
+			continue; /* reported by the document checks */
+		dfs_err_clear(&e);
+		if (store__ix_keys(ix, partial, &doc, &k, &e)) {
+			ck(cx, "%s: index '%s': document %lld: %s", cx->db, ix->name, id, e.msg);
+			continue;
+		}
+		mk |= k.multikey;
+		expected += (int64_t)k.n;
+		for (size_t i = 0; i < k.n; i++) {
+			sqlite3_reset(probe);
+			sqlite3_bind_int64(probe, 1, ix->ixid);
+			sqlite3_bind_blob(probe, 2, k.buf.data + k.e[i].koff, (int)k.e[i].klen,
+					  SQLITE_STATIC);
+			sqlite3_bind_int64(probe, 3, id);
+			if (sqlite3_step(probe) != SQLITE_ROW) {
+				ck(cx, "%s: index '%s': document %lld misses an entry", cx->db,
+				   ix->name, id);
+				continue;
+			}
+			if ((size_t)sqlite3_column_bytes(probe, 0) != k.e[i].vlen ||
+			    memcmp(sqlite3_column_blob(probe, 0), k.buf.data + k.e[i].voff,
+				   k.e[i].vlen) != 0)
+				ck(cx, "%s: index '%s': document %lld: an entry has wrong values",
+				   cx->db, ix->name, id);
+		}
+	}
+	have = int_query(h, "SELECT count(*) FROM ikeys WHERE ix = ?1", ix->ixid);
+	if (have != expected)
+		ck(cx, "%s: index '%s' has %lld entries, its documents imply %lld", cx->db,
+		   ix->name, (long long)have, (long long)expected);
+	if (mk & ~ix->multikey)
+		ck(cx, "%s: index '%s' is not marked multikey but indexes arrays", cx->db,
+		   ix->name);
+	if (ix->unique && int_query(h,
+				    "SELECT count(*) FROM (SELECT key FROM ikeys WHERE ix = ?1"
+				    " GROUP BY key HAVING count(*) > 1)",
+				    ix->ixid) > 0)
+		ck(cx, "%s: unique index '%s' holds duplicate keys", cx->db, ix->name);
+done:
+	sqlite3_finalize(docs);
+	sqlite3_finalize(probe);
+	if (partial && hooks.free)
+		hooks.free(partial);
+	store__ixkeys_release(&k);
+}
+
+void store__ix_check(struct store__conn *c, const char *db,
+		     void (*report)(void *ctx, const char *msg), void *ctx)
+{
+	struct check_ix cx = {report, ctx, db, 0};
+	sqlite3_stmt *st;
+
+	if (sqlite3_prepare_v2(c->h,
+			       "SELECT name, spec, ixid, multikey, created, build_ms, coll"
+			       " FROM indexes ORDER BY coll, ixid",
+			       -1, &st, NULL) != SQLITE_OK) {
+		ck(&cx, "%s: cannot read index definitions: %s", db, sqlite3_errmsg(c->h));
+		return;
+	}
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		struct store_index ix;
+		struct dfs_err e = {0};
+
+		cx.shown = 0;
+		if (ix_from_row(st, &ix, &e)) {
+			ck(&cx, "%s: %s", db, e.msg);
+			continue;
+		}
+		check_one(&cx, c->h, sqlite3_column_int64(st, 6), &ix);
+		store_index_release(&ix);
+	}
+	sqlite3_finalize(st);
+	cx.shown = 0;
+	if (int_query(c->h,
+		      "SELECT count(*) FROM ikeys WHERE ix NOT IN (SELECT ixid FROM indexes"
+		      " WHERE ixid IS NOT NULL) AND ?1 = ?1",
+		      0) > 0)
+		ck(&cx, "%s: index entries of an index that does not exist", db);
+	if (int_query(c->h,
+		      "SELECT count(*) FROM indexes WHERE coll NOT IN (SELECT id FROM colls)"
+		      " AND ?1 = ?1",
+		      0) > 0)
+		ck(&cx, "%s: index definitions of a collection that does not exist", db);
+}

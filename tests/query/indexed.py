@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""indexed.py - the indexed pass shared by the corpus (run_corpus.py) and the mingo
+differential test (diff/run.sh): every case runs again over a generated set of indexes
+(qrun's "autoindex": single-field, multikey where the data has arrays, sparse, hashed,
+compound and partial ones), once with the planner's choice and once with each candidate plan
+forced by a hint (qrun's "allplans", on the same collection), and every run must return what
+the collection scan returned.
+
+    indexed.py --qrun PATH CASES.jsonl     (qrun input lines; prints failures, exits 1)
+
+Comparison (README.md): without a sort the results compare as a multiset (canonical JSON,
+object keys sorted: a covered plan builds documents in key pattern order); with skip or
+limit and no sort only the count compares (MongoDB defines no result set then either). With
+a sort the sort-key sequences must be equal and each group of equal keys compares as a
+multiset, except the first group when there is a skip and the last group when there is a
+limit (a tie cut by skip/limit may keep other members): those compare by count.
+"""
+import argparse
+import json
+import subprocess
+import sys
+
+
+def run_qrun(qrun, lines):
+    p = subprocess.run([qrun], input="\n".join(lines) + "\n", capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit("qrun failed (%d): %s" % (p.returncode, p.stderr.strip()))
+    out = p.stdout.splitlines()
+    if len(out) != len(lines):
+        raise SystemExit("qrun printed %d lines for %d cases" % (len(out), len(lines)))
+    return out
+
+
+def with_fields(case_text, fields):
+    """Adds fields (a dict of JSON-able values) to a qrun case line (an object literal)."""
+    t = case_text.rstrip()
+    assert t.endswith("}")
+    extra = ", ".join('"%s": %s' % (k, json.dumps(v)) for k, v in fields.items())
+    return t[:-1] + ", " + extra + "}"
+
+
+def canon(d):
+    return json.dumps(d, sort_keys=True)
+
+
+def same(scan, got, sorted_, has_skip, has_limit):
+    """None when got agrees with scan, else the reason."""
+    a, b = json.loads(scan), json.loads(got)
+    if "error" in a or "error" in b:
+        if "error" in a and "error" in b:
+            return None
+        return "one run failed"
+    da, db = [canon(d) for d in a["ok"]], [canon(d) for d in b["ok"]]
+    if len(da) != len(db):
+        return "%d results instead of %d" % (len(db), len(da))
+    if not sorted_:
+        if has_skip or has_limit:
+            return None
+        return None if sorted(da) == sorted(db) else "other documents"
+    ka = a.get("keys", "").split() if a.get("keys") else []
+    kb = b.get("keys", "").split() if b.get("keys") else []
+    if ka != kb:
+        return "sort keys differ"
+    groups = []
+    for i, k in enumerate(ka):
+        if not groups or groups[-1][0] != k:
+            groups.append((k, []))
+        groups[-1][1].append(i)
+    for gi, (k, idx) in enumerate(groups):
+        if (gi == 0 and has_skip) or (gi == len(groups) - 1 and has_limit):
+            continue
+        if sorted(da[i] for i in idx) != sorted(db[i] for i in idx):
+            return "a tie group holds other documents"
+    return None
+
+
+def check(qrun, cases, where=None, verbose=False, show=10):
+    """cases: list of (case_text, sorted, has_skip, has_limit). Returns (failed cases, runs)."""
+    scan = run_qrun(qrun, [with_fields(c[0], {"keys": True}) for c in cases])
+    out = run_qrun(qrun, [with_fields(c[0], {"autoindex": True, "allplans": True})
+                          for c in cases])
+    fails = runs = 0
+    failed_cases = set()
+    for i, c in enumerate(cases):
+        r = json.loads(out[i])
+        runs += 1
+        got = [("planner", json.dumps({k: v for k, v in r.items() if k != "plans"}))]
+        for p in r.get("plans", []):
+            runs += 1
+            got.append(("hint " + p["plan"], json.dumps({k: v for k, v in p.items()
+                                                          if k != "plan"})))
+        for how, g in got:
+            why = same(scan[i], g, c[1], c[2], c[3])
+            if why is None:
+                continue
+            fails += 1
+            failed_cases.add(i)
+            if fails <= show:
+                print("FAIL %s (%s): %s" % (where(i) if where else "case %d" % (i + 1), how, why))
+                print("  query:   %s" % c[0])
+                print("  scan:    %s" % scan[i])
+                print("  indexed: %s" % g)
+                print("  plans:   %s" % [p["plan"] for p in r.get("plans", [])])
+    if verbose:
+        print("indexed: %d runs over %d cases" % (runs, len(cases)))
+    return len(failed_cases), runs
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--qrun", required=True)
+    ap.add_argument("--show", type=int, default=10)
+    ap.add_argument("cases")
+    a = ap.parse_args()
+    cases = []
+    with open(a.cases, encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            c = json.loads(line)
+            cases.append((line.strip(), "sort" in c and bool(c["sort"]), "skip" in c,
+                          "limit" in c))
+    nfail, nruns = check(a.qrun, cases, show=a.show)
+    print("query-mingo: pass 'indexed': %d runs over %d cases, %d cases failed"
+          % (nruns, len(cases), nfail))
+    sys.exit(1 if nfail else 0)
+
+
+if __name__ == "__main__":
+    main()
