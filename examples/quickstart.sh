@@ -61,5 +61,5 @@ show "sed -i 's/36/37/' test/users/ada.json && cat test/users/ada.json"
 show "echo '{\"_id\": \"ada\", \"age\": [1' > test/users/ada.json; tail -n 1 .docfs/errors"
 show "cd / && '$DOCFS' snapshot '$STORE' test.users -m 'quickstart' | tail -n 1; ls '$MNT/.snapshots'"
 echo
-echo "Mounted at ./mnt. Indexes and explain/ are the next issue; until then every query scans."
+echo "Mounted at ./mnt. Indexes (.indexes/) and explain/ are shown in README.md; until then every query scans."
 echo "Unmount with: fusermount3 -u mnt"

@@ -53,7 +53,7 @@ run "cat 'web/events/aggregate/[{\$match: {status: {\$gte: 500}}}, {\$sortByCoun
 echo; echo "== the pre-aggregated design: one document per resource per day, \$inc upserts"
 run 'mkdir web/daily && awk -f "$HERE/log2upserts.awk" "$W/access.log" > "$W/ops.jsonl" && wc -l < "$W/ops.jsonl"'
 run 'exec 3<>"web/daily/.bulk?atomic=true"; cat "$W/ops.jsonl" >&3; jq -c "{matchedCount, modifiedCount, upsertedCount}" <&3'
-run "cat 'web/daily/query/{resource: \"/api/items\"}?projection={_id: 0, resource: 1, day: 1, daily: 1}'"
-run "cat 'web/daily/query/{resource: \"/api/items\"}' | jq -c '.minute | to_entries | max_by(.value)'"
+run "cat 'web/daily/query/{resource: \"%2Fapi%2Fitems\"}?projection={_id: 0, resource: 1, day: 1, daily: 1}'"
+run "cat 'web/daily/query/{resource: \"%2Fapi%2Fitems\"}' | jq -c '.minute | to_entries | max_by(.value)'"
 run "cat 'web/daily/aggregate/[{\$group: {_id: null, requests: {\$sum: \"\$daily\"}}}]'"
 echo; echo "(the events and the daily documents agree: both count $N requests)"
