@@ -665,7 +665,8 @@ static int pack_flush(struct packw *p, struct dfs_err *err)
 	}
 
 	/* The index: magic, version, fan-out, ids, CRCs, offsets, large offsets, sums. */
-	qsort(p->ents, p->count, sizeof(*p->ents), ent_cmp);
+	if (p->count)
+		qsort(p->ents, p->count, sizeof(*p->ents), ent_cmp);
 	dfs_buf_init(&idx);
 	dfs_buf_reserve(&idx, 8 + 1024 + p->count * (GIT_OID_RAWSZ + 8) + 40);
 	dfs_buf_append(&idx, "\377tOc\0\0\0\2", 8);
@@ -1152,7 +1153,8 @@ static void flat_sort(struct flat_tree *f)
 
 	pthread_mutex_lock(&sort_lock);
 	flat_arena = f->names.data;
-	qsort(f->v, f->n, sizeof(*f->v), flat_cmp);
+	if (f->n)
+		qsort(f->v, f->n, sizeof(*f->v), flat_cmp);
 	pthread_mutex_unlock(&sort_lock);
 }
 
@@ -1477,7 +1479,8 @@ static int coll_patch(struct snap *sn, const struct store_coll *c, const struct 
 			   err)))
 		goto done;
 	flat_add(&adds, ".indexes.json", 13, &row->idx);
-	qsort(ids, nids, sizeof(*ids), cmp_i64);
+	if (nids)
+		qsort(ids, nids, sizeof(*ids), cmp_i64);
 	if ((rc = sql_prepare(t, "SELECT name, ctime, bson FROM docs WHERE id = ?1 AND coll = ?2",
 			      &st, err)))
 		goto done;
