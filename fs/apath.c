@@ -23,35 +23,6 @@
 
 #define SAVED_DIR ".queries/" /* store names of saved queries and pipelines */
 
-static int hexv(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	c |= 0x20;
-	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
-static int pct_decode(const char *s, size_t n, struct dfs_buf *out, struct dfs_err *err)
-{
-	dfs_buf_reset(out);
-	for (size_t i = 0; i < n; i++) {
-		int hi, lo;
-
-		if (s[i] != '%') {
-			dfs_buf_putc(out, s[i]);
-			continue;
-		}
-		hi = i + 2 < n ? hexv((unsigned char)s[i + 1]) : -1;
-		lo = i + 2 < n ? hexv((unsigned char)s[i + 2]) : -1;
-		if (hi < 0 || lo < 0)
-			return dfs_err_set(err, DFS_EINVAL, "bad %%-escape at byte %zu of the path",
-					   i + 1);
-		dfs_buf_putc(out, (char)(hi * 16 + lo));
-		i += 2;
-	}
-	return 0;
-}
-
 /* Copies the array value of it into out (initialised, empty). */
 static void array_of(bson_iter_t *it, bson_t *out)
 {
@@ -159,7 +130,7 @@ static int apath_parse(struct store_db *db, int64_t coll, const char *component,
 
 	dfs_buf_init(&v);
 	a->format = FSQ_JSONL;
-	if ((rc = pct_decode(component, plen, &v, err)))
+	if ((rc = fs_path_unescape(component, plen, &v, err)))
 		goto done;
 	if (v.len && v.data[0] == '@') {
 		rc = saved_pipeline(db, coll, v.data + 1, &a->pipeline, err);

@@ -170,6 +170,13 @@ int fs_result_spill(struct fs_result *r, bool force, struct dfs_err *err);
 /* Ends a result: flushes it and sets its size. */
 int fs_result_finish(struct fs_result *r, struct dfs_err *err);
 
+/* The path grammar's pieces, shared by query/, explain/, aggregate/ and the write paths:
+ * %XX-decoding of n bytes of p into out, and option values that are documents or booleans
+ * (1, 0, true, false, or empty for true). Errors: DFS_EINVAL naming what. */
+int fs_path_unescape(const char *p, size_t n, struct dfs_buf *out, struct dfs_err *err);
+int fs_path_doc_opt(const char *what, const struct dfs_buf *v, bson_t *out, struct dfs_err *err);
+int fs_path_bool_opt(const char *what, const struct dfs_buf *v, bool *out, struct dfs_err *err);
+
 /* ---- apath.c: aggregate/ paths and saved pipelines ----------------------------------- */
 
 /* Runs the pipeline of path component "<pipeline>[?format=..]" or "@name[?..]" over

@@ -52,7 +52,7 @@ static int hexval(int c)
 }
 
 /* Percent-decodes p[0..n) into out. */
-static int unescape(const char *p, size_t n, struct dfs_buf *out, struct dfs_err *err)
+int fs_path_unescape(const char *p, size_t n, struct dfs_buf *out, struct dfs_err *err)
 {
 	dfs_buf_reset(out);
 	for (size_t i = 0; i < n; i++) {
@@ -73,7 +73,7 @@ static int unescape(const char *p, size_t n, struct dfs_buf *out, struct dfs_err
 	return 0;
 }
 
-static int parse_doc_opt(const char *what, const struct dfs_buf *v, bson_t *out,
+int fs_path_doc_opt(const char *what, const struct dfs_buf *v, bson_t *out,
 			 struct dfs_err *err)
 {
 	int rc;
@@ -102,7 +102,7 @@ static int parse_int_opt(const char *what, const struct dfs_buf *v, int64_t *out
 	return 0;
 }
 
-static int parse_bool_opt(const char *what, const struct dfs_buf *v, bool *out, struct dfs_err *err)
+int fs_path_bool_opt(const char *what, const struct dfs_buf *v, bool *out, struct dfs_err *err)
 {
 	const char *s = v->data ? v->data : "";
 
@@ -153,18 +153,18 @@ static int set_option(struct fs_query *q, const char *name, const struct dfs_buf
 {
 	if (!strcmp(name, "sort")) {
 		q->has_sort = true;
-		return parse_doc_opt("sort", v, &q->sort, err);
+		return fs_path_doc_opt("sort", v, &q->sort, err);
 	}
 	if (!strcmp(name, "projection") || !strcmp(name, "project")) {
 		q->has_projection = true;
-		return parse_doc_opt("projection", v, &q->projection, err);
+		return fs_path_doc_opt("projection", v, &q->projection, err);
 	}
 	if (!strcmp(name, "skip"))
 		return parse_int_opt("skip", v, &q->skip, err);
 	if (!strcmp(name, "limit"))
 		return parse_int_opt("limit", v, &q->limit, err);
 	if (!strcmp(name, "count"))
-		return parse_bool_opt("count", v, &q->count, err);
+		return fs_path_bool_opt("count", v, &q->count, err);
 	if (!strcmp(name, "distinct")) {
 		if (!v->len)
 			return dfs_err_set(err, DFS_EINVAL, "distinct needs a field name");
@@ -217,7 +217,7 @@ int fs_query_parse(const char *component, struct fs_query *q, struct dfs_err *er
 	int rc = 0;
 
 	dfs_buf_init(&v);
-	if ((rc = unescape(component, flen, &v, err)))
+	if ((rc = fs_path_unescape(component, flen, &v, err)))
 		goto done;
 	if (v.len && v.data[0] == '@') {
 		if (v.len == 1 || v.len > 200 || memchr(v.data, '/', v.len)) {
@@ -226,7 +226,7 @@ int fs_query_parse(const char *component, struct fs_query *q, struct dfs_err *er
 		}
 		snprintf(q->saved, sizeof(q->saved), "%s", v.data + 1);
 	} else if (v.len) {
-		rc = parse_doc_opt("filter", &v, &q->filter, err);
+		rc = fs_path_doc_opt("filter", &v, &q->filter, err);
 		if (rc)
 			goto done;
 	}
@@ -247,7 +247,7 @@ int fs_query_parse(const char *component, struct fs_query *q, struct dfs_err *er
 		}
 		memcpy(name, opt, nlen);
 		name[nlen] = '\0';
-		if ((rc = unescape(eq ? eq + 1 : opt + olen, eq ? olen - nlen - 1 : 0, &v, err)))
+		if ((rc = fs_path_unescape(eq ? eq + 1 : opt + olen, eq ? olen - nlen - 1 : 0, &v, err)))
 			goto done;
 		if ((rc = set_option(q, name, &v, err)))
 			goto done;

@@ -63,49 +63,6 @@ int fs_write_kind_of(const char *name)
 	return 0;
 }
 
-static int hexdigit(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	c |= 0x20;
-	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
-/* Percent-decodes s[0..n) into out. */
-static int decode(const char *s, size_t n, struct dfs_buf *out, struct dfs_err *err)
-{
-	dfs_buf_reset(out);
-	for (size_t i = 0; i < n; i++) {
-		int hi, lo;
-
-		if (s[i] != '%') {
-			dfs_buf_putc(out, s[i]);
-			continue;
-		}
-		hi = i + 2 < n ? hexdigit((unsigned char)s[i + 1]) : -1;
-		lo = i + 2 < n ? hexdigit((unsigned char)s[i + 2]) : -1;
-		if (hi < 0 || lo < 0)
-			return dfs_err_set(err, DFS_EINVAL, "bad %%-escape at byte %zu of the path",
-					   i + 1);
-		dfs_buf_putc(out, (char)(hi * 16 + lo));
-		i += 2;
-	}
-	return 0;
-}
-
-static int parse_docv(const char *what, const struct dfs_buf *v, bson_t *out, struct dfs_err *err)
-{
-	int rc;
-
-	bson_reinit(out);
-	rc = store_codec_parse_doc(v->data ? v->data : "", v->len, out, err);
-	if (rc == DFS_EINCOMPLETE)
-		rc = DFS_EINVAL;
-	if (rc)
-		dfs_err_prefix(err, "%s: ", what);
-	return rc;
-}
-
 /* A JSON array option (arrayFilters): parsed as the value of a one-field document. */
 static int parse_arrayv(const char *what, const struct dfs_buf *v, bson_t *out,
 			struct dfs_err *err)
@@ -134,28 +91,15 @@ static int parse_arrayv(const char *what, const struct dfs_buf *v, bson_t *out,
 	return rc;
 }
 
-static int parse_boolv(const char *what, const struct dfs_buf *v, bool *out, struct dfs_err *err)
-{
-	const char *s = v->data ? v->data : "";
-
-	if (!*s || !strcmp(s, "1") || !strcmp(s, "true"))
-		*out = true;
-	else if (!strcmp(s, "0") || !strcmp(s, "false"))
-		*out = false;
-	else
-		return dfs_err_set(err, DFS_EINVAL, "%s needs true or false, not '%s'", what, s);
-	return 0;
-}
-
 static int set_opt(struct wreq *w, const char *name, const struct dfs_buf *v, struct dfs_err *err)
 {
 	const char *s = v->data ? v->data : "";
 
 	if (w->kind == FSW_BULK) {
 		if (!strcmp(name, "ordered"))
-			return parse_boolv(name, v, &w->ordered, err);
+			return fs_path_bool_opt(name, v, &w->ordered, err);
 		if (!strcmp(name, "atomic"))
-			return parse_boolv(name, v, &w->atomic, err);
+			return fs_path_bool_opt(name, v, &w->atomic, err);
 	} else {
 		if (!strcmp(name, "returnDocument") || !strcmp(name, "new")) {
 			if (!strcmp(s, "before") || !strcmp(s, "false"))
@@ -173,25 +117,25 @@ static int set_opt(struct wreq *w, const char *name, const struct dfs_buf *v, st
 		}
 		if (!strcmp(name, "sort")) {
 			w->has_sort = true;
-			return parse_docv("sort", v, &w->sort, err);
+			return fs_path_doc_opt("sort", v, &w->sort, err);
 		}
 		if (!strcmp(name, "projection") || !strcmp(name, "project")) {
 			w->has_projection = true;
-			return parse_docv("projection", v, &w->projection, err);
+			return fs_path_doc_opt("projection", v, &w->projection, err);
 		}
 	}
 	if (w->kind == FSW_UPDATE) {
 		if (!strcmp(name, "multi"))
-			return parse_boolv(name, v, &w->multi, err);
+			return fs_path_bool_opt(name, v, &w->multi, err);
 		if (!strcmp(name, "upsert"))
-			return parse_boolv(name, v, &w->upsert, err);
+			return fs_path_bool_opt(name, v, &w->upsert, err);
 		if (!strcmp(name, "arrayFilters")) {
 			w->has_array_filters = true;
 			return parse_arrayv("arrayFilters", v, &w->array_filters, err);
 		}
 	}
 	if (w->kind == FSW_DELETE && !strcmp(name, "justOne"))
-		return parse_boolv(name, v, &w->just_one, err);
+		return fs_path_bool_opt(name, v, &w->just_one, err);
 	return dfs_err_set(err, DFS_EINVAL, "unknown option '%s' (%s)", name,
 			   w->kind == FSW_BULK   ? "ordered, atomic"
 			   : w->kind == FSW_DELETE ? "justOne, returnDocument, sort, projection"
@@ -216,9 +160,9 @@ static int wreq_parse(const char *name, struct wreq *w, struct dfs_err *err)
 	if (kind != FSW_BULK) {
 		size_t flen = opts ? (size_t)(opts - q) : strlen(q);
 
-		if ((rc = decode(q, flen, &v, err)))
+		if ((rc = fs_path_unescape(q, flen, &v, err)))
 			goto done;
-		if (v.len && (rc = parse_docv("filter", &v, &w->filter, err)))
+		if (v.len && (rc = fs_path_doc_opt("filter", &v, &w->filter, err)))
 			goto done;
 	}
 	for (const char *p = opts ? opts + 1 : NULL; p && *p;) {
@@ -226,10 +170,10 @@ static int wreq_parse(const char *name, struct wreq *w, struct dfs_err *err)
 		size_t n = amp ? (size_t)(amp - p) : strlen(p);
 
 		eq = memchr(p, '=', n);
-		if ((rc = decode(p, eq ? (size_t)(eq - p) : n, &k, err)))
+		if ((rc = fs_path_unescape(p, eq ? (size_t)(eq - p) : n, &k, err)))
 			goto done;
 		if (eq)
-			rc = decode(eq + 1, n - (size_t)(eq + 1 - p), &v, err);
+			rc = fs_path_unescape(eq + 1, n - (size_t)(eq + 1 - p), &v, err);
 		else
 			dfs_buf_reset(&v);
 		if (!rc)
