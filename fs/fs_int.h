@@ -344,6 +344,9 @@ void fs_notify_watch(struct store_db *db);
 void fs_notify_sync(struct store_db *db);
 void fs_notify_inode(uint64_t nodeid);
 void fs_notify_entry(uint64_t parent, const char *name);
+/* fs_notify_entry, and returns once the invalidation was sent (at most 2 s). The kernel must
+ * not hold parent's lock while the caller's request is under way (true of flush). */
+void fs_notify_entry_wait(uint64_t parent, const char *name);
 
 /* fsops.c: the request handlers and the state they share. */
 struct fuse_lowlevel_ops;

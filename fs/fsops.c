@@ -11,6 +11,7 @@
  *    validate and commit it. Invalid content never reaches the store.
  * 2. A created "<stem>.json" is a pending node until its first successful flush: there is
  *    no half-written document in the store. Lookups of its name find the pending node.
+ *    A failed flush removes the name before close() returns, so a failed cp leaves nothing.
  * 3. keep_cache is granted at open only when the content did not change since the kernel
  *    last cached it (node data_gen == kernel_gen), so a second grep -r reads page cache.
  * 4. Attribute and entry timeouts are long: every change is invalidated precisely by the
@@ -1322,6 +1323,17 @@ static void fsop_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		rc = handle_commit(req, h, &err);
 	}
 	pthread_mutex_unlock(&h->lock);
+	if (rc && h->kind == FH_ENTRY && h->node->kind == FSN_PENDING) {
+		/* No document was made: the name is gone by the time close() fails, not only
+		 * once the release arrives (note 2). A later successful flush on another
+		 * descriptor of the same file still creates it. */
+		struct fs_node *n = h->node;
+		uint64_t parent = fs_node_touch_ino(fs_ino_entry(n->db, n->coll));
+
+		pending_del(n);
+		if (parent)
+			fs_notify_entry_wait(parent, n->pending_name);
+	}
 	if (rc) {
 		reply_dfs(req, &err, h->kind == FH_INSERT ? ".insert" : "write");
 		return;

@@ -34,6 +34,7 @@ static pthread_mutex_t nlock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t ncond = PTHREAD_COND_INITIALIZER;
 static pthread_cond_t ndone = PTHREAD_COND_INITIALIZER; /* a pass over the feeds ended */
 static bool nwanted;				       /* fs_notify_sync waits for a pass */
+static uint64_t npasses;			       /* passes ended so far */
 static struct qitem *queue;
 static size_t qlen, qcap;
 static struct watched *watch;
@@ -64,6 +65,27 @@ void fs_notify_inode(uint64_t nodeid)
 void fs_notify_entry(uint64_t parent, const char *name)
 {
 	enqueue(0, parent, name);
+}
+
+void fs_notify_entry_wait(uint64_t parent, const char *name)
+{
+	struct timespec until;
+	uint64_t target;
+
+	enqueue(0, parent, name);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 2; /* never hang a request on a stuck notifier */
+	pthread_mutex_lock(&nlock);
+	/* A pass under way may have taken its queue before this item: the one after it
+	 * certainly sends it. */
+	target = npasses + 2;
+	while (nrunning && npasses < target) {
+		nwanted = true;
+		pthread_cond_signal(&ncond);
+		if (pthread_cond_timedwait(&ndone, &nlock, &until) != 0)
+			break;
+	}
+	pthread_mutex_unlock(&nlock);
 }
 
 void fs_notify_watch(struct store_db *db)
@@ -226,6 +248,7 @@ static void *notifier(void *arg)
 			}
 		}
 		pthread_mutex_lock(&nlock);
+		npasses++;
 		pthread_cond_broadcast(&ndone);
 	}
 	pthread_cond_broadcast(&ndone);
