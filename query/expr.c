@@ -2065,7 +2065,7 @@ static int eval_divmod(const struct agg__x *x, struct agg__ctx *c, bool mod, bso
 		       struct dfs_err *err)
 {
 	bson_value_t a, b;
-	int kind, rc = two_nums(x, c, &a, &b, &kind, err);
+	int kind = 0, rc = two_nums(x, c, &a, &b, &kind, err);
 	long double da, db;
 
 	if (rc < 0) {
@@ -2965,7 +2965,7 @@ static int eval_datepart(const struct agg__x *x, struct agg__ctx *c, bson_value_
 	bson_value_t v, tz;
 	struct tm tm;
 	int milli, r, rc;
-	int64_t ms, off = 0;
+	int64_t ms = 0, off = 0;
 
 	EV(0, &v);
 	if (agg__nullish(&v)) {
@@ -3547,7 +3547,7 @@ static int eval_dates(const struct agg__x *x, struct agg__ctx *c, bson_value_t *
 {
 	bson_value_t a, f, tz;
 	const char *fmt = "%Y-%m-%dT%H:%M:%S.%LZ";
-	int64_t ms, off = 0;
+	int64_t ms = 0, off = 0;
 	int rc;
 
 	memset(&tz, 0, sizeof(tz));
