@@ -110,6 +110,9 @@ int query_find_open(struct store_txn *t, int64_t coll, const struct query_find_o
 /* The next result: 0 with *doc Borrowed (valid until the next call or free), DFS_ENOENT at
  * the end, or an error. */
 int query_cursor_next(struct query_cursor *c, const bson_t **doc, struct dfs_err *err);
+/* The store entry id of the last result (store_doc_get reads it), or 0 when the plan does
+ * not know it (after a SORT stage). */
+int64_t query_cursor_entry(const struct query_cursor *c);
 void query_cursor_free(struct query_cursor *c);
 
 /* ---- explain (explain.c) ---------------------------------------------------------- */
