@@ -2056,7 +2056,8 @@ static int group_input(struct query_agg *a, int i, struct rstage *rs, struct dfs
 		bson_append_value(&payload, "i", 1, &disp);
 		for (int k = 0; k < ps->naccs; k++) {
 			bson_value_t v;
-			char name[16];
+			const char *name;
+			char buf[16];
 
 			if (!ps->accs[k].x)
 				continue;
@@ -2064,7 +2065,8 @@ static int group_input(struct query_agg *a, int i, struct rstage *rs, struct dfs
 				bson_destroy(&payload);
 				return rc;
 			}
-			snprintf(name, sizeof(name), "%d", k);
+			/* libbson's table of index keys: no snprintf per document */
+			bson_uint32_to_string((uint32_t)k, &name, buf, sizeof(buf));
 			agg__append(&payload, name, &v);
 		}
 		dfs_buf_reset(&rs->key);
