@@ -12,6 +12,10 @@
  *    target collection changes all at once or not at all) and its result file is empty, as
  *    MongoDB's cursor for such a pipeline is.
  * 3. Options: format=jsonl (default) | json | pretty, as for query/.
+ * 4. explain/<pipeline> (a component whose filter part starts with '[', or "@name" of a saved
+ *    pipeline) explains a pipeline (query_agg_explain) instead of a find; its options are
+ *    explain's: verbosity=queryPlanner|executionStats|allPlansExecution and
+ *    format=pretty|json|tree. Every other explain/ component goes to qpath.c as before.
  */
 #include "fs_int.h"
 #include "query.h"
@@ -60,7 +64,8 @@ int fs_pipeline_from_text(const char *text, size_t len, bson_t *out, struct dfs_
 			bson_iter_init_find(&it, &tmp, "p");
 	}
 	if (!rc && !BSON_ITER_HOLDS_ARRAY(&it))
-		rc = dfs_err_set(err, DFS_EINVAL, "a pipeline is an array of stages ([{$match: ...}, ...])");
+		rc = dfs_err_set(err, DFS_EINVAL,
+				 "a pipeline is an array of stages ([{$match: ...}, ...])");
 	if (!rc)
 		array_of(&it, out);
 	bson_destroy(&tmp);
@@ -80,9 +85,10 @@ int fs_pipeline_check(const char *text, size_t len, struct dfs_err *err)
 	return rc;
 }
 
-/* Loads the pipeline saved as .queries/<name> of coll into out. */
+/* Loads the pipeline saved as .queries/<name> of coll into out. *not_pipeline (may be NULL) is
+ * set when there is no such saved text or it is a find command (both DFS_EINVAL as well). */
 static int saved_pipeline(struct store_db *db, int64_t coll, const char *name, bson_t *out,
-			  struct dfs_err *err)
+			  bool *not_pipeline, struct dfs_err *err)
 {
 	struct store_entry e;
 	struct store_txn *t;
@@ -95,9 +101,11 @@ static int saved_pipeline(struct store_db *db, int64_t coll, const char *name, b
 	if ((rc = store_txn_begin(db, false, &t, err)))
 		return rc;
 	rc = store_entry_lookup(t, coll, full, &e, NULL);
+	if (rc == DFS_ENOENT && not_pipeline)
+		*not_pipeline = true;
 	if (rc == DFS_ENOENT)
-		rc = dfs_err_set(err, DFS_EINVAL, "no saved pipeline '%s' (write it to .queries/%s)",
-				 name, name);
+		rc = dfs_err_set(err, DFS_EINVAL,
+				 "no saved pipeline '%s' (write it to .queries/%s)", name, name);
 	else if (!rc)
 		rc = store_entry_read(t, e.id, &text, err);
 	store_txn_abort(t);
@@ -105,9 +113,12 @@ static int saved_pipeline(struct store_db *db, int64_t coll, const char *name, b
 		struct dfs_err perr = {0};
 
 		rc = fs_pipeline_from_text(text.data ? text.data : "", text.len, out, &perr);
+		if (rc == DFS_ENOENT && not_pipeline)
+			*not_pipeline = true;
 		if (rc == DFS_ENOENT)
 			rc = dfs_err_set(err, DFS_EINVAL,
-					 "'.queries/%s' is a find; read it as query/@%s", name, name);
+					 "'.queries/%s' is a find; read it as query/@%s", name,
+					 name);
 		else if (rc)
 			rc = dfs_err_set(err, rc, ".queries/%s: %s", name, perr.msg);
 	}
@@ -133,7 +144,7 @@ static int apath_parse(struct store_db *db, int64_t coll, const char *component,
 	if ((rc = fs_path_unescape(component, plen, &v, err)))
 		goto done;
 	if (v.len && v.data[0] == '@') {
-		rc = saved_pipeline(db, coll, v.data + 1, &a->pipeline, err);
+		rc = saved_pipeline(db, coll, v.data + 1, &a->pipeline, NULL, err);
 	} else {
 		struct dfs_err perr = {0};
 
@@ -155,7 +166,8 @@ static int apath_parse(struct store_db *db, int64_t coll, const char *component,
 			a->format = FSQ_PRETTY;
 		else
 			rc = dfs_err_set(err, DFS_EINVAL,
-					 "unknown option '%.*s' (format=jsonl|json|pretty)", (int)n, p);
+					 "unknown option '%.*s' (format=jsonl|json|pretty)", (int)n,
+					 p);
 		p = amp ? amp + 1 : NULL;
 	}
 done:
@@ -212,9 +224,9 @@ int fs_agg_run(struct store_db *db, int64_t coll, const char *component, struct 
 	while ((rc = query_agg_next(ag, &doc, err)) == 0) {
 		if (a.format == FSQ_JSON)
 			dfs_buf_puts(&r->mem, n ? ",\n" : "\n");
-		rc = store_codec_render(doc, a.format == FSQ_PRETTY ? STORE_RENDER_PRETTY
-								    : STORE_RENDER_COMPACT,
-					&r->mem, err);
+		rc = store_codec_render(
+			doc, a.format == FSQ_PRETTY ? STORE_RENDER_PRETTY : STORE_RENDER_COMPACT,
+			&r->mem, err);
 		if (!rc && a.format == FSQ_JSONL)
 			dfs_buf_putc(&r->mem, '\n');
 		n++;
@@ -236,5 +248,154 @@ done:
 	store_txn_abort(t);
 	query_pipeline_free(qp);
 	bson_destroy(&a.pipeline);
+	return rc;
+}
+
+/* ---- explain/ of a pipeline (note 4) ------------------------------------------------- */
+
+/* Is the component of an explain/ path a pipeline: "[...]" (after %-decoding and blanks),
+ * or "@name" naming a saved pipeline? When it is, the pipeline is loaded into out. A saved
+ * name that is missing or a find is left to the find's explain (which reports it). */
+static int explain_pipeline(struct store_db *db, int64_t coll, const char *component, bson_t *out,
+			    bool *is_pipeline, struct dfs_err *err)
+{
+	const char *q = strchr(component, '?');
+	size_t plen = q ? (size_t)(q - component) : strlen(component), i = 0;
+	struct dfs_buf v;
+	int rc;
+
+	*is_pipeline = false;
+	dfs_buf_init(&v);
+	if ((rc = fs_path_unescape(component, plen, &v, err)))
+		goto done;
+	while (i < v.len && strchr(" \t\n\r", v.data[i]))
+		i++;
+	if (i < v.len && v.data[i] == '[') {
+		struct dfs_err perr = {0};
+
+		*is_pipeline = true;
+		rc = fs_pipeline_from_text(v.data, v.len, out, &perr);
+		if (rc)
+			rc = dfs_err_set(err, DFS_EINVAL, "%s", perr.msg);
+	} else if (v.len > 1 && v.data[0] == '@') {
+		struct dfs_err serr = {0};
+		bool not_pipeline = false;
+
+		rc = saved_pipeline(db, coll, v.data + 1, out, &not_pipeline, &serr);
+		if (not_pipeline) {
+			rc = 0;
+		} else {
+			*is_pipeline = true;
+			if (rc) /* a saved pipeline that no longer parses */
+				rc = dfs_err_set(err, rc, "%s", serr.msg);
+		}
+	}
+done:
+	dfs_buf_release(&v);
+	return rc;
+}
+
+/* The options of explain/<pipeline>: verbosity= and format=pretty|json|tree. */
+static int explain_opts(const char *q, int *verbosity, int *format, struct dfs_err *err)
+{
+	static const char *const verbs[] = {"queryPlanner", "executionStats", "allPlansExecution"};
+	static const int vcodes[] = {QUERY_VERB_PLANNER, QUERY_VERB_EXEC, QUERY_VERB_ALL};
+	static const char *const formats[] = {"pretty", "json", "tree"};
+	static const int fcodes[] = {FSQ_PRETTY, FSQ_JSON, FSQ_TREE};
+	struct dfs_buf v;
+	int rc = 0;
+
+	*verbosity = QUERY_VERB_PLANNER;
+	*format = FSQ_PRETTY;
+	dfs_buf_init(&v);
+	for (const char *p = q; !rc && p && *p;) {
+		const char *amp = strchr(p, '&'), *eq;
+		size_t n = amp ? (size_t)(amp - p) : strlen(p);
+		bool ok = false;
+
+		eq = memchr(p, '=', n);
+		dfs_buf_reset(&v);
+		if (eq && (rc = fs_path_unescape(eq + 1, n - (size_t)(eq + 1 - p), &v, err)))
+			break;
+		if (eq && eq - p == 9 && !strncmp(p, "verbosity", 9)) {
+			for (int i = 0; i < 3 && !ok; i++)
+				if (v.data && !strcmp(v.data, verbs[i]))
+					*verbosity = vcodes[i], ok = true;
+			if (!ok)
+				rc = dfs_err_set(
+					err, DFS_EINVAL,
+					"verbosity must be queryPlanner, executionStats or "
+					"allPlansExecution, not '%s'",
+					v.data ? v.data : "");
+		} else if (eq && eq - p == 6 && !strncmp(p, "format", 6)) {
+			for (int i = 0; i < 3 && !ok; i++)
+				if (v.data && !strcmp(v.data, formats[i]))
+					*format = fcodes[i], ok = true;
+			if (!ok)
+				rc = dfs_err_set(
+					err, DFS_EINVAL,
+					"format of an explain must be pretty, json or tree, "
+					"not '%s'",
+					v.data ? v.data : "");
+		} else {
+			rc = dfs_err_set(
+				err, DFS_EINVAL,
+				"unknown option '%.*s' of a pipeline's explain (verbosity, "
+				"format)",
+				(int)(eq ? (size_t)(eq - p) : n), p);
+		}
+		p = amp ? amp + 1 : NULL;
+	}
+	dfs_buf_release(&v);
+	return rc;
+}
+
+int fs_explain_path_run(struct store_db *db, int64_t coll, const char *component,
+			struct fs_result *r, struct dfs_err *err)
+{
+	struct query_agg_opts o = {.mem = fs_sort_mem, .now_ms = wall_ms()};
+	const char *qm = strchr(component, '?');
+	struct query_pipeline *qp = NULL;
+	char ns[2 * DFS_MAX_NS_NAME + 2];
+	struct store_txn *t = NULL;
+	bson_t pipeline, out;
+	bool is_pipeline;
+	int verbosity, format, rc;
+
+	bson_init(&pipeline);
+	bson_init(&out);
+	if ((rc = explain_pipeline(db, coll, component, &pipeline, &is_pipeline, err)))
+		goto done;
+	if (!is_pipeline) {
+		struct fs_query q;
+
+		fs_query_init(&q);
+		rc = fs_query_parse_path(db, coll, component, &q, err);
+		if (!rc)
+			rc = fs_explain_run(db, coll, &q, r, err);
+		fs_query_release(&q);
+		goto done;
+	}
+	if ((rc = explain_opts(qm ? qm + 1 : NULL, &verbosity, &format, err)) ||
+	    (rc = query_pipeline_parse(&pipeline, &qp, err)) ||
+	    (rc = store_txn_begin(db, false, &t, err)) ||
+	    (rc = fs_coll_ns(t, coll, ns, sizeof(ns), err)) ||
+	    (rc = query_agg_explain(t, coll, ns, qp, &o, verbosity, &out, err)))
+		goto done;
+	if (format == FSQ_TREE) {
+		rc = query_agg_explain_tree(&out, &r->mem, err);
+	} else if (format == FSQ_JSON) {
+		rc = store_codec_render(&out, STORE_RENDER_COMPACT, &r->mem, err);
+		dfs_buf_putc(&r->mem, '\n');
+	} else {
+		rc = store_codec_render(&out, STORE_RENDER_PRETTY, &r->mem, err);
+	}
+	if (!rc)
+		r->size = r->mem.len;
+done:
+	store_txn_abort(t);
+	query_pipeline_free(qp);
+	bson_destroy(&out);
+	bson_destroy(&pipeline);
 	return rc;
 }

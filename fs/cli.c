@@ -46,8 +46,9 @@ static const char usage_text[] =
 	"      transaction and prints its name (the collection is created if needed).\n"
 	"      list prints each index as one line of JSON: its spec and \"stats\".\n"
 	"  explain STORE DB.COLL QUERY\n"
-	"      Print the plan of a find, as reading DB/COLL/explain/QUERY in a mount does:\n"
-	"      QUERY is '<filter>[?sort=..&limit=..&hint=..&verbosity=..&format=..]' or '@name'.\n"
+	"      Print the plan of a find or a pipeline, as reading DB/COLL/explain/QUERY in a\n"
+	"      mount does: QUERY is '<filter>[?sort=..&limit=..&hint=..&verbosity=..&format=..]',\n"
+	"      '[<stage>, ...][?verbosity=..&format=..]' (a pipeline) or '@name'.\n"
 	"  check STORE\n"
 	"      Verify SQLite integrity and the store's invariants; exit 0 when sound.\n"
 	"  generate TEMPLATE [-n N] [--seed S]\n"
@@ -563,24 +564,19 @@ static int cmd_explain(int argc, char **argv)
 	struct dfs_err err = {0};
 	struct store *s = NULL;
 	struct fs_result r;
-	struct fs_query q;
 	struct store_db *db;
 	struct store_coll c;
 	int rc;
 
 	if (argc != 4 || argv[1][0] == '-' || argv[2][0] == '-')
 		return fail("explain", "needs STORE, DB.COLL and QUERY (see docfs --help)");
-	fs_query_init(&q);
 	fs_result_init(&r);
 	rc = open_coll(argv[1], argv[2], false, &s, &db, &c, &err);
-	if (!rc)
-		rc = fs_query_parse_path(db, c.id, argv[3], &q, &err);
-	if (!rc)
-		rc = fs_explain_run(db, c.id, &q, &r, &err);
+	if (!rc) /* a find, or a pipeline ("[...]", or @name of a saved one) */
+		rc = fs_explain_path_run(db, c.id, argv[3], &r, &err);
 	if (!rc && fwrite(r.mem.data, 1, r.mem.len, stdout) != r.mem.len)
 		rc = dfs_err_set(&err, DFS_EIO, "write error: %s", strerror(errno));
 	fs_result_release(&r);
-	fs_query_release(&q);
 	store_free(s);
 	if (rc)
 		return fail("explain", "%s", err.msg);

@@ -189,6 +189,12 @@ int fs_agg_run(struct store_db *db, int64_t coll, const char *component, struct 
 int fs_pipeline_from_text(const char *text, size_t len, bson_t *out, struct dfs_err *err);
 /* Checks that text is a valid pipeline (parsed by the engine). */
 int fs_pipeline_check(const char *text, size_t len, struct dfs_err *err);
+/* Explains the path component of explain/<q> into r: a pipeline ("[...]" or "@name" of a
+ * saved pipeline, with verbosity= and format=pretty|json|tree) through query_agg_explain,
+ * anything else as a find (fs_query_parse_path + fs_explain_run). Never writes. Errors:
+ * DFS_EINVAL saying what is wrong. */
+int fs_explain_path_run(struct store_db *db, int64_t coll, const char *component,
+			struct fs_result *r, struct dfs_err *err);
 
 /* ---- wpath.c: the write paths update/, delete/ and .bulk ------------------------- */
 

@@ -956,7 +956,6 @@ static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		break;
 	}
 	case FSN_EXPLAIN: {
-		struct fs_query q;
 		int rc;
 
 		if ((fi->flags & O_ACCMODE) != O_RDONLY) {
@@ -966,11 +965,8 @@ static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		}
 		h = handle_new(FH_RESULT, n);
 		fs_result_init(&h->res);
-		fs_query_init(&q);
-		rc = fs_query_parse_path(n->db, n->coll, n->pending_name, &q, &err);
-		if (!rc)
-			rc = fs_explain_run(n->db, n->coll, &q, &h->res, &err);
-		fs_query_release(&q);
+		/* a find, or a pipeline (apath.c) */
+		rc = fs_explain_path_run(n->db, n->coll, n->pending_name, &h->res, &err);
 		if (rc) {
 			handle_free(h);
 			dfs_err_prefix(&err, "explain '%s': ", n->pending_name);

@@ -31,6 +31,11 @@
  *    (sorted by _id through the sorter, which also finds duplicate _ids for $out), checked
  *    ($merge fail modes), and only then written, in the caller's write transaction. So a
  *    pipeline that fails leaves the target as it was.
+ * 6. Explain (query_agg_explain) is MongoDB's aggregate explain: the find that note 1 hands
+ *    the leading stages to is explained by explain.c as the "$cursor" stage, the other stages
+ *    follow as written. With executionStats the pipeline runs once more with every stage
+ *    counted and timed (stage_next; the times include the stages before, as MongoDB's do),
+ *    stopping before a $out/$merge: explaining never writes.
  */
 #include "agg_int.h"
 
@@ -39,6 +44,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define AGG_MEM_DEFAULT (32u * 1024 * 1024)
 
@@ -365,7 +371,8 @@ struct pstage {
 struct query_pipeline {
 	struct pstage *st; /* Owned: n stages */
 	int n;
-	bool writes; /* ends in $out or $merge */
+	bool writes;  /* ends in $out or $merge */
+	bson_t *spec; /* Owned: the pipeline as given (explain shows its stages) */
 };
 
 static void pnode_release(struct pnode *p)
@@ -439,6 +446,8 @@ void query_pipeline_free(struct query_pipeline *p)
 	for (int i = 0; i < p->n; i++)
 		pstage_release(&p->st[i]);
 	free(p->st);
+	if (p->spec)
+		bson_destroy(p->spec);
 	free(p);
 }
 
@@ -1562,6 +1571,7 @@ static int parse_pipeline(const bson_t *pipeline, const struct agg__scope *sc,
 		}
 	}
 	p->writes = p->n && (p->st[p->n - 1].kind == S_OUT || p->st[p->n - 1].kind == S_MERGE);
+	p->spec = bson_copy(pipeline);
 	*out = p;
 	return 0;
 }
@@ -1602,6 +1612,8 @@ struct rstage {
 	bool unwinding;	  /* $unwind: ait is live */
 	bson_t **res;	  /* $sample: Owned reservoir */
 	size_t nres, ri;
+	int64_t nret;	 /* explain: documents returned */
+	int64_t time_ns; /* explain: time spent in this stage and the ones before it */
 };
 
 struct query_agg {
@@ -1619,6 +1631,8 @@ struct query_agg {
 	const struct agg__var *vars; /* Borrowed: $lookup let variables */
 	uint64_t rng;		     /* $sample */
 	int64_t spills;		     /* runs written by sorters (for tests) */
+	bool timed;		     /* explain: count and time every stage (rs[].nret, time_ns) */
+	int64_t src_nret, src_ns;    /* explain: the same for the source (the find) */
 };
 
 static int agg_open(struct store_txn *t, int64_t coll, const struct query_pipeline *p,
@@ -2042,7 +2056,8 @@ static int group_input(struct query_agg *a, int i, struct rstage *rs, struct dfs
 		bson_append_value(&payload, "i", 1, &disp);
 		for (int k = 0; k < ps->naccs; k++) {
 			bson_value_t v;
-			char name[16];
+			const char *name;
+			char buf[16];
 
 			if (!ps->accs[k].x)
 				continue;
@@ -2050,7 +2065,8 @@ static int group_input(struct query_agg *a, int i, struct rstage *rs, struct dfs
 				bson_destroy(&payload);
 				return rc;
 			}
-			snprintf(name, sizeof(name), "%d", k);
+			/* libbson's table of index keys: no snprintf per document */
+			bson_uint32_to_string((uint32_t)k, &name, buf, sizeof(buf));
 			agg__append(&payload, name, &v);
 		}
 		dfs_buf_reset(&rs->key);
@@ -2863,17 +2879,64 @@ static int stage_run(struct query_agg *a, int i, const bson_t **doc, struct dfs_
 	}
 }
 
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /* The next document of stage i. An error found in the stage itself gets the stage's index as
  * a prefix ("stage 2: can't $divide by zero"); errors from stages before it already have
  * theirs. */
 static int stage_next(struct query_agg *a, int i, const bson_t **doc, struct dfs_err *err)
 {
+	int64_t t0 = a->timed ? mono_ns() : 0;
 	int rc = stage_run(a, i, doc, err);
+
+	if (a->timed) {
+		int64_t dt = mono_ns() - t0;
+
+		if (i >= a->first) {
+			a->rs[i].time_ns += dt;
+			a->rs[i].nret += rc == 0;
+		} else {
+			a->src_ns += dt;
+			a->src_nret += rc == 0;
+		}
+	}
 
 	if (rc && rc != DFS_ENOENT && i >= a->first && (rc == DFS_EINVAL || rc == DFS_EFBIG) &&
 	    strncmp(err->msg, "stage ", 6))
 		dfs_err_prefix(err, "stage %d: ", a->rs[i].ps->index);
 	return rc;
+}
+
+/* Note 1: a leading $match, then a $sort, go to the find (and a $skip and a $limit right
+ * after them, so that the find's top-k sort bounds the memory). Sets them in fo (Borrowed
+ * from p) and returns the index of the first stage that runs here. */
+static int find_prefix(const struct query_pipeline *p, int upto, struct query_find_opts *fo)
+{
+	int i = 0;
+
+	if (i < upto && p->st[i].kind == S_MATCH && !p->st[i].nmx) {
+		fo->filter = p->st[i].filter;
+		i++;
+	}
+	if (i < upto && p->st[i].kind == S_SORT && !strcmp(p->st[i].name, "$sort")) {
+		fo->sort = p->st[i].sort_spec;
+		i++;
+	}
+	if (i < upto && p->st[i].kind == S_SKIP) {
+		fo->skip = p->st[i].n;
+		i++;
+	}
+	if (i < upto && p->st[i].kind == S_LIMIT) {
+		fo->limit = p->st[i].n;
+		i++;
+	}
+	return i;
 }
 
 /* Opens the pipeline's stages [0, upto) over coll (or over the documents of spool, read from
@@ -2917,27 +2980,7 @@ static int agg_open(struct store_txn *t, int64_t coll, const struct query_pipeli
 		dfs_buf_init(&a->rs[i].pp);
 	}
 	if (!spool) {
-		/* note 1: a leading $match, then a $sort, go to the find (and a $skip and a
-		 * $limit right after them, so that the find's top-k sort bounds the memory) */
-		int i = 0;
-
-		if (i < upto && p->st[i].kind == S_MATCH && !p->st[i].nmx) {
-			fo.filter = p->st[i].filter;
-			i++;
-		}
-		if (i < upto && p->st[i].kind == S_SORT && !strcmp(p->st[i].name, "$sort")) {
-			fo.sort = p->st[i].sort_spec;
-			i++;
-		}
-		if (i < upto && p->st[i].kind == S_SKIP) {
-			fo.skip = p->st[i].n;
-			i++;
-		}
-		if (i < upto && p->st[i].kind == S_LIMIT) {
-			fo.limit = p->st[i].n;
-			i++;
-		}
-		a->first = i;
+		a->first = find_prefix(p, upto, &fo);
 		fo.sort_mem = mem;
 		if (extra && fo.filter) {
 			bson_t arr;
@@ -3289,4 +3332,226 @@ done:
 	dfs_buf_release(&key);
 	dfs_buf_release(&buf);
 	return rc;
+}
+
+/* ---- explain (note 6) ---------------------------------------------------------------- */
+
+/* The user's stage document at index of p's pipeline (*out a view into p->spec). */
+static bool user_stage(const struct query_pipeline *p, int index, bson_iter_t *out)
+{
+	bson_iter_t it, d;
+	char key[16];
+
+	snprintf(key, sizeof(key), "%d", index);
+	return p->spec && bson_iter_init_find(&it, p->spec, key) && bson_iter_recurse(&it, &d) &&
+	       bson_iter_next(&d) && (*out = d, true);
+}
+
+/* Appends stage i of p as MongoDB's aggregate explain shows it: {<$stage>: <spec>}, with
+ * $sort as {"$sort": {"sortKey": ..}} and $sortByCount as the $group and $sort it is. */
+static void explain_stage_spec(const struct query_pipeline *p, int i, bson_t *out)
+{
+	const struct pstage *ps = &p->st[i];
+	bson_iter_t d;
+	bson_t b, c;
+
+	if (ps->kind == S_SORT) {
+		BSON_APPEND_DOCUMENT_BEGIN(out, "$sort", &b);
+		BSON_APPEND_DOCUMENT(&b, "sortKey", ps->sort_spec);
+		bson_append_document_end(out, &b);
+		return;
+	}
+	if (!user_stage(p, ps->index, &d)) {
+		bson_t e = BSON_INITIALIZER;
+
+		BSON_APPEND_DOCUMENT(out, ps->name, &e);
+		return;
+	}
+	if (!strcmp(ps->name, "$sortByCount")) {
+		BSON_APPEND_DOCUMENT_BEGIN(out, "$group", &b);
+		BSON_APPEND_VALUE(&b, "_id", bson_iter_value(&d));
+		BSON_APPEND_DOCUMENT_BEGIN(&b, "count", &c);
+		BSON_APPEND_INT32(&c, "$sum", 1);
+		bson_append_document_end(&b, &c);
+		bson_append_document_end(out, &b);
+		return;
+	}
+	BSON_APPEND_VALUE(out, bson_iter_key(&d), bson_iter_value(&d));
+}
+
+/* Counters as explain.c prints them: int32 when they fit. */
+static void append_num(bson_t *b, const char *k, int64_t v)
+{
+	if (v >= INT32_MIN && v <= INT32_MAX)
+		bson_append_int32(b, k, -1, (int32_t)v);
+	else
+		bson_append_int64(b, k, -1, v);
+}
+
+static void append_counts(bson_t *out, int64_t nret, int64_t ns)
+{
+	append_num(out, "nReturned", nret);
+	append_num(out, "executionTimeMillisEstimate", ns / 1000000);
+}
+
+/* Copies every field of src but "command" to out. */
+static void copy_but_command(const bson_t *src, bson_t *out)
+{
+	bson_iter_t it;
+
+	if (bson_iter_init(&it, src))
+		while (bson_iter_next(&it))
+			if (strcmp(bson_iter_key(&it), "command"))
+				BSON_APPEND_VALUE(out, bson_iter_key(&it), bson_iter_value(&it));
+}
+
+static void append_agg_command(const char *ns, const struct query_pipeline *p, bson_t *out)
+{
+	const char *dot = strchr(ns, '.');
+	bson_t cmd, e = BSON_INITIALIZER;
+
+	BSON_APPEND_DOCUMENT_BEGIN(out, "command", &cmd);
+	BSON_APPEND_UTF8(&cmd, "aggregate", dot ? dot + 1 : ns);
+	if (p->spec)
+		BSON_APPEND_ARRAY(&cmd, "pipeline", p->spec);
+	BSON_APPEND_BOOL(&cmd, "explain", true);
+	BSON_APPEND_DOCUMENT(&cmd, "cursor", &e);
+	if (dot)
+		bson_append_utf8(&cmd, "$db", 3, ns, (int)(dot - ns));
+	bson_append_document_end(out, &cmd);
+}
+
+int query_agg_explain(struct store_txn *t, int64_t coll, const char *ns,
+		      const struct query_pipeline *p, const struct query_agg_opts *o, int verbosity,
+		      bson_t *out, struct dfs_err *err)
+{
+	size_t mem = o && o->mem ? o->mem : AGG_MEM_DEFAULT;
+	int upto = p->writes ? p->n - 1 : p->n;
+	struct query_find_opts fo = {.sort_mem = mem};
+	struct query_agg *a = NULL;
+	bson_t fx = BSON_INITIALIZER, stages, sd, cur;
+	bson_iter_t it;
+	int first, rc;
+
+	first = find_prefix(p, upto, &fo);
+	if ((rc = query_find_explain(t, coll, ns, &fo, verbosity, &fx, err)))
+		goto done;
+	if (first == p->n) {
+		/* The find runs the whole pipeline: MongoDB shows the find's explain alone. */
+		copy_but_command(&fx, out);
+		append_agg_command(ns, p, out);
+		goto done;
+	}
+	if (verbosity >= QUERY_VERB_EXEC) {
+		/* Runs the stages before a $out/$merge (never the write) to count and time
+		 * each one. The find runs again here: its counters above are its own run's. */
+		const bson_t *doc;
+
+		if ((rc = agg_open(t, coll, p, o ? o->now_ms : 0, mem, NULL, NULL, NULL, upto, &a,
+				   err)))
+			goto done;
+		a->timed = true;
+		while (upto > 0 && (rc = stage_next(a, upto - 1, &doc, err)) == 0)
+			;
+		if (upto > 0 && rc != DFS_ENOENT)
+			goto done;
+		rc = 0;
+	}
+	BSON_APPEND_UTF8(out, "explainVersion", "1");
+	BSON_APPEND_ARRAY_BEGIN(out, "stages", &stages);
+	BSON_APPEND_DOCUMENT_BEGIN(&stages, "0", &sd);
+	BSON_APPEND_DOCUMENT_BEGIN(&sd, "$cursor", &cur);
+	if (bson_iter_init_find(&it, &fx, "queryPlanner"))
+		BSON_APPEND_VALUE(&cur, "queryPlanner", bson_iter_value(&it));
+	if (bson_iter_init_find(&it, &fx, "executionStats"))
+		BSON_APPEND_VALUE(&cur, "executionStats", bson_iter_value(&it));
+	bson_append_document_end(&sd, &cur);
+	if (a)
+		append_counts(&sd, a->src_nret, a->src_ns);
+	bson_append_document_end(&stages, &sd);
+	for (int i = first, k = 1; i < p->n; i++, k++) {
+		char key[16];
+
+		snprintf(key, sizeof(key), "%d", k);
+		BSON_APPEND_DOCUMENT_BEGIN(&stages, key, &sd);
+		explain_stage_spec(p, i, &sd);
+		if (a && i < upto) {
+			const struct rstage *rs = &a->rs[i];
+
+			append_counts(&sd, rs->nret, rs->time_ns);
+			if (rs->ps->kind == S_GROUP || rs->ps->kind == S_SORT) {
+				BSON_APPEND_BOOL(&sd, "usedDisk", rs->so.spills > 0);
+				append_num(&sd, "spills", rs->so.spills);
+			}
+		}
+		bson_append_document_end(&stages, &sd);
+	}
+	bson_append_array_end(out, &stages);
+	append_agg_command(ns, p, out);
+done:
+	query_agg_free(a);
+	bson_destroy(&fx);
+	return rc;
+}
+
+/* One line per stage, the last stage first and each input indented under it (as the find
+ * tree draws a plan); the $cursor's find plan under it. */
+int query_agg_explain_tree(const bson_t *explain, struct dfs_buf *out, struct dfs_err *err)
+{
+	bson_iter_t it, st;
+	bson_value_t v[128]; /* shallow copies: views into explain */
+	int n = 0, rc;
+
+	if (!bson_iter_init_find(&it, explain, "stages") || !BSON_ITER_HOLDS_ARRAY(&it))
+		return query_explain_tree(explain, out, err);
+	bson_iter_recurse(&it, &st);
+	while (bson_iter_next(&st) && n < (int)(sizeof(v) / sizeof(v[0])))
+		if (BSON_ITER_HOLDS_DOCUMENT(&st))
+			v[n++] = *bson_iter_value(&st);
+	for (int k = n - 1, depth = 0; k >= 0; k--, depth++) {
+		bson_t sd, sub;
+		bson_iter_t f;
+		const char *name = "?";
+
+		if (!agg__doc_view(&v[k], &sd) || !bson_iter_init(&f, &sd) || !bson_iter_next(&f))
+			continue;
+		name = bson_iter_key(&f);
+		for (int i = 0; i < depth; i++)
+			dfs_buf_puts(out, "  ");
+		dfs_buf_puts(out, name);
+		if (strcmp(name, "$cursor")) {
+			dfs_buf_putc(out, ' ');
+			if ((rc = store_codec_render_value(bson_iter_value(&f), out, err)))
+				return rc;
+		}
+		while (bson_iter_next(&f)) {
+			const char *key = bson_iter_key(&f);
+
+			if (!strcmp(key, "nReturned") ||
+			    (!strcmp(key, "spills") && bson_iter_as_int64(&f) > 0))
+				dfs_buf_printf(out, "  %s=%lld", key,
+					       (long long)bson_iter_as_int64(&f));
+		}
+		dfs_buf_putc(out, '\n');
+		if (!strcmp(name, "$cursor") && bson_iter_init(&f, &sd) && bson_iter_next(&f) &&
+		    agg__doc_view(bson_iter_value(&f), &sub)) {
+			struct dfs_buf plan;
+			size_t start = 0;
+
+			dfs_buf_init(&plan);
+			rc = query_explain_tree(&sub, &plan, err);
+			for (size_t i = 0; !rc && i < plan.len; i++) {
+				if (plan.data[i] != '\n')
+					continue;
+				for (int d = 0; d <= depth; d++)
+					dfs_buf_puts(out, "  ");
+				dfs_buf_printf(out, "%.*s\n", (int)(i - start), plan.data + start);
+				start = i + 1;
+			}
+			dfs_buf_release(&plan);
+			if (rc)
+				return rc;
+		}
+	}
+	return 0;
 }

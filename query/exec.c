@@ -810,6 +810,7 @@ struct query_cursor {
 	bson_t *out;		 /* Owned: the current result */
 	bool want_keys;		 /* keep the sort key of each result (tests) */
 	struct dfs_buf key;	 /* the last result's sort key without _id */
+	int64_t entry;		 /* the last result's entry id (0: unknown) */
 };
 
 int query_find_open(struct store_txn *t, int64_t coll, const struct query_find_opts *o,
@@ -877,8 +878,14 @@ int query_cursor_next(struct query_cursor *c, const bson_t **doc, struct dfs_err
 		sort_key_of(c->run.q.sort, &wm.doc, &c->key);
 	bson_destroy(c->out);
 	c->out = bson_copy(wm.result);
+	c->entry = wm.id;
 	*doc = c->out;
 	return 0;
+}
+
+int64_t query_cursor_entry(const struct query_cursor *c)
+{
+	return c->entry;
 }
 
 void query_cursor_free(struct query_cursor *c)

@@ -110,6 +110,9 @@ int query_find_open(struct store_txn *t, int64_t coll, const struct query_find_o
 /* The next result: 0 with *doc Borrowed (valid until the next call or free), DFS_ENOENT at
  * the end, or an error. */
 int query_cursor_next(struct query_cursor *c, const bson_t **doc, struct dfs_err *err);
+/* The store entry id of the last result (store_doc_get reads it), or 0 when the plan does
+ * not know it (after a SORT stage). */
+int64_t query_cursor_entry(const struct query_cursor *c);
 void query_cursor_free(struct query_cursor *c);
 
 /* ---- explain (explain.c) ---------------------------------------------------------- */
@@ -197,6 +200,24 @@ void query_agg_free(struct query_agg *a);
  */
 int query_agg_run_out(struct store_txn *t, int64_t coll, const struct query_pipeline *p,
 		      const struct query_agg_opts *o, int64_t *nwritten, struct dfs_err *err);
+/*
+ * Explains p over coll in t and appends MongoDB's aggregate explain document to out
+ * (initialised, empty): {"explainVersion", "stages": [{"$cursor": {"queryPlanner",
+ * "executionStats"}}, {"$group": {..}}, ..], "command": {"aggregate", "pipeline", ..}}.
+ * The $cursor is the find of the leading $match/$sort/$skip/$limit (query_find_explain's
+ * documents); when the find is the whole pipeline the result is that find's explain alone,
+ * as MongoDB's. verbosity is an enum query_verbosity: with QUERY_VERB_EXEC and up the
+ * pipeline also runs, and each stage gets "nReturned" and "executionTimeMillisEstimate" (and
+ * $group/$sort "usedDisk", "spills"). ns is "<db>.<coll>". Never writes: a $out/$merge stage
+ * is shown, and the pipeline runs up to it. Errors: those of running the pipeline.
+ */
+int query_agg_explain(struct store_txn *t, int64_t coll, const char *ns,
+		      const struct query_pipeline *p, const struct query_agg_opts *o,
+		      int verbosity, bson_t *out, struct dfs_err *err);
+/* Draws an aggregate explain document as an indented text tree (the last stage first, its
+ * input under it, the $cursor's plan last), appended to out; a find's explain document is
+ * drawn as query_explain_tree does. */
+int query_agg_explain_tree(const bson_t *explain, struct dfs_buf *out, struct dfs_err *err);
 /* ---- updates (update.c) ------------------------------------------------------------ */
 
 /*

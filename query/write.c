@@ -44,10 +44,24 @@ void query_write_result_release(struct query_write_result *r)
 	memset(r, 0, sizeof(*r));
 }
 
+/* The store entry ids of the documents collect_ids found, in its order (0: not known, look the
+ * _id up). Reading a document by its entry id saves the _id index lookup per document. */
+struct entries {
+	int64_t *v; /* Owned */
+	size_t n, cap;
+};
+
+static void entries_release(struct entries *e)
+{
+	free(e->v);
+	memset(e, 0, sizeof(*e));
+}
+
 /* Collects the _ids of the documents matching o->filter (in o->sort order; only the first
- * unless o->multi) into ids, an array (initialised by the caller). */
+ * unless o->multi) into ids, an array (initialised by the caller), and their entry ids into
+ * ents (may be NULL). */
 static int collect_ids(struct store_txn *t, int64_t coll, const struct query_write_opts *o,
-		       bson_t *ids, int64_t *n, struct dfs_err *err)
+		       bson_t *ids, struct entries *ents, int64_t *n, struct dfs_err *err)
 {
 	bson_t proj = BSON_INITIALIZER;
 	struct query_find_opts fo = {0};
@@ -74,6 +88,20 @@ static int collect_ids(struct store_txn *t, int64_t coll, const struct query_wri
 		}
 		bson_uint32_to_string((uint32_t)*n, &k, key, sizeof(key));
 		bson_append_value(ids, k, -1, bson_iter_value(&it));
+		if (ents) {
+			if (ents->n == ents->cap) {
+				size_t cap = ents->cap ? 2 * ents->cap : 1024;
+				int64_t *v = realloc(ents->v, cap * sizeof(*v));
+
+				if (!v) {
+					rc = dfs_err_set(err, DFS_ENOMEM, "out of memory");
+					goto done;
+				}
+				ents->v = v;
+				ents->cap = cap;
+			}
+			ents->v[ents->n++] = query_cursor_entry(c);
+		}
 		(*n)++;
 	}
 	if (rc == DFS_ENOENT)
@@ -142,30 +170,48 @@ done:
 	return rc;
 }
 
+/* The entry id of the i-th collected document: from ents when known, else by its _id. */
+static int entry_of(struct store_txn *t, int64_t coll, const struct entries *ents, size_t i,
+		    const bson_value_t *id, int64_t *out, struct dfs_err *err)
+{
+	struct store_entry e;
+	int rc;
+
+	if (ents && i < ents->n && ents->v[i] > 0) {
+		*out = ents->v[i];
+		return 0;
+	}
+	if ((rc = store_doc_find_id(t, coll, id, &e, err)))
+		return rc;
+	*out = e.id;
+	return 0;
+}
+
 /*
- * Updates the documents whose _ids are in ids (note 1). before/after (may be NULL) get the
- * first document as it was and as it is now.
+ * Updates the documents whose _ids are in ids, with their entry ids in ents (may be NULL)
+ * (note 1). before/after (may be NULL) get the first document as it was and as it is now.
  */
 static int update_ids(struct store_txn *t, int64_t coll, const struct query_expr *filter,
 		      const struct query_update *u, int64_t now, const bson_t *ids,
-		      struct query_write_result *r, bson_t *before, bson_t *after,
-		      struct dfs_err *err)
+		      const struct entries *ents, struct query_write_result *r, bson_t *before,
+		      bson_t *after, struct dfs_err *err)
 {
 	bson_iter_t it;
+	size_t i = 0;
 	int rc = 0;
 
 	if (!bson_iter_init(&it, ids))
 		return dfs_err_set(err, DFS_EINVAL, "bad id list");
-	while (!rc && bson_iter_next(&it)) {
-		struct store_entry e;
+	for (; !rc && bson_iter_next(&it); i++) {
+		int64_t eid;
 		bson_t doc, out;
 		bool changed = false;
 		int idx = -1;
 		char idt[128];
 
-		if ((rc = store_doc_find_id(t, coll, bson_iter_value(&it), &e, err)))
+		if ((rc = entry_of(t, coll, ents, i, bson_iter_value(&it), &eid, err)))
 			break;
-		if ((rc = store_doc_get(t, e.id, &doc, err)))
+		if ((rc = store_doc_get(t, eid, &doc, err)))
 			break;
 		if (filter && !query_filter_match(filter, &doc, &idx)) {
 			bson_destroy(&doc);
@@ -175,7 +221,7 @@ static int update_ids(struct store_txn *t, int64_t coll, const struct query_expr
 		bson_init(&out);
 		rc = query_update_apply(u, &doc, idx, false, now, &out, &changed, err);
 		if (!rc && changed) {
-			rc = store_doc_replace(t, e.id, &out, err);
+			rc = store_doc_replace(t, eid, &out, err);
 			if (!rc)
 				r->modified++;
 		}
@@ -200,6 +246,7 @@ int query_update_run(struct store_txn *t, int64_t coll, const struct query_write
 	struct query_update *u = NULL;
 	struct query_expr *filter = NULL;
 	bson_t ids = BSON_INITIALIZER, empty = BSON_INITIALIZER;
+	struct entries ents = {0};
 	int64_t n, now = o->now_ms ? o->now_ms : now_ms();
 	int rc;
 
@@ -216,15 +263,16 @@ int query_update_run(struct store_txn *t, int64_t coll, const struct query_write
 	}
 	if ((rc = query_filter_parse(o->filter ? o->filter : &empty, &filter, err)))
 		goto done;
-	if ((rc = collect_ids(t, coll, o, &ids, &n, err)))
+	if ((rc = collect_ids(t, coll, o, &ids, &ents, &n, err)))
 		goto done;
-	if ((rc = update_ids(t, coll, filter, u, now, &ids, r, NULL, NULL, err)))
+	if ((rc = update_ids(t, coll, filter, u, now, &ids, &ents, r, NULL, NULL, err)))
 		goto done;
 	if (n == 0 && o->upsert)
 		rc = upsert_insert(t, coll, o, u, now, r, NULL, err);
 done:
 	query_update_free(u);
 	query_expr_free(filter);
+	entries_release(&ents);
 	bson_destroy(&ids);
 	bson_destroy(&empty);
 	return rc;
@@ -234,23 +282,23 @@ int query_delete_run(struct store_txn *t, int64_t coll, const struct query_write
 		     struct query_write_result *r, struct dfs_err *err)
 {
 	bson_t ids = BSON_INITIALIZER;
+	struct entries ents = {0};
 	bson_iter_t it;
-	int64_t n;
+	int64_t n, id;
 	int rc;
 
-	if ((rc = collect_ids(t, coll, o, &ids, &n, err)))
+	if ((rc = collect_ids(t, coll, o, &ids, &ents, &n, err)))
 		goto done;
 	bson_iter_init(&it, &ids);
-	while (!rc && bson_iter_next(&it)) {
-		struct store_entry e;
-
-		rc = store_doc_find_id(t, coll, bson_iter_value(&it), &e, err);
+	for (size_t i = 0; !rc && bson_iter_next(&it); i++) {
+		rc = entry_of(t, coll, &ents, i, bson_iter_value(&it), &id, err);
 		if (!rc)
-			rc = store_entry_delete(t, e.id, err);
+			rc = store_entry_delete(t, id, err);
 		if (!rc)
 			r->deleted++;
 	}
 done:
+	entries_release(&ents);
 	bson_destroy(&ids);
 	return rc;
 }
@@ -270,8 +318,9 @@ int query_find_modify(struct store_txn *t, int64_t coll, const struct query_writ
 
 	one.multi = false;
 	if (o->remove && (o->update || o->upsert)) {
-		rc = dfs_err_set(err, DFS_EINVAL, "findAndModify: remove cannot go with an update "
-						  "or upsert");
+		rc = dfs_err_set(err, DFS_EINVAL,
+				 "findAndModify: remove cannot go with an update "
+				 "or upsert");
 		goto done;
 	}
 	if (!o->remove && !o->update) {
@@ -284,7 +333,7 @@ int query_find_modify(struct store_txn *t, int64_t coll, const struct query_writ
 		goto done;
 	if ((rc = query_filter_parse(o->filter ? o->filter : &empty, &filter, err)))
 		goto done;
-	if ((rc = collect_ids(t, coll, &one, &ids, &n, err)))
+	if ((rc = collect_ids(t, coll, &one, &ids, NULL, &n, err)))
 		goto done;
 	if (n && o->remove) {
 		bson_iter_t it;
@@ -304,7 +353,7 @@ int query_find_modify(struct store_txn *t, int64_t coll, const struct query_writ
 		r->matched = r->deleted = 1;
 		ret = &before;
 	} else if (n) {
-		if ((rc = update_ids(t, coll, filter, u, now, &ids, r, &before, &after, err)))
+		if ((rc = update_ids(t, coll, filter, u, now, &ids, NULL, r, &before, &after, err)))
 			goto done;
 		ret = o->return_new ? &after : &before;
 	} else if (o->upsert) {
@@ -391,7 +440,7 @@ static int mongo_code(const struct dfs_err *e)
 		return 40; /* ConflictingUpdateOperators */
 	if (e->code == DFS_EFBIG)
 		return 10334; /* BSONObjectTooLarge */
-	return 2; /* BadValue */
+	return 2;	      /* BadValue */
 }
 
 static const bson_t *sub_doc(const bson_t *d, const char *key, bson_t *view)
@@ -450,10 +499,10 @@ static int bulk_one(struct store_txn *t, int64_t coll, const bson_t *op, uint32_
 		    struct bulk_acc *acc, struct dfs_err *err)
 {
 	static const char *const f_insert[] = {"document", NULL};
-	static const char *const f_update[] = {"filter", "update", "upsert", "arrayFilters",
-					       "hint", "collation", NULL};
-	static const char *const f_replace[] = {"filter", "replacement", "upsert", "hint",
-						"collation", NULL};
+	static const char *const f_update[] = {"filter", "update",    "upsert", "arrayFilters",
+					       "hint",	 "collation", NULL};
+	static const char *const f_replace[] = {"filter", "replacement", "upsert",
+						"hint",	  "collation",	 NULL};
 	static const char *const f_delete[] = {"filter", "hint", "collation", NULL};
 	struct query_write_opts o = {0};
 	struct query_write_result r = {0};

@@ -2,6 +2,7 @@
 # aggregate.sh - pipelines through aggregate/ paths with real tools: shell-literal pipelines,
 # %XX escapes, formats, saved pipelines (.queries/ and @name, checked when saved), $out
 # writing a collection atomically, errors (EINVAL with the reason in /.docfs/errors),
+# explain/ of a pipeline (the $cursor's index scan, counters, $out never run, @name),
 # aggregate/ listing empty, and docfs aggregate using the same engine.
 . "$(dirname "$0")/lib.sh"
 mount_docfs
@@ -52,6 +53,41 @@ for p in "[{\$grup: {}}]" "{\$match: {}}" "[{\$group: {n: 1}}]" "[{\$project: {a
 	grep -q "Invalid argument" "$T/err" || fail "pipeline '$p': $(cat "$T/err")"
 done
 tail -n1 "$MNT/.docfs/errors" | grep -q "aggregate" || fail "message: $(tail -n1 "$MNT/.docfs/errors")"
+
+step "explain/ of a pipeline: the \$match in the \$cursor stage uses an index"
+echo '{key: {city: 1}}' > "$C/.indexes/city_1"
+P="[{\$match: {city: 'Beijing'}}, {\$group: {_id: '\$city', n: {\$sum: 1}}}, {\$out: 'never'}]"
+expect_eq "$(jq -r '.stages[0]["$cursor"].queryPlanner.winningPlan.inputStage.stage' "$C/explain/$P")" \
+	"IXSCAN" "\$cursor plan"
+expect_eq "$(jq -c '[.stages[] | keys_unsorted[0]]' "$C/explain/$P")" '["$cursor","$group","$out"]' \
+	"stages"
+expect_eq "$(jq -c '[.stages[0].nReturned, .stages[1].nReturned, .stages[0]["$cursor"].executionStats.totalKeysExamined]' \
+	"$C/explain/$P?verbosity=executionStats")" '[2,1,2]' "executionStats per stage"
+[ -e "$MNT/shop/never" ] && fail "explaining a \$out pipeline wrote its target"
+expect_eq "$(cat "$C/explain/$P?format=tree")" '$out "never"
+  $group {"_id": "$city", "n": {"$sum": 1}}
+    $cursor
+      FETCH
+        IXSCAN city_1 {city: 1} city: ["Beijing", "Beijing"]' "format=tree"
+echo '[{"$match": {"qty": {"$gt": 1}}}, {"$count": "n"}]' > "$C/.queries/big"
+expect_eq "$(jq -c '[.stages[1]["$count"], .stages[1].nReturned]' "$C/explain/@big?verbosity=executionStats&format=json")" \
+	'["n",1]' "explain/@saved pipeline"
+echo '[{"$match": {"city": "Beijing"}}, {"$sort": {"qty": -1}}, {"$limit": 1}]' > "$C/.queries/top"
+expect_eq "$(jq -c '.queryPlanner.winningPlan | [.stage, .limitAmount]' "$C/explain/@top")" '["SORT",1]' \
+	"a pipeline the find runs whole: the find's explain"
+expect_eq "$(jq -r .command.aggregate "$C/explain/@top")" "orders" "... with the aggregate command"
+expect_eq "$(jq -r .queryPlanner.winningPlan.stage "$C/explain/{qty: 1}")" "COLLSCAN" "a find still explains"
+for p in "[{\$grup: {}}]" "[{\$match: {}}]?limit=2" "[{\$match: {}}]?verbosity=all"; do
+	if cat "$C/explain/$p" > /dev/null 2> "$T/err"; then fail "explain of '$p' worked"; fi
+	grep -q "Invalid argument" "$T/err" || fail "explain '$p': $(cat "$T/err")"
+done
+tail -n1 "$MNT/.docfs/errors" | grep -q "explain '.*verbosity must be" ||
+	fail "explain message: $(tail -n1 "$MNT/.docfs/errors")"
+if cat "$C/explain/[{\$grup: {}}]" > /dev/null 2>&1; then fail "explain of \$grup worked"; fi
+tail -n1 "$MNT/.docfs/errors" | grep -q "unrecognized pipeline stage name: '\$grup'" ||
+	fail "explain message: $(tail -n1 "$MNT/.docfs/errors")"
+expect_eq "$("$DOCFS" explain "$STORE" shop.orders "[{\$match: {city: 'Beijing'}}, {\$count: 'n'}]?format=json" |
+	jq -r '.stages[0]["$cursor"].queryPlanner.winningPlan.inputStage.indexName')" "city_1" "docfs explain of a pipeline"
 
 step "docfs aggregate"
 expect_eq "$("$DOCFS" aggregate "$STORE" shop.orders '[{$match: {city: "Beijing"}}, {$count: "n"}]')" '{"n": 2}' "docfs aggregate"

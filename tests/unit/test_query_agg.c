@@ -3,7 +3,8 @@
  * at its edges: freeing NULL, parse errors naming the stage and the operator, a writing
  * pipeline refused by query_agg_open, $sort and $group spilling past a tiny memory budget
  * (same results as in memory), the end of a cursor, expression errors at run time, and the
- * atomicity of $out/$merge: a pipeline that fails leaves the target as it was. The
+ * atomicity of $out/$merge: a pipeline that fails leaves the target as it was, and the
+ * explain of a pipeline ($cursor with the planner's plan, stage counters, $out not run). The
  * semantics of stages and operators are the corpus's job (tests/query/agg_corpus).
  */
 #include "agg_int.h"
@@ -397,6 +398,147 @@ START_TEST(test_query_agg_run_out_creates)
 }
 END_TEST
 
+/* The value at dotted path of d, rendered compact (or "" when missing). */
+static char *at(const bson_t *d, const char *path)
+{
+	struct dfs_err err = {0};
+	struct dfs_buf b;
+	bson_iter_t it, f;
+
+	dfs_buf_init(&b);
+	if (bson_iter_init(&it, d) && bson_iter_find_descendant(&it, path, &f))
+		ck_assert(!store_codec_render_value(bson_iter_value(&f), &b, &err));
+	return b.data ? b.data : strdup("");
+}
+
+static void expect_at(const bson_t *d, const char *path, const char *want)
+{
+	char *got = at(d, path);
+
+	ck_assert_msg(!strcmp(got, want), "%s: got '%s', want '%s'", path, got, want);
+	free(got);
+}
+
+/* explain of a pipeline: the leading $match is the $cursor's find (an index scan when an
+ * index fits), the other stages follow as written with their counters; a pipeline the find
+ * runs whole is the find's explain; a $out is shown but never run. */
+START_TEST(test_query_agg_explain_stages)
+{
+	struct fixture f;
+	struct dfs_err err = {0};
+	struct query_pipeline *p;
+	struct store_coll c;
+	bson_t out, spec;
+	char *s;
+
+	fx_open(&f);
+	for (int i = 0; i < 100; i++) {
+		char doc[64];
+
+		snprintf(doc, sizeof(doc), "{_id: %d, k: %d, g: %d}", i, i % 10, i % 3);
+		insert(&f, f.coll, doc);
+	}
+	parse("{key: {k: 1}}", &spec);
+	ck_assert_msg(!store_index_create(f.t, f.coll, &spec, NULL, 0, NULL, NULL, &err), "%s",
+		      err.msg);
+	bson_destroy(&spec);
+
+	p = pipeline("[{$match: {k: {$lt: 2}}}, {$group: {_id: \"$g\", n: {$sum: 1}}}, "
+		     "{$sortByCount: \"$n\"}]");
+	bson_init(&out);
+	ck_assert_msg(
+		!query_agg_explain(f.t, f.coll, "d.c", p, NULL, QUERY_VERB_PLANNER, &out, &err),
+		"%s", err.msg);
+	expect_at(&out, "explainVersion", "\"1\"");
+	expect_at(&out, "stages.0.$cursor.queryPlanner.winningPlan.inputStage.stage", "\"IXSCAN\"");
+	expect_at(&out, "stages.0.$cursor.queryPlanner.winningPlan.inputStage.indexName",
+		  "\"k_1\"");
+	expect_at(&out, "stages.0.nReturned", "");
+	expect_at(&out, "stages.0.$cursor.executionStats", "");
+	expect_at(&out, "stages.1.$group._id", "\"$g\"");
+	expect_at(&out, "stages.2.$group.count", "{\"$sum\": 1}");
+	expect_at(&out, "stages.3.$sort.sortKey", "{\"count\": -1}");
+	expect_at(&out, "stages.4", "");
+	expect_at(&out, "command.aggregate", "\"c\"");
+	expect_at(&out, "command.$db", "\"d\"");
+	expect_at(&out, "command.pipeline.1.$group.n", "{\"$sum\": 1}");
+	bson_destroy(&out);
+
+	/* executionStats: 20 documents match, 3 groups of them, 2 distinct counts (7, 7, 6) */
+	bson_init(&out);
+	ck_assert_msg(!query_agg_explain(f.t, f.coll, "d.c", p, NULL, QUERY_VERB_EXEC, &out, &err),
+		      "%s", err.msg);
+	expect_at(&out, "stages.0.$cursor.executionStats.nReturned", "20");
+	expect_at(&out, "stages.0.$cursor.executionStats.totalKeysExamined", "20");
+	expect_at(&out, "stages.0.nReturned", "20");
+	expect_at(&out, "stages.1.nReturned", "3");
+	expect_at(&out, "stages.1.usedDisk", "false");
+	expect_at(&out, "stages.2.nReturned", "2");
+	expect_at(&out, "stages.3.nReturned", "2");
+	s = at(&out, "stages.3.executionTimeMillisEstimate");
+	ck_assert_msg(*s, "no executionTimeMillisEstimate");
+	free(s);
+	{
+		struct dfs_buf tree;
+
+		dfs_buf_init(&tree);
+		ck_assert_msg(!query_agg_explain_tree(&out, &tree, &err), "%s", err.msg);
+		ck_assert_msg(strstr(tree.data,
+				     "$sort {\"sortKey\": {\"count\": -1}}  nReturned=2\n"
+				     "  $group {\"_id\": \"$n\", \"count\": {\"$sum\": 1}}"),
+			      "tree:\n%s", tree.data);
+		ck_assert_msg(strstr(tree.data, "      $cursor  nReturned=20\n        FETCH"),
+			      "tree:\n%s", tree.data);
+		ck_assert_msg(strstr(tree.data, "          IXSCAN k_1"), "tree:\n%s", tree.data);
+		dfs_buf_release(&tree);
+	}
+	bson_destroy(&out);
+	query_pipeline_free(p);
+
+	/* the find runs the whole pipeline: the find's explain, with the aggregate command */
+	p = pipeline("[{$match: {k: 3}}, {$sort: {_id: -1}}, {$limit: 2}]");
+	bson_init(&out);
+	ck_assert_msg(!query_agg_explain(f.t, f.coll, "d.c", p, NULL, QUERY_VERB_EXEC, &out, &err),
+		      "%s", err.msg);
+	expect_at(&out, "stages", "");
+	expect_at(&out, "executionStats.nReturned", "2");
+	expect_at(&out, "command.aggregate", "\"c\"");
+	bson_destroy(&out);
+	query_pipeline_free(p);
+
+	/* $out is explained, not run: the target is not created */
+	p = pipeline("[{$group: {_id: \"$g\"}}, {$out: \"t\"}]");
+	bson_init(&out);
+	ck_assert_msg(!query_agg_explain(f.t, f.coll, "d.c", p, NULL, QUERY_VERB_ALL, &out, &err),
+		      "%s", err.msg);
+	expect_at(&out, "stages.0.$cursor.queryPlanner.winningPlan.stage", "\"COLLSCAN\"");
+	expect_at(&out, "stages.1.nReturned", "3");
+	expect_at(&out, "stages.2.$out", "\"t\"");
+	expect_at(&out, "stages.2.nReturned", "");
+	ck_assert_int_eq(store_coll_find(f.t, "t", &c, &err), DFS_ENOENT);
+	bson_destroy(&out);
+	query_pipeline_free(p);
+
+	/* an error while running (executionStats) is the pipeline's error */
+	dfs_err_clear(&err);
+	p = pipeline("[{$project: {r: {$divide: [1, \"$g\"]}}}]");
+	bson_init(&out);
+	ck_assert_msg(
+		!query_agg_explain(f.t, f.coll, "d.c", p, NULL, QUERY_VERB_PLANNER, &out, &err),
+		"%s", err.msg);
+	bson_destroy(&out);
+	bson_init(&out);
+	ck_assert_int_eq(
+		query_agg_explain(f.t, f.coll, "d.c", p, NULL, QUERY_VERB_EXEC, &out, &err),
+		DFS_EINVAL);
+	ck_assert_msg(strstr(err.msg, "stage 0: ") && strstr(err.msg, "divide by zero"), "%s",
+		      err.msg);
+	bson_destroy(&out);
+	query_pipeline_free(p);
+	fx_close(&f);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("query_agg");
@@ -412,6 +554,7 @@ static Suite *suite(void)
 	tcase_add_test(tr, test_query_agg_next_spill);
 	tcase_add_test(tr, test_query_agg_run_out_atomic);
 	tcase_add_test(tr, test_query_agg_run_out_creates);
+	tcase_add_test(tr, test_query_agg_explain_stages);
 	suite_add_tcase(s, tp);
 	suite_add_tcase(s, tr);
 	return s;

@@ -151,6 +151,54 @@ START_TEST(test_query_update_run_moved_document_matches_once)
 }
 END_TEST
 
+/* The documents are re-read by the entry ids the find gave (query_cursor_entry), through an
+ * index scan too (a multikey index returns a document once), or by _id after a SORT. */
+START_TEST(test_query_update_run_entries_from_the_plan)
+{
+	struct query_write_result r = {0};
+	struct query_find_opts fo = {0};
+	struct query_cursor *c;
+	struct dfs_err err = {0};
+	struct store_txn *t;
+	const bson_t *doc;
+	bson_t *spec = js("{key: {tags: 1}}"), *sort = js("{a: -1}");
+	char *s;
+
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	ck_assert_msg(!store_index_create(t, coll, spec, NULL, 0, NULL, NULL, &err), "%s", err.msg);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	ck_assert_int_eq(run_update("{_id: 2}", "{$set: {tags: ['x', 'y']}}", false, false, &r, &err),
+			 0);
+	query_write_result_release(&r);
+
+	ck_assert_int_eq(store_txn_begin(db, false, &t, &err), 0);
+	ck_assert_int_eq(query_find_open(t, coll, &fo, &c, &err), 0);
+	ck_assert_int_eq(query_cursor_next(c, &doc, &err), 0);
+	ck_assert_int_gt(query_cursor_entry(c), 0);
+	query_cursor_free(c);
+	fo.sort = sort;
+	ck_assert_int_eq(query_find_open(t, coll, &fo, &c, &err), 0);
+	ck_assert_int_eq(query_cursor_next(c, &doc, &err), 0);
+	ck_assert_int_eq(query_cursor_entry(c), 0);
+	query_cursor_free(c);
+	store_txn_abort(t);
+
+	ck_assert_int_eq(run_update("{tags: {$in: ['x', 'y']}}", "{$inc: {a: 100}}", true, false, &r,
+				    &err),
+			 0);
+	ck_assert_int_eq(r.matched, 2);
+	ck_assert_int_eq(r.modified, 2);
+	query_write_result_release(&r);
+	s = dump();
+	ck_assert_str_eq(s, "{\"_id\": 1, \"a\": 101, \"tags\": [\"x\"]}\n"
+			    "{\"_id\": 2, \"a\": 102, \"tags\": [\"x\", \"y\"]}\n"
+			    "{\"_id\": 3, \"a\": 2}\n");
+	free(s);
+	bson_destroy(spec);
+	bson_destroy(sort);
+}
+END_TEST
+
 START_TEST(test_query_update_run_upsert_and_replacement)
 {
 	struct query_write_result r = {0};
@@ -336,6 +384,7 @@ static Suite *suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_query_update_run_one_and_many);
 	tcase_add_test(tc, test_query_update_run_moved_document_matches_once);
+	tcase_add_test(tc, test_query_update_run_entries_from_the_plan);
 	tcase_add_test(tc, test_query_update_run_upsert_and_replacement);
 	tcase_add_test(tc, test_query_update_run_error_changes_nothing);
 	tcase_add_test(tc, test_query_delete_run_one_and_many);
