@@ -1383,9 +1383,42 @@ out:
 	return rc;
 }
 
+static int create(struct store_txn *t, int64_t coll, const bson_t *spec, char *name_out,
+		  size_t name_cap, void (*progress)(void *ctx, int64_t done, int64_t total),
+		  void *ctx, struct dfs_err *err);
+
 int store_index_create(struct store_txn *t, int64_t coll, const bson_t *spec, char *name_out,
 		       size_t name_cap, void (*progress)(void *ctx, int64_t done, int64_t total),
 		       void *ctx, struct dfs_err *err)
+{
+	int rc, src;
+
+	if (!t->write)
+		return create(t, coll, spec, name_out, name_cap, progress, ctx, err);
+	/* A failure leaves the caller's transaction as it was: the definition, the entries
+	 * built so far and the version bump all go. */
+	src = sqlite3_exec(t->c->h, "SAVEPOINT ix_create", NULL, NULL, NULL);
+	if (src != SQLITE_OK)
+		return store__sqlerr(t, src, "create index", err);
+	rc = create(t, coll, spec, name_out, name_cap, progress, ctx, err);
+	if (rc) {
+		src = sqlite3_exec(t->c->h, "ROLLBACK TO ix_create", NULL, NULL, NULL);
+		store__ix_invalidate(t);
+		if (src != SQLITE_OK) {
+			dfs_err_prefix(err, "create index: cannot roll back (%s): ",
+				       sqlite3_errmsg(t->c->h));
+			return rc;
+		}
+	}
+	src = sqlite3_exec(t->c->h, "RELEASE ix_create", NULL, NULL, NULL);
+	if (src != SQLITE_OK && !rc)
+		return store__sqlerr(t, src, "create index", err);
+	return rc;
+}
+
+static int create(struct store_txn *t, int64_t coll, const bson_t *spec, char *name_out,
+		  size_t name_cap, void (*progress)(void *ctx, int64_t done, int64_t total),
+		  void *ctx, struct dfs_err *err)
 {
 	struct store_index ix, *all = NULL;
 	bson_t *stored = NULL;

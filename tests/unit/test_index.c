@@ -1315,6 +1315,46 @@ START_TEST(test_store_db_get_migrates_schema_2)
 }
 END_TEST
 
+/* A failed create leaves the caller's transaction as it was: the caller may go on and commit
+ * (its own writes stay, the definition and its entries do not). */
+START_TEST(test_store_index_create_failure_leaves_the_transaction)
+{
+	int64_t c = make_coll("items");
+	struct dfs_err err = {0};
+	struct store_txn *t;
+	struct store_index *ixs;
+	bson_t *spec = parse("{\"key\": {\"price\": 1}, \"unique\": true}");
+	int n;
+
+	put_ok(c, "1.json", "{\"price\": 5}");
+	put_ok(c, "2.json", "{\"price\": 5.0}");
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	ck_assert_int_eq(
+		store_doc_write_text(t, c, "3.json", "{\"price\": 7}", 12, &attrs, NULL, &err), 0);
+	ck_assert_int_eq(store_index_create(t, c, spec, NULL, 0, NULL, NULL, &err), DFS_EEXIST);
+	/* the same transaction goes on: a write, then a commit */
+	ck_assert_int_eq(
+		store_doc_write_text(t, c, "4.json", "{\"price\": 8}", 12, &attrs, NULL, &err), 0);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	ck_assert_int_eq(store_txn_begin(db, false, &t, &err), 0);
+	ck_assert_int_eq(store_index_list(t, c, &ixs, &n, &err), 0);
+	ck_assert_int_eq(n, 1);
+	store_index_list_free(ixs, n);
+	store_txn_abort(t);
+	id_of(c, "3.json");
+	id_of(c, "4.json");
+	{
+		struct problems pr = {0};
+
+		ck_assert_msg(store_check(st, on_problem, &pr, &err) == 0, "%s", pr.last);
+	}
+	/* and the index can be created once the duplicate is gone */
+	del(c, "2.json");
+	mkix_ok(c, "{\"key\": {\"price\": 1}, \"unique\": true}");
+	bson_destroy(spec);
+}
+END_TEST
+
 /* ---- property test ----------------------------------------------------------------- */
 
 /* A random value for field a/b: a small int, a string, null, an array of them, or none. */
@@ -1682,6 +1722,7 @@ static Suite *index_suite(void)
 	tcase_add_test(tc, test_store_index_create_rejects_bad_specs);
 	tcase_add_test(tc, test_store_index_create_limit_is_64);
 	tcase_add_test(tc, test_store_index_create_unique_over_duplicates_fails);
+	tcase_add_test(tc, test_store_index_create_failure_leaves_the_transaction);
 	tcase_add_test(tc, test_store_doc_write_text_unique_clash_changes_nothing);
 	tcase_add_test(tc, test_store_entry_rename_unique_clash_is_eexist);
 	tcase_add_test(tc, test_store_doc_write_text_key_errors);
