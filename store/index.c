@@ -49,6 +49,11 @@
  *    it reads a group of equal K into memory and returns it reversed; a group longer than
  *    TIE_BUF is read by a forward scan of [K, K+0xFF) instead, after which the reverse scan
  *    goes on below K. Memory stays bounded by TIE_BUF entries.
+ * 7. An index build collects the entries of up to BUILD_MEM bytes, sorts them by key and
+ *    inserts them in that order, so the B-tree grows at its right edge instead of at random
+ *    pages (a collection up to a few million documents is one chunk). The unique check of a
+ *    chunk compares neighbours after the sort; from the second chunk on it also probes the
+ *    entries already inserted.
  */
 #include "store_int.h"
 
@@ -64,6 +69,7 @@
 #define DIFF_MAX 512		/* pending entries up to which an update is diffed */
 #define ID_SUFFIX_LEN 4		/* bytes of the trailing _id key length (note 1) */
 #define TIE_BUF 64		/* equal keys a reverse scan reorders in memory (note 6) */
+#define BUILD_MEM (128u << 20)	/* bytes of entries an index build sorts at once (note 7) */
 
 /* The length of the index key K of a stored key (note 1); len when it has no suffix. */
 static size_t key_part(const uint8_t *key, size_t len)
@@ -1316,6 +1322,99 @@ static int64_t mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* An entry of a build, its key and vals in the build's arena. */
+struct bent {
+	uint64_t pfx; /* the first 8 key bytes, big-endian (zero-padded): sorts first */
+	size_t off;   /* key bytes, then vals bytes, in the arena */
+	uint32_t klen, vlen;
+	int64_t id;
+	const uint8_t *key; /* set just before sorting */
+};
+
+struct build_state {
+	struct store_txn *t;
+	int64_t coll;
+	struct store_index *ix;
+	struct dfs_buf arena;
+	struct bent *e;
+	size_t n, cap;
+	bool flushed;	   /* entries of an earlier chunk are in the index */
+	sqlite3_stmt *ins; /* Owned: a plain INSERT (the entries are new: nothing to replace) */
+};
+
+static int bent_cmp(const void *pa, const void *pb)
+{
+	const struct bent *a = pa, *b = pb;
+	size_t n = a->klen < b->klen ? a->klen : b->klen;
+	int c;
+
+	if (a->pfx != b->pfx)
+		return a->pfx < b->pfx ? -1 : 1;
+	c = n > 8 ? memcmp(a->key + 8, b->key + 8, n - 8) : 0;
+	if (c)
+		return c;
+	if (a->klen != b->klen)
+		return a->klen < b->klen ? -1 : 1;
+	return a->id < b->id ? -1 : a->id > b->id;
+}
+
+/* Sorts the entries collected and inserts them in key order (note 7). */
+static int build_flush(struct build_state *b, struct dfs_err *err)
+{
+	int rc;
+
+	if (!b->ins) {
+		rc = sqlite3_prepare_v3(
+			b->t->c->h, "INSERT INTO ikeys(ix, key, id, vals) VALUES(?1, ?2, ?3, ?4)",
+			-1, 0, &b->ins, NULL);
+		if (rc != SQLITE_OK)
+			return store__sqlerr(b->t, rc, "insert index entry", err);
+	}
+	for (size_t i = 0; i < b->n; i++) {
+		struct bent *e = &b->e[i];
+
+		e->key = (const uint8_t *)b->arena.data + e->off;
+		e->pfx = 0;
+		for (size_t j = 0; j < 8; j++)
+			e->pfx = e->pfx << 8 | (j < e->klen ? e->key[j] : 0);
+	}
+	qsort(b->e, b->n, sizeof(*b->e), bent_cmp);
+	for (size_t i = 0; i < b->n; i++) {
+		const struct bent *e = &b->e[i];
+		const uint8_t *vals = e->key + e->klen;
+
+		if (b->ix->unique) {
+			rc = 0;
+			if (i > 0) {
+				const struct bent *p = &b->e[i - 1];
+				size_t kp = key_part(p->key, p->klen),
+				       ke = key_part(e->key, e->klen);
+
+				if (kp == ke && p->id != e->id && memcmp(p->key, e->key, ke) == 0)
+					rc = DFS_EEXIST;
+			}
+			if (!rc && b->flushed)
+				rc = unique_probe(b->t, b->ix->ixid, e->key, e->klen, e->id, err);
+			if (rc == DFS_EEXIST)
+				return dup_error(b->t, b->coll, b->ix, vals, e->vlen, err);
+			if (rc)
+				return rc;
+		}
+		sqlite3_bind_int64(b->ins, 1, b->ix->ixid);
+		sqlite3_bind_blob(b->ins, 2, e->key, (int)e->klen, SQLITE_STATIC);
+		sqlite3_bind_int64(b->ins, 3, e->id);
+		sqlite3_bind_blob(b->ins, 4, vals, (int)e->vlen, SQLITE_STATIC);
+		rc = sqlite3_step(b->ins);
+		sqlite3_reset(b->ins);
+		if (rc != SQLITE_DONE)
+			return store__sqlerr(b->t, rc, "insert index entry", err);
+	}
+	b->n = 0;
+	dfs_buf_reset(&b->arena);
+	b->flushed = true;
+	return 0;
+}
+
 /* Builds the entries of the new index ix over the documents of coll. */
 static int build(struct store_txn *t, int64_t coll, struct store_index *ix,
 		 void (*progress)(void *ctx, int64_t done, int64_t total), void *ctx,
@@ -1323,6 +1422,7 @@ static int build(struct store_txn *t, int64_t coll, struct store_index *ix,
 {
 	struct store_cursor *cur = NULL;
 	struct store__ixkeys k;
+	struct build_state b = {.t = t, .coll = coll, .ix = ix};
 	void *partial = NULL;
 	int64_t total = 0, done = 0, id;
 	uint32_t mk = 0;
@@ -1330,6 +1430,7 @@ static int build(struct store_txn *t, int64_t coll, struct store_index *ix,
 	int rc;
 
 	store__ixkeys_init(&k);
+	dfs_buf_init(&b.arena);
 	if ((rc = compile_partial(ix, &partial, err)))
 		goto out;
 	if (progress && (rc = store_coll_count(t, coll, &total, NULL, err)))
@@ -1339,38 +1440,44 @@ static int build(struct store_txn *t, int64_t coll, struct store_index *ix,
 	while ((rc = store_cursor_next(cur, &doc, &id, err)) == 0) {
 		if ((rc = store__ix_keys(ix, partial, &doc, &k, err))) {
 			bson_iter_t it;
-			struct dfs_buf b;
+			struct dfs_buf eb;
 
-			dfs_buf_init(&b);
+			dfs_buf_init(&eb);
 			if (bson_iter_init_find(&it, &doc, "_id"))
-				store_codec_render_value(bson_iter_value(&it), &b, NULL);
-			dfs_err_prefix(err, "document _id %s: ", b.data ? b.data : "?");
-			dfs_buf_release(&b);
+				store_codec_render_value(bson_iter_value(&it), &eb, NULL);
+			dfs_err_prefix(err, "document _id %s: ", eb.data ? eb.data : "?");
+			dfs_buf_release(&eb);
 			goto out;
 		}
 		mk |= k.multikey;
 		for (size_t e = 0; e < k.n; e++) {
-			const char *key = k.buf.data + k.e[e].koff;
+			struct bent *be;
 
-			if (ix->unique) {
-				rc = unique_probe(t, ix->ixid, key, k.e[e].klen, id, err);
-				if (rc == DFS_EEXIST)
-					rc = dup_error(t, coll, ix,
-						       (const uint8_t *)k.buf.data + k.e[e].voff,
-						       k.e[e].vlen, err);
-				if (rc)
-					goto out;
+			if (b.n == b.cap) {
+				b.cap = b.cap ? b.cap * 2 : 4096;
+				b.e = realloc(b.e, b.cap * sizeof(*b.e));
+				if (!b.e)
+					abort();
 			}
-			if ((rc = entry_write(t, ix->ixid, true, key, k.e[e].klen, id,
-					      k.buf.data + k.e[e].voff, k.e[e].vlen, err)))
-				goto out;
+			be = &b.e[b.n++];
+			be->off = b.arena.len;
+			be->klen = (uint32_t)k.e[e].klen;
+			be->vlen = (uint32_t)k.e[e].vlen;
+			be->id = id;
+			dfs_buf_append(&b.arena, k.buf.data + k.e[e].koff, k.e[e].klen);
+			dfs_buf_append(&b.arena, k.buf.data + k.e[e].voff, k.e[e].vlen);
 		}
+		if (b.arena.len + b.n * sizeof(*b.e) >= BUILD_MEM && (rc = build_flush(&b, err)))
+			goto out;
 		if (++done % BUILD_PROGRESS == 0 && progress)
 			progress(ctx, done, total);
 	}
 	if (rc != DFS_ENOENT)
 		goto out;
-	rc = 0;
+	store_cursor_free(cur);
+	cur = NULL;
+	if ((rc = build_flush(&b, err)))
+		goto out;
 	if (progress)
 		progress(ctx, done, total);
 	if (mk)
@@ -1380,6 +1487,9 @@ out:
 	if (partial && hooks.free)
 		hooks.free(partial);
 	store__ixkeys_release(&k);
+	dfs_buf_release(&b.arena);
+	free(b.e);
+	sqlite3_finalize(b.ins);
 	return rc;
 }
 
