@@ -1200,6 +1200,13 @@ static int sort_fields(const bson_t *spec, struct sortf *f, int cap)
 	return n;
 }
 
+/* Is s one point [v, v]? */
+static bool single_point(const struct plan__ivals *s)
+{
+	return s->n == 1 && s->iv[0].lo_in && s->iv[0].hi_in &&
+	       store_value_compare(&s->iv[0].lo, &s->iv[0].hi) == 0;
+}
+
 /* Does ix give the sort order after its equality prefix? *backward: scan it reversed. */
 static bool index_sorts(const struct store_index *ix, const struct ixbounds *b,
 			const struct sortf *sf, int nsf, bool *backward)
@@ -1219,7 +1226,17 @@ static bool index_sorts(const struct store_index *ix, const struct ixbounds *b,
 			sign = s;
 		}
 		/* the fields of the prefix skipped must be single points (eqprefix) and the
-		 * sort fields must be applied or unbounded, which they always are */
+		 * sort fields must be applied or unbounded, which they always are. Ties of the
+		 * sort fields must come in _id order, as SORT breaks them (index.c note 1):
+		 * a later field breaks them first unless it is a single point, or _id itself
+		 * scanned ascending (after which nothing ties). */
+		for (int i = p + nsf; i < ix->nfields && ok; i++) {
+			const struct store_index_field *f = &ix->field[i];
+
+			if (f->dir != 0 && !strcmp(f->path, "_id") && f->dir * sign > 0)
+				break;
+			ok = single_point(&b->fb[i]);
+		}
 		if (ok) {
 			*backward = sign < 0;
 			return true;

@@ -137,7 +137,8 @@ static const char *const stmt_sql[ST__COUNT] = {
 	[ST_IX_BUMP] = "UPDATE colls SET ixver = ixver + 1 WHERE id = ?1",
 	[ST_IKEY_INSERT] = "INSERT OR REPLACE INTO ikeys(ix, key, id, vals) VALUES(?1, ?2, ?3, ?4)",
 	[ST_IKEY_DELETE] = "DELETE FROM ikeys WHERE ix = ?1 AND key = ?2 AND id = ?3",
-	[ST_IKEY_DUP] = "SELECT id FROM ikeys WHERE ix = ?1 AND key = ?2 AND id <> ?3 LIMIT 1",
+	[ST_IKEY_DUP] = "SELECT id FROM ikeys WHERE ix = ?1 AND key >= ?2 AND key < ?4"
+			" AND id <> ?3 LIMIT 1",
 	[ST_IKEY_DROP] = "DELETE FROM ikeys WHERE ix = ?1",
 };
 
@@ -485,12 +486,12 @@ static int db_init_schema(struct store *s, struct store__conn *c, const char *na
 			exec_sql(c->h, "COMMIT", NULL);
 			return 0;
 		}
-		if (uv == 1) {
-			if (exec_sql(c->h, migrate_1_2_sql, err))
-				goto fail;
-			if (store__ix_migrate(c, name, err))
-				goto fail;
-		}
+		if (uv == 1 && exec_sql(c->h, migrate_1_2_sql, err))
+			goto fail;
+		/* 1, 2 -> 3: index keys end with the _id key (index.c note 1): rebuild them. */
+		if ((uv == 1 || uv == 2) && (exec_sql(c->h, "DELETE FROM ikeys", err) ||
+					     store__ix_migrate(c, name, err)))
+			goto fail;
 	}
 	if (exec_sql(c->h, schema_sql, err))
 		goto fail;

@@ -9,6 +9,13 @@
  *    secondary index; ixid comes from the database's id counter and names the entries.
  *    ikeys(ix, key, id, vals) WITHOUT ROWID, primary key (ix, key, id): one row per entry,
  *    so a range of keys is a B-tree range and a unique check is one probe of (ix, key).
+ *    The stored key is the index key K, then the document's _id key (store_key_append,
+ *    ascending), then the length of that _id key (4 bytes, big-endian): entries with equal
+ *    K follow in _id order, the order in which the SORT stage breaks ties, so an index that
+ *    provides a sort returns what a scan and sort return (schema 3). K is prefix-free and
+ *    no key byte after a K is 0xFF, so a byte range of K prefixes ("[K, K+0xFF)") holds
+ *    exactly the entries of those K whatever the suffix; the trailing length lets a scan
+ *    find K in a stored key without decoding it. Callers of the scan see K only.
  *    colls.ixver is the per-collection index version. The _id_ index has no rows: it is
  *    docs(coll, key) through the docs_key index.
  * 2. Key generation (store__ix_keys), for each field path of the key pattern:
@@ -37,6 +44,16 @@
  *    write. Index creation, drop and collection drop/empty invalidate the cache.
  * 5. The filter hooks are a process global set once at startup, before any store is opened,
  *    and read without locks afterwards.
+ * 6. A reverse scan of a secondary index returns equal keys in ascending _id order (as the
+ *    SORT stage of a descending sort breaks ties), although the B-tree runs them backwards:
+ *    it reads a group of equal K into memory and returns it reversed; a group longer than
+ *    TIE_BUF is read by a forward scan of [K, K+0xFF) instead, after which the reverse scan
+ *    goes on below K. Memory stays bounded by TIE_BUF entries.
+ * 7. An index build collects the entries of up to BUILD_MEM bytes, sorts them by key and
+ *    inserts them in that order, so the B-tree grows at its right edge instead of at random
+ *    pages (a collection up to a few million documents is one chunk). The unique check of a
+ *    chunk compares neighbours after the sort; from the second chunk on it also probes the
+ *    entries already inserted.
  */
 #include "store_int.h"
 
@@ -50,6 +67,23 @@
 #define BUILD_PROGRESS 4096	/* documents between progress calls */
 #define TTL_BATCH 4096		/* documents deleted per sweep transaction */
 #define DIFF_MAX 512		/* pending entries up to which an update is diffed */
+#define ID_SUFFIX_LEN 4		/* bytes of the trailing _id key length (note 1) */
+#define TIE_BUF 64		/* equal keys a reverse scan reorders in memory (note 6) */
+#define BUILD_MEM (128u << 20)	/* bytes of entries an index build sorts at once (note 7) */
+
+/* The length of the index key K of a stored key (note 1); len when it has no suffix. */
+static size_t key_part(const uint8_t *key, size_t len)
+{
+	uint32_t n;
+
+	if (len < ID_SUFFIX_LEN)
+		return len;
+	n = (uint32_t)key[len - 4] << 24 | (uint32_t)key[len - 3] << 16 |
+	    (uint32_t)key[len - 2] << 8 | (uint32_t)key[len - 1];
+	if ((size_t)n + ID_SUFFIX_LEN > len)
+		return len;
+	return len - ID_SUFFIX_LEN - n;
+}
 
 static struct store_filter_hooks hooks; /* note 5 */
 static bool hooks_set;
@@ -730,7 +764,9 @@ int store__ix_keys(const struct store_index *ix, const void *partial, const bson
 	struct fieldvals fv[STORE_IX_MAX_FIELDS];
 	struct fieldkeys fk[STORE_IX_MAX_FIELDS];
 	size_t idx[STORE_IX_MAX_FIELDS];
-	size_t total = 1;
+	size_t total = 1, idlen;
+	bson_iter_t idit;
+	bson_value_t null_id = {.value_type = BSON_TYPE_NULL};
 	bool any_found = false;
 	int rc = 0, nf = ix->nfields;
 
@@ -744,6 +780,17 @@ int store__ix_keys(const struct store_index *ix, const void *partial, const bson
 		if (!hooks.match(partial, doc))
 			return 0;
 	}
+	/* The _id suffix of every key (note 1), kept at the start of buf. */
+	if ((rc = store_key_append(&out->buf,
+				   bson_iter_init_find(&idit, doc, "_id") ? bson_iter_value(&idit)
+									  : &null_id,
+				   false, err)))
+		return dfs_err_prefix(err, "index '%s': _id: ", ix->name);
+	idlen = out->buf.len;
+	dfs_buf_putc(&out->buf, (char)(idlen >> 24));
+	dfs_buf_putc(&out->buf, (char)(idlen >> 16));
+	dfs_buf_putc(&out->buf, (char)(idlen >> 8));
+	dfs_buf_putc(&out->buf, (char)idlen);
 	memset(fv, 0, sizeof(fv[0]) * (size_t)nf);
 	memset(fk, 0, sizeof(fk[0]) * (size_t)nf);
 	for (int f = 0; f < nf; f++) {
@@ -793,6 +840,9 @@ int store__ix_keys(const struct store_index *ix, const void *partial, const bson
 					 ix->name, klen, DFS_MAX_KEY_SIZE);
 			goto done;
 		}
+		dfs_buf_reserve(&out->buf, idlen + ID_SUFFIX_LEN);
+		dfs_buf_append(&out->buf, out->buf.data, idlen + ID_SUFFIX_LEN);
+		klen = out->buf.len - koff;
 		bson_init(&vals);
 		for (int f = 0; f < nf; f++) {
 			int nl = snprintf(num, sizeof(num), "%d", f);
@@ -984,13 +1034,19 @@ static int unique_probe(struct store_txn *t, int64_t ixid, const void *key, size
 			struct dfs_err *err)
 {
 	sqlite3_stmt *st = store__stmt(t, ST_IKEY_DUP, err);
+	size_t k = key_part(key, klen);
+	uint8_t hi[DFS_MAX_KEY_SIZE + 1];
 	int rc;
 
 	if (!st)
 		return err ? err->code : DFS_EIO;
+	/* The entries of K whatever their _id suffix: [K, K+0xFF) (note 1). */
+	memcpy(hi, key, k);
+	hi[k] = 0xff;
 	sqlite3_bind_int64(st, 1, ixid);
-	sqlite3_bind_blob(st, 2, key, (int)klen, SQLITE_STATIC);
+	sqlite3_bind_blob(st, 2, key, (int)k, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 3, id);
+	sqlite3_bind_blob(st, 4, hi, (int)k + 1, SQLITE_STATIC);
 	rc = sqlite3_step(st);
 	sqlite3_reset(st);
 	if (rc == SQLITE_ROW)
@@ -1266,6 +1322,99 @@ static int64_t mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* An entry of a build, its key and vals in the build's arena. */
+struct bent {
+	uint64_t pfx; /* the first 8 key bytes, big-endian (zero-padded): sorts first */
+	size_t off;   /* key bytes, then vals bytes, in the arena */
+	uint32_t klen, vlen;
+	int64_t id;
+	const uint8_t *key; /* set just before sorting */
+};
+
+struct build_state {
+	struct store_txn *t;
+	int64_t coll;
+	struct store_index *ix;
+	struct dfs_buf arena;
+	struct bent *e;
+	size_t n, cap;
+	bool flushed;	   /* entries of an earlier chunk are in the index */
+	sqlite3_stmt *ins; /* Owned: a plain INSERT (the entries are new: nothing to replace) */
+};
+
+static int bent_cmp(const void *pa, const void *pb)
+{
+	const struct bent *a = pa, *b = pb;
+	size_t n = a->klen < b->klen ? a->klen : b->klen;
+	int c;
+
+	if (a->pfx != b->pfx)
+		return a->pfx < b->pfx ? -1 : 1;
+	c = n > 8 ? memcmp(a->key + 8, b->key + 8, n - 8) : 0;
+	if (c)
+		return c;
+	if (a->klen != b->klen)
+		return a->klen < b->klen ? -1 : 1;
+	return a->id < b->id ? -1 : a->id > b->id;
+}
+
+/* Sorts the entries collected and inserts them in key order (note 7). */
+static int build_flush(struct build_state *b, struct dfs_err *err)
+{
+	int rc;
+
+	if (!b->ins) {
+		rc = sqlite3_prepare_v3(
+			b->t->c->h, "INSERT INTO ikeys(ix, key, id, vals) VALUES(?1, ?2, ?3, ?4)",
+			-1, 0, &b->ins, NULL);
+		if (rc != SQLITE_OK)
+			return store__sqlerr(b->t, rc, "insert index entry", err);
+	}
+	for (size_t i = 0; i < b->n; i++) {
+		struct bent *e = &b->e[i];
+
+		e->key = (const uint8_t *)b->arena.data + e->off;
+		e->pfx = 0;
+		for (size_t j = 0; j < 8; j++)
+			e->pfx = e->pfx << 8 | (j < e->klen ? e->key[j] : 0);
+	}
+	qsort(b->e, b->n, sizeof(*b->e), bent_cmp);
+	for (size_t i = 0; i < b->n; i++) {
+		const struct bent *e = &b->e[i];
+		const uint8_t *vals = e->key + e->klen;
+
+		if (b->ix->unique) {
+			rc = 0;
+			if (i > 0) {
+				const struct bent *p = &b->e[i - 1];
+				size_t kp = key_part(p->key, p->klen),
+				       ke = key_part(e->key, e->klen);
+
+				if (kp == ke && p->id != e->id && memcmp(p->key, e->key, ke) == 0)
+					rc = DFS_EEXIST;
+			}
+			if (!rc && b->flushed)
+				rc = unique_probe(b->t, b->ix->ixid, e->key, e->klen, e->id, err);
+			if (rc == DFS_EEXIST)
+				return dup_error(b->t, b->coll, b->ix, vals, e->vlen, err);
+			if (rc)
+				return rc;
+		}
+		sqlite3_bind_int64(b->ins, 1, b->ix->ixid);
+		sqlite3_bind_blob(b->ins, 2, e->key, (int)e->klen, SQLITE_STATIC);
+		sqlite3_bind_int64(b->ins, 3, e->id);
+		sqlite3_bind_blob(b->ins, 4, vals, (int)e->vlen, SQLITE_STATIC);
+		rc = sqlite3_step(b->ins);
+		sqlite3_reset(b->ins);
+		if (rc != SQLITE_DONE)
+			return store__sqlerr(b->t, rc, "insert index entry", err);
+	}
+	b->n = 0;
+	dfs_buf_reset(&b->arena);
+	b->flushed = true;
+	return 0;
+}
+
 /* Builds the entries of the new index ix over the documents of coll. */
 static int build(struct store_txn *t, int64_t coll, struct store_index *ix,
 		 void (*progress)(void *ctx, int64_t done, int64_t total), void *ctx,
@@ -1273,6 +1422,7 @@ static int build(struct store_txn *t, int64_t coll, struct store_index *ix,
 {
 	struct store_cursor *cur = NULL;
 	struct store__ixkeys k;
+	struct build_state b = {.t = t, .coll = coll, .ix = ix};
 	void *partial = NULL;
 	int64_t total = 0, done = 0, id;
 	uint32_t mk = 0;
@@ -1280,6 +1430,7 @@ static int build(struct store_txn *t, int64_t coll, struct store_index *ix,
 	int rc;
 
 	store__ixkeys_init(&k);
+	dfs_buf_init(&b.arena);
 	if ((rc = compile_partial(ix, &partial, err)))
 		goto out;
 	if (progress && (rc = store_coll_count(t, coll, &total, NULL, err)))
@@ -1289,38 +1440,44 @@ static int build(struct store_txn *t, int64_t coll, struct store_index *ix,
 	while ((rc = store_cursor_next(cur, &doc, &id, err)) == 0) {
 		if ((rc = store__ix_keys(ix, partial, &doc, &k, err))) {
 			bson_iter_t it;
-			struct dfs_buf b;
+			struct dfs_buf eb;
 
-			dfs_buf_init(&b);
+			dfs_buf_init(&eb);
 			if (bson_iter_init_find(&it, &doc, "_id"))
-				store_codec_render_value(bson_iter_value(&it), &b, NULL);
-			dfs_err_prefix(err, "document _id %s: ", b.data ? b.data : "?");
-			dfs_buf_release(&b);
+				store_codec_render_value(bson_iter_value(&it), &eb, NULL);
+			dfs_err_prefix(err, "document _id %s: ", eb.data ? eb.data : "?");
+			dfs_buf_release(&eb);
 			goto out;
 		}
 		mk |= k.multikey;
 		for (size_t e = 0; e < k.n; e++) {
-			const char *key = k.buf.data + k.e[e].koff;
+			struct bent *be;
 
-			if (ix->unique) {
-				rc = unique_probe(t, ix->ixid, key, k.e[e].klen, id, err);
-				if (rc == DFS_EEXIST)
-					rc = dup_error(t, coll, ix,
-						       (const uint8_t *)k.buf.data + k.e[e].voff,
-						       k.e[e].vlen, err);
-				if (rc)
-					goto out;
+			if (b.n == b.cap) {
+				b.cap = b.cap ? b.cap * 2 : 4096;
+				b.e = realloc(b.e, b.cap * sizeof(*b.e));
+				if (!b.e)
+					abort();
 			}
-			if ((rc = entry_write(t, ix->ixid, true, key, k.e[e].klen, id,
-					      k.buf.data + k.e[e].voff, k.e[e].vlen, err)))
-				goto out;
+			be = &b.e[b.n++];
+			be->off = b.arena.len;
+			be->klen = (uint32_t)k.e[e].klen;
+			be->vlen = (uint32_t)k.e[e].vlen;
+			be->id = id;
+			dfs_buf_append(&b.arena, k.buf.data + k.e[e].koff, k.e[e].klen);
+			dfs_buf_append(&b.arena, k.buf.data + k.e[e].voff, k.e[e].vlen);
 		}
+		if (b.arena.len + b.n * sizeof(*b.e) >= BUILD_MEM && (rc = build_flush(&b, err)))
+			goto out;
 		if (++done % BUILD_PROGRESS == 0 && progress)
 			progress(ctx, done, total);
 	}
 	if (rc != DFS_ENOENT)
 		goto out;
-	rc = 0;
+	store_cursor_free(cur);
+	cur = NULL;
+	if ((rc = build_flush(&b, err)))
+		goto out;
 	if (progress)
 		progress(ctx, done, total);
 	if (mk)
@@ -1330,12 +1487,48 @@ out:
 	if (partial && hooks.free)
 		hooks.free(partial);
 	store__ixkeys_release(&k);
+	dfs_buf_release(&b.arena);
+	free(b.e);
+	sqlite3_finalize(b.ins);
 	return rc;
 }
+
+static int create(struct store_txn *t, int64_t coll, const bson_t *spec, char *name_out,
+		  size_t name_cap, void (*progress)(void *ctx, int64_t done, int64_t total),
+		  void *ctx, struct dfs_err *err);
 
 int store_index_create(struct store_txn *t, int64_t coll, const bson_t *spec, char *name_out,
 		       size_t name_cap, void (*progress)(void *ctx, int64_t done, int64_t total),
 		       void *ctx, struct dfs_err *err)
+{
+	int rc, src;
+
+	if (!t->write)
+		return create(t, coll, spec, name_out, name_cap, progress, ctx, err);
+	/* A failure leaves the caller's transaction as it was: the definition, the entries
+	 * built so far and the version bump all go. */
+	src = sqlite3_exec(t->c->h, "SAVEPOINT ix_create", NULL, NULL, NULL);
+	if (src != SQLITE_OK)
+		return store__sqlerr(t, src, "create index", err);
+	rc = create(t, coll, spec, name_out, name_cap, progress, ctx, err);
+	if (rc) {
+		src = sqlite3_exec(t->c->h, "ROLLBACK TO ix_create", NULL, NULL, NULL);
+		store__ix_invalidate(t);
+		if (src != SQLITE_OK) {
+			dfs_err_prefix(err, "create index: cannot roll back (%s): ",
+				       sqlite3_errmsg(t->c->h));
+			return rc;
+		}
+	}
+	src = sqlite3_exec(t->c->h, "RELEASE ix_create", NULL, NULL, NULL);
+	if (src != SQLITE_OK && !rc)
+		return store__sqlerr(t, src, "create index", err);
+	return rc;
+}
+
+static int create(struct store_txn *t, int64_t coll, const bson_t *spec, char *name_out,
+		  size_t name_cap, void (*progress)(void *ctx, int64_t done, int64_t total),
+		  void *ctx, struct dfs_err *err)
 {
 	struct store_index ix, *all = NULL;
 	bson_t *stored = NULL;
@@ -1542,12 +1735,29 @@ done:
 
 /* ---- scans and FETCH --------------------------------------------------------------- */
 
+struct tie {
+	size_t koff, klen, voff, vlen; /* in tbuf */
+	int64_t id;
+};
+
 struct store_ixscan {
 	struct store_txn *t; /* Borrowed */
 	int64_t coll, ixid;
 	bool reverse;
 	sqlite3_stmt *st[2]; /* Owned: [0] bounded above, [1] not */
 	sqlite3_stmt *cur;   /* Borrowed: one of st */
+	bool done;	     /* cur returned SQLITE_DONE (stepping again would restart it) */
+	/* A reverse scan of a secondary index (note 6): */
+	bool ties;	   /* reorder equal keys into _id order */
+	struct dfs_buf lo; /* the range's lower bound (has_lo) */
+	bool has_lo;
+	struct dfs_buf tbuf; /* the rows of tie[], then the row read ahead */
+	struct tie tie[TIE_BUF], ahead;
+	int ntie;	   /* rows of the current group still to return: tie[ntie - 1] next */
+	bool has_ahead;	   /* ahead holds the first row of the next group */
+	sqlite3_stmt *grp; /* Owned: forward scan of one long group [K, K+0xFF) */
+	bool in_grp;	   /* rows come from grp */
+	struct dfs_buf gk; /* K of that group */
 };
 
 static const char *scan_sql(bool id, bool hi, bool reverse)
@@ -1583,6 +1793,10 @@ int store_ixscan_open(struct store_txn *t, int64_t coll, const struct store_inde
 	s->coll = coll;
 	s->ixid = ix->ixid;
 	s->reverse = reverse;
+	s->ties = reverse && ix->ixid != 0;
+	dfs_buf_init(&s->lo);
+	dfs_buf_init(&s->tbuf);
+	dfs_buf_init(&s->gk);
 	if ((rc = store_ixscan_range(s, NULL, 0, NULL, 0, err))) {
 		store_ixscan_free(s);
 		return rc;
@@ -1591,8 +1805,9 @@ int store_ixscan_open(struct store_txn *t, int64_t coll, const struct store_inde
 	return 0;
 }
 
-int store_ixscan_range(struct store_ixscan *s, const uint8_t *lo, size_t lolen, const uint8_t *hi,
-		       size_t hilen, struct dfs_err *err)
+/* Points cur at [lo, hi) in the scan's direction (hi NULL: unbounded). */
+static int bind_range(struct store_ixscan *s, const uint8_t *lo, size_t lolen, const uint8_t *hi,
+		      size_t hilen, struct dfs_err *err)
 {
 	int w = hi ? 0 : 1;
 	int rc;
@@ -1604,6 +1819,7 @@ int store_ixscan_range(struct store_ixscan *s, const uint8_t *lo, size_t lolen, 
 			return store__sqlerr(s->t, rc, "index scan", err);
 	}
 	s->cur = s->st[w];
+	s->done = false;
 	sqlite3_reset(s->cur);
 	sqlite3_clear_bindings(s->cur);
 	sqlite3_bind_int64(s->cur, 1, s->ixid ? s->ixid : s->coll);
@@ -1616,23 +1832,37 @@ int store_ixscan_range(struct store_ixscan *s, const uint8_t *lo, size_t lolen, 
 	return 0;
 }
 
-int store_ixscan_next(struct store_ixscan *s, struct store_ixkey *out, struct dfs_err *err)
+int store_ixscan_range(struct store_ixscan *s, const uint8_t *lo, size_t lolen, const uint8_t *hi,
+		       size_t hilen, struct dfs_err *err)
 {
-	int rc = sqlite3_step(s->cur);
+	s->ntie = 0;
+	s->has_ahead = false;
+	s->in_grp = false;
+	if (s->grp)
+		sqlite3_reset(s->grp);
+	if (s->ties) {
+		dfs_buf_reset(&s->lo);
+		s->has_lo = lo != NULL;
+		if (lo)
+			dfs_buf_append(&s->lo, lo, lolen);
+	}
+	return bind_range(s, lo, lolen, hi, hilen, err);
+}
 
-	if (rc == SQLITE_DONE)
-		return DFS_ENOENT;
-	if (rc != SQLITE_ROW)
-		return store__sqlerr(s->t, rc, "index scan", err);
-	out->key = sqlite3_column_blob(s->cur, 0);
-	out->keylen = (size_t)sqlite3_column_bytes(s->cur, 0);
-	out->id = sqlite3_column_int64(s->cur, 1);
+/* Fills out from the current row of st (keys of secondary indexes without their suffix). */
+static int row_out(struct store_ixscan *s, sqlite3_stmt *st, struct store_ixkey *out,
+		   struct dfs_err *err)
+{
+	out->key = sqlite3_column_blob(st, 0);
+	out->keylen = (size_t)sqlite3_column_bytes(st, 0);
+	out->id = sqlite3_column_int64(st, 1);
 	if (s->ixid == 0) {
 		bson_init(&out->vals);
 	} else {
-		const uint8_t *v = sqlite3_column_blob(s->cur, 2);
-		int n = sqlite3_column_bytes(s->cur, 2);
+		const uint8_t *v = sqlite3_column_blob(st, 2);
+		int n = sqlite3_column_bytes(st, 2);
 
+		out->keylen = key_part(out->key, out->keylen);
 		if (n < 5 || !bson_init_static(&out->vals, v, (size_t)n))
 			return dfs_err_set(err, DFS_ECORRUPT,
 					   "index entry of document %lld has bad values",
@@ -1641,12 +1871,169 @@ int store_ixscan_next(struct store_ixscan *s, struct store_ixkey *out, struct df
 	return 0;
 }
 
+/* Steps cur once: SQLITE_ROW, SQLITE_DONE (also on every later call), or an error code. */
+static int step_cur(struct store_ixscan *s)
+{
+	int rc;
+
+	if (s->done)
+		return SQLITE_DONE;
+	rc = sqlite3_step(s->cur);
+	if (rc == SQLITE_DONE)
+		s->done = true;
+	return rc;
+}
+
+/* Copies the current row of cur (its whole key) into tbuf as *e. */
+static void tie_copy(struct store_ixscan *s, struct tie *e)
+{
+	const void *k = sqlite3_column_blob(s->cur, 0), *v = sqlite3_column_blob(s->cur, 2);
+
+	e->klen = (size_t)sqlite3_column_bytes(s->cur, 0);
+	e->vlen = (size_t)sqlite3_column_bytes(s->cur, 2);
+	e->id = sqlite3_column_int64(s->cur, 1);
+	e->koff = s->tbuf.len;
+	dfs_buf_append(&s->tbuf, k, e->klen);
+	e->voff = s->tbuf.len;
+	dfs_buf_append(&s->tbuf, v, e->vlen);
+}
+
+static bool same_k(const struct store_ixscan *s, const struct tie *a, const struct tie *b)
+{
+	const uint8_t *ka = (const uint8_t *)s->tbuf.data + a->koff;
+	const uint8_t *kb = (const uint8_t *)s->tbuf.data + b->koff;
+	size_t la = key_part(ka, a->klen), lb = key_part(kb, b->klen);
+
+	return la == lb && memcmp(ka, kb, la) == 0;
+}
+
+/* The next row of a reverse scan with ties in _id order (note 6). */
+static int next_ties(struct store_ixscan *s, struct store_ixkey *out, struct dfs_err *err)
+{
+	int rc;
+
+	for (;;) {
+		if (s->in_grp) {
+			rc = sqlite3_step(s->grp);
+			if (rc == SQLITE_ROW)
+				return row_out(s, s->grp, out, err);
+			if (rc != SQLITE_DONE)
+				return store__sqlerr(s->t, rc, "index scan", err);
+			/* The group is done: go on below its key. */
+			s->in_grp = false;
+			if ((rc = bind_range(s, s->has_lo ? (const uint8_t *)s->lo.data : NULL,
+					     s->lo.len, (const uint8_t *)s->gk.data, s->gk.len,
+					     err)))
+				return rc;
+		}
+		if (s->ntie > 0) {
+			const struct tie *e = &s->tie[--s->ntie];
+			const uint8_t *v = (const uint8_t *)s->tbuf.data + e->voff;
+
+			out->key = (const uint8_t *)s->tbuf.data + e->koff;
+			out->keylen = key_part(out->key, e->klen);
+			out->id = e->id;
+			if (e->vlen < 5 || !bson_init_static(&out->vals, v, e->vlen))
+				return dfs_err_set(err, DFS_ECORRUPT,
+						   "index entry of document %lld has bad values",
+						   (long long)e->id);
+			return 0;
+		}
+		/* Read the next group: rows of one key K arrive in descending _id order. */
+		{
+			struct tie first;
+
+			if (s->has_ahead) {
+				/* ahead sits at the end of tbuf: move it to the front */
+				size_t k = s->ahead.koff;
+
+				memmove(s->tbuf.data, s->tbuf.data + k, s->tbuf.len - k);
+				s->tbuf.len -= k;
+				s->ahead.koff -= k;
+				s->ahead.voff -= k;
+				first = s->ahead;
+				s->has_ahead = false;
+			} else {
+				rc = step_cur(s);
+				if (rc == SQLITE_DONE)
+					return DFS_ENOENT;
+				if (rc != SQLITE_ROW)
+					return store__sqlerr(s->t, rc, "index scan", err);
+				dfs_buf_reset(&s->tbuf);
+				tie_copy(s, &first);
+			}
+			s->tie[0] = first;
+			s->ntie = 1;
+			while ((rc = step_cur(s)) == SQLITE_ROW) {
+				struct tie e;
+
+				tie_copy(s, &e);
+				if (!same_k(s, &e, &s->tie[0])) {
+					s->ahead = e;
+					s->has_ahead = true;
+					break;
+				}
+				if (s->ntie == TIE_BUF) {
+					/* A long group: scan it forward on its own. */
+					const uint8_t *k =
+						(const uint8_t *)s->tbuf.data + s->tie[0].koff;
+					size_t kl = key_part(k, s->tie[0].klen);
+
+					dfs_buf_reset(&s->gk);
+					dfs_buf_append(&s->gk, k, kl);
+					dfs_buf_putc(&s->gk, (char)0xff);
+					if (!s->grp) {
+						int prc = sqlite3_prepare_v3(
+							s->t->c->h, scan_sql(false, true, false),
+							-1, 0, &s->grp, NULL);
+
+						if (prc != SQLITE_OK)
+							return store__sqlerr(s->t, prc,
+									     "index scan", err);
+					}
+					sqlite3_reset(s->grp);
+					sqlite3_bind_int64(s->grp, 1, s->ixid);
+					sqlite3_bind_blob(s->grp, 2, s->gk.data, (int)kl,
+							  SQLITE_TRANSIENT);
+					sqlite3_bind_blob(s->grp, 3, s->gk.data, (int)kl + 1,
+							  SQLITE_TRANSIENT);
+					s->gk.len = kl; /* resume below K */
+					s->ntie = 0;
+					s->in_grp = true;
+					break;
+				}
+				s->tie[s->ntie++] = e;
+			}
+			if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+				return store__sqlerr(s->t, rc, "index scan", err);
+		}
+	}
+}
+
+int store_ixscan_next(struct store_ixscan *s, struct store_ixkey *out, struct dfs_err *err)
+{
+	int rc;
+
+	if (s->ties)
+		return next_ties(s, out, err);
+	rc = step_cur(s);
+	if (rc == SQLITE_DONE)
+		return DFS_ENOENT;
+	if (rc != SQLITE_ROW)
+		return store__sqlerr(s->t, rc, "index scan", err);
+	return row_out(s, s->cur, out, err);
+}
+
 void store_ixscan_free(struct store_ixscan *s)
 {
 	if (!s)
 		return;
 	sqlite3_finalize(s->st[0]);
 	sqlite3_finalize(s->st[1]);
+	sqlite3_finalize(s->grp);
+	dfs_buf_release(&s->lo);
+	dfs_buf_release(&s->tbuf);
+	dfs_buf_release(&s->gk);
 	free(s);
 }
 
@@ -1973,6 +2360,32 @@ static int64_t int_query(sqlite3 *h, const char *sql, int64_t a)
 	return v;
 }
 
+/* Do two entries of index ixid share their key K (without the _id suffix, note 1)? */
+static bool unique_dups(sqlite3 *h, int64_t ixid)
+{
+	sqlite3_stmt *st;
+	struct dfs_buf prev;
+	bool dup = false, first = true;
+
+	if (sqlite3_prepare_v2(h, "SELECT key FROM ikeys WHERE ix = ?1 ORDER BY key", -1, &st,
+			       NULL) != SQLITE_OK)
+		return false;
+	dfs_buf_init(&prev);
+	sqlite3_bind_int64(st, 1, ixid);
+	while (!dup && sqlite3_step(st) == SQLITE_ROW) {
+		const uint8_t *k = sqlite3_column_blob(st, 0);
+		size_t n = key_part(k, (size_t)sqlite3_column_bytes(st, 0));
+
+		dup = !first && n == prev.len && memcmp(k, prev.data, n) == 0;
+		first = false;
+		dfs_buf_reset(&prev);
+		dfs_buf_append(&prev, k, n);
+	}
+	sqlite3_finalize(st);
+	dfs_buf_release(&prev);
+	return dup;
+}
+
 /* Checks one index: each document's entries present with their values, nothing else. */
 static void check_one(struct check_ix *cx, sqlite3 *h, int64_t coll, struct store_index *ix)
 {
@@ -2036,10 +2449,7 @@ static void check_one(struct check_ix *cx, sqlite3 *h, int64_t coll, struct stor
 	if (mk & ~ix->multikey)
 		ck(cx, "%s: index '%s' is not marked multikey but indexes arrays", cx->db,
 		   ix->name);
-	if (ix->unique && int_query(h,
-				    "SELECT count(*) FROM (SELECT key FROM ikeys WHERE ix = ?1"
-				    " GROUP BY key HAVING count(*) > 1)",
-				    ix->ixid) > 0)
+	if (ix->unique && unique_dups(h, ix->ixid))
 		ck(cx, "%s: unique index '%s' holds duplicate keys", cx->db, ix->name);
 done:
 	sqlite3_finalize(docs);

@@ -476,7 +476,8 @@ int store_git_read(struct store_git *g, const char *commit, const char *path, st
  * An index of a collection: its definition (the spec, as MongoDB's createIndex takes it) and
  * its entries. The "_id_" index always exists and is served by the documents' own key (the
  * store_key encoding of _id, ixid 0); every other index keeps its entries in one SQLite
- * WITHOUT ROWID table ordered by (index, key, document id). An entry's key is the
+ * WITHOUT ROWID table ordered by (index, key, _id), so equal keys come in _id order (the
+ * order in which a sort breaks ties) in both scan directions. An entry's key is the
  * concatenation of the store_key encodings of the indexed values, each inverted for a
  * descending field, a hashed field encoded as the int64 store_index_hash() of its value. Next
  * to the key each entry keeps the indexed values themselves (type-exact, so that a covered

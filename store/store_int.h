@@ -109,7 +109,7 @@ int64_t store__now_ns(void);
 int store__conn_open(const char *path, bool create, struct store__conn **out, struct dfs_err *err);
 void store__conn_close(struct store__conn *c);
 
-#define STORE__SCHEMA_VERSION 2
+#define STORE__SCHEMA_VERSION 3
 
 /* ---- index.c ----------------------------------------------------------------------- */
 

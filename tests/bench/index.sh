@@ -44,7 +44,7 @@ done
 [ ${#missing[@]} -eq 0 ] ||
 	die "missing tools: ${missing[*]} (e.g. apt-get install sqlite3 jq fuse3 procps util-linux)"
 [ -x "$DOCFS" ] || die "no docfs binary at $DOCFS (build it: meson setup build --buildtype=release && ninja -C build)"
-"$DOCFS" --help 2>&1 | grep -q '^  index ' || die "$DOCFS has no 'index' command (docfs --help)"
+"$DOCFS" --help 2>&1 | grep '^  index ' >/dev/null || die "$DOCFS has no 'index' command (docfs --help)"
 [ -e /dev/fuse ] || die "no /dev/fuse"
 [ -f "$TEMPLATE" ] || die "no template at $TEMPLATE"
 [ "$N" -ge 1000 ] || die "BENCH_N_INDEX ($N) must be at least 1000"

@@ -1030,6 +1030,68 @@ START_TEST(test_store_ixscan_range_both_directions)
 }
 END_TEST
 
+/* Entries of equal keys come in _id order in both directions, whatever the insertion order:
+ * short groups (reordered in memory) and one longer than a reverse scan buffers. */
+START_TEST(test_store_ixscan_ties_in_id_order)
+{
+	enum { N = 300, LONG = 200 };
+	int64_t c = make_coll("items"), entry[N];
+	struct dfs_err err = {0};
+	char name[16], text[64];
+	int a[N];
+
+	mkix_ok(c, "{\"key\": {\"a\": 1}}");
+	/* _id i: a = 1 for the first LONG ids, else i / 3 (groups of three) */
+	for (int i = N - 1; i >= 0; i--) {
+		a[i] = i < LONG ? 1 : i / 3;
+		snprintf(name, sizeof(name), "%d.json", i);
+		snprintf(text, sizeof(text), "{\"a\": %d}", a[i]);
+		put_ok(c, name, text);
+		entry[i] = id_of(c, name);
+	}
+	for (int reverse = 0; reverse < 2; reverse++) {
+		struct store_txn *t;
+		struct store_index ix;
+		struct store_ixscan *s;
+		struct store_ixkey k;
+		int got[N], n = 0, rc;
+
+		ck_assert_int_eq(store_txn_begin(db, false, &t, &err), 0);
+		ck_assert_int_eq(store_index_get(t, c, "a_1", &ix, &err), 0);
+		ck_assert_int_eq(store_ixscan_open(t, c, &ix, reverse, &s, &err), 0);
+		while (n < N && (rc = store_ixscan_next(s, &k, &err)) == 0) {
+			int i = 0;
+
+			while (i < N && entry[i] != k.id)
+				i++;
+			ck_assert_int_lt(i, N);
+			got[n++] = i;
+		}
+		{
+			int extra = 0;
+
+			while (store_ixscan_next(s, &k, &err) == 0)
+				extra++;
+			ck_assert_msg(n == N && extra == 0, "%s: %d + %d entries",
+				      reverse ? "reverse" : "forward", n, extra);
+		}
+		/* a in scan direction, ties by _id ascending */
+		for (int j = 1; j < N; j++) {
+			int p = got[j - 1], q = got[j];
+
+			if (a[p] == a[q])
+				ck_assert_msg(p < q, "%s: _id %d before %d",
+					      reverse ? "reverse" : "forward", p, q);
+			else
+				ck_assert(reverse ? a[p] > a[q] : a[p] < a[q]);
+		}
+		store_ixscan_free(s);
+		store_index_release(&ix);
+		store_txn_abort(t);
+	}
+}
+END_TEST
+
 /* ---- TTL --------------------------------------------------------------------------- */
 
 START_TEST(test_store_ttl_sweep_deletes_exactly_the_expired)
@@ -1221,6 +1283,75 @@ START_TEST(test_store_db_get_migrates_schema_1)
 	bson_destroy(doc);
 	bson_destroy(spec);
 	dfs_buf_release(&key);
+}
+END_TEST
+
+/* Version 2 kept keys without the _id suffix: opening the database rebuilds the entries. */
+START_TEST(test_store_db_get_migrates_schema_2)
+{
+	int64_t c = make_coll("items");
+	struct dfs_err err = {0};
+	struct problems pr = {0};
+	struct dfs_buf x;
+	const char *v5[] = {"5"}, *v6[] = {"6"};
+	char *got;
+
+	mkix_ok(c, "{\"key\": {\"p\": 1}}");
+	put_ok(c, "1.json", "{\"p\": 5}");
+	put_ok(c, "2.json", "{\"p\": 6}");
+	store_free(st);
+	/* a version-2 store: entries keyed by the index key alone */
+	sql("shop", "UPDATE ikeys SET key = substr(key, 1, 10); PRAGMA user_version = 2");
+	ck_assert_int_eq(store_open(tmpdir, false, &st, &err), 0);
+	ck_assert_msg(store_db_get(st, "shop", false, &db, &err) == 0, "%s", err.msg);
+	got = scan_all(c, "p_1");
+	dfs_buf_init(&x);
+	expect(&x, id_of(c, "1.json"), 1, v5);
+	expect(&x, id_of(c, "2.json"), 1, v6);
+	ck_assert_str_eq(got, x.data);
+	free(got);
+	dfs_buf_release(&x);
+	ck_assert_msg(store_check(st, on_problem, &pr, &err) == 0, "%s", pr.last);
+}
+END_TEST
+
+/* A failed create leaves the caller's transaction as it was: the caller may go on and commit
+ * (its own writes stay, the definition and its entries do not). */
+START_TEST(test_store_index_create_failure_leaves_the_transaction)
+{
+	int64_t c = make_coll("items");
+	struct dfs_err err = {0};
+	struct store_txn *t;
+	struct store_index *ixs;
+	bson_t *spec = parse("{\"key\": {\"price\": 1}, \"unique\": true}");
+	int n;
+
+	put_ok(c, "1.json", "{\"price\": 5}");
+	put_ok(c, "2.json", "{\"price\": 5.0}");
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	ck_assert_int_eq(
+		store_doc_write_text(t, c, "3.json", "{\"price\": 7}", 12, &attrs, NULL, &err), 0);
+	ck_assert_int_eq(store_index_create(t, c, spec, NULL, 0, NULL, NULL, &err), DFS_EEXIST);
+	/* the same transaction goes on: a write, then a commit */
+	ck_assert_int_eq(
+		store_doc_write_text(t, c, "4.json", "{\"price\": 8}", 12, &attrs, NULL, &err), 0);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	ck_assert_int_eq(store_txn_begin(db, false, &t, &err), 0);
+	ck_assert_int_eq(store_index_list(t, c, &ixs, &n, &err), 0);
+	ck_assert_int_eq(n, 1);
+	store_index_list_free(ixs, n);
+	store_txn_abort(t);
+	id_of(c, "3.json");
+	id_of(c, "4.json");
+	{
+		struct problems pr = {0};
+
+		ck_assert_msg(store_check(st, on_problem, &pr, &err) == 0, "%s", pr.last);
+	}
+	/* and the index can be created once the duplicate is gone */
+	del(c, "2.json");
+	mkix_ok(c, "{\"key\": {\"price\": 1}, \"unique\": true}");
+	bson_destroy(spec);
 }
 END_TEST
 
@@ -1591,6 +1722,7 @@ static Suite *index_suite(void)
 	tcase_add_test(tc, test_store_index_create_rejects_bad_specs);
 	tcase_add_test(tc, test_store_index_create_limit_is_64);
 	tcase_add_test(tc, test_store_index_create_unique_over_duplicates_fails);
+	tcase_add_test(tc, test_store_index_create_failure_leaves_the_transaction);
 	tcase_add_test(tc, test_store_doc_write_text_unique_clash_changes_nothing);
 	tcase_add_test(tc, test_store_entry_rename_unique_clash_is_eexist);
 	tcase_add_test(tc, test_store_doc_write_text_key_errors);
@@ -1601,9 +1733,11 @@ static Suite *index_suite(void)
 	tcase_add_test(tc, test_store_index_partial_holds_matching_documents);
 	tcase_add_test(tc, test_store_index_hash_equal_numbers_agree);
 	tcase_add_test(tc, test_store_ixscan_range_both_directions);
+	tcase_add_test(tc, test_store_ixscan_ties_in_id_order);
 	tcase_add_test(tc, test_store_ttl_sweep_deletes_exactly_the_expired);
 	tcase_add_test(tc, test_store_check_finds_wrong_index_entries);
 	tcase_add_test(tc, test_store_db_get_migrates_schema_1);
+	tcase_add_test(tc, test_store_db_get_migrates_schema_2);
 	tcase_add_test(tc, test_store_entry_rename_across_collections_moves_entries);
 	tcase_add_test(tc, test_store_index_create_builds_with_progress);
 	tcase_add_test(tc, test_store_index_property_random_writes);
