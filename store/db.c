@@ -207,10 +207,13 @@ int store__conn_open(const char *path, bool create, struct store__conn **out, st
 	}
 	sqlite3_busy_timeout(c->h, 10000);
 	sqlite3_extended_result_codes(c->h, 1);
+	/* mmap_size: reads map the database file instead of copying each page out of the OS
+	 * cache with pread (a third of an indexed query's FETCH time at 1M documents). Writes
+	 * still go through the WAL. */
 	if (exec_sql(c->h,
 		     "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
 		     " PRAGMA cache_size=-16384; PRAGMA temp_store=MEMORY;"
-		     " PRAGMA wal_autocheckpoint=8192;",
+		     " PRAGMA wal_autocheckpoint=8192; PRAGMA mmap_size=4294967296;",
 		     err)) {
 		store__conn_close(c);
 		return err ? err->code : DFS_EIO;
