@@ -395,13 +395,45 @@ int store_doc_prepare(const bson_t *doc, const bson_value_t *id_from, bson_t *ou
 	return 0;
 }
 
+/* True when coll has no vacated id younger than the TTL; then, until this transaction puts
+ * one there, no insert into coll needs to look (a bulk insert skips a lookup per document). */
+static int vacated_none(struct store_txn *t, int64_t coll, int64_t now, bool *none,
+			struct dfs_err *err)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	*none = t->vac_none == coll;
+	if (*none)
+		return 0;
+	st = store__stmt(t, ST_VAC_ANY, err);
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	sqlite3_bind_int64(st, 1, coll);
+	sqlite3_bind_int64(st, 2, now - VACATED_TTL_NS);
+	rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return store__sqlerr(t, rc, "vacated ids", err);
+	*none = rc == SQLITE_DONE;
+	if (*none)
+		t->vac_none = coll;
+	return 0;
+}
+
 /* Takes a vacated id back for (coll, key) when there is one, else a new id. */
 static int doc_id_for(struct store_txn *t, int64_t coll, int64_t *id, struct dfs_err *err)
 {
-	sqlite3_stmt *st = store__stmt(t, ST_VAC_GET, err);
+	sqlite3_stmt *st;
 	int64_t now = store__now_ns();
+	bool none;
 	int rc;
 
+	if ((rc = vacated_none(t, coll, now, &none, err)))
+		return rc;
+	if (none)
+		return store__new_id(t, id, err);
+	st = store__stmt(t, ST_VAC_GET, err);
 	if (!st)
 		return err ? err->code : DFS_EIO;
 	sqlite3_bind_int64(st, 1, coll);
@@ -838,6 +870,7 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 			rc = row_delete(t, &src, err);
 		if (!rc) {
 			st = store__stmt(t, ST_VAC_PUT, err);
+			t->vac_none = 0;
 			if (!st) {
 				rc = err ? err->code : DFS_EIO;
 			} else {

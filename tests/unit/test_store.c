@@ -385,6 +385,29 @@ START_TEST(test_store_entry_rename_doc_away_and_back_keeps_id)
 }
 END_TEST
 
+/* The same within one transaction that has already inserted into the collection (and so
+ * knows it had no vacated ids): the rename's vacated id must still be found. */
+START_TEST(test_store_entry_rename_doc_away_and_back_in_one_txn_keeps_id)
+{
+	struct dfs_err err = {0};
+	struct store_entry d, bak, again;
+	struct store_txn *t;
+	int64_t c = make_coll("users");
+	const char *b = "{\"v\": 2}";
+
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	ck_assert_msg(store_doc_write_text(t, c, "a.json", "{}", 2, &attrs, &d, &err) == 0, "%s",
+		      err.msg);
+	ck_assert_int_eq(store_entry_rename(t, d.id, c, "a.json~", &bak, &err), 0);
+	ck_assert_msg(store_doc_write_text(t, c, "a.json", b, strlen(b), &attrs, &again, &err) ==
+			  0,
+		      "%s", err.msg);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	ck_assert_int_eq(again.id, d.id);
+	ck_assert_int_ne(bak.id, d.id);
+}
+END_TEST
+
 struct listing {
 	int64_t ids[64];
 	int n;
@@ -512,6 +535,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_store_entry_rename_scratch_over_doc_keeps_id);
 	tcase_add_test(tc, test_store_entry_rename_invalid_scratch_changes_nothing);
 	tcase_add_test(tc, test_store_entry_rename_doc_away_and_back_keeps_id);
+	tcase_add_test(tc, test_store_entry_rename_doc_away_and_back_in_one_txn_keeps_id);
 	tcase_add_test(tc, test_store_entry_list_resumes_from_cookie);
 	tcase_add_test(tc, test_store_changes_since_sees_writes);
 	tcase_add_test(tc, test_store_check_passes_on_sound_store);
