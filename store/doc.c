@@ -73,14 +73,20 @@ static int doc_key_name(struct store_txn *t, const bson_value_t *id, char *name,
 	return rc;
 }
 
-static int doc_render_len(struct store_txn *t, const bson_t *doc, int64_t *len, struct dfs_err *err)
+int store_doc_rendered_len(const bson_t *doc, struct dfs_buf *scratch, int64_t *size,
+			   struct dfs_err *err)
 {
 	int rc;
 
-	dfs_buf_reset(&t->scratch);
-	rc = store_codec_render(doc, STORE_RENDER_PRETTY, &t->scratch, err);
-	*len = (int64_t)t->scratch.len;
+	dfs_buf_reset(scratch);
+	rc = store_codec_render(doc, STORE_RENDER_PRETTY, scratch, err);
+	*size = (int64_t)scratch->len;
 	return rc;
+}
+
+static int doc_render_len(struct store_txn *t, const bson_t *doc, int64_t *len, struct dfs_err *err)
+{
+	return store_doc_rendered_len(doc, &t->scratch, len, err);
 }
 
 static void entry_from_doc_row(sqlite3_stmt *st, struct store_entry *e)
@@ -477,14 +483,16 @@ static int coll_exists(struct store_txn *t, int64_t coll, struct dfs_err *err)
 	return 0;
 }
 
-/* Inserts doc (prepared) with a given id, or a fresh one when id is 0. */
+/* Inserts doc (prepared) with a given id, or a fresh one when id is 0; size is its rendered
+ * length, or -1 to measure it here. */
 static int doc_insert(struct store_txn *t, int64_t coll, const bson_t *doc, int64_t id,
-		      const struct store_attrs *a, struct store_entry *out, struct dfs_err *err)
+		      int64_t size, const struct store_attrs *a, struct store_entry *out,
+		      struct dfs_err *err)
 {
 	char name[256];
 	bson_iter_t it;
 	sqlite3_stmt *st;
-	int64_t size, now = store__now_ns();
+	int64_t now = store__now_ns();
 	int rc;
 
 	if (id_value(doc, &it))
@@ -493,7 +501,7 @@ static int doc_insert(struct store_txn *t, int64_t coll, const bson_t *doc, int6
 		return rc;
 	if ((rc = doc_key_name(t, bson_iter_value(&it), name, sizeof(name), err)))
 		return rc;
-	if ((rc = doc_render_len(t, doc, &size, err)))
+	if (size < 0 && (rc = doc_render_len(t, doc, &size, err)))
 		return rc;
 	if (!id && (rc = doc_id_for(t, coll, &id, err)))
 		return rc;
@@ -554,7 +562,14 @@ static int doc_insert(struct store_txn *t, int64_t coll, const bson_t *doc, int6
 int store_doc_insert(struct store_txn *t, int64_t coll, const bson_t *doc,
 		     const struct store_attrs *a, struct store_entry *out, struct dfs_err *err)
 {
-	return doc_insert(t, coll, doc, 0, a, out, err);
+	return doc_insert(t, coll, doc, 0, -1, a, out, err);
+}
+
+int store_doc_insert_sized(struct store_txn *t, int64_t coll, const bson_t *doc, int64_t size,
+			   const struct store_attrs *a, struct store_entry *out,
+			   struct dfs_err *err)
+{
+	return doc_insert(t, coll, doc, 0, size, a, out, err);
 }
 
 /* Replaces the BSON of document row e (same _id) and records the change. */
@@ -630,7 +645,7 @@ int store_doc_write_text(struct store_txn *t, int64_t coll, const char *name, co
 			if (!rc && out)
 				*out = e;
 		} else if (rc == DFS_ENOENT) {
-			rc = doc_insert(t, coll, &doc, 0, a, out, err);
+			rc = doc_insert(t, coll, &doc, 0, -1, a, out, err);
 		}
 	}
 	bson_destroy(&doc);
@@ -934,7 +949,7 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 				}
 				if (newid != id && store_entry_get(t, newid, &dst, NULL) == 0)
 					newid = id;
-				rc = doc_insert(t, newcoll, &doc, newid, &a, out, err);
+				rc = doc_insert(t, newcoll, &doc, newid, -1, &a, out, err);
 			}
 		}
 		bson_destroy(&doc);
