@@ -30,6 +30,9 @@
 #define SCAN_THREAD_MIN (32 * 1024)
 /* Documents the scan may run ahead of the insert. */
 #define QUEUE_LEN 256
+/* A waiting side is woken only when this many documents (or free slots) are ready for it:
+ * waking it for every document costs a context switch each. */
+#define QUEUE_BATCH 32
 /* scan_next: no complete document left in the chunk (not a dfs code). */
 #define SCAN_END (-1)
 
@@ -214,6 +217,8 @@ struct queue {
 	size_t head, tail; /* items[head % QUEUE_LEN] is next out; tail - head are queued */
 	bool done;	   /* the scan ended; rc says how */
 	bool stop;	   /* the insert failed: the scan stops early */
+	bool scan_waits;   /* the scan waits for free slots */
+	bool insert_waits; /* the insert waits for documents */
 	int rc;		   /* scan_next's last result: SCAN_END or an error */
 };
 
@@ -225,8 +230,11 @@ static void *scan_thread(void *arg)
 
 	for (;;) {
 		pthread_mutex_lock(&q->lock);
-		while (q->tail - q->head == QUEUE_LEN && !q->stop)
+		while (q->tail - q->head == QUEUE_LEN && !q->stop) {
+			q->scan_waits = true;
 			pthread_cond_wait(&q->cond, &q->lock);
+			q->scan_waits = false;
+		}
 		if (q->stop) {
 			pthread_mutex_unlock(&q->lock);
 			rc = SCAN_END;
@@ -238,7 +246,7 @@ static void *scan_thread(void *arg)
 			break;
 		pthread_mutex_lock(&q->lock);
 		q->items[q->tail++ % QUEUE_LEN] = it;
-		if (q->tail - q->head == 1)
+		if (q->insert_waits && q->tail - q->head >= QUEUE_BATCH)
 			pthread_cond_signal(&q->cond);
 		pthread_mutex_unlock(&q->lock);
 	}
@@ -256,11 +264,14 @@ static int queue_pop(struct queue *q, struct item *it)
 	int rc = 0;
 
 	pthread_mutex_lock(&q->lock);
-	while (q->tail == q->head && !q->done)
+	while (q->tail == q->head && !q->done) {
+		q->insert_waits = true;
 		pthread_cond_wait(&q->cond, &q->lock);
+		q->insert_waits = false;
+	}
 	if (q->tail != q->head) {
 		*it = q->items[q->head++ % QUEUE_LEN];
-		if (q->tail - q->head == QUEUE_LEN - 1)
+		if (q->scan_waits && q->tail - q->head <= QUEUE_LEN - QUEUE_BATCH)
 			pthread_cond_signal(&q->cond);
 	} else {
 		rc = q->rc;
