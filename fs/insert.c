@@ -3,10 +3,38 @@
  * `docfs import`. Bytes arrive in chunks; every complete document is parsed, prepared (an
  * ObjectId for a missing _id) and inserted, one write transaction per chunk. It does not
  * read files or talk to FUSE; callers feed it.
+ *
+ * Design notes
+ * 1. A chunk is handled by two stages: the scan (find each document, parse, prepare, and
+ *    measure its rendered length: pure CPU work, no store access) and the insert (one
+ *    write transaction, documents in text order). On a large chunk the scan runs on a
+ *    thread of its own, a bounded queue ahead of the insert, so a bulk load uses two cores;
+ *    a small chunk runs both stages in turn on the caller's thread.
+ * 2. Ordered semantics do not depend on that: the insert takes documents strictly in order
+ *    and stops at the first failure (its own, or the scan's error, which the scan reports
+ *    only after every document before it); documents before it are committed, none after.
+ *    The scan's position (offset, line, JSON array state) becomes the inserter's only when
+ *    every document it produced was inserted.
+ * 3. Every call commits before returning: holding the write lock between requests would
+ *    stall (or, in the same client, deadlock) every other writer of the database, and a
+ *    document acknowledged by a successful write() or close() must survive a crash.
  */
 #include "fs_int.h"
 
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+/* Chunks at least this long are scanned on a second thread (note 1). */
+#define SCAN_THREAD_MIN (32 * 1024)
+/* Documents the scan may run ahead of the insert. */
+#define QUEUE_LEN 256
+/* A waiting side is woken only when this many documents (or free slots) are ready for it:
+ * waking it for every document costs a context switch each. */
+#define QUEUE_BATCH 32
+/* scan_next: no complete document left in the chunk (not a dfs code). */
+#define SCAN_END (-1)
 
 void fs_inserter_init(struct fs_inserter *in, struct store_db *db, int64_t coll,
 		      const struct store_attrs *a)
@@ -41,129 +69,317 @@ static size_t skip_space(const char *p, size_t off, size_t len)
 	return off;
 }
 
+/* One prepared document on its way from the scan to the insert. */
+struct item {
+	bson_t *doc;  /* Owned: prepared (_id first), bson_destroy + free */
+	int64_t size; /* its rendered length */
+	unsigned line; /* the line where it starts */
+};
+
+/* The scan of one chunk (note 1): a copy of the inserter's position that it advances. */
+struct scan {
+	const char *text;  /* Borrowed: the pending bytes */
+	size_t len;	   /* their length */
+	bool final;	   /* no more bytes will come */
+	bool json_array;   /* the inserter's mode */
+	size_t off;	   /* next byte to look at */
+	unsigned line;	   /* line of text[off] */
+	int array_state;   /* as fs_inserter.array_state */
+	int64_t ndocs;	   /* documents before the next one (inserted or queued) */
+	struct dfs_buf scratch; /* rendering buffer for the sizes */
+	struct dfs_err err;	/* the scan's error */
+};
+
 /* In JSON array mode, consumes the punctuation between documents. Returns 0 when a
- * document can follow at *off, 1 when more input is needed, DFS_EINVAL on bad input. */
-static int array_punct(struct fs_inserter *in, const char *p, size_t len, size_t *off)
+ * document can follow at *off, SCAN_END when more input is needed, DFS_EINVAL on bad input
+ * (which is 1: the two must not share a value). */
+static int array_punct(struct scan *s, const char *p, size_t len, size_t *off)
 {
 	for (;;) {
 		*off = skip_space(p, *off, len);
 		if (*off >= len)
-			return 1;
-		switch (in->array_state) {
+			return SCAN_END;
+		switch (s->array_state) {
 		case 0:
 			if (p[*off] != '[')
-				return dfs_err_set(&in->err, DFS_EINVAL,
+				return dfs_err_set(&s->err, DFS_EINVAL,
 						   "line %u: expected '[' to start a JSON array",
-						   in->line + count_lines(p, *off));
-			in->array_state = 1;
+						   s->line + count_lines(p, *off));
+			s->array_state = 1;
 			(*off)++;
 			break;
 		case 1:
 			if (p[*off] == ']') {
-				in->array_state = 3;
+				s->array_state = 3;
 				(*off)++;
 				break;
 			}
 			return 0;
 		case 2:
 			if (p[*off] == ',') {
-				in->array_state = 1;
+				s->array_state = 1;
 				(*off)++;
 			} else if (p[*off] == ']') {
-				in->array_state = 3;
+				s->array_state = 3;
 				(*off)++;
 			} else {
 				return dfs_err_set(
-					&in->err, DFS_EINVAL,
+					&s->err, DFS_EINVAL,
 					"line %u: expected ',' or ']' after document %lld",
-					in->line + count_lines(p, *off), (long long)in->ndocs);
+					s->line + count_lines(p, *off), (long long)s->ndocs);
 			}
 			break;
 		default:
-			return dfs_err_set(&in->err, DFS_EINVAL,
+			return dfs_err_set(&s->err, DFS_EINVAL,
 					   "line %u: text after the end of the JSON array",
-					   in->line + count_lines(p, *off));
+					   s->line + count_lines(p, *off));
 		}
 	}
+}
+
+/*
+ * Scans the next document. Returns 0 with *it filled, SCAN_END when no complete document is
+ * left in the chunk (s->off and s->line then say where the scan stopped), or an error in s->err
+ * with the document's number and line.
+ */
+static int scan_next(struct scan *s, struct item *it)
+{
+	const char *p = s->text + s->off;
+	size_t left = s->len - s->off, used = 0;
+	bson_t doc;
+	unsigned line;
+	int rc;
+
+	if (s->json_array) {
+		size_t o = 0;
+
+		rc = array_punct(s, p, left, &o);
+		s->line += count_lines(p, o);
+		s->off += o;
+		p += o;
+		left -= o;
+		if (rc)
+			return rc;
+	}
+	bson_init(&doc);
+	rc = store_codec_parse_next(p, left, s->line, &used, &doc, &s->err);
+	if (rc == DFS_ENOENT || (rc == DFS_EINCOMPLETE && !s->final)) {
+		bson_destroy(&doc);
+		dfs_err_clear(&s->err);
+		return SCAN_END;
+	}
+	/* The document starts after the leading whitespace it consumed. */
+	line = s->line + count_lines(p, skip_space(p, 0, rc ? left : used));
+	it->doc = NULL;
+	if (!rc) {
+		it->doc = malloc(sizeof(*it->doc));
+		if (!it->doc)
+			abort();
+		rc = store_doc_prepare(&doc, NULL, it->doc, &s->err);
+		if (rc) {
+			free(it->doc);
+			it->doc = NULL;
+		}
+	}
+	bson_destroy(&doc);
+	if (!rc && (rc = store_doc_rendered_len(it->doc, &s->scratch, &it->size, &s->err))) {
+		bson_destroy(it->doc);
+		free(it->doc);
+	}
+	if (rc) {
+		dfs_err_prefix(&s->err, "document %lld (line %u): ", (long long)s->ndocs + 1, line);
+		return rc;
+	}
+	it->line = line;
+	s->ndocs++;
+	s->line += count_lines(p, used);
+	s->off += used;
+	if (s->json_array)
+		s->array_state = 2;
+	return 0;
+}
+
+static void item_free(struct item *it)
+{
+	if (it->doc) {
+		bson_destroy(it->doc);
+		free(it->doc);
+		it->doc = NULL;
+	}
+}
+
+/* The queue between a scan thread and the insert (note 1). */
+struct queue {
+	struct scan *s;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct item items[QUEUE_LEN];
+	size_t head, tail; /* items[head % QUEUE_LEN] is next out; tail - head are queued */
+	bool done;	   /* the scan ended; rc says how */
+	bool stop;	   /* the insert failed: the scan stops early */
+	bool scan_waits;   /* the scan waits for free slots */
+	bool insert_waits; /* the insert waits for documents */
+	int rc;		   /* scan_next's last result: SCAN_END or an error */
+};
+
+static void *scan_thread(void *arg)
+{
+	struct queue *q = arg;
+	struct item it;
+	int rc;
+
+	for (;;) {
+		pthread_mutex_lock(&q->lock);
+		while (q->tail - q->head == QUEUE_LEN && !q->stop) {
+			q->scan_waits = true;
+			pthread_cond_wait(&q->cond, &q->lock);
+			q->scan_waits = false;
+		}
+		if (q->stop) {
+			pthread_mutex_unlock(&q->lock);
+			rc = SCAN_END;
+			break;
+		}
+		pthread_mutex_unlock(&q->lock);
+		rc = scan_next(q->s, &it);
+		if (rc)
+			break;
+		pthread_mutex_lock(&q->lock);
+		q->items[q->tail++ % QUEUE_LEN] = it;
+		if (q->insert_waits && q->tail - q->head >= QUEUE_BATCH)
+			pthread_cond_signal(&q->cond);
+		pthread_mutex_unlock(&q->lock);
+	}
+	pthread_mutex_lock(&q->lock);
+	q->rc = rc;
+	q->done = true;
+	pthread_cond_signal(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+	return NULL;
+}
+
+/* The next scanned document from the queue: 0, or the scan's end (SCAN_END or an error). */
+static int queue_pop(struct queue *q, struct item *it)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&q->lock);
+	while (q->tail == q->head && !q->done) {
+		q->insert_waits = true;
+		pthread_cond_wait(&q->cond, &q->lock);
+		q->insert_waits = false;
+	}
+	if (q->tail != q->head) {
+		*it = q->items[q->head++ % QUEUE_LEN];
+		if (q->scan_waits && q->tail - q->head <= QUEUE_LEN - QUEUE_BATCH)
+			pthread_cond_signal(&q->cond);
+	} else {
+		rc = q->rc;
+	}
+	pthread_mutex_unlock(&q->lock);
+	return rc;
+}
+
+static bool use_scan_thread(size_t len)
+{
+	static long ncpu;
+
+	if (len < SCAN_THREAD_MIN)
+		return false;
+	if (!ncpu)
+		ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	return ncpu > 1;
 }
 
 int fs_inserter_feed(struct fs_inserter *in, const char *data, size_t len, bool final)
 {
 	struct store_txn *t = NULL;
-	size_t off = 0;
-	int rc = 0;
+	struct scan s;
+	struct queue q;
+	pthread_t th;
+	bool threaded = false;
+	int rc = 0, src;
 
 	if (in->failed)
 		return in->err.code;
 	dfs_buf_append(&in->pending, data, len);
-	for (;;) {
-		const char *p = in->pending.data + off;
-		size_t left = in->pending.len - off, used = 0;
-		bson_t doc, prepared;
-		unsigned line;
-
-		if (in->json_array) {
-			size_t o = 0;
-
-			rc = array_punct(in, p, left, &o);
-			in->line += count_lines(p, o);
-			off += o;
-			p += o;
-			left -= o;
-			if (rc == 1) {
-				rc = 0;
-				break;
-			}
-			if (rc)
-				goto fail;
+	memset(&s, 0, sizeof(s));
+	s.text = in->pending.data ? in->pending.data : "";
+	s.len = in->pending.len;
+	s.final = final;
+	s.json_array = in->json_array;
+	s.line = in->line;
+	s.array_state = in->array_state;
+	s.ndocs = in->ndocs;
+	dfs_buf_init(&s.scratch);
+	if (use_scan_thread(s.len)) {
+		memset(&q, 0, sizeof(q));
+		q.s = &s;
+		pthread_mutex_init(&q.lock, NULL);
+		pthread_cond_init(&q.cond, NULL);
+		threaded = pthread_create(&th, NULL, scan_thread, &q) == 0;
+		if (!threaded) {
+			pthread_cond_destroy(&q.cond);
+			pthread_mutex_destroy(&q.lock);
 		}
-		bson_init(&doc);
-		rc = store_codec_parse_next(p, left, in->line, &used, &doc, &in->err);
-		if (rc == DFS_ENOENT || (rc == DFS_EINCOMPLETE && !final)) {
-			bson_destroy(&doc);
-			dfs_err_clear(&in->err);
-			rc = 0;
+	}
+	/* The insert: documents in order until the scan ends or an insert fails (note 2). */
+	for (;;) {
+		struct item it;
+
+		src = threaded ? queue_pop(&q, &it) : scan_next(&s, &it);
+		if (src)
+			break;
+		if (!t)
+			rc = store_txn_begin(in->db, true, &t, &in->err);
+		if (!rc)
+			rc = store_doc_insert_sized(t, in->coll, it.doc, it.size, &in->attrs, NULL,
+						    &in->err);
+		item_free(&it);
+		if (rc) {
+			dfs_err_prefix(&in->err, "document %lld (line %u): ",
+				       (long long)in->ndocs + 1, it.line);
 			break;
 		}
-		/* The document starts after the leading whitespace it consumed. */
-		line = in->line + count_lines(p, skip_space(p, 0, rc ? left : used));
-		if (rc) {
-			bson_destroy(&doc);
-			dfs_err_prefix(&in->err,
-				       "document %lld (line %u): ", (long long)in->ndocs + 1, line);
-			goto fail;
-		}
-		rc = store_doc_prepare(&doc, NULL, &prepared, &in->err);
-		bson_destroy(&doc);
-		if (!rc) {
-			if (!t)
-				rc = store_txn_begin(in->db, true, &t, &in->err);
-			if (!rc)
-				rc = store_doc_insert(t, in->coll, &prepared, &in->attrs, NULL,
-						      &in->err);
-			bson_destroy(&prepared);
-		}
-		if (rc) {
-			dfs_err_prefix(&in->err,
-				       "document %lld (line %u): ", (long long)in->ndocs + 1, line);
-			goto fail;
-		}
 		in->ndocs++;
-		in->line += count_lines(p, used);
-		off += used;
-		if (in->json_array)
-			in->array_state = 2;
 	}
-	if (final) {
-		size_t o =
-			skip_space(in->pending.data ? in->pending.data : "", off, in->pending.len);
+	if (threaded) {
+		struct item it;
 
-		if (in->json_array && in->array_state != 3 && !in->err.code) {
+		pthread_mutex_lock(&q.lock);
+		q.stop = true;
+		pthread_cond_signal(&q.cond);
+		pthread_mutex_unlock(&q.lock);
+		pthread_join(th, NULL);
+		while (q.head != q.tail) {
+			it = q.items[q.head++ % QUEUE_LEN];
+			item_free(&it);
+		}
+		if (!rc)
+			src = q.rc;
+		pthread_cond_destroy(&q.cond);
+		pthread_mutex_destroy(&q.lock);
+	}
+	dfs_buf_release(&s.scratch);
+	if (rc)
+		goto fail;
+	if (src != SCAN_END) {
+		in->err = s.err;
+		rc = src;
+		goto fail;
+	}
+	/* Every scanned document is in: the scan's position is the inserter's. */
+	in->line = s.line;
+	in->array_state = s.array_state;
+	if (final) {
+		size_t o = skip_space(s.text, s.off, s.len);
+
+		if (in->json_array && in->array_state != 3) {
 			rc = dfs_err_set(&in->err, DFS_EINVAL,
 					 "line %u: the JSON array is not closed", in->line);
 			goto fail;
 		}
-		if (o < in->pending.len) {
+		if (o < s.len) {
 			rc = dfs_err_set(&in->err, DFS_EINVAL,
 					 "document %lld (line %u): unexpected text",
 					 (long long)in->ndocs + 1, in->line);
@@ -171,13 +387,12 @@ int fs_inserter_feed(struct fs_inserter *in, const char *data, size_t len, bool 
 		}
 	}
 	/* Keep only what is not consumed yet. */
-	memmove(in->pending.data, in->pending.data + off, in->pending.len - off);
-	in->pending.len -= off;
-	in->pending.data[in->pending.len] = '\0';
-	/* One transaction spans write calls until it holds enough documents (a pipe delivers
-	 * 64-128 KiB per write); the end of the stream always commits. */
-	/* Every call commits: holding the write lock between requests would stall (or, in
-	 * the same client, deadlock) every other writer of the database. */
+	if (in->pending.data) {
+		memmove(in->pending.data, in->pending.data + s.off, in->pending.len - s.off);
+		in->pending.len -= s.off;
+		in->pending.data[in->pending.len] = '\0';
+	}
+	/* Every call commits (note 3). */
 	if (t)
 		rc = store_txn_commit(t, &in->err);
 	if (rc)

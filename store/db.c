@@ -120,6 +120,7 @@ static const char *const stmt_sql[ST__COUNT] = {
 	[ST_VAC_GET] = "SELECT id FROM vacated WHERE coll = ?1 AND key = ?2 AND time > ?3",
 	[ST_VAC_PUT] = "INSERT OR REPLACE INTO vacated(coll, key, id, time) VALUES(?1, ?2, ?3, ?4)",
 	[ST_VAC_DEL] = "DELETE FROM vacated WHERE (coll = ?1 AND key = ?2) OR time < ?3",
+	[ST_VAC_ANY] = "SELECT 1 FROM vacated WHERE coll = ?1 AND time > ?2 LIMIT 1",
 	[ST_CHANGE_ADD] = "INSERT INTO changes(coll, op, id, name) VALUES(?1, ?2, ?3, ?4)",
 	[ST_CHANGE_SINCE] = "SELECT seq, coll, op, id, name FROM changes WHERE seq > ?1"
 			    " ORDER BY seq LIMIT 1024",

@@ -17,6 +17,7 @@
  */
 #include "store_int.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,14 +73,20 @@ static int doc_key_name(struct store_txn *t, const bson_value_t *id, char *name,
 	return rc;
 }
 
-static int doc_render_len(struct store_txn *t, const bson_t *doc, int64_t *len, struct dfs_err *err)
+int store_doc_rendered_len(const bson_t *doc, struct dfs_buf *scratch, int64_t *size,
+			   struct dfs_err *err)
 {
 	int rc;
 
-	dfs_buf_reset(&t->scratch);
-	rc = store_codec_render(doc, STORE_RENDER_PRETTY, &t->scratch, err);
-	*len = (int64_t)t->scratch.len;
+	dfs_buf_reset(scratch);
+	rc = store_codec_render(doc, STORE_RENDER_PRETTY, scratch, err);
+	*size = (int64_t)scratch->len;
 	return rc;
+}
+
+static int doc_render_len(struct store_txn *t, const bson_t *doc, int64_t *len, struct dfs_err *err)
+{
+	return store_doc_rendered_len(doc, &t->scratch, len, err);
 }
 
 static void entry_from_doc_row(sqlite3_stmt *st, struct store_entry *e)
@@ -300,6 +307,53 @@ int store_entry_list(struct store_txn *t, int64_t coll, uint64_t cookie,
 	return 0;
 }
 
+/*
+ * ObjectIds for documents without _id come from a context of our own: libbson's default one
+ * calls getpid() for every id (a system call, 7% of a bulk insert) to notice a fork. This one
+ * caches the pid, and a fork handler drops it in the child (which then draws new random
+ * bytes), so a daemonized mount never repeats its parent's ids.
+ */
+static pthread_mutex_t oid_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic(bson_context_t *) oid_ctx;
+
+static void oid_fork_prepare(void)
+{
+	pthread_mutex_lock(&oid_lock);
+}
+
+static void oid_fork_parent(void)
+{
+	pthread_mutex_unlock(&oid_lock);
+}
+
+static void oid_fork_child(void)
+{
+	/* The parent's context is left allocated: only its randomness must not be reused. */
+	atomic_store(&oid_ctx, NULL);
+	pthread_mutex_unlock(&oid_lock);
+}
+
+static bson_context_t *oid_context(void)
+{
+	static bool registered;
+	bson_context_t *c = atomic_load(&oid_ctx);
+
+	if (c)
+		return c;
+	pthread_mutex_lock(&oid_lock);
+	c = atomic_load(&oid_ctx);
+	if (!c) {
+		if (!registered && pthread_atfork(oid_fork_prepare, oid_fork_parent,
+						  oid_fork_child) == 0)
+			registered = true;
+		/* Without the fork handler, fall back to libbson's pid-checking default. */
+		c = registered ? bson_context_new(BSON_CONTEXT_NONE) : bson_context_get_default();
+		atomic_store(&oid_ctx, c);
+	}
+	pthread_mutex_unlock(&oid_lock);
+	return c;
+}
+
 int store_doc_prepare(const bson_t *doc, const bson_value_t *id_from, bson_t *out,
 		      struct dfs_err *err)
 {
@@ -330,7 +384,7 @@ int store_doc_prepare(const bson_t *doc, const bson_value_t *id_from, bson_t *ou
 	} else if (id_from) {
 		bson_append_value(out, "_id", 3, id_from);
 	} else {
-		bson_oid_init(&oid, NULL);
+		bson_oid_init(&oid, oid_context());
 		bson_append_oid(out, "_id", 3, &oid);
 	}
 	bson_iter_init(&it, doc);
@@ -347,13 +401,45 @@ int store_doc_prepare(const bson_t *doc, const bson_value_t *id_from, bson_t *ou
 	return 0;
 }
 
+/* True when coll has no vacated id younger than the TTL; then, until this transaction puts
+ * one there, no insert into coll needs to look (a bulk insert skips a lookup per document). */
+static int vacated_none(struct store_txn *t, int64_t coll, int64_t now, bool *none,
+			struct dfs_err *err)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	*none = t->vac_none == coll;
+	if (*none)
+		return 0;
+	st = store__stmt(t, ST_VAC_ANY, err);
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	sqlite3_bind_int64(st, 1, coll);
+	sqlite3_bind_int64(st, 2, now - VACATED_TTL_NS);
+	rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return store__sqlerr(t, rc, "vacated ids", err);
+	*none = rc == SQLITE_DONE;
+	if (*none)
+		t->vac_none = coll;
+	return 0;
+}
+
 /* Takes a vacated id back for (coll, key) when there is one, else a new id. */
 static int doc_id_for(struct store_txn *t, int64_t coll, int64_t *id, struct dfs_err *err)
 {
-	sqlite3_stmt *st = store__stmt(t, ST_VAC_GET, err);
+	sqlite3_stmt *st;
 	int64_t now = store__now_ns();
+	bool none;
 	int rc;
 
+	if ((rc = vacated_none(t, coll, now, &none, err)))
+		return rc;
+	if (none)
+		return store__new_id(t, id, err);
+	st = store__stmt(t, ST_VAC_GET, err);
 	if (!st)
 		return err ? err->code : DFS_EIO;
 	sqlite3_bind_int64(st, 1, coll);
@@ -397,14 +483,16 @@ static int coll_exists(struct store_txn *t, int64_t coll, struct dfs_err *err)
 	return 0;
 }
 
-/* Inserts doc (prepared) with a given id, or a fresh one when id is 0. */
+/* Inserts doc (prepared) with a given id, or a fresh one when id is 0; size is its rendered
+ * length, or -1 to measure it here. */
 static int doc_insert(struct store_txn *t, int64_t coll, const bson_t *doc, int64_t id,
-		      const struct store_attrs *a, struct store_entry *out, struct dfs_err *err)
+		      int64_t size, const struct store_attrs *a, struct store_entry *out,
+		      struct dfs_err *err)
 {
 	char name[256];
 	bson_iter_t it;
 	sqlite3_stmt *st;
-	int64_t size, now = store__now_ns();
+	int64_t now = store__now_ns();
 	int rc;
 
 	if (id_value(doc, &it))
@@ -413,7 +501,7 @@ static int doc_insert(struct store_txn *t, int64_t coll, const bson_t *doc, int6
 		return rc;
 	if ((rc = doc_key_name(t, bson_iter_value(&it), name, sizeof(name), err)))
 		return rc;
-	if ((rc = doc_render_len(t, doc, &size, err)))
+	if (size < 0 && (rc = doc_render_len(t, doc, &size, err)))
 		return rc;
 	if (!id && (rc = doc_id_for(t, coll, &id, err)))
 		return rc;
@@ -474,7 +562,14 @@ static int doc_insert(struct store_txn *t, int64_t coll, const bson_t *doc, int6
 int store_doc_insert(struct store_txn *t, int64_t coll, const bson_t *doc,
 		     const struct store_attrs *a, struct store_entry *out, struct dfs_err *err)
 {
-	return doc_insert(t, coll, doc, 0, a, out, err);
+	return doc_insert(t, coll, doc, 0, -1, a, out, err);
+}
+
+int store_doc_insert_sized(struct store_txn *t, int64_t coll, const bson_t *doc, int64_t size,
+			   const struct store_attrs *a, struct store_entry *out,
+			   struct dfs_err *err)
+{
+	return doc_insert(t, coll, doc, 0, size, a, out, err);
 }
 
 /* Replaces the BSON of document row e (same _id) and records the change. */
@@ -550,7 +645,7 @@ int store_doc_write_text(struct store_txn *t, int64_t coll, const char *name, co
 			if (!rc && out)
 				*out = e;
 		} else if (rc == DFS_ENOENT) {
-			rc = doc_insert(t, coll, &doc, 0, a, out, err);
+			rc = doc_insert(t, coll, &doc, 0, -1, a, out, err);
 		}
 	}
 	bson_destroy(&doc);
@@ -790,6 +885,7 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 			rc = row_delete(t, &src, err);
 		if (!rc) {
 			st = store__stmt(t, ST_VAC_PUT, err);
+			t->vac_none = 0;
 			if (!st) {
 				rc = err ? err->code : DFS_EIO;
 			} else {
@@ -853,7 +949,7 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 				}
 				if (newid != id && store_entry_get(t, newid, &dst, NULL) == 0)
 					newid = id;
-				rc = doc_insert(t, newcoll, &doc, newid, &a, out, err);
+				rc = doc_insert(t, newcoll, &doc, newid, -1, &a, out, err);
 			}
 		}
 		bson_destroy(&doc);

@@ -315,6 +315,15 @@ int store_doc_prepare(const bson_t *doc, const bson_value_t *id_from, bson_t *ou
 /* Inserts a prepared document (DFS_EEXIST "duplicate _id ..." when its _id exists). */
 int store_doc_insert(struct store_txn *t, int64_t coll, const bson_t *doc,
 		     const struct store_attrs *a, struct store_entry *out, struct dfs_err *err);
+/* store_doc_insert with the document's rendered length already known: size must be the
+ * length store_doc_rendered_len gives for doc (a bulk inserter measures on another thread). */
+int store_doc_insert_sized(struct store_txn *t, int64_t coll, const bson_t *doc, int64_t size,
+			   const struct store_attrs *a, struct store_entry *out,
+			   struct dfs_err *err);
+/* The length of doc as a document file (pretty Extended JSON), the st_size stored with it;
+ * scratch is a buffer the caller may reuse between calls. Errors: DFS_EINVAL (bad BSON). */
+int store_doc_rendered_len(const bson_t *doc, struct dfs_buf *scratch, int64_t *size,
+			   struct dfs_err *err);
 /*
  * Writes the text of a document file: parses text, validates it and stores it under the
  * name (a "<stem>.json"), replacing the document of that _id or creating it. The _id comes

@@ -44,6 +44,7 @@ enum store__st {
 	ST_VAC_GET,
 	ST_VAC_PUT,
 	ST_VAC_DEL,
+	ST_VAC_ANY,
 	ST_CHANGE_ADD,
 	ST_CHANGE_SINCE,
 	ST_CHANGE_LAST,
@@ -89,6 +90,7 @@ struct store_txn {
 	int64_t first_id;	    /* next_id as loaded, to know whether to store it back */
 	int64_t coll_ok;	    /* collection known to exist in this transaction (0: none) */
 	int64_t inserts_logged;	    /* collection whose inserts this transaction has logged */
+	int64_t vac_none;	    /* collection known to have no live vacated ids (0: none) */
 	struct dfs_buf scratch;	    /* rendering buffer reused by the transaction's writes */
 	struct dfs_buf key;	    /* key buffer reused by the transaction's writes */
 	struct store__ixcache *ixc; /* Owned: index.c's cache and pending entries, or NULL */

@@ -15,22 +15,40 @@
 /* Paths in messages are cut to this many bytes (plus "..."). */
 #define PATH_SHOWN 120
 
+/*
+ * The walk keeps the field names of the current path as a stack of views into the document
+ * (no copying per field); the dotted path is only built for a message.
+ */
 struct vctx {
-	struct dfs_buf path; /* dotted path of the document being walked ("" at the top) */
+	const char *key[DFS_MAX_DEPTH + 2]; /* Borrowed from the document: the path's names */
+	size_t klen[DFS_MAX_DEPTH + 2];	    /* their lengths */
+	int n;				    /* names on the path */
 	struct dfs_err *err;
 };
 
-/* The current path for a message, abbreviated at a UTF-8 boundary when long. */
-static const char *shown_path(struct vctx *v, char *buf, size_t size)
+/* The current path for a message ("" at the top), abbreviated at a UTF-8 boundary when
+ * long, in buf[PATH_SHOWN + 8]. */
+static const char *shown_path(struct vctx *v, char *buf)
 {
-	size_t n = v->path.len;
+	struct dfs_buf path;
+	size_t n;
 
-	if (n <= PATH_SHOWN)
-		return v->path.data ? v->path.data : "";
-	n = PATH_SHOWN;
-	while (n > 0 && ((unsigned char)v->path.data[n] & 0xc0) == 0x80)
-		n--;
-	snprintf(buf, size, "%.*s...", (int)n, v->path.data);
+	dfs_buf_init(&path);
+	for (int i = 0; i < v->n; i++) {
+		if (i)
+			dfs_buf_putc(&path, '.');
+		dfs_buf_append(&path, v->key[i], v->klen[i]);
+	}
+	n = path.len;
+	if (n > PATH_SHOWN) {
+		n = PATH_SHOWN;
+		while (n > 0 && ((unsigned char)path.data[n] & 0xc0) == 0x80)
+			n--;
+		snprintf(buf, PATH_SHOWN + 8, "%.*s...", (int)n, path.data);
+	} else {
+		snprintf(buf, PATH_SHOWN + 8, "%s", path.data ? path.data : "");
+	}
+	dfs_buf_release(&path);
 	return buf;
 }
 
@@ -38,10 +56,10 @@ static int bad_field(struct vctx *v, const char *key, const char *rule)
 {
 	char pb[PATH_SHOWN + 8];
 
-	if (!v->path.len)
+	if (!v->n)
 		return dfs_err_set(v->err, DFS_EINVAL, "field name '%.60s' must not %s", key, rule);
 	return dfs_err_set(v->err, DFS_EINVAL, "field name '%.60s' at '%s' must not %s", key,
-			   shown_path(v, pb, sizeof(pb)), rule);
+			   shown_path(v, pb), rule);
 }
 
 static int bad_utf8(struct vctx *v, const char *what)
@@ -49,14 +67,33 @@ static int bad_utf8(struct vctx *v, const char *what)
 	char pb[PATH_SHOWN + 8];
 
 	return dfs_err_set(v->err, DFS_EINVAL, "%s at '%s' is not valid UTF-8", what,
-			   shown_path(v, pb, sizeof(pb)));
+			   shown_path(v, pb));
 }
 
-static void push(struct vctx *v, const char *key, size_t n)
+/* bson_utf8_validate with a fast path for ASCII, by far the common case. */
+static bool utf8_ok(const char *s, size_t n, bool allow_nul)
 {
-	if (v->path.len)
-		dfs_buf_putc(&v->path, '.');
-	dfs_buf_append(&v->path, key, n);
+	const unsigned char *u = (const unsigned char *)s;
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		uint64_t w;
+
+		memcpy(&w, u + i, 8);
+		if (w & UINT64_C(0x8080808080808080))
+			break;
+		/* a NUL byte: (w - 0x01..) & ~w & 0x80.. is nonzero exactly when one is zero */
+		if (!allow_nul && ((w - UINT64_C(0x0101010101010101)) & ~w &
+				   UINT64_C(0x8080808080808080)))
+			return false;
+	}
+	for (; i < n; i++) {
+		if (u[i] >= 0x80)
+			return bson_utf8_validate(s + i, n - i, allow_nul);
+		if (!u[i] && !allow_nul)
+			return false;
+	}
+	return true;
 }
 
 /* Walks the document or array held by it (or the top level when it is NULL). */
@@ -70,27 +107,29 @@ static int check_doc(struct vctx *v, const bson_t *top, const bson_iter_t *holde
 		char pb[PATH_SHOWN + 8];
 
 		return dfs_err_set(v->err, DFS_EINVAL, "nesting deeper than %d levels at '%s'",
-				   DFS_MAX_DEPTH, shown_path(v, pb, sizeof(pb)));
+				   DFS_MAX_DEPTH, shown_path(v, pb));
 	}
 	if (top ? !bson_iter_init(&it, top) : !bson_iter_recurse(holder, &it))
 		return dfs_err_set(v->err, DFS_EINVAL, "document is not valid BSON");
 	while (bson_iter_next(&it)) {
 		const char *key = bson_iter_key(&it);
-		size_t klen = bson_iter_key_len(&it), saved = v->path.len;
+		size_t klen = bson_iter_key_len(&it);
 		const char *s = NULL, *s2 = NULL;
 		uint32_t n = 0;
 
 		if (!array) {
-			if (!bson_utf8_validate(key, klen, false))
-				return v->path.len ? bad_utf8(v, "a field name")
-						   : dfs_err_set(v->err, DFS_EINVAL,
-								 "a field name is not valid UTF-8");
+			if (!utf8_ok(key, klen, false))
+				return v->n ? bad_utf8(v, "a field name")
+					    : dfs_err_set(v->err, DFS_EINVAL,
+							  "a field name is not valid UTF-8");
 			if (key[0] == '$')
 				return bad_field(v, key, "start with '$'");
 			if (memchr(key, '.', klen))
 				return bad_field(v, key, "contain '.'");
 		}
-		push(v, key, klen);
+		v->key[v->n] = key;
+		v->klen[v->n] = klen;
+		v->n++;
 		switch (bson_iter_type(&it)) {
 		case BSON_TYPE_UTF8:
 			s = bson_iter_utf8(&it, &n);
@@ -111,7 +150,7 @@ static int check_doc(struct vctx *v, const bson_t *top, const bson_iter_t *holde
 		case BSON_TYPE_REGEX:
 			s = bson_iter_regex(&it, &s2);
 			n = (uint32_t)strlen(s);
-			if (!bson_utf8_validate(s2, strlen(s2), false))
+			if (!utf8_ok(s2, strlen(s2), false))
 				return bad_utf8(v, "a regex");
 			break;
 		case BSON_TYPE_DBPOINTER: {
@@ -129,10 +168,9 @@ static int check_doc(struct vctx *v, const bson_t *top, const bson_iter_t *holde
 		default:
 			break;
 		}
-		if (s && !bson_utf8_validate(s, n, true))
+		if (s && !utf8_ok(s, n, true))
 			return bad_utf8(v, "a string");
-		v->path.len = saved;
-		v->path.data[saved] = '\0';
+		v->n--;
 	}
 	if (it.err_off)
 		return dfs_err_set(v->err, DFS_EINVAL, "document is not valid BSON");
@@ -147,7 +185,6 @@ int store_doc_validate(const bson_t *doc, struct dfs_err *err)
 {
 	struct vctx v;
 	bson_iter_t it;
-	int rc;
 
 	if (doc->len > DFS_MAX_DOC_SIZE)
 		return dfs_err_set(err, DFS_EFBIG, "document is %u bytes, over the 16 MiB limit",
@@ -161,10 +198,6 @@ int store_doc_validate(const bson_t *doc, struct dfs_err *err)
 			return dfs_err_set(err, DFS_EINVAL, "'_id' must not be undefined");
 	}
 	v.err = err;
-	dfs_buf_init(&v.path);
-	dfs_buf_reserve(&v.path, 64);
-	v.path.data[0] = '\0';
-	rc = check_doc(&v, doc, NULL, false, 1);
-	dfs_buf_release(&v.path);
-	return rc;
+	v.n = 0;
+	return check_doc(&v, doc, NULL, false, 1);
 }

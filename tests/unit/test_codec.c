@@ -1751,6 +1751,47 @@ START_TEST(test_store_doc_validate_utf8)
 }
 END_TEST
 
+/* Validation checks ASCII eight bytes at a time: bad bytes anywhere in or after those words,
+ * and multibyte characters after them, are still seen. */
+START_TEST(test_store_doc_validate_utf8_long_strings)
+{
+	static const struct {
+		const char *s;
+		size_t n;
+		bool ok;
+	} cases[] = {
+	    {"abcdefghijklmnop", 16, true},
+	    {"abcdefgh\xc3\xa9xyz", 13, true},
+	    {"abcdefghijklmno\xe2\x82\xac", 18, true},
+	    {"abcdefghijklmnopq\xf0\x9f\x98\x80", 21, true},
+	    {"abcdefg\xff", 8, false},
+	    {"abcdefghij\xff", 11, false},
+	    {"abcdefghijklmnop\xc3", 17, false},
+	    {"abcdefgh\xc3\xa9" "abcdefgh\xed\xa0\x80", 21, false},
+	    {"abcdefgh\0ijklmnop", 17, true},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct dfs_err err = {0};
+		bson_t doc;
+
+		bson_init(&doc);
+		bson_append_utf8(&doc, "s", 1, cases[i].s, (int)cases[i].n);
+		ck_assert_msg(store_doc_validate(&doc, &err) == (cases[i].ok ? 0 : DFS_EINVAL),
+			      "string case %zu", i);
+		bson_destroy(&doc);
+		if (memchr(cases[i].s, '\0', cases[i].n))
+			continue;
+		/* the same bytes as a field name */
+		bson_init(&doc);
+		ck_assert(bson_append_int32(&doc, cases[i].s, (int)cases[i].n, 1));
+		ck_assert_msg(store_doc_validate(&doc, &err) == (cases[i].ok ? 0 : DFS_EINVAL),
+			      "field name case %zu", i);
+		bson_destroy(&doc);
+	}
+}
+END_TEST
+
 START_TEST(test_store_doc_validate_size)
 {
 	struct dfs_err err = {0};
@@ -1838,6 +1879,7 @@ static Suite *codec_suite(void)
 	tcase_add_test(v, test_store_doc_validate_field_names);
 	tcase_add_test(v, test_store_doc_validate_id_type);
 	tcase_add_test(v, test_store_doc_validate_utf8);
+	tcase_add_test(v, test_store_doc_validate_utf8_long_strings);
 	tcase_add_test(v, test_store_doc_validate_size);
 	tcase_add_test(v, test_store_doc_validate_depth);
 	suite_add_tcase(s, p);

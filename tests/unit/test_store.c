@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char tmpdir[256];
@@ -245,6 +246,53 @@ START_TEST(test_store_doc_prepare_puts_id_first)
 }
 END_TEST
 
+/* The ObjectId that store_doc_prepare gives a document without _id. */
+static bson_oid_t prepared_oid(void)
+{
+	struct dfs_err err = {0};
+	bson_t doc = BSON_INITIALIZER, out;
+	bson_iter_t it;
+	bson_oid_t oid;
+
+	BSON_APPEND_INT32(&doc, "a", 1);
+	ck_assert_int_eq(store_doc_prepare(&doc, NULL, &out, &err), 0);
+	ck_assert(bson_iter_init_find(&it, &out, "_id") && BSON_ITER_HOLDS_OID(&it));
+	bson_oid_copy(bson_iter_oid(&it), &oid);
+	bson_destroy(&out);
+	bson_destroy(&doc);
+	return oid;
+}
+
+START_TEST(test_store_doc_prepare_oids_differ_after_fork)
+{
+	bson_oid_t a = prepared_oid(), b = prepared_oid(), c;
+	int fds[2], status;
+	pid_t pid;
+
+	/* Within a process: same random part (bytes 4-8), increasing counter. */
+	ck_assert(memcmp(a.bytes + 4, b.bytes + 4, 5) == 0);
+	ck_assert(!bson_oid_equal(&a, &b));
+	/* A forked child (a daemonizing mount) must not reuse its parent's random part. */
+	ck_assert_int_eq(pipe(fds), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		bson_oid_t o = prepared_oid();
+
+		_exit(write(fds[1], o.bytes, 12) == 12 ? 0 : 1);
+	}
+	ck_assert_int_eq(read(fds[0], c.bytes, 12), 12);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	close(fds[0]);
+	close(fds[1]);
+	ck_assert(memcmp(a.bytes + 4, c.bytes + 4, 5) != 0);
+	/* And the parent goes on with its own. */
+	b = prepared_oid();
+	ck_assert(memcmp(a.bytes + 4, b.bytes + 4, 5) == 0);
+}
+END_TEST
+
 START_TEST(test_store_entry_rename_doc_changes_id)
 {
 	struct dfs_err err = {0};
@@ -334,6 +382,29 @@ START_TEST(test_store_entry_rename_doc_away_and_back_keeps_id)
 	free(text);
 	ck_assert_int_eq(write_doc(c, "a.json", "{\"v\": 2}", &again, &err), 0);
 	ck_assert_int_eq(again.id, d.id);
+}
+END_TEST
+
+/* The same within one transaction that has already inserted into the collection (and so
+ * knows it had no vacated ids): the rename's vacated id must still be found. */
+START_TEST(test_store_entry_rename_doc_away_and_back_in_one_txn_keeps_id)
+{
+	struct dfs_err err = {0};
+	struct store_entry d, bak, again;
+	struct store_txn *t;
+	int64_t c = make_coll("users");
+	const char *b = "{\"v\": 2}";
+
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	ck_assert_msg(store_doc_write_text(t, c, "a.json", "{}", 2, &attrs, &d, &err) == 0, "%s",
+		      err.msg);
+	ck_assert_int_eq(store_entry_rename(t, d.id, c, "a.json~", &bak, &err), 0);
+	ck_assert_msg(store_doc_write_text(t, c, "a.json", b, strlen(b), &attrs, &again, &err) ==
+			  0,
+		      "%s", err.msg);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	ck_assert_int_eq(again.id, d.id);
+	ck_assert_int_ne(bak.id, d.id);
 }
 END_TEST
 
@@ -459,10 +530,12 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_store_doc_write_text_invalid_changes_nothing);
 	tcase_add_test(tc, test_store_doc_insert_duplicate_is_eexist);
 	tcase_add_test(tc, test_store_doc_prepare_puts_id_first);
+	tcase_add_test(tc, test_store_doc_prepare_oids_differ_after_fork);
 	tcase_add_test(tc, test_store_entry_rename_doc_changes_id);
 	tcase_add_test(tc, test_store_entry_rename_scratch_over_doc_keeps_id);
 	tcase_add_test(tc, test_store_entry_rename_invalid_scratch_changes_nothing);
 	tcase_add_test(tc, test_store_entry_rename_doc_away_and_back_keeps_id);
+	tcase_add_test(tc, test_store_entry_rename_doc_away_and_back_in_one_txn_keeps_id);
 	tcase_add_test(tc, test_store_entry_list_resumes_from_cookie);
 	tcase_add_test(tc, test_store_changes_since_sees_writes);
 	tcase_add_test(tc, test_store_check_passes_on_sound_store);

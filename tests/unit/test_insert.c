@@ -1,0 +1,261 @@
+/*
+ * test_insert.c - unit tests of the streaming bulk inserter (fs/insert.c) behind `.insert`
+ * and `docfs import`: chunks large enough to be scanned on a second thread keep the ordered
+ * semantics (the documents before a bad one are committed, none after it, the error names
+ * the document and its line), and documents split across chunks are inserted once.
+ */
+#include "fs_int.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char tmpdir[256];
+static struct store *st;
+static struct store_db *db;
+static int64_t coll;
+static const struct store_attrs attrs = {0644, 1000, 1000, 0};
+
+static void setup(void)
+{
+	struct dfs_err err = {0};
+	struct store_txn *t;
+	struct store_coll c;
+
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/docfs-test-insert-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	ck_assert_int_eq(store_open(tmpdir, false, &st, &err), 0);
+	ck_assert_int_eq(store_db_get(st, "test", true, &db, &err), 0);
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	ck_assert_int_eq(store_coll_create(t, "users", 0755, 0, 0, &c, &err), 0);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	coll = c.id;
+}
+
+static void teardown(void)
+{
+	char cmd[300];
+
+	store_free(st);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static int64_t ndocs(void)
+{
+	struct dfs_err err = {0};
+	struct store_txn *t;
+	int64_t n = -1;
+
+	ck_assert_int_eq(store_txn_begin(db, false, &t, &err), 0);
+	ck_assert_int_eq(store_coll_count(t, coll, &n, NULL, &err), 0);
+	store_txn_abort(t);
+	return n;
+}
+
+/* Whether document "<id>.json" exists and has its rendered length as its size. */
+static bool has_doc(int i)
+{
+	struct dfs_err err = {0};
+	struct store_txn *t;
+	struct store_entry e;
+	struct dfs_buf b;
+	char name[32];
+	bool ok;
+
+	snprintf(name, sizeof(name), "%d.json", i);
+	dfs_buf_init(&b);
+	ck_assert_int_eq(store_txn_begin(db, false, &t, &err), 0);
+	ok = store_entry_lookup(t, coll, name, &e, &err) == 0;
+	if (ok) {
+		ck_assert_int_eq(store_entry_read(t, e.id, &b, &err), 0);
+		ck_assert_int_eq(e.size, (int64_t)b.len);
+	}
+	store_txn_abort(t);
+	dfs_buf_release(&b);
+	return ok;
+}
+
+/* JSON Lines of n documents {_id: i, ...} (i from 1), the one at bad (if any) replaced. */
+static void lines(struct dfs_buf *b, int n, int bad, const char *bad_text)
+{
+	for (int i = 1; i <= n; i++) {
+		if (i == bad)
+			dfs_buf_printf(b, "%s\n", bad_text);
+		else
+			dfs_buf_printf(b, "{\"_id\": %d, \"name\": \"user %d\", \"tags\": [\"a\", "
+					  "\"b\"], \"at\": {\"$date\": \"2020-01-02T03:04:05Z\"}}\n",
+				       i, i);
+	}
+}
+
+START_TEST(test_fs_inserter_feed_large_chunk_inserts_all)
+{
+	struct fs_inserter in;
+	struct dfs_buf b;
+
+	dfs_buf_init(&b);
+	lines(&b, 3000, 0, NULL);
+	ck_assert_uint_gt(b.len, 64 * 1024);
+	fs_inserter_init(&in, db, coll, &attrs);
+	ck_assert_int_eq(fs_inserter_feed(&in, b.data, b.len, false), 0);
+	ck_assert_int_eq(fs_inserter_feed(&in, "", 0, true), 0);
+	ck_assert_int_eq(in.ndocs, 3000);
+	ck_assert_int_eq(ndocs(), 3000);
+	ck_assert(has_doc(1) && has_doc(1500) && has_doc(3000));
+	fs_inserter_release(&in);
+	dfs_buf_release(&b);
+}
+END_TEST
+
+/* Chunks cut anywhere (inside documents too), small and large. */
+START_TEST(test_fs_inserter_feed_split_chunks)
+{
+	static const size_t cuts[] = {7, 40000, 13, 100000, 1};
+	struct fs_inserter in;
+	struct dfs_buf b;
+	size_t off = 0;
+
+	dfs_buf_init(&b);
+	lines(&b, 4000, 0, NULL);
+	fs_inserter_init(&in, db, coll, &attrs);
+	for (int i = 0; off < b.len; i++) {
+		size_t n = cuts[i % 5];
+
+		if (n > b.len - off)
+			n = b.len - off;
+		ck_assert_int_eq(fs_inserter_feed(&in, b.data + off, n, false), 0);
+		off += n;
+	}
+	ck_assert_int_eq(fs_inserter_feed(&in, "", 0, true), 0);
+	ck_assert_int_eq(ndocs(), 4000);
+	ck_assert(has_doc(1) && has_doc(2222) && has_doc(4000));
+	fs_inserter_release(&in);
+	dfs_buf_release(&b);
+}
+END_TEST
+
+/* A syntax error deep in a large chunk: the documents before it are in, none after. */
+START_TEST(test_fs_inserter_feed_large_chunk_stops_at_bad_document)
+{
+	struct fs_inserter in;
+	struct dfs_buf b;
+
+	dfs_buf_init(&b);
+	lines(&b, 3000, 2000, "{\"_id\": 2000, \"oops\": }");
+	fs_inserter_init(&in, db, coll, &attrs);
+	ck_assert_int_eq(fs_inserter_feed(&in, b.data, b.len, false), DFS_EINVAL);
+	ck_assert_msg(strncmp(in.err.msg, "document 2000 (line 2000): ", 27) == 0, "%s",
+		      in.err.msg);
+	ck_assert_int_eq(ndocs(), 1999);
+	ck_assert(has_doc(1999) && !has_doc(2000) && !has_doc(2001));
+	/* every later call returns the same error */
+	ck_assert_int_eq(fs_inserter_feed(&in, "{}", 2, true), DFS_EINVAL);
+	ck_assert_int_eq(ndocs(), 1999);
+	fs_inserter_release(&in);
+	dfs_buf_release(&b);
+}
+END_TEST
+
+/* A duplicate _id (an insert error, not a scan error) in a large chunk. */
+START_TEST(test_fs_inserter_feed_large_chunk_stops_at_duplicate)
+{
+	struct fs_inserter in;
+	struct dfs_buf b;
+
+	dfs_buf_init(&b);
+	lines(&b, 3000, 2500, "{\"_id\": 7}");
+	fs_inserter_init(&in, db, coll, &attrs);
+	ck_assert_int_eq(fs_inserter_feed(&in, b.data, b.len, false), DFS_EEXIST);
+	ck_assert_msg(strncmp(in.err.msg, "document 2500 (line 2500): duplicate _id", 40) == 0,
+		      "%s", in.err.msg);
+	ck_assert_int_eq(ndocs(), 2499);
+	ck_assert(has_doc(2499) && !has_doc(2500) && !has_doc(2501));
+	fs_inserter_release(&in);
+	dfs_buf_release(&b);
+}
+END_TEST
+
+/* Text that is not a document after the last one, at the end of the stream. */
+START_TEST(test_fs_inserter_feed_trailing_text_fails_at_end)
+{
+	struct fs_inserter in;
+	struct dfs_buf b;
+
+	dfs_buf_init(&b);
+	lines(&b, 3000, 0, NULL);
+	dfs_buf_puts(&b, "{\"_id\": 3001, \"cut\": ");
+	fs_inserter_init(&in, db, coll, &attrs);
+	ck_assert_int_eq(fs_inserter_feed(&in, b.data, b.len, false), 0);
+	ck_assert_int_eq(ndocs(), 3000);
+	/* DFS_EINCOMPLETE: the mount reports it as EINVAL */
+	ck_assert_int_eq(fs_inserter_feed(&in, "", 0, true), DFS_EINCOMPLETE);
+	ck_assert_msg(strstr(in.err.msg, "document 3001 (line 3001)") != NULL, "%s", in.err.msg);
+	ck_assert_int_eq(ndocs(), 3000);
+	fs_inserter_release(&in);
+	dfs_buf_release(&b);
+}
+END_TEST
+
+/* JSON array mode over a large chunk, and its error after a document. */
+START_TEST(test_fs_inserter_feed_json_array)
+{
+	struct fs_inserter in;
+	struct dfs_buf b;
+
+	dfs_buf_init(&b);
+	dfs_buf_puts(&b, "[\n");
+	for (int i = 1; i <= 3000; i++)
+		dfs_buf_printf(&b, "{\"_id\": %d, \"pad\": \"xxxxxxxxxxxxxxxxxxxxxxxx\"}%s\n", i,
+			       i < 3000 ? "," : "");
+	dfs_buf_puts(&b, "]\n");
+	fs_inserter_init(&in, db, coll, &attrs);
+	in.json_array = true;
+	ck_assert_int_eq(fs_inserter_feed(&in, b.data, b.len, true), 0);
+	ck_assert_int_eq(ndocs(), 3000);
+	fs_inserter_release(&in);
+	dfs_buf_reset(&b);
+	dfs_buf_puts(&b, "[\n");
+	for (int i = 3001; i <= 6000; i++)
+		dfs_buf_printf(&b, "{\"_id\": %d, \"pad\": \"xxxxxxxxxxxxxxxxxxxxxxxx\"}%s\n", i,
+			       i == 5000 ? " ;" : ",");
+	fs_inserter_init(&in, db, coll, &attrs);
+	in.json_array = true;
+	ck_assert_int_eq(fs_inserter_feed(&in, b.data, b.len, false), DFS_EINVAL);
+	ck_assert_msg(strstr(in.err.msg, "line 2001: expected ',' or ']' after document 2000") !=
+			  NULL,
+		      "%s", in.err.msg);
+	ck_assert_int_eq(ndocs(), 5000);
+	fs_inserter_release(&in);
+	dfs_buf_release(&b);
+}
+END_TEST
+
+static Suite *insert_suite(void)
+{
+	Suite *s = suite_create("insert");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_fs_inserter_feed_large_chunk_inserts_all);
+	tcase_add_test(tc, test_fs_inserter_feed_split_chunks);
+	tcase_add_test(tc, test_fs_inserter_feed_large_chunk_stops_at_bad_document);
+	tcase_add_test(tc, test_fs_inserter_feed_large_chunk_stops_at_duplicate);
+	tcase_add_test(tc, test_fs_inserter_feed_trailing_text_fails_at_end);
+	tcase_add_test(tc, test_fs_inserter_feed_json_array);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(insert_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
