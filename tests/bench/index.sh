@@ -14,7 +14,8 @@
 #      unindexed vs sqlite3 with the compound expression index.
 # Queries are warm: each runs once untimed, then the best of 5 timed runs counts (both
 # sides). The docfs explain (executionStats) of each indexed and unindexed query is
-# recorded, and sqlite3's EXPLAIN QUERY PLAN is printed (it must use the expression index, or the comparison is void).
+# recorded, and sqlite3's EXPLAIN QUERY PLAN is printed (it must use the expression index,
+# or the comparison is void).
 # Checked: result counts agree (indexed, unindexed, sqlite3), the same _ids for queries 2 and
 # 4, the same documents for 3, `docfs check` passes after the builds; a disagreement or a docfs
 # error exits 1, no timing does. Markdown tables on stdout, progress on stderr.
