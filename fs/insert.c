@@ -172,7 +172,8 @@ static int scan_next(struct scan *s, struct item *it)
 	line = s->line + count_lines(p, skip_space(p, 0, rc ? left : used));
 	it->doc = NULL;
 	if (!rc) {
-		it->doc = malloc(sizeof(*it->doc));
+		/* libbson declares bson_t 128-byte aligned; malloc gives 16 (UBSan). */
+		it->doc = aligned_alloc(_Alignof(bson_t), sizeof(*it->doc));
 		if (!it->doc)
 			abort();
 		rc = store_doc_prepare(&doc, NULL, it->doc, &s->err);
@@ -185,6 +186,7 @@ static int scan_next(struct scan *s, struct item *it)
 	if (!rc && (rc = store_doc_rendered_len(it->doc, &s->scratch, &it->size, &s->err))) {
 		bson_destroy(it->doc);
 		free(it->doc);
+		it->doc = NULL;
 	}
 	if (rc) {
 		dfs_err_prefix(&s->err, "document %lld (line %u): ", (long long)s->ndocs + 1, line);
