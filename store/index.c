@@ -1378,7 +1378,8 @@ static int build_flush(struct build_state *b, struct dfs_err *err)
 		for (size_t j = 0; j < 8; j++)
 			e->pfx = e->pfx << 8 | (j < e->klen ? e->key[j] : 0);
 	}
-	qsort(b->e, b->n, sizeof(*b->e), bent_cmp);
+	if (b->n > 1) /* b->e is NULL when no document had a key (UBSan) */
+		qsort(b->e, b->n, sizeof(*b->e), bent_cmp);
 	for (size_t i = 0; i < b->n; i++) {
 		const struct bent *e = &b->e[i];
 		const uint8_t *vals = e->key + e->klen;
