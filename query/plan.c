@@ -1229,13 +1229,15 @@ static bool index_sorts(const struct store_index *ix, const struct ixbounds *b,
 		 * sort fields must be applied or unbounded, which they always are. Ties of the
 		 * sort fields must come in _id order, as SORT breaks them (index.c note 1):
 		 * a later field breaks them first unless it is a single point, or _id itself
-		 * scanned ascending (after which nothing ties). */
+		 * scanned ascending (after which nothing ties). A point on a multikey field
+		 * is not enough: when the scan does not apply it (a range before it, note 3),
+		 * a document's other elements still order its entries. */
 		for (int i = p + nsf; i < ix->nfields && ok; i++) {
 			const struct store_index_field *f = &ix->field[i];
 
 			if (f->dir != 0 && !strcmp(f->path, "_id") && f->dir * sign > 0)
 				break;
-			ok = single_point(&b->fb[i]);
+			ok = single_point(&b->fb[i]) && !((ix->multikey >> i) & 1);
 		}
 		if (ok) {
 			*backward = sign < 0;
