@@ -112,6 +112,9 @@ struct fs_handle {
 
 /* ---- pending documents (note 2) ---------------------------------------------------- */
 
+/* Room for a pending document's name: a file name (NAME_MAX) and its NUL. */
+#define FS_PENDING_NAME_CAP 256
+
 static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct fs_node **pending; /* Owned array (the nodes Borrowed), grows as needed */
 static size_t npending, cappending;
@@ -139,6 +142,28 @@ static void pending_del(struct fs_node *n)
 		}
 	}
 	pthread_mutex_unlock(&pending_lock);
+}
+
+/* Takes n out of the pending nodes if it is still one of kind: true, with its name copied to
+ * name (cap bytes; may be NULL). Checked and copied under pending_lock, because a commit on
+ * another descriptor of the same file turns the node into a document (pending_del, then
+ * fs_node_repoint frees pending_name) at any moment. */
+static bool pending_drop(struct fs_node *n, int kind, char *name, size_t cap)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&pending_lock);
+	for (size_t i = 0; i < npending; i++) {
+		if (pending[i] == n && n->kind == kind) {
+			if (name)
+				snprintf(name, cap, "%s", n->pending_name);
+			pending[i] = pending[--npending];
+			found = true;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&pending_lock);
+	return found;
 }
 
 /* A pending node of kind (FSN_PENDING, FSN_IXPENDING) named name in coll, with one more
@@ -1319,16 +1344,19 @@ static void fsop_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		rc = handle_commit(req, h, &err);
 	}
 	pthread_mutex_unlock(&h->lock);
-	if (rc && h->kind == FH_ENTRY && h->node->kind == FSN_PENDING) {
+	if (rc && h->kind == FH_ENTRY) {
 		/* No document was made: the name is gone by the time close() fails, not only
 		 * once the release arrives (note 2). A later successful flush on another
 		 * descriptor of the same file still creates it. */
 		struct fs_node *n = h->node;
-		uint64_t parent = fs_node_touch_ino(fs_ino_entry(n->db, n->coll));
+		char name[FS_PENDING_NAME_CAP];
 
-		pending_del(n);
-		if (parent)
-			fs_notify_entry_wait(parent, n->pending_name);
+		if (pending_drop(n, FSN_PENDING, name, sizeof(name))) {
+			uint64_t parent = fs_node_touch_ino(fs_ino_entry(n->db, n->coll));
+
+			if (parent)
+				fs_notify_entry_wait(parent, name);
+		}
 	}
 	if (rc) {
 		reply_dfs(req, &err, h->kind == FH_INSERT ? ".insert" : "write");
@@ -1362,16 +1390,17 @@ static void fsop_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
 {
 	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
 	struct fs_node *n = h->node;
+	char name[FS_PENDING_NAME_CAP];
 
-	if (n->kind == FSN_PENDING) {
+	if (pending_drop(n, FSN_PENDING, name, sizeof(name))) {
 		/* Never written validly: the name goes away again. */
 		uint64_t parent = fs_node_touch_ino(fs_ino_entry(n->db, n->coll));
 
-		pending_del(n);
 		if (parent)
-			fs_notify_entry(parent, n->pending_name);
-	} else if (n->kind == FSN_IXPENDING) {
-		pending_del(n); /* no index made: the name was never cached (timeout 0) */
+			fs_notify_entry(parent, name);
+	} else {
+		/* no index made: the name was never cached (timeout 0) */
+		pending_drop(n, FSN_IXPENDING, NULL, 0);
 	}
 	handle_free(h);
 	fuse_reply_err(req, 0);
