@@ -112,6 +112,16 @@ done:
 	return rc;
 }
 
+/* Appends a count as MongoDB's replies carry it: an int32 while it fits (so `jq .n` reads a
+ * plain number), an int64 beyond. */
+static void append_count(bson_t *out, const char *key, int64_t v)
+{
+	if (v >= INT32_MIN && v <= INT32_MAX)
+		BSON_APPEND_INT32(out, key, (int32_t)v);
+	else
+		BSON_APPEND_INT64(out, key, v);
+}
+
 /* Renders an _id for messages. */
 static void id_text(const bson_value_t *v, char *out, size_t cap)
 {
@@ -407,12 +417,12 @@ void query_write_result_describe(const struct query_write_result *r, const char 
 	}
 	BSON_APPEND_BOOL(out, "acknowledged", true);
 	if (strcmp(command, "delete") == 0) {
-		BSON_APPEND_INT64(out, "deletedCount", r->deleted);
+		append_count(out, "deletedCount", r->deleted);
 		return;
 	}
-	BSON_APPEND_INT64(out, "matchedCount", r->matched);
-	BSON_APPEND_INT64(out, "modifiedCount", r->modified);
-	BSON_APPEND_INT64(out, "upsertedCount", r->upserted);
+	append_count(out, "matchedCount", r->matched);
+	append_count(out, "modifiedCount", r->modified);
+	append_count(out, "upsertedCount", r->upserted);
 	if (r->upserted_id && bson_iter_init_find(&it, r->upserted_id, "_id"))
 		bson_append_value(out, "upsertedId", 10, bson_iter_value(&it));
 	else
@@ -681,11 +691,11 @@ int query_bulk_run(struct store_db *db, int64_t coll, const bson_t *ops, bool or
 		dfs_err_set(err, first.code, "operation %u: %s", first_index, first.msg);
 finish:
 	BSON_APPEND_BOOL(out, "acknowledged", true);
-	BSON_APPEND_INT64(out, "insertedCount", acc.inserted);
-	BSON_APPEND_INT64(out, "matchedCount", acc.matched);
-	BSON_APPEND_INT64(out, "modifiedCount", acc.modified);
-	BSON_APPEND_INT64(out, "deletedCount", acc.deleted);
-	BSON_APPEND_INT64(out, "upsertedCount", acc.upserted);
+	append_count(out, "insertedCount", acc.inserted);
+	append_count(out, "matchedCount", acc.matched);
+	append_count(out, "modifiedCount", acc.modified);
+	append_count(out, "deletedCount", acc.deleted);
+	append_count(out, "upsertedCount", acc.upserted);
 	BSON_APPEND_DOCUMENT(out, "insertedIds", &acc.inserted_ids);
 	BSON_APPEND_DOCUMENT(out, "upsertedIds", &acc.upserted_ids);
 	BSON_APPEND_ARRAY(out, "writeErrors", &acc.errors);
