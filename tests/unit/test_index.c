@@ -1092,6 +1092,144 @@ START_TEST(test_store_ixscan_ties_in_id_order)
 }
 END_TEST
 
+/* reverse scans over groups of exactly 63/64/65/128/129 equal keys, with int and
+ * string _ids mixed, unbounded and with bounds at the edges of groups, and two ranges in a
+ * row (as an $in runs them): exactly the entries of the range, a descending, ties by _id. */
+START_TEST(test_store_ixscan_backward_ties_at_group_edges)
+{
+	static const int gsize[] = {63, 64, 65, 1, 129, 128, 2};
+	enum { NG = 7 };
+	int64_t c = make_coll("items");
+	int n = 0, total = 0;
+	static int a[1000];
+	static int64_t entry[1000];
+	char name[32], text[96];
+
+	for (int g = 0; g < NG; g++)
+		total += gsize[g];
+	/* _id i: an int for odd i, else the string "s<i>"; inserted in a scrambled order */
+	for (int g = 0; g < NG; g++)
+		for (int j = 0; j < gsize[g]; j++)
+			a[n++] = g;
+	mkix_ok(c, "{\"key\": {\"a\": 1}}");
+	for (int k = 0; k < total; k++) {
+		int i = (k * 37) % total; /* total is prime to 37 */
+
+		if (i % 2)
+			snprintf(name, sizeof(name), "%d.json", 100000 + i);
+		else
+			snprintf(name, sizeof(name), "s%05d.json", i);
+		snprintf(text, sizeof(text), "{\"a\": %d}", a[i]);
+		put_ok(c, name, text);
+		entry[i] = id_of(c, name);
+	}
+	/* ranges: {lo group, hi group, lo inclusive, hi inclusive}; -1: unbounded */
+	static const int rg[][4] = {{-1, -1, 1, 1}, {1, 4, 1, 1}, {1, 4, 0, 0}, {0, 2, 1, 0},
+				    {2, 6, 0, 1},  {4, 4, 1, 1}, {2, 2, 1, 1}};
+	for (size_t r = 0; r < sizeof(rg) / sizeof(rg[0]); r++) {
+		struct dfs_err err = {0};
+		struct store_txn *t;
+		struct store_index ix;
+		struct store_ixscan *s;
+		struct store_ixkey k;
+		struct dfs_buf lo, hi;
+		int got[1000], ng = 0, exp[1000], ne = 0;
+		char v[16];
+
+		dfs_buf_init(&lo);
+		dfs_buf_init(&hi);
+		if (rg[r][0] >= 0) {
+			snprintf(v, sizeof(v), "%d", rg[r][0]);
+			key_of(&lo, v, false);
+			if (!rg[r][2])
+				dfs_buf_putc(&lo, (char)0xff);
+			snprintf(v, sizeof(v), "%d", rg[r][1]);
+			key_of(&hi, v, false);
+			if (rg[r][3])
+				dfs_buf_putc(&hi, (char)0xff);
+		}
+		ck_assert_int_eq(store_txn_begin(db, false, &t, &err), 0);
+		ck_assert_int_eq(store_index_get(t, c, "a_1", &ix, &err), 0);
+		ck_assert_int_eq(store_ixscan_open(t, c, &ix, true, &s, &err), 0);
+		/* the range twice: once from open's full range after a partial read, then the real */
+		for (int pass = 0; pass < 2; pass++) {
+			ng = 0;
+			if (rg[r][0] >= 0)
+				ck_assert_int_eq(store_ixscan_range(s, (uint8_t *)lo.data, lo.len,
+								    (uint8_t *)hi.data, hi.len,
+								    &err),
+						 0);
+			else
+				ck_assert_int_eq(store_ixscan_range(s, NULL, 0, NULL, 0, &err), 0);
+			while (ng < 1000 && store_ixscan_next(s, &k, &err) == 0) {
+				int i = 0;
+
+				while (i < total && entry[i] != k.id)
+					i++;
+				ck_assert_int_lt(i, total);
+				got[ng++] = i;
+				if (pass == 0 && ng == 70)
+					break; /* stop inside a group, then re-range */
+			}
+		}
+		/* expected: groups from hi down to lo, in each odd (int) ids ascending, then even
+		 * (string) ids ascending */
+		for (int g = NG - 1; g >= 0; g--) {
+			if (rg[r][0] >= 0) {
+				if (g < rg[r][0] || g > rg[r][1])
+					continue;
+				if ((g == rg[r][0] && !rg[r][2]) || (g == rg[r][1] && !rg[r][3]))
+					continue;
+			}
+			for (int par = 1; par >= 0; par--)
+				for (int i = 0; i < total; i++)
+					if (a[i] == g && i % 2 == par)
+						exp[ne++] = i;
+		}
+		ck_assert_msg(ng == ne, "range %zu: %d entries, expected %d", r, ng, ne);
+		for (int j = 0; j < ne; j++)
+			ck_assert_msg(got[j] == exp[j], "range %zu: position %d: %d, expected %d", r,
+				      j, got[j], exp[j]);
+		store_ixscan_free(s);
+		store_index_release(&ix);
+		store_txn_abort(t);
+		dfs_buf_release(&lo);
+		dfs_buf_release(&hi);
+	}
+}
+END_TEST
+
+/* A unique build that meets a clash fails and leaves no index (with BUILD_MEM shrunk by
+ * hand, the clash spans two sorted batches); a multikey unique build with repeats inside a
+ * document succeeds, and a later clash through an array is refused. */
+START_TEST(test_store_index_create_unique_clash_leaves_nothing)
+{
+	int64_t c = make_coll("items");
+	struct dfs_err err = {0};
+	char name[32], text[96];
+	struct store_txn *t;
+	struct store_index ix;
+
+	for (int i = 0; i < 1000; i++) {
+		snprintf(name, sizeof(name), "%d.json", i);
+		snprintf(text, sizeof(text), "{\"k\": %d, \"m\": [%d, %d, %d]}", i == 900 ? 3 : i,
+			 i, i, -i - 1);
+		put_ok(c, name, text);
+	}
+	ck_assert_int_eq(mkix(c, "{\"key\": {\"k\": 1}, \"unique\": true}", NULL, &err),
+			 DFS_EEXIST);
+	ck_assert_int_eq(store_txn_begin(db, false, &t, &err), 0);
+	ck_assert_int_eq(store_index_get(t, c, "k_1", &ix, &err), DFS_ENOENT);
+	store_txn_abort(t);
+	mkix_ok(c, "{\"key\": {\"m\": 1}, \"unique\": true}");
+	ck_assert_int_eq(stats(c, "m_1").entries, 2000);
+	ck_assert_int_eq(store_check(st, NULL, NULL, &err), 0);
+	/* a later document clashing with an early one through its array */
+	put_ok(c, "x.json", "{\"m\": [5000, 6000]}");
+	ck_assert_int_eq(put(c, "y.json", "{\"m\": [7000, -1]}", &err), DFS_EEXIST);
+}
+END_TEST
+
 /* ---- TTL --------------------------------------------------------------------------- */
 
 START_TEST(test_store_ttl_sweep_deletes_exactly_the_expired)
@@ -1734,6 +1872,8 @@ static Suite *index_suite(void)
 	tcase_add_test(tc, test_store_index_hash_equal_numbers_agree);
 	tcase_add_test(tc, test_store_ixscan_range_both_directions);
 	tcase_add_test(tc, test_store_ixscan_ties_in_id_order);
+	tcase_add_test(tc, test_store_ixscan_backward_ties_at_group_edges);
+	tcase_add_test(tc, test_store_index_create_unique_clash_leaves_nothing);
 	tcase_add_test(tc, test_store_ttl_sweep_deletes_exactly_the_expired);
 	tcase_add_test(tc, test_store_check_finds_wrong_index_entries);
 	tcase_add_test(tc, test_store_db_get_migrates_schema_1);

@@ -232,6 +232,99 @@ START_TEST(test_fs_inserter_feed_json_array)
 }
 END_TEST
 
+/* errors at the queue's batch and capacity boundaries, scan and insert errors. */
+START_TEST(test_fs_inserter_feed_error_at_queue_boundaries)
+{
+	static const int pos[] = {1, 2, 31, 32, 33, 64, 224, 225, 255, 256, 257, 288, 289, 3000};
+	int64_t base = 0;
+
+	for (size_t p = 0; p < sizeof(pos) / sizeof(pos[0]); p++) {
+		for (int kind = 0; kind < 2; kind++) {
+			struct fs_inserter in;
+			struct dfs_buf b;
+			char bad[64], want[64];
+			int rc;
+
+			/* fresh collection each time */
+			{
+				struct dfs_err err = {0};
+				struct store_txn *t;
+				struct store_coll c;
+				char cn[32];
+
+				snprintf(cn, sizeof(cn), "c%zu_%d", p, kind);
+				ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+				ck_assert_int_eq(store_coll_create(t, cn, 0755, 0, 0, &c, &err), 0);
+				ck_assert_int_eq(store_txn_commit(t, &err), 0);
+				coll = c.id;
+			}
+			if (kind == 0)
+				snprintf(bad, sizeof(bad), "{\"_id\": %d, \"oops\": }", pos[p]);
+			else
+				snprintf(bad, sizeof(bad), "{\"_id\": %d}", pos[p] > 1 ? 1 : 0);
+			dfs_buf_init(&b);
+			lines(&b, 3000, pos[p], bad);
+			if (kind == 1 && pos[p] == 1) {
+				/* a duplicate at 1 needs an existing _id 0 */
+				struct fs_inserter pre;
+
+				fs_inserter_init(&pre, db, coll, &attrs);
+				ck_assert_int_eq(fs_inserter_feed(&pre, "{\"_id\": 0}", 10, true), 0);
+				fs_inserter_release(&pre);
+				base = 1;
+			} else {
+				base = 0;
+			}
+			fs_inserter_init(&in, db, coll, &attrs);
+			rc = fs_inserter_feed(&in, b.data, b.len, false);
+			ck_assert_int_eq(rc, kind == 0 ? DFS_EINVAL : DFS_EEXIST);
+			snprintf(want, sizeof(want), "document %d (line %d): ", pos[p], pos[p]);
+			ck_assert_msg(strncmp(in.err.msg, want, strlen(want)) == 0, "%d/%d: %s", pos[p],
+				      kind, in.err.msg);
+			ck_assert_int_eq(ndocs(), pos[p] - 1 + base);
+			ck_assert(pos[p] == 1 || has_doc(pos[p] - 1));
+			ck_assert(!has_doc(pos[p] + 1));
+			fs_inserter_release(&in);
+			dfs_buf_release(&b);
+		}
+	}
+}
+END_TEST
+
+/* a large chunk holding fewer than 32 documents (the inserter waits for a batch the
+ * scan never fills), and big documents cut across chunks. */
+START_TEST(test_fs_inserter_feed_few_big_documents)
+{
+	struct fs_inserter in;
+	struct dfs_buf b, pad;
+	size_t off = 0;
+
+	dfs_buf_init(&b);
+	dfs_buf_init(&pad);
+	for (int i = 0; i < 9000; i++)
+		dfs_buf_putc(&pad, 'x');
+	for (int i = 1; i <= 40; i++)
+		dfs_buf_printf(&b, "{\"_id\": %d, \"pad\": \"%s\"}\n", i, pad.data);
+	fs_inserter_init(&in, db, coll, &attrs);
+	/* 5 documents + part of the sixth per call: threaded, fewer than 32 queued */
+	while (off < b.len) {
+		size_t n = 50000;
+
+		if (n > b.len - off)
+			n = b.len - off;
+		ck_assert_int_eq(fs_inserter_feed(&in, b.data + off, n, false), 0);
+		off += n;
+	}
+	ck_assert_int_eq(fs_inserter_feed(&in, "", 0, true), 0);
+	ck_assert_int_eq(ndocs(), 40);
+	for (int i = 1; i <= 40; i++)
+		ck_assert(has_doc(i));
+	fs_inserter_release(&in);
+	dfs_buf_release(&b);
+	dfs_buf_release(&pad);
+}
+END_TEST
+
 static Suite *insert_suite(void)
 {
 	Suite *s = suite_create("insert");
@@ -245,6 +338,8 @@ static Suite *insert_suite(void)
 	tcase_add_test(tc, test_fs_inserter_feed_large_chunk_stops_at_duplicate);
 	tcase_add_test(tc, test_fs_inserter_feed_trailing_text_fails_at_end);
 	tcase_add_test(tc, test_fs_inserter_feed_json_array);
+	tcase_add_test(tc, test_fs_inserter_feed_error_at_queue_boundaries);
+	tcase_add_test(tc, test_fs_inserter_feed_few_big_documents);
 	suite_add_tcase(s, tc);
 	return s;
 }
