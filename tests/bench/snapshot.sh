@@ -29,11 +29,6 @@ export GIT_COMMITTER_NAME="docfs bench" GIT_COMMITTER_EMAIL=bench@example.com
 # No user or system git configuration changes what is measured.
 export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
 
-die() {
-	echo "bench: $*" >&2
-	exit 2
-}
-
 missing=()
 for tool in git python3 fusermount3 mountpoint pgrep; do
 	command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
@@ -167,8 +162,10 @@ timeit 'cp -r "$MNT/test/users" "$FILES/" 2> "$B/cp.err"'
 T_CP=$T
 [ "$RC" -eq 0 ] || problem "cp -r test/users out of the mount failed ($(wc -l < "$B/cp.err") errors): $(head -n 2 "$B/cp.err" | tr '\n' ' ')"
 unmount_docfs
-# Only the documents: .insert (an empty file) and query/, .queries/ (empty) are docfs's.
-rm -rf "$FILES/users/.insert" "$FILES/users/query" "$FILES/users/.queries"
+# Only the documents: .insert and .bulk (empty files), .indexes/ and the query and write
+# directories (empty) are docfs's.
+rm -rf "$FILES/users/.insert" "$FILES/users/.bulk" "$FILES/users/.indexes" "$FILES/users/.queries" \
+	"$FILES"/users/{query,explain,aggregate,update,delete}
 C_FILES=$(ls -f "$FILES/users" | grep -c '\.json$' || true)
 [ "$C_FILES" -eq "$N" ] || problem "the copy holds $C_FILES documents, not $N"
 FILES_SIZE=$(bytes_h "$FILES/users")
