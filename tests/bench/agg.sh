@@ -28,11 +28,6 @@ TEMPLATE=$ROOT/examples/users.template.json
 MINGO_JS=$ROOT/tests/bench/agg_mingo.js
 export NODE_PATH=$ROOT/tests/query/diff/node_modules${NODE_PATH:+:$NODE_PATH}
 
-die() {
-	echo "bench: $*" >&2
-	exit 2
-}
-
 missing=()
 for tool in sqlite3 jq node fusermount3 pgrep mountpoint; do
 	command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
@@ -51,69 +46,8 @@ MNT=$B/mnt
 MOUNTED=0
 FAILED=0
 
-daemon_pid() { # the daemon serving $MNT from $STORE
-	pgrep -f -- "${DOCFS##*/} mount .*$STORE $MNT\$" | head -n1 || true
-}
+. "$ROOT/tests/bench/onemount.sh" # daemon_pid, unmount, the EXIT trap, problem, warm_timeit, ...
 
-unmount() { # unmounts $MNT, and waits for the docfs daemon to finish
-	local pid
-	pid=$(daemon_pid)
-	if mountpoint -q "$MNT"; then
-		fusermount3 -u "$MNT" 2>/dev/null || { sleep 1; fusermount3 -u "$MNT" 2>/dev/null; } ||
-			umount "$MNT" 2>/dev/null || fusermount3 -uz "$MNT" 2>/dev/null || true
-	fi
-	if [ -n "$pid" ]; then
-		for _ in $(seq 1 600); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -0 "$pid" 2>/dev/null && echo "bench: WARNING: docfs daemon $pid still running 60 s after unmount" >&2
-	fi
-	return 0
-}
-
-cleanup() {
-	local rc=$?
-	[ "$MOUNTED" -eq 1 ] && unmount
-	rm -rf "$B"
-	exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# problem MESSAGE: records a misbehaviour or a disagreement (the run goes on, exits 1 at the end)
-problem() {
-	FAILED=1
-	echo "bench: PROBLEM: $1" >&2
-	if [ -s "$B/log" ]; then
-		echo "--- docfs log (last lines)" >&2
-		tail -n 20 "$B/log" >&2
-	fi
-}
-
-# warm_timeit 'COMMAND' : runs COMMAND once untimed (warm-up), then times it (T, RC)
-warm_timeit() {
-	set +e
-	eval "$1"
-	set -e
-	timeit "$1"
-}
-
-lt() { # A B [FACTOR] : "met" when A < B * FACTOR (A <= B * FACTOR when a factor is given)
-	awk -v a="$1" -v b="$2" -v f="${3:-}" 'BEGIN {
-		if (a == "" || b == "") print "n/a"
-		else if (f == "") print (a < b) ? "met" : "**not met**"
-		else print (a <= b * f) ? "met" : "**not met**" }'
-}
-kib_to_mib() {
-	awk -v k="$1" 'BEGIN { if (k == "") print "n/a"; else printf "%.1f MiB", k / 1024 }'
-}
-vmhwm() { # the daemon's peak RSS in KiB
-	local pid
-	pid=$(daemon_pid)
-	[ -n "$pid" ] && awk '/^VmHWM:/ { print $2 }' "/proc/$pid/status" 2>/dev/null || true
-}
-bytes_h() { du -sh "$1" 2>/dev/null | cut -f1; }
 # norm: "_id<TAB>count<TAB>avg" lines -> the same with avg rounded to 9 decimals
 norm() { awk -F'\t' -v OFS='\t' '{ $3 = sprintf("%.9f", $3); print }'; }
 # docfs_lines: aggregate results (JSON Lines) -> "_id<TAB>count<TAB>avg" lines

@@ -33,11 +33,6 @@ N=${BENCH_N_INDEX:-1000000}
 NP=${BENCH_N_POINT:-500}
 TEMPLATE=$ROOT/examples/users.template.json
 
-die() {
-	echo "bench: $*" >&2
-	exit 2
-}
-
 missing=()
 for tool in sqlite3 jq fusermount3 pgrep mountpoint; do
 	command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
@@ -58,67 +53,13 @@ DB=$B/users.db
 MOUNTED=0
 FAILED=0
 
-daemon_pid() { # the daemon serving $MNT from $STORE
-	pgrep -f -- "${DOCFS##*/} mount .*$STORE $MNT\$" | head -n1 || true
-}
+. "$ROOT/tests/bench/onemount.sh" # daemon_pid, unmount, the EXIT trap, problem, warm_timeit, ...
+WARM_REPEAT=${BENCH_REPEAT:-5} # warm queries: the best of 5 timed runs, on both sides
 
-unmount() { # unmounts $MNT, and waits for the docfs daemon to finish
-	local pid
-	pid=$(daemon_pid)
-	if mountpoint -q "$MNT"; then
-		fusermount3 -u "$MNT" 2>/dev/null || { sleep 1; fusermount3 -u "$MNT" 2>/dev/null; } ||
-			umount "$MNT" 2>/dev/null || fusermount3 -uz "$MNT" 2>/dev/null || true
-	fi
-	if [ -n "$pid" ]; then
-		for _ in $(seq 1 600); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -0 "$pid" 2>/dev/null && echo "bench: WARNING: docfs daemon $pid still running 60 s after unmount" >&2
-	fi
-	return 0
-}
-
-cleanup() {
-	local rc=$?
-	[ "$MOUNTED" -eq 1 ] && unmount
-	rm -rf "$B"
-	exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# problem MESSAGE: records a misbehaviour or a disagreement (the run goes on, exits 1 at the end)
-problem() {
-	FAILED=1
-	echo "bench: PROBLEM: $1" >&2
-	if [ -s "$B/log" ]; then
-		echo "--- docfs log (last lines)" >&2
-		tail -n 20 "$B/log" >&2
-	fi
-}
 NOTES=() # unexpected but not wrong (a plan other than the expected one): reported, exit 0
 note() {
 	NOTES+=("$1")
 	echo "bench: NOTE: $1" >&2
-}
-
-# warm_timeit 'COMMAND' : runs COMMAND once untimed (warm-up), then times it (T, RC)
-# warm_timeit CMD : one untimed run, then the best of BENCH_REPEAT (5) timed runs in T (RC of
-# the last). The same for docfs and sqlite3: on a shared 2-core VM one run of a 30 ms query
-# can take twice as long for reasons that have nothing to do with either.
-warm_timeit() {
-	local best="" i
-	set +e
-	eval "$1"
-	set -e
-	for ((i = 0; i < ${BENCH_REPEAT:-5}; i++)); do
-		timeit "$1"
-		if [ -z "$best" ] || awk -v a="$T" -v b="$best" 'BEGIN { exit !(a < b) }'; then
-			best=$T
-		fi
-	done
-	T=$best
 }
 
 le() { # A B FACTOR : "met" when A <= B * FACTOR
@@ -126,15 +67,6 @@ le() { # A B FACTOR : "met" when A <= B * FACTOR
 		if (a == "" || b == "" || a == "n/a" || b == "n/a") print "n/a"
 		else print (a <= b * f) ? "met" : "**not met**" }'
 }
-kib_to_mib() {
-	awk -v k="$1" 'BEGIN { if (k == "") print "n/a"; else printf "%.1f MiB", k / 1024 }'
-}
-vmhwm() { # the daemon's peak RSS in KiB
-	local pid
-	pid=$(daemon_pid)
-	[ -n "$pid" ] && awk '/^VmHWM:/ { print $2 }' "/proc/$pid/status" 2>/dev/null || true
-}
-bytes_h() { du -sh "$1" 2>/dev/null | cut -f1; }
 sum() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "") print ""; else printf "%.3f", a + b }'; }
 
 CPU=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)

@@ -1,5 +1,10 @@
 # tests/bench/lib.sh - helpers shared by the benchmark scripts (sourced, not run).
 
+die() {
+	echo "bench: $*" >&2
+	exit 2
+}
+
 # timeit 'COMMAND' : runs COMMAND once in this shell, sets T to the elapsed seconds and RC
 # to its exit status (redirect its output inside COMMAND). With TIMEIT_SYNC=1 it syncs
 # first, so that earlier writes are not flushed inside the timing.

@@ -22,11 +22,6 @@ N_BULK=${BENCH_N_BULK:-1000000}
 N=${BENCH_N:-100000}
 TEMPLATE=$ROOT/examples/users.template.json
 
-die() {
-	echo "bench: $*" >&2
-	exit 2
-}
-
 missing=()
 for tool in sqlite3 bindfs jq fusermount3 pgrep mountpoint; do
 	command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
