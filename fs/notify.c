@@ -67,17 +67,18 @@ void fs_notify_entry(uint64_t parent, const char *name)
 	enqueue(0, parent, name);
 }
 
-void fs_notify_entry_wait(uint64_t parent, const char *name)
+/* Returns once a whole pass of the notifier has run after this call (at most 2 s): every
+ * invalidation queued and every change committed before the call has then been sent. A pass
+ * under way may have taken its queue and read the feeds before that: the one after it
+ * certainly sees them. */
+static void wait_for_pass(void)
 {
 	struct timespec until;
 	uint64_t target;
 
-	enqueue(0, parent, name);
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += 2; /* never hang a request on a stuck notifier */
 	pthread_mutex_lock(&nlock);
-	/* A pass under way may have taken its queue before this item: the one after it
-	 * certainly sends it. */
 	target = npasses + 2;
 	while (nrunning && npasses < target) {
 		nwanted = true;
@@ -86,6 +87,12 @@ void fs_notify_entry_wait(uint64_t parent, const char *name)
 			break;
 	}
 	pthread_mutex_unlock(&nlock);
+}
+
+void fs_notify_entry_wait(uint64_t parent, const char *name)
+{
+	enqueue(0, parent, name);
+	wait_for_pass();
 }
 
 void fs_notify_watch(struct store_db *db)
@@ -258,29 +265,8 @@ static void *notifier(void *arg)
 
 void fs_notify_sync(struct store_db *db)
 {
-	int64_t target = 0;
-	struct timespec until;
-
 	fs_notify_watch(db);
-	if (store_changes_last(db, &target, NULL) != 0)
-		return;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += 2; /* never hang a request on a stuck notifier */
-	pthread_mutex_lock(&nlock);
-	while (nrunning) {
-		int64_t seen = target;
-
-		for (size_t i = 0; i < nwatch; i++)
-			if (watch[i].db == db)
-				seen = watch[i].seq;
-		if (seen >= target)
-			break;
-		nwanted = true;
-		pthread_cond_signal(&ncond);
-		if (pthread_cond_timedwait(&ndone, &nlock, &until) != 0)
-			break;
-	}
-	pthread_mutex_unlock(&nlock);
+	wait_for_pass();
 }
 
 int fs_notify_start(struct fuse_session *se, int period_ms, struct dfs_err *err)
