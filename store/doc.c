@@ -84,11 +84,6 @@ int store_doc_rendered_len(const bson_t *doc, struct dfs_buf *scratch, int64_t *
 	return rc;
 }
 
-static int doc_render_len(struct store_txn *t, const bson_t *doc, int64_t *len, struct dfs_err *err)
-{
-	return store_doc_rendered_len(doc, &t->scratch, len, err);
-}
-
 static void entry_from_doc_row(sqlite3_stmt *st, struct store_entry *e)
 {
 	const unsigned char *name = sqlite3_column_text(st, 2);
@@ -501,7 +496,7 @@ static int doc_insert(struct store_txn *t, int64_t coll, const bson_t *doc, int6
 		return rc;
 	if ((rc = doc_key_name(t, bson_iter_value(&it), name, sizeof(name), err)))
 		return rc;
-	if (size < 0 && (rc = doc_render_len(t, doc, &size, err)))
+	if (size < 0 && (rc = store_doc_rendered_len(doc, &t->scratch, &size, err)))
 		return rc;
 	if (!id && (rc = doc_id_for(t, coll, &id, err)))
 		return rc;
@@ -580,7 +575,7 @@ static int doc_update(struct store_txn *t, struct store_entry *e, const bson_t *
 	int64_t size, now = store__now_ns();
 	int rc;
 
-	if ((rc = doc_render_len(t, doc, &size, err)))
+	if ((rc = store_doc_rendered_len(doc, &t->scratch, &size, err)))
 		return rc;
 	if ((rc = store__ix_prepare(t, e->coll, e->coll, e->id, doc, err)))
 		return rc;
@@ -828,7 +823,7 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 		bson_iter_init_find(&it, &renamed, "_id");
 		if ((rc = doc_key_name(t, bson_iter_value(&it), name, sizeof(name), err)))
 			goto doc_done;
-		if ((rc = doc_render_len(t, &renamed, &size, err)))
+		if ((rc = store_doc_rendered_len(&renamed, &t->scratch, &size, err)))
 			goto doc_done;
 		if ((rc = store__ix_prepare(t, src.coll, newcoll, id, &renamed, err)))
 			goto doc_done;
