@@ -298,10 +298,6 @@ done:
 /* The options of explain/<pipeline>: verbosity= and format=pretty|json|tree. */
 static int explain_opts(const char *q, int *verbosity, int *format, struct dfs_err *err)
 {
-	static const char *const verbs[] = {"queryPlanner", "executionStats", "allPlansExecution"};
-	static const int vcodes[] = {QUERY_VERB_PLANNER, QUERY_VERB_EXEC, QUERY_VERB_ALL};
-	static const char *const formats[] = {"pretty", "json", "tree"};
-	static const int fcodes[] = {FSQ_PRETTY, FSQ_JSON, FSQ_TREE};
 	struct dfs_buf v;
 	int rc = 0;
 
@@ -311,32 +307,20 @@ static int explain_opts(const char *q, int *verbosity, int *format, struct dfs_e
 	for (const char *p = q; !rc && p && *p;) {
 		const char *amp = strchr(p, '&'), *eq;
 		size_t n = amp ? (size_t)(amp - p) : strlen(p);
-		bool ok = false;
 
 		eq = memchr(p, '=', n);
 		dfs_buf_reset(&v);
 		if (eq && (rc = fs_path_unescape(eq + 1, n - (size_t)(eq + 1 - p), &v, err)))
 			break;
 		if (eq && eq - p == 9 && !strncmp(p, "verbosity", 9)) {
-			for (int i = 0; i < 3 && !ok; i++)
-				if (v.data && !strcmp(v.data, verbs[i]))
-					*verbosity = vcodes[i], ok = true;
-			if (!ok)
-				rc = dfs_err_set(
-					err, DFS_EINVAL,
-					"verbosity must be queryPlanner, executionStats or "
-					"allPlansExecution, not '%s'",
-					v.data ? v.data : "");
+			rc = fs_path_verbosity_opt(&v, verbosity, err);
 		} else if (eq && eq - p == 6 && !strncmp(p, "format", 6)) {
-			for (int i = 0; i < 3 && !ok; i++)
-				if (v.data && !strcmp(v.data, formats[i]))
-					*format = fcodes[i], ok = true;
-			if (!ok)
-				rc = dfs_err_set(
-					err, DFS_EINVAL,
-					"format of an explain must be pretty, json or tree, "
-					"not '%s'",
-					v.data ? v.data : "");
+			if (fs_path_format_opt(&v, format, NULL) ||
+			    (*format != FSQ_PRETTY && *format != FSQ_JSON && *format != FSQ_TREE))
+				rc = dfs_err_set(err, DFS_EINVAL,
+						 "format of an explain must be pretty, json or "
+						 "tree, not '%s'",
+						 v.data ? v.data : "");
 		} else {
 			rc = dfs_err_set(
 				err, DFS_EINVAL,

@@ -176,6 +176,9 @@ int fs_result_finish(struct fs_result *r, struct dfs_err *err);
 int fs_path_unescape(const char *p, size_t n, struct dfs_buf *out, struct dfs_err *err);
 int fs_path_doc_opt(const char *what, const struct dfs_buf *v, bson_t *out, struct dfs_err *err);
 int fs_path_bool_opt(const char *what, const struct dfs_buf *v, bool *out, struct dfs_err *err);
+/* format= (jsonl, json, pretty, ids, tree: an FSQ_* value) and verbosity= (a QUERY_VERB_*). */
+int fs_path_format_opt(const struct dfs_buf *v, int *out, struct dfs_err *err);
+int fs_path_verbosity_opt(const struct dfs_buf *v, int *out, struct dfs_err *err);
 
 /* ---- apath.c: aggregate/ paths and saved pipelines ----------------------------------- */
 

@@ -148,6 +148,39 @@ static int set_hint(struct fs_query *q, const char *text, size_t len, struct dfs
 	return 0;
 }
 
+int fs_path_format_opt(const struct dfs_buf *v, int *out, struct dfs_err *err)
+{
+	static const char *const names[] = {"jsonl", "json", "pretty", "ids", "tree"};
+
+	for (int i = 0; i < 5; i++) {
+		if (v->data && !strcmp(v->data, names[i])) {
+			*out = i; /* enum fs_query_format's order */
+			return 0;
+		}
+	}
+	return dfs_err_set(err, DFS_EINVAL,
+			   "format must be jsonl, json, pretty, ids or tree, not '%s'",
+			   v->data ? v->data : "");
+}
+
+int fs_path_verbosity_opt(const struct dfs_buf *v, int *out, struct dfs_err *err)
+{
+	static const char *const names[] = {"queryPlanner", "executionStats",
+					    "allPlansExecution"};
+	static const int verbs[] = {QUERY_VERB_PLANNER, QUERY_VERB_EXEC, QUERY_VERB_ALL};
+
+	for (int i = 0; i < 3; i++) {
+		if (v->data && !strcmp(v->data, names[i])) {
+			*out = verbs[i];
+			return 0;
+		}
+	}
+	return dfs_err_set(err, DFS_EINVAL,
+			   "verbosity must be queryPlanner, executionStats or "
+			   "allPlansExecution, not '%s'",
+			   v->data ? v->data : "");
+}
+
 static int set_option(struct fs_query *q, const char *name, const struct dfs_buf *v,
 		      struct dfs_err *err)
 {
@@ -173,36 +206,17 @@ static int set_option(struct fs_query *q, const char *name, const struct dfs_buf
 		return 0;
 	}
 	if (!strcmp(name, "format")) {
-		static const char *const names[] = {"jsonl", "json", "pretty", "ids", "tree"};
+		int f;
+		int rc = fs_path_format_opt(v, &f, err);
 
-		for (int i = 0; i < 5; i++) {
-			if (v->data && !strcmp(v->data, names[i])) {
-				q->format = i;
-				return 0;
-			}
-		}
-		return dfs_err_set(err, DFS_EINVAL,
-				   "format must be jsonl, json, pretty, ids or tree, not '%s'",
-				   v->data ? v->data : "");
+		if (!rc)
+			q->format = f;
+		return rc;
 	}
 	if (!strcmp(name, "hint"))
 		return set_hint(q, v->data ? v->data : "", v->len, err);
-	if (!strcmp(name, "verbosity")) {
-		static const char *const names[] = {"queryPlanner", "executionStats",
-						    "allPlansExecution"};
-		static const int verbs[] = {QUERY_VERB_PLANNER, QUERY_VERB_EXEC, QUERY_VERB_ALL};
-
-		for (int i = 0; i < 3; i++) {
-			if (v->data && !strcmp(v->data, names[i])) {
-				q->verbosity = verbs[i];
-				return 0;
-			}
-		}
-		return dfs_err_set(err, DFS_EINVAL,
-				   "verbosity must be queryPlanner, executionStats or "
-				   "allPlansExecution, not '%s'",
-				   v->data ? v->data : "");
-	}
+	if (!strcmp(name, "verbosity"))
+		return fs_path_verbosity_opt(v, &q->verbosity, err);
 	return dfs_err_set(err, DFS_EINVAL,
 			   "unknown option '%s' (sort, skip, limit, projection, hint, count, "
 			   "distinct, format, verbosity)",
