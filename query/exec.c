@@ -807,7 +807,8 @@ struct query_cursor {
 	int64_t coll;
 	struct plan__run run;
 	struct plan__node *root; /* Borrowed: the winner's root */
-	bson_t *out;		 /* Owned: the current result */
+	bson_t out;		 /* the current result: a view of outbuf */
+	struct dfs_buf outbuf;	 /* the current result's bytes, reused from one to the next */
 	bool want_keys;		 /* keep the sort key of each result (tests) */
 	struct dfs_buf key;	 /* the last result's sort key without _id */
 	int64_t entry;		 /* the last result's entry id (0: unknown) */
@@ -824,6 +825,7 @@ int query_find_open(struct store_txn *t, int64_t coll, const struct query_find_o
 	c->t = t;
 	c->coll = coll;
 	dfs_buf_init(&c->key);
+	dfs_buf_init(&c->outbuf);
 	if ((rc = plan__run_open(t, coll, o, true, &c->run, err))) {
 		free(c);
 		return rc;
@@ -876,10 +878,15 @@ int query_cursor_next(struct query_cursor *c, const bson_t **doc, struct dfs_err
 	}
 	if (c->want_keys && c->run.q.sort && wm.has_doc)
 		sort_key_of(c->run.q.sort, &wm.doc, &c->key);
-	bson_destroy(c->out);
-	c->out = bson_copy(wm.result);
+	/* The working member dies at the next work(); one buffer, grown once, keeps it until
+	 * the next call instead of a bson allocation per result. */
+	dfs_buf_reset(&c->outbuf);
+	dfs_buf_append(&c->outbuf, bson_get_data(wm.result), wm.result->len);
+	if (!bson_init_static(&c->out, (const uint8_t *)c->outbuf.data, c->outbuf.len))
+		return dfs_err_set(err, DFS_ECORRUPT, "result %lld is not valid BSON",
+				   (long long)wm.id);
 	c->entry = wm.id;
-	*doc = c->out;
+	*doc = &c->out;
 	return 0;
 }
 
@@ -893,7 +900,7 @@ void query_cursor_free(struct query_cursor *c)
 	if (!c)
 		return;
 	plan__run_release(&c->run);
-	bson_destroy(c->out);
+	dfs_buf_release(&c->outbuf);
 	dfs_buf_release(&c->key);
 	free(c);
 }

@@ -2038,23 +2038,41 @@ void store_ixscan_free(struct store_ixscan *s)
 	free(s);
 }
 
+/* Reads docs.bson of row id through an incremental-blob handle kept for the transaction:
+ * moving the handle to another row is a seek, where a statement would be reset, rebound
+ * and would reopen its cursor for every document. A handle is aborted by an error and
+ * expires when its row is written; then a fresh one is opened. */
 int store_doc_fetch(struct store_txn *t, int64_t id, bson_t *view, struct dfs_err *err)
 {
-	sqlite3_stmt *st = store__stmt(t, ST_DOC_FETCH, err);
-	const uint8_t *data;
-	int rc, n;
+	int rc = SQLITE_ERROR, n;
 
-	if (!st)
-		return err ? err->code : DFS_EIO;
-	sqlite3_bind_int64(st, 1, id);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_DONE)
-		return dfs_err_set(err, DFS_ENOENT, "document %lld not found", (long long)id);
-	if (rc != SQLITE_ROW)
+	if (t->fetch)
+		rc = sqlite3_blob_reopen(t->fetch, id);
+	if (rc != SQLITE_OK) {
+		if (t->fetch)
+			sqlite3_blob_close(t->fetch);
+		t->fetch = NULL;
+		rc = sqlite3_blob_open(t->c->h, "main", "docs", "bson", id, 0, &t->fetch);
+		if (rc != SQLITE_OK) {
+			if (t->fetch)
+				sqlite3_blob_close(t->fetch);
+			t->fetch = NULL;
+			if (rc == SQLITE_ERROR)
+				return dfs_err_set(err, DFS_ENOENT, "document %lld not found",
+						   (long long)id);
+			return store__sqlerr(t, rc, "fetch document", err);
+		}
+	}
+	n = sqlite3_blob_bytes(t->fetch);
+	dfs_buf_reset(&t->fetched);
+	dfs_buf_reserve(&t->fetched, (size_t)n);
+	if (n > 0 && (rc = sqlite3_blob_read(t->fetch, t->fetched.data, n, 0)) != SQLITE_OK) {
+		sqlite3_blob_close(t->fetch);
+		t->fetch = NULL;
 		return store__sqlerr(t, rc, "fetch document", err);
-	data = sqlite3_column_blob(st, 0);
-	n = sqlite3_column_bytes(st, 0);
-	if (n < 5 || !bson_init_static(view, data, (size_t)n))
+	}
+	t->fetched.len = (size_t)n;
+	if (n < 5 || !bson_init_static(view, (const uint8_t *)t->fetched.data, (size_t)n))
 		return dfs_err_set(err, DFS_ECORRUPT, "document %lld is not valid BSON",
 				   (long long)id);
 	return 0;

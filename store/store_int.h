@@ -94,6 +94,8 @@ struct store_txn {
 	struct dfs_buf scratch;	    /* rendering buffer reused by the transaction's writes */
 	struct dfs_buf key;	    /* key buffer reused by the transaction's writes */
 	struct store__ixcache *ixc; /* Owned: index.c's cache and pending entries, or NULL */
+	sqlite3_blob *fetch;	    /* Owned: store_doc_fetch's handle on docs.bson, or NULL */
+	struct dfs_buf fetched;	    /* the last fetched document's bytes */
 };
 
 /* Returns the statement slot, reset and unbound, or NULL with err set. Borrowed: valid

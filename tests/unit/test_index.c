@@ -1030,6 +1030,44 @@ START_TEST(test_store_ixscan_range_both_directions)
 }
 END_TEST
 
+/* FETCH keeps one blob handle per transaction: a row written or deleted in the same
+ * transaction is read afresh, a missing id is DFS_ENOENT and the next fetch still works. */
+START_TEST(test_store_doc_fetch_follows_writes_in_its_transaction)
+{
+	int64_t c = make_coll("items");
+	struct dfs_err err = {0};
+	struct store_txn *t;
+	int64_t a, b;
+	bson_iter_t it;
+	bson_t doc, *nd;
+
+	put_ok(c, "a.json", "{\"n\": 1}");
+	put_ok(c, "b.json", "{\"n\": 2}");
+	a = id_of(c, "a.json");
+	b = id_of(c, "b.json");
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	ck_assert_int_eq(store_doc_fetch(t, a, &doc, &err), 0);
+	ck_assert(bson_iter_init_find(&it, &doc, "n"));
+	ck_assert_int_eq(bson_iter_int32(&it), 1);
+	nd = parse("{\"_id\": \"a\", \"n\": 10, \"pad\": \"longer than before\"}");
+	ck_assert_int_eq(store_doc_replace(t, a, nd, &err), 0);
+	bson_destroy(nd);
+	ck_assert_int_eq(store_doc_fetch(t, a, &doc, &err), 0);
+	ck_assert(bson_iter_init_find(&it, &doc, "n"));
+	ck_assert_int_eq(bson_iter_int32(&it), 10);
+	ck_assert_int_eq(store_entry_delete(t, a, &err), 0);
+	ck_assert_int_eq(store_doc_fetch(t, a, &doc, &err), DFS_ENOENT);
+	ck_assert_int_eq(store_doc_fetch(t, b, &doc, &err), 0);
+	ck_assert(bson_iter_init_find(&it, &doc, "n"));
+	ck_assert_int_eq(bson_iter_int32(&it), 2);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	ck_assert_int_eq(store_txn_begin(db, false, &t, &err), 0);
+	ck_assert_int_eq(store_doc_fetch(t, a, &doc, &err), DFS_ENOENT);
+	ck_assert_int_eq(store_doc_fetch(t, b, &doc, &err), 0);
+	store_txn_abort(t);
+}
+END_TEST
+
 /* Entries of equal keys come in _id order in both directions, whatever the insertion order:
  * short groups (reordered in memory) and one longer than a reverse scan buffers. */
 START_TEST(test_store_ixscan_ties_in_id_order)
@@ -1871,6 +1909,7 @@ static Suite *index_suite(void)
 	tcase_add_test(tc, test_store_index_partial_holds_matching_documents);
 	tcase_add_test(tc, test_store_index_hash_equal_numbers_agree);
 	tcase_add_test(tc, test_store_ixscan_range_both_directions);
+	tcase_add_test(tc, test_store_doc_fetch_follows_writes_in_its_transaction);
 	tcase_add_test(tc, test_store_ixscan_ties_in_id_order);
 	tcase_add_test(tc, test_store_ixscan_backward_ties_at_group_edges);
 	tcase_add_test(tc, test_store_index_create_unique_clash_leaves_nothing);
