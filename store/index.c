@@ -1358,17 +1358,164 @@ static int bent_cmp(const void *pa, const void *pb)
 	return a->id < b->id ? -1 : a->id > b->id;
 }
 
-/* Sorts the entries collected and inserts them in key order (note 7). */
+/*
+ * The sorted entries of a chunk reach SQLite as the rows of an eponymous virtual table,
+ * docfs_ixbuild(state), read by one INSERT ... SELECT: its ikeys cursor stays open from
+ * row to row, so each insert of a key above the last one finds its place on the last leaf
+ * (SQLite's right-edge fast path) instead of seeking from the root (note 7). The state is
+ * passed as a pointer parameter, so the module holds no state of its own.
+ */
+#define BUILD_PTR "docfs_ixbuild" /* the pointer type of the state parameter */
+
+struct bsrc_vtab {
+	sqlite3_vtab base;
+};
+
+struct bsrc_cur {
+	sqlite3_vtab_cursor base;
+	const struct build_state *b; /* Borrowed: from the parameter, NULL before xFilter */
+	size_t i;		     /* the entry at the cursor */
+};
+
+static int bsrc_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
+			sqlite3_vtab **out, char **errmsg)
+{
+	struct bsrc_vtab *v;
+	int rc;
+
+	(void)aux, (void)argc, (void)argv, (void)errmsg;
+	rc = sqlite3_declare_vtab(db, "CREATE TABLE x(key BLOB, id INTEGER, vals BLOB,"
+				      " state HIDDEN)");
+	if (rc != SQLITE_OK)
+		return rc;
+	v = sqlite3_malloc(sizeof(*v));
+	if (!v)
+		return SQLITE_NOMEM;
+	memset(v, 0, sizeof(*v));
+	*out = &v->base;
+	return SQLITE_OK;
+}
+
+static int bsrc_disconnect(sqlite3_vtab *v)
+{
+	sqlite3_free(v);
+	return SQLITE_OK;
+}
+
+/* The only plan: the state parameter bound (column 3 = ?), the entries in their order. */
+static int bsrc_best_index(sqlite3_vtab *v, sqlite3_index_info *info)
+{
+	(void)v;
+	for (int i = 0; i < info->nConstraint; i++) {
+		const struct sqlite3_index_constraint *c = &info->aConstraint[i];
+
+		if (c->iColumn == 3 && c->op == SQLITE_INDEX_CONSTRAINT_EQ && c->usable) {
+			info->aConstraintUsage[i].argvIndex = 1;
+			info->aConstraintUsage[i].omit = 1;
+			info->estimatedCost = 1;
+			return SQLITE_OK;
+		}
+	}
+	return SQLITE_CONSTRAINT; /* no plan without the state */
+}
+
+static int bsrc_open(sqlite3_vtab *v, sqlite3_vtab_cursor **out)
+{
+	struct bsrc_cur *c = sqlite3_malloc(sizeof(*c));
+
+	(void)v;
+	if (!c)
+		return SQLITE_NOMEM;
+	memset(c, 0, sizeof(*c));
+	*out = &c->base;
+	return SQLITE_OK;
+}
+
+static int bsrc_close(sqlite3_vtab_cursor *c)
+{
+	sqlite3_free(c);
+	return SQLITE_OK;
+}
+
+static int bsrc_filter(sqlite3_vtab_cursor *vc, int idxnum, const char *idxstr, int argc,
+		       sqlite3_value **argv)
+{
+	struct bsrc_cur *c = (struct bsrc_cur *)vc;
+
+	(void)idxnum, (void)idxstr;
+	c->b = argc == 1 ? sqlite3_value_pointer(argv[0], BUILD_PTR) : NULL;
+	c->i = 0;
+	return SQLITE_OK;
+}
+
+static int bsrc_next(sqlite3_vtab_cursor *vc)
+{
+	((struct bsrc_cur *)vc)->i++;
+	return SQLITE_OK;
+}
+
+static int bsrc_eof(sqlite3_vtab_cursor *vc)
+{
+	const struct bsrc_cur *c = (const struct bsrc_cur *)vc;
+
+	return !c->b || c->i >= c->b->n;
+}
+
+static int bsrc_column(sqlite3_vtab_cursor *vc, sqlite3_context *ctx, int col)
+{
+	const struct bsrc_cur *c = (const struct bsrc_cur *)vc;
+	const struct bent *e = &c->b->e[c->i];
+
+	/* The arena outlives the statement's step: the blobs need no copy here. */
+	if (col == 0)
+		sqlite3_result_blob(ctx, e->key, (int)e->klen, SQLITE_STATIC);
+	else if (col == 1)
+		sqlite3_result_int64(ctx, e->id);
+	else if (col == 2)
+		sqlite3_result_blob(ctx, e->key + e->klen, (int)e->vlen, SQLITE_STATIC);
+	else
+		sqlite3_result_null(ctx);
+	return SQLITE_OK;
+}
+
+static int bsrc_rowid(sqlite3_vtab_cursor *vc, sqlite3_int64 *rowid)
+{
+	*rowid = (sqlite3_int64)((const struct bsrc_cur *)vc)->i;
+	return SQLITE_OK;
+}
+
+static const sqlite3_module bsrc_module = {
+	.iVersion = 0,
+	.xCreate = NULL, /* eponymous only: no CREATE VIRTUAL TABLE */
+	.xConnect = bsrc_connect,
+	.xBestIndex = bsrc_best_index,
+	.xDisconnect = bsrc_disconnect,
+	.xOpen = bsrc_open,
+	.xClose = bsrc_close,
+	.xFilter = bsrc_filter,
+	.xNext = bsrc_next,
+	.xEof = bsrc_eof,
+	.xColumn = bsrc_column,
+	.xRowid = bsrc_rowid,
+};
+
+/* Sorts the entries collected, checks uniqueness and inserts them in key order (note 7). */
 static int build_flush(struct build_state *b, struct dfs_err *err)
 {
 	int rc;
 
 	if (!b->ins) {
-		rc = sqlite3_prepare_v3(
-			b->t->c->h, "INSERT INTO ikeys(ix, key, id, vals) VALUES(?1, ?2, ?3, ?4)",
-			-1, 0, &b->ins, NULL);
+		/* Registered again on each build: replacing a module is cheap and keeps the
+		 * connection setup (db.c) free of index concerns. */
+		rc = sqlite3_create_module_v2(b->t->c->h, BUILD_PTR, &bsrc_module, NULL, NULL);
+		if (rc == SQLITE_OK)
+			rc = sqlite3_prepare_v3(
+				b->t->c->h,
+				"INSERT INTO ikeys(ix, key, id, vals) SELECT ?2, key,"
+				" id, vals FROM " BUILD_PTR "(?1)",
+				-1, 0, &b->ins, NULL);
 		if (rc != SQLITE_OK)
-			return store__sqlerr(b->t, rc, "insert index entry", err);
+			return store__sqlerr(b->t, rc, "insert index entries", err);
 	}
 	for (size_t i = 0; i < b->n; i++) {
 		struct bent *e = &b->e[i];
@@ -1380,35 +1527,33 @@ static int build_flush(struct build_state *b, struct dfs_err *err)
 	}
 	if (b->n > 1) /* b->e is NULL when no document had a key (UBSan) */
 		qsort(b->e, b->n, sizeof(*b->e), bent_cmp);
-	for (size_t i = 0; i < b->n; i++) {
+	for (size_t i = 0; b->ix->unique && i < b->n; i++) {
 		const struct bent *e = &b->e[i];
-		const uint8_t *vals = e->key + e->klen;
 
-		if (b->ix->unique) {
-			rc = 0;
-			if (i > 0) {
-				const struct bent *p = &b->e[i - 1];
-				size_t kp = key_part(p->key, p->klen),
-				       ke = key_part(e->key, e->klen);
+		rc = 0;
+		if (i > 0) {
+			const struct bent *p = &b->e[i - 1];
+			size_t kp = key_part(p->key, p->klen), ke = key_part(e->key, e->klen);
 
-				if (kp == ke && p->id != e->id && memcmp(p->key, e->key, ke) == 0)
-					rc = DFS_EEXIST;
-			}
-			if (!rc && b->flushed)
-				rc = unique_probe(b->t, b->ix->ixid, e->key, e->klen, e->id, err);
-			if (rc == DFS_EEXIST)
-				return dup_error(b->t, b->coll, b->ix, vals, e->vlen, err);
-			if (rc)
-				return rc;
+			if (kp == ke && p->id != e->id && memcmp(p->key, e->key, ke) == 0)
+				rc = DFS_EEXIST;
 		}
-		sqlite3_bind_int64(b->ins, 1, b->ix->ixid);
-		sqlite3_bind_blob(b->ins, 2, e->key, (int)e->klen, SQLITE_STATIC);
-		sqlite3_bind_int64(b->ins, 3, e->id);
-		sqlite3_bind_blob(b->ins, 4, vals, (int)e->vlen, SQLITE_STATIC);
+		/* Entries of earlier chunks are in the index already: probe them. */
+		if (!rc && b->flushed)
+			rc = unique_probe(b->t, b->ix->ixid, e->key, e->klen, e->id, err);
+		if (rc == DFS_EEXIST)
+			return dup_error(b->t, b->coll, b->ix, e->key + e->klen, e->vlen, err);
+		if (rc)
+			return rc;
+	}
+	if (b->n) {
+		sqlite3_bind_pointer(b->ins, 1, b, BUILD_PTR, NULL);
+		sqlite3_bind_int64(b->ins, 2, b->ix->ixid);
 		rc = sqlite3_step(b->ins);
 		sqlite3_reset(b->ins);
+		sqlite3_clear_bindings(b->ins);
 		if (rc != SQLITE_DONE)
-			return store__sqlerr(b->t, rc, "insert index entry", err);
+			return store__sqlerr(b->t, rc, "insert index entries", err);
 	}
 	b->n = 0;
 	dfs_buf_reset(&b->arena);
