@@ -1324,11 +1324,14 @@ static int64_t mono_ms(void)
 
 /* An entry of a build, its key and vals in the build's arena. */
 struct bent {
-	uint64_t pfx; /* the first 8 key bytes, big-endian (zero-padded): sorts first */
-	size_t off;   /* key bytes, then vals bytes, in the arena */
-	uint32_t klen, vlen;
+	uint64_t w; /* 8 key bytes from the sort's current 8-byte window, big-endian, 0-padded */
+	union {
+		size_t off;	    /* while collecting: key bytes, then vals bytes, in the arena */
+		const uint8_t *key; /* from the sort on (the arena no longer moves) */
+	};
 	int64_t id;
-	const uint8_t *key; /* set just before sorting */
+	uint32_t klen, vlen;
+	uint32_t end; /* the key bytes that order this entry (see build_sort) */
 };
 
 struct build_state {
@@ -1336,26 +1339,127 @@ struct build_state {
 	int64_t coll;
 	struct store_index *ix;
 	struct dfs_buf arena;
-	struct bent *e;
+	struct bent *e, *tmp; /* the entries; tmp: the sort's scratch, as large */
 	size_t n, cap;
-	bool flushed;	   /* entries of an earlier chunk are in the index */
-	sqlite3_stmt *ins; /* Owned: a plain INSERT (the entries are new: nothing to replace) */
+	bool ordered;	       /* the chunk's documents came in ascending _id key order */
+	struct dfs_buf lastid; /* the _id key of the chunk's last document with entries */
+	bool flushed;	       /* entries of an earlier chunk are in the index */
+	sqlite3_stmt *ins;     /* Owned: the INSERT ... SELECT of a chunk */
 };
 
-static int bent_cmp(const void *pa, const void *pb)
-{
-	const struct bent *a = pa, *b = pb;
-	size_t n = a->klen < b->klen ? a->klen : b->klen;
-	int c;
+#define SORT_SMALL 32 /* buckets below this size are insertion-sorted */
 
-	if (a->pfx != b->pfx)
-		return a->pfx < b->pfx ? -1 : 1;
-	c = n > 8 ? memcmp(a->key + 8, b->key + 8, n - 8) : 0;
+/* Loads the window of 8 key bytes at depth d. */
+static void bent_window(struct bent *a, size_t n, size_t d)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint64_t w = 0;
+
+		for (size_t j = d; j < d + 8; j++)
+			w = w << 8 | (j < a[i].end ? a[i].key[j] : 0);
+		a[i].w = w;
+	}
+}
+
+/* memcmp order of the first end bytes of two keys equal in their first d bytes. */
+static int bent_cmp_from(const struct bent *a, const struct bent *b, size_t d)
+{
+	size_t n = (a->end < b->end ? a->end : b->end) - d;
+	int c = n ? memcmp(a->key + d, b->key + d, n) : 0;
+
 	if (c)
 		return c;
-	if (a->klen != b->klen)
-		return a->klen < b->klen ? -1 : 1;
-	return a->id < b->id ? -1 : a->id > b->id;
+	return a->end < b->end ? -1 : a->end > b->end;
+}
+
+/*
+ * Sorts a[0..n) by the first end bytes of their keys, in memcmp order, stably: an MSD radix
+ * sort, one byte per pass, the entries equal in their first d bytes, whose window w holds
+ * bytes base..base+7. A key that ends at depth d sorts first (its bucket 0); a bucket of
+ * keys that all ended is done. The largest bucket goes on in the loop and the others
+ * recurse, so the recursion depth stays below log2(n) whatever the keys.
+ */
+static void build_rsort(struct bent *a, struct bent *tmp, size_t n, size_t d, size_t base)
+{
+	size_t cnt[257], pos[257];
+
+	for (;;) {
+		size_t big = 0, start;
+
+		if (n < SORT_SMALL) {
+			for (size_t i = 1; i < n; i++) {
+				struct bent x = a[i];
+				size_t j = i;
+
+				for (; j > 0 && bent_cmp_from(&a[j - 1], &x, d) > 0; j--)
+					a[j] = a[j - 1];
+				a[j] = x;
+			}
+			return;
+		}
+		if (d - base == 8) {
+			bent_window(a, n, d);
+			base = d;
+		}
+		memset(cnt, 0, sizeof(cnt));
+		for (size_t i = 0; i < n; i++)
+			cnt[d < a[i].end ? (a[i].w >> (56 - 8 * (d - base)) & 0xff) + 1 : 0]++;
+		if (cnt[0] == n)
+			return; /* all ended: equal, in their original order */
+		for (size_t k = 0; k < 257; k++)
+			if (cnt[k] > cnt[big])
+				big = k;
+		if (cnt[big] == n) { /* one byte value: nothing moves */
+			d++;
+			continue;
+		}
+		start = 0;
+		for (size_t k = 0; k < 257; k++) {
+			pos[k] = start;
+			start += cnt[k];
+		}
+		for (size_t i = 0; i < n; i++) {
+			size_t k = d < a[i].end ? (a[i].w >> (56 - 8 * (d - base)) & 0xff) + 1 : 0;
+
+			tmp[pos[k]++] = a[i];
+		}
+		memcpy(a, tmp, n * sizeof(*a));
+		start = cnt[0];
+		for (size_t k = 1; k < 257; k++) {
+			if (k != big && cnt[k] > 1)
+				build_rsort(a + start, tmp + start, cnt[k], d + 1, base);
+			start += cnt[k];
+		}
+		if (big == 0)
+			return;
+		start = 0;
+		for (size_t k = 0; k < big; k++)
+			start += cnt[k];
+		a += start;
+		tmp += start;
+		n = cnt[big];
+		d++;
+	}
+}
+
+/*
+ * Sorts the chunk's entries into index order: by stored key (note 1), whose bytes are
+ * distinct for distinct entries. When the chunk's documents came in ascending _id order
+ * (the common case: ids follow insertion), entries of equal index key K are already in
+ * _id order, so only K needs sorting and the stable sort keeps the rest.
+ */
+static void build_sort(struct build_state *b)
+{
+	for (size_t i = 0; i < b->n; i++) {
+		struct bent *e = &b->e[i];
+
+		e->key = (const uint8_t *)b->arena.data + e->off;
+		e->end = b->ordered ? (uint32_t)key_part(e->key, e->klen) : e->klen;
+	}
+	if (b->n < 2) /* b->e is NULL when no document had a key (UBSan) */
+		return;
+	bent_window(b->e, b->n, 0);
+	build_rsort(b->e, b->tmp, b->n, 0, 0);
 }
 
 /*
@@ -1517,16 +1621,7 @@ static int build_flush(struct build_state *b, struct dfs_err *err)
 		if (rc != SQLITE_OK)
 			return store__sqlerr(b->t, rc, "insert index entries", err);
 	}
-	for (size_t i = 0; i < b->n; i++) {
-		struct bent *e = &b->e[i];
-
-		e->key = (const uint8_t *)b->arena.data + e->off;
-		e->pfx = 0;
-		for (size_t j = 0; j < 8; j++)
-			e->pfx = e->pfx << 8 | (j < e->klen ? e->key[j] : 0);
-	}
-	if (b->n > 1) /* b->e is NULL when no document had a key (UBSan) */
-		qsort(b->e, b->n, sizeof(*b->e), bent_cmp);
+	build_sort(b);
 	for (size_t i = 0; b->ix->unique && i < b->n; i++) {
 		const struct bent *e = &b->e[i];
 
@@ -1558,7 +1653,30 @@ static int build_flush(struct build_state *b, struct dfs_err *err)
 	b->n = 0;
 	dfs_buf_reset(&b->arena);
 	b->flushed = true;
+	b->ordered = true;
+	dfs_buf_reset(&b->lastid);
 	return 0;
+}
+
+/* Keeps b->ordered: whether the _id keys of the chunk's documents with entries (k) rise. */
+static void note_id(struct build_state *b, const struct store__ixkeys *k)
+{
+	const uint8_t *key = (const uint8_t *)k->buf.data + k->e[0].koff;
+	size_t kl = key_part(key, k->e[0].klen), n = k->e[0].klen - ID_SUFFIX_LEN - kl;
+
+	if (!b->ordered)
+		return;
+	if (b->lastid.len) {
+		size_t m = b->lastid.len < n ? b->lastid.len : n;
+		int c = memcmp(b->lastid.data, key + kl, m);
+
+		if (c > 0 || (c == 0 && b->lastid.len >= n)) {
+			b->ordered = false;
+			return;
+		}
+	}
+	dfs_buf_reset(&b->lastid);
+	dfs_buf_append(&b->lastid, key + kl, n);
 }
 
 /* Builds the entries of the new index ix over the documents of coll. */
@@ -1568,7 +1686,7 @@ static int build(struct store_txn *t, int64_t coll, struct store_index *ix,
 {
 	struct store_cursor *cur = NULL;
 	struct store__ixkeys k;
-	struct build_state b = {.t = t, .coll = coll, .ix = ix};
+	struct build_state b = {.t = t, .coll = coll, .ix = ix, .ordered = true};
 	void *partial = NULL;
 	int64_t total = 0, done = 0, id;
 	uint32_t mk = 0;
@@ -1577,6 +1695,7 @@ static int build(struct store_txn *t, int64_t coll, struct store_index *ix,
 
 	store__ixkeys_init(&k);
 	dfs_buf_init(&b.arena);
+	dfs_buf_init(&b.lastid);
 	if ((rc = compile_partial(ix, &partial, err)))
 		goto out;
 	if (progress && (rc = store_coll_count(t, coll, &total, NULL, err)))
@@ -1596,13 +1715,16 @@ static int build(struct store_txn *t, int64_t coll, struct store_index *ix,
 			goto out;
 		}
 		mk |= k.multikey;
+		if (k.n)
+			note_id(&b, &k);
 		for (size_t e = 0; e < k.n; e++) {
 			struct bent *be;
 
 			if (b.n == b.cap) {
 				b.cap = b.cap ? b.cap * 2 : 4096;
 				b.e = realloc(b.e, b.cap * sizeof(*b.e));
-				if (!b.e)
+				b.tmp = realloc(b.tmp, b.cap * sizeof(*b.tmp));
+				if (!b.e || !b.tmp)
 					abort();
 			}
 			be = &b.e[b.n++];
@@ -1613,7 +1735,8 @@ static int build(struct store_txn *t, int64_t coll, struct store_index *ix,
 			dfs_buf_append(&b.arena, k.buf.data + k.e[e].koff, k.e[e].klen);
 			dfs_buf_append(&b.arena, k.buf.data + k.e[e].voff, k.e[e].vlen);
 		}
-		if (b.arena.len + b.n * sizeof(*b.e) >= BUILD_MEM && (rc = build_flush(&b, err)))
+		if (b.arena.len + 2 * b.n * sizeof(*b.e) >= BUILD_MEM &&
+		    (rc = build_flush(&b, err)))
 			goto out;
 		if (++done % BUILD_PROGRESS == 0 && progress)
 			progress(ctx, done, total);
@@ -1634,7 +1757,9 @@ out:
 		hooks.free(partial);
 	store__ixkeys_release(&k);
 	dfs_buf_release(&b.arena);
+	dfs_buf_release(&b.lastid);
 	free(b.e);
+	free(b.tmp);
 	sqlite3_finalize(b.ins);
 	return rc;
 }

@@ -1092,6 +1092,76 @@ START_TEST(test_store_ixscan_ties_in_id_order)
 }
 END_TEST
 
+/* The scan of index name of coll without the entry ids (which differ between collections):
+ * the stored keys, in scan order, end with the document's _id key. */
+static char *scan_keys(int64_t coll, const char *name)
+{
+	char *s = scan_all(coll, name), *w = s;
+
+	for (const char *r = s; *r;) {
+		if (*r == ':') {
+			while (*r && *r != '\n')
+				r++;
+			continue;
+		}
+		*w++ = *r++;
+	}
+	*w = '\0';
+	return s;
+}
+
+/* An index built over existing documents holds the entries, in the order, that the writes
+ * give an index created first: with _ids inserted in ascending order (the build sorts the
+ * index keys only) and scrambled (it sorts whole stored keys), many equal keys, keys sharing
+ * more than 8 bytes, multikey and descending fields. */
+START_TEST(test_store_index_create_build_matches_writes)
+{
+	enum { N = 700 };
+	static const char *const specs[] = {
+		"{\"key\": {\"a\": 1}}",
+		"{\"key\": {\"s\": 1, \"a\": -1}}",
+		"{\"key\": {\"m\": -1}}",
+		"{\"key\": {\"a\": 1, \"s\": 1}, \"unique\": true}",
+	};
+	static const char *const names[] = {"a_1", "s_1_a_-1", "m_-1", "a_1_s_1"};
+
+	for (int scrambled = 0; scrambled < 2; scrambled++) {
+		int64_t built = make_coll(scrambled ? "built1" : "built0");
+		int64_t kept = make_coll(scrambled ? "kept1" : "kept0");
+		char name[64], text[256];
+
+		for (size_t x = 0; x < sizeof(specs) / sizeof(*specs); x++)
+			mkix_ok(kept, specs[x]);
+		for (int j = 0; j < N; j++) {
+			int i = scrambled ? (j * 241) % N : j;
+
+			if (scrambled)
+				snprintf(name, sizeof(name),
+					 "user-with-a-long-common-prefix-%04d.json", i);
+			else
+				snprintf(name, sizeof(name), "%d.json", i);
+			snprintf(text, sizeof(text),
+				 "{\"a\": %d, \"s\": \"a prefix longer than 8 bytes %d-%d\","
+				 " \"m\": [%d, %d, \"x%d\"]}",
+				 i % 4, i % 13, i, i % 5, i % 7, i % 3);
+			put_ok(built, name, text);
+			put_ok(kept, name, text);
+		}
+		for (size_t x = 0; x < sizeof(specs) / sizeof(*specs); x++) {
+			char *b, *k;
+
+			mkix_ok(built, specs[x]);
+			b = scan_keys(built, names[x]);
+			k = scan_keys(kept, names[x]);
+			ck_assert_msg(strcmp(b, k) == 0, "%s, %s _ids: built and kept differ",
+				      names[x], scrambled ? "scrambled" : "ascending");
+			free(b);
+			free(k);
+		}
+	}
+}
+END_TEST
+
 /* reverse scans over groups of exactly 63/64/65/128/129 equal keys, with int and
  * string _ids mixed, unbounded and with bounds at the edges of groups, and two ranges in a
  * row (as an $in runs them): exactly the entries of the range, a descending, ties by _id. */
@@ -1874,6 +1944,7 @@ static Suite *index_suite(void)
 	tcase_add_test(tc, test_store_ixscan_ties_in_id_order);
 	tcase_add_test(tc, test_store_ixscan_backward_ties_at_group_edges);
 	tcase_add_test(tc, test_store_index_create_unique_clash_leaves_nothing);
+	tcase_add_test(tc, test_store_index_create_build_matches_writes);
 	tcase_add_test(tc, test_store_ttl_sweep_deletes_exactly_the_expired);
 	tcase_add_test(tc, test_store_check_finds_wrong_index_entries);
 	tcase_add_test(tc, test_store_db_get_migrates_schema_1);
