@@ -1092,28 +1092,36 @@ START_TEST(test_store_ixscan_ties_in_id_order)
 }
 END_TEST
 
-/* The scan of index name of coll without the entry ids (which differ between collections):
- * the stored keys, in scan order, end with the document's _id key. */
-static char *scan_keys(int64_t coll, const char *name)
+/* The scan of index name of coll with each entry id replaced by the number i of the
+ * document (ids[i] is its entry id), which the collections being compared share. */
+static char *scan_docs(int64_t coll, const char *name, const int64_t *ids, int n)
 {
-	char *s = scan_all(coll, name), *w = s;
+	char *s = scan_all(coll, name), *save = NULL;
+	struct dfs_buf out;
 
-	for (const char *r = s; *r;) {
-		if (*r == ':') {
-			while (*r && *r != '\n')
-				r++;
-			continue;
-		}
-		*w++ = *r++;
+	dfs_buf_init(&out);
+	dfs_buf_puts(&out, "");
+	for (char *p = strtok_r(s, "\n", &save); p; p = strtok_r(NULL, "\n", &save)) {
+		char *colon = strchr(p, ':');
+		long long id;
+		int i = 0;
+
+		ck_assert_ptr_nonnull(colon);
+		id = atoll(colon + 1);
+		while (i < n && ids[i] != id)
+			i++;
+		ck_assert_int_lt(i, n);
+		dfs_buf_printf(&out, "%.*s:%d\n", (int)(colon - p), p, i);
 	}
-	*w = '\0';
-	return s;
+	free(s);
+	return out.data;
 }
 
-/* An index built over existing documents holds the entries, in the order, that the writes
- * give an index created first: with _ids inserted in ascending order (the build sorts the
- * index keys only) and scrambled (it sorts whole stored keys), many equal keys, keys sharing
- * more than 8 bytes, multikey and descending fields. */
+/* An index built over existing documents holds the entries that the writes give an index
+ * created first: with _ids inserted in ascending order (the build sorts by index key only)
+ * and scrambled (it sorts by whole stored keys), many equal keys, keys sharing more than 8
+ * bytes, multikey and descending fields, and a unique index (its check compares neighbours
+ * in the sorted order). */
 START_TEST(test_store_index_create_build_matches_writes)
 {
 	enum { N = 700 };
@@ -1128,6 +1136,7 @@ START_TEST(test_store_index_create_build_matches_writes)
 	for (int scrambled = 0; scrambled < 2; scrambled++) {
 		int64_t built = make_coll(scrambled ? "built1" : "built0");
 		int64_t kept = make_coll(scrambled ? "kept1" : "kept0");
+		int64_t bid[N], kid[N];
 		char name[64], text[256];
 
 		for (size_t x = 0; x < sizeof(specs) / sizeof(*specs); x++)
@@ -1146,13 +1155,15 @@ START_TEST(test_store_index_create_build_matches_writes)
 				 i % 4, i % 13, i, i % 5, i % 7, i % 3);
 			put_ok(built, name, text);
 			put_ok(kept, name, text);
+			bid[i] = id_of(built, name);
+			kid[i] = id_of(kept, name);
 		}
 		for (size_t x = 0; x < sizeof(specs) / sizeof(*specs); x++) {
 			char *b, *k;
 
 			mkix_ok(built, specs[x]);
-			b = scan_keys(built, names[x]);
-			k = scan_keys(kept, names[x]);
+			b = scan_docs(built, names[x], bid, N);
+			k = scan_docs(kept, names[x], kid, N);
 			ck_assert_msg(strcmp(b, k) == 0, "%s, %s _ids: built and kept differ",
 				      names[x], scrambled ? "scrambled" : "ascending");
 			free(b);
