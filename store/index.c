@@ -646,10 +646,11 @@ static void walk_value(const bson_value_t *v, const char *rest, struct fieldvals
 	}
 }
 
-static void fv_release(struct fieldvals *fv)
+/* Empties fv for the next document, keeping its arrays. */
+static void fv_reset(struct fieldvals *fv)
 {
-	free(fv->v);
-	free(fv->arrs);
+	fv->n = fv->narrs = 0;
+	fv->found = fv->multikey = false;
 }
 
 static bool arrs_subset(const struct fieldvals *a, const struct fieldvals *b)
@@ -665,6 +666,21 @@ static bool arrs_subset(const struct fieldvals *a, const struct fieldvals *b)
 	}
 	return true;
 }
+
+/* One field's distinct values with their key bytes (encoded for its direction). */
+struct fieldkeys {
+	struct dfs_buf buf;
+	size_t *off, *len; /* key bytes of value i in buf */
+	bson_value_t *val; /* the value stored in vals (the hash for a hashed field) */
+	size_t n, cap;
+};
+
+/* Key generation's per-field work space, kept from one document to the next so that a
+ * document costs no allocation once the arrays have grown. */
+struct store__ixscratch {
+	struct fieldvals fv[STORE_IX_MAX_FIELDS];
+	struct fieldkeys fk[STORE_IX_MAX_FIELDS];
+};
 
 void store__ixkeys_init(struct store__ixkeys *k)
 {
@@ -683,16 +699,19 @@ void store__ixkeys_release(struct store__ixkeys *k)
 {
 	dfs_buf_release(&k->buf);
 	free(k->e);
+	if (k->scratch) {
+		for (int f = 0; f < STORE_IX_MAX_FIELDS; f++) {
+			free(k->scratch->fv[f].v);
+			free(k->scratch->fv[f].arrs);
+			dfs_buf_release(&k->scratch->fk[f].buf);
+			free(k->scratch->fk[f].off);
+			free(k->scratch->fk[f].len);
+			free(k->scratch->fk[f].val);
+		}
+		free(k->scratch);
+	}
 	memset(k, 0, sizeof(*k));
 }
-
-/* One field's distinct values with their key bytes (encoded for its direction). */
-struct fieldkeys {
-	struct dfs_buf buf;
-	size_t *off, *len; /* key bytes of value i in buf */
-	bson_value_t *val; /* the value stored in vals (the hash for a hashed field) */
-	size_t n;
-};
 
 static int field_keys(const struct store_index *ix, int f, struct fieldvals *fv,
 		      struct fieldkeys *fk, struct dfs_err *err)
@@ -700,11 +719,16 @@ static int field_keys(const struct store_index *ix, int f, struct fieldvals *fv,
 	const struct store_index_field *fl = &ix->field[f];
 	int rc;
 
-	fk->off = calloc(fv->n + 1, sizeof(size_t));
-	fk->len = calloc(fv->n + 1, sizeof(size_t));
-	fk->val = calloc(fv->n + 1, sizeof(bson_value_t));
-	if (!fk->off || !fk->len || !fk->val)
-		abort();
+	dfs_buf_reset(&fk->buf);
+	fk->n = 0;
+	if (fk->cap < fv->n + 1) {
+		fk->cap = fv->n + 1;
+		fk->off = realloc(fk->off, fk->cap * sizeof(size_t));
+		fk->len = realloc(fk->len, fk->cap * sizeof(size_t));
+		fk->val = realloc(fk->val, fk->cap * sizeof(bson_value_t));
+		if (!fk->off || !fk->len || !fk->val)
+			abort();
+	}
 	if (fl->dir == 0 && fv->multikey)
 		return dfs_err_set(err, DFS_EINVAL,
 				   "index '%s': hashed field '%s' holds an array: hashed indexes do"
@@ -758,11 +782,18 @@ static void ek_push(struct store__ixkeys *out, size_t koff, size_t klen, size_t 
 	out->n++;
 }
 
+/* The names of the fields of vals: "0", "1", ... */
+static const char *const field_num[STORE_IX_MAX_FIELDS] = {
+	"0",  "1",  "2",  "3",	"4",  "5",  "6",  "7",	"8",  "9",  "10",
+	"11", "12", "13", "14", "15", "16", "17", "18", "19", "20", "21",
+	"22", "23", "24", "25", "26", "27", "28", "29", "30", "31",
+};
+
 int store__ix_keys(const struct store_index *ix, const void *partial, const bson_t *doc,
 		   struct store__ixkeys *out, struct dfs_err *err)
 {
-	struct fieldvals fv[STORE_IX_MAX_FIELDS];
-	struct fieldkeys fk[STORE_IX_MAX_FIELDS];
+	struct fieldvals *fv;
+	struct fieldkeys *fk;
 	size_t idx[STORE_IX_MAX_FIELDS];
 	size_t total = 1, idlen;
 	bson_iter_t idit;
@@ -791,9 +822,17 @@ int store__ix_keys(const struct store_index *ix, const void *partial, const bson
 	dfs_buf_putc(&out->buf, (char)(idlen >> 16));
 	dfs_buf_putc(&out->buf, (char)(idlen >> 8));
 	dfs_buf_putc(&out->buf, (char)idlen);
-	memset(fv, 0, sizeof(fv[0]) * (size_t)nf);
-	memset(fk, 0, sizeof(fk[0]) * (size_t)nf);
+	if (!out->scratch) {
+		out->scratch = calloc(1, sizeof(*out->scratch));
+		if (!out->scratch)
+			abort();
+		for (int f = 0; f < STORE_IX_MAX_FIELDS; f++)
+			dfs_buf_init(&out->scratch->fk[f].buf);
+	}
+	fv = out->scratch->fv;
+	fk = out->scratch->fk;
 	for (int f = 0; f < nf; f++) {
+		fv_reset(&fv[f]);
 		walk_doc(bson_get_data(doc), doc->len, ix->field[f].path, &fv[f]);
 		any_found |= fv[f].found;
 		if (fv[f].multikey)
@@ -812,7 +851,6 @@ int store__ix_keys(const struct store_index *ix, const void *partial, const bson
 				goto done;
 			}
 	for (int f = 0; f < nf; f++) {
-		dfs_buf_init(&fk[f].buf);
 		if ((rc = field_keys(ix, f, &fv[f], &fk[f], err)))
 			goto done;
 		total *= fk[f].n ? fk[f].n : 1;
@@ -828,7 +866,6 @@ int store__ix_keys(const struct store_index *ix, const void *partial, const bson
 	for (size_t e = 0; e < total; e++) {
 		size_t koff = out->buf.len, voff, klen;
 		bson_t vals;
-		char num[16];
 
 		for (int f = 0; f < nf; f++)
 			dfs_buf_append(&out->buf, fk[f].buf.data + fk[f].off[idx[f]],
@@ -844,11 +881,8 @@ int store__ix_keys(const struct store_index *ix, const void *partial, const bson
 		dfs_buf_append(&out->buf, out->buf.data, idlen + ID_SUFFIX_LEN);
 		klen = out->buf.len - koff;
 		bson_init(&vals);
-		for (int f = 0; f < nf; f++) {
-			int nl = snprintf(num, sizeof(num), "%d", f);
-
-			bson_append_value(&vals, num, nl, &fk[f].val[idx[f]]);
-		}
+		for (int f = 0; f < nf; f++)
+			bson_append_value(&vals, field_num[f], f < 10 ? 1 : 2, &fk[f].val[idx[f]]);
 		voff = out->buf.len;
 		dfs_buf_append(&out->buf, bson_get_data(&vals), vals.len);
 		ek_push(out, koff, klen, voff, vals.len);
@@ -860,13 +894,6 @@ int store__ix_keys(const struct store_index *ix, const void *partial, const bson
 		}
 	}
 done:
-	for (int f = 0; f < nf; f++) {
-		fv_release(&fv[f]);
-		dfs_buf_release(&fk[f].buf);
-		free(fk[f].off);
-		free(fk[f].len);
-		free(fk[f].val);
-	}
 	if (rc)
 		store__ixkeys_reset(out);
 	return rc;
