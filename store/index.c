@@ -57,6 +57,7 @@
  */
 #include "store_int.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +71,7 @@
 #define ID_SUFFIX_LEN 4		/* bytes of the trailing _id key length (note 1) */
 #define TIE_BUF 64		/* equal keys a reverse scan reorders in memory (note 6) */
 #define BUILD_MEM (128u << 20)	/* bytes of entries an index build sorts at once (note 7) */
+#define BUILD_BATCH 256		/* documents an index build hands to its key thread at once */
 
 /* The length of the index key K of a stored key (note 1); len when it has no suffix. */
 static size_t key_part(const uint8_t *key, size_t len)
@@ -1706,69 +1708,236 @@ static void note_id(struct build_state *b, const struct store__ixkeys *k)
 	dfs_buf_append(&b->lastid, key + kl, n);
 }
 
-/* Builds the entries of the new index ix over the documents of coll. */
-static int build(struct store_txn *t, int64_t coll, struct store_index *ix,
-		 void (*progress)(void *ctx, int64_t done, int64_t total), void *ctx,
-		 struct dfs_err *err)
+/* Appends the entries k of document id to the chunk. */
+static void build_add(struct build_state *b, const struct store__ixkeys *k, int64_t id)
 {
-	struct store_cursor *cur = NULL;
-	struct store__ixkeys k;
-	struct build_state b = {.t = t, .coll = coll, .ix = ix, .ordered = true};
-	void *partial = NULL;
-	int64_t total = 0, done = 0, id;
-	uint32_t mk = 0;
-	bson_t doc;
-	int rc;
+	if (k->n)
+		note_id(b, k);
+	for (size_t e = 0; e < k->n; e++) {
+		struct bent *be;
 
-	store__ixkeys_init(&k);
-	dfs_buf_init(&b.arena);
-	dfs_buf_init(&b.lastid);
-	if ((rc = compile_partial(ix, &partial, err)))
-		goto out;
-	if (progress && (rc = store_coll_count(t, coll, &total, NULL, err)))
-		goto out;
-	if ((rc = store_cursor_open(t, coll, &cur, err)))
-		goto out;
-	while ((rc = store_cursor_next(cur, &doc, &id, err)) == 0) {
-		if ((rc = store__ix_keys(ix, partial, &doc, &k, err))) {
+		if (b->n == b->cap) {
+			b->cap = b->cap ? b->cap * 2 : 4096;
+			b->e = realloc(b->e, b->cap * sizeof(*b->e));
+			b->tmp = realloc(b->tmp, b->cap * sizeof(*b->tmp));
+			if (!b->e || !b->tmp)
+				abort();
+		}
+		be = &b->e[b->n++];
+		be->off = b->arena.len;
+		be->klen = (uint32_t)k->e[e].klen;
+		be->vlen = (uint32_t)k->e[e].vlen;
+		be->id = id;
+		dfs_buf_append(&b->arena, k->buf.data + k->e[e].koff, k->e[e].klen);
+		dfs_buf_append(&b->arena, k->buf.data + k->e[e].voff, k->e[e].vlen);
+	}
+}
+
+/* Documents copied out of the cursor, for the key thread. */
+struct bbatch {
+	struct dfs_buf data; /* their BSON, one after the other */
+	size_t off[BUILD_BATCH];
+	uint32_t len[BUILD_BATCH];
+	int64_t id[BUILD_BATCH];
+	size_t n;
+};
+
+/*
+ * The key side of a build (note 7): key generation for batches of documents, on its own
+ * thread while the building thread reads the next batch from SQLite, or inline. It owns
+ * the chunk (b's arena and entries) while it has a batch; the building thread flushes the
+ * chunk only while it is idle.
+ */
+struct keyer {
+	struct build_state *b;	      /* Borrowed */
+	const struct store_index *ix; /* Borrowed */
+	void *partial;		      /* Borrowed: the compiled partial filter, or NULL */
+	struct store__ixkeys k;
+	uint32_t mk;	    /* multikey bits seen */
+	int rc;		    /* the first key error (DFS_*), 0 while none */
+	struct dfs_err err; /* its message, prefixed by the document's _id */
+	pthread_mutex_t mu; /* guards job and quit */
+	pthread_cond_t cv;  /* job or quit changed */
+	struct bbatch *job; /* Borrowed: the batch being keyed, NULL when idle */
+	bool quit;	    /* the thread is to end */
+	bool threaded;	    /* the thread runs */
+	pthread_t th;
+};
+
+/* Generates the entries of a batch's documents into the chunk; stops at the first error. */
+static void keyer_run(struct keyer *kr, const struct bbatch *bt)
+{
+	for (size_t i = 0; i < bt->n && !kr->rc; i++) {
+		bson_t doc;
+
+		if (!bson_init_static(&doc, (const uint8_t *)bt->data.data + bt->off[i],
+				      bt->len[i])) {
+			kr->rc = dfs_err_set(&kr->err, DFS_ECORRUPT,
+					     "document %lld is not valid BSON",
+					     (long long)bt->id[i]);
+			break;
+		}
+		if ((kr->rc = store__ix_keys(kr->ix, kr->partial, &doc, &kr->k, &kr->err))) {
 			bson_iter_t it;
 			struct dfs_buf eb;
 
 			dfs_buf_init(&eb);
 			if (bson_iter_init_find(&it, &doc, "_id"))
 				store_codec_render_value(bson_iter_value(&it), &eb, NULL);
-			dfs_err_prefix(err, "document _id %s: ", eb.data ? eb.data : "?");
+			dfs_err_prefix(&kr->err, "document _id %s: ", eb.data ? eb.data : "?");
 			dfs_buf_release(&eb);
-			goto out;
+			break;
 		}
-		mk |= k.multikey;
-		if (k.n)
-			note_id(&b, &k);
-		for (size_t e = 0; e < k.n; e++) {
-			struct bent *be;
+		kr->mk |= kr->k.multikey;
+		build_add(kr->b, &kr->k, bt->id[i]);
+	}
+}
 
-			if (b.n == b.cap) {
-				b.cap = b.cap ? b.cap * 2 : 4096;
-				b.e = realloc(b.e, b.cap * sizeof(*b.e));
-				b.tmp = realloc(b.tmp, b.cap * sizeof(*b.tmp));
-				if (!b.e || !b.tmp)
-					abort();
-			}
-			be = &b.e[b.n++];
-			be->off = b.arena.len;
-			be->klen = (uint32_t)k.e[e].klen;
-			be->vlen = (uint32_t)k.e[e].vlen;
-			be->id = id;
-			dfs_buf_append(&b.arena, k.buf.data + k.e[e].koff, k.e[e].klen);
-			dfs_buf_append(&b.arena, k.buf.data + k.e[e].voff, k.e[e].vlen);
-		}
+static void *keyer_thread(void *arg)
+{
+	struct keyer *kr = arg;
+
+	pthread_mutex_lock(&kr->mu);
+	for (;;) {
+		while (!kr->job && !kr->quit)
+			pthread_cond_wait(&kr->cv, &kr->mu);
+		if (!kr->job)
+			break;
+		pthread_mutex_unlock(&kr->mu);
+		keyer_run(kr, kr->job);
+		pthread_mutex_lock(&kr->mu);
+		kr->job = NULL;
+		pthread_cond_broadcast(&kr->cv);
+	}
+	pthread_mutex_unlock(&kr->mu);
+	return NULL;
+}
+
+/* Hands a batch to the key thread (idle), or keys it here when there is none. */
+static void keyer_give(struct keyer *kr, struct bbatch *bt)
+{
+	if (!kr->threaded) {
+		keyer_run(kr, bt);
+		return;
+	}
+	pthread_mutex_lock(&kr->mu);
+	kr->job = bt;
+	pthread_cond_broadcast(&kr->cv);
+	pthread_mutex_unlock(&kr->mu);
+}
+
+/* Waits until the key thread is idle; returns its first error (0: none). */
+static int keyer_wait(struct keyer *kr)
+{
+	if (kr->threaded) {
+		pthread_mutex_lock(&kr->mu);
+		while (kr->job)
+			pthread_cond_wait(&kr->cv, &kr->mu);
+		pthread_mutex_unlock(&kr->mu);
+	}
+	return kr->rc;
+}
+
+static void keyer_stop(struct keyer *kr)
+{
+	if (!kr->threaded)
+		return;
+	keyer_wait(kr);
+	pthread_mutex_lock(&kr->mu);
+	kr->quit = true;
+	pthread_cond_broadcast(&kr->cv);
+	pthread_mutex_unlock(&kr->mu);
+	pthread_join(kr->th, NULL);
+	kr->threaded = false;
+}
+
+/* Copies up to BUILD_BATCH documents from the cursor into bt; DFS_ENOENT at the end. */
+static int batch_fill(struct store_cursor *cur, struct bbatch *bt, struct dfs_err *err)
+{
+	int rc = 0;
+
+	bt->n = 0;
+	dfs_buf_reset(&bt->data);
+	while (bt->n < BUILD_BATCH) {
+		bson_t doc;
+		int64_t id;
+
+		if ((rc = store_cursor_next(cur, &doc, &id, err)))
+			break;
+		bt->off[bt->n] = bt->data.len;
+		bt->len[bt->n] = doc.len;
+		bt->id[bt->n] = id;
+		dfs_buf_append(&bt->data, bson_get_data(&doc), doc.len);
+		bt->n++;
+	}
+	return rc;
+}
+
+/* Builds the entries of the new index ix over the documents of coll. */
+static int build(struct store_txn *t, int64_t coll, struct store_index *ix,
+		 void (*progress)(void *ctx, int64_t done, int64_t total), void *ctx,
+		 struct dfs_err *err)
+{
+	struct store_cursor *cur = NULL;
+	struct build_state b = {.t = t, .coll = coll, .ix = ix, .ordered = true};
+	struct keyer kr = {.b = &b, .ix = ix};
+	struct bbatch *bt = calloc(2, sizeof(*bt));
+	void *partial = NULL;
+	int64_t total = 0, done = 0;
+	int rc, cur_bt = 0;
+	bool end = false;
+
+	if (!bt)
+		abort();
+	store__ixkeys_init(&kr.k);
+	pthread_mutex_init(&kr.mu, NULL);
+	pthread_cond_init(&kr.cv, NULL);
+	dfs_buf_init(&b.arena);
+	dfs_buf_init(&b.lastid);
+	dfs_buf_init(&bt[0].data);
+	dfs_buf_init(&bt[1].data);
+	if ((rc = compile_partial(ix, &partial, err)))
+		goto out;
+	kr.partial = partial;
+	if (progress && (rc = store_coll_count(t, coll, &total, NULL, err)))
+		goto out;
+	if ((rc = store_cursor_open(t, coll, &cur, err)))
+		goto out;
+	rc = batch_fill(cur, &bt[0], err);
+	if (rc && rc != DFS_ENOENT)
+		goto out;
+	end = rc == DFS_ENOENT;
+	/* A collection of more than one batch keys on a second core; else inline. */
+	if (!end && pthread_create(&kr.th, NULL, keyer_thread, &kr) == 0)
+		kr.threaded = true;
+	for (;;) {
+		/* bt[cur_bt] is full and the key thread idle */
+		keyer_give(&kr, &bt[cur_bt]);
+		done += (int64_t)bt[cur_bt].n;
+		if (progress &&
+		    (done / BUILD_PROGRESS != (done - (int64_t)bt[cur_bt].n) / BUILD_PROGRESS))
+			progress(ctx, done, total);
+		if (end)
+			break;
+		cur_bt ^= 1;
+		rc = batch_fill(cur, &bt[cur_bt], err);
+		if (keyer_wait(&kr) || (rc && rc != DFS_ENOENT))
+			break;
+		end = rc == DFS_ENOENT;
 		if (b.arena.len + 2 * b.n * sizeof(*b.e) >= BUILD_MEM &&
 		    (rc = build_flush(&b, err)))
 			goto out;
-		if (++done % BUILD_PROGRESS == 0 && progress)
-			progress(ctx, done, total);
+		if (!bt[cur_bt].n)
+			break;
 	}
-	if (rc != DFS_ENOENT)
+	keyer_stop(&kr);
+	if (kr.rc) {
+		rc = kr.rc;
+		if (err)
+			*err = kr.err;
+		goto out;
+	}
+	if (rc && rc != DFS_ENOENT)
 		goto out;
 	store_cursor_free(cur);
 	cur = NULL;
@@ -1776,15 +1945,21 @@ static int build(struct store_txn *t, int64_t coll, struct store_index *ix,
 		goto out;
 	if (progress)
 		progress(ctx, done, total);
-	if (mk)
-		rc = set_multikey(t, coll, ix, mk, err);
+	if (kr.mk)
+		rc = set_multikey(t, coll, ix, kr.mk, err);
 out:
+	keyer_stop(&kr);
 	store_cursor_free(cur);
 	if (partial && hooks.free)
 		hooks.free(partial);
-	store__ixkeys_release(&k);
+	store__ixkeys_release(&kr.k);
+	pthread_mutex_destroy(&kr.mu);
+	pthread_cond_destroy(&kr.cv);
 	dfs_buf_release(&b.arena);
 	dfs_buf_release(&b.lastid);
+	dfs_buf_release(&bt[0].data);
+	dfs_buf_release(&bt[1].data);
+	free(bt);
 	free(b.e);
 	free(b.tmp);
 	sqlite3_finalize(b.ins);
