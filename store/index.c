@@ -57,6 +57,7 @@
  */
 #include "store_int.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -71,7 +72,8 @@
 #define ID_SUFFIX_LEN 4		/* bytes of the trailing _id key length (note 1) */
 #define TIE_BUF 64		/* equal keys a reverse scan reorders in memory (note 6) */
 #define BUILD_MEM (128u << 20)	/* bytes of entries an index build sorts at once (note 7) */
-#define BUILD_BATCH 256		/* documents an index build hands to its key thread at once */
+#define BUILD_BATCH 256		/* documents an index build keys at once (note 7) */
+#define BUILD_QUEUE 2		/* batches queued for the key thread (note 7) */
 
 /* The length of the index key K of a stored key (note 1); len when it has no suffix. */
 static size_t key_part(const uint8_t *key, size_t len)
@@ -1363,17 +1365,28 @@ struct bent {
 	uint32_t end; /* the key bytes that order this entry (see build_sort) */
 };
 
+/* One run of a chunk: the entries one thread generated, sorted on their own. */
+struct brun {
+	struct dfs_buf arena;
+	struct bent *e, *tmp; /* the entries; tmp: the sort's scratch, as large */
+	size_t n, cap;
+	bool ordered;		/* its documents came in ascending _id key order */
+	struct dfs_buf lastid;	/* the _id key of its last document with entries */
+	struct store__ixkeys k; /* key generation's work space */
+	uint32_t mk;		/* multikey bits seen */
+	int rc;			/* the first key error (DFS_*), 0 while none */
+	int64_t err_id;		/* the document of that error */
+	struct dfs_err err;	/* its message, prefixed by the document's _id */
+};
+
 struct build_state {
 	struct store_txn *t;
 	int64_t coll;
 	struct store_index *ix;
-	struct dfs_buf arena;
-	struct bent *e, *tmp; /* the entries; tmp: the sort's scratch, as large */
-	size_t n, cap;
-	bool ordered;	       /* the chunk's documents came in ascending _id key order */
-	struct dfs_buf lastid; /* the _id key of the chunk's last document with entries */
-	bool flushed;	       /* entries of an earlier chunk are in the index */
-	sqlite3_stmt *ins;     /* Owned: the INSERT ... SELECT of a chunk */
+	void *partial;	    /* Borrowed: the compiled partial filter, or NULL */
+	struct brun run[2]; /* 0: the build thread's, 1: the key thread's */
+	bool flushed;	    /* entries of an earlier chunk are in the index */
+	sqlite3_stmt *ins;  /* Owned: the INSERT ... SELECT of a chunk */
 };
 
 #define SORT_SMALL 32 /* buckets below this size are insertion-sorted */
@@ -1472,23 +1485,71 @@ static void build_rsort(struct bent *a, struct bent *tmp, size_t n, size_t d, si
 }
 
 /*
- * Sorts the chunk's entries into index order: by stored key (note 1), whose bytes are
- * distinct for distinct entries. When the chunk's documents came in ascending _id order
- * (the common case: ids follow insertion), entries of equal index key K are already in
- * _id order, so only K needs sorting and the stable sort keeps the rest.
+ * Sorts a run into index order: by stored key (note 1), whose bytes are distinct for
+ * distinct entries. When the run's documents came in ascending _id order (the common case:
+ * ids follow insertion), entries of equal index key K are already in _id order, so only K
+ * needs sorting and the stable sort keeps the rest.
  */
-static void build_sort(struct build_state *b)
+static void run_sort(struct brun *r)
 {
-	for (size_t i = 0; i < b->n; i++) {
-		struct bent *e = &b->e[i];
+	for (size_t i = 0; i < r->n; i++) {
+		struct bent *e = &r->e[i];
 
-		e->key = (const uint8_t *)b->arena.data + e->off;
-		e->end = b->ordered ? (uint32_t)key_part(e->key, e->klen) : e->klen;
+		e->key = (const uint8_t *)r->arena.data + e->off;
+		e->end = r->ordered ? (uint32_t)key_part(e->key, e->klen) : e->klen;
 	}
-	if (b->n < 2) /* b->e is NULL when no document had a key (UBSan) */
+	if (r->n < 2) /* r->e is NULL when no document had a key (UBSan) */
 		return;
-	bent_window(b->e, b->n, 0);
-	build_rsort(b->e, b->tmp, b->n, 0, 0);
+	bent_window(r->e, r->n, 0);
+	build_rsort(r->e, r->tmp, r->n, 0, 0);
+}
+
+static void run_reset(struct brun *r)
+{
+	r->n = 0;
+	dfs_buf_reset(&r->arena);
+	r->ordered = true;
+	dfs_buf_reset(&r->lastid);
+}
+
+/* The two sorted runs of a chunk read as one sequence in stored key order. */
+struct bmerge {
+	const struct build_state *b; /* Borrowed */
+	size_t i[2];		     /* the next entry of each run */
+	const struct bent *cur;	     /* the entry at the merge, NULL at the end */
+	int from;		     /* its run */
+};
+
+static void bmerge_pick(struct bmerge *m)
+{
+	const struct brun *r = m->b->run;
+	const struct bent *a = m->i[0] < r[0].n ? &r[0].e[m->i[0]] : NULL;
+	const struct bent *c = m->i[1] < r[1].n ? &r[1].e[m->i[1]] : NULL;
+	int d;
+
+	if (!a || !c) {
+		m->cur = a ? a : c;
+		m->from = a ? 0 : 1;
+		return;
+	}
+	d = memcmp(a->key, c->key, a->klen < c->klen ? a->klen : c->klen);
+	if (!d)
+		d = a->klen < c->klen ? -1 : a->klen > c->klen;
+	m->cur = d <= 0 ? a : c;
+	m->from = d <= 0 ? 0 : 1;
+}
+
+static void bmerge_start(struct bmerge *m, const struct build_state *b)
+{
+	m->b = b;
+	m->i[0] = m->i[1] = 0;
+	bmerge_pick(m);
+}
+
+static void bmerge_next(struct bmerge *m)
+{
+	m->i[m->from]++;
+	bmerge_pick(m);
 }
 
 /*
@@ -1506,8 +1567,8 @@ struct bsrc_vtab {
 
 struct bsrc_cur {
 	sqlite3_vtab_cursor base;
-	const struct build_state *b; /* Borrowed: from the parameter, NULL before xFilter */
-	size_t i;		     /* the entry at the cursor */
+	struct bmerge m; /* m.b: Borrowed, from the parameter; NULL before xFilter */
+	int64_t row;	 /* rows returned */
 };
 
 static int bsrc_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
@@ -1574,16 +1635,24 @@ static int bsrc_filter(sqlite3_vtab_cursor *vc, int idxnum, const char *idxstr, 
 		       sqlite3_value **argv)
 {
 	struct bsrc_cur *c = (struct bsrc_cur *)vc;
+	const struct build_state *b;
 
 	(void)idxnum, (void)idxstr;
-	c->b = argc == 1 ? sqlite3_value_pointer(argv[0], BUILD_PTR) : NULL;
-	c->i = 0;
+	b = argc == 1 ? sqlite3_value_pointer(argv[0], BUILD_PTR) : NULL;
+	c->row = 0;
+	if (b)
+		bmerge_start(&c->m, b);
+	else
+		memset(&c->m, 0, sizeof(c->m));
 	return SQLITE_OK;
 }
 
 static int bsrc_next(sqlite3_vtab_cursor *vc)
 {
-	((struct bsrc_cur *)vc)->i++;
+	struct bsrc_cur *c = (struct bsrc_cur *)vc;
+
+	bmerge_next(&c->m);
+	c->row++;
 	return SQLITE_OK;
 }
 
@@ -1591,13 +1660,13 @@ static int bsrc_eof(sqlite3_vtab_cursor *vc)
 {
 	const struct bsrc_cur *c = (const struct bsrc_cur *)vc;
 
-	return !c->b || c->i >= c->b->n;
+	return !c->m.cur;
 }
 
 static int bsrc_column(sqlite3_vtab_cursor *vc, sqlite3_context *ctx, int col)
 {
 	const struct bsrc_cur *c = (const struct bsrc_cur *)vc;
-	const struct bent *e = &c->b->e[c->i];
+	const struct bent *e = c->m.cur;
 
 	/* The arena outlives the statement's step: the blobs need no copy here. */
 	if (col == 0)
@@ -1613,7 +1682,7 @@ static int bsrc_column(sqlite3_vtab_cursor *vc, sqlite3_context *ctx, int col)
 
 static int bsrc_rowid(sqlite3_vtab_cursor *vc, sqlite3_int64 *rowid)
 {
-	*rowid = (sqlite3_int64)((const struct bsrc_cur *)vc)->i;
+	*rowid = ((const struct bsrc_cur *)vc)->row;
 	return SQLITE_OK;
 }
 
@@ -1632,9 +1701,12 @@ static const sqlite3_module bsrc_module = {
 	.xRowid = bsrc_rowid,
 };
 
-/* Sorts the entries collected, checks uniqueness and inserts them in key order (note 7). */
+/* Sorts the runs collected, checks uniqueness and inserts the entries in key order (note
+ * 7). The key thread is idle. */
 static int build_flush(struct build_state *b, struct dfs_err *err)
 {
+	struct bmerge m;
+	const struct bent *p = NULL;
 	int rc;
 
 	if (!b->ins) {
@@ -1650,13 +1722,13 @@ static int build_flush(struct build_state *b, struct dfs_err *err)
 		if (rc != SQLITE_OK)
 			return store__sqlerr(b->t, rc, "insert index entries", err);
 	}
-	build_sort(b);
-	for (size_t i = 0; b->ix->unique && i < b->n; i++) {
-		const struct bent *e = &b->e[i];
+	run_sort(&b->run[0]);
+	run_sort(&b->run[1]);
+	for (bmerge_start(&m, b); b->ix->unique && m.cur; p = m.cur, bmerge_next(&m)) {
+		const struct bent *e = m.cur;
 
 		rc = 0;
-		if (i > 0) {
-			const struct bent *p = &b->e[i - 1];
+		if (p) {
 			size_t kp = key_part(p->key, p->klen), ke = key_part(e->key, e->klen);
 
 			if (kp == ke && p->id != e->id && memcmp(p->key, e->key, ke) == 0)
@@ -1670,7 +1742,7 @@ static int build_flush(struct build_state *b, struct dfs_err *err)
 		if (rc)
 			return rc;
 	}
-	if (b->n) {
+	if (b->run[0].n + b->run[1].n) {
 		sqlite3_bind_pointer(b->ins, 1, b, BUILD_PTR, NULL);
 		sqlite3_bind_int64(b->ins, 2, b->ix->ixid);
 		rc = sqlite3_step(b->ins);
@@ -1679,176 +1751,224 @@ static int build_flush(struct build_state *b, struct dfs_err *err)
 		if (rc != SQLITE_DONE)
 			return store__sqlerr(b->t, rc, "insert index entries", err);
 	}
-	b->n = 0;
-	dfs_buf_reset(&b->arena);
+	run_reset(&b->run[0]);
+	run_reset(&b->run[1]);
 	b->flushed = true;
-	b->ordered = true;
-	dfs_buf_reset(&b->lastid);
 	return 0;
 }
 
-/* Keeps b->ordered: whether the _id keys of the chunk's documents with entries (k) rise. */
-static void note_id(struct build_state *b, const struct store__ixkeys *k)
+/* Keeps r->ordered: whether the _id keys of the run's documents with entries (k) rise. */
+static void note_id(struct brun *r, const struct store__ixkeys *k)
 {
 	const uint8_t *key = (const uint8_t *)k->buf.data + k->e[0].koff;
 	size_t kl = key_part(key, k->e[0].klen), n = k->e[0].klen - ID_SUFFIX_LEN - kl;
 
-	if (!b->ordered)
+	if (!r->ordered)
 		return;
-	if (b->lastid.len) {
-		size_t m = b->lastid.len < n ? b->lastid.len : n;
-		int c = memcmp(b->lastid.data, key + kl, m);
+	if (r->lastid.len) {
+		size_t m = r->lastid.len < n ? r->lastid.len : n;
+		int c = memcmp(r->lastid.data, key + kl, m);
 
-		if (c > 0 || (c == 0 && b->lastid.len >= n)) {
-			b->ordered = false;
+		if (c > 0 || (c == 0 && r->lastid.len >= n)) {
+			r->ordered = false;
 			return;
 		}
 	}
-	dfs_buf_reset(&b->lastid);
-	dfs_buf_append(&b->lastid, key + kl, n);
+	dfs_buf_reset(&r->lastid);
+	dfs_buf_append(&r->lastid, key + kl, n);
 }
 
-/* Appends the entries k of document id to the chunk. */
-static void build_add(struct build_state *b, const struct store__ixkeys *k, int64_t id)
+/* Appends the entries k of document id to the run. */
+static void run_add(struct brun *r, const struct store__ixkeys *k, int64_t id)
 {
 	if (k->n)
-		note_id(b, k);
+		note_id(r, k);
 	for (size_t e = 0; e < k->n; e++) {
 		struct bent *be;
 
-		if (b->n == b->cap) {
-			b->cap = b->cap ? b->cap * 2 : 4096;
-			b->e = realloc(b->e, b->cap * sizeof(*b->e));
-			b->tmp = realloc(b->tmp, b->cap * sizeof(*b->tmp));
-			if (!b->e || !b->tmp)
+		if (r->n == r->cap) {
+			r->cap = r->cap ? r->cap * 2 : 4096;
+			r->e = realloc(r->e, r->cap * sizeof(*r->e));
+			r->tmp = realloc(r->tmp, r->cap * sizeof(*r->tmp));
+			if (!r->e || !r->tmp)
 				abort();
 		}
-		be = &b->e[b->n++];
-		be->off = b->arena.len;
+		be = &r->e[r->n++];
+		be->off = r->arena.len;
 		be->klen = (uint32_t)k->e[e].klen;
 		be->vlen = (uint32_t)k->e[e].vlen;
 		be->id = id;
-		dfs_buf_append(&b->arena, k->buf.data + k->e[e].koff, k->e[e].klen);
-		dfs_buf_append(&b->arena, k->buf.data + k->e[e].voff, k->e[e].vlen);
+		dfs_buf_append(&r->arena, k->buf.data + k->e[e].koff, k->e[e].klen);
+		dfs_buf_append(&r->arena, k->buf.data + k->e[e].voff, k->e[e].vlen);
 	}
 }
 
-/* Documents copied out of the cursor, for the key thread. */
+/* The memory of a run as BUILD_MEM counts it: the sort's scratch is left out, as qsort's
+ * was before it. */
+static size_t run_mem(const struct brun *r)
+{
+	return r->arena.len + r->n * sizeof(*r->e);
+}
+
+/* Documents copied out of the cursor, for key generation. */
 struct bbatch {
 	struct dfs_buf data; /* their BSON, one after the other */
 	size_t off[BUILD_BATCH];
 	uint32_t len[BUILD_BATCH];
 	int64_t id[BUILD_BATCH];
 	size_t n;
+	bool busy; /* queued for or being keyed by the key thread */
 };
 
-/*
- * The key side of a build (note 7): key generation for batches of documents, on its own
- * thread while the building thread reads the next batch from SQLite, or inline. It owns
- * the chunk (b's arena and entries) while it has a batch; the building thread flushes the
- * chunk only while it is idle.
- */
-struct keyer {
-	struct build_state *b;	      /* Borrowed */
-	const struct store_index *ix; /* Borrowed */
-	void *partial;		      /* Borrowed: the compiled partial filter, or NULL */
-	struct store__ixkeys k;
-	uint32_t mk;	    /* multikey bits seen */
-	int rc;		    /* the first key error (DFS_*), 0 while none */
-	struct dfs_err err; /* its message, prefixed by the document's _id */
-	pthread_mutex_t mu; /* guards job and quit */
-	pthread_cond_t cv;  /* job or quit changed */
-	struct bbatch *job; /* Borrowed: the batch being keyed, NULL when idle */
-	bool quit;	    /* the thread is to end */
-	bool threaded;	    /* the thread runs */
-	pthread_t th;
-};
-
-/* Generates the entries of a batch's documents into the chunk; stops at the first error. */
-static void keyer_run(struct keyer *kr, const struct bbatch *bt)
+/* Generates the entries of a batch's documents into run r; stops at the run's first error. */
+static void run_keys(const struct build_state *b, struct brun *r, const struct bbatch *bt)
 {
-	for (size_t i = 0; i < bt->n && !kr->rc; i++) {
+	for (size_t i = 0; i < bt->n && !r->rc; i++) {
 		bson_t doc;
 
 		if (!bson_init_static(&doc, (const uint8_t *)bt->data.data + bt->off[i],
 				      bt->len[i])) {
-			kr->rc = dfs_err_set(&kr->err, DFS_ECORRUPT,
-					     "document %lld is not valid BSON",
-					     (long long)bt->id[i]);
+			r->rc = dfs_err_set(&r->err, DFS_ECORRUPT,
+					    "document %lld is not valid BSON",
+					    (long long)bt->id[i]);
+			r->err_id = bt->id[i];
 			break;
 		}
-		if ((kr->rc = store__ix_keys(kr->ix, kr->partial, &doc, &kr->k, &kr->err))) {
+		if ((r->rc = store__ix_keys(b->ix, b->partial, &doc, &r->k, &r->err))) {
 			bson_iter_t it;
 			struct dfs_buf eb;
 
 			dfs_buf_init(&eb);
 			if (bson_iter_init_find(&it, &doc, "_id"))
 				store_codec_render_value(bson_iter_value(&it), &eb, NULL);
-			dfs_err_prefix(&kr->err, "document _id %s: ", eb.data ? eb.data : "?");
+			dfs_err_prefix(&r->err, "document _id %s: ", eb.data ? eb.data : "?");
 			dfs_buf_release(&eb);
+			r->err_id = bt->id[i];
 			break;
 		}
-		kr->mk |= kr->k.multikey;
-		build_add(kr->b, &kr->k, bt->id[i]);
+		r->mk |= r->k.multikey;
+		run_add(r, &r->k, bt->id[i]);
 	}
 }
+
+/*
+ * The key thread of a build (note 7): it keys the batches the build thread queues into
+ * run 1 while the build thread reads the next ones from SQLite, and keys a batch into run 0
+ * itself when the queue is full, so both cores generate keys. The build thread touches run
+ * 1 only while the key thread is idle (nothing queued or being keyed).
+ */
+struct keyer {
+	struct build_state *b;		   /* Borrowed */
+	struct bbatch bt[BUILD_QUEUE + 2]; /* queued, being keyed, being filled: one spare */
+	pthread_mutex_t mu;		   /* guards what follows */
+	pthread_cond_t cv;		   /* the queue or quit changed, or a batch ended */
+	struct bbatch *q[BUILD_QUEUE];	   /* Borrowed: the queue, oldest first */
+	int nq;
+	bool working;  /* the key thread has a batch */
+	size_t mem1;   /* run_mem of run 1 after its last batch */
+	bool quit;     /* the key thread is to end */
+	bool threaded; /* the key thread runs */
+	pthread_t th;
+};
 
 static void *keyer_thread(void *arg)
 {
 	struct keyer *kr = arg;
+	struct brun *r = &kr->b->run[1];
 
 	pthread_mutex_lock(&kr->mu);
 	for (;;) {
-		while (!kr->job && !kr->quit)
+		struct bbatch *bt;
+
+		while (!kr->nq && !kr->quit)
 			pthread_cond_wait(&kr->cv, &kr->mu);
-		if (!kr->job)
+		if (!kr->nq)
 			break;
+		bt = kr->q[0];
+		memmove(kr->q, kr->q + 1, (size_t)(--kr->nq) * sizeof(*kr->q));
+		kr->working = true;
 		pthread_mutex_unlock(&kr->mu);
-		keyer_run(kr, kr->job);
+		run_keys(kr->b, r, bt);
 		pthread_mutex_lock(&kr->mu);
-		kr->job = NULL;
+		kr->working = false;
+		kr->mem1 = run_mem(r);
+		bt->busy = false;
 		pthread_cond_broadcast(&kr->cv);
 	}
 	pthread_mutex_unlock(&kr->mu);
 	return NULL;
 }
 
-/* Hands a batch to the key thread (idle), or keys it here when there is none. */
-static void keyer_give(struct keyer *kr, struct bbatch *bt)
+/* Waits until the key thread is idle. */
+static void keyer_wait(struct keyer *kr)
 {
-	if (!kr->threaded) {
-		keyer_run(kr, bt);
+	if (!kr->threaded)
 		return;
-	}
 	pthread_mutex_lock(&kr->mu);
-	kr->job = bt;
-	pthread_cond_broadcast(&kr->cv);
+	while (kr->nq || kr->working)
+		pthread_cond_wait(&kr->cv, &kr->mu);
 	pthread_mutex_unlock(&kr->mu);
-}
-
-/* Waits until the key thread is idle; returns its first error (0: none). */
-static int keyer_wait(struct keyer *kr)
-{
-	if (kr->threaded) {
-		pthread_mutex_lock(&kr->mu);
-		while (kr->job)
-			pthread_cond_wait(&kr->cv, &kr->mu);
-		pthread_mutex_unlock(&kr->mu);
-	}
-	return kr->rc;
 }
 
 static void keyer_stop(struct keyer *kr)
 {
 	if (!kr->threaded)
 		return;
-	keyer_wait(kr);
 	pthread_mutex_lock(&kr->mu);
 	kr->quit = true;
 	pthread_cond_broadcast(&kr->cv);
 	pthread_mutex_unlock(&kr->mu);
 	pthread_join(kr->th, NULL);
 	kr->threaded = false;
+}
+
+/* A batch neither queued nor being keyed, to fill. */
+static struct bbatch *keyer_free_batch(struct keyer *kr)
+{
+	struct bbatch *bt = NULL;
+
+	pthread_mutex_lock(&kr->mu);
+	for (size_t i = 0; !bt && i < BUILD_QUEUE + 2; i++)
+		if (!kr->bt[i].busy)
+			bt = &kr->bt[i];
+	pthread_mutex_unlock(&kr->mu);
+	assert(bt); /* at most BUILD_QUEUE queued and one being keyed */
+	return bt;
+}
+
+/* Queues a filled batch for the key thread, or keys it into run 0 when the queue is full
+ * (or there is no key thread). */
+static void keyer_give(struct keyer *kr, struct bbatch *bt)
+{
+	bool queued = false;
+
+	if (kr->threaded) {
+		pthread_mutex_lock(&kr->mu);
+		if (kr->nq < BUILD_QUEUE) {
+			bt->busy = true;
+			kr->q[kr->nq++] = bt;
+			queued = true;
+			pthread_cond_broadcast(&kr->cv);
+		}
+		pthread_mutex_unlock(&kr->mu);
+	}
+	if (!queued)
+		run_keys(kr->b, &kr->b->run[0], bt);
+}
+
+/* The memory of the chunk (run 1 as of its last batch). */
+static size_t keyer_mem(struct keyer *kr)
+{
+	size_t m1 = 0;
+
+	if (kr->threaded) {
+		pthread_mutex_lock(&kr->mu);
+		m1 = kr->mem1;
+		pthread_mutex_unlock(&kr->mu);
+	} else {
+		m1 = run_mem(&kr->b->run[1]);
+	}
+	return run_mem(&kr->b->run[0]) + m1;
 }
 
 /* Copies up to BUILD_BATCH documents from the cursor into bt; DFS_ENOENT at the end. */
@@ -1873,71 +1993,81 @@ static int batch_fill(struct store_cursor *cur, struct bbatch *bt, struct dfs_er
 	return rc;
 }
 
+/* The first key error of the two runs (by document), with its message in err. */
+static int runs_error(const struct build_state *b, struct dfs_err *err)
+{
+	const struct brun *r = &b->run[0], *o = &b->run[1];
+
+	if (!r->rc || (o->rc && o->err_id < r->err_id))
+		r = o;
+	if (r->rc && err)
+		*err = r->err;
+	return r->rc;
+}
+
 /* Builds the entries of the new index ix over the documents of coll. */
 static int build(struct store_txn *t, int64_t coll, struct store_index *ix,
 		 void (*progress)(void *ctx, int64_t done, int64_t total), void *ctx,
 		 struct dfs_err *err)
 {
 	struct store_cursor *cur = NULL;
-	struct build_state b = {.t = t, .coll = coll, .ix = ix, .ordered = true};
-	struct keyer kr = {.b = &b, .ix = ix};
-	struct bbatch *bt = calloc(2, sizeof(*bt));
+	struct build_state b = {.t = t, .coll = coll, .ix = ix};
+	struct keyer *kr = calloc(1, sizeof(*kr));
 	void *partial = NULL;
 	int64_t total = 0, done = 0;
-	int rc, cur_bt = 0;
+	int rc;
 	bool end = false;
 
-	if (!bt)
+	if (!kr)
 		abort();
-	store__ixkeys_init(&kr.k);
-	pthread_mutex_init(&kr.mu, NULL);
-	pthread_cond_init(&kr.cv, NULL);
-	dfs_buf_init(&b.arena);
-	dfs_buf_init(&b.lastid);
-	dfs_buf_init(&bt[0].data);
-	dfs_buf_init(&bt[1].data);
+	kr->b = &b;
+	pthread_mutex_init(&kr->mu, NULL);
+	pthread_cond_init(&kr->cv, NULL);
+	for (int i = 0; i < 2; i++) {
+		dfs_buf_init(&b.run[i].arena);
+		dfs_buf_init(&b.run[i].lastid);
+		store__ixkeys_init(&b.run[i].k);
+		b.run[i].ordered = true;
+	}
+	for (size_t i = 0; i < BUILD_QUEUE + 2; i++)
+		dfs_buf_init(&kr->bt[i].data);
 	if ((rc = compile_partial(ix, &partial, err)))
 		goto out;
-	kr.partial = partial;
+	b.partial = partial;
 	if (progress && (rc = store_coll_count(t, coll, &total, NULL, err)))
 		goto out;
 	if ((rc = store_cursor_open(t, coll, &cur, err)))
 		goto out;
-	rc = batch_fill(cur, &bt[0], err);
-	if (rc && rc != DFS_ENOENT)
-		goto out;
-	end = rc == DFS_ENOENT;
-	/* A collection of more than one batch keys on a second core; else inline. */
-	if (!end && pthread_create(&kr.th, NULL, keyer_thread, &kr) == 0)
-		kr.threaded = true;
-	for (;;) {
-		/* bt[cur_bt] is full and the key thread idle */
-		keyer_give(&kr, &bt[cur_bt]);
-		done += (int64_t)bt[cur_bt].n;
-		if (progress &&
-		    (done / BUILD_PROGRESS != (done - (int64_t)bt[cur_bt].n) / BUILD_PROGRESS))
-			progress(ctx, done, total);
-		if (end)
-			break;
-		cur_bt ^= 1;
-		rc = batch_fill(cur, &bt[cur_bt], err);
-		if (keyer_wait(&kr) || (rc && rc != DFS_ENOENT))
+	while (!end) {
+		struct bbatch *bt = keyer_free_batch(kr);
+
+		rc = batch_fill(cur, bt, err);
+		if (rc && rc != DFS_ENOENT)
 			break;
 		end = rc == DFS_ENOENT;
-		if (b.arena.len + 2 * b.n * sizeof(*b.e) >= BUILD_MEM &&
-		    (rc = build_flush(&b, err)))
-			goto out;
-		if (!bt[cur_bt].n)
+		rc = 0;
+		/* A collection of more than one batch keys on a second core too. */
+		if (!end && !kr->threaded && pthread_create(&kr->th, NULL, keyer_thread, kr) == 0)
+			kr->threaded = true;
+		keyer_give(kr, bt);
+		if (b.run[0].rc)
 			break;
+		done += (int64_t)bt->n;
+		if (progress && done / BUILD_PROGRESS != (done - (int64_t)bt->n) / BUILD_PROGRESS)
+			progress(ctx, done, total);
+		if (keyer_mem(kr) >= BUILD_MEM) {
+			keyer_wait(kr);
+			if (runs_error(&b, NULL))
+				break;
+			if ((rc = build_flush(&b, err)))
+				break;
+		}
 	}
-	keyer_stop(&kr);
-	if (kr.rc) {
-		rc = kr.rc;
-		if (err)
-			*err = kr.err;
-		goto out;
-	}
-	if (rc && rc != DFS_ENOENT)
+	keyer_wait(kr);
+	keyer_stop(kr);
+	if (!rc)
+		rc = runs_error(&b, err);
+	if (rc)
 		goto out;
 	store_cursor_free(cur);
 	cur = NULL;
@@ -1945,23 +2075,25 @@ static int build(struct store_txn *t, int64_t coll, struct store_index *ix,
 		goto out;
 	if (progress)
 		progress(ctx, done, total);
-	if (kr.mk)
-		rc = set_multikey(t, coll, ix, kr.mk, err);
+	if (b.run[0].mk | b.run[1].mk)
+		rc = set_multikey(t, coll, ix, b.run[0].mk | b.run[1].mk, err);
 out:
-	keyer_stop(&kr);
+	keyer_stop(kr);
 	store_cursor_free(cur);
 	if (partial && hooks.free)
 		hooks.free(partial);
-	store__ixkeys_release(&kr.k);
-	pthread_mutex_destroy(&kr.mu);
-	pthread_cond_destroy(&kr.cv);
-	dfs_buf_release(&b.arena);
-	dfs_buf_release(&b.lastid);
-	dfs_buf_release(&bt[0].data);
-	dfs_buf_release(&bt[1].data);
-	free(bt);
-	free(b.e);
-	free(b.tmp);
+	pthread_mutex_destroy(&kr->mu);
+	pthread_cond_destroy(&kr->cv);
+	for (size_t i = 0; i < BUILD_QUEUE + 2; i++)
+		dfs_buf_release(&kr->bt[i].data);
+	free(kr);
+	for (int i = 0; i < 2; i++) {
+		store__ixkeys_release(&b.run[i].k);
+		dfs_buf_release(&b.run[i].arena);
+		dfs_buf_release(&b.run[i].lastid);
+		free(b.run[i].e);
+		free(b.run[i].tmp);
+	}
 	sqlite3_finalize(b.ins);
 	return rc;
 }
