@@ -51,9 +51,15 @@
  *    goes on below K. Memory stays bounded by TIE_BUF entries.
  * 7. An index build collects the entries of up to BUILD_MEM bytes, sorts them by key and
  *    inserts them in that order, so the B-tree grows at its right edge instead of at random
- *    pages (a collection up to a few million documents is one chunk). The unique check of a
- *    chunk compares neighbours after the sort; from the second chunk on it also probes the
- *    entries already inserted.
+ *    pages (a collection up to a few million documents is one chunk). The build thread
+ *    reads documents in batches; a key thread keys the batches queued for it into run 1
+ *    and the build thread keys a batch into run 0 itself when the queue is full, so both
+ *    cores generate keys. Each run is radix-sorted on its own (by the index key only when
+ *    its documents came in _id order, as stability then keeps ties in _id order) and the
+ *    two are read merged by stored key: by the unique check, which compares neighbours
+ *    (from the second chunk on it also probes the entries already inserted), and by one
+ *    INSERT ... SELECT from a virtual table, whose B-tree cursor stays on the last leaf
+ *    from row to row, so SQLite appends without seeking from the root.
  */
 #include "store_int.h"
 
