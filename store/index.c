@@ -51,7 +51,7 @@
  *    goes on below K. Memory stays bounded by TIE_BUF entries.
  * 7. An index build collects the entries of up to BUILD_MEM bytes, sorts them by key and
  *    inserts them in that order, so the B-tree grows at its right edge instead of at random
- *    pages (a collection up to a few million documents is one chunk). The build thread
+ *    pages (about a million entries of a short key are one chunk). The build thread
  *    reads documents in batches; a key thread keys the batches queued for it into run 1
  *    and the build thread keys a batch into run 0 itself when the queue is full, so both
  *    cores generate keys. Each run is radix-sorted on its own (by the index key only when
