@@ -51,12 +51,20 @@
  *    goes on below K. Memory stays bounded by TIE_BUF entries.
  * 7. An index build collects the entries of up to BUILD_MEM bytes, sorts them by key and
  *    inserts them in that order, so the B-tree grows at its right edge instead of at random
- *    pages (a collection up to a few million documents is one chunk). The unique check of a
- *    chunk compares neighbours after the sort; from the second chunk on it also probes the
- *    entries already inserted.
+ *    pages (about a million entries of a short key are one chunk). The build thread
+ *    reads documents in batches; a key thread keys the batches queued for it into run 1
+ *    and the build thread keys a batch into run 0 itself when the queue is full, so both
+ *    cores generate keys. Each run is radix-sorted on its own (by the index key only when
+ *    its documents came in _id order, as stability then keeps ties in _id order) and the
+ *    two are read merged by stored key: by the unique check, which compares neighbours
+ *    (from the second chunk on it also probes the entries already inserted), and by one
+ *    INSERT ... SELECT from a virtual table, whose B-tree cursor stays on the last leaf
+ *    from row to row, so SQLite appends without seeking from the root.
  */
 #include "store_int.h"
 
+#include <assert.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +78,8 @@
 #define ID_SUFFIX_LEN 4		/* bytes of the trailing _id key length (note 1) */
 #define TIE_BUF 64		/* equal keys a reverse scan reorders in memory (note 6) */
 #define BUILD_MEM (128u << 20)	/* bytes of entries an index build sorts at once (note 7) */
+#define BUILD_BATCH 256		/* documents an index build keys at once (note 7) */
+#define BUILD_QUEUE 2		/* batches queued for the key thread (note 7) */
 
 /* The length of the index key K of a stored key (note 1); len when it has no suffix. */
 static size_t key_part(const uint8_t *key, size_t len)
@@ -646,10 +656,11 @@ static void walk_value(const bson_value_t *v, const char *rest, struct fieldvals
 	}
 }
 
-static void fv_release(struct fieldvals *fv)
+/* Empties fv for the next document, keeping its arrays. */
+static void fv_reset(struct fieldvals *fv)
 {
-	free(fv->v);
-	free(fv->arrs);
+	fv->n = fv->narrs = 0;
+	fv->found = fv->multikey = false;
 }
 
 static bool arrs_subset(const struct fieldvals *a, const struct fieldvals *b)
@@ -665,6 +676,21 @@ static bool arrs_subset(const struct fieldvals *a, const struct fieldvals *b)
 	}
 	return true;
 }
+
+/* One field's distinct values with their key bytes (encoded for its direction). */
+struct fieldkeys {
+	struct dfs_buf buf;
+	size_t *off, *len; /* key bytes of value i in buf */
+	bson_value_t *val; /* the value stored in vals (the hash for a hashed field) */
+	size_t n, cap;
+};
+
+/* Key generation's per-field work space, kept from one document to the next so that a
+ * document costs no allocation once the arrays have grown. */
+struct store__ixscratch {
+	struct fieldvals fv[STORE_IX_MAX_FIELDS];
+	struct fieldkeys fk[STORE_IX_MAX_FIELDS];
+};
 
 void store__ixkeys_init(struct store__ixkeys *k)
 {
@@ -683,16 +709,19 @@ void store__ixkeys_release(struct store__ixkeys *k)
 {
 	dfs_buf_release(&k->buf);
 	free(k->e);
+	if (k->scratch) {
+		for (int f = 0; f < STORE_IX_MAX_FIELDS; f++) {
+			free(k->scratch->fv[f].v);
+			free(k->scratch->fv[f].arrs);
+			dfs_buf_release(&k->scratch->fk[f].buf);
+			free(k->scratch->fk[f].off);
+			free(k->scratch->fk[f].len);
+			free(k->scratch->fk[f].val);
+		}
+		free(k->scratch);
+	}
 	memset(k, 0, sizeof(*k));
 }
-
-/* One field's distinct values with their key bytes (encoded for its direction). */
-struct fieldkeys {
-	struct dfs_buf buf;
-	size_t *off, *len; /* key bytes of value i in buf */
-	bson_value_t *val; /* the value stored in vals (the hash for a hashed field) */
-	size_t n;
-};
 
 static int field_keys(const struct store_index *ix, int f, struct fieldvals *fv,
 		      struct fieldkeys *fk, struct dfs_err *err)
@@ -700,11 +729,16 @@ static int field_keys(const struct store_index *ix, int f, struct fieldvals *fv,
 	const struct store_index_field *fl = &ix->field[f];
 	int rc;
 
-	fk->off = calloc(fv->n + 1, sizeof(size_t));
-	fk->len = calloc(fv->n + 1, sizeof(size_t));
-	fk->val = calloc(fv->n + 1, sizeof(bson_value_t));
-	if (!fk->off || !fk->len || !fk->val)
-		abort();
+	dfs_buf_reset(&fk->buf);
+	fk->n = 0;
+	if (fk->cap < fv->n + 1) {
+		fk->cap = fv->n + 1;
+		fk->off = realloc(fk->off, fk->cap * sizeof(size_t));
+		fk->len = realloc(fk->len, fk->cap * sizeof(size_t));
+		fk->val = realloc(fk->val, fk->cap * sizeof(bson_value_t));
+		if (!fk->off || !fk->len || !fk->val)
+			abort();
+	}
 	if (fl->dir == 0 && fv->multikey)
 		return dfs_err_set(err, DFS_EINVAL,
 				   "index '%s': hashed field '%s' holds an array: hashed indexes do"
@@ -758,11 +792,18 @@ static void ek_push(struct store__ixkeys *out, size_t koff, size_t klen, size_t 
 	out->n++;
 }
 
+/* The names of the fields of vals: "0", "1", ... */
+static const char *const field_num[STORE_IX_MAX_FIELDS] = {
+	"0",  "1",  "2",  "3",	"4",  "5",  "6",  "7",	"8",  "9",  "10",
+	"11", "12", "13", "14", "15", "16", "17", "18", "19", "20", "21",
+	"22", "23", "24", "25", "26", "27", "28", "29", "30", "31",
+};
+
 int store__ix_keys(const struct store_index *ix, const void *partial, const bson_t *doc,
 		   struct store__ixkeys *out, struct dfs_err *err)
 {
-	struct fieldvals fv[STORE_IX_MAX_FIELDS];
-	struct fieldkeys fk[STORE_IX_MAX_FIELDS];
+	struct fieldvals *fv;
+	struct fieldkeys *fk;
 	size_t idx[STORE_IX_MAX_FIELDS];
 	size_t total = 1, idlen;
 	bson_iter_t idit;
@@ -791,9 +832,17 @@ int store__ix_keys(const struct store_index *ix, const void *partial, const bson
 	dfs_buf_putc(&out->buf, (char)(idlen >> 16));
 	dfs_buf_putc(&out->buf, (char)(idlen >> 8));
 	dfs_buf_putc(&out->buf, (char)idlen);
-	memset(fv, 0, sizeof(fv[0]) * (size_t)nf);
-	memset(fk, 0, sizeof(fk[0]) * (size_t)nf);
+	if (!out->scratch) {
+		out->scratch = calloc(1, sizeof(*out->scratch));
+		if (!out->scratch)
+			abort();
+		for (int f = 0; f < STORE_IX_MAX_FIELDS; f++)
+			dfs_buf_init(&out->scratch->fk[f].buf);
+	}
+	fv = out->scratch->fv;
+	fk = out->scratch->fk;
 	for (int f = 0; f < nf; f++) {
+		fv_reset(&fv[f]);
 		walk_doc(bson_get_data(doc), doc->len, ix->field[f].path, &fv[f]);
 		any_found |= fv[f].found;
 		if (fv[f].multikey)
@@ -812,7 +861,6 @@ int store__ix_keys(const struct store_index *ix, const void *partial, const bson
 				goto done;
 			}
 	for (int f = 0; f < nf; f++) {
-		dfs_buf_init(&fk[f].buf);
 		if ((rc = field_keys(ix, f, &fv[f], &fk[f], err)))
 			goto done;
 		total *= fk[f].n ? fk[f].n : 1;
@@ -828,7 +876,6 @@ int store__ix_keys(const struct store_index *ix, const void *partial, const bson
 	for (size_t e = 0; e < total; e++) {
 		size_t koff = out->buf.len, voff, klen;
 		bson_t vals;
-		char num[16];
 
 		for (int f = 0; f < nf; f++)
 			dfs_buf_append(&out->buf, fk[f].buf.data + fk[f].off[idx[f]],
@@ -844,11 +891,8 @@ int store__ix_keys(const struct store_index *ix, const void *partial, const bson
 		dfs_buf_append(&out->buf, out->buf.data, idlen + ID_SUFFIX_LEN);
 		klen = out->buf.len - koff;
 		bson_init(&vals);
-		for (int f = 0; f < nf; f++) {
-			int nl = snprintf(num, sizeof(num), "%d", f);
-
-			bson_append_value(&vals, num, nl, &fk[f].val[idx[f]]);
-		}
+		for (int f = 0; f < nf; f++)
+			bson_append_value(&vals, field_num[f], f < 10 ? 1 : 2, &fk[f].val[idx[f]]);
 		voff = out->buf.len;
 		dfs_buf_append(&out->buf, bson_get_data(&vals), vals.len);
 		ek_push(out, koff, klen, voff, vals.len);
@@ -860,13 +904,6 @@ int store__ix_keys(const struct store_index *ix, const void *partial, const bson
 		}
 	}
 done:
-	for (int f = 0; f < nf; f++) {
-		fv_release(&fv[f]);
-		dfs_buf_release(&fk[f].buf);
-		free(fk[f].off);
-		free(fk[f].len);
-		free(fk[f].val);
-	}
 	if (rc)
 		store__ixkeys_reset(out);
 	return rc;
@@ -1324,96 +1361,654 @@ static int64_t mono_ms(void)
 
 /* An entry of a build, its key and vals in the build's arena. */
 struct bent {
-	uint64_t pfx; /* the first 8 key bytes, big-endian (zero-padded): sorts first */
-	size_t off;   /* key bytes, then vals bytes, in the arena */
-	uint32_t klen, vlen;
+	uint64_t w; /* 8 key bytes from the sort's current 8-byte window, big-endian, 0-padded */
+	union {
+		size_t off;	    /* while collecting: key bytes, then vals bytes, in the arena */
+		const uint8_t *key; /* from the sort on (the arena no longer moves) */
+	};
 	int64_t id;
-	const uint8_t *key; /* set just before sorting */
+	uint32_t klen, vlen;
+	uint32_t end; /* the key bytes that order this entry (see build_sort) */
+};
+
+/* One run of a chunk: the entries one thread generated, sorted on their own. */
+struct brun {
+	struct dfs_buf arena;
+	struct bent *e, *tmp; /* the entries; tmp: the sort's scratch, as large */
+	size_t n, cap;
+	bool ordered;		/* its documents came in ascending _id key order */
+	struct dfs_buf lastid;	/* the _id key of its last document with entries */
+	struct store__ixkeys k; /* key generation's work space */
+	uint32_t mk;		/* multikey bits seen */
+	int rc;			/* the first key error (DFS_*), 0 while none */
+	int64_t err_id;		/* the document of that error */
+	struct dfs_err err;	/* its message, prefixed by the document's _id */
 };
 
 struct build_state {
 	struct store_txn *t;
 	int64_t coll;
 	struct store_index *ix;
-	struct dfs_buf arena;
-	struct bent *e;
-	size_t n, cap;
-	bool flushed;	   /* entries of an earlier chunk are in the index */
-	sqlite3_stmt *ins; /* Owned: a plain INSERT (the entries are new: nothing to replace) */
+	void *partial;	    /* Borrowed: the compiled partial filter, or NULL */
+	struct brun run[2]; /* 0: the build thread's, 1: the key thread's */
+	bool flushed;	    /* entries of an earlier chunk are in the index */
+	sqlite3_stmt *ins;  /* Owned: the INSERT ... SELECT of a chunk */
 };
 
-static int bent_cmp(const void *pa, const void *pb)
-{
-	const struct bent *a = pa, *b = pb;
-	size_t n = a->klen < b->klen ? a->klen : b->klen;
-	int c;
+#define SORT_SMALL 32 /* buckets below this size are insertion-sorted */
 
-	if (a->pfx != b->pfx)
-		return a->pfx < b->pfx ? -1 : 1;
-	c = n > 8 ? memcmp(a->key + 8, b->key + 8, n - 8) : 0;
-	if (c)
-		return c;
-	if (a->klen != b->klen)
-		return a->klen < b->klen ? -1 : 1;
-	return a->id < b->id ? -1 : a->id > b->id;
+/* Loads the window of 8 key bytes at depth d. */
+static void bent_window(struct bent *a, size_t n, size_t d)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint64_t w = 0;
+
+		for (size_t j = d; j < d + 8; j++)
+			w = w << 8 | (j < a[i].end ? a[i].key[j] : 0);
+		a[i].w = w;
+	}
 }
 
-/* Sorts the entries collected and inserts them in key order (note 7). */
+/* memcmp order of the first end bytes of two keys equal in their first d bytes. */
+static int bent_cmp_from(const struct bent *a, const struct bent *b, size_t d)
+{
+	size_t n = (a->end < b->end ? a->end : b->end) - d;
+	int c = n ? memcmp(a->key + d, b->key + d, n) : 0;
+
+	if (c)
+		return c;
+	return a->end < b->end ? -1 : a->end > b->end;
+}
+
+/*
+ * Sorts a[0..n) by the first end bytes of their keys, in memcmp order, stably: an MSD radix
+ * sort, one byte per pass, the entries equal in their first d bytes, whose window w holds
+ * bytes base..base+7. A key that ends at depth d sorts first (its bucket 0); a bucket of
+ * keys that all ended is done. The largest bucket goes on in the loop and the others
+ * recurse, so the recursion depth stays below log2(n) whatever the keys.
+ */
+static void build_rsort(struct bent *a, struct bent *tmp, size_t n, size_t d, size_t base)
+{
+	size_t cnt[257], pos[257];
+
+	for (;;) {
+		size_t big = 0, start;
+
+		if (n < SORT_SMALL) {
+			for (size_t i = 1; i < n; i++) {
+				struct bent x = a[i];
+				size_t j = i;
+
+				for (; j > 0 && bent_cmp_from(&a[j - 1], &x, d) > 0; j--)
+					a[j] = a[j - 1];
+				a[j] = x;
+			}
+			return;
+		}
+		if (d - base == 8) {
+			bent_window(a, n, d);
+			base = d;
+		}
+		memset(cnt, 0, sizeof(cnt));
+		for (size_t i = 0; i < n; i++)
+			cnt[d < a[i].end ? (a[i].w >> (56 - 8 * (d - base)) & 0xff) + 1 : 0]++;
+		if (cnt[0] == n)
+			return; /* all ended: equal, in their original order */
+		for (size_t k = 0; k < 257; k++)
+			if (cnt[k] > cnt[big])
+				big = k;
+		if (cnt[big] == n) { /* one byte value: nothing moves */
+			d++;
+			continue;
+		}
+		start = 0;
+		for (size_t k = 0; k < 257; k++) {
+			pos[k] = start;
+			start += cnt[k];
+		}
+		for (size_t i = 0; i < n; i++) {
+			size_t k = d < a[i].end ? (a[i].w >> (56 - 8 * (d - base)) & 0xff) + 1 : 0;
+
+			tmp[pos[k]++] = a[i];
+		}
+		memcpy(a, tmp, n * sizeof(*a));
+		start = cnt[0];
+		for (size_t k = 1; k < 257; k++) {
+			if (k != big && cnt[k] > 1)
+				build_rsort(a + start, tmp + start, cnt[k], d + 1, base);
+			start += cnt[k];
+		}
+		if (big == 0)
+			return;
+		start = 0;
+		for (size_t k = 0; k < big; k++)
+			start += cnt[k];
+		a += start;
+		tmp += start;
+		n = cnt[big];
+		d++;
+	}
+}
+
+/*
+ * Sorts a run into index order: by stored key (note 1), whose bytes are distinct for
+ * distinct entries. When the run's documents came in ascending _id order (the common case:
+ * ids follow insertion), entries of equal index key K are already in _id order, so only K
+ * needs sorting and the stable sort keeps the rest.
+ */
+static void run_sort(struct brun *r)
+{
+	for (size_t i = 0; i < r->n; i++) {
+		struct bent *e = &r->e[i];
+
+		e->key = (const uint8_t *)r->arena.data + e->off;
+		e->end = r->ordered ? (uint32_t)key_part(e->key, e->klen) : e->klen;
+	}
+	if (r->n < 2) /* r->e is NULL when no document had a key (UBSan) */
+		return;
+	bent_window(r->e, r->n, 0);
+	build_rsort(r->e, r->tmp, r->n, 0, 0);
+}
+
+static void run_reset(struct brun *r)
+{
+	r->n = 0;
+	dfs_buf_reset(&r->arena);
+	r->ordered = true;
+	dfs_buf_reset(&r->lastid);
+}
+
+/* The two sorted runs of a chunk read as one sequence in stored key order. */
+struct bmerge {
+	const struct build_state *b; /* Borrowed */
+	size_t i[2];		     /* the next entry of each run */
+	const struct bent *cur;	     /* the entry at the merge, NULL at the end */
+	int from;		     /* its run */
+};
+
+static void bmerge_pick(struct bmerge *m)
+{
+	const struct brun *r = m->b->run;
+	const struct bent *a = m->i[0] < r[0].n ? &r[0].e[m->i[0]] : NULL;
+	const struct bent *c = m->i[1] < r[1].n ? &r[1].e[m->i[1]] : NULL;
+	int d;
+
+	if (!a || !c) {
+		m->cur = a ? a : c;
+		m->from = a ? 0 : 1;
+		return;
+	}
+	d = memcmp(a->key, c->key, a->klen < c->klen ? a->klen : c->klen);
+	if (!d)
+		d = a->klen < c->klen ? -1 : a->klen > c->klen;
+	m->cur = d <= 0 ? a : c;
+	m->from = d <= 0 ? 0 : 1;
+}
+
+static void bmerge_start(struct bmerge *m, const struct build_state *b)
+{
+	m->b = b;
+	m->i[0] = m->i[1] = 0;
+	bmerge_pick(m);
+}
+
+static void bmerge_next(struct bmerge *m)
+{
+	m->i[m->from]++;
+	bmerge_pick(m);
+}
+
+/*
+ * The sorted entries of a chunk reach SQLite as the rows of an eponymous virtual table,
+ * docfs_ixbuild(state), read by one INSERT ... SELECT: its ikeys cursor stays open from
+ * row to row, so each insert of a key above the last one finds its place on the last leaf
+ * (SQLite's right-edge fast path) instead of seeking from the root (note 7). The state is
+ * passed as a pointer parameter, so the module holds no state of its own.
+ */
+#define BUILD_PTR "docfs_ixbuild" /* the pointer type of the state parameter */
+
+struct bsrc_vtab {
+	sqlite3_vtab base;
+};
+
+struct bsrc_cur {
+	sqlite3_vtab_cursor base;
+	struct bmerge m; /* m.b: Borrowed, from the parameter; NULL before xFilter */
+	int64_t row;	 /* rows returned */
+};
+
+static int bsrc_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
+			sqlite3_vtab **out, char **errmsg)
+{
+	struct bsrc_vtab *v;
+	int rc;
+
+	(void)aux, (void)argc, (void)argv, (void)errmsg;
+	rc = sqlite3_declare_vtab(db, "CREATE TABLE x(key BLOB, id INTEGER, vals BLOB,"
+				      " state HIDDEN)");
+	if (rc != SQLITE_OK)
+		return rc;
+	v = sqlite3_malloc(sizeof(*v));
+	if (!v)
+		return SQLITE_NOMEM;
+	memset(v, 0, sizeof(*v));
+	*out = &v->base;
+	return SQLITE_OK;
+}
+
+static int bsrc_disconnect(sqlite3_vtab *v)
+{
+	sqlite3_free(v);
+	return SQLITE_OK;
+}
+
+/* The only plan: the state parameter bound (column 3 = ?), the entries in their order. */
+static int bsrc_best_index(sqlite3_vtab *v, sqlite3_index_info *info)
+{
+	(void)v;
+	for (int i = 0; i < info->nConstraint; i++) {
+		const struct sqlite3_index_constraint *c = &info->aConstraint[i];
+
+		if (c->iColumn == 3 && c->op == SQLITE_INDEX_CONSTRAINT_EQ && c->usable) {
+			info->aConstraintUsage[i].argvIndex = 1;
+			info->aConstraintUsage[i].omit = 1;
+			info->estimatedCost = 1;
+			return SQLITE_OK;
+		}
+	}
+	return SQLITE_CONSTRAINT; /* no plan without the state */
+}
+
+static int bsrc_open(sqlite3_vtab *v, sqlite3_vtab_cursor **out)
+{
+	struct bsrc_cur *c = sqlite3_malloc(sizeof(*c));
+
+	(void)v;
+	if (!c)
+		return SQLITE_NOMEM;
+	memset(c, 0, sizeof(*c));
+	*out = &c->base;
+	return SQLITE_OK;
+}
+
+static int bsrc_close(sqlite3_vtab_cursor *c)
+{
+	sqlite3_free(c);
+	return SQLITE_OK;
+}
+
+static int bsrc_filter(sqlite3_vtab_cursor *vc, int idxnum, const char *idxstr, int argc,
+		       sqlite3_value **argv)
+{
+	struct bsrc_cur *c = (struct bsrc_cur *)vc;
+	const struct build_state *b;
+
+	(void)idxnum, (void)idxstr;
+	b = argc == 1 ? sqlite3_value_pointer(argv[0], BUILD_PTR) : NULL;
+	c->row = 0;
+	if (b)
+		bmerge_start(&c->m, b);
+	else
+		memset(&c->m, 0, sizeof(c->m));
+	return SQLITE_OK;
+}
+
+static int bsrc_next(sqlite3_vtab_cursor *vc)
+{
+	struct bsrc_cur *c = (struct bsrc_cur *)vc;
+
+	bmerge_next(&c->m);
+	c->row++;
+	return SQLITE_OK;
+}
+
+static int bsrc_eof(sqlite3_vtab_cursor *vc)
+{
+	const struct bsrc_cur *c = (const struct bsrc_cur *)vc;
+
+	return !c->m.cur;
+}
+
+static int bsrc_column(sqlite3_vtab_cursor *vc, sqlite3_context *ctx, int col)
+{
+	const struct bsrc_cur *c = (const struct bsrc_cur *)vc;
+	const struct bent *e = c->m.cur;
+
+	/* The arena outlives the statement's step: the blobs need no copy here. */
+	if (col == 0)
+		sqlite3_result_blob(ctx, e->key, (int)e->klen, SQLITE_STATIC);
+	else if (col == 1)
+		sqlite3_result_int64(ctx, e->id);
+	else if (col == 2)
+		sqlite3_result_blob(ctx, e->key + e->klen, (int)e->vlen, SQLITE_STATIC);
+	else
+		sqlite3_result_null(ctx);
+	return SQLITE_OK;
+}
+
+static int bsrc_rowid(sqlite3_vtab_cursor *vc, sqlite3_int64 *rowid)
+{
+	*rowid = ((const struct bsrc_cur *)vc)->row;
+	return SQLITE_OK;
+}
+
+static const sqlite3_module bsrc_module = {
+	.iVersion = 0,
+	.xCreate = NULL, /* eponymous only: no CREATE VIRTUAL TABLE */
+	.xConnect = bsrc_connect,
+	.xBestIndex = bsrc_best_index,
+	.xDisconnect = bsrc_disconnect,
+	.xOpen = bsrc_open,
+	.xClose = bsrc_close,
+	.xFilter = bsrc_filter,
+	.xNext = bsrc_next,
+	.xEof = bsrc_eof,
+	.xColumn = bsrc_column,
+	.xRowid = bsrc_rowid,
+};
+
+/* Sorts the runs collected, checks uniqueness and inserts the entries in key order (note
+ * 7). The key thread is idle. */
 static int build_flush(struct build_state *b, struct dfs_err *err)
 {
+	struct bmerge m;
+	const struct bent *p = NULL;
 	int rc;
 
 	if (!b->ins) {
-		rc = sqlite3_prepare_v3(
-			b->t->c->h, "INSERT INTO ikeys(ix, key, id, vals) VALUES(?1, ?2, ?3, ?4)",
-			-1, 0, &b->ins, NULL);
+		/* Registered again on each build: replacing a module is cheap and keeps the
+		 * connection setup (db.c) free of index concerns. */
+		rc = sqlite3_create_module_v2(b->t->c->h, BUILD_PTR, &bsrc_module, NULL, NULL);
+		if (rc == SQLITE_OK)
+			rc = sqlite3_prepare_v3(
+				b->t->c->h,
+				"INSERT INTO ikeys(ix, key, id, vals) SELECT ?2, key,"
+				" id, vals FROM " BUILD_PTR "(?1)",
+				-1, 0, &b->ins, NULL);
 		if (rc != SQLITE_OK)
-			return store__sqlerr(b->t, rc, "insert index entry", err);
+			return store__sqlerr(b->t, rc, "insert index entries", err);
 	}
-	for (size_t i = 0; i < b->n; i++) {
-		struct bent *e = &b->e[i];
+	run_sort(&b->run[0]);
+	run_sort(&b->run[1]);
+	for (bmerge_start(&m, b); b->ix->unique && m.cur; p = m.cur, bmerge_next(&m)) {
+		const struct bent *e = m.cur;
 
-		e->key = (const uint8_t *)b->arena.data + e->off;
-		e->pfx = 0;
-		for (size_t j = 0; j < 8; j++)
-			e->pfx = e->pfx << 8 | (j < e->klen ? e->key[j] : 0);
-	}
-	if (b->n > 1) /* b->e is NULL when no document had a key (UBSan) */
-		qsort(b->e, b->n, sizeof(*b->e), bent_cmp);
-	for (size_t i = 0; i < b->n; i++) {
-		const struct bent *e = &b->e[i];
-		const uint8_t *vals = e->key + e->klen;
+		rc = 0;
+		if (p) {
+			size_t kp = key_part(p->key, p->klen), ke = key_part(e->key, e->klen);
 
-		if (b->ix->unique) {
-			rc = 0;
-			if (i > 0) {
-				const struct bent *p = &b->e[i - 1];
-				size_t kp = key_part(p->key, p->klen),
-				       ke = key_part(e->key, e->klen);
-
-				if (kp == ke && p->id != e->id && memcmp(p->key, e->key, ke) == 0)
-					rc = DFS_EEXIST;
-			}
-			if (!rc && b->flushed)
-				rc = unique_probe(b->t, b->ix->ixid, e->key, e->klen, e->id, err);
-			if (rc == DFS_EEXIST)
-				return dup_error(b->t, b->coll, b->ix, vals, e->vlen, err);
-			if (rc)
-				return rc;
+			if (kp == ke && p->id != e->id && memcmp(p->key, e->key, ke) == 0)
+				rc = DFS_EEXIST;
 		}
-		sqlite3_bind_int64(b->ins, 1, b->ix->ixid);
-		sqlite3_bind_blob(b->ins, 2, e->key, (int)e->klen, SQLITE_STATIC);
-		sqlite3_bind_int64(b->ins, 3, e->id);
-		sqlite3_bind_blob(b->ins, 4, vals, (int)e->vlen, SQLITE_STATIC);
+		/* Entries of earlier chunks are in the index already: probe them. */
+		if (!rc && b->flushed)
+			rc = unique_probe(b->t, b->ix->ixid, e->key, e->klen, e->id, err);
+		if (rc == DFS_EEXIST)
+			return dup_error(b->t, b->coll, b->ix, e->key + e->klen, e->vlen, err);
+		if (rc)
+			return rc;
+	}
+	if (b->run[0].n + b->run[1].n) {
+		sqlite3_bind_pointer(b->ins, 1, b, BUILD_PTR, NULL);
+		sqlite3_bind_int64(b->ins, 2, b->ix->ixid);
 		rc = sqlite3_step(b->ins);
 		sqlite3_reset(b->ins);
+		sqlite3_clear_bindings(b->ins);
 		if (rc != SQLITE_DONE)
-			return store__sqlerr(b->t, rc, "insert index entry", err);
+			return store__sqlerr(b->t, rc, "insert index entries", err);
 	}
-	b->n = 0;
-	dfs_buf_reset(&b->arena);
+	run_reset(&b->run[0]);
+	run_reset(&b->run[1]);
 	b->flushed = true;
 	return 0;
+}
+
+/* Keeps r->ordered: whether the _id keys of the run's documents with entries (k) rise. */
+static void note_id(struct brun *r, const struct store__ixkeys *k)
+{
+	const uint8_t *key = (const uint8_t *)k->buf.data + k->e[0].koff;
+	size_t kl = key_part(key, k->e[0].klen), n = k->e[0].klen - ID_SUFFIX_LEN - kl;
+
+	if (!r->ordered)
+		return;
+	if (r->lastid.len) {
+		size_t m = r->lastid.len < n ? r->lastid.len : n;
+		int c = memcmp(r->lastid.data, key + kl, m);
+
+		if (c > 0 || (c == 0 && r->lastid.len >= n)) {
+			r->ordered = false;
+			return;
+		}
+	}
+	dfs_buf_reset(&r->lastid);
+	dfs_buf_append(&r->lastid, key + kl, n);
+}
+
+/* Appends the entries k of document id to the run. */
+static void run_add(struct brun *r, const struct store__ixkeys *k, int64_t id)
+{
+	if (k->n)
+		note_id(r, k);
+	for (size_t e = 0; e < k->n; e++) {
+		struct bent *be;
+
+		if (r->n == r->cap) {
+			r->cap = r->cap ? r->cap * 2 : 4096;
+			r->e = realloc(r->e, r->cap * sizeof(*r->e));
+			r->tmp = realloc(r->tmp, r->cap * sizeof(*r->tmp));
+			if (!r->e || !r->tmp)
+				abort();
+		}
+		be = &r->e[r->n++];
+		be->off = r->arena.len;
+		be->klen = (uint32_t)k->e[e].klen;
+		be->vlen = (uint32_t)k->e[e].vlen;
+		be->id = id;
+		dfs_buf_append(&r->arena, k->buf.data + k->e[e].koff, k->e[e].klen);
+		dfs_buf_append(&r->arena, k->buf.data + k->e[e].voff, k->e[e].vlen);
+	}
+}
+
+/* The memory of a run as BUILD_MEM counts it: the sort's scratch is left out, as qsort's
+ * was before it. */
+static size_t run_mem(const struct brun *r)
+{
+	return r->arena.len + r->n * sizeof(*r->e);
+}
+
+/* Documents copied out of the cursor, for key generation. */
+struct bbatch {
+	struct dfs_buf data; /* their BSON, one after the other */
+	size_t off[BUILD_BATCH];
+	uint32_t len[BUILD_BATCH];
+	int64_t id[BUILD_BATCH];
+	size_t n;
+	bool busy; /* queued for or being keyed by the key thread */
+};
+
+/* Generates the entries of a batch's documents into run r; stops at the run's first error. */
+static void run_keys(const struct build_state *b, struct brun *r, const struct bbatch *bt)
+{
+	for (size_t i = 0; i < bt->n && !r->rc; i++) {
+		bson_t doc;
+
+		if (!bson_init_static(&doc, (const uint8_t *)bt->data.data + bt->off[i],
+				      bt->len[i])) {
+			r->rc = dfs_err_set(&r->err, DFS_ECORRUPT,
+					    "document %lld is not valid BSON",
+					    (long long)bt->id[i]);
+			r->err_id = bt->id[i];
+			break;
+		}
+		if ((r->rc = store__ix_keys(b->ix, b->partial, &doc, &r->k, &r->err))) {
+			bson_iter_t it;
+			struct dfs_buf eb;
+
+			dfs_buf_init(&eb);
+			if (bson_iter_init_find(&it, &doc, "_id"))
+				store_codec_render_value(bson_iter_value(&it), &eb, NULL);
+			dfs_err_prefix(&r->err, "document _id %s: ", eb.data ? eb.data : "?");
+			dfs_buf_release(&eb);
+			r->err_id = bt->id[i];
+			break;
+		}
+		r->mk |= r->k.multikey;
+		run_add(r, &r->k, bt->id[i]);
+	}
+}
+
+/*
+ * The key thread of a build (note 7): it keys the batches the build thread queues into
+ * run 1 while the build thread reads the next ones from SQLite, and keys a batch into run 0
+ * itself when the queue is full, so both cores generate keys. The build thread touches run
+ * 1 only while the key thread is idle (nothing queued or being keyed).
+ */
+struct keyer {
+	struct build_state *b;		   /* Borrowed */
+	struct bbatch bt[BUILD_QUEUE + 2]; /* queued, being keyed, being filled: one spare */
+	pthread_mutex_t mu;		   /* guards what follows */
+	pthread_cond_t cv;		   /* the queue or quit changed, or a batch ended */
+	struct bbatch *q[BUILD_QUEUE];	   /* Borrowed: the queue, oldest first */
+	int nq;
+	bool working;  /* the key thread has a batch */
+	size_t mem1;   /* run_mem of run 1 after its last batch */
+	bool quit;     /* the key thread is to end */
+	bool threaded; /* the key thread runs */
+	pthread_t th;
+};
+
+static void *keyer_thread(void *arg)
+{
+	struct keyer *kr = arg;
+	struct brun *r = &kr->b->run[1];
+
+	pthread_mutex_lock(&kr->mu);
+	for (;;) {
+		struct bbatch *bt;
+
+		while (!kr->nq && !kr->quit)
+			pthread_cond_wait(&kr->cv, &kr->mu);
+		if (!kr->nq)
+			break;
+		bt = kr->q[0];
+		memmove(kr->q, kr->q + 1, (size_t)(--kr->nq) * sizeof(*kr->q));
+		kr->working = true;
+		pthread_mutex_unlock(&kr->mu);
+		run_keys(kr->b, r, bt);
+		pthread_mutex_lock(&kr->mu);
+		kr->working = false;
+		kr->mem1 = run_mem(r);
+		bt->busy = false;
+		pthread_cond_broadcast(&kr->cv);
+	}
+	pthread_mutex_unlock(&kr->mu);
+	return NULL;
+}
+
+/* Waits until the key thread is idle. */
+static void keyer_wait(struct keyer *kr)
+{
+	if (!kr->threaded)
+		return;
+	pthread_mutex_lock(&kr->mu);
+	while (kr->nq || kr->working)
+		pthread_cond_wait(&kr->cv, &kr->mu);
+	pthread_mutex_unlock(&kr->mu);
+}
+
+static void keyer_stop(struct keyer *kr)
+{
+	if (!kr->threaded)
+		return;
+	pthread_mutex_lock(&kr->mu);
+	kr->quit = true;
+	pthread_cond_broadcast(&kr->cv);
+	pthread_mutex_unlock(&kr->mu);
+	pthread_join(kr->th, NULL);
+	kr->threaded = false;
+}
+
+/* A batch neither queued nor being keyed, to fill. */
+static struct bbatch *keyer_free_batch(struct keyer *kr)
+{
+	struct bbatch *bt = NULL;
+
+	pthread_mutex_lock(&kr->mu);
+	for (size_t i = 0; !bt && i < BUILD_QUEUE + 2; i++)
+		if (!kr->bt[i].busy)
+			bt = &kr->bt[i];
+	pthread_mutex_unlock(&kr->mu);
+	assert(bt); /* at most BUILD_QUEUE queued and one being keyed */
+	return bt;
+}
+
+/* Queues a filled batch for the key thread, or keys it into run 0 when the queue is full
+ * (or there is no key thread). */
+static void keyer_give(struct keyer *kr, struct bbatch *bt)
+{
+	bool queued = false;
+
+	if (kr->threaded) {
+		pthread_mutex_lock(&kr->mu);
+		if (kr->nq < BUILD_QUEUE) {
+			bt->busy = true;
+			kr->q[kr->nq++] = bt;
+			queued = true;
+			pthread_cond_broadcast(&kr->cv);
+		}
+		pthread_mutex_unlock(&kr->mu);
+	}
+	if (!queued)
+		run_keys(kr->b, &kr->b->run[0], bt);
+}
+
+/* The memory of the chunk (run 1 as of its last batch). */
+static size_t keyer_mem(struct keyer *kr)
+{
+	size_t m1 = 0;
+
+	if (kr->threaded) {
+		pthread_mutex_lock(&kr->mu);
+		m1 = kr->mem1;
+		pthread_mutex_unlock(&kr->mu);
+	} else {
+		m1 = run_mem(&kr->b->run[1]);
+	}
+	return run_mem(&kr->b->run[0]) + m1;
+}
+
+/* Copies up to BUILD_BATCH documents from the cursor into bt; DFS_ENOENT at the end. */
+static int batch_fill(struct store_cursor *cur, struct bbatch *bt, struct dfs_err *err)
+{
+	int rc = 0;
+
+	bt->n = 0;
+	dfs_buf_reset(&bt->data);
+	while (bt->n < BUILD_BATCH) {
+		bson_t doc;
+		int64_t id;
+
+		if ((rc = store_cursor_next(cur, &doc, &id, err)))
+			break;
+		bt->off[bt->n] = bt->data.len;
+		bt->len[bt->n] = doc.len;
+		bt->id[bt->n] = id;
+		dfs_buf_append(&bt->data, bson_get_data(&doc), doc.len);
+		bt->n++;
+	}
+	return rc;
+}
+
+/* The first key error of the two runs (by document), with its message in err. */
+static int runs_error(const struct build_state *b, struct dfs_err *err)
+{
+	const struct brun *r = &b->run[0], *o = &b->run[1];
+
+	if (!r->rc || (o->rc && o->err_id < r->err_id))
+		r = o;
+	if (r->rc && err)
+		*err = r->err;
+	return r->rc;
 }
 
 /* Builds the entries of the new index ix over the documents of coll. */
@@ -1422,58 +2017,63 @@ static int build(struct store_txn *t, int64_t coll, struct store_index *ix,
 		 struct dfs_err *err)
 {
 	struct store_cursor *cur = NULL;
-	struct store__ixkeys k;
 	struct build_state b = {.t = t, .coll = coll, .ix = ix};
+	struct keyer *kr = calloc(1, sizeof(*kr));
 	void *partial = NULL;
-	int64_t total = 0, done = 0, id;
-	uint32_t mk = 0;
-	bson_t doc;
+	int64_t total = 0, done = 0;
 	int rc;
+	bool end = false;
 
-	store__ixkeys_init(&k);
-	dfs_buf_init(&b.arena);
+	if (!kr)
+		abort();
+	kr->b = &b;
+	pthread_mutex_init(&kr->mu, NULL);
+	pthread_cond_init(&kr->cv, NULL);
+	for (int i = 0; i < 2; i++) {
+		dfs_buf_init(&b.run[i].arena);
+		dfs_buf_init(&b.run[i].lastid);
+		store__ixkeys_init(&b.run[i].k);
+		b.run[i].ordered = true;
+	}
+	for (size_t i = 0; i < BUILD_QUEUE + 2; i++)
+		dfs_buf_init(&kr->bt[i].data);
 	if ((rc = compile_partial(ix, &partial, err)))
 		goto out;
+	b.partial = partial;
 	if (progress && (rc = store_coll_count(t, coll, &total, NULL, err)))
 		goto out;
 	if ((rc = store_cursor_open(t, coll, &cur, err)))
 		goto out;
-	while ((rc = store_cursor_next(cur, &doc, &id, err)) == 0) {
-		if ((rc = store__ix_keys(ix, partial, &doc, &k, err))) {
-			bson_iter_t it;
-			struct dfs_buf eb;
+	while (!end) {
+		struct bbatch *bt = keyer_free_batch(kr);
 
-			dfs_buf_init(&eb);
-			if (bson_iter_init_find(&it, &doc, "_id"))
-				store_codec_render_value(bson_iter_value(&it), &eb, NULL);
-			dfs_err_prefix(err, "document _id %s: ", eb.data ? eb.data : "?");
-			dfs_buf_release(&eb);
-			goto out;
-		}
-		mk |= k.multikey;
-		for (size_t e = 0; e < k.n; e++) {
-			struct bent *be;
-
-			if (b.n == b.cap) {
-				b.cap = b.cap ? b.cap * 2 : 4096;
-				b.e = realloc(b.e, b.cap * sizeof(*b.e));
-				if (!b.e)
-					abort();
-			}
-			be = &b.e[b.n++];
-			be->off = b.arena.len;
-			be->klen = (uint32_t)k.e[e].klen;
-			be->vlen = (uint32_t)k.e[e].vlen;
-			be->id = id;
-			dfs_buf_append(&b.arena, k.buf.data + k.e[e].koff, k.e[e].klen);
-			dfs_buf_append(&b.arena, k.buf.data + k.e[e].voff, k.e[e].vlen);
-		}
-		if (b.arena.len + b.n * sizeof(*b.e) >= BUILD_MEM && (rc = build_flush(&b, err)))
-			goto out;
-		if (++done % BUILD_PROGRESS == 0 && progress)
+		rc = batch_fill(cur, bt, err);
+		if (rc && rc != DFS_ENOENT)
+			break;
+		end = rc == DFS_ENOENT;
+		rc = 0;
+		/* A collection of more than one batch keys on a second core too. */
+		if (!end && !kr->threaded && pthread_create(&kr->th, NULL, keyer_thread, kr) == 0)
+			kr->threaded = true;
+		keyer_give(kr, bt);
+		if (b.run[0].rc)
+			break;
+		done += (int64_t)bt->n;
+		if (progress && done / BUILD_PROGRESS != (done - (int64_t)bt->n) / BUILD_PROGRESS)
 			progress(ctx, done, total);
+		if (keyer_mem(kr) >= BUILD_MEM) {
+			keyer_wait(kr);
+			if (runs_error(&b, NULL))
+				break;
+			if ((rc = build_flush(&b, err)))
+				break;
+		}
 	}
-	if (rc != DFS_ENOENT)
+	keyer_wait(kr);
+	keyer_stop(kr);
+	if (!rc)
+		rc = runs_error(&b, err);
+	if (rc)
 		goto out;
 	store_cursor_free(cur);
 	cur = NULL;
@@ -1481,15 +2081,25 @@ static int build(struct store_txn *t, int64_t coll, struct store_index *ix,
 		goto out;
 	if (progress)
 		progress(ctx, done, total);
-	if (mk)
-		rc = set_multikey(t, coll, ix, mk, err);
+	if (b.run[0].mk | b.run[1].mk)
+		rc = set_multikey(t, coll, ix, b.run[0].mk | b.run[1].mk, err);
 out:
+	keyer_stop(kr);
 	store_cursor_free(cur);
 	if (partial && hooks.free)
 		hooks.free(partial);
-	store__ixkeys_release(&k);
-	dfs_buf_release(&b.arena);
-	free(b.e);
+	pthread_mutex_destroy(&kr->mu);
+	pthread_cond_destroy(&kr->cv);
+	for (size_t i = 0; i < BUILD_QUEUE + 2; i++)
+		dfs_buf_release(&kr->bt[i].data);
+	free(kr);
+	for (int i = 0; i < 2; i++) {
+		store__ixkeys_release(&b.run[i].k);
+		dfs_buf_release(&b.run[i].arena);
+		dfs_buf_release(&b.run[i].lastid);
+		free(b.run[i].e);
+		free(b.run[i].tmp);
+	}
 	sqlite3_finalize(b.ins);
 	return rc;
 }

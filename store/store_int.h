@@ -126,7 +126,8 @@ struct store__ixkeys {
 	struct dfs_buf buf;	  /* key and vals bytes of every entry */
 	struct store__ixentry *e; /* Owned: n entries */
 	size_t n, cap;
-	uint32_t multikey; /* bit i: field i expanded an array */
+	uint32_t multikey;		  /* bit i: field i expanded an array */
+	struct store__ixscratch *scratch; /* Owned: key generation's work space, or NULL */
 };
 void store__ixkeys_init(struct store__ixkeys *k);
 void store__ixkeys_reset(struct store__ixkeys *k);

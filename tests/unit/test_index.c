@@ -1130,6 +1130,87 @@ START_TEST(test_store_ixscan_ties_in_id_order)
 }
 END_TEST
 
+/* The scan of index name of coll with each entry id replaced by the number i of the
+ * document (ids[i] is its entry id), which the collections being compared share. */
+static char *scan_docs(int64_t coll, const char *name, const int64_t *ids, int n)
+{
+	char *s = scan_all(coll, name), *save = NULL;
+	struct dfs_buf out;
+
+	dfs_buf_init(&out);
+	dfs_buf_puts(&out, "");
+	for (char *p = strtok_r(s, "\n", &save); p; p = strtok_r(NULL, "\n", &save)) {
+		char *colon = strchr(p, ':');
+		long long id;
+		int i = 0;
+
+		ck_assert_ptr_nonnull(colon);
+		id = atoll(colon + 1);
+		while (i < n && ids[i] != id)
+			i++;
+		ck_assert_int_lt(i, n);
+		dfs_buf_printf(&out, "%.*s:%d\n", (int)(colon - p), p, i);
+	}
+	free(s);
+	return out.data;
+}
+
+/* An index built over existing documents holds the entries that the writes give an index
+ * created first: with _ids inserted in ascending order (the build sorts by index key only)
+ * and scrambled (it sorts by whole stored keys), many equal keys, keys sharing more than 8
+ * bytes, multikey and descending fields, and a unique index (its check compares neighbours
+ * in the sorted order). */
+START_TEST(test_store_index_create_build_matches_writes)
+{
+	enum { N = 700 };
+	static const char *const specs[] = {
+		"{\"key\": {\"a\": 1}}",
+		"{\"key\": {\"s\": 1, \"a\": -1}}",
+		"{\"key\": {\"m\": -1}}",
+		"{\"key\": {\"a\": 1, \"s\": 1}, \"unique\": true}",
+	};
+	static const char *const names[] = {"a_1", "s_1_a_-1", "m_-1", "a_1_s_1"};
+
+	for (int scrambled = 0; scrambled < 2; scrambled++) {
+		int64_t built = make_coll(scrambled ? "built1" : "built0");
+		int64_t kept = make_coll(scrambled ? "kept1" : "kept0");
+		int64_t bid[N], kid[N];
+		char name[64], text[256];
+
+		for (size_t x = 0; x < sizeof(specs) / sizeof(*specs); x++)
+			mkix_ok(kept, specs[x]);
+		for (int j = 0; j < N; j++) {
+			int i = scrambled ? (j * 241) % N : j;
+
+			if (scrambled)
+				snprintf(name, sizeof(name),
+					 "user-with-a-long-common-prefix-%04d.json", i);
+			else
+				snprintf(name, sizeof(name), "%d.json", i);
+			snprintf(text, sizeof(text),
+				 "{\"a\": %d, \"s\": \"a prefix longer than 8 bytes %d-%d\","
+				 " \"m\": [%d, %d, \"x%d\"]}",
+				 i % 4, i % 13, i, i % 5, i % 7, i % 3);
+			put_ok(built, name, text);
+			put_ok(kept, name, text);
+			bid[i] = id_of(built, name);
+			kid[i] = id_of(kept, name);
+		}
+		for (size_t x = 0; x < sizeof(specs) / sizeof(*specs); x++) {
+			char *b, *k;
+
+			mkix_ok(built, specs[x]);
+			b = scan_docs(built, names[x], bid, N);
+			k = scan_docs(kept, names[x], kid, N);
+			ck_assert_msg(strcmp(b, k) == 0, "%s, %s _ids: built and kept differ",
+				      names[x], scrambled ? "scrambled" : "ascending");
+			free(b);
+			free(k);
+		}
+	}
+}
+END_TEST
+
 /* reverse scans over groups of exactly 63/64/65/128/129 equal keys, with int and
  * string _ids mixed, unbounded and with bounds at the edges of groups, and two ranges in a
  * row (as an $in runs them): exactly the entries of the range, a descending, ties by _id. */
@@ -1913,6 +1994,7 @@ static Suite *index_suite(void)
 	tcase_add_test(tc, test_store_ixscan_ties_in_id_order);
 	tcase_add_test(tc, test_store_ixscan_backward_ties_at_group_edges);
 	tcase_add_test(tc, test_store_index_create_unique_clash_leaves_nothing);
+	tcase_add_test(tc, test_store_index_create_build_matches_writes);
 	tcase_add_test(tc, test_store_ttl_sweep_deletes_exactly_the_expired);
 	tcase_add_test(tc, test_store_check_finds_wrong_index_entries);
 	tcase_add_test(tc, test_store_db_get_migrates_schema_1);
