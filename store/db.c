@@ -16,6 +16,13 @@
  *    process, writers queue on write_lock instead of spinning on SQLITE_BUSY.
  * 5. Every write transaction appends to the 'changes' table; other processes (and the
  *    mount's notifier) read it to invalidate caches. It is pruned to the last 100,000.
+ * 6. Checkpoints (copying the WAL back into the database file) run on a thread of the
+ *    database, not in the committing writer, which holds the write lock: a bulk insert goes
+ *    on while the pages of its earlier transactions are copied (PASSIVE checkpoints do not
+ *    block writers). A commit that finds CKPT_PAGES pages in the WAL wakes the thread; one
+ *    that finds CKPT_BACKSTOP (the thread cannot keep up, or was not started in this process
+ *    after a fork) checkpoints itself, as SQLite's autocheckpoint would. Durability does not
+ *    change: a commit is in the WAL before any checkpoint copies it.
  */
 #include "store_int.h"
 
@@ -32,6 +39,10 @@
 
 #define SCHEMA_VERSION STORE__SCHEMA_VERSION
 #define CHANGES_KEEP 100000
+/* WAL pages after which a commit wakes the checkpointer (SQLite's autocheckpoint was this),
+ * and after which it checkpoints itself (note 6). */
+#define CKPT_PAGES 8192
+#define CKPT_BACKSTOP (4 * CKPT_PAGES)
 
 struct store {
 	char *dir;		  /* Owned: the store directory */
@@ -285,6 +296,15 @@ static void db_free(struct store_db *db)
 {
 	struct store__conn *c;
 
+	pthread_mutex_lock(&db->ckpt_lock);
+	db->ckpt_stop = true;
+	pthread_cond_signal(&db->ckpt_cond);
+	pthread_mutex_unlock(&db->ckpt_lock);
+	if (db->ckpt_pid == getpid())
+		pthread_join(db->ckpt_thread, NULL);
+	pthread_cond_destroy(&db->ckpt_cond);
+	pthread_mutex_destroy(&db->ckpt_lock);
+
 	while ((c = db->pool)) {
 		db->pool = c->next;
 		store__conn_close(c);
@@ -493,8 +513,8 @@ static int db_init_schema(struct store *s, struct store__conn *c, const char *na
 		if (uv == 1 && exec_sql(c->h, migrate_1_2_sql, err))
 			goto fail;
 		/* 1, 2 -> 3: index keys end with the _id key (index.c note 1): rebuild them. */
-		if ((uv == 1 || uv == 2) && (exec_sql(c->h, "DELETE FROM ikeys", err) ||
-					     store__ix_migrate(c, name, err)))
+		if ((uv == 1 || uv == 2) &&
+		    (exec_sql(c->h, "DELETE FROM ikeys", err) || store__ix_migrate(c, name, err)))
 			goto fail;
 	}
 	if (exec_sql(c->h, schema_sql, err))
@@ -575,6 +595,8 @@ int store_db_get(struct store *s, const char *name, bool create, struct store_db
 	db->ctime_ns = meta_int(c, "ctime", 0);
 	pthread_mutex_init(&db->pool_lock, NULL);
 	pthread_mutex_init(&db->write_lock, NULL);
+	pthread_mutex_init(&db->ckpt_lock, NULL);
+	pthread_cond_init(&db->ckpt_cond, NULL);
 	db->pool = c;
 	c = NULL;
 	db->next = s->dbs;
@@ -697,6 +719,76 @@ int store_db_sync(struct store_db *db, struct dfs_err *err)
 
 /* ---- transactions ------------------------------------------------------------------ */
 
+/* The checkpointer of db (note 6): a PASSIVE checkpoint on a pooled connection whenever a
+ * commit asks for one, until db_free. */
+static void *ckpt_thread(void *arg)
+{
+	struct store_db *db = arg;
+
+	pthread_mutex_lock(&db->ckpt_lock);
+	for (;;) {
+		struct store__conn *c;
+
+		while (!db->ckpt_want && !db->ckpt_stop)
+			pthread_cond_wait(&db->ckpt_cond, &db->ckpt_lock);
+		if (db->ckpt_stop)
+			break;
+		db->ckpt_want = false;
+		pthread_mutex_unlock(&db->ckpt_lock);
+		pthread_mutex_lock(&db->pool_lock);
+		c = db->pool;
+		if (c)
+			db->pool = c->next;
+		pthread_mutex_unlock(&db->pool_lock);
+		if (c || store__conn_open(db->path, false, &c, NULL) == 0) {
+			/* SQLITE_BUSY (another checkpoint runs) or an error: the next commit asks
+			 * again, and the backstop bounds the WAL meanwhile. */
+			sqlite3_wal_checkpoint_v2(c->h, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL,
+						  NULL);
+			pthread_mutex_lock(&db->pool_lock);
+			c->next = db->pool;
+			db->pool = c;
+			pthread_mutex_unlock(&db->pool_lock);
+		}
+		pthread_mutex_lock(&db->ckpt_lock);
+	}
+	pthread_mutex_unlock(&db->ckpt_lock);
+	return NULL;
+}
+
+/* Wakes the checkpointer, starting it first if this process has none. False when it cannot
+ * be started. */
+static bool ckpt_wake(struct store_db *db)
+{
+	bool ok = true;
+
+	pthread_mutex_lock(&db->ckpt_lock);
+	if (db->ckpt_pid != getpid()) {
+		ok = !db->ckpt_stop && pthread_create(&db->ckpt_thread, NULL, ckpt_thread, db) == 0;
+		if (ok)
+			db->ckpt_pid = getpid();
+	}
+	if (ok) {
+		db->ckpt_want = true;
+		pthread_cond_signal(&db->ckpt_cond);
+	}
+	pthread_mutex_unlock(&db->ckpt_lock);
+	return ok;
+}
+
+/* SQLite's hook after every commit of a writer, with the WAL's length in pages (note 6); it
+ * replaces the autocheckpoint. */
+static int wal_hook(void *arg, sqlite3 *h, const char *name, int pages)
+{
+	struct store_db *db = arg;
+
+	if (pages < CKPT_PAGES)
+		return SQLITE_OK;
+	if (pages >= CKPT_BACKSTOP || !ckpt_wake(db))
+		sqlite3_wal_checkpoint_v2(h, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+	return SQLITE_OK;
+}
+
 int store_txn_begin(struct store_db *db, bool write, struct store_txn **out, struct dfs_err *err)
 {
 	struct store_txn *t = calloc(1, sizeof(*t));
@@ -723,8 +815,10 @@ int store_txn_begin(struct store_db *db, bool write, struct store_txn **out, str
 		}
 	}
 	t->c->next = NULL;
-	if (write)
+	if (write) {
+		sqlite3_wal_hook(t->c->h, wal_hook, db);
 		pthread_mutex_lock(&db->write_lock);
+	}
 	rc = exec_sql(t->c->h, write ? "BEGIN IMMEDIATE" : "BEGIN", err);
 	if (rc) {
 		if (err)
