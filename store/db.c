@@ -19,10 +19,13 @@
  * 6. Checkpoints (copying the WAL back into the database file) run on a thread of the
  *    database, not in the committing writer, which holds the write lock: a bulk insert goes
  *    on while the pages of its earlier transactions are copied (PASSIVE checkpoints do not
- *    block writers). A commit that finds CKPT_PAGES pages in the WAL wakes the thread; one
- *    that finds CKPT_BACKSTOP (the thread cannot keep up, or was not started in this process
- *    after a fork) checkpoints itself, as SQLite's autocheckpoint would. Durability does not
- *    change: a commit is in the WAL before any checkpoint copies it.
+ *    block writers). A commit that finds CKPT_PAGES pages in the WAL wakes the thread, which
+ *    checkpoints until a pass finds little new (the writer appends meanwhile). The WAL only
+ *    starts over when a write begins with every frame copied, so the next commit copies
+ *    that little rest itself. A commit that finds CKPT_BACKSTOP pages (the thread cannot keep
+ *    up, or was not started in this process after a fork) checkpoints itself, as SQLite's
+ *    autocheckpoint would. Durability does not change: a commit is in the WAL before any
+ *    checkpoint copies it.
  */
 #include "store_int.h"
 
@@ -43,6 +46,8 @@
  * and after which it checkpoints itself (note 6). */
 #define CKPT_PAGES 8192
 #define CKPT_BACKSTOP (4 * CKPT_PAGES)
+/* The checkpointer stops when a pass found fewer new frames than this (note 6). */
+#define CKPT_REST 1024
 
 struct store {
 	char *dir;		  /* Owned: the store directory */
@@ -733,7 +738,6 @@ static void *ckpt_thread(void *arg)
 			pthread_cond_wait(&db->ckpt_cond, &db->ckpt_lock);
 		if (db->ckpt_stop)
 			break;
-		db->ckpt_want = false;
 		pthread_mutex_unlock(&db->ckpt_lock);
 		pthread_mutex_lock(&db->pool_lock);
 		c = db->pool;
@@ -741,39 +745,54 @@ static void *ckpt_thread(void *arg)
 			db->pool = c->next;
 		pthread_mutex_unlock(&db->pool_lock);
 		if (c || store__conn_open(db->path, false, &c, NULL) == 0) {
-			/* SQLITE_BUSY (another checkpoint runs) or an error: the next commit asks
-			 * again, and the backstop bounds the WAL meanwhile. */
-			sqlite3_wal_checkpoint_v2(c->h, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL,
-						  NULL);
+			int log, done, before = 0;
+
+			/* Passes until one finds little new, or cannot copy everything (a
+			 * reader needs older frames); SQLITE_BUSY (another checkpoint runs) or
+			 * an error ends them too: the backstop bounds the WAL. */
+			while (sqlite3_wal_checkpoint_v2(c->h, NULL, SQLITE_CHECKPOINT_PASSIVE,
+							 &log, &done) == SQLITE_OK &&
+			       log - before >= CKPT_REST && done == log)
+				before = done;
 			pthread_mutex_lock(&db->pool_lock);
 			c->next = db->pool;
 			db->pool = c;
 			pthread_mutex_unlock(&db->pool_lock);
 		}
 		pthread_mutex_lock(&db->ckpt_lock);
+		db->ckpt_want = false;
+		db->ckpt_done = true;
 	}
 	pthread_mutex_unlock(&db->ckpt_lock);
 	return NULL;
 }
 
-/* Wakes the checkpointer, starting it first if this process has none. False when it cannot
- * be started. */
+/* Wakes the checkpointer unless it runs, starting it first if this process has none.
+ * Returns true when the committing writer must checkpoint itself: the thread caught up
+ * (the rest is small), or cannot be started. */
 static bool ckpt_wake(struct store_db *db)
 {
-	bool ok = true;
+	bool self = false;
 
 	pthread_mutex_lock(&db->ckpt_lock);
-	if (db->ckpt_pid != getpid()) {
-		ok = !db->ckpt_stop && pthread_create(&db->ckpt_thread, NULL, ckpt_thread, db) == 0;
-		if (ok)
-			db->ckpt_pid = getpid();
-	}
-	if (ok) {
-		db->ckpt_want = true;
-		pthread_cond_signal(&db->ckpt_cond);
+	if (db->ckpt_done) {
+		db->ckpt_done = false;
+		self = true;
+	} else if (!db->ckpt_want) {
+		if (db->ckpt_pid != getpid()) {
+			if (db->ckpt_stop ||
+			    pthread_create(&db->ckpt_thread, NULL, ckpt_thread, db) != 0)
+				self = true;
+			else
+				db->ckpt_pid = getpid();
+		}
+		if (!self) {
+			db->ckpt_want = true;
+			pthread_cond_signal(&db->ckpt_cond);
+		}
 	}
 	pthread_mutex_unlock(&db->ckpt_lock);
-	return ok;
+	return self;
 }
 
 /* SQLite's hook after every commit of a writer, with the WAL's length in pages (note 6); it
@@ -784,7 +803,7 @@ static int wal_hook(void *arg, sqlite3 *h, const char *name, int pages)
 
 	if (pages < CKPT_PAGES)
 		return SQLITE_OK;
-	if (pages >= CKPT_BACKSTOP || !ckpt_wake(db))
+	if (ckpt_wake(db) || pages >= CKPT_BACKSTOP)
 		sqlite3_wal_checkpoint_v2(h, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
 	return SQLITE_OK;
 }

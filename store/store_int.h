@@ -85,7 +85,8 @@ struct store_db {
 	pthread_cond_t ckpt_cond;	/* a checkpoint is wanted, or the thread must stop */
 	pthread_t ckpt_thread;		/* the checkpointer, when ckpt_pid is this process */
 	pid_t ckpt_pid;			/* process that started it (0: none; a fork has none) */
-	bool ckpt_want;			/* a commit found the WAL long */
+	bool ckpt_want;			/* a commit found the WAL long: the thread runs */
+	bool ckpt_done;			/* the thread caught up: the writer finishes */
 	bool ckpt_stop;			/* db_free: the thread must end */
 };
 
