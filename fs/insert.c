@@ -225,6 +225,7 @@ struct queue {
 	bool stop;	   /* the insert failed: the scan stops early */
 	bool scan_waits;   /* the scan waits for free slots */
 	bool insert_waits; /* the insert waits for documents */
+	bool held;	   /* the insert uses items[head % QUEUE_LEN] */
 	int rc;		   /* scan_next's last result: SCAN_END or an error */
 };
 
@@ -252,7 +253,8 @@ static void *scan_thread(void *arg)
 			break;
 		pthread_mutex_lock(&q->lock);
 		q->tail++;
-		if (q->insert_waits && q->tail - q->head >= QUEUE_BATCH)
+		/* The insert waits idle for the chunk's first document: no batching then. */
+		if (q->insert_waits && (q->tail - q->head >= QUEUE_BATCH || q->head == 0))
 			pthread_cond_signal(&q->cond);
 		pthread_mutex_unlock(&q->lock);
 	}
@@ -265,33 +267,32 @@ static void *scan_thread(void *arg)
 }
 
 /* The next scanned document from the queue: 0 with *it pointing at it (the slot stays the
- * insert's until queue_done), or the scan's end (SCAN_END or an error). */
+ * insert's until the next call, which hands it back to the scan under the same lock), or
+ * the scan's end (SCAN_END or an error). */
 static int queue_next(struct queue *q, struct fs_insert_item **it)
 {
 	int rc = 0;
 
 	pthread_mutex_lock(&q->lock);
+	if (q->held) {
+		q->held = false;
+		q->head++;
+		if (q->scan_waits && q->tail - q->head <= QUEUE_LEN - QUEUE_BATCH)
+			pthread_cond_signal(&q->cond);
+	}
 	while (q->tail == q->head && !q->done) {
 		q->insert_waits = true;
 		pthread_cond_wait(&q->cond, &q->lock);
 		q->insert_waits = false;
 	}
-	if (q->tail != q->head)
+	if (q->tail != q->head) {
 		*it = &q->items[q->head % QUEUE_LEN];
-	else
+		q->held = true;
+	} else {
 		rc = q->rc;
+	}
 	pthread_mutex_unlock(&q->lock);
 	return rc;
-}
-
-/* Hands the slot of the document queue_next gave back to the scan. */
-static void queue_done(struct queue *q)
-{
-	pthread_mutex_lock(&q->lock);
-	q->head++;
-	if (q->scan_waits && q->tail - q->head <= QUEUE_LEN - QUEUE_BATCH)
-		pthread_cond_signal(&q->cond);
-	pthread_mutex_unlock(&q->lock);
 }
 
 static bool use_scan_thread(size_t len)
@@ -363,14 +364,12 @@ int fs_inserter_feed(struct fs_inserter *in, const char *data, size_t len, bool 
 			rc = store_doc_insert_ready(t, in->coll, &doc, &it->r, &in->attrs, NULL,
 						    &in->err);
 		}
-		if (rc)
+		if (rc) {
 			dfs_err_prefix(&in->err,
 				       "document %lld (line %u): ", (long long)in->ndocs + 1,
 				       it->line);
-		if (threaded)
-			queue_done(&q);
-		if (rc)
 			break;
+		}
 		in->ndocs++;
 	}
 	if (threaded) {
