@@ -270,11 +270,20 @@ sqlite3_stmt *store__stmt(struct store_txn *t, enum store__st which, struct dfs_
 
 /* ---- store ------------------------------------------------------------------------- */
 
+/* Before SQLite initialises (the first connection): no memory statistics, which cost a
+ * global mutex around every allocation of every connection. Nothing reads them. */
+static void sqlite_config(void)
+{
+	sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+}
+
 int store_open(const char *dir, bool create, struct store **out, struct dfs_err *err)
 {
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	struct store *s;
 	struct stat st;
 
+	pthread_once(&once, sqlite_config);
 	if (stat(dir, &st) != 0) {
 		if (errno != ENOENT || !create)
 			return dfs_err_set(err, DFS_ENOENT, "store '%s' does not exist", dir);
