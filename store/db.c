@@ -784,11 +784,16 @@ static bool ckpt_wake(struct store_db *db)
 	bool self = false;
 
 	pthread_mutex_lock(&db->ckpt_lock);
+	if (db->ckpt_pid && db->ckpt_pid != getpid()) {
+		/* A forked child: the thread that these flags describe is the parent's. */
+		db->ckpt_pid = 0;
+		db->ckpt_want = db->ckpt_done = false;
+	}
 	if (db->ckpt_done) {
 		db->ckpt_done = false;
 		self = true;
 	} else if (!db->ckpt_want) {
-		if (db->ckpt_pid != getpid()) {
+		if (!db->ckpt_pid) {
 			if (db->ckpt_stop ||
 			    pthread_create(&db->ckpt_thread, NULL, ckpt_thread, db) != 0)
 				self = true;
