@@ -50,6 +50,7 @@ int fs_errlog_open(const char *path, struct dfs_err *err);
  * document stops the stream; the documents before it are committed, and the error says which
  * document (its number and line) and why. Not thread-safe; one inserter per stream.
  */
+struct fs_insert_item;
 struct fs_inserter {
 	struct store_db *db;	  /* Borrowed */
 	int64_t coll;		  /* target collection id */
@@ -61,6 +62,7 @@ struct fs_inserter {
 	int64_t ndocs;		/* documents inserted so far */
 	bool failed;		/* an error stopped the stream */
 	struct dfs_err err;	/* the error that stopped it */
+	struct fs_insert_item *items; /* Owned: the scan queue's slots, reused between calls */
 };
 
 void fs_inserter_init(struct fs_inserter *in, struct store_db *db, int64_t coll,

@@ -18,6 +18,10 @@
  * 3. Every call commits before returning: holding the write lock between requests would
  *    stall (or, in the same client, deadlock) every other writer of the database, and a
  *    document acknowledged by a successful write() or close() must survive a crash.
+ * 4. The writing thread holds the database's write lock, so it does as little as possible:
+ *    the scan also computes each document's key, file name and rendered length
+ *    (store_doc_ready_fill), and the queue's slots keep their buffers from call to call, so
+ *    the insert neither allocates nor frees memory allocated by the other thread.
  */
 #include "fs_int.h"
 
@@ -36,6 +40,26 @@
 /* scan_next: no complete document left in the chunk (not a dfs code). */
 #define SCAN_END (-1)
 
+/* One prepared document on its way from the scan to the insert. Its buffers are reused from
+ * document to document: the writing thread neither allocates nor frees (note 4). */
+struct fs_insert_item {
+	struct dfs_buf bson;	  /* the prepared document's bytes (_id first) */
+	struct store_doc_ready r; /* its rendered length, key and file name */
+	unsigned line;		  /* the line where it starts */
+};
+
+static void item_init(struct fs_insert_item *it)
+{
+	dfs_buf_init(&it->bson);
+	dfs_buf_init(&it->r.key);
+}
+
+static void item_release(struct fs_insert_item *it)
+{
+	dfs_buf_release(&it->bson);
+	dfs_buf_release(&it->r.key);
+}
+
 void fs_inserter_init(struct fs_inserter *in, struct store_db *db, int64_t coll,
 		      const struct store_attrs *a)
 {
@@ -50,6 +74,12 @@ void fs_inserter_init(struct fs_inserter *in, struct store_db *db, int64_t coll,
 void fs_inserter_release(struct fs_inserter *in)
 {
 	dfs_buf_release(&in->pending);
+	if (in->items) {
+		for (int i = 0; i < QUEUE_LEN; i++)
+			item_release(&in->items[i]);
+		free(in->items);
+		in->items = NULL;
+	}
 }
 
 static unsigned count_lines(const char *p, size_t n)
@@ -69,24 +99,19 @@ static size_t skip_space(const char *p, size_t off, size_t len)
 	return off;
 }
 
-/* One prepared document on its way from the scan to the insert. */
-struct item {
-	bson_t *doc;  /* Owned: prepared (_id first), bson_destroy + free */
-	int64_t size; /* its rendered length */
-	unsigned line; /* the line where it starts */
-};
-
 /* The scan of one chunk (note 1): a copy of the inserter's position that it advances. */
 struct scan {
-	const char *text;  /* Borrowed: the pending bytes */
-	size_t len;	   /* their length */
-	bool final;	   /* no more bytes will come */
-	bool json_array;   /* the inserter's mode */
-	size_t off;	   /* next byte to look at */
-	unsigned line;	   /* line of text[off] */
-	int array_state;   /* as fs_inserter.array_state */
-	int64_t ndocs;	   /* documents before the next one (inserted or queued) */
+	const char *text;	/* Borrowed: the pending bytes */
+	size_t len;		/* their length */
+	bool final;		/* no more bytes will come */
+	bool json_array;	/* the inserter's mode */
+	size_t off;		/* next byte to look at */
+	unsigned line;		/* line of text[off] */
+	int array_state;	/* as fs_inserter.array_state */
+	int64_t ndocs;		/* documents before the next one (inserted or queued) */
 	struct dfs_buf scratch; /* rendering buffer for the sizes */
+	bson_t parsed;		/* the document being parsed (reinitialised for each) */
+	bson_t prepared;	/* and prepared */
 	struct dfs_err err;	/* the scan's error */
 };
 
@@ -142,11 +167,10 @@ static int array_punct(struct scan *s, const char *p, size_t len, size_t *off)
  * left in the chunk (s->off and s->line then say where the scan stopped), or an error in s->err
  * with the document's number and line.
  */
-static int scan_next(struct scan *s, struct item *it)
+static int scan_next(struct scan *s, struct fs_insert_item *it)
 {
 	const char *p = s->text + s->off;
 	size_t left = s->len - s->off, used = 0;
-	bson_t doc;
 	unsigned line;
 	int rc;
 
@@ -161,32 +185,21 @@ static int scan_next(struct scan *s, struct item *it)
 		if (rc)
 			return rc;
 	}
-	bson_init(&doc);
-	rc = store_codec_parse_next(p, left, s->line, &used, &doc, &s->err);
+	bson_reinit(&s->parsed);
+	rc = store_codec_parse_next(p, left, s->line, &used, &s->parsed, &s->err);
 	if (rc == DFS_ENOENT || (rc == DFS_EINCOMPLETE && !s->final)) {
-		bson_destroy(&doc);
 		dfs_err_clear(&s->err);
 		return SCAN_END;
 	}
 	/* The document starts after the leading whitespace it consumed. */
 	line = s->line + count_lines(p, skip_space(p, 0, rc ? left : used));
-	it->doc = NULL;
-	if (!rc) {
-		/* libbson declares bson_t 128-byte aligned; malloc gives 16 (UBSan). */
-		it->doc = aligned_alloc(_Alignof(bson_t), sizeof(*it->doc));
-		if (!it->doc)
-			abort();
-		rc = store_doc_prepare(&doc, NULL, it->doc, &s->err);
-		if (rc) {
-			free(it->doc);
-			it->doc = NULL;
+	if (!rc && !(rc = store_doc_prepare(&s->parsed, NULL, &s->prepared, &s->err))) {
+		rc = store_doc_ready_fill(&s->prepared, &s->scratch, &it->r, &s->err);
+		if (!rc) {
+			dfs_buf_reset(&it->bson);
+			dfs_buf_append(&it->bson, bson_get_data(&s->prepared), s->prepared.len);
 		}
-	}
-	bson_destroy(&doc);
-	if (!rc && (rc = store_doc_rendered_len(it->doc, &s->scratch, &it->size, &s->err))) {
-		bson_destroy(it->doc);
-		free(it->doc);
-		it->doc = NULL;
+		bson_destroy(&s->prepared);
 	}
 	if (rc) {
 		dfs_err_prefix(&s->err, "document %lld (line %u): ", (long long)s->ndocs + 1, line);
@@ -201,33 +214,24 @@ static int scan_next(struct scan *s, struct item *it)
 	return 0;
 }
 
-static void item_free(struct item *it)
-{
-	if (it->doc) {
-		bson_destroy(it->doc);
-		free(it->doc);
-		it->doc = NULL;
-	}
-}
-
 /* The queue between a scan thread and the insert (note 1). */
 struct queue {
 	struct scan *s;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	struct item items[QUEUE_LEN];
+	struct fs_insert_item *items; /* Borrowed: QUEUE_LEN slots (the inserter's) */
 	size_t head, tail; /* items[head % QUEUE_LEN] is next out; tail - head are queued */
 	bool done;	   /* the scan ended; rc says how */
 	bool stop;	   /* the insert failed: the scan stops early */
 	bool scan_waits;   /* the scan waits for free slots */
 	bool insert_waits; /* the insert waits for documents */
+	bool held;	   /* the insert uses items[head % QUEUE_LEN] */
 	int rc;		   /* scan_next's last result: SCAN_END or an error */
 };
 
 static void *scan_thread(void *arg)
 {
 	struct queue *q = arg;
-	struct item it;
 	int rc;
 
 	for (;;) {
@@ -243,12 +247,14 @@ static void *scan_thread(void *arg)
 			break;
 		}
 		pthread_mutex_unlock(&q->lock);
-		rc = scan_next(q->s, &it);
+		/* Slot tail is not queued: the insert does not touch it. */
+		rc = scan_next(q->s, &q->items[q->tail % QUEUE_LEN]);
 		if (rc)
 			break;
 		pthread_mutex_lock(&q->lock);
-		q->items[q->tail++ % QUEUE_LEN] = it;
-		if (q->insert_waits && q->tail - q->head >= QUEUE_BATCH)
+		q->tail++;
+		/* The insert waits idle for the chunk's first document: no batching then. */
+		if (q->insert_waits && (q->tail - q->head >= QUEUE_BATCH || q->head == 0))
 			pthread_cond_signal(&q->cond);
 		pthread_mutex_unlock(&q->lock);
 	}
@@ -260,21 +266,28 @@ static void *scan_thread(void *arg)
 	return NULL;
 }
 
-/* The next scanned document from the queue: 0, or the scan's end (SCAN_END or an error). */
-static int queue_pop(struct queue *q, struct item *it)
+/* The next scanned document from the queue: 0 with *it pointing at it (the slot stays the
+ * insert's until the next call, which hands it back to the scan under the same lock), or
+ * the scan's end (SCAN_END or an error). */
+static int queue_next(struct queue *q, struct fs_insert_item **it)
 {
 	int rc = 0;
 
 	pthread_mutex_lock(&q->lock);
+	if (q->held) {
+		q->held = false;
+		q->head++;
+		if (q->scan_waits && q->tail - q->head <= QUEUE_LEN - QUEUE_BATCH)
+			pthread_cond_signal(&q->cond);
+	}
 	while (q->tail == q->head && !q->done) {
 		q->insert_waits = true;
 		pthread_cond_wait(&q->cond, &q->lock);
 		q->insert_waits = false;
 	}
 	if (q->tail != q->head) {
-		*it = q->items[q->head++ % QUEUE_LEN];
-		if (q->scan_waits && q->tail - q->head <= QUEUE_LEN - QUEUE_BATCH)
-			pthread_cond_signal(&q->cond);
+		*it = &q->items[q->head % QUEUE_LEN];
+		q->held = true;
 	} else {
 		rc = q->rc;
 	}
@@ -314,9 +327,18 @@ int fs_inserter_feed(struct fs_inserter *in, const char *data, size_t len, bool 
 	s.array_state = in->array_state;
 	s.ndocs = in->ndocs;
 	dfs_buf_init(&s.scratch);
+	bson_init(&s.parsed);
+	if (!in->items) {
+		in->items = calloc(QUEUE_LEN, sizeof(*in->items));
+		if (!in->items)
+			abort();
+		for (int i = 0; i < QUEUE_LEN; i++)
+			item_init(&in->items[i]);
+	}
 	if (use_scan_thread(s.len)) {
 		memset(&q, 0, sizeof(q));
 		q.s = &s;
+		q.items = in->items;
 		pthread_mutex_init(&q.lock, NULL);
 		pthread_cond_init(&q.cond, NULL);
 		threaded = pthread_create(&th, NULL, scan_thread, &q) == 0;
@@ -327,42 +349,42 @@ int fs_inserter_feed(struct fs_inserter *in, const char *data, size_t len, bool 
 	}
 	/* The insert: documents in order until the scan ends or an insert fails (note 2). */
 	for (;;) {
-		struct item it;
+		struct fs_insert_item *it = in->items;
+		bson_t doc;
 
-		src = threaded ? queue_pop(&q, &it) : scan_next(&s, &it);
+		src = threaded ? queue_next(&q, &it) : scan_next(&s, it);
 		if (src)
 			break;
 		if (!t)
 			rc = store_txn_begin(in->db, true, &t, &in->err);
-		if (!rc)
-			rc = store_doc_insert_sized(t, in->coll, it.doc, it.size, &in->attrs, NULL,
+		if (!rc) {
+			/* The scan built it: a view of its bytes is a valid document. */
+			if (!bson_init_static(&doc, (const uint8_t *)it->bson.data, it->bson.len))
+				abort();
+			rc = store_doc_insert_ready(t, in->coll, &doc, &it->r, &in->attrs, NULL,
 						    &in->err);
-		item_free(&it);
+		}
 		if (rc) {
-			dfs_err_prefix(&in->err, "document %lld (line %u): ",
-				       (long long)in->ndocs + 1, it.line);
+			dfs_err_prefix(&in->err,
+				       "document %lld (line %u): ", (long long)in->ndocs + 1,
+				       it->line);
 			break;
 		}
 		in->ndocs++;
 	}
 	if (threaded) {
-		struct item it;
-
 		pthread_mutex_lock(&q.lock);
 		q.stop = true;
 		pthread_cond_signal(&q.cond);
 		pthread_mutex_unlock(&q.lock);
 		pthread_join(th, NULL);
-		while (q.head != q.tail) {
-			it = q.items[q.head++ % QUEUE_LEN];
-			item_free(&it);
-		}
 		if (!rc)
 			src = q.rc;
 		pthread_cond_destroy(&q.cond);
 		pthread_mutex_destroy(&q.lock);
 	}
 	dfs_buf_release(&s.scratch);
+	bson_destroy(&s.parsed);
 	if (rc)
 		goto fail;
 	if (src != SCAN_END) {

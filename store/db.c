@@ -16,6 +16,16 @@
  *    process, writers queue on write_lock instead of spinning on SQLITE_BUSY.
  * 5. Every write transaction appends to the 'changes' table; other processes (and the
  *    mount's notifier) read it to invalidate caches. It is pruned to the last 100,000.
+ * 6. Checkpoints (copying the WAL back into the database file) run on a thread of the
+ *    database, not in the committing writer, which holds the write lock: a bulk insert goes
+ *    on while the pages of its earlier transactions are copied (PASSIVE checkpoints do not
+ *    block writers). A commit that finds CKPT_PAGES pages in the WAL wakes the thread, which
+ *    checkpoints until a pass finds little new (the writer appends meanwhile). The WAL only
+ *    starts over when a write begins with every frame copied, so the next commit copies
+ *    that little rest itself. A commit that finds CKPT_BACKSTOP pages (the thread cannot keep
+ *    up, or was not started in this process after a fork) checkpoints itself, as SQLite's
+ *    autocheckpoint would. Durability does not change: a commit is in the WAL before any
+ *    checkpoint copies it.
  */
 #include "store_int.h"
 
@@ -32,6 +42,12 @@
 
 #define SCHEMA_VERSION STORE__SCHEMA_VERSION
 #define CHANGES_KEEP 100000
+/* WAL pages after which a commit wakes the checkpointer (SQLite's autocheckpoint was this),
+ * and after which it checkpoints itself (note 6). */
+#define CKPT_PAGES 8192
+#define CKPT_BACKSTOP (4 * CKPT_PAGES)
+/* The checkpointer stops when a pass found fewer new frames than this (note 6). */
+#define CKPT_REST 1024
 
 struct store {
 	char *dir;		  /* Owned: the store directory */
@@ -254,11 +270,20 @@ sqlite3_stmt *store__stmt(struct store_txn *t, enum store__st which, struct dfs_
 
 /* ---- store ------------------------------------------------------------------------- */
 
+/* Before SQLite initialises (the first connection): no memory statistics, which cost a
+ * global mutex around every allocation of every connection. Nothing reads them. */
+static void sqlite_config(void)
+{
+	sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+}
+
 int store_open(const char *dir, bool create, struct store **out, struct dfs_err *err)
 {
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	struct store *s;
 	struct stat st;
 
+	pthread_once(&once, sqlite_config);
 	if (stat(dir, &st) != 0) {
 		if (errno != ENOENT || !create)
 			return dfs_err_set(err, DFS_ENOENT, "store '%s' does not exist", dir);
@@ -284,6 +309,15 @@ int store_open(const char *dir, bool create, struct store **out, struct dfs_err 
 static void db_free(struct store_db *db)
 {
 	struct store__conn *c;
+
+	pthread_mutex_lock(&db->ckpt_lock);
+	db->ckpt_stop = true;
+	pthread_cond_signal(&db->ckpt_cond);
+	pthread_mutex_unlock(&db->ckpt_lock);
+	if (db->ckpt_pid == getpid())
+		pthread_join(db->ckpt_thread, NULL);
+	pthread_cond_destroy(&db->ckpt_cond);
+	pthread_mutex_destroy(&db->ckpt_lock);
 
 	while ((c = db->pool)) {
 		db->pool = c->next;
@@ -493,8 +527,8 @@ static int db_init_schema(struct store *s, struct store__conn *c, const char *na
 		if (uv == 1 && exec_sql(c->h, migrate_1_2_sql, err))
 			goto fail;
 		/* 1, 2 -> 3: index keys end with the _id key (index.c note 1): rebuild them. */
-		if ((uv == 1 || uv == 2) && (exec_sql(c->h, "DELETE FROM ikeys", err) ||
-					     store__ix_migrate(c, name, err)))
+		if ((uv == 1 || uv == 2) &&
+		    (exec_sql(c->h, "DELETE FROM ikeys", err) || store__ix_migrate(c, name, err)))
 			goto fail;
 	}
 	if (exec_sql(c->h, schema_sql, err))
@@ -575,6 +609,8 @@ int store_db_get(struct store *s, const char *name, bool create, struct store_db
 	db->ctime_ns = meta_int(c, "ctime", 0);
 	pthread_mutex_init(&db->pool_lock, NULL);
 	pthread_mutex_init(&db->write_lock, NULL);
+	pthread_mutex_init(&db->ckpt_lock, NULL);
+	pthread_cond_init(&db->ckpt_cond, NULL);
 	db->pool = c;
 	c = NULL;
 	db->next = s->dbs;
@@ -697,6 +733,95 @@ int store_db_sync(struct store_db *db, struct dfs_err *err)
 
 /* ---- transactions ------------------------------------------------------------------ */
 
+/* The checkpointer of db (note 6): a PASSIVE checkpoint on a pooled connection whenever a
+ * commit asks for one, until db_free. */
+static void *ckpt_thread(void *arg)
+{
+	struct store_db *db = arg;
+
+	pthread_mutex_lock(&db->ckpt_lock);
+	for (;;) {
+		struct store__conn *c;
+
+		while (!db->ckpt_want && !db->ckpt_stop)
+			pthread_cond_wait(&db->ckpt_cond, &db->ckpt_lock);
+		if (db->ckpt_stop)
+			break;
+		pthread_mutex_unlock(&db->ckpt_lock);
+		pthread_mutex_lock(&db->pool_lock);
+		c = db->pool;
+		if (c)
+			db->pool = c->next;
+		pthread_mutex_unlock(&db->pool_lock);
+		if (c || store__conn_open(db->path, false, &c, NULL) == 0) {
+			int log, done, before = 0;
+
+			/* Passes until one finds little new, or cannot copy everything (a
+			 * reader needs older frames); SQLITE_BUSY (another checkpoint runs) or
+			 * an error ends them too: the backstop bounds the WAL. */
+			while (sqlite3_wal_checkpoint_v2(c->h, NULL, SQLITE_CHECKPOINT_PASSIVE,
+							 &log, &done) == SQLITE_OK &&
+			       log - before >= CKPT_REST && done == log)
+				before = done;
+			pthread_mutex_lock(&db->pool_lock);
+			c->next = db->pool;
+			db->pool = c;
+			pthread_mutex_unlock(&db->pool_lock);
+		}
+		pthread_mutex_lock(&db->ckpt_lock);
+		db->ckpt_want = false;
+		db->ckpt_done = true;
+	}
+	pthread_mutex_unlock(&db->ckpt_lock);
+	return NULL;
+}
+
+/* Wakes the checkpointer unless it runs, starting it first if this process has none.
+ * Returns true when the committing writer must checkpoint itself: the thread caught up
+ * (the rest is small), or cannot be started. */
+static bool ckpt_wake(struct store_db *db)
+{
+	bool self = false;
+
+	pthread_mutex_lock(&db->ckpt_lock);
+	if (db->ckpt_pid && db->ckpt_pid != getpid()) {
+		/* A forked child: the thread that these flags describe is the parent's. */
+		db->ckpt_pid = 0;
+		db->ckpt_want = db->ckpt_done = false;
+	}
+	if (db->ckpt_done) {
+		db->ckpt_done = false;
+		self = true;
+	} else if (!db->ckpt_want) {
+		if (!db->ckpt_pid) {
+			if (db->ckpt_stop ||
+			    pthread_create(&db->ckpt_thread, NULL, ckpt_thread, db) != 0)
+				self = true;
+			else
+				db->ckpt_pid = getpid();
+		}
+		if (!self) {
+			db->ckpt_want = true;
+			pthread_cond_signal(&db->ckpt_cond);
+		}
+	}
+	pthread_mutex_unlock(&db->ckpt_lock);
+	return self;
+}
+
+/* SQLite's hook after every commit of a writer, with the WAL's length in pages (note 6); it
+ * replaces the autocheckpoint. */
+static int wal_hook(void *arg, sqlite3 *h, const char *name, int pages)
+{
+	struct store_db *db = arg;
+
+	if (pages < CKPT_PAGES)
+		return SQLITE_OK;
+	if (ckpt_wake(db) || pages >= CKPT_BACKSTOP)
+		sqlite3_wal_checkpoint_v2(h, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+	return SQLITE_OK;
+}
+
 int store_txn_begin(struct store_db *db, bool write, struct store_txn **out, struct dfs_err *err)
 {
 	struct store_txn *t = calloc(1, sizeof(*t));
@@ -723,8 +848,10 @@ int store_txn_begin(struct store_db *db, bool write, struct store_txn **out, str
 		}
 	}
 	t->c->next = NULL;
-	if (write)
+	if (write) {
+		sqlite3_wal_hook(t->c->h, wal_hook, db);
 		pthread_mutex_lock(&db->write_lock);
+	}
 	rc = exec_sql(t->c->h, write ? "BEGIN IMMEDIATE" : "BEGIN", err);
 	if (rc) {
 		if (err)

@@ -47,6 +47,30 @@ static int id_value(const bson_t *doc, bson_iter_t *it)
 	return bson_iter_init_find(it, doc, "_id") ? 0 : DFS_ENOENT;
 }
 
+/* Encodes the key of a document's _id into key (reset first) and its file name into name;
+ * stem is a scratch buffer. */
+static int key_name_encode(const bson_value_t *id, struct dfs_buf *key, struct dfs_buf *stem,
+			   char *name, size_t cap, struct dfs_err *err)
+{
+	int rc;
+
+	dfs_buf_reset(key);
+	if ((rc = store_key_append(key, id, false, err)))
+		return rc;
+	if (key->len > DFS_MAX_KEY_SIZE)
+		return dfs_err_set(err, DFS_EINVAL,
+				   "_id is %zu bytes as an index key, over the %d-byte limit",
+				   key->len, DFS_MAX_KEY_SIZE);
+	dfs_buf_reset(stem);
+	if ((rc = store_name_from_id(id, stem, err)))
+		return rc;
+	if (stem->len + 6 > cap)
+		return dfs_err_set(err, DFS_ENAMETOOLONG, "_id too long for a file name");
+	memcpy(name, stem->data, stem->len);
+	memcpy(name + stem->len, ".json", 6);
+	return 0;
+}
+
 /* Encodes the key and the file name of a document's _id into t->key and name. */
 static int doc_key_name(struct store_txn *t, const bson_value_t *id, char *name, size_t cap,
 			struct dfs_err *err)
@@ -54,21 +78,8 @@ static int doc_key_name(struct store_txn *t, const bson_value_t *id, char *name,
 	struct dfs_buf stem;
 	int rc;
 
-	dfs_buf_reset(&t->key);
-	if ((rc = store_key_append(&t->key, id, false, err)))
-		return rc;
-	if (t->key.len > DFS_MAX_KEY_SIZE)
-		return dfs_err_set(err, DFS_EINVAL,
-				   "_id is %zu bytes as an index key, over the %d-byte limit",
-				   t->key.len, DFS_MAX_KEY_SIZE);
 	dfs_buf_init(&stem);
-	rc = store_name_from_id(id, &stem, err);
-	if (!rc) {
-		if (stem.len + 6 > cap)
-			rc = dfs_err_set(err, DFS_ENAMETOOLONG, "_id too long for a file name");
-		else
-			snprintf(name, cap, "%s.json", stem.data);
-	}
+	rc = key_name_encode(id, &t->key, &stem, name, cap, err);
 	dfs_buf_release(&stem);
 	return rc;
 }
@@ -338,8 +349,8 @@ static bson_context_t *oid_context(void)
 	pthread_mutex_lock(&oid_lock);
 	c = atomic_load(&oid_ctx);
 	if (!c) {
-		if (!registered && pthread_atfork(oid_fork_prepare, oid_fork_parent,
-						  oid_fork_child) == 0)
+		if (!registered &&
+		    pthread_atfork(oid_fork_prepare, oid_fork_parent, oid_fork_child) == 0)
 			registered = true;
 		/* Without the fork handler, fall back to libbson's pid-checking default. */
 		c = registered ? bson_context_new(BSON_CONTEXT_NONE) : bson_context_get_default();
@@ -478,25 +489,19 @@ static int coll_exists(struct store_txn *t, int64_t coll, struct dfs_err *err)
 	return 0;
 }
 
-/* Inserts doc (prepared) with a given id, or a fresh one when id is 0; size is its rendered
- * length, or -1 to measure it here. */
-static int doc_insert(struct store_txn *t, int64_t coll, const bson_t *doc, int64_t id,
-		      int64_t size, const struct store_attrs *a, struct store_entry *out,
-		      struct dfs_err *err)
+/* Inserts doc (prepared) with a given id, or a fresh one when id is 0: the row, its index
+ * entries and the change. t->key holds the key of its _id, name its file name and size its
+ * rendered length. */
+static int doc_insert_row(struct store_txn *t, int64_t coll, const bson_t *doc, int64_t id,
+			  int64_t size, const char *name, const struct store_attrs *a,
+			  struct store_entry *out, struct dfs_err *err)
 {
-	char name[256];
 	bson_iter_t it;
 	sqlite3_stmt *st;
 	int64_t now = store__now_ns();
 	int rc;
 
-	if (id_value(doc, &it))
-		return dfs_err_set(err, DFS_EINVAL, "document has no _id");
 	if ((rc = coll_exists(t, coll, err)))
-		return rc;
-	if ((rc = doc_key_name(t, bson_iter_value(&it), name, sizeof(name), err)))
-		return rc;
-	if (size < 0 && (rc = store_doc_rendered_len(doc, &t->scratch, &size, err)))
 		return rc;
 	if (!id && (rc = doc_id_for(t, coll, &id, err)))
 		return rc;
@@ -523,7 +528,8 @@ static int doc_insert(struct store_txn *t, int64_t coll, const bson_t *doc, int6
 			struct dfs_buf v;
 
 			dfs_buf_init(&v);
-			store_codec_render_value(bson_iter_value(&it), &v, NULL);
+			if (id_value(doc, &it) == 0)
+				store_codec_render_value(bson_iter_value(&it), &v, NULL);
 			rc = dfs_err_set(err, DFS_EEXIST, "duplicate _id %s in '%s'",
 					 v.data ? v.data : "?", name);
 			dfs_buf_release(&v);
@@ -554,17 +560,53 @@ static int doc_insert(struct store_txn *t, int64_t coll, const bson_t *doc, int6
 	return 0;
 }
 
+/* Inserts doc (prepared) with a given id, or a fresh one when id is 0. */
+static int doc_insert(struct store_txn *t, int64_t coll, const bson_t *doc, int64_t id,
+		      const struct store_attrs *a, struct store_entry *out, struct dfs_err *err)
+{
+	char name[256];
+	bson_iter_t it;
+	int64_t size;
+	int rc;
+
+	if (id_value(doc, &it))
+		return dfs_err_set(err, DFS_EINVAL, "document has no _id");
+	if ((rc = coll_exists(t, coll, err)))
+		return rc;
+	if ((rc = doc_key_name(t, bson_iter_value(&it), name, sizeof(name), err)))
+		return rc;
+	if ((rc = store_doc_rendered_len(doc, &t->scratch, &size, err)))
+		return rc;
+	return doc_insert_row(t, coll, doc, id, size, name, a, out, err);
+}
+
 int store_doc_insert(struct store_txn *t, int64_t coll, const bson_t *doc,
 		     const struct store_attrs *a, struct store_entry *out, struct dfs_err *err)
 {
-	return doc_insert(t, coll, doc, 0, -1, a, out, err);
+	return doc_insert(t, coll, doc, 0, a, out, err);
 }
 
-int store_doc_insert_sized(struct store_txn *t, int64_t coll, const bson_t *doc, int64_t size,
-			   const struct store_attrs *a, struct store_entry *out,
-			   struct dfs_err *err)
+int store_doc_ready_fill(const bson_t *doc, struct dfs_buf *scratch, struct store_doc_ready *r,
+			 struct dfs_err *err)
 {
-	return doc_insert(t, coll, doc, 0, size, a, out, err);
+	bson_iter_t it;
+	int rc;
+
+	if (id_value(doc, &it))
+		return dfs_err_set(err, DFS_EINVAL, "document has no _id");
+	if ((rc = store_doc_rendered_len(doc, scratch, &r->size, err)))
+		return rc;
+	return key_name_encode(bson_iter_value(&it), &r->key, scratch, r->name, sizeof(r->name),
+			       err);
+}
+
+int store_doc_insert_ready(struct store_txn *t, int64_t coll, const bson_t *doc,
+			   const struct store_doc_ready *r, const struct store_attrs *a,
+			   struct store_entry *out, struct dfs_err *err)
+{
+	dfs_buf_reset(&t->key);
+	dfs_buf_append(&t->key, r->key.data, r->key.len);
+	return doc_insert_row(t, coll, doc, 0, r->size, r->name, a, out, err);
 }
 
 /* Replaces the BSON of document row e (same _id) and records the change. */
@@ -640,7 +682,7 @@ int store_doc_write_text(struct store_txn *t, int64_t coll, const char *name, co
 			if (!rc && out)
 				*out = e;
 		} else if (rc == DFS_ENOENT) {
-			rc = doc_insert(t, coll, &doc, 0, -1, a, out, err);
+			rc = doc_insert(t, coll, &doc, 0, a, out, err);
 		}
 	}
 	bson_destroy(&doc);
@@ -944,7 +986,7 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 				}
 				if (newid != id && store_entry_get(t, newid, &dst, NULL) == 0)
 					newid = id;
-				rc = doc_insert(t, newcoll, &doc, newid, -1, &a, out, err);
+				rc = doc_insert(t, newcoll, &doc, newid, &a, out, err);
 			}
 		}
 		bson_destroy(&doc);
@@ -1086,8 +1128,8 @@ int store_doc_replace(struct store_txn *t, int64_t id, const bson_t *doc, struct
 	if (!bson_iter_init(&b, doc) || !bson_iter_next(&b) || strcmp(bson_iter_key(&b), "_id") ||
 	    !bson_iter_init_find(&a, &old, "_id") || store_iter_compare(&a, &b) != 0 ||
 	    bson_iter_type(&a) != bson_iter_type(&b))
-		rc = dfs_err_set(err, DFS_EINVAL, "replacing '%s' must keep its _id first and unchanged",
-				 e.name);
+		rc = dfs_err_set(err, DFS_EINVAL,
+				 "replacing '%s' must keep its _id first and unchanged", e.name);
 	bson_destroy(&old);
 	if (rc)
 		return rc;

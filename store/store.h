@@ -315,11 +315,22 @@ int store_doc_prepare(const bson_t *doc, const bson_value_t *id_from, bson_t *ou
 /* Inserts a prepared document (DFS_EEXIST "duplicate _id ..." when its _id exists). */
 int store_doc_insert(struct store_txn *t, int64_t coll, const bson_t *doc,
 		     const struct store_attrs *a, struct store_entry *out, struct dfs_err *err);
-/* store_doc_insert with the document's rendered length already known: size must be the
- * length store_doc_rendered_len gives for doc (a bulk inserter measures on another thread). */
-int store_doc_insert_sized(struct store_txn *t, int64_t coll, const bson_t *doc, int64_t size,
-			   const struct store_attrs *a, struct store_entry *out,
-			   struct dfs_err *err);
+/* What store_doc_insert computes for a prepared document before touching the store, so that
+ * a bulk inserter can compute it on another thread than the writing one. */
+struct store_doc_ready {
+	int64_t size;	    /* the rendered length (store_doc_rendered_len) */
+	struct dfs_buf key; /* the key encoding of its _id */
+	char name[256];	    /* its file name, "<stem>.json" */
+};
+/* Fills r (its key buffer initialised by the caller, reused between calls) for the prepared
+ * doc; scratch as for store_doc_rendered_len. Errors: DFS_EINVAL (no _id, bad BSON, _id key
+ * over the limit), DFS_ENAMETOOLONG. Needs no transaction; thread-safe. */
+int store_doc_ready_fill(const bson_t *doc, struct dfs_buf *scratch, struct store_doc_ready *r,
+			 struct dfs_err *err);
+/* store_doc_insert with r filled by store_doc_ready_fill for this doc. */
+int store_doc_insert_ready(struct store_txn *t, int64_t coll, const bson_t *doc,
+			   const struct store_doc_ready *r, const struct store_attrs *a,
+			   struct store_entry *out, struct dfs_err *err);
 /* The length of doc as a document file (pretty Extended JSON), the st_size stored with it;
  * scratch is a buffer the caller may reuse between calls. Errors: DFS_EINVAL (bad BSON). */
 int store_doc_rendered_len(const bson_t *doc, struct dfs_buf *scratch, int64_t *size,

@@ -8,6 +8,7 @@
 #include "store.h"
 
 #include <pthread.h>
+#include <sys/types.h>
 #include <sqlite3.h>
 
 /* Prepared statements, one slot each per connection (prepared on first use). */
@@ -80,6 +81,13 @@ struct store_db {
 	pthread_mutex_t write_lock;	/* one write transaction per process at a time */
 	struct store_db *next;		/* list of open databases of the store */
 	bool dropped;			/* dropped: every new transaction fails (DFS_ENOENT) */
+	pthread_mutex_t ckpt_lock;	/* guards the ckpt_ fields (db.c note 6) */
+	pthread_cond_t ckpt_cond;	/* a checkpoint is wanted, or the thread must stop */
+	pthread_t ckpt_thread;		/* the checkpointer, when ckpt_pid is this process */
+	pid_t ckpt_pid;			/* process that started it (0: none; a fork has none) */
+	bool ckpt_want;			/* a commit found the WAL long: the thread runs */
+	bool ckpt_done;			/* the thread caught up: the writer finishes */
+	bool ckpt_stop;			/* db_free: the thread must end */
 };
 
 struct store_txn {
