@@ -2453,6 +2453,7 @@ static void fsop_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
 	if (conn->capable & FUSE_CAP_READDIRPLUS)
 		conn->want |= FUSE_CAP_READDIRPLUS;
+	conn->want &= ~(unsigned)FUSE_CAP_READDIRPLUS_AUTO;
 	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
 	conn->max_write = 1024 * 1024;
 	conn->max_readahead = 1024 * 1024;
