@@ -42,7 +42,9 @@ static struct {
 	pthread_cond_t more;  /* a job was queued, or stop */
 	pthread_cond_t gone;  /* a worker exited */
 	struct job *head, *tail;
-	int nworkers, nidle;
+	int njobs;    /* queued */
+	int nworkers; /* started, not yet exited */
+	int nidle;    /* waiting for a job (some may be woken already) */
 	bool stop;
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER,
 	  .more = PTHREAD_COND_INITIALIZER,
@@ -63,6 +65,7 @@ static void *worker_main(void *arg)
 		if (!pool.head)
 			break; /* stopping, nothing left */
 		j = pool.head;
+		pool.njobs--;
 		pool.head = j->next;
 		if (!pool.head)
 			pool.tail = NULL;
@@ -116,7 +119,9 @@ static void job_submit(const void *mem, size_t size)
 	else
 		pool.head = j;
 	pool.tail = j;
-	if (pool.nidle > 0)
+	pool.njobs++;
+	/* Each queued job needs a worker of its own: one that is busy may wait for long. */
+	if (pool.nidle >= pool.njobs)
 		pthread_cond_signal(&pool.more);
 	else if (pool.nworkers < MAX_WORKERS)
 		worker_start();
