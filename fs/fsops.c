@@ -16,6 +16,9 @@
  *    last cached it (node data_gen == kernel_gen), so a second grep -r reads page cache.
  * 4. Attribute and entry timeouts are long: every change is invalidated precisely by the
  *    notifier (for this process's writes and for other processes' through the change feed).
+ *    Every listing is readdirplus (not only its first batch): a daemon-served read makes the
+ *    kernel drop the file's atime, and the attributes of the next listing restore it, so a
+ *    warm grep -r sends no GETATTR per file (nor a LOOKUP per file when cold).
  * 5. Files that are computed when opened (query and explain results, index files) use
  *    direct_io and zero timeouts: the kernel never serves them from a cache, and their
  *    st_size is exact for an open file (that of the last open otherwise).
@@ -2461,7 +2464,7 @@ static void fsop_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
 	if (conn->capable & FUSE_CAP_READDIRPLUS)
 		conn->want |= FUSE_CAP_READDIRPLUS;
-	conn->want &= ~(unsigned)FUSE_CAP_READDIRPLUS_AUTO;
+	conn->want &= ~(unsigned)FUSE_CAP_READDIRPLUS_AUTO; /* note 4 */
 	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
 	/* Requests arrive in memory, so the request loop can hand them to another thread. */
 	conn->want &= ~(unsigned)FUSE_CAP_SPLICE_READ;
