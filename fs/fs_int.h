@@ -363,6 +363,11 @@ void fs_notify_entry_wait(uint64_t parent, const char *name);
 struct fuse_lowlevel_ops;
 extern const struct fuse_lowlevel_ops fs_ops;
 extern struct store *fs_store; /* Borrowed by fsops.c: the mounted store */
+/* Whether the reader thread of the request loop may serve this request itself (mount.c
+ * note 1): true only for handlers that never wait on anything a FUSE request or the
+ * notifier must first do, and never for long. opcode and nodeid are the request header's;
+ * fh and open_flags those of an OPEN, READ or RELEASE (else 0). */
+bool fs_op_quick(uint32_t opcode, uint64_t nodeid, uint64_t fh, uint32_t open_flags);
 /* Closes the snapshot repository /.snapshots reads (at unmount). */
 void fs_snapshots_close(void);
 

@@ -16,18 +16,27 @@
  *    last cached it (node data_gen == kernel_gen), so a second grep -r reads page cache.
  * 4. Attribute and entry timeouts are long: every change is invalidated precisely by the
  *    notifier (for this process's writes and for other processes' through the change feed).
+ *    Every listing is readdirplus (not only its first batch): a daemon-served read makes the
+ *    kernel drop the file's atime, and the attributes of the next listing restore it, so a
+ *    warm grep -r sends no GETATTR per file (nor a LOOKUP per file when cold).
  * 5. Files that are computed when opened (query and explain results, index files) use
  *    direct_io and zero timeouts: the kernel never serves them from a cache, and their
  *    st_size is exact for an open file (that of the last open otherwise).
  * 6. An index file is created like a document: a created ".indexes/<name>" is a pending
  *    node (FSN_IXPENDING) whose bytes are the spec; its flush creates and builds the index
  *    in one write transaction, or fails and leaves nothing behind.
+ * 7. The request loop's reader thread serves some requests itself (mount.c note 1):
+ *    fs_op_quick says which. Those handlers take only short locks and read transactions
+ *    (which never wait on a writer in WAL mode), and never wait on the notifier: a
+ *    document's getattr, its read-only open, read and release, forgets. Anything that may
+ *    write, run a query, build an index or wait for an invalidation goes to a worker.
  */
 #define FUSE_USE_VERSION 34
 #include "fs_int.h"
 
 #include <errno.h>
 #include <fuse_lowlevel.h>
+#include <linux/fuse.h> /* the opcodes fs_op_quick sorts */
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -100,6 +109,7 @@ struct fs_handle {
 	bool reported;		/* the inserter's error has been logged */
 	bool is_doc;		/* FH_ENTRY holding a document (else a scratch file) */
 	bool loaded;		/* FH_ENTRY: buf holds the content (read-only opens load lazily) */
+	bool rdonly;		/* FH_ENTRY opened read-only: lock held only briefly (note 7) */
 	struct fs_inserter ins; /* FH_INSERT */
 	bool ins_init;		/* ins is initialised */
 	struct fs_result res;	/* FH_RESULT: the snapshot of a query's output */
@@ -1045,6 +1055,7 @@ static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			/* Read-only: nothing to load yet. With keep_cache the kernel may never
 			 * ask (a warm grep -r), so the content is read at the first read. */
 			h->loaded = false;
+			h->rdonly = true;
 			if (n->kernel_gen == n->data_gen)
 				fi->keep_cache = 1;
 			else
@@ -2453,9 +2464,41 @@ static void fsop_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
 	if (conn->capable & FUSE_CAP_READDIRPLUS)
 		conn->want |= FUSE_CAP_READDIRPLUS;
+	conn->want &= ~(unsigned)FUSE_CAP_READDIRPLUS_AUTO; /* note 4 */
 	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
+	/* Requests arrive in memory, so the request loop can hand them to another thread. */
+	conn->want &= ~(unsigned)FUSE_CAP_SPLICE_READ;
 	conn->max_write = 1024 * 1024;
 	conn->max_readahead = 1024 * 1024;
+}
+
+/* note 7 */
+bool fs_op_quick(uint32_t opcode, uint64_t nodeid, uint64_t fh, uint32_t open_flags)
+{
+	const struct fs_handle *h = (const struct fs_handle *)(uintptr_t)fh;
+	struct fs_node *n;
+
+	switch (opcode) {
+	case FUSE_FORGET:
+	case FUSE_BATCH_FORGET:
+		return true;
+	case FUSE_GETATTR:
+		/* An index file's size comes from its handle, locked by an index build. */
+		n = fs_node_get(nodeid);
+		return n && n->kind != FSN_INDEX && n->kind != FSN_IXPENDING;
+	case FUSE_OPEN:
+		/* A read-only open of a document only grants caching; it loads nothing. */
+		n = fs_node_get(nodeid);
+		return n && n->kind == FSN_ENTRY && (open_flags & O_ACCMODE) == O_RDONLY &&
+		       !(open_flags & O_TRUNC);
+	case FUSE_READ:
+	case FUSE_RELEASE:
+		/* The kernel sends neither before the open's reply nor after the release: the
+		 * handle is alive. A read-only one is never committed, so its lock is free. */
+		return h && h->kind == FH_ENTRY && h->rdonly;
+	default:
+		return false;
+	}
 }
 
 const struct fuse_lowlevel_ops fs_ops = {

@@ -1,20 +1,206 @@
 /*
  * mount.c - sets up and tears down a mount: the libfuse session, daemonizing so that
  * `docfs mount` returns once the mount is live, the notifier and TTL sweeper threads, and
- * the multithreaded request loop. The request handlers themselves are in fsops.c.
+ * the request loop. The request handlers themselves are in fsops.c.
+ *
+ * Design notes
+ * 1. One reader thread reads every request. The quick ones (fs_op_quick: a document's
+ *    getattr, read-only open, read and release) it serves itself; the others it copies to
+ *    a queue served by worker threads. A warm `grep -r` costs one OPEN and one RELEASE per
+ *    file, and the time is in the wake-ups, not in the handlers: with libfuse's
+ *    multithreaded loop every request woke another idle thread blocked in read(), on
+ *    whichever CPU it last ran, while a lone reader finds the RELEASE and the next OPEN
+ *    queued back to back. Measured: about 2x fewer microseconds per file.
+ * 2. A worker is started whenever a request is queued and none is idle (up to MAX_WORKERS),
+ *    so a handler that waits (a flush waiting for the notifier, a write waiting for the
+ *    SQLite lock) never holds up another request, as with libfuse's loop.
  */
 #define FUSE_USE_VERSION 34
 #include "fs_int.h"
 
+#include <errno.h>
 #include <fuse_lowlevel.h>
+#include <linux/fuse.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#define MAX_WORKERS 64 /* libfuse's loop stops at 10 */
+#define MAX_IDLE 16    /* idle workers kept; more exit */
+
+struct job {
+	struct job *next;
+	size_t size;
+	char mem[]; /* the request as read from /dev/fuse */
+};
+
+static struct {
+	struct fuse_session *se;
+	pthread_mutex_t lock; /* guards the fields below */
+	pthread_cond_t more;  /* a job was queued, or stop */
+	pthread_cond_t gone;  /* a worker exited */
+	struct job *head, *tail;
+	int njobs;    /* queued */
+	int nworkers; /* started, not yet exited */
+	int nidle;    /* waiting for a job (some may be woken already) */
+	bool stop;
+} pool = {.lock = PTHREAD_MUTEX_INITIALIZER,
+	  .more = PTHREAD_COND_INITIALIZER,
+	  .gone = PTHREAD_COND_INITIALIZER};
+
+static void *worker_main(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&pool.lock);
+	for (;;) {
+		struct job *j;
+
+		while (!pool.head && !pool.stop) {
+			pool.nidle++;
+			pthread_cond_wait(&pool.more, &pool.lock);
+			pool.nidle--;
+		}
+		if (!pool.head)
+			break; /* stopping, nothing left */
+		j = pool.head;
+		pool.njobs--;
+		pool.head = j->next;
+		if (!pool.head)
+			pool.tail = NULL;
+		pthread_mutex_unlock(&pool.lock);
+		{
+			struct fuse_buf b = {.size = j->size, .mem = j->mem};
+
+			fuse_session_process_buf(pool.se, &b);
+		}
+		free(j);
+		pthread_mutex_lock(&pool.lock);
+		if (pool.nidle >= MAX_IDLE && !pool.head)
+			break;
+	}
+	pool.nworkers--;
+	pthread_cond_broadcast(&pool.gone);
+	pthread_mutex_unlock(&pool.lock);
+	return NULL;
+}
+
+/* Starts a worker; pool.lock held. Signals go to the reader, whose read() they interrupt. */
+static void worker_start(void)
+{
+	pthread_attr_t attr;
+	sigset_t all, old;
+	pthread_t th;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&th, &attr, worker_main, NULL) == 0)
+		pool.nworkers++;
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* Queues a copy of the request for a worker (note 2). */
+static void job_submit(const void *mem, size_t size)
+{
+	struct job *j = malloc(sizeof(*j) + size);
+
+	if (!j)
+		abort();
+	j->next = NULL;
+	j->size = size;
+	memcpy(j->mem, mem, size);
+	pthread_mutex_lock(&pool.lock);
+	if (pool.tail)
+		pool.tail->next = j;
+	else
+		pool.head = j;
+	pool.tail = j;
+	pool.njobs++;
+	/* Each queued job needs a worker of its own: one that is busy may wait for long. */
+	if (pool.nidle >= pool.njobs)
+		pthread_cond_signal(&pool.more);
+	else if (pool.nworkers < MAX_WORKERS)
+		worker_start();
+	pthread_mutex_unlock(&pool.lock);
+	/* With MAX_WORKERS busy the job waits for one of them to finish. */
+}
+
+/* Whether the reader serves the request in mem (size bytes) itself (note 1). */
+static bool is_quick(const char *mem, size_t size)
+{
+	const struct fuse_in_header *ih = (const void *)mem;
+	const char *arg = mem + sizeof(*ih);
+	uint64_t fh = 0;
+	uint32_t flags = 0;
+
+	if (size < sizeof(*ih))
+		return true; /* libfuse answers it with an error */
+	switch (ih->opcode) {
+	case FUSE_INIT:
+	case FUSE_DESTROY:
+		return true; /* nothing else is under way */
+	case FUSE_OPEN:
+		if (size < sizeof(*ih) + sizeof(struct fuse_open_in))
+			return true;
+		flags = ((const struct fuse_open_in *)(const void *)arg)->flags;
+		break;
+	case FUSE_READ:
+		if (size < sizeof(*ih) + sizeof(struct fuse_read_in))
+			return true;
+		fh = ((const struct fuse_read_in *)(const void *)arg)->fh;
+		break;
+	case FUSE_RELEASE:
+		if (size < sizeof(*ih) + sizeof(struct fuse_release_in))
+			return true;
+		fh = ((const struct fuse_release_in *)(const void *)arg)->fh;
+		break;
+	default:
+		break;
+	}
+	return fs_op_quick(ih->opcode, ih->nodeid, fh, flags);
+}
+
+/* Serves requests until the session ends (unmount or signal); 0, or -errno of a failed
+ * read. */
+static int request_loop(struct fuse_session *se)
+{
+	struct fuse_buf fbuf = {.mem = NULL};
+	int res = 0;
+
+	pool.se = se;
+	pool.stop = false;
+	while (!fuse_session_exited(se)) {
+		res = fuse_session_receive_buf(se, &fbuf);
+		if (res == -EINTR || res == -EAGAIN) {
+			res = 0;
+			continue;
+		}
+		if (res <= 0)
+			break;
+		if ((fbuf.flags & FUSE_BUF_IS_FD) || is_quick(fbuf.mem, (size_t)res))
+			fuse_session_process_buf(se, &fbuf);
+		else
+			job_submit(fbuf.mem, (size_t)res);
+	}
+	free(fbuf.mem);
+	/* Workers finish what is queued, then exit. */
+	pthread_mutex_lock(&pool.lock);
+	pool.stop = true;
+	pthread_cond_broadcast(&pool.more);
+	while (pool.nworkers > 0)
+		pthread_cond_wait(&pool.gone, &pool.lock);
+	pthread_mutex_unlock(&pool.lock);
+	fuse_session_reset(se);
+	return res < 0 ? res : 0;
+}
+
 int fs_mount_run(const struct fs_mount_opts *o, struct dfs_err *err)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
-	struct fuse_loop_config cfg = {.clone_fd = 0, .max_idle_threads = 16};
 	struct fuse_session *se = NULL;
 	struct store *s = NULL;
 	char *opts = NULL;
@@ -60,7 +246,7 @@ int fs_mount_run(const struct fs_mount_opts *o, struct dfs_err *err)
 		fs_notify_stop();
 		goto unmount;
 	}
-	if (fuse_session_loop_mt(se, &cfg) != 0)
+	if (request_loop(se) != 0)
 		fs_errlog_add("mount: request loop ended with an error");
 	fs_ttl_stop();
 	fs_notify_stop();

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# requests.sh - what the kernel asks the daemon, counted in libfuse's debug output (-d): a
+# warm pass over a collection (list, open, fstat, read, close each document, as grep -r
+# does) sends no GETATTR and no READ once the documents have been read, because every
+# listing is readdirplus and refreshes the attributes a read invalidated; and the request
+# loop keeps serving reads, listings and lookups while a write waits for the SQLite lock.
+. "$(dirname "$0")/lib.sh"
+
+N=1000 # more than one readdirplus batch
+C=$MNT/db/c
+
+# The mount runs in the foreground with debug output to $T/debug.
+"$DOCFS" mount -d -o "log=$T/log,notify_ms=100" "$STORE" "$MNT" 2> "$T/debug" &
+for _ in $(seq 1 100); do
+	mountpoint -q "$MNT" && break
+	sleep 0.1
+done
+mountpoint -q "$MNT" || fail "not mounted 10 s after docfs mount -d"
+
+step "set up $N documents"
+mkdir -p "$C"
+seq 1 "$N" | sed 's/.*/{"_id": &, "city": "c&"}/' > "$C/.insert"
+expect_eq "$(ls "$C" | grep -c '\.json$')" "$N" "documents listed"
+
+# pass DIR: lists DIR, opens, fstats, reads and closes every document; prints its pid and
+# the bytes read.
+pass() {
+	python3 - "$1" <<'EOF'
+import os, sys
+d = sys.argv[1]
+total = 0
+for name in sorted(os.listdir(d)):
+    if not name.endswith(".json"):
+        continue
+    fd = os.open(os.path.join(d, name), os.O_RDONLY)
+    os.fstat(fd)
+    while True:
+        b = os.read(fd, 65536)
+        if not b:
+            break
+        total += len(b)
+    os.close(fd)
+print(os.getpid(), total)
+EOF
+}
+
+# count PID OPCODE: requests of that process with that opcode in the debug output, except
+# those on the directory it listed (its own atime, invalidated by the listing, is fetched
+# once per pass by fdopendir's fstat)
+count() {
+	local dir
+	dir=$(grep -m1 "opcode: OPENDIR ([0-9]*), .*pid: $1\$" "$T/debug" | sed 's/.*nodeid: \([0-9]*\),.*/\1/')
+	grep "opcode: $2 ([0-9]*), .*pid: $1\$" "$T/debug" | grep -vc "nodeid: $dir," || true
+}
+
+step "a first pass reads every document from the daemon"
+read -r P1 B1 < <(pass "$C")
+[ "$(count "$P1" READ)" -ge "$N" ] || fail "first pass: $(count "$P1" READ) READs for $N documents"
+
+step "a second pass is served from the kernel's caches: no GETATTR, no READ"
+read -r P2 B2 < <(pass "$C")
+expect_eq "$B2" "$B1" "bytes read by the second pass"
+expect_eq "$(count "$P2" GETATTR)" "0" "GETATTRs of the second pass"
+expect_eq "$(count "$P2" READ)" "0" "READs of the second pass"
+expect_eq "$(count "$P2" LOOKUP)" "0" "LOOKUPs of the second pass"
+expect_eq "$(count "$P2" OPEN)" "$N" "OPENs of the second pass"
+
+step "a change is still seen by the next pass"
+echo '{"_id": 7, "city": "changed"}' > "$C/7.json"
+expect_eq "$(jq -c .city "$C/7.json")" '"changed"' "7.json after rewriting it"
+"$DOCFS" update "$STORE" db.c '{"_id": 8}' '{"$set": {"city": "by the CLI"}}' > /dev/null
+sleep 1 # the notifier polls every 100 ms
+read -r P3 B3 < <(pass "$C")
+expect_eq "$(jq -c .city "$C/8.json")" '"by the CLI"' "8.json after the CLI changed it"
+
+step "reads, listings and lookups go on while a write waits for the SQLite lock"
+python3 - "$STORE/db.db" "$T/locked" "$T/release" <<'EOF' &
+import os, sqlite3, sys, time
+con = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=10)
+con.execute("BEGIN IMMEDIATE")
+open(sys.argv[2], "w").close()
+while not os.path.exists(sys.argv[3]):
+    time.sleep(0.05)
+con.execute("ROLLBACK")
+EOF
+LOCKER=$!
+for _ in $(seq 1 100); do
+	[ -e "$T/locked" ] && break
+	sleep 0.1
+done
+[ -e "$T/locked" ] || fail "the SQLite write lock was not taken"
+(echo '{"_id": 9, "city": "waited"}' > "$C/9.json") &
+WRITER=$!
+sleep 0.3 # the writer's flush is now waiting for the lock
+kill -0 "$WRITER" 2> /dev/null || fail "the write finished while another process held the lock"
+expect_eq "$(jq -c .city "$C/10.json")" '"c10"' "10.json read while a write waits"
+expect_eq "$(ls "$C" | grep -c '\.json$')" "$N" "documents listed while a write waits"
+expect_eq "$(stat -c %s "$MNT/db/c/11.json" > /dev/null && echo ok)" "ok" "stat while a write waits"
+expect_eq "$(cat "$C/query/{\"_id\":12}" | jq -c .city)" '"c12"' "a query while a write waits"
+kill -0 "$WRITER" 2> /dev/null || fail "the write finished while another process held the lock"
+touch "$T/release"
+wait "$LOCKER"
+wait "$WRITER" || fail "the write that waited for the lock failed"
+expect_eq "$(jq -c .city "$C/9.json")" '"waited"' "9.json after the lock was released"
