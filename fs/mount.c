@@ -86,9 +86,11 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-/* Starts a worker; pool.lock held. Signals go to the reader, whose read() they interrupt. */
-static void worker_start(void)
+/* Starts a worker; pool.lock held. Signals go to the reader, whose read() they interrupt.
+ * Returns false when no thread could be created. */
+static bool worker_start(void)
 {
+	bool ok;
 	pthread_attr_t attr;
 	sigset_t all, old;
 	pthread_t th;
@@ -97,10 +99,12 @@ static void worker_start(void)
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	if (pthread_create(&th, &attr, worker_main, NULL) == 0)
+	ok = pthread_create(&th, &attr, worker_main, NULL) == 0;
+	if (ok)
 		pool.nworkers++;
 	pthread_attr_destroy(&attr);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return ok;
 }
 
 /* Queues a copy of the request for a worker (note 2). */
@@ -121,10 +125,23 @@ static void job_submit(const void *mem, size_t size)
 	pool.tail = j;
 	pool.njobs++;
 	/* Each queued job needs a worker of its own: one that is busy may wait for long. */
-	if (pool.nidle >= pool.njobs)
+	if (pool.nidle >= pool.njobs) {
 		pthread_cond_signal(&pool.more);
-	else if (pool.nworkers < MAX_WORKERS)
-		worker_start();
+	} else if (pool.nworkers < MAX_WORKERS && !worker_start() && pool.nworkers == 0) {
+		/* No worker and none can be started: the reader serves the job itself rather
+		 * than leave it queued with nobody to take it. With no worker, nothing else is
+		 * queued (workers exit only when the queue is empty). */
+		pool.head = pool.tail = NULL;
+		pool.njobs--;
+		pthread_mutex_unlock(&pool.lock);
+		{
+			struct fuse_buf b = {.size = j->size, .mem = j->mem};
+
+			fuse_session_process_buf(pool.se, &b);
+		}
+		free(j);
+		return;
+	}
 	pthread_mutex_unlock(&pool.lock);
 	/* With MAX_WORKERS busy the job waits for one of them to finish. */
 }

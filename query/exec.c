@@ -807,7 +807,9 @@ struct query_cursor {
 	int64_t coll;
 	struct plan__run run;
 	struct plan__node *root; /* Borrowed: the winner's root */
-	bson_t out;		 /* the current result: a view of outbuf */
+	bson_t *out;		 /* Owned (aligned_alloc: bson_t wants 128-byte alignment,
+				  * which calloc does not give): the current result, a view of
+				  * outbuf, or NULL before the first */
 	struct dfs_buf outbuf;	 /* the current result's bytes, reused from one to the next */
 	bool want_keys;		 /* keep the sort key of each result (tests) */
 	struct dfs_buf key;	 /* the last result's sort key without _id */
@@ -882,11 +884,13 @@ int query_cursor_next(struct query_cursor *c, const bson_t **doc, struct dfs_err
 	 * the next call instead of a bson allocation per result. */
 	dfs_buf_reset(&c->outbuf);
 	dfs_buf_append(&c->outbuf, bson_get_data(wm.result), wm.result->len);
-	if (!bson_init_static(&c->out, (const uint8_t *)c->outbuf.data, c->outbuf.len))
+	if (!c->out && !(c->out = aligned_alloc(BSON_ALIGNOF(bson_t), sizeof(bson_t))))
+		return dfs_err_set(err, DFS_ENOMEM, "out of memory");
+	if (!bson_init_static(c->out, (const uint8_t *)c->outbuf.data, c->outbuf.len))
 		return dfs_err_set(err, DFS_ECORRUPT, "result %lld is not valid BSON",
 				   (long long)wm.id);
 	c->entry = wm.id;
-	*doc = &c->out;
+	*doc = c->out;
 	return 0;
 }
 
@@ -900,6 +904,7 @@ void query_cursor_free(struct query_cursor *c)
 	if (!c)
 		return;
 	plan__run_release(&c->run);
+	free(c->out);
 	dfs_buf_release(&c->outbuf);
 	dfs_buf_release(&c->key);
 	free(c);

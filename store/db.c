@@ -815,8 +815,15 @@ static int wal_hook(void *arg, sqlite3 *h, const char *name, int pages)
 {
 	struct store_db *db = arg;
 
-	if (pages < CKPT_PAGES)
+	if (pages < CKPT_PAGES) {
+		/* The WAL started over since the thread last finished: what it left is no
+		 * longer a small rest for the next writer over the threshold to copy. One
+		 * uncontended lock per commit. */
+		pthread_mutex_lock(&db->ckpt_lock);
+		db->ckpt_done = false;
+		pthread_mutex_unlock(&db->ckpt_lock);
 		return SQLITE_OK;
+	}
 	if (ckpt_wake(db) || pages >= CKPT_BACKSTOP)
 		sqlite3_wal_checkpoint_v2(h, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
 	return SQLITE_OK;
