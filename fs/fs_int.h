@@ -368,6 +368,9 @@ extern struct store *fs_store; /* Borrowed by fsops.c: the mounted store */
  * notifier must first do, and never for long. opcode and nodeid are the request header's;
  * fh and open_flags those of an OPEN, READ or RELEASE (else 0). */
 bool fs_op_quick(uint32_t opcode, uint64_t nodeid, uint64_t fh, uint32_t open_flags);
+/* pthread_create with every signal blocked in the new thread: signals go to the request
+ * loop's reader, whose read() they interrupt (mount.c). Returns pthread_create's result. */
+int fs_thread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
 /* Closes the snapshot repository /.snapshots reads (at unmount). */
 void fs_snapshots_close(void);
 

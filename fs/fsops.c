@@ -2492,6 +2492,10 @@ bool fs_op_quick(uint32_t opcode, uint64_t nodeid, uint64_t fh, uint32_t open_fl
 		return n && n->kind == FSN_ENTRY && (open_flags & O_ACCMODE) == O_RDONLY &&
 		       !(open_flags & O_TRUNC);
 	case FUSE_READ:
+		/* The first read loads the whole entry: a document (at most 16 MiB of BSON) is
+		 * quick enough, a scratch file (up to 256 MiB) goes to a worker so that it does
+		 * not stall every other request. is_doc is set at open and never changes. */
+		return h && h->kind == FH_ENTRY && h->rdonly && h->is_doc;
 	case FUSE_RELEASE:
 		/* The kernel sends neither before the open's reply nor after the release: the
 		 * handle is alive. A read-only one is never committed, so its lock is free. */

@@ -86,24 +86,31 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-/* Starts a worker; pool.lock held. Signals go to the reader, whose read() they interrupt.
- * Returns false when no thread could be created. */
-static bool worker_start(void)
+int fs_thread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
 {
-	bool ok;
-	pthread_attr_t attr;
 	sigset_t all, old;
-	pthread_t th;
+	int rc;
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
+	rc = pthread_create(th, attr, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return rc;
+}
+
+/* Starts a worker; pool.lock held. Returns false when no thread could be created. */
+static bool worker_start(void)
+{
+	pthread_attr_t attr;
+	pthread_t th;
+	bool ok;
+
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	ok = pthread_create(&th, &attr, worker_main, NULL) == 0;
+	ok = fs_thread_create(&th, &attr, worker_main, NULL) == 0;
 	if (ok)
 		pool.nworkers++;
 	pthread_attr_destroy(&attr);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return ok;
 }
 

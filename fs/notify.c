@@ -277,7 +277,7 @@ int fs_notify_start(struct fuse_session *se, int period_ms, struct dfs_err *err)
 	if (period_ms > 0)
 		nperiod_ms = period_ms;
 	nrunning = true;
-	rc = pthread_create(&nthread, NULL, notifier, NULL);
+	rc = fs_thread_create(&nthread, NULL, notifier, NULL);
 	if (rc) {
 		nrunning = false;
 		return dfs_err_set(err, DFS_EIO, "cannot start the notifier: %s", strerror(rc));

@@ -105,7 +105,7 @@ int fs_ttl_start(struct store *s, int period_s, struct dfs_err *err)
 	tstore = s;
 	tperiod_s = period_s;
 	trunning = true;
-	rc = pthread_create(&tthread, NULL, sweeper, NULL);
+	rc = fs_thread_create(&tthread, NULL, sweeper, NULL);
 	if (rc) {
 		trunning = false;
 		return dfs_err_set(err, DFS_EIO, "cannot start the TTL sweeper: %s", strerror(rc));

@@ -32,6 +32,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -776,6 +777,20 @@ static void *ckpt_thread(void *arg)
 	return NULL;
 }
 
+/* Starts the checkpointer with every signal blocked: a signal meant for the process (the
+ * mount's SIGTERM) must reach a thread that acts on it. */
+static bool ckpt_start(struct store_db *db)
+{
+	sigset_t all, old;
+	bool ok;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	ok = pthread_create(&db->ckpt_thread, NULL, ckpt_thread, db) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return ok;
+}
+
 /* Wakes the checkpointer unless it runs, starting it first if this process has none.
  * Returns true when the committing writer must checkpoint itself: the thread caught up
  * (the rest is small), or cannot be started. */
@@ -794,8 +809,7 @@ static bool ckpt_wake(struct store_db *db)
 		self = true;
 	} else if (!db->ckpt_want) {
 		if (!db->ckpt_pid) {
-			if (db->ckpt_stop ||
-			    pthread_create(&db->ckpt_thread, NULL, ckpt_thread, db) != 0)
+			if (db->ckpt_stop || !ckpt_start(db))
 				self = true;
 			else
 				db->ckpt_pid = getpid();
