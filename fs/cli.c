@@ -28,7 +28,9 @@ static const char usage_text[] =
 	"      look for changes by other processes, 200),\n"
 	"      sort_mem=BYTES (a query sort spills to temporary files past this, 32 MiB),\n"
 	"      result_mem=BYTES (larger query results go to a temporary file, 8 MiB),\n"
-	"      ttl_s=N (delete documents expired by TTL indexes every N seconds, 60; 0: never).\n"
+	"      ttl_s=N (delete documents expired by TTL indexes every N seconds, 60; 0: never),\n"
+	"      dirplus_nodes=N (listings give the kernel attributes, and the daemon keeps a\n"
+	"      node, for documents only while it holds fewer than N nodes, 200000).\n"
 	"  import STORE DB.COLL [FILE|-] [--jsonArray] [--drop]\n"
 	"      Insert documents (Extended JSON, one or many per line, or one JSON array with\n"
 	"      --jsonArray) from FILE or standard input; --drop empties the collection first.\n"
@@ -163,6 +165,7 @@ static int cmd_mount(int argc, char **argv)
 	dfs_buf_init(&fuse_opts);
 	o.notify_ms = 200;
 	o.ttl_s = 60;
+	o.dirplus_nodes = 200000;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "-f") == 0) {
 			o.foreground = true;
@@ -178,18 +181,21 @@ static int cmd_mount(int argc, char **argv)
 				if (strncmp(tok, "log=", 4) == 0) {
 					o.log = strdup(tok + 4);
 				} else if (strncmp(tok, "sort_mem=", 9) == 0 ||
-					   strncmp(tok, "result_mem=", 11) == 0) {
+					   strncmp(tok, "result_mem=", 11) == 0 ||
+					   strncmp(tok, "dirplus_nodes=", 14) == 0) {
 					char *end;
 					unsigned long long v =
 						strtoull(strchr(tok, '=') + 1, &end, 10);
 
 					if (*end || v == 0)
-						return fail("mount", "%.*s needs a number of bytes",
+						return fail("mount", "%.*s needs a positive number",
 							    (int)(strchr(tok, '=') - tok), tok);
 					if (tok[0] == 's')
 						o.sort_mem = v;
-					else
+					else if (tok[0] == 'r')
 						o.result_mem = v;
+					else
+						o.dirplus_nodes = v;
 				} else if (strncmp(tok, "notify_ms=", 10) == 0) {
 					o.notify_ms = atoi(tok + 10);
 					if (o.notify_ms <= 0)

@@ -124,6 +124,9 @@ void fs_result_init(struct fs_result *r);
 void fs_result_release(struct fs_result *r);
 /* Memory limits of queries run by this process (mount options sort_mem, result_mem). */
 extern size_t fs_sort_mem, fs_result_mem;
+/* Listings attach a node (attributes and a kernel inode) to a document only while the node
+ * table holds fewer than this many nodes (mount option dirplus_nodes; fsops.c note 4). */
+extern size_t fs_dirplus_nodes;
 /* Runs q over collection coll of db in one read transaction into r. */
 int fs_query_run(struct store_db *db, int64_t coll, const struct fs_query *q, struct fs_result *r,
 		 struct dfs_err *err);
@@ -229,6 +232,7 @@ struct fs_mount_opts {
 	size_t sort_mem;	/* bytes a query's sort holds before spilling (0: default) */
 	size_t result_mem;	/* bytes of a result kept in memory (0: default) */
 	int ttl_s;		/* seconds between TTL sweeps (0: none) */
+	size_t dirplus_nodes;	/* listings give attributes only below this many nodes */
 };
 
 /*
@@ -309,6 +313,8 @@ void fs_nodes_init(void);
 void fs_nodes_release(void);
 /* The node for nodeid (Borrowed: valid until its last forget), or NULL. */
 struct fs_node *fs_node_get(uint64_t nodeid);
+/* Nodes the table holds (the root aside). */
+size_t fs_node_count(void);
 /* Finds the node of st_ino ino or makes one with these fields; adds one kernel reference.
  * Returns Borrowed, valid until the kernel forgets it. */
 struct fs_node *fs_node_ref(int kind, struct store_db *db, int64_t coll, int64_t id, uint64_t ino,

@@ -18,7 +18,10 @@
  *    notifier (for this process's writes and for other processes' through the change feed).
  *    Every listing is readdirplus (not only its first batch): a daemon-served read makes the
  *    kernel drop the file's atime, and the attributes of the next listing restore it, so a
- *    warm grep -r sends no GETATTR per file (nor a LOOKUP per file when cold).
+ *    warm grep -r sends no GETATTR per file (nor a LOOKUP per file when cold). Each entry
+ *    with attributes costs a node here and an inode in the kernel, so once the node table
+ *    holds fs_dirplus_nodes nodes, documents are listed by name only (nodeid 0: the kernel
+ *    looks them up when used), and a plain ls of a huge collection stays bounded.
  * 5. Files that are computed when opened (query and explain results, index files) use
  *    direct_io and zero timeouts: the kernel never serves them from a cache, and their
  *    st_size is exact for an open file (that of the last open otherwise).
@@ -1753,6 +1756,8 @@ attrs:
 
 /* ---- directories ------------------------------------------------------------------- */
 
+size_t fs_dirplus_nodes = 200000; /* mount option dirplus_nodes (note 4) */
+
 static void fsop_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
 	struct fs_node *p = fs_node_get(parent);
@@ -1923,7 +1928,7 @@ static int dir_add_entry(void *ctx, const struct store_entry *e, uint64_t next)
 		return 0;
 	}
 	entry_attr(&st, fs_ino_entry(f->dir->db, e->id), e);
-	if (f->plus) {
+	if (f->plus && fs_node_count() < fs_dirplus_nodes) {
 		if (f->used + fuse_add_direntry_plus(f->req, NULL, 0, name, NULL, 0) > f->size) {
 			f->full = true;
 			return 1;

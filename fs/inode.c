@@ -25,6 +25,7 @@ static pthread_mutex_t nodes_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct fs_node *by_id[BUCKETS];
 static struct fs_node *by_ino[BUCKETS];
 static uint64_t next_nodeid = 2;
+static size_t live_nodes; /* nodes in by_id besides the root */
 static struct fs_node root_node = {.nodeid = 1, .nlookup = 1, .kind = FSN_ROOT, .ino = FS_INO_ROOT};
 
 static unsigned hash64(uint64_t v)
@@ -105,7 +106,18 @@ void fs_nodes_release(void)
 		by_id[i] = NULL;
 		by_ino[i] = NULL;
 	}
+	live_nodes = 0;
 	pthread_mutex_unlock(&nodes_lock);
+}
+
+size_t fs_node_count(void)
+{
+	size_t n;
+
+	pthread_mutex_lock(&nodes_lock);
+	n = live_nodes;
+	pthread_mutex_unlock(&nodes_lock);
+	return n;
 }
 
 struct fs_node *fs_node_get(uint64_t nodeid)
@@ -136,6 +148,7 @@ static struct fs_node *node_new(int kind, struct store_db *db, int64_t coll, int
 	n->ino = ino;
 	n->nlookup = 1;
 	n->data_gen = 1;
+	live_nodes++;
 	h = hash64(n->nodeid);
 	n->next_id = by_id[h];
 	by_id[h] = n;
@@ -274,6 +287,7 @@ void fs_node_forget(uint64_t nodeid, uint64_t count)
 		n->nlookup = count >= n->nlookup ? 0 : n->nlookup - count;
 		if (n->nlookup == 0) {
 			*pp = n->next_id;
+			live_nodes--;
 			ino_unlink(n);
 			free(n->pending_name);
 			free(n->name);

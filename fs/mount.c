@@ -230,6 +230,9 @@ int fs_mount_run(const struct fs_mount_opts *o, struct dfs_err *err)
 	char *opts = NULL;
 	int rc = 0;
 
+	fs_sort_mem = o->sort_mem;
+	fs_result_mem = o->result_mem;
+	fs_dirplus_nodes = o->dirplus_nodes;
 	if ((rc = store_open(o->store, false, &s, err)))
 		return rc;
 	if (o->log && (rc = fs_errlog_open(o->log, err)))

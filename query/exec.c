@@ -116,6 +116,7 @@ struct plan__sortbuf {
 	struct dfs_buf key; /* scratch: sort keys, the merged record */
 	size_t mem;	    /* spill past this many bytes */
 	size_t keep;	    /* limitAmount (0: all) */
+	size_t merged;	    /* records returned from the runs */
 };
 
 static void sortbuf_free(struct plan__sortbuf *b)
@@ -310,8 +311,10 @@ static int sortbuf_next(struct plan__sortbuf *b, bson_t *doc, struct dfs_err *er
 		if (d < 0 || (d == 0 && r->klen < best->klen))
 			best = r;
 	}
-	if (!best)
+	/* limitAmount holds for spilled runs too: only the in-memory arena is cut to it. */
+	if (!best || (b->keep && b->merged >= b->keep))
 		return DFS_ENOENT;
+	b->merged++;
 	dfs_buf_reset(&b->key);
 	dfs_buf_append(&b->key, best->cur.data + best->klen, best->dlen);
 	if ((rc = run_advance(best, err)))

@@ -102,3 +102,22 @@ touch "$T/release"
 wait "$LOCKER"
 wait "$WRITER" || fail "the write that waited for the lock failed"
 expect_eq "$(jq -c .city "$C/9.json")" '"waited"' "9.json after the lock was released"
+
+step "past dirplus_nodes nodes, listings give names only and a stat looks the entry up"
+fusermount3 -u "$MNT"
+for _ in $(seq 1 100); do
+	mountpoint -q "$MNT" || break
+	sleep 0.1
+done
+"$DOCFS" mount -d -o "log=$T/log,dirplus_nodes=100" "$STORE" "$MNT" 2> "$T/debug2" &
+for _ in $(seq 1 100); do
+	mountpoint -q "$MNT" && break
+	sleep 0.1
+done
+mountpoint -q "$MNT" || fail "not remounted 10 s after docfs mount -d -o dirplus_nodes=100"
+ls -l "$C" > /dev/null
+lookups=$(grep -c "opcode: LOOKUP " "$T/debug2" || true)
+[ "$lookups" -ge $((N - 200)) ] ||
+	fail "ls -l past dirplus_nodes=100 sent $lookups LOOKUPs for $N documents (expected most)"
+expect_eq "$(ls "$C" | grep -c '\.json$')" "$N" "documents listed past dirplus_nodes"
+expect_eq "$(jq -c .city "$C/500.json")" '"c500"' "a document read past dirplus_nodes"

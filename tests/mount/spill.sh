@@ -39,5 +39,12 @@ f="$C/query/{}?sort={_id: 1}"
 expect_eq "$(jq -c . "$f" | md5sum)" "$(jq -c . "$T/docs.jsonl" | md5sum)" "large result content"
 exec 3< "$f"
 expect_eq "$(stat -L -c %s /dev/fd/3)" "$(wc -c < "$f")" "size of a spilled result"
+# The limits are the mount's (they were once parsed and then ignored): the open result is
+# an unlinked temporary file of the daemon, and a $group over 3,000 documents spills.
+ls -l "/proc/$(daemon_pid)/fd" | grep -q '(deleted)' ||
+	fail "no temporary file held by the daemon for a result over result_mem"
 exec 3<&-
+expect_eq "$(jq -c '.stages[] | select(has("$group")) | .usedDisk' \
+	"$C/explain/"'[{$group: {_id: "$_id", n: {$sum: 1}}}]?verbosity=executionStats')" \
+	"true" "usedDisk of a \$group past sort_mem"
 echo ok

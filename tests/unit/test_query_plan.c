@@ -445,6 +445,58 @@ START_TEST(test_plan_cache_hit_and_invalidation)
 }
 END_TEST
 
+/* A sort past its memory budget spills runs; with a limit it still returns only limitAmount
+ * documents, the first ones in order (the merge of spilled runs once ignored the limit). */
+START_TEST(test_plan_sort_spilled_keeps_the_limit)
+{
+	struct dfs_err err = {0};
+	struct query_find_opts o = {0};
+	struct query_cursor *c;
+	struct store_coll coll;
+	struct store_txn *t;
+	struct store_db *db;
+	struct store *st;
+	const bson_t *doc;
+	bson_t f, sort;
+	int n = 0, rc;
+
+	query_init();
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/docfs-plan-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	ck_assert_int_eq(store_open(tmpdir, true, &st, &err), 0);
+	ck_assert_int_eq(store_db_get(st, "d", true, &db, &err), 0);
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	ck_assert_int_eq(store_coll_create(t, "c", 0755, 0, 0, &coll, &err), 0);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	insert_docs(db, coll.id, 1, 3000);
+	parse_text("{}", &f);
+	parse_text("{b: -1, _id: 1}", &sort);
+	o.filter = &f;
+	o.sort = &sort;
+	o.limit = 20;
+	o.sort_mem = 4096; /* 3,000 documents: many runs */
+	ck_assert_int_eq(store_txn_begin(db, false, &t, &err), 0);
+	ck_assert_int_eq(query_find_open(t, coll.id, &o, &c, &err), 0);
+	while ((rc = query_cursor_next(c, &doc, &err)) == 0) {
+		bson_iter_t it;
+
+		/* b = i % 7: the 20 first are b = 6, i = 6, 13, 20, ... */
+		ck_assert(bson_iter_init_find(&it, doc, "_id"));
+		ck_assert_int_eq(bson_iter_as_int64(&it), 6 + 7 * n);
+		n++;
+	}
+	ck_assert_int_eq(rc, DFS_ENOENT);
+	ck_assert_int_eq(n, 20);
+	query_cursor_free(c);
+	store_txn_abort(t);
+	bson_destroy(&f);
+	bson_destroy(&sort);
+	store_free(st);
+	nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	plan__cache_clear();
+}
+END_TEST
+
 static Suite *plan_suite(void)
 {
 	Suite *s = suite_create("query_plan");
@@ -454,6 +506,7 @@ static Suite *plan_suite(void)
 	tcase_add_test(tc, test_plan_ranges_never_too_narrow);
 	tcase_add_test(tc, test_plan_bounds_strings);
 	tcase_add_test(tc, test_plan_cache_hit_and_invalidation);
+	tcase_add_test(tc, test_plan_sort_spilled_keeps_the_limit);
 	suite_add_tcase(s, tc);
 	return s;
 }
