@@ -50,6 +50,15 @@ static struct {
 	  .more = PTHREAD_COND_INITIALIZER,
 	  .gone = PTHREAD_COND_INITIALIZER};
 
+/* Serves the request a job holds and frees the job. */
+static void job_run(struct job *j)
+{
+	struct fuse_buf b = {.size = j->size, .mem = j->mem};
+
+	fuse_session_process_buf(pool.se, &b);
+	free(j);
+}
+
 static void *worker_main(void *arg)
 {
 	(void)arg;
@@ -70,12 +79,7 @@ static void *worker_main(void *arg)
 		if (!pool.head)
 			pool.tail = NULL;
 		pthread_mutex_unlock(&pool.lock);
-		{
-			struct fuse_buf b = {.size = j->size, .mem = j->mem};
-
-			fuse_session_process_buf(pool.se, &b);
-		}
-		free(j);
+		job_run(j);
 		pthread_mutex_lock(&pool.lock);
 		if (pool.nidle >= MAX_IDLE && !pool.head)
 			break;
@@ -141,12 +145,7 @@ static void job_submit(const void *mem, size_t size)
 		pool.head = pool.tail = NULL;
 		pool.njobs--;
 		pthread_mutex_unlock(&pool.lock);
-		{
-			struct fuse_buf b = {.size = j->size, .mem = j->mem};
-
-			fuse_session_process_buf(pool.se, &b);
-		}
-		free(j);
+		job_run(j);
 		return;
 	}
 	pthread_mutex_unlock(&pool.lock);

@@ -901,12 +901,12 @@ static void conn_reset(struct store__conn *c)
 		sqlite3_reset(st);
 }
 
-/* Closes store_doc_fetch's blob handle: its statement must not outlive the transaction. */
-static void txn_close_fetch(struct store_txn *t)
+void store__txn_close_fetch(struct store_txn *t)
 {
 	if (t->fetch)
 		sqlite3_blob_close(t->fetch);
 	t->fetch = NULL;
+	dfs_buf_release(&t->fetched);
 }
 
 static void txn_end(struct store_txn *t)
@@ -914,7 +914,6 @@ static void txn_end(struct store_txn *t)
 	struct store_db *db = t->db;
 
 	store__ix_txn_free(t);
-	dfs_buf_release(&t->fetched);
 	dfs_buf_release(&t->scratch);
 	dfs_buf_release(&t->key);
 	if (t->write)
@@ -930,7 +929,7 @@ int store_txn_commit(struct store_txn *t, struct dfs_err *err)
 {
 	int rc = 0;
 
-	txn_close_fetch(t);
+	store__txn_close_fetch(t);
 	if (t->write && t->next_id && t->next_id != t->first_id) {
 		sqlite3_stmt *st = store__stmt(t, ST_META_SET, err);
 
@@ -962,7 +961,7 @@ void store_txn_abort(struct store_txn *t)
 {
 	if (!t)
 		return;
-	txn_close_fetch(t);
+	store__txn_close_fetch(t);
 	conn_reset(t->c);
 	exec_sql(t->c->h, "ROLLBACK", NULL);
 	txn_end(t);

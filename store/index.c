@@ -2886,9 +2886,7 @@ static int bare_end(struct bare_txn *b, struct dfs_err *err)
 		}
 	}
 	store__ix_txn_free(&b->t);
-	if (b->t.fetch)
-		sqlite3_blob_close(b->t.fetch);
-	dfs_buf_release(&b->t.fetched);
+	store__txn_close_fetch(&b->t);
 	dfs_buf_release(&b->t.scratch);
 	dfs_buf_release(&b->t.key);
 	for (sqlite3_stmt *st = NULL; (st = sqlite3_next_stmt(b->t.c->h, st));)

@@ -109,6 +109,9 @@ struct store_txn {
 /* Returns the statement slot, reset and unbound, or NULL with err set. Borrowed: valid
  * until the transaction ends. */
 sqlite3_stmt *store__stmt(struct store_txn *t, enum store__st which, struct dfs_err *err);
+/* Closes store_doc_fetch's blob handle and frees its buffer: the handle's statement must
+ * not outlive the transaction. */
+void store__txn_close_fetch(struct store_txn *t);
 /* Sets err from the connection's last SQLite error, prefixed by what; returns the code. */
 int store__sqlerr(struct store_txn *t, int rc, const char *what, struct dfs_err *err);
 /* Allocates a fresh entry id. */

@@ -9,13 +9,18 @@
 N=1000 # more than one readdirplus batch
 C=$MNT/db/c
 
-# The mount runs in the foreground with debug output to $T/debug.
-"$DOCFS" mount -d -o "log=$T/log,notify_ms=100" "$STORE" "$MNT" 2> "$T/debug" &
-for _ in $(seq 1 100); do
-	mountpoint -q "$MNT" && break
-	sleep 0.1
-done
-mountpoint -q "$MNT" || fail "not mounted 10 s after docfs mount -d"
+# mount_debug OPTS FILE: mounts in the foreground with libfuse's debug output to FILE and
+# waits until the mount is live.
+mount_debug() {
+	"$DOCFS" mount -d -o "log=$T/log,$1" "$STORE" "$MNT" 2> "$2" &
+	for _ in $(seq 1 100); do
+		mountpoint -q "$MNT" && return
+		sleep 0.1
+	done
+	fail "not mounted 10 s after docfs mount -d -o $1"
+}
+
+mount_debug notify_ms=100 "$T/debug"
 
 step "set up $N documents"
 mkdir -p "$C"
@@ -109,12 +114,7 @@ for _ in $(seq 1 100); do
 	mountpoint -q "$MNT" || break
 	sleep 0.1
 done
-"$DOCFS" mount -d -o "log=$T/log,dirplus_nodes=100" "$STORE" "$MNT" 2> "$T/debug2" &
-for _ in $(seq 1 100); do
-	mountpoint -q "$MNT" && break
-	sleep 0.1
-done
-mountpoint -q "$MNT" || fail "not remounted 10 s after docfs mount -d -o dirplus_nodes=100"
+mount_debug dirplus_nodes=100 "$T/debug2"
 ls -l "$C" > /dev/null
 lookups=$(grep -c "opcode: LOOKUP " "$T/debug2" || true)
 [ "$lookups" -ge $((N - 200)) ] ||

@@ -379,62 +379,71 @@ static void create_index(struct store_db *db, int64_t coll, const char *spec)
 	bson_destroy(&s);
 }
 
-START_TEST(test_plan_cache_hit_and_invalidation)
+/* A fresh store in tmpdir with database "d" and collection "c"; returns the collection id. */
+static int64_t open_coll(struct store **st, struct store_db **db)
 {
 	struct dfs_err err = {0};
 	struct store_coll coll;
 	struct store_txn *t;
+
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/docfs-plan-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	ck_assert_int_eq(store_open(tmpdir, true, st, &err), 0);
+	ck_assert_int_eq(store_db_get(*st, "d", true, db, &err), 0);
+	ck_assert_int_eq(store_txn_begin(*db, true, &t, &err), 0);
+	ck_assert_int_eq(store_coll_create(t, "c", 0755, 0, 0, &coll, &err), 0);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	return coll.id;
+}
+
+START_TEST(test_plan_cache_hit_and_invalidation)
+{
+	int64_t coll;
 	struct store_db *db;
 	struct store *st;
 	int64_t hits, misses, inval;
 
 	query_init();
 	plan__cache_clear();
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/docfs-plan-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-	ck_assert_int_eq(store_open(tmpdir, true, &st, &err), 0);
-	ck_assert_int_eq(store_db_get(st, "d", true, &db, &err), 0);
-	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
-	ck_assert_int_eq(store_coll_create(t, "c", 0755, 0, 0, &coll, &err), 0);
-	ck_assert_int_eq(store_txn_commit(t, &err), 0);
-	insert_docs(db, coll.id, 1, 100);
-	create_index(db, coll.id, "{key: {a: 1}}");
-	create_index(db, coll.id, "{key: {b: 1}}");
+	coll = open_coll(&st, &db);
+	insert_docs(db, coll, 1, 100);
+	create_index(db, coll, "{key: {a: 1}}");
+	create_index(db, coll, "{key: {b: 1}}");
 
 	/* two candidates: the first find plans and caches, the second hits */
-	find_once(db, coll.id, "{a: 3, b: 2}", 2);
+	find_once(db, coll, "{a: 3, b: 2}", 2);
 	plan__cache_stats(&hits, &misses, &inval);
 	ck_assert_int_eq(hits, 0);
 	ck_assert_int_eq(misses, 1);
-	find_once(db, coll.id, "{a: 4, b: 5}", 1); /* same shape, other values */
+	find_once(db, coll, "{a: 4, b: 5}", 1); /* same shape, other values */
 	plan__cache_stats(&hits, &misses, &inval);
 	ck_assert_int_eq(hits, 1);
-	find_once(db, coll.id, "{a: {$gt: 4}, b: 5}", 8); /* another shape */
+	find_once(db, coll, "{a: {$gt: 4}, b: 5}", 8); /* another shape */
 	plan__cache_stats(&hits, &misses, &inval);
 	ck_assert_int_eq(hits, 1);
 	ck_assert_int_eq(misses, 2);
 
 	/* an index create invalidates */
-	create_index(db, coll.id, "{key: {a: 1, b: 1}}");
-	find_once(db, coll.id, "{a: 3, b: 2}", 2);
+	create_index(db, coll, "{key: {a: 1, b: 1}}");
+	find_once(db, coll, "{a: 3, b: 2}", 2);
 	plan__cache_stats(&hits, &misses, &inval);
 	ck_assert_int_eq(hits, 1);
 	ck_assert_int_eq(inval, 1);
-	find_once(db, coll.id, "{a: 3, b: 2}", 2);
+	find_once(db, coll, "{a: 3, b: 2}", 2);
 	plan__cache_stats(&hits, &misses, &inval);
 	ck_assert_int_eq(hits, 2);
 
 	/* fewer than 1,000 writes keep the entry, 1,000 more drop it (the counter is the
 	 * database's change feed: a bulk insert transaction counts once, a file write once) */
-	rewrite_docs(db, coll.id, 1, 10);
-	find_once(db, coll.id, "{a: 3, b: 2}", 2);
+	rewrite_docs(db, coll, 1, 10);
+	find_once(db, coll, "{a: 3, b: 2}", 2);
 	plan__cache_stats(&hits, &misses, &inval);
 	ck_assert_int_eq(hits, 3);
 	ck_assert_int_eq(inval, 1);
-	rewrite_docs(db, coll.id, 1, 100);
+	rewrite_docs(db, coll, 1, 100);
 	for (int i = 0; i < 9; i++)
-		rewrite_docs(db, coll.id, 1, 100);
-	find_once(db, coll.id, "{a: 3, b: 2}", 2);
+		rewrite_docs(db, coll, 1, 100);
+	find_once(db, coll, "{a: 3, b: 2}", 2);
 	plan__cache_stats(&hits, &misses, &inval);
 	ck_assert_int_eq(hits, 3);
 	ck_assert_int_eq(inval, 2);
@@ -452,7 +461,7 @@ START_TEST(test_plan_sort_spilled_keeps_the_limit)
 	struct dfs_err err = {0};
 	struct query_find_opts o = {0};
 	struct query_cursor *c;
-	struct store_coll coll;
+	int64_t coll;
 	struct store_txn *t;
 	struct store_db *db;
 	struct store *st;
@@ -461,14 +470,8 @@ START_TEST(test_plan_sort_spilled_keeps_the_limit)
 	int n = 0, rc;
 
 	query_init();
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/docfs-plan-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-	ck_assert_int_eq(store_open(tmpdir, true, &st, &err), 0);
-	ck_assert_int_eq(store_db_get(st, "d", true, &db, &err), 0);
-	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
-	ck_assert_int_eq(store_coll_create(t, "c", 0755, 0, 0, &coll, &err), 0);
-	ck_assert_int_eq(store_txn_commit(t, &err), 0);
-	insert_docs(db, coll.id, 1, 3000);
+	coll = open_coll(&st, &db);
+	insert_docs(db, coll, 1, 3000);
 	parse_text("{}", &f);
 	parse_text("{b: -1, _id: 1}", &sort);
 	o.filter = &f;
@@ -476,7 +479,7 @@ START_TEST(test_plan_sort_spilled_keeps_the_limit)
 	o.limit = 20;
 	o.sort_mem = 4096; /* 3,000 documents: many runs */
 	ck_assert_int_eq(store_txn_begin(db, false, &t, &err), 0);
-	ck_assert_int_eq(query_find_open(t, coll.id, &o, &c, &err), 0);
+	ck_assert_int_eq(query_find_open(t, coll, &o, &c, &err), 0);
 	while ((rc = query_cursor_next(c, &doc, &err)) == 0) {
 		bson_iter_t it;
 
