@@ -189,10 +189,10 @@ int fs_agg_run(struct store_db *db, int64_t coll, const char *component, struct 
 	struct query_agg_opts o = {.mem = fs_sort_mem, .now_ms = wall_ms()};
 	struct query_pipeline *qp = NULL;
 	struct query_agg *ag = NULL;
+	struct fs_render *rd = NULL;
 	struct store_txn *t = NULL;
 	struct apath a;
 	const bson_t *doc;
-	int64_t n = 0;
 	int rc;
 
 	bson_init(&a.pipeline);
@@ -219,31 +219,20 @@ int fs_agg_run(struct store_db *db, int64_t coll, const char *component, struct 
 		goto done;
 	if ((rc = query_agg_open(t, coll, qp, &o, &ag, err)))
 		goto done;
-	if (a.format == FSQ_JSON)
-		dfs_buf_putc(&r->mem, '[');
-	while ((rc = query_agg_next(ag, &doc, err)) == 0) {
-		if (a.format == FSQ_JSON)
-			dfs_buf_puts(&r->mem, n ? ",\n" : "\n");
-		rc = store_codec_render(
-			doc, a.format == FSQ_PRETTY ? STORE_RENDER_PRETTY : STORE_RENDER_COMPACT,
-			&r->mem, err);
-		if (!rc && a.format == FSQ_JSONL)
-			dfs_buf_putc(&r->mem, '\n');
-		n++;
-		if (!rc)
-			rc = fs_result_spill(r, false, err);
-		if (rc)
+	if ((rc = fs_render_new(r, a.format, &rd, err)))
+		goto done;
+	while ((rc = query_agg_next(ag, &doc, err)) == 0)
+		if ((rc = fs_render_put(rd, doc, err)))
 			goto done;
-	}
 	if (rc != DFS_ENOENT)
 		goto done;
-	rc = 0;
-	if (a.format == FSQ_JSON)
-		dfs_buf_puts(&r->mem, n ? "\n]\n" : "]\n");
+	rc = fs_render_finish(rd, err);
+	goto done;
 finish:
 	if (!rc)
 		rc = fs_result_finish(r, err);
 done:
+	fs_render_free(rd);
 	query_agg_free(ag);
 	store_txn_abort(t);
 	query_pipeline_free(qp);

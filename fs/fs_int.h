@@ -175,6 +175,22 @@ int fs_result_spill(struct fs_result *r, bool force, struct dfs_err *err);
 /* Ends a result: flushes it and sets its size. */
 int fs_result_finish(struct fs_result *r, struct dfs_err *err);
 
+/* ---- render.c: result documents rendered into a result, on a second thread once large -- */
+
+/* Not thread-safe: one caller per struct fs_render. */
+struct fs_render;
+/* Starts rendering documents into r (which must outlive it) in format (FSQ_JSONL,
+ * FSQ_JSON, FSQ_PRETTY or FSQ_IDS). *out is Owned (fs_render_free). */
+int fs_render_new(struct fs_result *r, int format, struct fs_render **out, struct dfs_err *err);
+/* Adds the next document (copied: doc may die on return). Errors: the rendering's, such as
+ * DFS_EINVAL for format=ids without _id, or a spill's DFS_EIO (this one or an earlier
+ * document's). */
+int fs_render_put(struct fs_render *p, const bson_t *doc, struct dfs_err *err);
+/* Renders what is left, closes a JSON array and ends r (fs_result_finish). */
+int fs_render_finish(struct fs_render *p, struct dfs_err *err);
+/* Stops rendering (unless finished) and frees p; NULL is a no-op. */
+void fs_render_free(struct fs_render *p);
+
 /* The path grammar's pieces, shared by query/, explain/, aggregate/ and the write paths:
  * %XX-decoding of n bytes of p into out, and option values that are documents or booleans
  * (1, 0, true, false, or empty for true). Errors: DFS_EINVAL naming what. */

@@ -73,8 +73,7 @@ int fs_path_unescape(const char *p, size_t n, struct dfs_buf *out, struct dfs_er
 	return 0;
 }
 
-int fs_path_doc_opt(const char *what, const struct dfs_buf *v, bson_t *out,
-			 struct dfs_err *err)
+int fs_path_doc_opt(const char *what, const struct dfs_buf *v, bson_t *out, struct dfs_err *err)
 {
 	int rc;
 
@@ -165,8 +164,7 @@ int fs_path_format_opt(const struct dfs_buf *v, int *out, struct dfs_err *err)
 
 int fs_path_verbosity_opt(const struct dfs_buf *v, int *out, struct dfs_err *err)
 {
-	static const char *const names[] = {"queryPlanner", "executionStats",
-					    "allPlansExecution"};
+	static const char *const names[] = {"queryPlanner", "executionStats", "allPlansExecution"};
 	static const int verbs[] = {QUERY_VERB_PLANNER, QUERY_VERB_EXEC, QUERY_VERB_ALL};
 
 	for (int i = 0; i < 3; i++) {
@@ -261,7 +259,8 @@ int fs_query_parse(const char *component, struct fs_query *q, struct dfs_err *er
 		}
 		memcpy(name, opt, nlen);
 		name[nlen] = '\0';
-		if ((rc = fs_path_unescape(eq ? eq + 1 : opt + olen, eq ? olen - nlen - 1 : 0, &v, err)))
+		if ((rc = fs_path_unescape(eq ? eq + 1 : opt + olen, eq ? olen - nlen - 1 : 0, &v,
+					   err)))
 			goto done;
 		if ((rc = set_option(q, name, &v, err)))
 			goto done;
@@ -494,19 +493,6 @@ int fs_result_read(struct fs_result *r, char *buf, size_t n, off_t off, size_t *
 	return 0;
 }
 
-static int render_id_name(const bson_t *doc, struct dfs_buf *out, struct dfs_err *err)
-{
-	bson_iter_t it;
-	int rc;
-
-	if (!bson_iter_init_find(&it, doc, "_id"))
-		return dfs_err_set(err, DFS_EINVAL, "format=ids needs _id in the results");
-	if ((rc = store_name_from_id(bson_iter_value(&it), out, err)))
-		return rc;
-	dfs_buf_puts(out, ".json\n");
-	return 0;
-}
-
 struct distinct_set {
 	bson_value_t *vals; /* Owned: copies (bson_value_destroy) */
 	size_t n, cap;
@@ -576,6 +562,7 @@ int fs_query_run(struct store_db *db, int64_t coll, const struct fs_query *q, st
 		.hint_name = q->hint_name,
 	};
 	struct distinct_set ds = {0};
+	struct fs_render *rd = NULL;
 	struct query_cursor *c = NULL;
 	struct store_txn *t;
 	const bson_t *doc;
@@ -590,8 +577,8 @@ int fs_query_run(struct store_db *db, int64_t coll, const struct fs_query *q, st
 		return rc;
 	if ((rc = query_find_open(t, coll, &o, &c, err)))
 		goto done;
-	if (q->format == FSQ_JSON && !q->count && !q->distinct)
-		dfs_buf_puts(&r->mem, "[");
+	if (!q->count && !q->distinct && (rc = fs_render_new(r, q->format, &rd, err)))
+		goto done;
 	while ((rc = query_cursor_next(c, &doc, err)) == 0) {
 		if (q->count) {
 			n++;
@@ -604,26 +591,7 @@ int fs_query_run(struct store_db *db, int64_t coll, const struct fs_query *q, st
 				distinct_collect(&ds, &it, q->distinct);
 			continue;
 		}
-		switch (q->format) {
-		case FSQ_JSON:
-			dfs_buf_puts(&r->mem, n ? ",\n" : "\n");
-			rc = store_codec_render(doc, STORE_RENDER_COMPACT, &r->mem, err);
-			break;
-		case FSQ_PRETTY:
-			rc = store_codec_render(doc, STORE_RENDER_PRETTY, &r->mem, err);
-			break;
-		case FSQ_IDS:
-			rc = render_id_name(doc, &r->mem, err);
-			break;
-		default:
-			rc = store_codec_render(doc, STORE_RENDER_COMPACT, &r->mem, err);
-			dfs_buf_putc(&r->mem, '\n');
-			break;
-		}
-		n++;
-		if (!rc)
-			rc = result_flush(r, false, err);
-		if (rc)
+		if ((rc = fs_render_put(rd, doc, err)))
 			goto done;
 	}
 	if (rc != DFS_ENOENT)
@@ -640,14 +608,10 @@ int fs_query_run(struct store_db *db, int64_t coll, const struct fs_query *q, st
 				goto done;
 			dfs_buf_putc(&r->mem, '\n');
 		}
-	} else if (q->format == FSQ_JSON) {
-		dfs_buf_puts(&r->mem, n ? "\n]\n" : "]\n");
 	}
-	if (r->spill)
-		rc = result_flush(r, true, err);
-	if (!rc)
-		r->size = r->spill ? (size_t)ftello(r->spill) : r->mem.len;
+	rc = rd ? fs_render_finish(rd, err) : fs_result_finish(r, err);
 done:
+	fs_render_free(rd);
 	for (size_t i = 0; i < ds.n; i++)
 		bson_value_destroy(&ds.vals[i]);
 	free(ds.vals);

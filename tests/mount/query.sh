@@ -99,4 +99,17 @@ expect_eq "$(wc -l < "$MNT/.docfs/errors")" "$before" "no query ran during find/
 
 step "docfs export --query uses the same engine"
 expect_eq "$("$DOCFS" export "$STORE" shop.users --query '{age: {$gte: 25}}' --sort '{age: 1, _id: -1}' --limit 3 | ids)" "4 2 1 " "export --query --sort --limit"
+step "a large result (rendered on a second thread) equals docfs export, in every format"
+M=$MNT/test/many
+mkdir -p "$M"
+"$DOCFS" generate "$(dirname "$0")/../../examples/users.template.json" -n 5000 --seed 3 > "$M/.insert"
+"$DOCFS" export "$STORE" test.many --query '{"user.age": {$gte: 20}}' > "$T/many.jsonl"
+[ "$(wc -l < "$T/many.jsonl")" -gt 2000 ] || fail "too few documents for the test: $(wc -l < "$T/many.jsonl")"
+q="$M/query/{\"user.age\": {\$gte: 20}}"
+expect_eq "$(md5sum < "$q")" "$(md5sum < "$T/many.jsonl")" "jsonl, byte for byte"
+expect_eq "$(jq -c '.[]' "$q?format=json" | md5sum)" "$(jq -c . "$T/many.jsonl" | md5sum)" "format=json"
+expect_eq "$(jq -c . "$q?format=pretty" | md5sum)" "$(jq -c . "$T/many.jsonl" | md5sum)" "format=pretty"
+expect_eq "$(md5sum < "$q?format=ids")" "$(jq -r '._id["$oid"] + ".json"' "$T/many.jsonl" | md5sum)" "format=ids"
+expect_eq "$(md5sum < "$M/aggregate/[{\$match: {\"user.age\": {\$gte: 20}}}]")" "$(md5sum < "$T/many.jsonl")" \
+	"aggregate/, byte for byte"
 echo ok
