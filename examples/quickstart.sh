@@ -59,6 +59,7 @@ show "cat 'test/users/query/{\"user.age\": {\$gtx: 1}}'; tail -n 1 .docfs/errors
 show "cat 'test/users/explain/{\"user.age\": {\$gte: 42, \$lt: 43}}?verbosity=executionStats&format=tree'"
 show "ls test/users/.indexes; [ -e test/users/.indexes/user.age_1 ] || echo '{key: {\"user.age\": 1}}' > test/users/.indexes/user.age_1; jq -c '{name, key, stats: {entries: .stats.entries}}' test/users/.indexes/user.age_1"
 show "cat 'test/users/explain/{\"user.age\": {\$gte: 42, \$lt: 43}}?verbosity=executionStats&format=tree'"
+show "cat 'test/users/explain/{\"user.age\": {\$gte: 42, \$lt: 43}}?count=1&verbosity=executionStats&format=tree'"
 show "cat 'test/users/aggregate/[{\$match: {\"user.age\": {\$gte: 60}}}, {\$group: {_id: \"\$user.address.city\", n: {\$sum: 1}}}, {\$sort: {n: -1}}, {\$limit: 3}]'"
 show "echo '{\$inc: {\"user.age\": 1}}' > 'test/users/update/{\"user.age\": 99}?multi=true'; cat 'test/users/query/{\"user.age\": {\$gte: 99}}?count=1'"
 show "echo '{\"user\": {\"name\": {\"first\": \"Ada\"}, \"age\": 36}}' > test/users/ada.json && cat test/users/ada.json"

@@ -560,6 +560,7 @@ int fs_query_run(struct store_db *db, int64_t coll, const struct fs_query *q, st
 		.sort_mem = fs_sort_mem,
 		.hint = q->has_hint ? &q->hint : NULL,
 		.hint_name = q->hint_name,
+		.count_only = q->count,
 	};
 	struct distinct_set ds = {0};
 	struct fs_render *rd = NULL;
@@ -654,22 +655,23 @@ int fs_explain_run(struct store_db *db, int64_t coll, const struct fs_query *q, 
 {
 	struct query_find_opts o = {
 		.filter = &q->filter,
-		.sort = q->has_sort ? &q->sort : NULL,
-		.projection = q->has_projection ? &q->projection : NULL,
+		.sort = q->has_sort && !q->count ? &q->sort : NULL,
+		.projection = q->has_projection && !q->count ? &q->projection : NULL,
 		.skip = q->skip,
 		.limit = q->limit,
 		.sort_mem = fs_sort_mem,
 		.hint = q->has_hint ? &q->hint : NULL,
 		.hint_name = q->hint_name,
+		.count_only = q->count,
 	};
 	char ns[2 * DFS_MAX_NS_NAME + 2];
 	struct store_txn *t;
 	bson_t out;
 	int rc;
 
-	if (q->count || q->distinct)
-		return dfs_err_set(err, DFS_EINVAL, "explain/ explains finds: %s is not supported",
-				   q->count ? "count" : "distinct");
+	if (q->distinct)
+		return dfs_err_set(err, DFS_EINVAL,
+				   "explain/ explains finds and counts: distinct is not supported");
 	if (q->format == FSQ_JSONL || q->format == FSQ_IDS)
 		return dfs_err_set(err, DFS_EINVAL,
 				   "format of an explain must be pretty, json or tree, not %s",

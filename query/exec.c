@@ -393,6 +393,7 @@ static void covered_doc(struct plan__node *n, const bson_t *vals)
 struct exec_ctx {
 	struct store_txn *t;
 	int64_t coll;
+	bool timed; /* plan__set_timed */
 };
 
 static __thread struct exec_ctx cur_ctx;
@@ -602,6 +603,14 @@ static int work_stage(struct plan__node *n, struct plan__wm *wm, struct dfs_err 
 	}
 }
 
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /* One work() with its counters. */
 static int work_node(struct plan__node *n, struct plan__wm *wm, struct dfs_err *err)
 {
@@ -610,7 +619,14 @@ static int work_node(struct plan__node *n, struct plan__wm *wm, struct dfs_err *
 	if (n->st.eof)
 		return PLAN_EOF;
 	n->st.works++;
-	rc = work_stage(n, wm, err);
+	if (cur_ctx.timed) {
+		int64_t t0 = now_ns();
+
+		rc = work_stage(n, wm, err);
+		n->st.ns += now_ns() - t0;
+	} else {
+		rc = work_stage(n, wm, err);
+	}
 	switch (rc) {
 	case PLAN_ADVANCED:
 		n->st.advanced++;
@@ -626,6 +642,11 @@ static int work_node(struct plan__node *n, struct plan__wm *wm, struct dfs_err *
 		break;
 	}
 	return rc;
+}
+
+void plan__set_timed(bool on)
+{
+	cur_ctx.timed = on;
 }
 
 int plan__work(struct store_txn *t, struct plan__node *n, struct plan__wm *wm, struct dfs_err *err)
@@ -681,6 +702,7 @@ static int parse_opts(const struct query_find_opts *o, struct plan__query *q, st
 	q->hint = o->hint;
 	q->hint_name = o->hint_name;
 	q->sort_mem = o->sort_mem;
+	q->count_only = o->count_only;
 	if (o->filter && (rc = query_filter_parse(o->filter, &q->filter, err)))
 		return rc;
 	if (o->projection && (rc = query_proj_parse(o->projection, &q->proj, err)))
@@ -881,6 +903,11 @@ int query_cursor_next(struct query_cursor *c, const bson_t **doc, struct dfs_err
 		if (rc == PLAN_ADVANCED)
 			break;
 	}
+	c->entry = wm.id;
+	if (!wm.result) { /* a count's index scan (count_only) */
+		*doc = NULL;
+		return 0;
+	}
 	if (c->want_keys && c->run.q.sort && wm.has_doc)
 		sort_key_of(c->run.q.sort, &wm.doc, &c->key);
 	/* The working member dies at the next work(); one buffer, grown once, keeps it until
@@ -892,7 +919,6 @@ int query_cursor_next(struct query_cursor *c, const bson_t **doc, struct dfs_err
 	if (!bson_init_static(c->out, (const uint8_t *)c->outbuf.data, c->outbuf.len))
 		return dfs_err_set(err, DFS_ECORRUPT, "result %lld is not valid BSON",
 				   (long long)wm.id);
-	c->entry = wm.id;
 	*doc = c->out;
 	return 0;
 }

@@ -52,11 +52,40 @@ static void append_key_pattern(const struct store_index *ix, bson_t *out, const 
 	}
 }
 
-static void append_ixscan(const struct plan__node *n, bson_t *out)
+/* Interval k of field i of an index scan as MongoDB lists it: in scan order, so reversed
+ * (and its ends swapped) for a field scanned from its high end. */
+static struct plan__ival shown_ival(const struct plan__node *n, int i, int k)
 {
-	const struct store_index *ix = n->ix;
-	bson_t mk, b, arr;
-	char num[16];
+	const struct plan__ivals *s = &n->fb[i];
+	bool rev = (n->ix->field[i].dir < 0) != n->backward;
+	const struct plan__ival *iv = &s->iv[rev ? s->n - 1 - k : k];
+	struct plan__ival shown = *iv;
+
+	if (rev) {
+		shown.lo = iv->hi;
+		shown.hi = iv->lo;
+		shown.lo_in = iv->hi_in;
+		shown.hi_in = iv->lo_in;
+	}
+	return shown;
+}
+
+/* A count's index scan is MongoDB's COUNT_SCAN when its bounds are one interval per field
+ * (one contiguous range of keys); otherwise it is shown as the IXSCAN (without FETCH) it is. */
+static bool is_count_scan(const struct plan__node *n)
+{
+	if (n->stage != PS_IXSCAN || !n->count_scan)
+		return false;
+	for (int i = 0; i < n->ix->nfields; i++)
+		if (n->fb[i].n != 1)
+			return false;
+	return true;
+}
+
+/* The fields both IXSCAN and COUNT_SCAN show about their index. */
+static void append_index(const struct store_index *ix, bson_t *out)
+{
+	bson_t mk, arr;
 
 	append_key_pattern(ix, out, "keyPattern");
 	BSON_APPEND_UTF8(out, "indexName", ix->name);
@@ -73,25 +102,53 @@ static void append_ixscan(const struct plan__node *n, bson_t *out)
 	BSON_APPEND_BOOL(out, "isSparse", ix->sparse);
 	BSON_APPEND_BOOL(out, "isPartial", ix->partial != NULL);
 	BSON_APPEND_INT32(out, "indexVersion", 2);
+}
+
+/* COUNT_SCAN's bounds: the first and last key of its one range. */
+static void append_count_scan(const struct plan__node *n, bson_t *out)
+{
+	bool start_in = true, end_in = true;
+	bson_t b, start, end;
+
+	append_index(n->ix, out);
+	BSON_APPEND_DOCUMENT_BEGIN(out, "indexBounds", &b);
+	BSON_APPEND_DOCUMENT_BEGIN(&b, "startKey", &start);
+	for (int i = 0; i < n->ix->nfields; i++) {
+		struct plan__ival iv = shown_ival(n, i, 0);
+
+		bson_append_value(&start, n->ix->field[i].path, -1, &iv.lo);
+		start_in = start_in && iv.lo_in;
+	}
+	bson_append_document_end(&b, &start);
+	BSON_APPEND_BOOL(&b, "startKeyInclusive", start_in);
+	BSON_APPEND_DOCUMENT_BEGIN(&b, "endKey", &end);
+	for (int i = 0; i < n->ix->nfields; i++) {
+		struct plan__ival iv = shown_ival(n, i, 0);
+
+		bson_append_value(&end, n->ix->field[i].path, -1, &iv.hi);
+		end_in = end_in && iv.hi_in;
+	}
+	bson_append_document_end(&b, &end);
+	BSON_APPEND_BOOL(&b, "endKeyInclusive", end_in);
+	bson_append_document_end(out, &b);
+}
+
+static void append_ixscan(const struct plan__node *n, bson_t *out)
+{
+	const struct store_index *ix = n->ix;
+	bson_t b, arr;
+	char num[16];
+
+	append_index(ix, out);
 	BSON_APPEND_UTF8(out, "direction", n->backward ? "backward" : "forward");
 	BSON_APPEND_DOCUMENT_BEGIN(out, "indexBounds", &b);
 	for (int i = 0; i < ix->nfields; i++) {
 		const struct plan__ivals *s = &n->fb[i];
 		bson_append_array_begin(&b, ix->field[i].path, -1, &arr);
 		for (int k = 0; k < s->n; k++) {
-			/* MongoDB lists the intervals in scan order: reversed for a field
-			 * scanned from its high end. */
-			bool rev = (ix->field[i].dir < 0) != n->backward;
-			const struct plan__ival *iv = &s->iv[rev ? s->n - 1 - k : k];
-			struct plan__ival shown = *iv;
+			struct plan__ival shown = shown_ival(n, i, k);
 			struct dfs_buf t;
 
-			if (rev) {
-				shown.lo = iv->hi;
-				shown.hi = iv->lo;
-				shown.lo_in = iv->hi_in;
-				shown.hi_in = iv->lo_in;
-			}
 			dfs_buf_init(&t);
 			plan__ival_describe(&shown, &t);
 			snprintf(num, sizeof(num), "%d", k);
@@ -108,7 +165,7 @@ static void append_stats(const struct plan__node *n, bson_t *out)
 	const struct plan__stats *st = &n->st;
 
 	APPEND_NUM(out, "nReturned", st->nreturned);
-	BSON_APPEND_INT32(out, "executionTimeMillisEstimate", 0);
+	APPEND_NUM(out, "executionTimeMillisEstimate", st->ns / 1000000);
 	APPEND_NUM(out, "works", st->works);
 	APPEND_NUM(out, "advanced", st->advanced);
 	APPEND_NUM(out, "needTime", st->need_time);
@@ -123,6 +180,8 @@ static void append_stats(const struct plan__node *n, bson_t *out)
 		break;
 	case PS_IXSCAN:
 		APPEND_NUM(out, "keysExamined", st->keys_examined);
+		if (is_count_scan(n))
+			break;
 		APPEND_NUM(out, "seeks", st->seeks);
 		APPEND_NUM(out, "dupsTested", st->dups_tested);
 		APPEND_NUM(out, "dupsDropped", st->dups_dropped);
@@ -139,7 +198,8 @@ static void append_stats(const struct plan__node *n, bson_t *out)
 /* One stage document (with its inputs); stats: with the counters. */
 static void append_stage(const struct plan__node *n, bool stats, bson_t *out)
 {
-	BSON_APPEND_UTF8(out, "stage", plan__stage_name(n->stage));
+	BSON_APPEND_UTF8(out, "stage",
+			 is_count_scan(n) ? "COUNT_SCAN" : plan__stage_name(n->stage));
 	if (n->filter && (n->stage == PS_COLLSCAN || n->stage == PS_FETCH || n->stage == PS_IXSCAN))
 		query_filter_describe(n->filter, out, "filter");
 	switch (n->stage) {
@@ -147,7 +207,10 @@ static void append_stage(const struct plan__node *n, bool stats, bson_t *out)
 		BSON_APPEND_UTF8(out, "direction", n->backward ? "backward" : "forward");
 		break;
 	case PS_IXSCAN:
-		append_ixscan(n, out);
+		if (is_count_scan(n))
+			append_count_scan(n, out);
+		else
+			append_ixscan(n, out);
 		break;
 	case PS_SORT:
 		BSON_APPEND_DOCUMENT(out, "sortPattern", n->sort_spec);
@@ -194,6 +257,37 @@ static void append_stage(const struct plan__node *n, bool stats, bson_t *out)
 	}
 }
 
+/* A plan as explain shows it: a count's under a COUNT stage, which counts what its input
+ * returns (it calls the input once per work and returns no document). */
+static void append_plan(const struct plan__node *root, bool count, bool stats, bson_t *out)
+{
+	bson_t in;
+
+	if (!count) {
+		append_stage(root, stats, out);
+		return;
+	}
+	BSON_APPEND_UTF8(out, "stage", "COUNT");
+	if (stats) {
+		const struct plan__stats *st = &root->st;
+
+		BSON_APPEND_INT32(out, "nReturned", 0);
+		APPEND_NUM(out, "executionTimeMillisEstimate", st->ns / 1000000);
+		APPEND_NUM(out, "works", st->works);
+		BSON_APPEND_INT32(out, "advanced", 0);
+		APPEND_NUM(out, "needTime", st->works - (st->eof ? 1 : 0));
+		BSON_APPEND_INT32(out, "needYield", 0);
+		BSON_APPEND_INT32(out, "saveState", 0);
+		BSON_APPEND_INT32(out, "restoreState", 0);
+		BSON_APPEND_INT32(out, "isEOF", st->eof ? 1 : 0);
+		APPEND_NUM(out, "nCounted", st->nreturned);
+		BSON_APPEND_INT32(out, "nSkipped", 0);
+	}
+	BSON_APPEND_DOCUMENT_BEGIN(out, "inputStage", &in);
+	append_stage(root, stats, &in);
+	bson_append_document_end(out, &in);
+}
+
 static void totals(const struct plan__node *n, int64_t *keys, int64_t *docs)
 {
 	*keys += n->st.keys_examined;
@@ -208,13 +302,13 @@ static void append_command(const char *ns, const struct query_find_opts *o, bson
 	bson_t cmd;
 
 	BSON_APPEND_DOCUMENT_BEGIN(out, "command", &cmd);
-	BSON_APPEND_UTF8(&cmd, "find", dot ? dot + 1 : ns);
+	BSON_APPEND_UTF8(&cmd, o->count_only ? "count" : "find", dot ? dot + 1 : ns);
 	if (o->filter)
-		BSON_APPEND_DOCUMENT(&cmd, "filter", o->filter);
+		BSON_APPEND_DOCUMENT(&cmd, o->count_only ? "query" : "filter", o->filter);
 	else {
 		bson_t e = BSON_INITIALIZER;
 
-		BSON_APPEND_DOCUMENT(&cmd, "filter", &e);
+		BSON_APPEND_DOCUMENT(&cmd, o->count_only ? "query" : "filter", &e);
 	}
 	if (o->sort)
 		BSON_APPEND_DOCUMENT(&cmd, "sort", o->sort);
@@ -241,96 +335,91 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int query_find_explain(struct store_txn *t, int64_t coll, const char *ns,
-		       const struct query_find_opts *o, int verbosity, bson_t *out,
+/* Explain's run of a planned find r (the part after planning; r stays the caller's). */
+static int explain_run(struct store_txn *t, const char *ns, const struct query_find_opts *o,
+		       int verbosity, struct plan__run *r, int64_t start, bson_t *out,
 		       struct dfs_err *err)
 {
-	struct plan__run r;
+	bool count = o->count_only;
 	bson_t qp, wp, rej, es, st, all;
-	int64_t start = now_ms(), nret = 0, keys = 0, docs = 0;
+	int64_t nret = 0, keys = 0, docs = 0;
 	int rc;
 
-	if ((rc = plan__run_open(t, coll, o, false, &r, err)))
-		return rc;
 	BSON_APPEND_UTF8(out, "explainVersion", "1");
 	BSON_APPEND_DOCUMENT_BEGIN(out, "queryPlanner", &qp);
 	BSON_APPEND_UTF8(&qp, "namespace", ns);
 	BSON_APPEND_BOOL(&qp, "indexFilterSet", false);
-	if (r.q.filter)
-		query_filter_describe(r.q.filter, &qp, "parsedQuery");
+	if (r->q.filter)
+		query_filter_describe(r->q.filter, &qp, "parsedQuery");
 	else {
 		bson_t e = BSON_INITIALIZER;
 
 		BSON_APPEND_DOCUMENT(&qp, "parsedQuery", &e);
 	}
 	BSON_APPEND_DOCUMENT_BEGIN(&qp, "winningPlan", &wp);
-	append_stage(r.cands[r.winner].root, false, &wp);
+	append_plan(r->cands[r->winner].root, count, false, &wp);
 	bson_append_document_end(&qp, &wp);
 	BSON_APPEND_ARRAY_BEGIN(&qp, "rejectedPlans", &rej);
-	for (int i = 0, k = 0; i < r.ncands; i++) {
+	for (int i = 0, k = 0; i < r->ncands; i++) {
 		char num[16];
 		bson_t p;
 
-		if (i == r.winner)
+		if (i == r->winner)
 			continue;
 		snprintf(num, sizeof(num), "%d", k++);
 		BSON_APPEND_DOCUMENT_BEGIN(&rej, num, &p);
-		append_stage(r.cands[i].root, false, &p);
+		append_plan(r->cands[i].root, count, false, &p);
 		bson_append_document_end(&rej, &p);
 	}
 	bson_append_array_end(&qp, &rej);
 	bson_append_document_end(out, &qp);
 
 	if (verbosity >= QUERY_VERB_EXEC) {
-		struct plan__node *root = r.cands[r.winner].root;
+		struct plan__node *root = r->cands[r->winner].root;
 		struct plan__wm wm;
 
-		BSON_APPEND_DOCUMENT_BEGIN(out, "executionStats", &es);
 		/* The trial's counters, before the winner runs again from the start. */
 		bson_init(&all);
-		if (verbosity == QUERY_VERB_ALL && r.ncands > 1) {
-			for (int i = 0; i < r.ncands; i++) {
+		if (verbosity == QUERY_VERB_ALL && r->ncands > 1) {
+			for (int i = 0; i < r->ncands; i++) {
+				const struct plan__node *root_i = r->cands[i].root;
 				char num[16];
 				bson_t p, s;
 				int64_t k = 0, d = 0;
 
-				totals(r.cands[i].root, &k, &d);
+				totals(root_i, &k, &d);
 				snprintf(num, sizeof(num), "%d", i);
 				BSON_APPEND_DOCUMENT_BEGIN(&all, num, &p);
-				APPEND_NUM(&p, "nReturned", r.cands[i].root->st.nreturned);
-				BSON_APPEND_INT32(&p, "executionTimeMillisEstimate", 0);
+				APPEND_NUM(&p, "nReturned", count ? 0 : root_i->st.nreturned);
+				APPEND_NUM(&p, "executionTimeMillisEstimate",
+					   root_i->st.ns / 1000000);
 				APPEND_NUM(&p, "totalKeysExamined", k);
 				APPEND_NUM(&p, "totalDocsExamined", d);
 				BSON_APPEND_DOCUMENT_BEGIN(&p, "executionStages", &s);
-				append_stage(r.cands[i].root, true, &s);
+				append_plan(root_i, count, true, &s);
 				bson_append_document_end(&p, &s);
 				bson_append_document_end(&all, &p);
 			}
 		}
-		for (int i = 0; i < r.ncands; i++)
-			plan__reset(r.cands[i].root, i != r.winner);
-		for (;;) {
-			rc = plan__work(t, root, &wm, err);
-			if (rc == PLAN_EOF)
-				break;
+		for (int i = 0; i < r->ncands; i++)
+			plan__reset(r->cands[i].root, i != r->winner);
+		while ((rc = plan__work(t, root, &wm, err)) != PLAN_EOF) {
 			if (rc < 0) {
-				rc = err && err->code ? err->code : DFS_EIO;
 				bson_destroy(&all);
-				plan__run_release(&r);
-				return rc;
+				return err && err->code ? err->code : DFS_EIO;
 			}
 			if (rc == PLAN_ADVANCED)
 				nret++;
 		}
-		rc = 0;
 		totals(root, &keys, &docs);
+		BSON_APPEND_DOCUMENT_BEGIN(out, "executionStats", &es);
 		BSON_APPEND_BOOL(&es, "executionSuccess", true);
-		APPEND_NUM(&es, "nReturned", nret);
+		APPEND_NUM(&es, "nReturned", count ? 0 : nret); /* COUNT returns no document */
 		APPEND_NUM(&es, "executionTimeMillis", now_ms() - start);
 		APPEND_NUM(&es, "totalKeysExamined", keys);
 		APPEND_NUM(&es, "totalDocsExamined", docs);
 		BSON_APPEND_DOCUMENT_BEGIN(&es, "executionStages", &st);
-		append_stage(root, true, &st);
+		append_plan(root, count, true, &st);
 		bson_append_document_end(&es, &st);
 		if (verbosity == QUERY_VERB_ALL)
 			BSON_APPEND_ARRAY(&es, "allPlansExecution", &all);
@@ -338,8 +427,26 @@ int query_find_explain(struct store_txn *t, int64_t coll, const char *ns,
 		bson_append_document_end(out, &es);
 	}
 	append_command(ns, o, out);
-	plan__run_release(&r);
 	return 0;
+}
+
+int query_find_explain(struct store_txn *t, int64_t coll, const char *ns,
+		       const struct query_find_opts *o, int verbosity, bson_t *out,
+		       struct dfs_err *err)
+{
+	int64_t start = now_ms();
+	struct plan__run r;
+	int rc;
+
+	/* Every stage's executionTimeMillisEstimate, trial included. */
+	plan__set_timed(true);
+	rc = plan__run_open(t, coll, o, false, &r, err);
+	if (!rc) {
+		rc = explain_run(t, ns, o, verbosity, &r, start, out, err);
+		plan__run_release(&r);
+	}
+	plan__set_timed(false);
+	return rc;
 }
 
 /* ---- the text tree ----------------------------------------------------------------------- */
@@ -366,6 +473,13 @@ static int64_t get_int(const bson_t *d, const char *k, bool *found)
 
 	*found = bson_iter_init_find(&it, d, k) && BSON_ITER_HOLDS_NUMBER(&it);
 	return *found ? bson_iter_as_int64(&it) : 0;
+}
+
+static bool get_bool(const bson_t *d, const char *k)
+{
+	bson_iter_t it;
+
+	return bson_iter_init_find(&it, d, k) && BSON_ITER_HOLDS_BOOL(&it) && bson_iter_bool(&it);
 }
 
 static bool sub_doc(const bson_t *d, const char *k, bson_t *out)
@@ -396,14 +510,25 @@ static void draw(const bson_t *stage, int depth, struct dfs_buf *out)
 	if (bson_iter_init_find(&it, stage, "stage") && BSON_ITER_HOLDS_UTF8(&it))
 		name = bson_iter_utf8(&it, NULL);
 	dfs_buf_puts(out, name);
-	if (!strcmp(name, "IXSCAN")) {
+	if (!strcmp(name, "IXSCAN") || !strcmp(name, "COUNT_SCAN")) {
 		if (bson_iter_init_find(&it, stage, "indexName") && BSON_ITER_HOLDS_UTF8(&it))
 			dfs_buf_printf(out, " %s", bson_iter_utf8(&it, NULL));
 		if (sub_doc(stage, "keyPattern", &sub)) {
 			dfs_buf_putc(out, ' ');
 			shell_doc(&sub, out);
 		}
-		if (sub_doc(stage, "indexBounds", &sub) && bson_iter_init(&it, &sub)) {
+		if (!strcmp(name, "COUNT_SCAN") && sub_doc(stage, "indexBounds", &sub)) {
+			bson_t key;
+
+			/* [startKey, endKey) with the ends' inclusiveness as brackets */
+			dfs_buf_puts(out, get_bool(&sub, "startKeyInclusive") ? " [" : " (");
+			if (sub_doc(&sub, "startKey", &key))
+				shell_doc(&key, out);
+			dfs_buf_puts(out, ", ");
+			if (sub_doc(&sub, "endKey", &key))
+				shell_doc(&key, out);
+			dfs_buf_puts(out, get_bool(&sub, "endKeyInclusive") ? "]" : ")");
+		} else if (sub_doc(stage, "indexBounds", &sub) && bson_iter_init(&it, &sub)) {
 			bool first = true;
 
 			while (bson_iter_next(&it)) {
@@ -441,6 +566,11 @@ static void draw(const bson_t *stage, int depth, struct dfs_buf *out)
 		v = get_int(stage, "docsExamined", &found);
 		if (found) {
 			dfs_buf_printf(out, "%sdocsExamined=%lld", sep, (long long)v);
+			sep = " ";
+		}
+		v = get_int(stage, "nCounted", &found);
+		if (found) {
+			dfs_buf_printf(out, "%snCounted=%lld", sep, (long long)v);
 			sep = " ";
 		}
 		if (sub_doc(stage, "sortPattern", &sub)) {

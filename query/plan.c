@@ -1427,7 +1427,9 @@ static int index_cand(const struct plan__query *q, int ixpos, struct ixbounds *b
 	covered = (!sortable(q) || sorted) && covers(q, ix, b);
 	if ((rc = ixscan_new(q, ixpos, b, backward, &n, err)))
 		return rc;
-	if (covered) {
+	if (q->count_only && b->exact && !q->proj && !sortable(q)) {
+		n->count_scan = true; /* the keys decide the filter: nothing to read */
+	} else if (covered) {
 		n->build_doc = true;
 		if (!b->exact)
 			n->filter = q->filter;

@@ -73,6 +73,7 @@ struct plan__stats {
 	int64_t works, advanced, need_time, nreturned;
 	bool eof;
 	int64_t keys_examined, docs_examined, seeks, dups_tested, dups_dropped;
+	int64_t ns; /* time in the stage and its inputs, when timed (plan__set_timed) */
 };
 
 struct plan__set; /* a set of int64 ids (exec.c) */
@@ -92,6 +93,7 @@ struct plan__node {
 	int nranges;
 	bool multikey;	 /* IXSCAN: de-duplicate ids */
 	bool build_doc;	 /* IXSCAN: build the document from the entry's values (covered) */
+	bool count_scan; /* IXSCAN: a count's, reading keys only (no document, no FETCH) */
 	size_t sort_mem; /* SORT: bytes held before spilling */
 	int64_t amount;	 /* SKIP, LIMIT amounts; SORT: limitAmount (0: none) */
 	const struct query_sort *sort; /* SORT: Borrowed */
@@ -146,6 +148,7 @@ struct plan__query {
 	const bson_t *hint;    /* Borrowed */
 	const char *hint_name; /* Borrowed */
 	size_t sort_mem;       /* SORT budget */
+	bool count_only;       /* query_find_opts.count_only */
 };
 
 /* Builds the candidate plans of q into *cands (Owned array of *n, freed by
@@ -171,6 +174,8 @@ enum { PLAN_ADVANCED, PLAN_NEED_TIME, PLAN_EOF };
 /* One unit of work of the plan rooted at n: PLAN_ADVANCED with *wm, PLAN_NEED_TIME, PLAN_EOF,
  * or -1 with err set. */
 int plan__work(struct store_txn *t, struct plan__node *n, struct plan__wm *wm, struct dfs_err *err);
+/* Whether work() on this thread times each stage (stats.ns): explain's, off otherwise. */
+void plan__set_timed(bool on);
 /* Ends the run state of a tree (counters kept); a later work() starts it again. */
 void plan__reset(struct plan__node *n, bool keep_stats);
 

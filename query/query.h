@@ -89,6 +89,9 @@ struct query_find_opts {
 	const bson_t *hint;	  /* NULL, or a key pattern ({price: 1}) or {$natural: 1|-1}
 				   * forcing that plan (DFS_EINVAL when no index matches) */
 	const char *hint_name;	  /* NULL, or the name of the index to force ("price_1") */
+	bool count_only;	  /* the caller only counts the results: an index scan whose
+				   * bounds decide the filter reads no document (COUNT_SCAN),
+				   * and the cursor may return NULL documents */
 };
 
 struct query_cursor;

@@ -38,6 +38,12 @@ expect_eq "$(wc -c < "$f")" "$size" "wc -c of a result equals its stat size afte
 rm -f "$T/sampling"
 wait "$sampler"
 
+step "explain times its stages: a scan of $N documents is not 0 ms"
+jq -e '.executionStats | .executionStages.executionTimeMillisEstimate > 0 and
+	.executionStages.executionTimeMillisEstimate <= .executionTimeMillis' \
+	"$MNT/test/users/explain/{\"user.age\": {\$gte: 50}}?verbosity=executionStats&format=json" \
+	> /dev/null || fail "executionTimeMillisEstimate: $(cat "$MNT/test/users/explain/{\"user.age\": {\$gte: 50}}?verbosity=executionStats&format=json")"
+
 step "the daemon's peak anonymous memory stays under 200 MB"
 hwm_kb=$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status")
 anon_kb=$(cat "$T/anon_kb" 2>/dev/null || echo 0)

@@ -180,7 +180,11 @@ last_error | grep -q "nosuch" || fail "bad hint message: $(last_error)"
 expect_errno "hint of a missing key pattern" "Invalid argument" cat "$C/explain/$q?hint={nosuch: 1}"
 expect_errno "verbosity on query/" "Invalid argument" cat "$C/query/$q?verbosity=executionStats"
 expect_errno "a bad verbosity" "Invalid argument" cat "$C/explain/$q?verbosity=loud"
-expect_errno "count on explain/" "Invalid argument" cat "$C/explain/$q?count=1"
+expect_errno "distinct on explain/" "Invalid argument" cat "$C/explain/$q?distinct=cat"
+expect_eq "$(jq -c '[.queryPlanner.winningPlan.stage, .command.count]' "$C/explain/$q?count=1")" \
+	'["COUNT","items"]' "explain of a count"
+expect_eq "$(jq -r .executionStats.executionStages.nCounted "$C/explain/$q?count=1&verbosity=executionStats")" \
+	"$(cat "$C/query/$q?count=1")" "nCounted is the count"
 expect_errno "explain results are read-only" "Operation not permitted" cp "$T/spec.json" "$C/explain/{}"
 echo '{"filter": {"cat": "home"}, "sort": {"price": 1}, "hint": "price_1"}' > "$C/.queries/homes"
 cat "$C/explain/@homes" > "$T/x" || fail "explain/@homes"

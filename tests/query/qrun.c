@@ -7,9 +7,10 @@
  *
  * Each non-blank input line is one case, a document in the codec's shell-literal syntax:
  *   {"docs": [...], "filter": {...}, "sort": {...}, "projection": {...}, "skip": n, "limit": n}
- * (all but docs optional), or {"echo": <value>}, which prints {"ok": <value>} rendered the
- * same way (the corpus runner uses it to canonicalize expected values). Output, one line per
- * case: {"ok": [results...]} or {"error": "<message>"}. Errors of the case itself (not a
+ * (all but docs optional; "count": true prints the number of results, counted as a count
+ * runs: an exact index scan reads no document), or {"echo": <value>}, which prints {"ok": <value>}
+ * rendered the same way (the corpus runner uses it to canonicalize expected values). Output, one
+ * line per case: {"ok": [results...]} or {"error": "<message>"}. Errors of the case itself (not a
  * document, a missing docs array, an insert failure) are prefixed with "case: " or
  * "insert: "; errors of the find are the engine's message as it is.
  *
@@ -269,6 +270,17 @@ static int run_find(struct store_txn *t, int64_t coll, const struct query_find_o
 		return rc;
 	if (keys)
 		query__cursor_want_keys(cur);
+	if (o->count_only) { /* "count": the number of results, documents unread */
+		int64_t n = 0;
+
+		while ((rc = query_cursor_next(cur, &doc, err)) == 0)
+			n++;
+		query_cursor_free(cur);
+		if (rc != DFS_ENOENT)
+			return rc;
+		BSON_APPEND_INT64(out, "ok", n);
+		return 0;
+	}
 	dfs_buf_init(&kb);
 	bson_append_array_begin(out, "ok", 2, &arr);
 	for (uint32_t i = 0;; i++) {
@@ -423,6 +435,8 @@ static void run_case(const bson_t *c)
 			want_cands = bson_iter_as_bool(&it);
 		} else if (!strcmp(k, "autoindex")) {
 			autoidx = bson_iter_as_bool(&it);
+		} else if (!strcmp(k, "count")) {
+			o.count_only = bson_iter_as_bool(&it);
 		} else if (!strcmp(k, "allplans")) {
 			want_all = bson_iter_as_bool(&it);
 		} else if (!strcmp(k, "keys")) {
@@ -442,6 +456,8 @@ static void run_case(const bson_t *c)
 	}
 	if (!have_docs)
 		return print_error("case: ", "docs is missing");
+	if (o.count_only) /* as query/<q>?count=1 runs a count */
+		o.sort = o.projection = NULL;
 
 	t = current_txn();
 	snprintf(name, sizeof(name), "q%lu", ++coll_seq);

@@ -13,6 +13,7 @@ in the codec's shell-literal syntax):
     find:       the filter; starts a case
     sort: projection: skip: limit: hint:   options of the case (hint: a key pattern, a
                 name as a string, or {$natural: 1|-1})
+    count:      true: explain the count of the filter (query/<q>?count=1), not the find
     verbosity:  queryPlanner (default), executionStats or allPlansExecution
     expect:     a subset of the explain document: every field given must equal the actual
                 one (numbers by value, whatever their type), arrays element by element and
@@ -29,7 +30,7 @@ import os
 import subprocess
 import sys
 
-CASE_KEYS = ("find", "sort", "projection", "skip", "limit", "hint")
+CASE_KEYS = ("find", "sort", "projection", "skip", "limit", "hint", "count")
 DIRECTIVES = ("docs", "indexes") + CASE_KEYS + ("verbosity", "expect", "tree", "error")
 
 

@@ -271,9 +271,16 @@ START_TEST(test_fs_explain_run_formats)
 	ck_assert(r.mem.data[0] != '{');
 	fs_query_release(&q);
 	fs_result_release(&r);
+	/* A count: its plan under a COUNT stage. */
+	fs_result_init(&r);
+	ck_assert_int_eq(parse("{p: 20}?count=1&format=tree", &q, &err), 0);
+	ck_assert_int_eq(fs_explain_run(f.db, f.c.id, &q, &r, &err), 0);
+	ck_assert_ptr_nonnull(strstr(r.mem.data, "COUNT\n  COLLSCAN"));
+	fs_query_release(&q);
+	fs_result_release(&r);
 	/* What explain does not take. */
 	fs_result_init(&r);
-	ck_assert_int_eq(parse("{}?count=1", &q, &err), 0);
+	ck_assert_int_eq(parse("{}?distinct=p", &q, &err), 0);
 	ck_assert_int_eq(fs_explain_run(f.db, f.c.id, &q, &r, &err), DFS_EINVAL);
 	fs_query_release(&q);
 	ck_assert_int_eq(parse("{}?format=ids", &q, &err), 0);
