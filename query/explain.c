@@ -104,32 +104,33 @@ static void append_index(const struct store_index *ix, bson_t *out)
 	BSON_APPEND_INT32(out, "indexVersion", 2);
 }
 
+/* One end of a COUNT_SCAN's range: the key made of each field's interval end (the high
+ * ends when hi) and whether the range includes it. */
+static void append_range_end(const struct plan__node *n, bool hi, bson_t *b)
+{
+	bool incl = true;
+	bson_t key;
+
+	BSON_APPEND_DOCUMENT_BEGIN(b, hi ? "endKey" : "startKey", &key);
+	for (int i = 0; i < n->ix->nfields; i++) {
+		struct plan__ival iv = shown_ival(n, i, 0);
+
+		bson_append_value(&key, n->ix->field[i].path, -1, hi ? &iv.hi : &iv.lo);
+		incl = incl && (hi ? iv.hi_in : iv.lo_in);
+	}
+	bson_append_document_end(b, &key);
+	BSON_APPEND_BOOL(b, hi ? "endKeyInclusive" : "startKeyInclusive", incl);
+}
+
 /* COUNT_SCAN's bounds: the first and last key of its one range. */
 static void append_count_scan(const struct plan__node *n, bson_t *out)
 {
-	bool start_in = true, end_in = true;
-	bson_t b, start, end;
+	bson_t b;
 
 	append_index(n->ix, out);
 	BSON_APPEND_DOCUMENT_BEGIN(out, "indexBounds", &b);
-	BSON_APPEND_DOCUMENT_BEGIN(&b, "startKey", &start);
-	for (int i = 0; i < n->ix->nfields; i++) {
-		struct plan__ival iv = shown_ival(n, i, 0);
-
-		bson_append_value(&start, n->ix->field[i].path, -1, &iv.lo);
-		start_in = start_in && iv.lo_in;
-	}
-	bson_append_document_end(&b, &start);
-	BSON_APPEND_BOOL(&b, "startKeyInclusive", start_in);
-	BSON_APPEND_DOCUMENT_BEGIN(&b, "endKey", &end);
-	for (int i = 0; i < n->ix->nfields; i++) {
-		struct plan__ival iv = shown_ival(n, i, 0);
-
-		bson_append_value(&end, n->ix->field[i].path, -1, &iv.hi);
-		end_in = end_in && iv.hi_in;
-	}
-	bson_append_document_end(&b, &end);
-	BSON_APPEND_BOOL(&b, "endKeyInclusive", end_in);
+	append_range_end(n, false, &b);
+	append_range_end(n, true, &b);
 	bson_append_document_end(out, &b);
 }
 
