@@ -374,8 +374,44 @@ static int collscan_next(struct store_txn *t, int64_t coll, struct plan__node *n
 }
 
 /* The covered document of an index entry: {field: value, ...} in key pattern order. */
+/* Appends the n values at their paths to out, nesting dotted paths: the fields that share
+ * a first component go into one embedded document, at the place of the first of them. */
+static void nest_values(bson_t *out, const char **path, const bson_value_t **val, int n)
+{
+	bool done[STORE_IX_MAX_FIELDS] = {false};
+
+	for (int i = 0; i < n; i++) {
+		const char *sub[STORE_IX_MAX_FIELDS];
+		const bson_value_t *subval[STORE_IX_MAX_FIELDS];
+		size_t len = strcspn(path[i], ".");
+		bson_t child;
+		int m = 0;
+
+		if (done[i])
+			continue;
+		if (!path[i][len]) {
+			bson_append_value(out, path[i], -1, val[i]);
+			continue;
+		}
+		for (int j = i; j < n; j++)
+			if (!done[j] && !strncmp(path[j], path[i], len) && path[j][len] == '.') {
+				done[j] = true;
+				sub[m] = path[j] + len + 1;
+				subval[m++] = val[j];
+			}
+		bson_append_document_begin(out, path[i], (int)len, &child);
+		nest_values(&child, sub, subval, m);
+		bson_append_document_end(out, &child);
+	}
+}
+
+/* The document a covered scan returns: the entry's values at the key pattern's paths (the
+ * planner only covers indexes whose paths nest without conflict, plan.c covers()). */
 static void covered_doc(struct plan__node *n, const bson_t *vals)
 {
+	const char *path[STORE_IX_MAX_FIELDS];
+	const bson_value_t *val[STORE_IX_MAX_FIELDS];
+	bson_value_t copy[STORE_IX_MAX_FIELDS]; /* views into vals: the iterator reuses its own */
 	bson_iter_t it;
 	int i = 0;
 
@@ -384,10 +420,12 @@ static void covered_doc(struct plan__node *n, const bson_t *vals)
 	if (!bson_iter_init(&it, vals))
 		return;
 	while (bson_iter_next(&it) && i < n->ix->nfields) {
-		const char *path = n->ix->field[i++].path;
-
-		bson_append_value(n->out, path, -1, bson_iter_value(&it));
+		path[i] = n->ix->field[i].path;
+		copy[i] = *bson_iter_value(&it);
+		val[i] = &copy[i];
+		i++;
 	}
+	nest_values(n->out, path, val, i);
 }
 
 struct exec_ctx {

@@ -1293,7 +1293,7 @@ static bool ix_has_field(const struct store_index *ix, const char *path)
 	return false;
 }
 
-/* Are all paths the filter reads top-level fields of ix (no $expr, no $elemMatch)? */
+/* Are all paths the filter reads fields of ix (no $expr, no $elemMatch)? */
 static bool filter_on_index(const struct query_expr *e, const struct store_index *ix)
 {
 	if (!e)
@@ -1315,7 +1315,7 @@ static bool filter_on_index(const struct query_expr *e, const struct store_index
 	case QK_ALWAYS:
 		return true;
 	default:
-		return e->path.n == 1 && ix_has_field(ix, e->path.dotted);
+		return ix_has_field(ix, e->path.dotted);
 	}
 }
 
@@ -1341,23 +1341,69 @@ static bool filter_fields_present(const struct query_expr *e, const struct store
 	return e->path.n == 0 || field_present(ix, b, e->path.dotted);
 }
 
-/* Can ix cover the find: an inclusion projection of its (top-level) fields only, every
- * field read bounded away from null and missing? */
+/* Is spec an inclusion projection of plain paths (dotted or not; _id may be excluded)? */
+static bool proj_inclusion(const bson_t *spec, bool *id_excluded)
+{
+	bson_iter_t it;
+
+	*id_excluded = false;
+	if (!bson_iter_init(&it, spec))
+		return false;
+	while (bson_iter_next(&it)) {
+		const char *k = bson_iter_key(&it);
+
+		if (k[0] == '$' || strstr(k, ".$") ||
+		    !(BSON_ITER_HOLDS_NUMBER(&it) || BSON_ITER_HOLDS_BOOL(&it)))
+			return false;
+		if (!strcmp(k, "_id"))
+			*id_excluded = !bson_iter_as_bool(&it);
+		else if (!bson_iter_as_bool(&it))
+			return false;
+	}
+	return true;
+}
+
+/* Can the documents be rebuilt from ix's entries (exec.c's covered_doc nests dotted paths):
+ * no component is an array position (a number may pick an element, which a rebuilt
+ * document would turn into a field), and no field is a prefix of another? */
+static bool fields_rebuildable(const struct store_index *ix)
+{
+	for (int i = 0; i < ix->nfields; i++) {
+		const char *p = ix->field[i].path;
+
+		for (const char *c = p; *c; c = strchr(c, '.') ? strchr(c, '.') + 1 : "") {
+			size_t len = strcspn(c, ".");
+
+			if (strspn(c, "0123456789") >= len)
+				return false;
+		}
+		for (int j = 0; j < ix->nfields; j++) {
+			size_t len = strlen(p);
+
+			if (j != i && !strncmp(ix->field[j].path, p, len) &&
+			    ix->field[j].path[len] == '.')
+				return false;
+		}
+	}
+	return true;
+}
+
+/* Can ix cover the find: an inclusion projection of its fields only (dotted ones too, on a
+ * non-multikey index), every field read bounded away from null and missing? */
 static bool covers(const struct plan__query *q, const struct store_index *ix,
 		   const struct ixbounds *b)
 {
 	bson_iter_t it;
-	bool id_excl, positional, any = false;
+	bool id_excl, any = false;
 
 	if (!q->proj_spec || ix->ixid == 0 || ix->multikey || ix->hashed)
 		return false;
-	if (!proj_simple(q->proj_spec, &id_excl, &positional) || positional)
+	if (!proj_inclusion(q->proj_spec, &id_excl))
 		return false;
 	if (!id_excl && !ix_has_field(ix, "_id"))
 		return false;
-	for (int i = 0; i < ix->nfields; i++)
-		if (strchr(ix->field[i].path, '.'))
-			return false;
+	if (!fields_rebuildable(ix))
+		return false;
 	bson_iter_init(&it, q->proj_spec);
 	while (bson_iter_next(&it)) {
 		const char *k = bson_iter_key(&it);
