@@ -578,13 +578,16 @@ int fs_query_run(struct store_db *db, int64_t coll, const struct fs_query *q, st
 		return rc;
 	if ((rc = query_find_open(t, coll, &o, &c, err)))
 		goto done;
-	if (!q->count && !q->distinct && (rc = fs_render_new(r, q->format, &rd, err)))
+	if (q->count) {
+		if ((rc = query_cursor_count(c, &n, err)))
+			goto done;
+		dfs_buf_printf(&r->mem, "%lld\n", (long long)n);
+		rc = fs_result_finish(r, err);
+		goto done;
+	}
+	if (!q->distinct && (rc = fs_render_new(r, q->format, &rd, err)))
 		goto done;
 	while ((rc = query_cursor_next(c, &doc, err)) == 0) {
-		if (q->count) {
-			n++;
-			continue;
-		}
 		if (q->distinct) {
 			bson_iter_t it;
 
@@ -598,9 +601,7 @@ int fs_query_run(struct store_db *db, int64_t coll, const struct fs_query *q, st
 	if (rc != DFS_ENOENT)
 		goto done;
 	rc = 0;
-	if (q->count) {
-		dfs_buf_printf(&r->mem, "%lld\n", (long long)n);
-	} else if (q->distinct) {
+	if (q->distinct) {
 		qsort(ds.vals, ds.n, sizeof(*ds.vals), distinct_cmp);
 		for (size_t i = 0; i < ds.n; i++) {
 			if (i && distinct_cmp(&ds.vals[i - 1], &ds.vals[i]) == 0)

@@ -537,6 +537,20 @@ static int work_stage(struct plan__node *n, struct plan__wm *wm, struct dfs_err 
 		return PLAN_ADVANCED;
 	case PS_IXSCAN:
 		return work_ixscan(n, wm, err);
+	case PS_FAST_COUNT: /* the row count once, then one advance per document (no document) */
+		if (!n->opened) {
+			int64_t nfiles;
+
+			n->opened = true;
+			if (store_coll_count(cur_ctx.t, cur_ctx.coll, &n->amount, &nfiles, err))
+				return -1;
+		}
+		if (n->count >= n->amount)
+			return PLAN_EOF;
+		n->count++;
+		memset(wm, 0, sizeof(*wm));
+		wm->elem_index = -1;
+		return PLAN_ADVANCED;
 	case PS_FETCH:
 		rc = work_node(n->kids[0], &in, err);
 		if (rc != PLAN_ADVANCED)
@@ -680,6 +694,31 @@ static int work_node(struct plan__node *n, struct plan__wm *wm, struct dfs_err *
 		break;
 	}
 	return rc;
+}
+
+int plan__count(struct store_txn *t, struct plan__node *n, int64_t *count, struct dfs_err *err)
+{
+	struct plan__wm wm;
+	int rc;
+
+	*count = 0;
+	if (n->stage == PS_FAST_COUNT && !n->opened) {
+		/* the first work reads the row count; it counts for all */
+		if ((rc = plan__work(t, n, &wm, err)) < 0)
+			return err && err->code ? err->code : DFS_EIO;
+		*count = n->amount;
+		n->count = n->amount;
+		n->st.eof = true;
+		n->st.advanced = n->st.nreturned = 0;
+		return 0;
+	}
+	while ((rc = plan__work(t, n, &wm, err)) != PLAN_EOF) {
+		if (rc < 0)
+			return err && err->code ? err->code : DFS_EIO;
+		if (rc == PLAN_ADVANCED)
+			(*count)++;
+	}
+	return 0;
 }
 
 void plan__set_timed(bool on)
@@ -959,6 +998,12 @@ int query_cursor_next(struct query_cursor *c, const bson_t **doc, struct dfs_err
 				   (long long)wm.id);
 	*doc = c->out;
 	return 0;
+}
+
+int query_cursor_count(struct query_cursor *c, int64_t *count, struct dfs_err *err)
+{
+	cur_ctx.coll = c->coll;
+	return plan__count(c->t, c->root, count, err);
 }
 
 int64_t query_cursor_entry(const struct query_cursor *c)

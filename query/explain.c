@@ -33,8 +33,9 @@ const char *plan__stage_name(int stage)
 		[PS_PROJ_SIMPLE] = "PROJECTION_SIMPLE",
 		[PS_PROJ_DEFAULT] = "PROJECTION_DEFAULT",
 		[PS_PROJ_COVERED] = "PROJECTION_COVERED",
+		[PS_FAST_COUNT] = "RECORD_STORE_FAST_COUNT",
 	};
-	return stage >= 0 && stage <= PS_PROJ_COVERED ? names[stage] : "UNKNOWN";
+	return stage >= 0 && stage <= PS_FAST_COUNT ? names[stage] : "UNKNOWN";
 }
 
 static void append_key_pattern(const struct store_index *ix, bson_t *out, const char *key)
@@ -191,6 +192,10 @@ static void append_stats(const struct plan__node *n, bson_t *out)
 		APPEND_NUM(out, "dupsTested", st->dups_tested);
 		APPEND_NUM(out, "dupsDropped", st->dups_dropped);
 		break;
+	case PS_FAST_COUNT:
+		APPEND_NUM(out, "nCounted", n->amount);
+		BSON_APPEND_INT32(out, "nSkipped", 0);
+		break;
 	default:
 		break;
 	}
@@ -264,7 +269,7 @@ static void append_plan(const struct plan__node *root, bool count, bool stats, b
 {
 	bson_t in;
 
-	if (!count) {
+	if (!count || root->stage == PS_FAST_COUNT) { /* FAST_COUNT is a whole count */
 		append_stage(root, stats, out);
 		return;
 	}
@@ -377,7 +382,6 @@ static int explain_run(struct store_txn *t, const char *ns, const struct query_f
 
 	if (verbosity >= QUERY_VERB_EXEC) {
 		struct plan__node *root = r->cands[r->winner].root;
-		struct plan__wm wm;
 
 		/* The trial's counters, before the winner runs again from the start. */
 		bson_init(&all);
@@ -404,13 +408,9 @@ static int explain_run(struct store_txn *t, const char *ns, const struct query_f
 		}
 		for (int i = 0; i < r->ncands; i++)
 			plan__reset(r->cands[i].root, i != r->winner);
-		while ((rc = plan__work(t, root, &wm, err)) != PLAN_EOF) {
-			if (rc < 0) {
-				bson_destroy(&all);
-				return err && err->code ? err->code : DFS_EIO;
-			}
-			if (rc == PLAN_ADVANCED)
-				nret++;
+		if ((rc = plan__count(t, root, &nret, err))) {
+			bson_destroy(&all);
+			return rc;
 		}
 		totals(root, &keys, &docs);
 		BSON_APPEND_DOCUMENT_BEGIN(out, "executionStats", &es);

@@ -1622,6 +1622,13 @@ int plan__enumerate(struct plan__query *q, struct plan__cand **cands, int *n, st
 	*n = 0;
 	preds_of(q->filter, &one, &preds, &npreds);
 	nsf = sort_fields(q->sort_spec, sf, STORE_IX_MAX_FIELDS);
+	if (q->count_only && npreds == 0 && !q->hint && !q->hint_name && !q->skip && !q->limit) {
+		/* MongoDB's count of a whole collection: its record count, no scan */
+		memset(&c, 0, sizeof(c));
+		c.root = node_new(PS_FAST_COUNT, NULL);
+		snprintf(c.desc, sizeof(c.desc), "count");
+		return add_cand(cands, n, &c);
+	}
 	if (q->hint || q->hint_name) {
 		int pos = -1;
 		bson_iter_t it;

@@ -66,6 +66,7 @@ enum plan__stage {
 	PS_PROJ_SIMPLE,
 	PS_PROJ_DEFAULT,
 	PS_PROJ_COVERED,
+	PS_FAST_COUNT, /* a count of every document, from the collection's row count */
 };
 
 /* MongoDB's per-stage counters (explain's executionStages). */
@@ -176,6 +177,9 @@ enum { PLAN_ADVANCED, PLAN_NEED_TIME, PLAN_EOF };
 int plan__work(struct store_txn *t, struct plan__node *n, struct plan__wm *wm, struct dfs_err *err);
 /* Whether work() on this thread times each stage (stats.ns): explain's, off otherwise. */
 void plan__set_timed(bool on);
+/* Counts what the plan rooted at n returns: PS_FAST_COUNT reads its number at once (one
+ * work), any other plan is worked to its end. Errors: those of work(). */
+int plan__count(struct store_txn *t, struct plan__node *n, int64_t *count, struct dfs_err *err);
 /* Ends the run state of a tree (counters kept); a later work() starts it again. */
 void plan__reset(struct plan__node *n, bool keep_stats);
 

@@ -116,6 +116,9 @@ int query_cursor_next(struct query_cursor *c, const bson_t **doc, struct dfs_err
 /* The store entry id of the last result (store_doc_get reads it), or 0 when the plan does
  * not know it (after a SORT stage). */
 int64_t query_cursor_entry(const struct query_cursor *c);
+/* The number of results left (all of them on a fresh cursor), without reading documents
+ * when the plan need not: a count of a whole collection takes its row count. */
+int query_cursor_count(struct query_cursor *c, int64_t *count, struct dfs_err *err);
 void query_cursor_free(struct query_cursor *c);
 
 /* ---- explain (explain.c) ---------------------------------------------------------- */

@@ -39,6 +39,10 @@ expect_eq "$(cat "$C/query/{name: {\$regex: 'nn%3F$'}}" | ids)" "1 " "%3F in a r
 
 step "count, distinct"
 expect_eq "$(cat "$C/query/{age: 25}?count=1")" "2" "count"
+expect_eq "$(cat "$C/query/{}?count=1")" "5" "count of the collection"
+expect_eq "$(jq -c '[.queryPlanner.winningPlan.stage, .executionStats.executionStages.nCounted]' \
+	"$C/explain/{}?count=1&verbosity=executionStats")" '["RECORD_STORE_FAST_COUNT",5]' \
+	"explain of the count of the collection"
 expect_eq "$(cat "$C/query/{}?distinct=city" | tr '\n' ' ')" 'null "Beijing" "ShenZhen" ' "distinct"
 expect_eq "$(cat "$C/query/{}?distinct=tags" | tr '\n' ' ')" '"a" "b" ' "distinct unwinds arrays"
 

@@ -273,13 +273,11 @@ static int run_find(struct store_txn *t, int64_t coll, const struct query_find_o
 	if (o->count_only) { /* "count": the number of results, documents unread */
 		int64_t n = 0;
 
-		while ((rc = query_cursor_next(cur, &doc, err)) == 0)
-			n++;
+		rc = query_cursor_count(cur, &n, err);
 		query_cursor_free(cur);
-		if (rc != DFS_ENOENT)
-			return rc;
-		BSON_APPEND_INT64(out, "ok", n);
-		return 0;
+		if (!rc)
+			BSON_APPEND_INT64(out, "ok", n);
+		return rc;
 	}
 	dfs_buf_init(&kb);
 	bson_append_array_begin(out, "ok", 2, &arr);
