@@ -175,6 +175,10 @@ int fs_result_spill(struct fs_result *r, bool force, struct dfs_err *err);
 /* Ends a result: flushes it and sets its size. */
 int fs_result_finish(struct fs_result *r, struct dfs_err *err);
 
+/* The largest write request (FUSE max_write), and the st_blksize of the files written in
+ * bulk (.insert, .bulk, update/, delete/), so that tools write that much at a time. */
+#define FS_MAX_WRITE (1024 * 1024)
+
 /* ---- render.c: result documents rendered into a result, on a second thread once large -- */
 
 /* Not thread-safe: one caller per struct fs_render. */

@@ -68,6 +68,18 @@ expect_eq "$(cat "$MNT/test/one/a.json")" '{
   "x": 1
 }' "a.json"
 
+step "cat writes .insert and .bulk a MiB at a time (st_blksize): one transaction per MiB"
+expect_eq "$(stat -c %o "$MNT/test/one/.insert") $(stat -c %o "$MNT/test/one/.bulk")" \
+	"1048576 1048576" "st_blksize of .insert and .bulk"
+python3 -c '
+for i in range(20000):
+    print("{\"_id\": %d, \"pad\": \"%s\"}" % (i, "x" * (i % 300)))' > "$T/big.jsonl"
+mkdir "$MNT/test/big"
+strace -f -e trace=write -o "$T/cat.strace" cat "$T/big.jsonl" > "$MNT/test/big/.insert"
+expect_eq "$(grep -c 'write(1, .*= 1048576$' "$T/cat.strace")" "$(($(stat -c %s "$T/big.jsonl") / 1048576))" \
+	"cat's full writes are 1 MiB each"
+expect_eq "$(ls "$MNT/test/big" | grep -c '\.json$')" "20000" "every document of a 3 MiB cat"
+
 step "many concatenated documents, no separator"
 expect_eq "$(printf '{"_id":1,"a":1}{"_id":2,"a":2}{"_id":3,"a":3}' | put "$MNT/test/many/.insert")" \
 	"ok" "insert concatenated"
