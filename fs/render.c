@@ -13,8 +13,14 @@
  *    caller until the thread starts, the thread until fs_render_finish joins it).
  * 2. Batch i of the ring belongs to the caller while head - tail < RING and i == head; the
  *    thread takes batch tail and advances tail only once it is rendered, so the caller never
- *    overwrites a batch being read. Both wait on one condition variable.
- * 3. The thread stops at its first error; the caller sees it at its next hand-over and at
+ *    overwrites a batch being read. Both wait on one condition variable. head, tail and
+ *    inflight change under the lock; the thread reads batch tail's bytes outside it, as
+ *    the caller does not touch that batch until tail moves past it.
+ * 3. Memory stays bounded whatever the documents' sizes (a batch of one 16 MiB document is
+ *    handed over at once): the caller also waits while more than INFLIGHT_MAX bytes are
+ *    handed over and not rendered, and a batch buffer grown past BATCH_KEEP is given back
+ *    when reused. So about INFLIGHT_MAX plus two documents are held, besides the result.
+ * 4. The thread stops at its first error; the caller sees it at its next hand-over and at
  *    finish. Whatever the outcome, finish and free join the thread.
  */
 #include "fs_int.h"
@@ -23,9 +29,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define RENDER_INLINE 256	 /* documents rendered before a thread is started (note 1) */
-#define BATCH_BYTES (64u * 1024) /* a batch is handed over once it holds this much BSON */
-#define RING 8			 /* batches in flight */
+#define RENDER_INLINE 256		/* documents rendered before a thread is started (note 1) */
+#define BATCH_BYTES (64u * 1024)	/* a batch is handed over once it holds this much BSON */
+#define RING 8				/* batches in flight */
+#define INFLIGHT_MAX (4u * 1024 * 1024) /* bytes handed over and not rendered (note 3) */
+#define BATCH_KEEP (4 * BATCH_BYTES)	/* a batch buffer larger than this is given back */
 
 struct batch {
 	struct dfs_buf bson; /* the documents, back to back */
@@ -42,6 +50,7 @@ struct fs_render {
 	pthread_cond_t cond;	 /* any change of head, tail, done or rc */
 	struct batch ring[RING]; /* note 2 */
 	unsigned head, tail;	 /* batches handed over / rendered, counting from 0 */
+	size_t inflight;	 /* bytes of the batches tail..head-1 (note 3) */
 	bool done;		 /* the caller hands over no more batches */
 	bool stop;		 /* the result is abandoned: render nothing more */
 	int rc;			 /* the thread's first error, with err */
@@ -123,6 +132,7 @@ static void *render_main(void *arg)
 		pthread_mutex_unlock(&p->lock);
 		rc = render_batch(p, &p->ring[p->tail % RING], &err);
 		pthread_mutex_lock(&p->lock);
+		p->inflight -= p->ring[p->tail % RING].bson.len;
 		if (rc) {
 			p->rc = rc;
 			p->err = err;
@@ -161,9 +171,11 @@ static int hand_over(struct fs_render *p, struct dfs_err *err)
 	int rc;
 
 	pthread_mutex_lock(&p->lock);
+	p->inflight += p->ring[p->head % RING].bson.len;
 	p->head++;
 	pthread_cond_broadcast(&p->cond);
-	while (p->head - p->tail == RING && !p->rc)
+	while ((p->head - p->tail == RING || (p->inflight > INFLIGHT_MAX && p->tail != p->head)) &&
+	       !p->rc)
 		pthread_cond_wait(&p->cond, &p->lock);
 	rc = p->rc;
 	if (rc)
@@ -172,6 +184,10 @@ static int hand_over(struct fs_render *p, struct dfs_err *err)
 	if (!rc) {
 		struct batch *b = &p->ring[p->head % RING];
 
+		if (b->bson.cap > BATCH_KEEP) {
+			dfs_buf_release(&b->bson);
+			dfs_buf_init(&b->bson);
+		}
 		dfs_buf_reset(&b->bson);
 		b->first = p->n;
 	}
@@ -226,6 +242,7 @@ int fs_render_finish(struct fs_render *p, struct dfs_err *err)
 
 	if (p->threaded && p->ring[p->head % RING].bson.len) {
 		pthread_mutex_lock(&p->lock);
+		p->inflight += p->ring[p->head % RING].bson.len;
 		p->head++;
 		pthread_mutex_unlock(&p->lock);
 	}

@@ -373,7 +373,6 @@ static int collscan_next(struct store_txn *t, int64_t coll, struct plan__node *n
 	}
 }
 
-/* The covered document of an index entry: {field: value, ...} in key pattern order. */
 /* Appends the n values at their paths to out, nesting dotted paths: the fields that share
  * a first component go into one embedded document, at the place of the first of them. */
 static void nest_values(bson_t *out, const char **path, const bson_value_t **val, int n)

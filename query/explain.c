@@ -106,7 +106,10 @@ static void append_index(const struct store_index *ix, bson_t *out)
 }
 
 /* One end of a COUNT_SCAN's range: the key made of each field's interval end (the high
- * ends when hi) and whether the range includes it. */
+ * ends when hi) and whether the range includes it. Past a field whose end is excluded, the
+ * fields take their far extreme, so that the key lies beyond (start) or before (end) every
+ * key with that prefix, as MongoDB draws it: (a > 5) on {a: 1, b: 1} starts after
+ * {a: 5, b: MaxKey}. */
 static void append_range_end(const struct plan__node *n, bool hi, bson_t *b)
 {
 	bool incl = true;
@@ -115,9 +118,11 @@ static void append_range_end(const struct plan__node *n, bool hi, bson_t *b)
 	BSON_APPEND_DOCUMENT_BEGIN(b, hi ? "endKey" : "startKey", &key);
 	for (int i = 0; i < n->ix->nfields; i++) {
 		struct plan__ival iv = shown_ival(n, i, 0);
+		bool upper = incl == hi; /* the interval's upper end, or its lower one */
 
-		bson_append_value(&key, n->ix->field[i].path, -1, hi ? &iv.hi : &iv.lo);
-		incl = incl && (hi ? iv.hi_in : iv.lo_in);
+		bson_append_value(&key, n->ix->field[i].path, -1, upper ? &iv.hi : &iv.lo);
+		if (incl && !(hi ? iv.hi_in : iv.lo_in))
+			incl = false;
 	}
 	bson_append_document_end(b, &key);
 	BSON_APPEND_BOOL(b, hi ? "endKeyInclusive" : "startKeyInclusive", incl);

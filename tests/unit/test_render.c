@@ -7,11 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Past this document number, documents are huge (test_..._huge_documents). */
+static int huge_from = 1 << 30;
+
 /* Document i: an int _id (unless without_id), a string whose length varies a lot (a few
  * documents are larger than a whole batch), a nested document. */
 static void make_doc(int i, bool without_id, bson_t *d)
 {
-	size_t len = (size_t)(i * 37 % 300) + (i % 997 == 5 ? 200000 : 0);
+	size_t len = (size_t)(i * 37 % 300) + (i % 997 == 5 ? 200000 : 0) +
+		     (i >= huge_from ? (size_t)(3 + i % 3) * 1024 * 1024 : 0);
 	char *pad = malloc(len + 1);
 	bson_t sub;
 
@@ -122,6 +126,18 @@ START_TEST(test_fs_render_put_matches_one_by_one_when_spilled)
 }
 END_TEST
 
+/* Documents of several MiB each: batches of one document, more bytes than the thread may
+ * have in flight (render.c note 3), buffers given back and grown again. */
+START_TEST(test_fs_render_put_matches_one_by_one_with_huge_documents)
+{
+	huge_from = 300;
+	fs_result_mem = 1024 * 1024;
+	check_format(FSQ_JSONL, 330);
+	fs_result_mem = 0;
+	huge_from = 1 << 30;
+}
+END_TEST
+
 START_TEST(test_fs_render_put_reports_an_error_found_on_the_thread)
 {
 	struct dfs_err err = {0};
@@ -179,6 +195,7 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_fs_render_put_matches_one_by_one_in_every_format);
 	tcase_add_test(tc, test_fs_render_put_matches_one_by_one_when_spilled);
+	tcase_add_test(tc, test_fs_render_put_matches_one_by_one_with_huge_documents);
 	tcase_add_test(tc, test_fs_render_put_reports_an_error_found_on_the_thread);
 	tcase_add_test(tc, test_fs_render_free_stops_an_unfinished_result);
 	suite_add_tcase(s, tc);
