@@ -26,7 +26,9 @@
  *      undefined, and the field becomes multikey;
  *    - a document in the path is descended into; an array in the path is descended element
  *      by element (documents only; an element without the field yields null) and makes the
- *      field multikey, unless the next component is a number: then it picks that element;
+ *      field multikey, unless the next component is a number: then it picks that element
+ *      (and, as a query does, also descends into the array's documents that have a field
+ *      of that name, which makes the field multikey);
  *    - an array in the path whose elements yield nothing yields null.
  *    Values of one field are deduplicated by their key bytes (5 and 5.0 are one entry). The
  *    entries of a compound index are the product of its fields' values; two fields that
@@ -637,11 +639,28 @@ static void walk_value(const bson_value_t *v, const char *rest, struct fieldvals
 		size_t before = fv->n;
 
 		if (all_digits(rest, clen)) {
-			/* A positional component picks one element. */
+			bson_iter_t els = it;
+
+			/* A positional component picks one element... */
 			if (bson_iter_find_w_len(&it, rest, (int)clen))
 				walk_value(bson_iter_value(&it), dot ? dot + 1 : NULL, fv);
 			else
 				add_null(fv);
+			/* ...and names a field of the documents in the array, as it does for a
+			 * query (match.c note 1c): their values are keys too, and make the field
+			 * multikey. Documents without that field add nothing. */
+			while (bson_iter_next(&els)) {
+				const bson_value_t *e = bson_iter_value(&els);
+				bson_iter_t f;
+				bson_t ed;
+
+				if (e->value_type != BSON_TYPE_DOCUMENT ||
+				    !bson_init_static(&ed, e->value.v_doc.data, e->value.v_doc.data_len) ||
+				    !bson_iter_init(&f, &ed) || !bson_iter_find_w_len(&f, rest, (int)clen))
+					continue;
+				fv_arr(fv, v->value.v_doc.data);
+				walk_doc(e->value.v_doc.data, e->value.v_doc.data_len, rest, fv);
+			}
 			return;
 		}
 		fv_arr(fv, v->value.v_doc.data);
