@@ -655,8 +655,10 @@ static void walk_value(const bson_value_t *v, const char *rest, struct fieldvals
 				bson_t ed;
 
 				if (e->value_type != BSON_TYPE_DOCUMENT ||
-				    !bson_init_static(&ed, e->value.v_doc.data, e->value.v_doc.data_len) ||
-				    !bson_iter_init(&f, &ed) || !bson_iter_find_w_len(&f, rest, (int)clen))
+				    !bson_init_static(&ed, e->value.v_doc.data,
+						      e->value.v_doc.data_len) ||
+				    !bson_iter_init(&f, &ed) ||
+				    !bson_iter_find_w_len(&f, rest, (int)clen))
 					continue;
 				fv_arr(fv, v->value.v_doc.data);
 				walk_doc(e->value.v_doc.data, e->value.v_doc.data_len, rest, fv);
