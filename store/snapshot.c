@@ -1513,8 +1513,8 @@ static int coll_patch(struct snap *sn, const struct store_coll *c, const struct 
 	}
 	sqlite3_finalize(st);
 	if ((rc = sql_prepare(t,
-			      "SELECT d.id, d.name, d.ctime, d.bson" STORE__DOCS_OF_COLL
-			      " AND r.hi >= ?2 AND d.id >= ?2 ORDER BY r.lo, d.id",
+			      "SELECT d.id, d.name, d.ctime, d.bson" STORE__DOCS_OF_COLL_FROM(
+				      "max(r.lo, ?2)") " AND r.hi >= ?2 ORDER BY r.lo, d.id",
 			      &st, err)))
 		goto done;
 	sqlite3_bind_int64(st, 1, c->id);

@@ -150,10 +150,13 @@ void store__conn_close(struct store__conn *c);
  * 5): runs in lo order, each a rowid range of docs filtered on coll (a run may hold other
  * ids). Add "ORDER BY r.lo, d.id" for id order. CROSS JOIN keeps runs the outer loop and
  * "+d.coll" keeps docs_key out, so SQLite searches docs by rowid range and needs no sort.
- * Read runs in a write transaction only after store__run_flush. */
-#define STORE__DOCS_OF_COLL                                                                        \
-	" FROM runs r CROSS JOIN docs d WHERE r.coll = ?1 AND d.id BETWEEN r.lo AND r.hi"          \
+ * A scan from an id puts it in the range's one lower bound (lo, e.g. "max(r.lo, ?2)"): of
+ * two lower bounds on the rowid SQLite seeks by one and may take r.lo, reading the run
+ * from its start. Read runs in a write transaction only after store__run_flush. */
+#define STORE__DOCS_OF_COLL_FROM(lo)                                                               \
+	" FROM runs r CROSS JOIN docs d WHERE r.coll = ?1 AND d.id BETWEEN " lo " AND r.hi"        \
 	" AND +d.coll = ?1"
+#define STORE__DOCS_OF_COLL STORE__DOCS_OF_COLL_FROM("r.lo")
 
 /* ---- index.c ----------------------------------------------------------------------- */
 
