@@ -662,6 +662,9 @@ static int doc_insert_row(struct store_txn *t, int64_t coll, const bson_t *doc, 
 		return rc;
 	if ((rc = store__ix_prepare(t, 0, coll, id, doc, err)))
 		return rc;
+	/* The run first: whatever fails after it, a row of docs is never outside the runs. */
+	if ((rc = store__run_note(t, coll, id, err)))
+		return rc;
 	st = store__stmt(t, ST_DOC_INSERT, err);
 	if (!st)
 		return err ? err->code : DFS_EIO;
@@ -693,8 +696,6 @@ static int doc_insert_row(struct store_txn *t, int64_t coll, const bson_t *doc, 
 		}
 		return store__sqlerr(t, rc, "insert document", err);
 	}
-	if ((rc = store__run_note(t, coll, id, err)))
-		return rc;
 	if ((rc = store__ix_apply(t, err)))
 		return rc;
 	if (t->inserts_logged != coll) {
@@ -1026,6 +1027,8 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 			goto doc_done;
 		if ((rc = store__ix_prepare(t, src.coll, newcoll, id, &renamed, err)))
 			goto doc_done;
+		if (newcoll != src.coll && (rc = store__run_note(t, newcoll, id, err)))
+			goto doc_done;
 		st = store__stmt(t, ST_DOC_RENAME, err);
 		if (!st) {
 			rc = err ? err->code : DFS_EIO;
@@ -1043,8 +1046,6 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 			rc = store__sqlerr(t, rc, "rename document", err);
 			goto doc_done;
 		}
-		if (newcoll != src.coll && (rc = store__run_note(t, newcoll, id, err)))
-			goto doc_done;
 		if ((rc = store__ix_apply(t, err)))
 			goto doc_done;
 		rc = store__change(t, src.coll, STORE_CH_DEL, id, src.name, err);

@@ -125,7 +125,8 @@ sqlite3_stmt *store__stmt(struct store_txn *t, enum store__st which, struct dfs_
 /* Closes store_doc_fetch's blob handle and frees its buffer: the handle's statement must
  * not outlive the transaction. */
 void store__txn_close_fetch(struct store_txn *t);
-/* Records that a document of coll now has id (doc.c note 5): called once its row is in. */
+/* Records that a document of coll gets id (doc.c note 5): call before its row is written,
+ * so that no failure after it leaves a row outside the runs. */
 int store__run_note(struct store_txn *t, int64_t coll, int64_t id, struct dfs_err *err);
 /* Writes the cached run's row: before a statement of t reads runs, and at commit. The cache
  * stays (and is written again at commit: a savepoint rolled back may have undone this). */
