@@ -130,8 +130,9 @@ static void check_runs(struct check_ctx *cc, const char *db, sqlite3 *h)
 {
 	static const char *const sql[] = {
 		/* documents outside every run of their collection */
-		"SELECT d.id, d.coll, 0 FROM docs d WHERE coalesce((SELECT r.hi FROM runs r"
-		" WHERE r.coll = d.coll AND r.lo <= d.id ORDER BY r.lo DESC LIMIT 1), -1) < d.id",
+		"SELECT d.id, d.coll, 0, d.name, (SELECT name FROM colls WHERE id = d.coll)"
+		" FROM docs d WHERE coalesce((SELECT r.hi FROM runs r WHERE r.coll = d.coll"
+		" AND r.lo <= d.id ORDER BY r.lo DESC LIMIT 1), -1) < d.id",
 		/* empty runs */
 		"SELECT coll, lo, hi FROM runs WHERE lo > hi",
 		/* overlapping runs: another run starts inside one */
@@ -154,14 +155,17 @@ static void check_runs(struct check_ctx *cc, const char *db, sqlite3 *h)
 			long long a = sqlite3_column_int64(st, 0);
 			long long b = sqlite3_column_int64(st, 1);
 			long long c = sqlite3_column_int64(st, 2);
+			const char *dname = (const char *)sqlite3_column_text(st, 3);
+			const char *cname = (const char *)sqlite3_column_text(st, 4);
 
 			if (n++ >= RUNS_SHOWN)
 				continue;
 			if (i == 0)
 				problem(cc,
-					"%s: document %lld of collection %lld is in no run of its"
-					" collection: listings and scans miss it",
-					db, a, b);
+					"%s: document %lld '%s' of collection %lld '%s' is in no "
+					"run"
+					" of its collection: listings and scans miss it",
+					db, a, dname ? dname : "", b, cname ? cname : "");
 			else if (i == 1)
 				problem(cc, "%s: run %lld..%lld of collection %lld is empty", db, b,
 					c, a);
