@@ -162,23 +162,21 @@ static void check_runs(struct check_ctx *cc, const char *db, sqlite3 *h)
 				continue;
 			if (i == 0)
 				problem(cc,
-					"%s: document %lld '%s' of collection %lld '%s' is in no "
-					"run"
-					" of its collection: listings and scans miss it",
+					"%s: document %lld '%s' of collection %lld '%s' is in"
+					" no run of its collection: listings and scans miss it",
 					db, a, dname ? dname : "", b, cname ? cname : "");
 			else if (i == 1)
 				problem(cc, "%s: run %lld..%lld of collection %lld is empty", db, b,
 					c, a);
 			else if (i == 2)
 				problem(cc,
-					"%s: runs of collection %lld overlap: the run from %lld "
-					"holds"
-					" the start %lld of another",
+					"%s: runs of collection %lld overlap: the run from"
+					" %lld holds the start %lld of another",
 					db, a, b, c);
 			else
 				problem(cc,
-					"%s: run %lld..%lld of collection %lld, which does not"
-					" exist",
+					"%s: run %lld..%lld of collection %lld, which does"
+					" not exist",
 					db, b, c, a);
 		}
 		if (rc != SQLITE_DONE)
