@@ -2,8 +2,9 @@
  * check.c - verification of a whole store: SQLite's integrity check of every database and
  * the store's own invariants (each document's BSON valid and storable, its key, file name
  * and rendered size agreeing with it, ids unique across documents, files and collections
- * and below the id counter, every entry in an existing collection) and, through index.c,
- * every secondary index's entries against its documents. It repairs nothing.
+ * and below the id counter, every entry in an existing collection, every document inside
+ * a run of its collection (doc.c note 5)) and, through index.c, every secondary index's
+ * entries against its documents. It repairs nothing.
  */
 #include "store_int.h"
 
@@ -119,6 +120,74 @@ static void check_docs(struct check_ctx *cc, const char *db, sqlite3 *h)
 	dfs_buf_release(&text);
 }
 
+/* Reports at most this many rows of one kind of runs problem, then how many more. */
+#define RUNS_SHOWN 10
+
+/* doc.c note 5: each document inside a run of its collection (the run with the largest
+ * lo <= id is the only one that can hold it, when runs do not overlap), runs well formed,
+ * not overlapping, of existing collections. */
+static void check_runs(struct check_ctx *cc, const char *db, sqlite3 *h)
+{
+	static const char *const sql[] = {
+		/* documents outside every run of their collection */
+		"SELECT d.id, d.coll, 0, d.name, (SELECT name FROM colls WHERE id = d.coll)"
+		" FROM docs d WHERE coalesce((SELECT r.hi FROM runs r WHERE r.coll = d.coll"
+		" AND r.lo <= d.id ORDER BY r.lo DESC LIMIT 1), -1) < d.id",
+		/* empty runs */
+		"SELECT coll, lo, hi FROM runs WHERE lo > hi",
+		/* overlapping runs: another run starts inside one */
+		"SELECT a.coll, a.lo, b.lo FROM runs a, runs b WHERE b.coll = a.coll"
+		" AND b.lo > a.lo AND b.lo <= a.hi",
+		/* runs of dropped collections */
+		"SELECT coll, lo, hi FROM runs WHERE coll NOT IN (SELECT id FROM colls)",
+	};
+
+	for (size_t i = 0; i < sizeof(sql) / sizeof(sql[0]); i++) {
+		sqlite3_stmt *st;
+		int64_t n = 0;
+		int rc;
+
+		if (sqlite3_prepare_v2(h, sql[i], -1, &st, NULL) != SQLITE_OK) {
+			problem(cc, "%s: cannot read runs: %s", db, sqlite3_errmsg(h));
+			return;
+		}
+		while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+			long long a = sqlite3_column_int64(st, 0);
+			long long b = sqlite3_column_int64(st, 1);
+			long long c = sqlite3_column_int64(st, 2);
+			const char *dname = (const char *)sqlite3_column_text(st, 3);
+			const char *cname = (const char *)sqlite3_column_text(st, 4);
+
+			if (n++ >= RUNS_SHOWN)
+				continue;
+			if (i == 0)
+				problem(cc,
+					"%s: document %lld '%s' of collection %lld '%s' is in"
+					" no run of its collection: listings and scans miss it",
+					db, a, dname ? dname : "", b, cname ? cname : "");
+			else if (i == 1)
+				problem(cc, "%s: run %lld..%lld of collection %lld is empty", db, b,
+					c, a);
+			else if (i == 2)
+				problem(cc,
+					"%s: runs of collection %lld overlap: the run from"
+					" %lld holds the start %lld of another",
+					db, a, b, c);
+			else
+				problem(cc,
+					"%s: run %lld..%lld of collection %lld, which does"
+					" not exist",
+					db, b, c, a);
+		}
+		if (rc != SQLITE_DONE)
+			problem(cc, "%s: reading runs: %s", db, sqlite3_errmsg(h));
+		else if (n > RUNS_SHOWN)
+			problem(cc, "%s: %lld more run problems like the last", db,
+				(long long)(n - RUNS_SHOWN));
+		sqlite3_finalize(st);
+	}
+}
+
 /* Entry ids, collection ids and (from version 2) index ids share one counter. */
 static const char *const ids_used_twice_v1 =
 	"SELECT count(*) FROM (SELECT id FROM docs UNION ALL SELECT id FROM files"
@@ -162,9 +231,10 @@ static int check_db(void *ctx, const char *name)
 		}
 		sqlite3_finalize(st);
 	}
-	/* Version 1 (not opened by this docfs yet: it migrates on open) has no index entries. */
+	/* Versions 1 and 3 are not opened by this docfs yet (it migrates on open): 1 has no
+	 * index entries, neither has runs. */
 	version = one_int(c->h, "PRAGMA user_version");
-	if (version != 1 && version != STORE__SCHEMA_VERSION)
+	if (version != 1 && version != 3 && version != STORE__SCHEMA_VERSION)
 		problem(cc, "%s: unknown schema version %lld", name, (long long)version);
 	if (one_int(c->h, version == 1 ? ids_used_twice_v1 : ids_used_twice) > 0)
 		problem(cc, "%s: an id is used twice", name);
@@ -177,6 +247,8 @@ static int check_db(void *ctx, const char *name)
 		problem(cc, "%s: entries in a collection that does not exist", name);
 	check_docs(cc, name, c->h);
 	if (version == STORE__SCHEMA_VERSION)
+		check_runs(cc, name, c->h);
+	if (version == 3 || version == STORE__SCHEMA_VERSION)
 		store__ix_check(c, name, report_problem, cc);
 	store__conn_close(c);
 	return 0;

@@ -72,7 +72,8 @@ static const char *const schema_sql =
 	" key BLOB NOT NULL, name TEXT, size INTEGER, mode INTEGER, uid INTEGER, gid INTEGER,"
 	" mtime INTEGER, ctime INTEGER, bson BLOB NOT NULL);"
 	"CREATE UNIQUE INDEX IF NOT EXISTS docs_key ON docs(coll, key);"
-	"CREATE INDEX IF NOT EXISTS docs_coll ON docs(coll);"
+	"CREATE TABLE IF NOT EXISTS runs(coll INTEGER NOT NULL, lo INTEGER NOT NULL,"
+	" hi INTEGER NOT NULL, PRIMARY KEY(coll, lo)) WITHOUT ROWID;"
 	"CREATE TABLE IF NOT EXISTS files(id INTEGER PRIMARY KEY, coll INTEGER NOT NULL,"
 	" name TEXT NOT NULL, kind INTEGER, mode INTEGER, uid INTEGER, gid INTEGER,"
 	" mtime INTEGER, ctime INTEGER, data BLOB, UNIQUE(coll, name));"
@@ -90,6 +91,24 @@ static const char *const migrate_1_2_sql =
 	"ALTER TABLE indexes ADD COLUMN build_ms INTEGER;"
 	"CREATE TABLE IF NOT EXISTS ikeys(ix INTEGER, key BLOB, id INTEGER, vals BLOB,"
 	" PRIMARY KEY(ix, key, id)) WITHOUT ROWID;";
+
+/* Version 3 -> 4: the runs of doc.c note 5 replace the index docs_coll(coll), one more
+ * B-tree written per document. One run per collection covers its documents as they are.
+ * NOT NULL on the key of runs: without it SQLite does not take (coll, lo) as distinct and
+ * sorts each run's documents for "ORDER BY r.lo, d.id" instead of reading them in order. */
+static const char *const migrate_3_4_sql =
+	"CREATE TABLE IF NOT EXISTS runs(coll INTEGER NOT NULL, lo INTEGER NOT NULL,"
+	" hi INTEGER NOT NULL, PRIMARY KEY(coll, lo)) WITHOUT ROWID;"
+	"INSERT OR REPLACE INTO runs(coll, lo, hi) SELECT coll, min(id), max(id) FROM docs"
+	" GROUP BY coll;"
+	"DROP INDEX IF EXISTS docs_coll;";
+
+/* The documents of collection ?1 after id ?2 (runs before the one holding ?2 end before
+ * ?2: they are skipped). */
+#define DOC_LIST_FROM                                                                              \
+	STORE__DOCS_OF_COLL_FROM("max(r.lo, ?2 + 1)")                                              \
+	" AND r.lo >= coalesce((SELECT lo FROM runs WHERE coll = ?1 AND lo <= ?2"                  \
+	" ORDER BY lo DESC LIMIT 1), 0)"
 
 static const char *const stmt_sql[ST__COUNT] = {
 	[ST_META_GET] = "SELECT v FROM meta WHERE k = ?1",
@@ -114,8 +133,8 @@ static const char *const stmt_sql[ST__COUNT] = {
 	[ST_DOC_UPDATE] = "UPDATE docs SET size = ?2, mtime = ?3, ctime = ?3, bson = ?4"
 			  " WHERE id = ?1",
 	[ST_DOC_DELETE] = "DELETE FROM docs WHERE id = ?1",
-	[ST_DOC_LIST] = "SELECT id, coll, name, size, mode, uid, gid, mtime, ctime FROM docs"
-			" WHERE coll = ?1 AND id > ?2 ORDER BY id LIMIT 256",
+	[ST_DOC_LIST] = "SELECT d.id, d.coll, d.name, d.size, d.mode, d.uid, d.gid, d.mtime,"
+			" d.ctime" DOC_LIST_FROM " ORDER BY r.lo, d.id LIMIT 256",
 	[ST_DOC_SETATTR] = "UPDATE docs SET mode = ?2, uid = ?3, gid = ?4, mtime = ?5, ctime = ?6"
 			   " WHERE id = ?1",
 	[ST_DOC_RENAME] = "UPDATE docs SET coll = ?2, key = ?3, name = ?4, size = ?5, ctime = ?6,"
@@ -158,6 +177,11 @@ static const char *const stmt_sql[ST__COUNT] = {
 	[ST_IKEY_DUP] = "SELECT id FROM ikeys WHERE ix = ?1 AND key >= ?2 AND key < ?4"
 			" AND id <> ?3 LIMIT 1",
 	[ST_IKEY_DROP] = "DELETE FROM ikeys WHERE ix = ?1",
+	[ST_RUN_LAST] = "SELECT lo, hi FROM runs WHERE coll = ?1 ORDER BY lo DESC LIMIT 1",
+	[ST_RUN_AT] = "SELECT lo, hi FROM runs WHERE coll = ?1 AND lo <= ?2 ORDER BY lo DESC"
+		      " LIMIT 1",
+	[ST_RUN_PUT] = "INSERT OR REPLACE INTO runs(coll, lo, hi) VALUES(?1, ?2, ?3)",
+	[ST_RUN_GAP] = "SELECT 1 FROM docs WHERE id > ?1 AND id < ?2 AND coll <> ?3 LIMIT 1",
 };
 
 int64_t store__now_ns(void)
@@ -526,6 +550,9 @@ static int db_init_schema(struct store *s, struct store__conn *c, const char *na
 			return 0;
 		}
 		if (uv == 1 && exec_sql(c->h, migrate_1_2_sql, err))
+			goto fail;
+		/* Before the index rebuild below: its scan reads the runs. */
+		if (uv >= 1 && uv <= 3 && exec_sql(c->h, migrate_3_4_sql, err))
 			goto fail;
 		/* 1, 2 -> 3: index keys end with the _id key (index.c note 1): rebuild them. */
 		if ((uv == 1 || uv == 2) &&
@@ -930,6 +957,8 @@ int store_txn_commit(struct store_txn *t, struct dfs_err *err)
 	int rc = 0;
 
 	store__txn_close_fetch(t);
+	if (t->write && (rc = store__run_flush(t, err)))
+		goto fail;
 	if (t->write && t->next_id && t->next_id != t->first_id) {
 		sqlite3_stmt *st = store__stmt(t, ST_META_SET, err);
 
@@ -1143,6 +1172,7 @@ static int coll_clear(struct store_txn *t, int64_t id, bool keep, struct dfs_err
 		"DELETE FROM files WHERE coll = ?1",
 		"DELETE FROM indexes WHERE coll = ?1",
 		"DELETE FROM vacated WHERE coll = ?1",
+		"DELETE FROM runs WHERE coll = ?1",
 		"DELETE FROM colls WHERE id = ?1",
 	};
 	struct store_coll c;
@@ -1151,6 +1181,7 @@ static int coll_clear(struct store_txn *t, int64_t id, bool keep, struct dfs_err
 	if ((rc = store_coll_by_id(t, id, &c, err)))
 		return rc;
 	t->coll_ok = 0;
+	store__run_forget(t, id);
 	for (size_t i = 0; i < sizeof(sql) / sizeof(sql[0]) - (keep ? 1 : 0); i++) {
 		sqlite3_stmt *st;
 

@@ -14,6 +14,19 @@
  *    document's id; renamed to a new document name it lends the document its own id.
  * 4. Listing order is id order (files first, then documents), so a cookie is an id and a
  *    concurrent insert (a larger id) can only appear after every existing entry.
+ * 5. Runs find a collection's documents in id order without an index on docs(coll), which
+ *    would be one more B-tree written per document. Invariant: every row of docs with
+ *    coll = C has lo <= id <= hi for some row (C, lo, hi) of runs. The runs of one
+ *    collection do not overlap; a run may contain ids of other objects (scratch files,
+ *    collections, documents of other collections), so scans filter on coll = C. Runs go
+ *    only when their collection is dropped or emptied (no document of it is left).
+ *    When a document of C gets id N (a new id, a vacated id taken back, a scratch file's
+ *    id lent, a document renamed into C): nothing if a run of C holds N; else C's last run
+ *    (largest lo) grows to N when it ends below N and no document of another collection
+ *    lies between; else (C, N, N) is added. The transaction keeps C's last run in t->run
+ *    and writes its row at commit (or when another collection's document comes, or before
+ *    its own statements read runs), so a bulk insert costs two compares per document and
+ *    one runs row per transaction.
  */
 #include "store_int.h"
 
@@ -280,7 +293,10 @@ int store_entry_list(struct store_txn *t, int64_t coll, uint64_t cookie,
 	static const uint64_t bases[2] = {COOKIE_FILES, COOKIE_DOCS};
 	int phase = cookie >= COOKIE_DOCS ? 1 : 0;
 	int64_t after = cookie >= bases[phase] ? (int64_t)(cookie - bases[phase]) : 0;
+	int flushed = t->write ? store__run_flush(t, err) : 0;
 
+	if (flushed)
+		return flushed;
 	for (; phase < 2; phase++, after = 0) {
 		for (;;) {
 			sqlite3_stmt *st = store__stmt(t, phases[phase], err);
@@ -474,6 +490,145 @@ static int doc_id_for(struct store_txn *t, int64_t coll, int64_t *id, struct dfs
 	return store__new_id(t, id, err);
 }
 
+/* ---- runs (note 5) ------------------------------------------------------------------- */
+
+static int run_put(struct store_txn *t, int64_t coll, int64_t lo, int64_t hi, struct dfs_err *err)
+{
+	sqlite3_stmt *st = store__stmt(t, ST_RUN_PUT, err);
+
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	sqlite3_bind_int64(st, 1, coll);
+	sqlite3_bind_int64(st, 2, lo);
+	sqlite3_bind_int64(st, 3, hi);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		return store__sqlerr(t, sqlite3_errcode(t->c->h), "write runs", err);
+	return 0;
+}
+
+/* The run of coll with the largest lo <= at (INT64_MAX: the last run): *found false when
+ * there is none. */
+static int run_get(struct store_txn *t, int64_t coll, int64_t at, int64_t *lo, int64_t *hi,
+		   bool *found, struct dfs_err *err)
+{
+	sqlite3_stmt *st = store__stmt(t, at == INT64_MAX ? ST_RUN_LAST : ST_RUN_AT, err);
+	int rc;
+
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	sqlite3_bind_int64(st, 1, coll);
+	if (at != INT64_MAX)
+		sqlite3_bind_int64(st, 2, at);
+	rc = sqlite3_step(st);
+	*found = rc == SQLITE_ROW;
+	if (*found) {
+		*lo = sqlite3_column_int64(st, 0);
+		*hi = sqlite3_column_int64(st, 1);
+		sqlite3_reset(st);
+		return 0;
+	}
+	if (rc != SQLITE_DONE)
+		return store__sqlerr(t, rc, "read runs", err);
+	return 0;
+}
+
+int store__run_flush(struct store_txn *t, struct dfs_err *err)
+{
+	struct store__run *r = &t->run;
+
+	if (!r->dirty || r->hi < r->lo)
+		return 0;
+	return run_put(t, r->coll, r->lo, r->hi, err);
+}
+
+void store__run_forget(struct store_txn *t, int64_t coll)
+{
+	if (t->run.coll == coll)
+		memset(&t->run, 0, sizeof(t->run));
+}
+
+/* Makes t->run the last run of coll, writing the one it held. */
+static int run_load(struct store_txn *t, int64_t coll, struct dfs_err *err)
+{
+	struct store__run *r = &t->run;
+	bool found;
+	int rc;
+
+	if ((rc = store__run_flush(t, err)))
+		return rc;
+	memset(r, 0, sizeof(*r));
+	if ((rc = run_get(t, coll, INT64_MAX, &r->lo, &r->hi, &found, err)))
+		return rc;
+	if (!found) {
+		r->lo = 0;
+		r->hi = -1;
+	}
+	r->coll = coll;
+	return 0;
+}
+
+/* The slow path of store__run_note: another collection, a gap, or an id below the last run. */
+static int run_note_slow(struct store_txn *t, int64_t coll, int64_t id, struct dfs_err *err)
+{
+	struct store__run *r = &t->run;
+	int64_t lo, hi;
+	bool found;
+	int rc;
+
+	if (r->coll != coll && (rc = run_load(t, coll, err)))
+		return rc;
+	if (id >= r->lo && id <= r->hi)
+		return 0;
+	if (r->hi >= r->lo && id > r->hi) {
+		/* Grow the last run over the gap unless another collection's document is in it:
+		 * its scans would read that document only to skip it. */
+		sqlite3_stmt *st = store__stmt(t, ST_RUN_GAP, err);
+
+		if (!st)
+			return err ? err->code : DFS_EIO;
+		sqlite3_bind_int64(st, 1, r->hi);
+		sqlite3_bind_int64(st, 2, id);
+		sqlite3_bind_int64(st, 3, coll);
+		rc = sqlite3_step(st);
+		sqlite3_reset(st);
+		if (rc == SQLITE_DONE) {
+			r->hi = id;
+			r->dirty = true;
+			return 0;
+		}
+		if (rc != SQLITE_ROW)
+			return store__sqlerr(t, rc, "read documents", err);
+	}
+	if (r->hi < r->lo || id > r->hi) {
+		/* A new last run. */
+		if ((rc = store__run_flush(t, err)))
+			return rc;
+		r->lo = r->hi = id;
+		r->dirty = true;
+		return 0;
+	}
+	/* Below the last run: inside an earlier one, or a run of its own between two. */
+	if ((rc = run_get(t, coll, id, &lo, &hi, &found, err)))
+		return rc;
+	if (found && id <= hi)
+		return 0;
+	return run_put(t, coll, id, id, err);
+}
+
+int store__run_note(struct store_txn *t, int64_t coll, int64_t id, struct dfs_err *err)
+{
+	struct store__run *r = &t->run;
+
+	if (r->coll == coll && id > r->lo && id <= r->hi + 1) {
+		if (id > r->hi) {
+			r->hi = id;
+			r->dirty = true;
+		}
+		return 0;
+	}
+	return run_note_slow(t, coll, id, err);
+}
+
 /* Checks (once per transaction and collection) that coll exists: a collection dropped
  * while a file in it was open must not get orphan rows. */
 static int coll_exists(struct store_txn *t, int64_t coll, struct dfs_err *err)
@@ -506,6 +661,9 @@ static int doc_insert_row(struct store_txn *t, int64_t coll, const bson_t *doc, 
 	if (!id && (rc = doc_id_for(t, coll, &id, err)))
 		return rc;
 	if ((rc = store__ix_prepare(t, 0, coll, id, doc, err)))
+		return rc;
+	/* The run first: whatever fails after it, a row of docs is never outside the runs. */
+	if ((rc = store__run_note(t, coll, id, err)))
 		return rc;
 	st = store__stmt(t, ST_DOC_INSERT, err);
 	if (!st)
@@ -869,6 +1027,8 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 			goto doc_done;
 		if ((rc = store__ix_prepare(t, src.coll, newcoll, id, &renamed, err)))
 			goto doc_done;
+		if (newcoll != src.coll && (rc = store__run_note(t, newcoll, id, err)))
+			goto doc_done;
 		st = store__stmt(t, ST_DOC_RENAME, err);
 		if (!st) {
 			rc = err ? err->code : DFS_EIO;
@@ -1056,7 +1216,12 @@ int store_cursor_open(struct store_txn *t, int64_t coll, struct store_cursor **o
 	if (!c)
 		return dfs_err_set(err, DFS_ENOMEM, "out of memory");
 	c->t = t;
-	rc = sqlite3_prepare_v3(t->c->h, "SELECT id, bson FROM docs WHERE coll = ?1 ORDER BY id",
+	if (t->write && (rc = store__run_flush(t, err))) {
+		free(c);
+		return rc;
+	}
+	rc = sqlite3_prepare_v3(t->c->h,
+				"SELECT d.id, d.bson" STORE__DOCS_OF_COLL " ORDER BY r.lo, d.id",
 				-1, 0, &c->st, NULL);
 	if (rc != SQLITE_OK) {
 		free(c);

@@ -1513,8 +1513,8 @@ static int coll_patch(struct snap *sn, const struct store_coll *c, const struct 
 	}
 	sqlite3_finalize(st);
 	if ((rc = sql_prepare(t,
-			      "SELECT id, name, ctime, bson FROM docs WHERE coll = ?1 AND id >= ?2"
-			      " ORDER BY id",
+			      "SELECT d.id, d.name, d.ctime, d.bson" STORE__DOCS_OF_COLL_FROM(
+				      "max(r.lo, ?2)") " AND r.hi >= ?2 ORDER BY r.lo, d.id",
 			      &st, err)))
 		goto done;
 	sqlite3_bind_int64(st, 1, c->id);
@@ -1609,7 +1609,7 @@ static int coll_walk(struct snap *sn, const struct store_coll *c, const struct c
 	int rc;
 
 	dfs_buf_init(&tb.names);
-	if ((rc = sql_prepare(t, "SELECT count(*), max(ctime), total(id) FROM docs WHERE coll = ?1",
+	if ((rc = sql_prepare(t, "SELECT count(*), max(d.ctime), total(d.id)" STORE__DOCS_OF_COLL,
 			      &st, err)))
 		goto done;
 	sqlite3_bind_int64(st, 1, c->id);
@@ -1639,8 +1639,9 @@ static int coll_walk(struct snap *sn, const struct store_coll *c, const struct c
 	 * only when it must be rendered: a selected column is materialised whether or not it
 	 * is looked at. */
 	rc = sql_prepare(t,
-			 cc->have ? "SELECT id, name, ctime FROM docs WHERE coll = ?1 ORDER BY id"
-				  : "SELECT id, name, ctime, bson FROM docs WHERE coll = ?1",
+			 cc->have ? "SELECT d.id, d.name, d.ctime" STORE__DOCS_OF_COLL
+				    " ORDER BY r.lo, d.id"
+				  : "SELECT d.id, d.name, d.ctime, d.bson" STORE__DOCS_OF_COLL,
 			 &st, err);
 	if (!rc && cc->have)
 		rc = sql_prepare(t, "SELECT bson FROM docs WHERE id = ?1", &bst, err);

@@ -61,6 +61,10 @@ enum store__st {
 	ST_IKEY_DELETE,
 	ST_IKEY_DUP,
 	ST_IKEY_DROP,
+	ST_RUN_LAST,
+	ST_RUN_AT,
+	ST_RUN_PUT,
+	ST_RUN_GAP,
 	ST__COUNT
 };
 
@@ -90,6 +94,14 @@ struct store_db {
 	bool ckpt_stop;			/* db_free: the thread must end */
 };
 
+/* The last run (largest lo) of one collection, as this transaction has it (doc.c note 5). */
+struct store__run {
+	int64_t coll;	/* its collection (0: nothing cached) */
+	int64_t lo, hi; /* the run; hi < lo: the collection has no run yet */
+	bool dirty;	/* differs from the runs row, or was written inside this transaction:
+			 * written (again) at commit */
+};
+
 struct store_txn {
 	struct store_db *db;	    /* Borrowed */
 	struct store__conn *c;	    /* Owned while the transaction runs */
@@ -104,6 +116,7 @@ struct store_txn {
 	struct store__ixcache *ixc; /* Owned: index.c's cache and pending entries, or NULL */
 	sqlite3_blob *fetch;	    /* Owned: store_doc_fetch's handle on docs.bson, or NULL */
 	struct dfs_buf fetched;	    /* the last fetched document's bytes */
+	struct store__run run;	    /* the current run (doc.c note 5) */
 };
 
 /* Returns the statement slot, reset and unbound, or NULL with err set. Borrowed: valid
@@ -112,6 +125,14 @@ sqlite3_stmt *store__stmt(struct store_txn *t, enum store__st which, struct dfs_
 /* Closes store_doc_fetch's blob handle and frees its buffer: the handle's statement must
  * not outlive the transaction. */
 void store__txn_close_fetch(struct store_txn *t);
+/* Records that a document of coll gets id (doc.c note 5): call before its row is written,
+ * so that no failure after it leaves a row outside the runs. */
+int store__run_note(struct store_txn *t, int64_t coll, int64_t id, struct dfs_err *err);
+/* Writes the cached run's row: before a statement of t reads runs, and at commit. The cache
+ * stays (and is written again at commit: a savepoint rolled back may have undone this). */
+int store__run_flush(struct store_txn *t, struct dfs_err *err);
+/* Forgets the cached run of coll without writing it (its runs were deleted). */
+void store__run_forget(struct store_txn *t, int64_t coll);
 /* Sets err from the connection's last SQLite error, prefixed by what; returns the code. */
 int store__sqlerr(struct store_txn *t, int rc, const char *what, struct dfs_err *err);
 /* Allocates a fresh entry id. */
@@ -124,7 +145,19 @@ int64_t store__now_ns(void);
 int store__conn_open(const char *path, bool create, struct store__conn **out, struct dfs_err *err);
 void store__conn_close(struct store__conn *c);
 
-#define STORE__SCHEMA_VERSION 3
+#define STORE__SCHEMA_VERSION 4
+
+/* The FROM and WHERE of a scan of collection ?1's documents (d) in run order (doc.c note
+ * 5): runs in lo order, each a rowid range of docs filtered on coll (a run may hold other
+ * ids). Add "ORDER BY r.lo, d.id" for id order. CROSS JOIN keeps runs the outer loop and
+ * "+d.coll" keeps docs_key out, so SQLite searches docs by rowid range and needs no sort.
+ * A scan from an id puts it in the range's one lower bound (lo, e.g. "max(r.lo, ?2)"): of
+ * two lower bounds on the rowid SQLite seeks by one and may take r.lo, reading the run
+ * from its start. Read runs in a write transaction only after store__run_flush. */
+#define STORE__DOCS_OF_COLL_FROM(lo)                                                               \
+	" FROM runs r CROSS JOIN docs d WHERE r.coll = ?1 AND d.id BETWEEN " lo " AND r.hi"        \
+	" AND +d.coll = ?1"
+#define STORE__DOCS_OF_COLL STORE__DOCS_OF_COLL_FROM("r.lo")
 
 /* ---- index.c ----------------------------------------------------------------------- */
 

@@ -1,11 +1,13 @@
 /*
  * test_store.c - unit tests of the SQLite-paged store (db.c, doc.c, check.c): databases,
- * collections, documents and scratch files, the rename rules, listing cookies, the change
- * feed and the checker. Each test uses its own temporary store directory.
+ * collections, documents and scratch files, the rename rules, listing cookies, the runs
+ * behind listings (doc.c note 5), the change feed and the checker. Each test uses its own temporary
+ * store directory.
  */
 #include "store.h"
 
 #include <check.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -324,8 +326,9 @@ START_TEST(test_store_entry_rename_scratch_over_doc_keeps_id)
 
 	ck_assert_int_eq(write_doc(c, "a.json", "{\"v\": 1}", &d, &err), 0);
 	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
-	ck_assert_int_eq(store_file_create(t, c, "sedX1", STORE_KIND_FILE, &attrs, tmp,
-					   strlen(tmp), &f, &err), 0);
+	ck_assert_int_eq(store_file_create(t, c, "sedX1", STORE_KIND_FILE, &attrs, tmp, strlen(tmp),
+					   &f, &err),
+			 0);
 	ck_assert_msg(store_entry_rename(t, f.id, c, "a.json", &out, &err) == 0, "%s", err.msg);
 	ck_assert_int_eq(store_txn_commit(t, &err), 0);
 	ck_assert_int_eq(out.id, d.id);
@@ -347,8 +350,8 @@ START_TEST(test_store_entry_rename_invalid_scratch_changes_nothing)
 
 	ck_assert_int_eq(write_doc(c, "a.json", "{\"v\": 1}", &d, &err), 0);
 	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
-	ck_assert_int_eq(store_file_create(t, c, "t", STORE_KIND_FILE, &attrs, "{oops", 5, &f,
-					   &err), 0);
+	ck_assert_int_eq(
+		store_file_create(t, c, "t", STORE_KIND_FILE, &attrs, "{oops", 5, &f, &err), 0);
 	ck_assert_int_eq(store_txn_commit(t, &err), 0);
 	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
 	ck_assert_int_eq(store_entry_rename(t, f.id, c, "a.json", &out, &err), DFS_EINVAL);
@@ -399,8 +402,7 @@ START_TEST(test_store_entry_rename_doc_away_and_back_in_one_txn_keeps_id)
 	ck_assert_msg(store_doc_write_text(t, c, "a.json", "{}", 2, &attrs, &d, &err) == 0, "%s",
 		      err.msg);
 	ck_assert_int_eq(store_entry_rename(t, d.id, c, "a.json~", &bak, &err), 0);
-	ck_assert_msg(store_doc_write_text(t, c, "a.json", b, strlen(b), &attrs, &again, &err) ==
-			  0,
+	ck_assert_msg(store_doc_write_text(t, c, "a.json", b, strlen(b), &attrs, &again, &err) == 0,
 		      "%s", err.msg);
 	ck_assert_int_eq(store_txn_commit(t, &err), 0);
 	ck_assert_int_eq(again.id, d.id);
@@ -514,6 +516,494 @@ START_TEST(test_store_check_finds_wrong_size)
 }
 END_TEST
 
+/* ---- runs (doc.c note 5) ----------------------------------------------------------- */
+
+#define MAX_IDS 2048
+
+struct idlist {
+	int64_t ids[MAX_IDS];
+	int n;
+	int64_t coll;	/* every listed document must be of this collection */
+	uint64_t last;	/* cookie after the last entry */
+	int stop_after; /* stop the listing after this many entries (0: never) */
+	int in_call;	/* entries in the current call */
+};
+
+static int collect_docs(void *ctx, const struct store_entry *e, uint64_t next)
+{
+	struct idlist *l = ctx;
+
+	l->last = next;
+	if (e->kind != STORE_KIND_DOC)
+		return 0;
+	ck_assert_int_eq(e->coll, l->coll);
+	ck_assert_int_lt(l->n, MAX_IDS);
+	l->ids[l->n++] = e->id;
+	return ++l->in_call == l->stop_after ? 1 : 0;
+}
+
+/* Lists the documents of coll in t, page by page (page entries per call, 0: one call). */
+static void list_in(struct store_txn *t, int64_t coll, int page, struct idlist *l)
+{
+	struct dfs_err err = {0};
+	int rc;
+
+	memset(l, 0, sizeof(*l));
+	l->coll = coll;
+	l->stop_after = page;
+	do {
+		l->in_call = 0;
+		rc = store_entry_list(t, coll, l->last, collect_docs, l, &err);
+		ck_assert_msg(rc == 0 || rc == 1, "%s", err.msg);
+	} while (rc == 1);
+}
+
+/* The ids of coll's documents as the collection cursor reads them, into l. */
+static void scan_in(struct store_txn *t, int64_t coll, struct idlist *l)
+{
+	struct dfs_err err = {0};
+	struct store_cursor *cur;
+	bson_t doc;
+	int64_t id;
+	int rc;
+
+	memset(l, 0, sizeof(*l));
+	ck_assert_int_eq(store_cursor_open(t, coll, &cur, &err), 0);
+	while ((rc = store_cursor_next(cur, &doc, &id, &err)) == 0) {
+		ck_assert_int_lt(l->n, MAX_IDS);
+		l->ids[l->n++] = id;
+	}
+	ck_assert_int_eq(rc, DFS_ENOENT);
+	store_cursor_free(cur);
+}
+
+static int cmp_id(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Listing (in pages of 7 and whole) and cursor of coll give exactly ids (any order) in
+ * ascending id order. t: the transaction to read in (NULL: a read transaction of its own). */
+static void expect_ids(struct store_txn *t, int64_t coll, const int64_t *ids, int n)
+{
+	struct dfs_err err = {0};
+	struct store_txn *own = NULL;
+	static struct idlist l;
+	int64_t want[MAX_IDS];
+
+	ck_assert_int_le(n, MAX_IDS);
+	memcpy(want, ids, (size_t)n * sizeof(*ids));
+	qsort(want, (size_t)n, sizeof(*want), cmp_id);
+	if (!t) {
+		ck_assert_int_eq(store_txn_begin(db, false, &own, &err), 0);
+		t = own;
+	}
+	for (int pass = 0; pass < 3; pass++) {
+		if (pass == 2)
+			scan_in(t, coll, &l);
+		else
+			list_in(t, coll, pass == 0 ? 7 : 0, &l);
+		ck_assert_int_eq(l.n, n);
+		for (int i = 0; i < n; i++)
+			ck_assert_int_eq(l.ids[i], want[i]);
+	}
+	store_txn_abort(own);
+}
+
+/* Inserts "<name>.json" ({}) into coll in t; returns its id. */
+static int64_t insert_in(struct store_txn *t, int64_t coll, const char *name)
+{
+	struct dfs_err err = {0};
+	struct store_entry e;
+	char file[64];
+
+	snprintf(file, sizeof(file), "%s.json", name);
+	ck_assert_msg(store_doc_write_text(t, coll, file, "{}", 2, &attrs, &e, &err) == 0, "%s",
+		      err.msg);
+	return e.id;
+}
+
+static int64_t insert_one(int64_t coll, const char *name)
+{
+	struct dfs_err err = {0};
+	struct store_txn *t;
+	int64_t id;
+
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	id = insert_in(t, coll, name);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	return id;
+}
+
+static int64_t rename_one(int64_t coll, const char *from, int64_t newcoll, const char *to)
+{
+	struct dfs_err err = {0};
+	struct store_txn *t;
+	struct store_entry e;
+
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	ck_assert_int_eq(store_entry_lookup(t, coll, from, &e, &err), 0);
+	ck_assert_msg(store_entry_rename(t, e.id, newcoll, to, &e, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	return e.id;
+}
+
+/* One integer from the database file of "shop" (or -1). */
+static int64_t sql_int(const char *q)
+{
+	char path[400];
+	sqlite3 *h;
+	sqlite3_stmt *s;
+	int64_t v = -1;
+
+	snprintf(path, sizeof(path), "%s/shop.db", tmpdir);
+	ck_assert_int_eq(sqlite3_open(path, &h), SQLITE_OK);
+	sqlite3_busy_timeout(h, 5000);
+	ck_assert_msg(sqlite3_prepare_v2(h, q, -1, &s, NULL) == SQLITE_OK, "%s", sqlite3_errmsg(h));
+	if (sqlite3_step(s) == SQLITE_ROW)
+		v = sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
+	sqlite3_close(h);
+	return v;
+}
+
+static void check_clean(void)
+{
+	struct dfs_err err = {0};
+
+	ck_assert_msg(store_check(st, no_problem, NULL, &err) == 0, "%s", err.msg);
+}
+
+START_TEST(test_store_entry_list_interleaved_colls_each_complete)
+{
+	struct dfs_err err = {0};
+	struct store_txn *t;
+	int64_t a = make_coll("a"), b = make_coll("b");
+	static int64_t ia[MAX_IDS], ib[MAX_IDS];
+	int na = 0, nb = 0;
+	char name[32];
+
+	/* One transaction alternating, read back before and after its commit. */
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	for (int i = 0; i < 300; i++) {
+		snprintf(name, sizeof(name), "%d", i);
+		if (i % 3 == 0)
+			ib[nb++] = insert_in(t, b, name);
+		else
+			ia[na++] = insert_in(t, a, name);
+		if (i == 100)
+			ck_assert_int_eq(store_file_create(t, a, "notes.txt", STORE_KIND_FILE,
+							   &attrs, "x", 1, NULL, &err),
+					 0);
+	}
+	expect_ids(t, a, ia, na);
+	expect_ids(t, b, ib, nb);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	expect_ids(NULL, a, ia, na);
+	expect_ids(NULL, b, ib, nb);
+	/* One transaction per document, alternating. */
+	for (int i = 300; i < 340; i++) {
+		snprintf(name, sizeof(name), "%d", i);
+		if (i % 2)
+			ib[nb++] = insert_one(b, name);
+		else
+			ia[na++] = insert_one(a, name);
+	}
+	expect_ids(NULL, a, ia, na);
+	expect_ids(NULL, b, ib, nb);
+	/* Runs stay far fewer than documents where a collection's ids come in stretches. */
+	ck_assert_int_lt(sql_int("SELECT count(*) FROM runs"), na + nb);
+	check_clean();
+}
+END_TEST
+
+START_TEST(test_store_entry_rename_across_colls_lists_both)
+{
+	int64_t a = make_coll("a"), b = make_coll("b");
+	int64_t x1 = insert_one(a, "x1"), x2 = insert_one(a, "x2");
+	int64_t y1 = insert_one(b, "y1"), y2 = insert_one(b, "y2"), y3 = insert_one(b, "y3");
+
+	/* Into b below b's ids, keeping its id. */
+	ck_assert_int_eq(rename_one(a, "x1.json", b, "m.json"), x1);
+	expect_ids(NULL, a, (int64_t[]){x2}, 1);
+	expect_ids(NULL, b, (int64_t[]){x1, y1, y2, y3}, 4);
+	/* Into a above a's ids, past documents of b. */
+	ck_assert_int_eq(rename_one(b, "y2.json", a, "n.json"), y2);
+	expect_ids(NULL, a, (int64_t[]){x2, y2}, 2);
+	expect_ids(NULL, b, (int64_t[]){x1, y1, y3}, 3);
+	/* And back. */
+	ck_assert_int_eq(rename_one(a, "n.json", b, "y2.json"), y2);
+	expect_ids(NULL, a, (int64_t[]){x2}, 1);
+	expect_ids(NULL, b, (int64_t[]){x1, y1, y2, y3}, 4);
+	check_clean();
+}
+END_TEST
+
+START_TEST(test_store_coll_drop_removes_runs)
+{
+	struct dfs_err err = {0};
+	struct store_txn *t;
+	int64_t a = make_coll("a"), b = make_coll("b"), ids[2];
+	char q[128];
+
+	insert_one(a, "1");
+	ids[0] = insert_one(b, "1");
+	insert_one(a, "2");
+	snprintf(q, sizeof(q), "SELECT count(*) FROM runs WHERE coll = %lld", (long long)a);
+	ck_assert_int_eq(sql_int(q), 2);
+	/* Emptied: its runs go with its documents, new ones get new runs. */
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	insert_in(t, a, "3");
+	ck_assert_int_eq(store_coll_empty(t, a, &err), 0);
+	ids[1] = insert_in(t, a, "4");
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	expect_ids(NULL, a, &ids[1], 1);
+	ck_assert_int_eq(sql_int(q), 1);
+	/* Dropped in the transaction that wrote to it: no run is left behind. */
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	insert_in(t, a, "5");
+	ck_assert_int_eq(store_coll_drop(t, a, &err), 0);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	ck_assert_int_eq(sql_int(q), 0);
+	expect_ids(NULL, b, ids, 1);
+	check_clean();
+}
+END_TEST
+
+START_TEST(test_store_entry_rename_vacated_and_lent_ids_listed)
+{
+	struct dfs_err err = {0};
+	struct store_txn *t;
+	struct store_entry e;
+	int64_t a = make_coll("a"), b = make_coll("b");
+	int64_t v = insert_one(a, "v"), s, w, y;
+
+	/* A scratch file of a, then documents of b, then more of a: a has two runs. */
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	ck_assert_int_eq(
+		store_file_create(t, a, "s.tmp", STORE_KIND_FILE, &attrs, "{}", 2, &e, &err), 0);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	s = e.id;
+	y = insert_one(b, "y");
+	w = insert_one(a, "w");
+	/* An editor moves v.json away and writes it again: it takes its id back. */
+	rename_one(a, "v.json", a, "v.json~");
+	ck_assert_int_eq(write_doc(a, "v.json", "{\"n\": 2}", &e, &err), 0);
+	ck_assert_int_eq(e.id, v);
+	/* The scratch file becomes a document with its own id, between a's runs. */
+	ck_assert_int_eq(rename_one(a, "s.tmp", a, "s.json"), s);
+	expect_ids(NULL, a, (int64_t[]){v, s, w}, 3);
+	expect_ids(NULL, b, &y, 1);
+	check_clean();
+}
+END_TEST
+
+START_TEST(test_store_index_create_failed_keeps_runs_of_txn)
+{
+	struct dfs_err err = {0};
+	struct store_txn *t;
+	struct store_entry e;
+	int64_t a = make_coll("a"), b = make_coll("b"), ids[3];
+	bson_t spec;
+
+	insert_one(b, "1");
+	ids[0] = insert_one(a, "0");
+	/* The index build reads a's runs inside its savepoint and fails: the rollback to the
+	 * savepoint must not lose the run written for the reading. */
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	ck_assert_int_eq(store_doc_write_text(t, a, "1.json", "{\"n\": 1}", 8, &attrs, &e, &err),
+			 0);
+	ids[1] = e.id;
+	insert_in(t, b, "2");
+	ck_assert_int_eq(store_doc_write_text(t, a, "2.json", "{\"n\": 1}", 8, &attrs, &e, &err),
+			 0);
+	ids[2] = e.id;
+	bson_init(&spec);
+	{
+		bson_t key;
+
+		BSON_APPEND_DOCUMENT_BEGIN(&spec, "key", &key);
+		BSON_APPEND_INT32(&key, "n", 1);
+		bson_append_document_end(&spec, &key);
+	}
+	BSON_APPEND_BOOL(&spec, "unique", true);
+	ck_assert_int_eq(store_index_create(t, a, &spec, NULL, 0, NULL, NULL, &err), DFS_EEXIST);
+	bson_destroy(&spec);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	expect_ids(NULL, a, ids, 3);
+	check_clean();
+}
+END_TEST
+
+struct last_problem {
+	int n;
+	char msg[512];
+};
+
+static void keep_problem(void *ctx, const char *p)
+{
+	struct last_problem *lp = ctx;
+
+	lp->n++;
+	snprintf(lp->msg, sizeof(lp->msg), "%s", p);
+}
+
+START_TEST(test_store_check_finds_doc_outside_runs)
+{
+	struct dfs_err err = {0};
+	int64_t a = make_coll("a"), b = make_coll("b");
+	char cmd[512];
+	struct last_problem lp = {0};
+
+	insert_one(a, "1");
+	insert_one(b, "1");
+	insert_one(a, "2");
+	store_free(st);
+	st = NULL;
+	/* The run of a's second document goes; then two runs of b overlap. */
+	snprintf(cmd, sizeof(cmd),
+		 "sqlite3 %s/shop.db 'DELETE FROM runs WHERE coll = %lld AND lo = (SELECT max(lo)"
+		 " FROM runs WHERE coll = %lld)'",
+		 tmpdir, (long long)a, (long long)a);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_eq(store_open(tmpdir, false, &st, &err), 0);
+	ck_assert_int_eq(store_check(st, keep_problem, &lp, &err), DFS_ECORRUPT);
+	ck_assert_int_eq(lp.n, 1);
+	ck_assert_msg(strstr(lp.msg, "'2.json' of collection") &&
+			      strstr(lp.msg, "'a' is in no run"),
+		      "%s", lp.msg);
+	snprintf(cmd, sizeof(cmd),
+		 "sqlite3 %s/shop.db 'INSERT INTO runs VALUES(%lld, 0, 1000); INSERT INTO runs"
+		 " SELECT %lld, max(id), max(id) FROM docs WHERE coll = %lld'",
+		 tmpdir, (long long)b, (long long)a, (long long)a);
+	ck_assert_int_eq(system(cmd), 0);
+	lp.n = 0;
+	ck_assert_int_eq(store_check(st, keep_problem, &lp, &err), DFS_ECORRUPT);
+	ck_assert_int_eq(lp.n, 1);
+	ck_assert_msg(strstr(lp.msg, "overlap"), "%s", lp.msg);
+}
+END_TEST
+
+/* The schema of version 3, as db.c created it (docs_coll, no runs). */
+static const char *const v3_schema =
+	"CREATE TABLE meta(k TEXT PRIMARY KEY, v) WITHOUT ROWID;"
+	"CREATE TABLE colls(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE,"
+	" options BLOB, ctime INTEGER, mtime INTEGER, mode INTEGER, uid INTEGER, gid INTEGER,"
+	" ixver INTEGER NOT NULL DEFAULT 0);"
+	"CREATE TABLE indexes(coll INTEGER, name TEXT, spec BLOB, ixid INTEGER,"
+	" multikey INTEGER NOT NULL DEFAULT 0, created INTEGER, build_ms INTEGER,"
+	" PRIMARY KEY(coll, name)) WITHOUT ROWID;"
+	"CREATE TABLE ikeys(ix INTEGER, key BLOB, id INTEGER, vals BLOB,"
+	" PRIMARY KEY(ix, key, id)) WITHOUT ROWID;"
+	"CREATE TABLE docs(id INTEGER PRIMARY KEY, coll INTEGER NOT NULL,"
+	" key BLOB NOT NULL, name TEXT, size INTEGER, mode INTEGER, uid INTEGER, gid INTEGER,"
+	" mtime INTEGER, ctime INTEGER, bson BLOB NOT NULL);"
+	"CREATE UNIQUE INDEX docs_key ON docs(coll, key);"
+	"CREATE INDEX docs_coll ON docs(coll);"
+	"CREATE TABLE files(id INTEGER PRIMARY KEY, coll INTEGER NOT NULL,"
+	" name TEXT NOT NULL, kind INTEGER, mode INTEGER, uid INTEGER, gid INTEGER,"
+	" mtime INTEGER, ctime INTEGER, data BLOB, UNIQUE(coll, name));"
+	"CREATE TABLE vacated(coll INTEGER, key BLOB, id INTEGER, time INTEGER,"
+	" PRIMARY KEY(coll, key)) WITHOUT ROWID;"
+	"CREATE TABLE changes(seq INTEGER PRIMARY KEY, coll INTEGER, op INTEGER,"
+	" id INTEGER, name TEXT);"
+	"INSERT INTO meta VALUES('dbnum', 9), ('next_id', 20), ('ctime', 1);"
+	"INSERT INTO colls(id, name, ctime, mtime, mode, uid, gid) VALUES(1, 'a', 1, 1, 493, 0, 0),"
+	" (2, 'b', 1, 1, 493, 0, 0);"
+	"PRAGMA user_version = 3;";
+
+/* Inserts document {"_id": n} as row id of coll, the way version 3 stored it. */
+static void v3_doc(sqlite3 *h, int64_t id, int64_t coll, int n)
+{
+	struct dfs_err err = {0};
+	struct dfs_buf key, name;
+	sqlite3_stmt *s;
+	bson_iter_t it;
+	bson_t doc;
+	int64_t size;
+
+	bson_init(&doc);
+	BSON_APPEND_INT32(&doc, "_id", n);
+	dfs_buf_init(&key);
+	dfs_buf_init(&name);
+	ck_assert(bson_iter_init_find(&it, &doc, "_id"));
+	ck_assert_int_eq(store_key_append(&key, bson_iter_value(&it), false, &err), 0);
+	ck_assert_int_eq(store_doc_rendered_len(&doc, &name, &size, &err), 0);
+	dfs_buf_reset(&name);
+	ck_assert_int_eq(store_name_from_id(bson_iter_value(&it), &name, &err), 0);
+	dfs_buf_puts(&name, ".json");
+	ck_assert_int_eq(sqlite3_prepare_v2(h,
+					    "INSERT INTO docs VALUES(?1, ?2, ?3, ?4, ?5, 420, 0, 0,"
+					    " 1, 1, ?6)",
+					    -1, &s, NULL),
+			 SQLITE_OK);
+	sqlite3_bind_int64(s, 1, id);
+	sqlite3_bind_int64(s, 2, coll);
+	sqlite3_bind_blob(s, 3, key.data, (int)key.len, SQLITE_STATIC);
+	sqlite3_bind_text(s, 4, name.data, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 5, size);
+	sqlite3_bind_blob(s, 6, bson_get_data(&doc), (int)doc.len, SQLITE_STATIC);
+	ck_assert_int_eq(sqlite3_step(s), SQLITE_DONE);
+	sqlite3_finalize(s);
+	dfs_buf_release(&key);
+	dfs_buf_release(&name);
+	bson_destroy(&doc);
+}
+
+START_TEST(test_store_db_get_migrates_schema_3)
+{
+	struct dfs_err err = {0};
+	struct store_db *old, *keep = db;
+	char path[400];
+	sqlite3 *h;
+
+	snprintf(path, sizeof(path), "%s/old.db", tmpdir);
+	ck_assert_int_eq(sqlite3_open(path, &h), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_exec(h, v3_schema, NULL, NULL, NULL), SQLITE_OK);
+	/* Interleaved ids, as two collections written in turn leave them. */
+	v3_doc(h, 3, 1, 1);
+	v3_doc(h, 4, 2, 1);
+	v3_doc(h, 5, 1, 2);
+	v3_doc(h, 6, 2, 2);
+	v3_doc(h, 9, 1, 3);
+	sqlite3_close(h);
+	/* check reads a version-3 database as it is (it migrates only when opened) */
+	check_clean();
+	ck_assert_msg(store_db_get(st, "old", false, &old, &err) == 0, "%s", err.msg);
+	db = old;
+	expect_ids(NULL, 1, (int64_t[]){3, 5, 9}, 3);
+	expect_ids(NULL, 2, (int64_t[]){4, 6}, 2);
+	/* New documents after the migration list after the old ones. */
+	ck_assert_int_ge(insert_one(1, "x"), 20);
+	ck_assert_int_eq(insert_one(2, "4"), 21);
+	expect_ids(NULL, 2, (int64_t[]){4, 6, 21}, 3);
+	db = keep;
+	ck_assert_int_eq(sqlite3_open(path, &h), SQLITE_OK);
+	{
+		sqlite3_stmt *s;
+
+		ck_assert_int_eq(sqlite3_prepare_v2(h,
+						    "SELECT (SELECT count(*) FROM sqlite_master"
+						    " WHERE name = 'docs_coll'), (SELECT count(*)"
+						    " FROM runs), (SELECT lo || '-' || hi FROM runs"
+						    " WHERE coll = 1 ORDER BY lo LIMIT 1)",
+						    -1, &s, NULL),
+				 SQLITE_OK);
+		ck_assert_int_eq(sqlite3_step(s), SQLITE_ROW);
+		ck_assert_int_eq(sqlite3_column_int(s, 0), 0);
+		/* One run per collection, a grew over the gap after 9 (no document of b in
+		 * it), b's new document is past a's: a run of its own. */
+		ck_assert_int_eq(sqlite3_column_int(s, 1), 3);
+		ck_assert_str_eq((const char *)sqlite3_column_text(s, 2), "3-20");
+		sqlite3_finalize(s);
+	}
+	sqlite3_close(h);
+	check_clean();
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
 	Suite *s = suite_create("store");
@@ -540,6 +1030,13 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_store_changes_since_sees_writes);
 	tcase_add_test(tc, test_store_check_passes_on_sound_store);
 	tcase_add_test(tc, test_store_check_finds_wrong_size);
+	tcase_add_test(tc, test_store_entry_list_interleaved_colls_each_complete);
+	tcase_add_test(tc, test_store_entry_rename_across_colls_lists_both);
+	tcase_add_test(tc, test_store_coll_drop_removes_runs);
+	tcase_add_test(tc, test_store_entry_rename_vacated_and_lent_ids_listed);
+	tcase_add_test(tc, test_store_index_create_failed_keeps_runs_of_txn);
+	tcase_add_test(tc, test_store_check_finds_doc_outside_runs);
+	tcase_add_test(tc, test_store_db_get_migrates_schema_3);
 	suite_add_tcase(s, tc);
 	return s;
 }
