@@ -224,8 +224,16 @@ int fs_agg_run(struct store_db *db, int64_t coll, const char *component, struct 
 	while ((rc = query_agg_next(ag, &doc, err)) == 0)
 		if ((rc = fs_render_put(rd, doc, err)))
 			goto done;
-	if (rc != DFS_ENOENT)
+	if (rc != DFS_ENOENT) {
+		struct dfs_err rerr = {0};
+
+		if (fs_render_drain(rd, &rerr)) { /* render.c note 4 */
+			rc = rerr.code;
+			if (err)
+				*err = rerr;
+		}
 		goto done;
+	}
 	rc = fs_render_finish(rd, err);
 	goto done;
 finish:

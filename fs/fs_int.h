@@ -190,6 +190,8 @@ int fs_render_new(struct fs_result *r, int format, struct fs_render **out, struc
  * DFS_EINVAL for format=ids without _id, or a spill's DFS_EIO (this one or an earlier
  * document's). */
 int fs_render_put(struct fs_render *p, const bson_t *doc, struct dfs_err *err);
+/* Renders every document put so far and returns the first rendering error (0: none). */
+int fs_render_drain(struct fs_render *p, struct dfs_err *err);
 /* Renders what is left, closes a JSON array and ends r (fs_result_finish). */
 int fs_render_finish(struct fs_render *p, struct dfs_err *err);
 /* Stops rendering (unless finished) and frees p; NULL is a no-op. */

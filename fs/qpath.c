@@ -598,8 +598,16 @@ int fs_query_run(struct store_db *db, int64_t coll, const struct fs_query *q, st
 		if ((rc = fs_render_put(rd, doc, err)))
 			goto done;
 	}
-	if (rc != DFS_ENOENT)
+	if (rc != DFS_ENOENT) {
+		struct dfs_err rerr = {0};
+
+		if (rd && fs_render_drain(rd, &rerr)) { /* render.c note 4 */
+			rc = rerr.code;
+			if (err)
+				*err = rerr;
+		}
 		goto done;
+	}
 	rc = 0;
 	if (q->distinct) {
 		qsort(ds.vals, ds.n, sizeof(*ds.vals), distinct_cmp);

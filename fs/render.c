@@ -21,7 +21,9 @@
  *    handed over and not rendered, and a batch buffer grown past BATCH_KEEP is given back
  *    when reused. So about INFLIGHT_MAX plus two documents are held, besides the result.
  * 4. The thread stops at its first error; the caller sees it at its next hand-over and at
- *    finish. Whatever the outcome, finish and free join the thread.
+ *    finish. A caller whose own source fails drains first (fs_render_drain): a rendering
+ *    error of an earlier document is the one to report, as rendering in turn meets it first.
+ * Whatever the outcome, finish and free join the thread.
  */
 #include "fs_int.h"
 
@@ -236,17 +238,22 @@ static int render_join(struct fs_render *p, bool stop, struct dfs_err *err)
 	return rc;
 }
 
-int fs_render_finish(struct fs_render *p, struct dfs_err *err)
+int fs_render_drain(struct fs_render *p, struct dfs_err *err)
 {
-	int rc;
-
 	if (p->threaded && p->ring[p->head % RING].bson.len) {
 		pthread_mutex_lock(&p->lock);
 		p->inflight += p->ring[p->head % RING].bson.len;
 		p->head++;
 		pthread_mutex_unlock(&p->lock);
 	}
-	if ((rc = render_join(p, false, err)))
+	return render_join(p, false, err);
+}
+
+int fs_render_finish(struct fs_render *p, struct dfs_err *err)
+{
+	int rc;
+
+	if ((rc = fs_render_drain(p, err)))
 		return rc;
 	if (p->format == FSQ_JSON)
 		dfs_buf_puts(&p->r->mem, p->n ? "\n]\n" : "]\n");

@@ -164,6 +164,32 @@ START_TEST(test_fs_render_put_reports_an_error_found_on_the_thread)
 }
 END_TEST
 
+/* A caller whose source failed drains: it gets the rendering error of a document put before,
+ * even one still in the batch being filled. */
+START_TEST(test_fs_render_drain_reports_an_earlier_rendering_error)
+{
+	struct dfs_err err = {0};
+	struct fs_render *p;
+	struct fs_result r;
+	int rc = 0, i;
+
+	fs_result_init(&r);
+	ck_assert_int_eq(fs_render_new(&r, FSQ_IDS, &p, &err), 0);
+	for (i = 0; i < 300; i++) { /* the thread starts at 256; the last one has no _id */
+		bson_t d;
+
+		make_doc(i, i == 299, &d);
+		rc = fs_render_put(p, &d, &err);
+		bson_destroy(&d);
+		ck_assert_int_eq(rc, 0); /* still in the batch being filled */
+	}
+	ck_assert_int_eq(fs_render_drain(p, &err), DFS_EINVAL);
+	ck_assert_str_eq(err.msg, "format=ids needs _id in the results");
+	fs_render_free(p);
+	fs_result_release(&r);
+}
+END_TEST
+
 START_TEST(test_fs_render_free_stops_an_unfinished_result)
 {
 	struct dfs_err err = {0};
@@ -197,6 +223,7 @@ int main(void)
 	tcase_add_test(tc, test_fs_render_put_matches_one_by_one_when_spilled);
 	tcase_add_test(tc, test_fs_render_put_matches_one_by_one_with_huge_documents);
 	tcase_add_test(tc, test_fs_render_put_reports_an_error_found_on_the_thread);
+	tcase_add_test(tc, test_fs_render_drain_reports_an_earlier_rendering_error);
 	tcase_add_test(tc, test_fs_render_free_stops_an_unfinished_result);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
