@@ -2939,6 +2939,14 @@ static int find_prefix(const struct query_pipeline *p, int upto, struct query_fi
 	return i;
 }
 
+/* Does the pipeline only count what its find returns (a $count right after the find's
+ * stages)? Then the find reads no document when its index bounds decide the filter (the
+ * COUNT_SCAN MongoDB plans when no field of the documents is needed). */
+static bool counts_only(const struct query_pipeline *p, int first, int upto)
+{
+	return first < upto && p->st[first].kind == S_COUNT;
+}
+
 /* Opens the pipeline's stages [0, upto) over coll (or over the documents of spool, read from
  * its current position, when not NULL). */
 static int agg_open(struct store_txn *t, int64_t coll, const struct query_pipeline *p,
@@ -2982,6 +2990,7 @@ static int agg_open(struct store_txn *t, int64_t coll, const struct query_pipeli
 	if (!spool) {
 		a->first = find_prefix(p, upto, &fo);
 		fo.sort_mem = mem;
+		fo.count_only = counts_only(p, a->first, upto);
 		if (extra && fo.filter) {
 			bson_t arr;
 
@@ -3434,6 +3443,8 @@ int query_agg_explain(struct store_txn *t, int64_t coll, const char *ns,
 	int first, rc;
 
 	first = find_prefix(p, upto, &fo);
+	fo.count_only = counts_only(p, first, upto);
+	fo.in_pipeline = true;
 	if ((rc = query_find_explain(t, coll, ns, &fo, verbosity, &fx, err)))
 		goto done;
 	if (first == p->n) {

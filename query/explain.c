@@ -313,13 +313,15 @@ static void append_command(const char *ns, const struct query_find_opts *o, bson
 	bson_t cmd;
 
 	BSON_APPEND_DOCUMENT_BEGIN(out, "command", &cmd);
-	BSON_APPEND_UTF8(&cmd, o->count_only ? "count" : "find", dot ? dot + 1 : ns);
+	bool count = o->count_only && !o->in_pipeline;
+
+	BSON_APPEND_UTF8(&cmd, count ? "count" : "find", dot ? dot + 1 : ns);
 	if (o->filter)
-		BSON_APPEND_DOCUMENT(&cmd, o->count_only ? "query" : "filter", o->filter);
+		BSON_APPEND_DOCUMENT(&cmd, count ? "query" : "filter", o->filter);
 	else {
 		bson_t e = BSON_INITIALIZER;
 
-		BSON_APPEND_DOCUMENT(&cmd, o->count_only ? "query" : "filter", &e);
+		BSON_APPEND_DOCUMENT(&cmd, count ? "query" : "filter", &e);
 	}
 	if (o->sort)
 		BSON_APPEND_DOCUMENT(&cmd, "sort", o->sort);
@@ -351,7 +353,7 @@ static int explain_run(struct store_txn *t, const char *ns, const struct query_f
 		       int verbosity, struct plan__run *r, int64_t start, bson_t *out,
 		       struct dfs_err *err)
 {
-	bool count = o->count_only;
+	bool count = o->count_only && !o->in_pipeline; /* the count command's shape */
 	bson_t qp, wp, rej, es, st, all;
 	int64_t nret = 0, keys = 0, docs = 0;
 	int rc;

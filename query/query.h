@@ -92,6 +92,8 @@ struct query_find_opts {
 	bool count_only;	  /* the caller only counts the results: an index scan whose
 				   * bounds decide the filter reads no document (COUNT_SCAN),
 				   * and the cursor may return NULL documents */
+	bool in_pipeline;	  /* explain: the find is an aggregate's $cursor, which shows a
+				   * count_only plan without the count command's COUNT stage */
 };
 
 struct query_cursor;

@@ -69,6 +69,10 @@ expect_eq "$(cat "$C/explain/$P?format=tree")" '$out "never"
     $cursor
       FETCH
         IXSCAN city_1 {city: 1} city: ["Beijing", "Beijing"]' "format=tree"
+P="[{\$match: {city: 'Beijing'}}, {\$count: 'n'}]"
+expect_eq "$(jq -c '[.stages[0]["$cursor"].queryPlanner.winningPlan.stage, .stages[0]["$cursor"].executionStats.totalDocsExamined]' \
+	"$C/explain/$P?verbosity=executionStats")" '["COUNT_SCAN",0]' "\$match + \$count counts index keys"
+expect_eq "$(jq -r .n "$C/aggregate/$P")" "$(cat "$C/query/{city: 'Beijing'}?count=1")" "\$match + \$count"
 echo '[{"$match": {"qty": {"$gt": 1}}}, {"$count": "n"}]' > "$C/.queries/big"
 expect_eq "$(jq -c '[.stages[1]["$count"], .stages[1].nReturned]' "$C/explain/@big?verbosity=executionStats&format=json")" \
 	'["n",1]' "explain/@saved pipeline"
@@ -87,7 +91,7 @@ if cat "$C/explain/[{\$grup: {}}]" > /dev/null 2>&1; then fail "explain of \$gru
 tail -n1 "$MNT/.docfs/errors" | grep -q "unrecognized pipeline stage name: '\$grup'" ||
 	fail "explain message: $(tail -n1 "$MNT/.docfs/errors")"
 expect_eq "$("$DOCFS" explain "$STORE" shop.orders "[{\$match: {city: 'Beijing'}}, {\$count: 'n'}]?format=json" |
-	jq -r '.stages[0]["$cursor"].queryPlanner.winningPlan.inputStage.indexName')" "city_1" "docfs explain of a pipeline"
+	jq -r '.stages[0]["$cursor"].queryPlanner.winningPlan | [.stage, .indexName] | join(" ")')" "COUNT_SCAN city_1" "docfs explain of a pipeline"
 
 step "docfs aggregate"
 expect_eq "$("$DOCFS" aggregate "$STORE" shop.orders '[{$match: {city: "Beijing"}}, {$count: "n"}]')" '{"n": 2}' "docfs aggregate"

@@ -419,6 +419,59 @@ static void expect_at(const bson_t *d, const char *path, const char *want)
 	free(got);
 }
 
+/* A $count right after the find's stages needs no field of the documents: the $cursor counts
+ * index keys when the bounds decide the filter (COUNT_SCAN, no document examined), the row
+ * count for no filter (RECORD_STORE_FAST_COUNT), and the counts are the scan's. */
+START_TEST(test_query_agg_count_reads_no_document)
+{
+	static const char *const cases[][3] = {
+		/* pipeline, the $cursor's plan, the result */
+		{"[{$match: {k: {$lt: 2}}}, {$count: \"n\"}]", "COUNT_SCAN",
+		 "{\"n\": {\"$numberInt\": \"20\"}}\n"},
+		{"[{$count: \"n\"}]", "RECORD_STORE_FAST_COUNT",
+		 "{\"n\": {\"$numberInt\": \"100\"}}\n"},
+		{"[{$match: {k: {$in: [1, 3]}, g: 0}}, {$count: \"n\"}]", "FETCH",
+		 "{\"n\": {\"$numberInt\": \"7\"}}\n"},
+		{"[{$match: {k: {$gt: 100}}}, {$count: \"n\"}]", "COUNT_SCAN", ""},
+	};
+	struct fixture f;
+	struct dfs_err err = {0};
+	bson_t spec;
+
+	fx_open(&f);
+	for (int i = 0; i < 100; i++) {
+		char doc[64];
+
+		snprintf(doc, sizeof(doc), "{_id: %d, k: %d, g: %d}", i, i % 10, i % 3);
+		insert(&f, f.coll, doc);
+	}
+	parse("{key: {k: 1}}", &spec);
+	ck_assert_msg(!store_index_create(f.t, f.coll, &spec, NULL, 0, NULL, NULL, &err), "%s",
+		      err.msg);
+	bson_destroy(&spec);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct query_pipeline *p = pipeline(cases[i][0]);
+		char *got = run(&f, f.coll, p, 0, NULL, NULL);
+		char want[64];
+		bson_t out;
+
+		ck_assert_msg(!strcmp(got, cases[i][2]), "%s: %s", cases[i][0], got);
+		free(got);
+		bson_init(&out);
+		ck_assert_msg(!query_agg_explain(f.t, f.coll, "d.c", p, NULL, QUERY_VERB_EXEC, &out,
+						 &err),
+			      "%s", err.msg);
+		snprintf(want, sizeof(want), "\"%s\"", cases[i][1]);
+		expect_at(&out, "stages.0.$cursor.queryPlanner.winningPlan.stage", want);
+		if (strcmp(cases[i][1], "FETCH"))
+			expect_at(&out, "stages.0.$cursor.executionStats.totalDocsExamined", "0");
+		bson_destroy(&out);
+		query_pipeline_free(p);
+	}
+	fx_close(&f);
+}
+END_TEST
+
 /* explain of a pipeline: the leading $match is the $cursor's find (an index scan when an
  * index fits), the other stages follow as written with their counters; a pipeline the find
  * runs whole is the find's explain; a $out is shown but never run. */
@@ -555,6 +608,7 @@ static Suite *suite(void)
 	tcase_add_test(tr, test_query_agg_run_out_atomic);
 	tcase_add_test(tr, test_query_agg_run_out_creates);
 	tcase_add_test(tr, test_query_agg_explain_stages);
+	tcase_add_test(tr, test_query_agg_count_reads_no_document);
 	suite_add_tcase(s, tp);
 	suite_add_tcase(s, tr);
 	return s;
