@@ -419,6 +419,25 @@ static void expect_at(const bson_t *d, const char *path, const char *want)
 	free(got);
 }
 
+/* A fixture whose collection holds {_id: i, k: i % 10, g: i % 3} for i < 100, indexed on k. */
+static void fx_open_k(struct fixture *f)
+{
+	struct dfs_err err = {0};
+	bson_t spec;
+
+	fx_open(f);
+	for (int i = 0; i < 100; i++) {
+		char doc[64];
+
+		snprintf(doc, sizeof(doc), "{_id: %d, k: %d, g: %d}", i, i % 10, i % 3);
+		insert(f, f->coll, doc);
+	}
+	parse("{key: {k: 1}}", &spec);
+	ck_assert_msg(!store_index_create(f->t, f->coll, &spec, NULL, 0, NULL, NULL, &err), "%s",
+		      err.msg);
+	bson_destroy(&spec);
+}
+
 /* A $count right after the find's stages needs no field of the documents: the $cursor counts
  * index keys when the bounds decide the filter (COUNT_SCAN, no document examined), the row
  * count for no filter (RECORD_STORE_FAST_COUNT), and the counts are the scan's. */
@@ -436,19 +455,8 @@ START_TEST(test_query_agg_count_reads_no_document)
 	};
 	struct fixture f;
 	struct dfs_err err = {0};
-	bson_t spec;
 
-	fx_open(&f);
-	for (int i = 0; i < 100; i++) {
-		char doc[64];
-
-		snprintf(doc, sizeof(doc), "{_id: %d, k: %d, g: %d}", i, i % 10, i % 3);
-		insert(&f, f.coll, doc);
-	}
-	parse("{key: {k: 1}}", &spec);
-	ck_assert_msg(!store_index_create(f.t, f.coll, &spec, NULL, 0, NULL, NULL, &err), "%s",
-		      err.msg);
-	bson_destroy(&spec);
+	fx_open_k(&f);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct query_pipeline *p = pipeline(cases[i][0]);
 		char *got = run(&f, f.coll, p, 0, NULL, NULL);
@@ -481,20 +489,10 @@ START_TEST(test_query_agg_explain_stages)
 	struct dfs_err err = {0};
 	struct query_pipeline *p;
 	struct store_coll c;
-	bson_t out, spec;
+	bson_t out;
 	char *s;
 
-	fx_open(&f);
-	for (int i = 0; i < 100; i++) {
-		char doc[64];
-
-		snprintf(doc, sizeof(doc), "{_id: %d, k: %d, g: %d}", i, i % 10, i % 3);
-		insert(&f, f.coll, doc);
-	}
-	parse("{key: {k: 1}}", &spec);
-	ck_assert_msg(!store_index_create(f.t, f.coll, &spec, NULL, 0, NULL, NULL, &err), "%s",
-		      err.msg);
-	bson_destroy(&spec);
+	fx_open_k(&f);
 
 	p = pipeline("[{$match: {k: {$lt: 2}}}, {$group: {_id: \"$g\", n: {$sum: 1}}}, "
 		     "{$sortByCount: \"$n\"}]");
