@@ -307,13 +307,20 @@ static void totals(const struct plan__node *n, int64_t *keys, int64_t *docs)
 		totals(n->kids[i], keys, docs);
 }
 
+/* Is o the count command (explained with its COUNT stage and as {count, query}), rather
+ * than a find or an aggregate's $cursor? */
+static bool is_count_command(const struct query_find_opts *o)
+{
+	return o->count_only && !o->in_pipeline;
+}
+
 static void append_command(const char *ns, const struct query_find_opts *o, bson_t *out)
 {
 	const char *dot = strchr(ns, '.');
 	bson_t cmd;
 
 	BSON_APPEND_DOCUMENT_BEGIN(out, "command", &cmd);
-	bool count = o->count_only && !o->in_pipeline;
+	bool count = is_count_command(o);
 
 	BSON_APPEND_UTF8(&cmd, count ? "count" : "find", dot ? dot + 1 : ns);
 	if (o->filter)
@@ -353,7 +360,7 @@ static int explain_run(struct store_txn *t, const char *ns, const struct query_f
 		       int verbosity, struct plan__run *r, int64_t start, bson_t *out,
 		       struct dfs_err *err)
 {
-	bool count = o->count_only && !o->in_pipeline; /* the count command's shape */
+	bool count = is_count_command(o);
 	bson_t qp, wp, rej, es, st, all;
 	int64_t nret = 0, keys = 0, docs = 0;
 	int rc;
