@@ -30,7 +30,9 @@ static const char usage_text[] =
 	"      result_mem=BYTES (larger query results go to a temporary file, 8 MiB),\n"
 	"      ttl_s=N (delete documents expired by TTL indexes every N seconds, 60; 0: never),\n"
 	"      dirplus_nodes=N (listings give the kernel attributes, and the daemon keeps a\n"
-	"      node, for documents only while it holds fewer than N nodes, 200000).\n"
+	"      node, for documents only while it holds fewer than N nodes, 200000),\n"
+	"      uring (serve requests through FUSE over io_uring, a queue per CPU: Linux 6.14+\n"
+	"      with /sys/module/fuse/parameters/enable_uring set to Y).\n"
 	"  import STORE DB.COLL [FILE|-] [--jsonArray] [--drop]\n"
 	"      Insert documents (Extended JSON, one or many per line, or one JSON array with\n"
 	"      --jsonArray) from FILE or standard input; --drop empties the collection first.\n"
@@ -180,6 +182,8 @@ static int cmd_mount(int argc, char **argv)
 			     tok = strtok_r(NULL, ",", &save)) {
 				if (strncmp(tok, "log=", 4) == 0) {
 					o.log = strdup(tok + 4);
+				} else if (strcmp(tok, "uring") == 0) {
+					o.uring = true;
 				} else if (strncmp(tok, "sort_mem=", 9) == 0 ||
 					   strncmp(tok, "result_mem=", 11) == 0 ||
 					   strncmp(tok, "dirplus_nodes=", 14) == 0) {

@@ -62,8 +62,8 @@ static int64_t now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-enum docfs_file { DF_ERRORS, DF_VERSION, DF__COUNT };
-static const char *const docfs_files[DF__COUNT] = {"errors", "version"};
+enum docfs_file { DF_ERRORS, DF_VERSION, DF_STATUS, DF__COUNT };
+static const char *const docfs_files[DF__COUNT] = {"errors", "version", "status"};
 
 enum fh_kind {
 	FH_ENTRY = 1, /* a document or scratch file: buf is its content */
@@ -284,6 +284,8 @@ static void docfs_file_render(int which, struct dfs_buf *out)
 {
 	if (which == DF_ERRORS)
 		fs_errlog_render(out);
+	else if (which == DF_STATUS)
+		fs_ring_status(out);
 	else
 		dfs_buf_puts(out, "docfs 0.1.0\n");
 }
@@ -2478,8 +2480,11 @@ static void fsop_init(void *userdata, struct fuse_conn_info *conn)
 	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
 	/* Requests arrive in memory, so the request loop can hand them to another thread. */
 	conn->want &= ~(unsigned)FUSE_CAP_SPLICE_READ;
+	/* Replies are written with writev, where the ring (ring.c note 2) catches them. */
+	conn->want &= ~(unsigned)(FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
 	conn->max_write = FS_MAX_WRITE;
 	conn->max_readahead = 1024 * 1024;
+	fs_ring_init_reply();
 }
 
 /* note 7 */

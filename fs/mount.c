@@ -32,6 +32,7 @@
 
 struct job {
 	struct job *next;
+	struct fs_ring_ent *ent; /* the ring entry the reply goes to, or NULL (/dev/fuse) */
 	size_t size;
 	char mem[]; /* the request as read from /dev/fuse */
 };
@@ -55,7 +56,9 @@ static void job_run(struct job *j)
 {
 	struct fuse_buf b = {.size = j->size, .mem = j->mem};
 
+	fs_ring_bind(j->ent);
 	fuse_session_process_buf(pool.se, &b);
+	fs_ring_bind(NULL);
 	free(j);
 }
 
@@ -119,16 +122,23 @@ static bool worker_start(void)
 }
 
 /* Queues a copy of the request for a worker (note 2). */
-static void job_submit(const void *mem, size_t size)
+static void job_submit(const void *mem, size_t size, struct fs_ring_ent *ent)
 {
 	struct job *j = malloc(sizeof(*j) + size);
 
 	if (!j)
 		abort();
 	j->next = NULL;
+	j->ent = ent;
 	j->size = size;
 	memcpy(j->mem, mem, size);
 	pthread_mutex_lock(&pool.lock);
+	if (pool.stop) {
+		/* The pool is closing (only a ring thread submits now): serve it here. */
+		pthread_mutex_unlock(&pool.lock);
+		job_run(j);
+		return;
+	}
 	if (pool.tail)
 		pool.tail->next = j;
 	else
@@ -187,6 +197,19 @@ static bool is_quick(const char *mem, size_t size)
 	return fs_op_quick(ih->opcode, ih->nodeid, fh, flags);
 }
 
+void fs_mount_dispatch(const char *mem, size_t size, struct fs_ring_ent *ent)
+{
+	if (is_quick(mem, size)) {
+		struct fuse_buf b = {.size = size, .mem = (void *)mem};
+
+		fs_ring_bind(ent);
+		fuse_session_process_buf(pool.se, &b);
+		fs_ring_bind(NULL);
+	} else {
+		job_submit(mem, size, ent);
+	}
+}
+
 /* Serves requests until the session ends (unmount or signal); 0, or -errno of a failed
  * read. */
 static int request_loop(struct fuse_session *se)
@@ -207,18 +230,51 @@ static int request_loop(struct fuse_session *se)
 		if ((fbuf.flags & FUSE_BUF_IS_FD) || is_quick(fbuf.mem, (size_t)res))
 			fuse_session_process_buf(se, &fbuf);
 		else
-			job_submit(fbuf.mem, (size_t)res);
+			job_submit(fbuf.mem, (size_t)res, NULL);
+		if (fs_ring_granted()) {
+			struct dfs_err err = {0};
+
+			/* The FUSE_INIT reply just asked for the ring (ring.c note 7). */
+			if (fs_ring_start(se, FS_MAX_WRITE, &err))
+				fs_errlog_add("mount: no io_uring, requests go through /dev/fuse: %s",
+					      err.msg);
+		}
 	}
 	free(fbuf.mem);
-	/* Workers finish what is queued, then exit. */
+	/* Workers finish what is queued, then exit; their replies to ring requests are
+	 * committed by the ring threads, which stop next. A ring request that comes in
+	 * meanwhile is served by its ring thread (job_submit). */
 	pthread_mutex_lock(&pool.lock);
 	pool.stop = true;
 	pthread_cond_broadcast(&pool.more);
 	while (pool.nworkers > 0)
 		pthread_cond_wait(&pool.gone, &pool.lock);
 	pthread_mutex_unlock(&pool.lock);
+	fs_ring_stop();
+	fs_ring_free();
 	fuse_session_reset(se);
 	return res < 0 ? res : 0;
+}
+
+#define URING_PARAM "/sys/module/fuse/parameters/enable_uring"
+
+/* 0 when the kernel offers FUSE over io_uring, else DFS_EINVAL saying how to enable it. */
+static int uring_check(struct dfs_err *err)
+{
+	FILE *f = fopen(URING_PARAM, "r");
+	int c = f ? fgetc(f) : EOF;
+
+	if (f)
+		fclose(f);
+	if (!f)
+		return dfs_err_set(err, DFS_EINVAL,
+				   "-o uring needs a kernel with FUSE over io_uring (6.14 or later, "
+				   "CONFIG_FUSE_IO_URING): no " URING_PARAM);
+	if (c != 'Y' && c != 'y' && c != '1')
+		return dfs_err_set(err, DFS_EINVAL,
+				   "-o uring: FUSE over io_uring is disabled; as root: "
+				   "echo Y > " URING_PARAM);
+	return 0;
 }
 
 int fs_mount_run(const struct fs_mount_opts *o, struct dfs_err *err)
@@ -232,6 +288,8 @@ int fs_mount_run(const struct fs_mount_opts *o, struct dfs_err *err)
 	fs_sort_mem = o->sort_mem;
 	fs_result_mem = o->result_mem;
 	fs_dirplus_nodes = o->dirplus_nodes;
+	if (o->uring && (rc = uring_check(err)))
+		return rc;
 	if ((rc = store_open(o->store, false, &s, err)))
 		return rc;
 	if (o->log && (rc = fs_errlog_open(o->log, err)))
@@ -260,6 +318,10 @@ int fs_mount_run(const struct fs_mount_opts *o, struct dfs_err *err)
 		fuse_remove_signal_handlers(se);
 		rc = dfs_err_set(err, DFS_EIO, "cannot mount on '%s'", o->mountpoint);
 		goto done;
+	}
+	if (o->uring) {
+		fs_ring_want(true);
+		fs_ring_set_fd(fuse_session_fd(se));
 	}
 	/* The mount is live: the parent returns now, the child serves. */
 	if (fuse_daemonize(o->foreground) != 0) {

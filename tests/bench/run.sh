@@ -2,7 +2,8 @@
 # tests/bench/run.sh [DOCFS] - docfs benchmarks against plain alternatives, in one run:
 #   1. bulk insert of 1,000,000 generated users: `cat > .insert` and `docfs import`,
 #      against the sqlite3 CLI importing the same JSON lines into one TEXT column;
-#   2. `grep -rl Beijing` over 100,000 documents, cold and warm: docfs, a native directory
+#   2. `grep -rl Beijing` over 100,000 documents, cold and warm: docfs (mounted as usual,
+#      and with `-o uring` when the kernel has FUSE over io_uring), a native directory
 #      holding the same bytes, and that directory through bindfs (a FUSE passthrough);
 #   3. `ls -l | wc -l` over the same 100,000 documents: docfs and native, and the docfs
 #      daemon's peak RSS.
@@ -71,6 +72,8 @@ cleanup() {
 	for m in "${MOUNTS[@]}"; do
 		unmount "$m" "$B/store-${m##*/mnt-}"
 	done
+	# Interrupted during the -o uring runs: put the kernel's parameter back.
+	[ -z "${URING_BEFORE:-}" ] || echo "$URING_BEFORE" > "$URING_PARAM" 2>/dev/null || true
 	rm -rf "$B"
 	exit "$rc"
 }
@@ -236,6 +239,28 @@ T_DW=$T G_DW=$G
 RSS_GREP=$(vmhwm "$B/store-grep" "$B/mnt-grep")
 unmount_docfs grep
 
+# The same through FUSE over io_uring (`-o uring`, fs/ring.c), when the kernel has it: its
+# module parameter is turned on for this mount and put back after it.
+URING_PARAM=/sys/module/fuse/parameters/enable_uring
+T_UC=- T_UW=- G_UC=- G_UW=- UR_STATUS="not run: $URING_PARAM missing or read-only"
+if [ -w "$URING_PARAM" ]; then
+	URING_BEFORE=$(cat "$URING_PARAM")
+	echo Y > "$URING_PARAM"
+	drop_caches
+	BENCH_MOUNT_OPTS="${BENCH_MOUNT_OPTS:+$BENCH_MOUNT_OPTS,}uring" mount_docfs grep
+	grep_run docfs-uring-cold "$DG"
+	T_UC=$T G_UC=$G
+	grep_run docfs-uring-warm "$DG"
+	T_UW=$T G_UW=$G
+	UR_STATUS=$(cat "$B/mnt-grep/.docfs/status")
+	unmount_docfs grep
+	echo "$URING_BEFORE" > "$URING_PARAM"
+	case $UR_STATUS in
+	*'"transport": "io_uring"'*) ;;
+	*) problem "-o uring did not serve through io_uring: $UR_STATUS" grep ;;
+	esac
+fi
+
 drop_caches
 grep_run native-cold "$B/native/users"
 T_NC=$T G_NC=$G
@@ -252,7 +277,9 @@ grep_run bindfs-warm "$B/bindmnt"
 T_BW=$T G_BW=$G
 unmount "$B/bindmnt"
 
-for r in docfs-warm native-cold native-warm bindfs-cold bindfs-warm; do
+URING_RUNS=
+[ "$T_UC" = - ] || URING_RUNS="docfs-uring-cold docfs-uring-warm"
+for r in docfs-warm $URING_RUNS native-cold native-warm bindfs-cold bindfs-warm; do
 	cmp -s "$B/grep-docfs-cold.names" "$B/grep-$r.names" ||
 		problem "grep -rl found different files on docfs (cold, $G_DC) and $r: $(diff "$B/grep-docfs-cold.names" "$B/grep-$r.names" | head -n 4 | tr '\n' ' ')"
 done
@@ -268,6 +295,15 @@ X_DN_WARM=$(div "$T_DW" "$T_NW")
 GOAL_BINDFS_COLD=$(le "$T_DC" "$T_BC")
 GOAL_BINDFS_WARM=$(le "$T_DW" "$T_BW")
 GOAL_NATIVE_WARM=$(le "$T_DW" "$(awk -v n="$T_NW" 'BEGIN { print 3 * n }')")
+X_UN_COLD=- X_UN_WARM=- X_UB_COLD=- X_UB_WARM=- GOAL_URING_WARM="not run" GOAL_URING_BINDFS=-
+if [ "$T_UC" != - ]; then
+	X_UN_COLD=$(div "$T_UC" "$T_NC")
+	X_UN_WARM=$(div "$T_UW" "$T_NW")
+	X_UB_COLD=$(div "$T_UC" "$T_BC")
+	X_UB_WARM=$(div "$T_UW" "$T_BW")
+	GOAL_URING_WARM=$(le "$T_UW" "$(awk -v n="$T_NW" 'BEGIN { print 3 * n }')")
+	GOAL_URING_BINDFS="cold $(le "$T_UC" "$T_BC"), warm $(le "$T_UW" "$T_BW")"
+fi
 
 ########################################################################################
 # 3. ls -l | wc -l
@@ -330,6 +366,11 @@ daemon's peak RSS during the insert was $(kib_to_mib "$RSS_INSERT").
 | cold (s) | $T_DC | $T_NC | $T_BC | $X_DB_COLD | $X_DN_COLD |
 | warm (s) | $T_DW | $T_NW | $T_BW | $X_DB_WARM | $X_DN_WARM |
 | files found (cold / warm) | $G_DC / $G_DW | $G_NC / $G_NW | $G_BC / $G_BW | | |
+| \`-o uring\`: cold (s) | $T_UC | | | $X_UB_COLD | $X_UN_COLD |
+| \`-o uring\`: warm (s) | $T_UW | | | $X_UB_WARM | $X_UN_WARM |
+| \`-o uring\`: files found (cold / warm) | $G_UC / $G_UW | | | | |
+
+The \`-o uring\` mount (FUSE over io_uring, a queue per CPU): $UR_STATUS
 
 Same files found everywhere: $GREP_SAME. Cold = after unmount/remount (docfs, bindfs) and
 \`sync; echo 3 > /proc/sys/vm/drop_caches\`; warm = the same command run again right after.
@@ -339,6 +380,8 @@ Same files found everywhere: $GREP_SAME. Cold = after unmount/remount (docfs, bi
 | docfs at least as fast as bindfs, cold ($T_DC s vs $T_BC s) | $GOAL_BINDFS_COLD |
 | docfs at least as fast as bindfs, warm ($T_DW s vs $T_BW s) | $GOAL_BINDFS_WARM |
 | docfs warm within 3x of native warm ($X_DN_WARM x) | $GOAL_NATIVE_WARM |
+| docfs \`-o uring\` at least as fast as bindfs | $GOAL_URING_BINDFS |
+| docfs \`-o uring\` warm within 3x of native warm ($X_UN_WARM x) | $GOAL_URING_WARM |
 
 ## 3. \`ls -l | wc -l\` over $NFMT documents
 
@@ -365,6 +408,7 @@ Benchmarks ($DATE, $(nproc) cores, tests/bench/run.sh${BENCH_MOUNT_OPTS:+, -o $B
   docfs import $NBFMT docs         $T_IMPORT s  ($R_IMPORT docs/s; ratio $X_IMPORT)
   grep -rl over $NFMT docs, cold   docfs $T_DC s, bindfs $T_BC s, native $T_NC s  (docfs/bindfs $X_DB_COLD: $GOAL_BINDFS_COLD)
   grep -rl over $NFMT docs, warm   docfs $T_DW s, bindfs $T_BW s, native $T_NW s  (docfs/native $X_DN_WARM, goal <= 3: $GOAL_NATIVE_WARM)
+  the same with -o uring           cold $T_UC s (docfs/bindfs $X_UB_COLD), warm $T_UW s (docfs/native $X_UN_WARM, goal <= 3: $GOAL_URING_WARM)
   ls -l over $NFMT docs, cold      docfs $T_LDC s, native $T_LNC s  (goal < 2 s: $GOAL_LS); daemon peak RSS $(kib_to_mib "$RSS_LS")
 \`\`\`
 EOF

@@ -12,20 +12,59 @@ mkdir -p "$STORE" "$MNT"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}log_path=$T/asan"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-}${UBSAN_OPTIONS:+:}log_path=$T/ubsan"
 
+# DOCFS_MOUNT_OPTS: more `docfs mount -o` options for every mount (meson's mount-uring-*
+# tests run some scripts again with `uring`, which needs the kernel's FUSE over io_uring:
+# its module parameter is turned on for the test and put back after it).
+MOUNT_OPTS=${DOCFS_MOUNT_OPTS:-}
+URING_PARAM=/sys/module/fuse/parameters/enable_uring
+URING_WAS=
+if [[ ",$MOUNT_OPTS," == *,uring,* ]]; then
+	if [ ! -w "$URING_PARAM" ]; then
+		echo "SKIP: this kernel has no FUSE over io_uring ($URING_PARAM missing or read-only)"
+		exit 77
+	fi
+	URING_WAS=$(cat "$URING_PARAM")
+	echo Y > "$URING_PARAM"
+fi
+
 daemon_pid() {
 	pgrep -f -- "docfs mount .*$STORE $MNT" | head -n1 || true
 }
 
 # mount_docfs [extra -o options]
 mount_docfs() {
-	"$DOCFS" mount -o "log=$T/log,notify_ms=100${1:+,$1}" "$STORE" "$MNT"
+	"$DOCFS" mount -o "log=$T/log,notify_ms=100${MOUNT_OPTS:+,$MOUNT_OPTS}${1:+,$1}" "$STORE" "$MNT"
 	mountpoint -q "$MNT" || fail "not mounted after docfs mount returned"
+}
+
+# With -o uring, requests must really have come through the ring: a mount that silently
+# fell back to /dev/fuse would test nothing new.
+ring_used() {
+	local st
+	[ -n "$URING_WAS" ] || return 0
+	st=$(cat "$MNT/.docfs/status" 2>/dev/null) || return 0 # not mounted any more
+	case $st in
+	*'"transport": "io_uring"'*) ;;
+	*)
+		echo "FAIL: mounted with -o uring, but /.docfs/status says: $st" >&2
+		RING_FAILED=1
+		return 0
+		;;
+	esac
+	case $st in
+	*'"ringRequests": 0,'*)
+		echo "FAIL: no request came through the ring: $st" >&2
+		RING_FAILED=1
+		;;
+	esac
+	return 0
 }
 
 unmount_docfs() {
 	local pid
 	pid=$(daemon_pid)
 	if mountpoint -q "$MNT"; then
+		ring_used
 		fusermount3 -u "$MNT" 2>/dev/null || { sleep 1; fusermount3 -u "$MNT" 2>/dev/null; } ||
 			fusermount3 -uz "$MNT" 2>/dev/null || true
 	fi
@@ -54,12 +93,14 @@ sanitizer_reports() {
 }
 
 SANITIZER_FAILED=0
+RING_FAILED=0
 cleanup() {
 	local rc=$?
 	unmount_docfs
-	if [ "$SANITIZER_FAILED" -ne 0 ] && [ "$rc" -eq 0 ]; then
-		rc=1
+	if [ "$SANITIZER_FAILED" -ne 0 ] || [ "$RING_FAILED" -ne 0 ]; then
+		[ "$rc" -ne 0 ] || rc=1
 	fi
+	[ -z "$URING_WAS" ] || echo "$URING_WAS" > "$URING_PARAM"
 	rm -rf "$T"
 	exit "$rc"
 }
