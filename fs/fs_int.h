@@ -398,7 +398,9 @@ extern struct store *fs_store; /* Borrowed by fsops.c: the mounted store */
  * fh and open_flags those of an OPEN, READ or RELEASE (else 0). */
 bool fs_op_quick(uint32_t opcode, uint64_t nodeid, uint64_t fh, uint32_t open_flags);
 /* pthread_create with every signal blocked in the new thread: signals go to the request
- * loop's reader, whose read() they interrupt (mount.c). Returns pthread_create's result. */
+ * loop's reader, whose read() they interrupt (mount.c). The thread runs with the daemon's
+ * CPU affinity and normal scheduling, even when a ring thread (pinned, SCHED_IDLE) starts
+ * it. Returns pthread_create's result. */
 int fs_thread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
 /* mount.c: serves one request taken from ring entry ent (ring.c): quick ones on this
  * thread, others through the worker pool. mem (size bytes, /dev/fuse layout) is borrowed

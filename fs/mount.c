@@ -22,6 +22,7 @@
 #include <fuse_lowlevel.h>
 #include <linux/fuse.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,15 +94,46 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
+static cpu_set_t mount_cpus; /* the daemon's CPU affinity before any ring thread pinned itself */
+static bool mount_cpus_ok;
+
+struct thread_start {
+	void *(*fn)(void *);
+	void *arg;
+};
+
+/* A new thread inherits its creator's CPU affinity, scheduling policy and name; one started
+ * from a ring thread (ring.c note 6: pinned, SCHED_IDLE) gets the daemon's own back. */
+static void *thread_main(void *p)
+{
+	struct thread_start st = *(struct thread_start *)p;
+	struct sched_param sp = {0};
+
+	free(p);
+	if (sched_getscheduler(0) != SCHED_OTHER)
+		sched_setscheduler(0, SCHED_OTHER, &sp);
+	if (mount_cpus_ok)
+		sched_setaffinity(0, sizeof(mount_cpus), &mount_cpus);
+	pthread_setname_np(pthread_self(), "docfs");
+	return st.fn(st.arg);
+}
+
 int fs_thread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
 {
+	struct thread_start *st = malloc(sizeof(*st));
 	sigset_t all, old;
 	int rc;
 
+	if (!st)
+		return ENOMEM;
+	st->fn = fn;
+	st->arg = arg;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
-	rc = pthread_create(th, attr, fn, arg);
+	rc = pthread_create(th, attr, thread_main, st);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc)
+		free(st);
 	return rc;
 }
 
@@ -236,8 +268,9 @@ static int request_loop(struct fuse_session *se)
 
 			/* The FUSE_INIT reply just asked for the ring (ring.c note 7). */
 			if (fs_ring_start(se, FS_MAX_WRITE, &err))
-				fs_errlog_add("mount: no io_uring, requests go through /dev/fuse: %s",
-					      err.msg);
+				fs_errlog_add(
+					"mount: no io_uring, requests go through /dev/fuse: %s",
+					err.msg);
 		}
 	}
 	free(fbuf.mem);
@@ -267,9 +300,10 @@ static int uring_check(struct dfs_err *err)
 	if (f)
 		fclose(f);
 	if (!f)
-		return dfs_err_set(err, DFS_EINVAL,
-				   "-o uring needs a kernel with FUSE over io_uring (6.14 or later, "
-				   "CONFIG_FUSE_IO_URING): no " URING_PARAM);
+		return dfs_err_set(
+			err, DFS_EINVAL,
+			"-o uring needs a kernel with FUSE over io_uring (6.14 or later, "
+			"CONFIG_FUSE_IO_URING): no " URING_PARAM);
 	if (c != 'Y' && c != 'y' && c != '1')
 		return dfs_err_set(err, DFS_EINVAL,
 				   "-o uring: FUSE over io_uring is disabled; as root: "
@@ -290,6 +324,7 @@ int fs_mount_run(const struct fs_mount_opts *o, struct dfs_err *err)
 	fs_dirplus_nodes = o->dirplus_nodes;
 	if (o->uring && (rc = uring_check(err)))
 		return rc;
+	mount_cpus_ok = sched_getaffinity(0, sizeof(mount_cpus), &mount_cpus) == 0;
 	if ((rc = store_open(o->store, false, &s, err)))
 		return rc;
 	if (o->log && (rc = fs_errlog_open(o->log, err)))

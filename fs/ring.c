@@ -136,7 +136,7 @@ static struct {
 	bool wanted;	     /* -o uring */
 	bool granted;	     /* the INIT reply asked for the ring; reader thread only */
 	atomic_bool started; /* fs_ring_start ran */
-	int fd; /* /dev/fuse */
+	int fd;		     /* /dev/fuse */
 	size_t payload_sz;
 	int nq;
 	struct ring_queue *q; /* Owned: nq queues */
@@ -393,6 +393,7 @@ static bool runnable(int tid)
 static void *watch_main(void *arg)
 {
 	(void)arg;
+	pthread_setname_np(pthread_self(), "docfs-ringwatch");
 	pthread_mutex_lock(&ring.watch_lock);
 	while (!atomic_load(&ring.stop)) {
 		struct timespec until;
@@ -432,6 +433,10 @@ static void *ring_main(void *arg)
 	struct ring_queue *q = arg;
 	int ndead = 0, rc;
 
+	char name[16];
+
+	snprintf(name, sizeof(name), "docfs-ring%d", q->qid);
+	pthread_setname_np(pthread_self(), name);
 	own_queue = q;
 	pin_to_cpu(q->qid);
 	q->tid = gettid();
