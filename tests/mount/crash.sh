@@ -27,8 +27,7 @@ crash_cleanup() {
 	if ! mountpoint -q "$MNT" 2>/dev/null && grep -qs " $MNT " /proc/mounts; then
 		fusermount3 -uz "$MNT" 2>/dev/null || true
 	fi
-	(exit "$rc")
-	cleanup
+	cleanup "$rc"
 }
 trap crash_cleanup EXIT
 

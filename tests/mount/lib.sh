@@ -94,8 +94,10 @@ sanitizer_reports() {
 
 SANITIZER_FAILED=0
 RING_FAILED=0
+# cleanup [RC]: the EXIT trap (RC: the script's exit status, for a trap of a script's own
+# that calls this one last; a `(exit $rc)` there would end the trap under set -e).
 cleanup() {
-	local rc=$?
+	local rc=${1:-$?}
 	unmount_docfs
 	if [ "$SANITIZER_FAILED" -ne 0 ] || [ "$RING_FAILED" -ne 0 ]; then
 		[ "$rc" -ne 0 ] || rc=1

@@ -16,8 +16,7 @@ uring_restore() {
 	local rc=$?
 	pkill -f "docfs-uring-hog-$$" 2>/dev/null || true
 	echo "$URING_BEFORE" > "$URING_PARAM"
-	(exit "$rc")
-	cleanup
+	cleanup "$rc"
 }
 trap uring_restore EXIT
 
