@@ -24,7 +24,8 @@
  *    reply (max_write). Quick requests (fs_op_quick) are served on the ring thread; the rest
  *    go to the worker pool with a copy of the request, so a slow one holds only its entry.
  *    Only the ring thread submits to its ring: a worker's reply is put on the queue's done
- *    list and the thread is woken through its eventfd to commit it.
+ *    list and the thread is woken through its eventfd to commit it (it also looks at the
+ *    list at every turn).
  * 5. An entry is in one of three states: with the kernel (registered or committed, waiting
  *    for a request), being served (its request in a handler), or replied (on the done list,
  *    or committed at the next submit). A commit both replies and waits for the next request.
@@ -245,7 +246,7 @@ static ssize_t ring_reply(struct fs_ring_ent *e, const struct iovec *iov, int cn
 		char *p = e->mem + RING_ROOM;
 
 		for (int i = 1; i < cnt; i++) {
-			memcpy(p + off, iov[i].iov_base, iov[i].iov_len);
+			memmove(p + off, iov[i].iov_base, iov[i].iov_len); /* may be the request */
 			off += iov[i].iov_len;
 		}
 		e->hdr->io.payload_sz = (uint32_t)off;
@@ -431,8 +432,7 @@ static void *watch_main(void *arg)
 static void *ring_main(void *arg)
 {
 	struct ring_queue *q = arg;
-	int ndead = 0, rc;
-
+	int ndead = 0, nerr = 0, rc;
 	char name[16];
 
 	snprintf(name, sizeof(name), "docfs-ring%d", q->qid);
@@ -454,10 +454,15 @@ static void *ring_main(void *arg)
 			atomic_store(&q->boosted, false);
 			set_idle(true);
 		}
+		ring_drain_done(q); /* a worker's reply may come before its wake-up */
 		rc = io_uring_submit_and_wait(&q->ring, 1);
 		if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
-			fs_errlog_add("ring: queue %d: %s", q->qid, strerror(-rc));
-			break;
+			/* Leaving would strand the requests the kernel queues for this CPU:
+			 * keep trying, and say so (once in a while). */
+			if (nerr++ % 1000 == 0)
+				fs_errlog_add("ring: queue %d: %s", q->qid, strerror(-rc));
+			usleep(1000);
+			continue;
 		}
 		io_uring_for_each_cqe(&q->ring, head, cqe)
 		{
@@ -465,8 +470,11 @@ static void *ring_main(void *arg)
 
 			n++;
 			if (cqe->user_data == RING_EV_TAG) {
-				ring_drain_done(q);
-				ring_ev_prep(q);
+				if (cqe->res < 0 && cqe->res != -EINTR && cqe->res != -EAGAIN)
+					fs_errlog_add("ring: queue %d: eventfd read: %s", q->qid,
+						      strerror(-cqe->res));
+				else
+					ring_ev_prep(q);
 				continue;
 			}
 			e = io_uring_cqe_get_data(cqe);

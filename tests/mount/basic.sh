@@ -59,6 +59,16 @@ mkdir "$MNT/shop/empty"
 rmdir "$MNT/shop/empty"
 [ ! -e "$MNT/shop/empty" ] || fail "empty collection still there"
 
+step "/.docfs/status names the transport: /dev/fuse, or io_uring under -o uring"
+st=$(cat "$MNT/.docfs/status")
+want='"transport": "/dev/fuse"'
+[ -z "$URING_WAS" ] || want='"transport": "io_uring"'
+case $st in
+*"$want"*) ;;
+*) fail "/.docfs/status: expected $want in: $st" ;;
+esac
+jq -e '.ringRequests >= 0 and .queues >= 0' <<< "$st" > /dev/null || fail "/.docfs/status is not the JSON expected: $st"
+
 step "docfs check passes while mounted"
 "$DOCFS" check "$STORE" >/dev/null || fail "docfs check"
 echo "ok"

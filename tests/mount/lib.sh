@@ -60,6 +60,18 @@ ring_used() {
 	return 0
 }
 
+# wait_gone PID: waits up to 10 s for the process to end; fails if it is still running.
+# Gone, or a zombie (an exited daemon may be left unreaped in a container), counts as ended.
+wait_gone() {
+	for _ in $(seq 1 100); do
+		case "$(ps -o stat= -p "$1" 2>/dev/null)" in
+		"" | Z*) return 0 ;;
+		esac
+		sleep 0.1
+	done
+	return 1
+}
+
 unmount_docfs() {
 	local pid
 	pid=$(daemon_pid)
@@ -69,15 +81,7 @@ unmount_docfs() {
 			fusermount3 -uz "$MNT" 2>/dev/null || true
 	fi
 	# Wait for the daemon to finish (it checkpoints and frees on the way out).
-	if [ -n "$pid" ]; then
-		for _ in $(seq 1 100); do
-			# Gone, or a zombie (an exited daemon may be left unreaped in a container).
-			case "$(ps -o stat= -p "$pid" 2>/dev/null)" in
-			"" | Z*) break ;;
-			esac
-			sleep 0.1
-		done
-	fi
+	[ -z "$pid" ] || wait_gone "$pid" || true
 	sanitizer_reports
 }
 

@@ -127,16 +127,7 @@ mount_docfs uring
 ls "$MNT" > /dev/null
 pid=$(daemon_pid)
 kill -TERM "$pid"
-for _ in $(seq 1 100); do
-	case "$(ps -o stat= -p "$pid" 2>/dev/null)" in
-	"" | Z*) break ;;
-	esac
-	sleep 0.1
-done
-case "$(ps -o stat= -p "$pid" 2>/dev/null)" in
-"" | Z*) ;;
-*) fail "the daemon is still running 10 s after SIGTERM" ;;
-esac
+wait_gone "$pid" || fail "the daemon is still running 10 s after SIGTERM"
 mountpoint -q "$MNT" && fail "still mounted after the daemon exited"
 "$DOCFS" check "$STORE" > /dev/null || fail "docfs check failed after SIGTERM"
 echo ok
