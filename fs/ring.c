@@ -37,10 +37,11 @@
  *    scheduling group (the daemon is in a group of its own when it daemonizes and the
  *    kernel groups by session, but not with -f) gets next to no CPU: a 9.8 MB document read
  *    under two such hogs took 32 s. So a watchdog looks at each ring thread every
- *    RING_WATCH_MS; one that is runnable and has not finished a turn of its loop since the
- *    last look runs at normal priority for RING_BOOST_NS, then goes back to SCHED_IDLE when
- *    it next has nothing to do. (Its run delay cannot tell: the kernel adds to it only once
- *    the thread runs.)
+ *    RING_WATCH_MS (RING_IDLE_WATCH_MS while all of them sleep); one that is runnable and
+ *    has not finished a turn of its loop since the last look runs at normal priority for
+ *    RING_BOOST_NS, then goes back to SCHED_IDLE when it next has nothing to do. (Its run
+ *    delay cannot tell: the kernel adds to it only once the thread runs.) It reads /proc
+ *    only for a thread that has not turned.
  * 7. The ring starts after FUSE_INIT (registration needs the negotiated sizes), and the
  *    kernel switches to it only when every CPU's queue has an entry; until then requests
  *    come through /dev/fuse. At unmount the kernel ends every entry with -ENOTCONN;
@@ -96,10 +97,11 @@ struct ring_cmd {
 	uint8_t padding[6];
 };
 
-#define RING_DEPTH 32	 /* entries per queue (note 4) */
-#define RING_ROOM 4096	 /* in front of a payload: the rebuilt headers (note 3) */
-#define RING_EV_TAG 1	 /* user_data of the eventfd read */
-#define RING_WATCH_MS 20 /* note 6 */
+#define RING_DEPTH 32	       /* entries per queue (note 4) */
+#define RING_ROOM 4096	       /* in front of a payload: the rebuilt headers (note 3) */
+#define RING_EV_TAG 1	       /* user_data of the eventfd read */
+#define RING_WATCH_MS 20       /* note 6 */
+#define RING_IDLE_WATCH_MS 250 /* when every ring thread was asleep at the last look */
 #define RING_BOOST_NS (1000 * 1000000LL)
 
 struct ring_queue;
@@ -393,14 +395,17 @@ static bool runnable(int tid)
 /* The watchdog (note 6). */
 static void *watch_main(void *arg)
 {
+	int period_ms = RING_WATCH_MS;
+
 	(void)arg;
 	pthread_setname_np(pthread_self(), "docfs-ringwatch");
 	pthread_mutex_lock(&ring.watch_lock);
 	while (!atomic_load(&ring.stop)) {
 		struct timespec until;
+		bool busy = false;
 
 		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_nsec += RING_WATCH_MS * 1000000L;
+		until.tv_nsec += period_ms * 1000000L;
 		if (until.tv_nsec >= 1000000000L) {
 			until.tv_sec++;
 			until.tv_nsec -= 1000000000L;
@@ -412,9 +417,13 @@ static void *watch_main(void *arg)
 			unsigned long long loops = atomic_load(&q->loops);
 			struct sched_param sp = {0};
 
-			/* Runnable through a whole period without finishing a loop: starved, or
-			 * busy with one long request; either way it should not be SCHED_IDLE. */
-			if (tid && loops == q->seen_loops && runnable(tid)) {
+			if (loops != q->seen_loops) {
+				busy = true; /* it turned: neither idle nor starved */
+			} else if (tid && runnable(tid)) {
+				/* Runnable through a whole period without finishing a turn:
+				 * starved, or busy with one long request; either way not for
+				 * SCHED_IDLE. */
+				busy = true;
 				atomic_store(&q->boost_until, mono_ns() + RING_BOOST_NS);
 				if (!atomic_load(&q->boosted) &&
 				    sched_setscheduler(tid, SCHED_OTHER, &sp) == 0) {
@@ -424,6 +433,7 @@ static void *watch_main(void *arg)
 			}
 			q->seen_loops = loops;
 		}
+		period_ms = busy ? RING_WATCH_MS : RING_IDLE_WATCH_MS;
 	}
 	pthread_mutex_unlock(&ring.watch_lock);
 	return NULL;
