@@ -62,6 +62,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/sysinfo.h>
 #include <sys/uio.h>
@@ -112,6 +113,7 @@ struct fs_ring_ent {
 	char *mem;		  /* Owned: RING_ROOM + payload */
 	struct iovec iov[2];	  /* header, payload: what REGISTER gives the kernel */
 	uint64_t commit_id;	  /* of the request being served */
+	uint64_t unique;	  /* its unique: only its reply goes to this entry */
 	uint32_t last_cmd;	  /* to resubmit after -EAGAIN */
 	bool dead;		  /* ended by the kernel: never resubmitted */
 	struct fs_ring_ent *next; /* on the done list */
@@ -147,6 +149,7 @@ static struct {
 	atomic_int live;      /* queues with every entry registered */
 	atomic_ullong served; /* requests that came through the ring */
 	atomic_ullong boosts; /* times a starved ring thread was raised (note 6) */
+	bool idle;	      /* ring threads run at SCHED_IDLE: the daemon may leave it */
 	pthread_t watch;
 	bool watching;		    /* watch was created */
 	pthread_mutex_t watch_lock; /* with watch_cond: the watchdog's sleep, ended by stop */
@@ -292,7 +295,10 @@ ssize_t writev(int fd, const struct iovec *iov, int cnt)
 			}
 		} else if (serving && cnt >= 1 &&
 			   iov[0].iov_len >= sizeof(struct fuse_out_header) &&
-			   ((const struct fuse_out_header *)iov[0].iov_base)->unique != 0) {
+			   ((const struct fuse_out_header *)iov[0].iov_base)->unique ==
+				   serving->unique) {
+			/* Anything else written meanwhile (the EAGAIN libfuse sends for an
+			 * interrupt, a notification) goes to /dev/fuse. */
 			return ring_reply(serving, iov, cnt);
 		}
 	}
@@ -311,6 +317,7 @@ static void ring_serve(struct fs_ring_ent *e)
 
 	memcpy(&ih, e->hdr->in_out, sizeof(ih));
 	e->commit_id = e->hdr->io.commit_id;
+	e->unique = ih.unique;
 	if (psz > ring.payload_sz || ih.len < sizeof(ih) + psz ||
 	    (opsz = ih.len - sizeof(ih) - psz) > RING_HDR_OP) {
 		struct fuse_out_header oh = {.len = sizeof(oh), .error = -EIO, .unique = ih.unique};
@@ -450,7 +457,8 @@ static void *ring_main(void *arg)
 	own_queue = q;
 	pin_to_cpu(q->qid);
 	q->tid = gettid();
-	set_idle(true);
+	if (ring.idle)
+		set_idle(true);
 	for (int i = 0; i < RING_DEPTH; i++)
 		ring_cmd_prep(&q->ent[i], RING_CMD_REGISTER);
 	ring_ev_prep(q);
@@ -459,10 +467,10 @@ static void *ring_main(void *arg)
 		struct io_uring_cqe *cqe;
 		unsigned head, n = 0;
 
-		if (atomic_load(&q->boosted) && io_uring_cq_ready(&q->ring) == 0 &&
+		if (ring.idle && atomic_load(&q->boosted) && io_uring_cq_ready(&q->ring) == 0 &&
 		    mono_ns() > atomic_load(&q->boost_until)) {
+			set_idle(true); /* first: a boost meanwhile is then seen as needed again */
 			atomic_store(&q->boosted, false);
-			set_idle(true);
 		}
 		ring_drain_done(q); /* a worker's reply may come before its wake-up */
 		rc = io_uring_submit_and_wait(&q->ring, 1);
@@ -480,11 +488,11 @@ static void *ring_main(void *arg)
 
 			n++;
 			if (cqe->user_data == RING_EV_TAG) {
-				if (cqe->res < 0 && cqe->res != -EINTR && cqe->res != -EAGAIN)
+				if (cqe->res < 0 && cqe->res != -EINTR && cqe->res != -EAGAIN &&
+				    nerr++ % 1000 == 0)
 					fs_errlog_add("ring: queue %d: eventfd read: %s", q->qid,
 						      strerror(-cqe->res));
-				else
-					ring_ev_prep(q);
+				ring_ev_prep(q); /* the stop comes this way too */
 				continue;
 			}
 			e = io_uring_cqe_get_data(cqe);
@@ -503,7 +511,8 @@ static void *ring_main(void *arg)
 		io_uring_cq_advance(&q->ring, n);
 		atomic_fetch_add_explicit(&q->loops, 1, memory_order_relaxed);
 	}
-	io_uring_submit(&q->ring); /* the commits prepared last, if any */
+	ring_drain_done(q);	   /* replies workers finished before the stop */
+	io_uring_submit(&q->ring); /* and the commits prepared last */
 	atomic_fetch_sub(&ring.live, 1);
 	return NULL;
 }
@@ -552,36 +561,59 @@ bool fs_ring_granted(void)
 	return ring.granted && !atomic_load(&ring.started);
 }
 
+/* Whether this process may take a thread out of SCHED_IDLE again (the kernel asks for
+ * CAP_SYS_NICE or an RLIMIT_NICE of 20); without that a boost could not work (note 6). */
+static bool may_leave_idle(void)
+{
+	struct rlimit rl;
+
+	return geteuid() == 0 || (getrlimit(RLIMIT_NICE, &rl) == 0 &&
+				  (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= 20));
+}
+
 int fs_ring_start(struct fuse_session *se, size_t payload_sz, struct dfs_err *err)
 {
-	int rc = 0;
+	int rc = 0, i;
 
-	(void)se; /* requests are served through mount.c, which holds the session */
+	(void)se;	      /* requests are served through mount.c, which holds the session */
+	ring.granted = false; /* one attempt: a failure leaves the mount on /dev/fuse */
 	ring.payload_sz = payload_sz;
+	ring.idle = may_leave_idle();
+	if (!ring.idle)
+		fs_errlog_add("ring: its threads run at normal priority: leaving SCHED_IDLE needs "
+			      "root, CAP_SYS_NICE or RLIMIT_NICE 20");
 	ring.nq = get_nprocs_conf();
 	ring.q = calloc((size_t)ring.nq, sizeof(*ring.q));
 	if (!ring.q)
 		return dfs_err_set(err, DFS_ENOMEM, "out of memory");
-	for (int i = 0; i < ring.nq && !rc; i++) {
+	for (i = 0; i < ring.nq; i++)
+		ring.q[i].evfd = -1;
+	for (i = 0; i < ring.nq && !rc; i++) {
 		if ((rc = queue_init(&ring.q[i], i)) < 0)
 			rc = dfs_err_set(err, DFS_EIO, "cannot set up the io_uring of CPU %d: %s",
 					 i, strerror(-rc));
 	}
-	if (!rc)
-		atomic_store(&ring.started, true);
-	for (int i = 0; i < ring.nq && !rc; i++) {
+	for (i = 0; i < ring.nq && !rc; i++) {
 		if (fs_thread_create(&ring.q[i].th, NULL, ring_main, &ring.q[i]) != 0)
 			rc = dfs_err_set(err, DFS_EIO, "cannot start the thread of CPU %d", i);
 		else
 			ring.q[i].started = true;
 	}
-	if (!rc) {
-		if (fs_thread_create(&ring.watch, NULL, watch_main, NULL) != 0)
-			rc = dfs_err_set(err, DFS_EIO, "cannot start the ring's watchdog");
-		else
-			ring.watching = true;
+	if (rc) {
+		/* Some queue has no entry, so the kernel never switched to the ring: closing
+		 * the rings cancels what the others registered. */
+		fs_ring_stop();
+		fs_ring_free();
+		return rc;
 	}
-	return rc;
+	atomic_store(&ring.started, true);
+	/* From here the kernel may send everything through the ring, so there is no going
+	 * back: without its watchdog the ring still serves. */
+	if (fs_thread_create(&ring.watch, NULL, watch_main, NULL) != 0)
+		fs_errlog_add("ring: cannot start the watchdog; a starved ring thread stays so");
+	else
+		ring.watching = true;
+	return 0;
 }
 
 void fs_ring_stop(void)

@@ -67,7 +67,8 @@ case $st in
 *"$want"*) ;;
 *) fail "/.docfs/status: expected $want in: $st" ;;
 esac
-jq -e '.ringRequests >= 0 and .queues >= 0' <<< "$st" > /dev/null || fail "/.docfs/status is not the JSON expected: $st"
+jq -e '[.queues, .queuesLive, .ringRequests, .starvedBoosts] | map(type) == ["number", "number", "number", "number"]' \
+	<<< "$st" > /dev/null || fail "/.docfs/status is not the JSON expected: $st"
 
 step "docfs check passes while mounted"
 "$DOCFS" check "$STORE" >/dev/null || fail "docfs check"

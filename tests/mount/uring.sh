@@ -86,6 +86,27 @@ expect_eq "$(stat -c %i "$MNT/db/c/5.json")" "$ino" "inode after sed -i"
 mv "$MNT/db/c/6.json" "$MNT/db/c/six.json"
 expect_eq "$(jq -r ._id "$MNT/db/c/six.json")" six "_id after mv"
 
+step "only the ring threads are pinned and SCHED_IDLE; the workers they started are not"
+pid=$(daemon_pid)
+all_cpus=$(taskset -pc "$pid" | sed 's/.*: //')
+nring=0
+for t in /proc/"$pid"/task/*; do
+	name=$(cat "$t/comm")
+	policy=$(awk '{ print $41 }' "$t/stat")
+	cpus=$(taskset -pc "${t##*/}" | sed 's/.*: //')
+	case $name in
+	docfs-ring[0-9]*)
+		nring=$((nring + 1))
+		[ "$cpus" = "${name#docfs-ring}" ] || fail "$name runs on CPUs $cpus"
+		;;
+	*)
+		expect_eq "$policy" 0 "scheduling policy of thread ${t##*/} ($name)"
+		expect_eq "$cpus" "$all_cpus" "CPUs of thread ${t##*/} ($name)"
+		;;
+	esac
+done
+expect_eq "$nring" "$(getconf _NPROCESSORS_CONF)" "ring threads"
+
 step "a ring thread starved by CPU hogs on its CPU is raised to normal priority"
 # In the foreground the daemon shares the test's scheduling group (autogroup), so hogs
 # started here compete with its SCHED_IDLE ring threads directly (fs/ring.c note 6).
