@@ -402,25 +402,24 @@ bool fs_op_quick(uint32_t opcode, uint64_t nodeid, uint64_t fh, uint32_t open_fl
  * CPU affinity and normal scheduling, even when a ring thread (pinned, SCHED_IDLE) starts
  * it. Returns pthread_create's result. */
 int fs_thread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
-/* mount.c: serves one request taken from ring entry ent (ring.c): quick ones on this
- * thread, others through the worker pool. mem (size bytes, /dev/fuse layout) is borrowed
+/* mount.c: serves one request read from /dev/fuse (ent NULL) or taken from ring entry ent
+ * (ring.c): quick ones on this thread, others through the worker pool. mem (size bytes, /dev/fuse layout) is borrowed
  * for the call. */
 struct fs_ring_ent;
 void fs_mount_dispatch(const char *mem, size_t size, struct fs_ring_ent *ent);
 
 /* ring.c: FUSE over io_uring (-o uring). Not thread-safe before fs_ring_start; the
  * status is. */
-void fs_ring_want(bool on);
-/* The FUSE device's fd, whose FUSE_INIT reply and ring replies writev() catches. */
-void fs_ring_set_fd(int fd);
+/* Asks for the ring on the FUSE device fd, whose FUSE_INIT reply and ring replies
+ * writev() catches. */
+void fs_ring_want(int fd);
 /* Called from the init handler: the reply this thread writes next is FUSE_INIT's. */
 void fs_ring_init_reply(void);
-/* Whether the FUSE_INIT reply asked for the ring and fs_ring_start has not run yet. */
+/* Whether the FUSE_INIT reply asked for the ring and fs_ring_start has not tried yet. */
 bool fs_ring_granted(void);
 /* Starts a pinned thread and ring per CPU, each registering its entries of payload_sz
  * bytes. On an error the mount goes on through /dev/fuse. */
-struct fuse_session;
-int fs_ring_start(struct fuse_session *se, size_t payload_sz, struct dfs_err *err);
+int fs_ring_start(size_t payload_sz, struct dfs_err *err);
 /* The reply written next on this thread goes to ent (NULL: to /dev/fuse). */
 void fs_ring_bind(struct fs_ring_ent *ent);
 /* Stops the ring threads (no new requests); fs_ring_free, once no worker serves a ring

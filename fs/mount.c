@@ -259,15 +259,15 @@ static int request_loop(struct fuse_session *se)
 		}
 		if (res <= 0)
 			break;
-		if ((fbuf.flags & FUSE_BUF_IS_FD) || is_quick(fbuf.mem, (size_t)res))
+		if (fbuf.flags & FUSE_BUF_IS_FD)
 			fuse_session_process_buf(se, &fbuf);
 		else
-			job_submit(fbuf.mem, (size_t)res, NULL);
+			fs_mount_dispatch(fbuf.mem, (size_t)res, NULL);
 		if (fs_ring_granted()) {
 			struct dfs_err err = {0};
 
 			/* The FUSE_INIT reply just asked for the ring (ring.c note 7). */
-			if (fs_ring_start(se, FS_MAX_WRITE, &err))
+			if (fs_ring_start(FS_MAX_WRITE, &err))
 				fs_errlog_add(
 					"mount: no io_uring, requests go through /dev/fuse: %s",
 					err.msg);
@@ -354,10 +354,8 @@ int fs_mount_run(const struct fs_mount_opts *o, struct dfs_err *err)
 		rc = dfs_err_set(err, DFS_EIO, "cannot mount on '%s'", o->mountpoint);
 		goto done;
 	}
-	if (o->uring) {
-		fs_ring_want(true);
-		fs_ring_set_fd(fuse_session_fd(se));
-	}
+	if (o->uring)
+		fs_ring_want(fuse_session_fd(se));
 	/* The mount is live: the parent returns now, the child serves. */
 	if (fuse_daemonize(o->foreground) != 0) {
 		rc = dfs_err_set(err, DFS_EIO, "cannot daemonize");

@@ -115,7 +115,6 @@ struct fs_ring_ent {
 	uint64_t commit_id;	  /* of the request being served */
 	uint64_t unique;	  /* its unique: only its reply goes to this entry */
 	uint32_t last_cmd;	  /* to resubmit after -EAGAIN */
-	bool dead;		  /* ended by the kernel: never resubmitted */
 	struct fs_ring_ent *next; /* on the done list */
 };
 
@@ -138,9 +137,8 @@ struct ring_queue {
 };
 
 static struct {
-	bool wanted;	     /* -o uring */
 	bool granted;	     /* the INIT reply asked for the ring; reader thread only */
-	atomic_bool started; /* fs_ring_start ran */
+	atomic_bool started; /* fs_ring_start succeeded: the ring serves */
 	int fd;		     /* /dev/fuse */
 	size_t payload_sz;
 	int nq;
@@ -161,14 +159,13 @@ static _Thread_local struct fs_ring_ent *serving;  /* the entry a reply on this 
 static _Thread_local bool init_reply;		   /* the next reply is FUSE_INIT's */
 static _Thread_local struct ring_queue *own_queue; /* on a ring thread: its queue */
 
-void fs_ring_want(bool on)
+void fs_ring_want(int fd)
 {
-	ring.wanted = on;
+	ring.fd = fd;
 }
-
 void fs_ring_init_reply(void)
 {
-	if (ring.wanted)
+	if (ring.fd >= 0)
 		init_reply = true;
 }
 
@@ -504,7 +501,6 @@ static void *ring_main(void *arg)
 				if (cqe->res != -ENOTCONN && cqe->res != -ECANCELED)
 					fs_errlog_add("ring: queue %d: an entry ended: %s", q->qid,
 						      strerror(-cqe->res));
-				e->dead = true;
 				ndead++;
 			}
 		}
@@ -558,7 +554,7 @@ static int queue_init(struct ring_queue *q, int qid)
 
 bool fs_ring_granted(void)
 {
-	return ring.granted && !atomic_load(&ring.started);
+	return ring.granted;
 }
 
 /* Whether this process may take a thread out of SCHED_IDLE again (the kernel asks for
@@ -571,11 +567,10 @@ static bool may_leave_idle(void)
 				  (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= 20));
 }
 
-int fs_ring_start(struct fuse_session *se, size_t payload_sz, struct dfs_err *err)
+int fs_ring_start(size_t payload_sz, struct dfs_err *err)
 {
 	int rc = 0, i;
 
-	(void)se;	      /* requests are served through mount.c, which holds the session */
 	ring.granted = false; /* one attempt: a failure leaves the mount on /dev/fuse */
 	ring.payload_sz = payload_sz;
 	ring.idle = may_leave_idle();
@@ -657,9 +652,4 @@ void fs_ring_free(void)
 	free(ring.q);
 	ring.q = NULL;
 	ring.nq = 0;
-}
-
-void fs_ring_set_fd(int fd)
-{
-	ring.fd = fd;
 }

@@ -6,6 +6,7 @@
  * independently from the documents. Each test uses its own temporary store directory.
  */
 #include "store.h"
+#include "test_problems.h"
 #include "test_rand.h"
 
 #include <check.h>
@@ -1399,19 +1400,6 @@ START_TEST(test_store_ttl_sweep_deletes_exactly_the_expired)
 END_TEST
 
 /* ---- check and migration ----------------------------------------------------------- */
-
-struct problems {
-	int n;
-	char last[512];
-};
-
-static void on_problem(void *ctx, const char *p)
-{
-	struct problems *pr = ctx;
-
-	pr->n++;
-	snprintf(pr->last, sizeof(pr->last), "%s", p);
-}
 
 static void sql(const char *dbname, const char *stmt)
 {

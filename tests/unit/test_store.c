@@ -5,6 +5,7 @@
  * store directory.
  */
 #include "store.h"
+#include "test_problems.h"
 
 #include <check.h>
 #include <sqlite3.h>
@@ -837,25 +838,12 @@ START_TEST(test_store_index_create_failed_keeps_runs_of_txn)
 }
 END_TEST
 
-struct last_problem {
-	int n;
-	char msg[512];
-};
-
-static void keep_problem(void *ctx, const char *p)
-{
-	struct last_problem *lp = ctx;
-
-	lp->n++;
-	snprintf(lp->msg, sizeof(lp->msg), "%s", p);
-}
-
 START_TEST(test_store_check_finds_doc_outside_runs)
 {
 	struct dfs_err err = {0};
 	int64_t a = make_coll("a"), b = make_coll("b");
 	char cmd[512];
-	struct last_problem lp = {0};
+	struct problems lp = {0};
 
 	insert_one(a, "1");
 	insert_one(b, "1");
@@ -869,20 +857,20 @@ START_TEST(test_store_check_finds_doc_outside_runs)
 		 tmpdir, (long long)a, (long long)a);
 	ck_assert_int_eq(system(cmd), 0);
 	ck_assert_int_eq(store_open(tmpdir, false, &st, &err), 0);
-	ck_assert_int_eq(store_check(st, keep_problem, &lp, &err), DFS_ECORRUPT);
+	ck_assert_int_eq(store_check(st, on_problem, &lp, &err), DFS_ECORRUPT);
 	ck_assert_int_eq(lp.n, 1);
-	ck_assert_msg(strstr(lp.msg, "'2.json' of collection") &&
-			      strstr(lp.msg, "'a' is in no run"),
-		      "%s", lp.msg);
+	ck_assert_msg(strstr(lp.last, "'2.json' of collection") &&
+			      strstr(lp.last, "'a' is in no run"),
+		      "%s", lp.last);
 	snprintf(cmd, sizeof(cmd),
 		 "sqlite3 %s/shop.db 'INSERT INTO runs VALUES(%lld, 0, 1000); INSERT INTO runs"
 		 " SELECT %lld, max(id), max(id) FROM docs WHERE coll = %lld'",
 		 tmpdir, (long long)b, (long long)a, (long long)a);
 	ck_assert_int_eq(system(cmd), 0);
 	lp.n = 0;
-	ck_assert_int_eq(store_check(st, keep_problem, &lp, &err), DFS_ECORRUPT);
+	ck_assert_int_eq(store_check(st, on_problem, &lp, &err), DFS_ECORRUPT);
 	ck_assert_int_eq(lp.n, 1);
-	ck_assert_msg(strstr(lp.msg, "overlap"), "%s", lp.msg);
+	ck_assert_msg(strstr(lp.last, "overlap"), "%s", lp.last);
 }
 END_TEST
 
