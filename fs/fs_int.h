@@ -57,11 +57,11 @@ struct fs_inserter {
 	struct store_attrs attrs; /* of the new documents */
 	bool json_array;	  /* input is one JSON array of documents ([doc, doc, ...]) */
 	int array_state; /* 0: before '[', 1: before a document, 2: after one, 3: after ']' */
-	struct dfs_buf pending; /* bytes received but not yet consumed */
-	unsigned line;		/* line number of pending.data[0] */
-	int64_t ndocs;		/* documents inserted so far */
-	bool failed;		/* an error stopped the stream */
-	struct dfs_err err;	/* the error that stopped it */
+	struct dfs_buf pending;	      /* bytes received but not yet consumed */
+	unsigned line;		      /* line number of pending.data[0] */
+	int64_t ndocs;		      /* documents inserted so far */
+	bool failed;		      /* an error stopped the stream */
+	struct dfs_err err;	      /* the error that stopped it */
 	struct fs_insert_item *items; /* Owned: the scan queue's slots, reused between calls */
 };
 
@@ -238,8 +238,8 @@ int fs_write_validate(const char *name, struct dfs_err *err);
  * delete, JSON Lines of operations for .bulk) in db.coll, atomically, and appends MongoDB's
  * result (one JSON line) to out, also when the write failed (then {"ok": 0, ...} or a
  * BulkWriteResult with writeErrors). Returns 0 or the error. */
-int fs_write_run(struct store_db *db, int64_t coll, const char *name, const char *text,
-		 size_t len, struct dfs_buf *out, struct dfs_err *err);
+int fs_write_run(struct store_db *db, int64_t coll, const char *name, const char *text, size_t len,
+		 struct dfs_buf *out, struct dfs_err *err);
 
 /* ---- mount.c / fsops.c / inode.c / notify.c: the FUSE file system ------------------ */
 
@@ -301,7 +301,8 @@ struct fs_node {
 	int64_t id;		  /* entry id, collection id, or /.docfs file number */
 	uint64_t ino;		  /* st_ino */
 	uint64_t data_gen;	  /* bumped on every change of the content */
-	uint64_t kernel_gen;	  /* data_gen when the kernel last cached the content */
+	uint64_t kernel_gen;	  /* data_gen when the kernel last cached the content (a
+				   * collection: its listing) */
 	char *pending_name;	  /* Owned: FSN_PENDING's file name, FSN_QUERY's query,
 				   * FSN_INDEX's index name */
 	char *name;		  /* Owned: FSN_ENTRY's last known name in its directory */
@@ -369,6 +370,11 @@ bool fs_node_attr_get(struct fs_node *node, struct stat *st);
 /* Caches st as the node's attributes for its current data_gen. */
 void fs_node_attr_put(struct fs_node *node, const struct stat *st, uint64_t gen);
 uint64_t fs_node_gen(struct fs_node *node);
+/* Records that the kernel caches node's content (a collection: its listing) as of gen, a
+ * value fs_node_gen returned before the content was read. */
+void fs_node_cache_set(struct fs_node *node, uint64_t gen);
+/* Whether nothing changed since what the kernel caches was read (fs_node_cache_set). */
+bool fs_node_cache_ok(struct fs_node *node);
 
 /* The notifier thread (notify.c): the only sender of kernel cache invalidations. It polls
  * the change feed of every watched database every period_ms and drains a queue of
@@ -387,6 +393,10 @@ void fs_notify_entry(uint64_t parent, const char *name);
 /* fs_notify_entry, and returns once the invalidation was sent (at most 2 s). The kernel must
  * not hold parent's lock while the caller's request is under way (true of flush). */
 void fs_notify_entry_wait(uint64_t parent, const char *name);
+/* Stores data as the whole content of file nodeid in the kernel's page cache (from offset
+ * 0). Not an invalidation: a handler may call it for the file it is opening, before the
+ * reply. Returns 0 or -errno (-ENOENT when the kernel holds no such inode). */
+int fs_notify_store(uint64_t nodeid, const char *data, size_t len);
 
 /* fsops.c: the request handlers and the state they share. */
 struct fuse_lowlevel_ops;
@@ -403,8 +413,8 @@ bool fs_op_quick(uint32_t opcode, uint64_t nodeid, uint64_t fh, uint32_t open_fl
  * it. Returns pthread_create's result. */
 int fs_thread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
 /* mount.c: serves one request read from /dev/fuse (ent NULL) or taken from ring entry ent
- * (ring.c): quick ones on this thread, others through the worker pool. mem (size bytes, /dev/fuse layout) is borrowed
- * for the call. */
+ * (ring.c): quick ones on this thread, others through the worker pool. mem (size bytes, /dev/fuse
+ * layout) is borrowed for the call. */
 struct fs_ring_ent;
 void fs_mount_dispatch(const char *mem, size_t size, struct fs_ring_ent *ent);
 

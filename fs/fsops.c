@@ -14,11 +14,16 @@
  *    A failed flush removes the name before close() returns, so a failed cp leaves nothing.
  * 3. keep_cache is granted at open only when the content did not change since the kernel
  *    last cached it (node data_gen == kernel_gen), so a second grep -r reads page cache.
+ *    A cold read-only open of a document (up to PUSH_MAX) loads it and stores it in the
+ *    page cache before the reply (fs_notify_store), so no READ follows: one round trip
+ *    per file instead of two, and the kernel keeps the file's atime (a daemon-served read
+ *    invalidates it, and the next fstat would ask for it). If the document changed while
+ *    it was stored, the open does not keep the cache and the kernel drops it.
  * 4. Attribute and entry timeouts are long: every change is invalidated precisely by the
  *    notifier (for this process's writes and for other processes' through the change feed).
- *    Every listing is readdirplus (not only its first batch): a daemon-served read makes the
- *    kernel drop the file's atime, and the attributes of the next listing restore it, so a
- *    warm grep -r sends no GETATTR per file (nor a LOOKUP per file when cold). Each entry
+ *    Every listing is readdirplus (not only its first batch): its attributes restore those a
+ *    daemon-served read invalidated (a file opened for writing), and a cold grep -r sends no
+ *    LOOKUP per file. Each entry
  *    with attributes costs a node here and an inode in the kernel, so once the node table
  *    holds fs_dirplus_nodes nodes, documents are listed by name only (nodeid 0: the kernel
  *    looks them up when used), and a plain ls of a huge collection stays bounded.
@@ -33,6 +38,13 @@
  *    (which never wait on a writer in WAL mode), and never wait on the notifier: a
  *    document's getattr, its read-only open, read and release, forgets. Anything that may
  *    write, run a query, build an index or wait for an invalidation goes to a worker.
+ * 8. The kernel caches a collection's listing (cache_readdir) and keeps it at the next
+ *    opendir while the collection node's data_gen equals its kernel_gen, the data_gen read
+ *    before the listing that filled the cache began (at offset 0). Every change of the
+ *    collection bumps data_gen before its invalidation is sent: the notifier for a change
+ *    in the feed (which also drops the cached listing of open directories), the flush of
+ *    .insert itself, and the kernel resets the cache on its own for creates, unlinks and
+ *    renames through the mount. A listing that read an older state is never kept.
  */
 #define FUSE_USE_VERSION 34
 #include "fs_int.h"
@@ -51,6 +63,7 @@
 #define LONG_TIMEOUT 3600.0
 #define MAX_TEXT (64u * 1024 * 1024)	 /* bytes of a document file being written */
 #define MAX_SCRATCH (256u * 1024 * 1024) /* bytes of a scratch file */
+#define PUSH_MAX (1024 * 1024)		 /* largest document stored at open (note 3) */
 
 struct store *fs_store;
 
@@ -917,6 +930,38 @@ static int ix_commit(struct fs_handle *h, struct dfs_err *err)
 	return 0;
 }
 
+/* note 3: a cold read-only open of a document (gen: the node's data_gen before anything
+ * was read) loads it and stores it in the kernel's page cache before the reply. Returns
+ * whether the kernel now holds exactly the content of gen, so the open may keep it. A
+ * scratch file or a document over PUSH_MAX is left to be read (and h to load it then). */
+static bool open_push(struct fs_node *n, struct fs_handle *h, uint64_t gen)
+{
+	struct dfs_err err = {0};
+	struct store_entry e;
+	struct store_txn *t;
+	int rc;
+
+	if (store_txn_begin(n->db, false, &t, &err))
+		return false;
+	rc = store_entry_get(t, n->id, &e, &err);
+	if (!rc && (e.kind != STORE_KIND_DOC || e.size > PUSH_MAX))
+		rc = -1;
+	if (!rc)
+		rc = store_entry_read(t, n->id, &h->buf, &err);
+	store_txn_abort(t);
+	if (rc) {
+		dfs_buf_reset(&h->buf);
+		return false;
+	}
+	h->loaded = true;
+	h->is_doc = true;
+	if (fs_notify_store(n->nodeid, h->buf.data ? h->buf.data : "", h->buf.len))
+		return false;
+	/* Changed since gen: the notifier's invalidation may have come before the store. The
+	 * open then does not keep the cache, and the kernel drops what was stored. */
+	return fs_node_gen(n) == gen;
+}
+
 static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs_node *n = fs_node_get(ino);
@@ -1064,13 +1109,19 @@ static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		if ((fi->flags & O_ACCMODE) == O_RDONLY && !(fi->flags & O_TRUNC)) {
 			/* Read-only: nothing to load yet. With keep_cache the kernel may never
 			 * ask (a warm grep -r), so the content is read at the first read. */
+			uint64_t gen;
+
 			h->loaded = false;
 			h->rdonly = true;
-			if (n->kernel_gen == n->data_gen)
-				fi->keep_cache = 1;
-			else
-				n->kernel_gen = n->data_gen;
 			fi->noflush = 1;
+			if (fs_node_cache_ok(n)) {
+				fi->keep_cache = 1;
+				break;
+			}
+			gen = fs_node_gen(n);
+			if (open_push(n, h, gen))
+				fi->keep_cache = 1;
+			fs_node_cache_set(n, gen);
 			break;
 		}
 		rc = store_txn_begin(n->db, false, &t, &err);
@@ -1342,6 +1393,9 @@ static void fsop_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	pthread_mutex_lock(&h->lock);
 	if (h->kind == FH_INSERT) {
 		rc = fs_inserter_feed(&h->ins, "", 0, true);
+		/* The next listing shows what was inserted, without waiting for the notifier
+		 * (note 8); an insert that failed midway kept the documents before it. */
+		fs_node_touch_ino(fs_ino_entry(h->node->db, h->node->coll));
 		if (rc && h->reported) {
 			pthread_mutex_unlock(&h->lock);
 			fuse_reply_err(req, fs_errno(rc));
@@ -1998,6 +2052,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 	struct fs_node *d = fs_node_get(ino);
 	struct dir_fill f = {req, NULL, size, 0, plus, d, false};
 	struct dfs_err err = {0};
+	uint64_t gen = 0;
 	struct stat st;
 	int rc = 0;
 
@@ -2031,9 +2086,10 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 			double timeout;
 
 			st.st_ino = fs_ino_special(d->db, d->coll, coll_fixed[i].k);
-			st.st_mode = coll_fixed[i].kind == FSN_INSERT || coll_fixed[i].kind == FSN_WRITE
-					     ? S_IFREG | 0644
-					     : S_IFDIR | 0755;
+			st.st_mode =
+				coll_fixed[i].kind == FSN_INSERT || coll_fixed[i].kind == FSN_WRITE
+					? S_IFREG | 0644
+					: S_IFDIR | 0755;
 			if (plus) {
 				if (f.used + fuse_add_direntry_plus(req, NULL, 0,
 								    coll_fixed[i].name, NULL, 0) >
@@ -2055,6 +2111,10 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 		 * accident. */
 		if (d->kind == FSN_QDIR || d->kind == FSN_XDIR)
 			goto reply;
+		/* note 8: a listing from the start is what the kernel caches; what it lists is
+		 * at least as new as the generation read before its transaction. */
+		if (d->kind == FSN_COLL && off == 0)
+			gen = fs_node_gen(d);
 		rc = store_txn_begin(d->db, false, &t, &err);
 		if (!rc) {
 			rc = store_entry_list(t, d->coll, cookie, dir_add_entry, &f, &err);
@@ -2062,6 +2122,8 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 			if (rc == 1 || rc == 2)
 				rc = 0;
 		}
+		if (!rc && gen)
+			fs_node_cache_set(d, gen);
 	} else {
 		struct name_list l = {0};
 
@@ -2150,6 +2212,19 @@ reply:
 	}
 	fuse_reply_buf(req, f.buf, f.used);
 	free(f.buf);
+}
+
+/* note 8: a collection's listing is cached by the kernel, and kept while nothing in the
+ * collection changed since the listing that filled the cache began. */
+static void fsop_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs_node *d = fs_node_get(ino);
+
+	if (d && d->kind == FSN_COLL) {
+		fi->cache_readdir = 1;
+		fi->keep_cache = fs_node_cache_ok(d);
+	}
+	fuse_reply_open(req, fi);
 }
 
 static void fsop_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -2502,7 +2577,7 @@ bool fs_op_quick(uint32_t opcode, uint64_t nodeid, uint64_t fh, uint32_t open_fl
 		n = fs_node_get(nodeid);
 		return n && n->kind != FSN_INDEX && n->kind != FSN_IXPENDING;
 	case FUSE_OPEN:
-		/* A read-only open of a document only grants caching; it loads nothing. */
+		/* A read-only open of a document loads at most PUSH_MAX bytes (note 3). */
 		n = fs_node_get(nodeid);
 		return n && n->kind == FSN_ENTRY && (open_flags & O_ACCMODE) == O_RDONLY &&
 		       !(open_flags & O_TRUNC);
@@ -2541,6 +2616,7 @@ const struct fuse_lowlevel_ops fs_ops = {
 	.flush = fsop_flush,
 	.release = fsop_release,
 	.fsync = fsop_fsync,
+	.opendir = fsop_opendir,
 	.readdir = fsop_readdir,
 	.readdirplus = fsop_readdirplus,
 	.statfs = fsop_statfs,

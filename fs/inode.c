@@ -362,6 +362,23 @@ uint64_t fs_node_gen(struct fs_node *node)
 	return g;
 }
 
+void fs_node_cache_set(struct fs_node *node, uint64_t gen)
+{
+	pthread_mutex_lock(&nodes_lock);
+	node->kernel_gen = gen;
+	pthread_mutex_unlock(&nodes_lock);
+}
+
+bool fs_node_cache_ok(struct fs_node *node)
+{
+	bool ok;
+
+	pthread_mutex_lock(&nodes_lock);
+	ok = node->kernel_gen == node->data_gen;
+	pthread_mutex_unlock(&nodes_lock);
+	return ok;
+}
+
 void fs_node_bump(struct fs_node *node)
 {
 	pthread_mutex_lock(&nodes_lock);

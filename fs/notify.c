@@ -3,7 +3,9 @@
  * Request handlers queue what they changed; the thread also polls the change feed of every
  * database the mount has seen, so writes by other processes (the CLI) reach the kernel
  * caches within one poll period. It never runs inside a request handler, so an
- * invalidation can never wait on the request that asked for it.
+ * invalidation can never wait on the request that asked for it. The one notification a
+ * handler sends itself is a store of a file's content into the page cache
+ * (fs_notify_store): it takes no lock that a request holds.
  */
 #define FUSE_USE_VERSION 34
 #include "fs_int.h"
@@ -33,8 +35,8 @@ static int nperiod_ms = 200;
 static pthread_mutex_t nlock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t ncond = PTHREAD_COND_INITIALIZER;
 static pthread_cond_t ndone = PTHREAD_COND_INITIALIZER; /* a pass over the feeds ended */
-static bool nwanted;				       /* fs_notify_sync waits for a pass */
-static uint64_t npasses;			       /* passes ended so far */
+static bool nwanted;					/* fs_notify_sync waits for a pass */
+static uint64_t npasses;				/* passes ended so far */
 static struct qitem *queue;
 static size_t qlen, qcap;
 static struct watched *watch;
@@ -141,7 +143,24 @@ static void inval_entry(uint64_t parent, const char *name)
 
 struct feed_ctx {
 	struct store_db *db;
+	uint64_t dirs[16]; /* collection directories whose listing changed in this pass */
+	size_t ndirs;
 };
+
+/* Queues the invalidation of a collection's listing (the kernel's readdir cache, fsops.c
+ * note 8) for the end of the pass: a pass over an updateMany sends it once. */
+static void dir_changed(struct feed_ctx *fc, uint64_t dir)
+{
+	if (!dir)
+		return;
+	for (size_t i = 0; i < fc->ndirs; i++)
+		if (fc->dirs[i] == dir)
+			return;
+	if (fc->ndirs == sizeof(fc->dirs) / sizeof(fc->dirs[0]))
+		inval_inode(dir);
+	else
+		fc->dirs[fc->ndirs++] = dir;
+}
 
 /* Is collection id of db called name right now? */
 static bool coll_is(struct store_db *db, int64_t id, const char *name)
@@ -166,11 +185,14 @@ static int on_change(void *ctx, const struct store_change *c)
 
 	switch (c->op) {
 	case STORE_CH_PUT:
+		/* A put may be a new name (the record does not say): the listing may change. */
 		inval_inode(fs_node_touch_ino(fs_ino_entry(fc->db, c->id)));
+		dir_changed(fc, coll_node);
 		break;
 	case STORE_CH_DEL:
 		inval_entry(coll_node, c->name);
 		inval_inode(fs_node_touch_ino(fs_ino_entry(fc->db, c->id)));
+		dir_changed(fc, coll_node);
 		break;
 	case STORE_CH_COLL: {
 		/* Created, dropped, renamed or emptied: forget what the kernel knows of it. */
@@ -241,6 +263,7 @@ static void *notifier(void *arg)
 				break;
 			}
 			fc.db = watch[i].db;
+			fc.ndirs = 0;
 			seq = watch[i].seq;
 			pthread_mutex_unlock(&nlock);
 			{
@@ -248,6 +271,8 @@ static void *notifier(void *arg)
 
 				if (store_changes_last(fc.db, &last, NULL) == 0 && last != seq) {
 					store_changes_since(fc.db, seq, on_change, &fc, NULL);
+					for (size_t k = 0; k < fc.ndirs; k++)
+						inval_inode(fc.dirs[k]);
 					pthread_mutex_lock(&nlock);
 					watch[i].seq = last;
 					pthread_mutex_unlock(&nlock);
@@ -261,6 +286,16 @@ static void *notifier(void *arg)
 	pthread_cond_broadcast(&ndone);
 	pthread_mutex_unlock(&nlock);
 	return arg;
+}
+
+int fs_notify_store(uint64_t nodeid, const char *data, size_t len)
+{
+	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(len);
+
+	if (!nse)
+		return -ENOTCONN;
+	bv.buf[0].mem = (void *)data;
+	return fuse_lowlevel_notify_store(nse, nodeid, 0, &bv, 0);
 }
 
 void fs_notify_sync(struct store_db *db)

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # requests.sh - what the kernel asks the daemon, counted in libfuse's debug output (-d): a
-# warm pass over a collection (list, open, fstat, read, close each document, as grep -r
-# does) sends no GETATTR and no READ once the documents have been read, because every
-# listing is readdirplus and refreshes the attributes a read invalidated; and the request
-# loop keeps serving reads, listings and lookups while a write waits for the SQLite lock.
+# first pass over a collection (list, open, fstat, read, close each document, as grep -r
+# does) sends one OPEN per document and no READ (the open stores the content in the page
+# cache); a second pass sends no GETATTR, no READ and no listing (the kernel keeps the
+# collection's listing); changes by another process still show in the next listing; and
+# the request loop keeps serving reads, listings and lookups while a write waits for the
+# SQLite lock.
 . "$(dirname "$0")/lib.sh"
 
 N=1000 # more than one readdirplus batch
@@ -12,7 +14,7 @@ C=$MNT/db/c
 # mount_debug OPTS FILE: mounts in the foreground with libfuse's debug output to FILE and
 # waits until the mount is live.
 mount_debug() {
-	"$DOCFS" mount -d -o "log=$T/log,$1" "$STORE" "$MNT" 2> "$2" &
+	"$DOCFS" mount -d -o "log=$T/log,$1${MOUNT_OPTS:+,$MOUNT_OPTS}" "$STORE" "$MNT" 2> "$2" &
 	for _ in $(seq 1 100); do
 		mountpoint -q "$MNT" && return
 		sleep 0.1
@@ -58,17 +60,43 @@ count() {
 	grep "opcode: $2 ([0-9]*), .*pid: $1\$" "$T/debug" | grep -vc "nodeid: $dir," || true
 }
 
-step "a first pass reads every document from the daemon"
-read -r P1 B1 < <(pass "$C")
-[ "$(count "$P1" READ)" -ge "$N" ] || fail "first pass: $(count "$P1" READ) READs for $N documents"
+# listed PID: listing requests (READDIR, READDIRPLUS) of that process
+listed() {
+	grep -Ec "opcode: READDIR(PLUS)? \([0-9]*\), .*pid: $1\$" "$T/debug" || true
+}
 
-step "a second pass is served from the kernel's caches: no GETATTR, no READ"
+step "a first pass opens every document once and reads none from the daemon"
+sleep 0.3 # the notifier has seen the insert: the listing above is now out of date
+read -r P1 B1 < <(pass "$C")
+expect_eq "$(count "$P1" OPEN)" "$N" "OPENs of the first pass"
+expect_eq "$(count "$P1" READ)" "0" "READs of the first pass (the open stored the content)"
+[ "$(listed "$P1")" -ge 1 ] || fail "the first pass did not list the collection again after an insert"
+[ "$B1" -gt $((N * 20)) ] || fail "the first pass read only $B1 bytes of $N documents"
+expect_eq "$(cat "$C"/*.json | wc -c)" "$B1" "bytes of the first pass against cat"
+
+step "a second pass is served from the kernel's caches: no GETATTR, no READ, no listing"
 read -r P2 B2 < <(pass "$C")
 expect_eq "$B2" "$B1" "bytes read by the second pass"
 expect_eq "$(count "$P2" GETATTR)" "0" "GETATTRs of the second pass"
 expect_eq "$(count "$P2" READ)" "0" "READs of the second pass"
 expect_eq "$(count "$P2" LOOKUP)" "0" "LOOKUPs of the second pass"
 expect_eq "$(count "$P2" OPEN)" "$N" "OPENs of the second pass"
+expect_eq "$(listed "$P2")" "0" "listing requests of the second pass"
+
+step "a kept listing still shows what another process or a write path changed"
+ls "$C" > /dev/null
+echo '{"_id": 5001, "city": "from the CLI"}' | "$DOCFS" import "$STORE" db.c - 2> /dev/null
+sleep 1 # the notifier polls every 100 ms
+expect_eq "$(ls "$C" | grep -c '^5001\.json$')" "1" "a document the CLI inserted, listed"
+expect_eq "$(ls "$C" | grep -c '\.json$')" "$((N + 1))" "documents listed after the CLI insert"
+"$DOCFS" delete "$STORE" db.c '{"_id": 5001}' > /dev/null
+sleep 1
+expect_eq "$(ls "$C" | grep -c '^5001\.json$')" "0" "a document the CLI deleted, listed"
+echo '{"_id": 5002}' > "$C/.insert"
+expect_eq "$(ls "$C" | grep -c '^5002\.json$')" "1" "a document inserted through .insert, listed"
+echo '{}' > "$C/delete/{_id: 5002}"
+expect_eq "$(ls "$C" | grep -c '^5002\.json$')" "0" "a document deleted through delete/, listed"
+expect_eq "$(ls "$C" | grep -c '\.json$')" "$N" "documents listed after the changes"
 
 step "a change is still seen by the next pass"
 echo '{"_id": 7, "city": "changed"}' > "$C/7.json"
