@@ -399,6 +399,10 @@ void fs_notify_entry_wait(uint64_t parent, const char *name);
 int fs_notify_store(uint64_t nodeid, const char *data, size_t len);
 
 /* fsops.c: the request handlers and the state they share. */
+/* Frees the handles of files still open when the connection ended (the kernel sends no
+ * release for them: a SIGTERM or an abort with files open) and returns how many there
+ * were. Only once no request can run any more. */
+size_t fs_handles_release(void);
 struct fuse_lowlevel_ops;
 extern const struct fuse_lowlevel_ops fs_ops;
 extern struct store *fs_store; /* Borrowed by fsops.c: the mounted store */

@@ -134,6 +134,7 @@ struct fs_handle {
 	int wrc;		/* FH_WRITE: how it ended (0 or a dfs code) */
 	struct dfs_err werr;	/* FH_WRITE: its error */
 	off_t wend;		/* FH_WRITE: file offset where the request ended */
+	struct fs_handle *prev, *next; /* the list of live handles (handles_lock) */
 };
 
 /* ---- pending documents (note 2) ---------------------------------------------------- */
@@ -768,6 +769,11 @@ static void fsop_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
 
 /* ---- handles ----------------------------------------------------------------------- */
 
+/* Every handle not yet freed: the kernel sends no release for a file still open when the
+ * connection ends, so fs_handles_release frees those at the end of the mount. */
+static pthread_mutex_t handles_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct fs_handle *handles;
+
 static struct fs_handle *handle_new(int kind, struct fs_node *n)
 {
 	struct fs_handle *h = calloc(1, sizeof(*h));
@@ -780,11 +786,25 @@ static struct fs_handle *handle_new(int kind, struct fs_node *n)
 	pthread_mutex_init(&h->lock, NULL);
 	dfs_buf_init(&h->buf);
 	dfs_buf_init(&h->wres);
+	pthread_mutex_lock(&handles_lock);
+	h->next = handles;
+	if (handles)
+		handles->prev = h;
+	handles = h;
+	pthread_mutex_unlock(&handles_lock);
 	return h;
 }
 
 static void handle_free(struct fs_handle *h)
 {
+	pthread_mutex_lock(&handles_lock);
+	if (h->prev)
+		h->prev->next = h->next;
+	else
+		handles = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+	pthread_mutex_unlock(&handles_lock);
 	if (h->ins_init)
 		fs_inserter_release(&h->ins);
 	if (h->kind == FH_RESULT)
@@ -793,6 +813,17 @@ static void handle_free(struct fs_handle *h)
 	dfs_buf_release(&h->buf);
 	pthread_mutex_destroy(&h->lock);
 	free(h);
+}
+
+size_t fs_handles_release(void)
+{
+	size_t n = 0;
+
+	while (handles) {
+		handle_free(handles);
+		n++;
+	}
+	return n;
 }
 
 static struct store_attrs caller_attrs(fuse_req_t req, mode_t mode)

@@ -369,6 +369,14 @@ int fs_mount_run(const struct fs_mount_opts *o, struct dfs_err *err)
 	}
 	if (request_loop(se) != 0)
 		fs_errlog_add("mount: request loop ended with an error");
+	{
+		size_t open_files = fs_handles_release();
+
+		if (open_files)
+			fs_errlog_add("mount: ended with %zu files open: what was written to them "
+				      "after their last close is not kept",
+				      open_files);
+	}
 	fs_ttl_stop();
 	fs_notify_stop();
 unmount:
