@@ -303,6 +303,8 @@ struct fs_node {
 	uint64_t data_gen;	  /* bumped on every change of the content */
 	uint64_t kernel_gen;	  /* data_gen when the kernel last cached the content (a
 				   * collection: its listing) */
+	int listings;		  /* collection: listings from offset 0 under way */
+	uint64_t list_gen;	  /* collection: data_gen when the oldest of them began */
 	char *pending_name;	  /* Owned: FSN_PENDING's file name, FSN_QUERY's query,
 				   * FSN_INDEX's index name */
 	char *name;		  /* Owned: FSN_ENTRY's last known name in its directory */
@@ -375,6 +377,14 @@ uint64_t fs_node_gen(struct fs_node *node);
 void fs_node_cache_set(struct fs_node *node, uint64_t gen);
 /* Whether nothing changed since what the kernel caches was read (fs_node_cache_set). */
 bool fs_node_cache_ok(struct fs_node *node);
+/* Whether the kernel caches node's content of gen and gen is still current. */
+bool fs_node_cache_is(struct fs_node *node, uint64_t gen);
+/* A listing of a collection from offset 0 begins (before its first read of the store) and
+ * ends; one that reached its end makes kernel_gen the data_gen at the beginning of the
+ * oldest listing that overlapped it, since any of them may have filled the kernel's cache
+ * (fsops.c note 8). */
+void fs_node_list_begin(struct fs_node *node);
+void fs_node_list_end(struct fs_node *node, bool complete);
 
 /* The notifier thread (notify.c): the only sender of kernel cache invalidations. It polls
  * the change feed of every watched database every period_ms and drains a queue of
@@ -395,13 +405,14 @@ void fs_notify_entry(uint64_t parent, const char *name);
 void fs_notify_entry_wait(uint64_t parent, const char *name);
 /* Stores data as the whole content of file nodeid in the kernel's page cache (from offset
  * 0). Not an invalidation: a handler may call it for the file it is opening, before the
- * reply. Returns 0 or -errno (-ENOENT when the kernel holds no such inode). */
+ * reply, but only on a worker: it waits for pages that a READ or WRITE in flight holds
+ * (fsops.c note 3). Returns 0 or -errno (-ENOENT when the kernel holds no such inode). */
 int fs_notify_store(uint64_t nodeid, const char *data, size_t len);
 
 /* fsops.c: the request handlers and the state they share. */
-/* Frees the handles of files still open when the connection ended (the kernel sends no
- * release for them: a SIGTERM or an abort with files open) and returns how many there
- * were. Only once no request can run any more. */
+/* Frees the handles of files and directories still open when the connection ended (the
+ * kernel sends no release for them: a SIGTERM or an abort with files open) and returns how
+ * many there were. Only once no request can run any more. */
 size_t fs_handles_release(void);
 struct fuse_lowlevel_ops;
 extern const struct fuse_lowlevel_ops fs_ops;
@@ -421,6 +432,9 @@ int fs_thread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void
  * layout) is borrowed for the call. */
 struct fs_ring_ent;
 void fs_mount_dispatch(const char *mem, size_t size, struct fs_ring_ent *ent);
+/* Whether the calling thread is a worker of the pool (not the /dev/fuse reader or a ring
+ * thread, which every request needs in order to arrive). */
+bool fs_mount_on_worker(void);
 
 /* ring.c: FUSE over io_uring (-o uring). Not thread-safe before fs_ring_start; the
  * status is. */

@@ -18,7 +18,12 @@
  *    page cache before the reply (fs_notify_store), so no READ follows: one round trip
  *    per file instead of two, and the kernel keeps the file's atime (a daemon-served read
  *    invalidates it, and the next fstat would ask for it). If the document changed while
- *    it was stored, the open does not keep the cache and the kernel drops it.
+ *    it was stored, the open does not keep the cache and the kernel drops it. The store
+ *    waits for the file's locked pages, which a READ or WRITE in flight holds until it is
+ *    answered, so it runs only on a worker (cold opens are not quick) and on at most
+ *    PUSH_WORKERS of them at once: the reader and ring threads, and other workers, stay
+ *    free to answer that request. Any other open reads its content at open (a write) or
+ *    at the first read, and records the generation it read before reading.
  * 4. Attribute and entry timeouts are long: every change is invalidated precisely by the
  *    notifier (for this process's writes and for other processes' through the change feed).
  *    Every listing is readdirplus (not only its first batch): its attributes restore those a
@@ -39,12 +44,15 @@
  *    document's getattr, its read-only open, read and release, forgets. Anything that may
  *    write, run a query, build an index or wait for an invalidation goes to a worker.
  * 8. The kernel caches a collection's listing (cache_readdir) and keeps it at the next
- *    opendir while the collection node's data_gen equals its kernel_gen, the data_gen read
- *    before the listing that filled the cache began (at offset 0). Every change of the
+ *    opendir while the collection node's data_gen equals its kernel_gen. A listing from
+ *    offset 0 may fill the cache: when one reaches its end, kernel_gen becomes the data_gen
+ *    at the beginning of the oldest listing that overlapped it (fs_node_list_begin/_end;
+ *    an FH_DIR handle says whether its listing is under way). Every change of the
  *    collection bumps data_gen before its invalidation is sent: the notifier for a change
  *    in the feed (which also drops the cached listing of open directories), the flush of
- *    .insert itself, and the kernel resets the cache on its own for creates, unlinks and
- *    renames through the mount. A listing that read an older state is never kept.
+ *    .insert and the first commit of a created document themselves, and the kernel resets
+ *    the cache on its own for creates, unlinks and renames through the mount. So a listing
+ *    that read an older state is never kept.
  */
 #define FUSE_USE_VERSION 34
 #include "fs_int.h"
@@ -54,6 +62,7 @@
 #include <linux/fuse.h> /* the opcodes fs_op_quick sorts */
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
@@ -64,6 +73,9 @@
 #define MAX_TEXT (64u * 1024 * 1024)	 /* bytes of a document file being written */
 #define MAX_SCRATCH (256u * 1024 * 1024) /* bytes of a scratch file */
 #define PUSH_MAX (1024 * 1024)		 /* largest document stored at open (note 3) */
+#define PUSH_WORKERS 16			 /* workers storing at once, at most (note 3) */
+
+static atomic_int pushing; /* workers in open_push's store */
 
 struct store *fs_store;
 
@@ -85,6 +97,7 @@ enum fh_kind {
 	FH_RESULT,    /* a query or explain result */
 	FH_IXSPEC,    /* an index file open for writing: buf is the spec (note 6) */
 	FH_WRITE,     /* a write path: buf is the request, wres its result */
+	FH_DIR,	      /* an open collection directory (note 8) */
 };
 
 #define SAVED_PREFIX FS_SAVED_PREFIX /* store names of saved queries: never listed as such */
@@ -134,6 +147,7 @@ struct fs_handle {
 	int wrc;		/* FH_WRITE: how it ended (0 or a dfs code) */
 	struct dfs_err werr;	/* FH_WRITE: its error */
 	off_t wend;		/* FH_WRITE: file offset where the request ended */
+	bool listing;		/* FH_DIR: a listing from offset 0 began, not yet ended */
 	struct fs_handle *prev, *next; /* the list of live handles (handles_lock) */
 };
 
@@ -923,8 +937,14 @@ static int handle_commit(fuse_req_t req, struct fs_handle *h, struct dfs_err *er
 	h->dirty = false;
 	h->written = false;
 	if (n->kind == FSN_PENDING) {
+		/* A new name in the collection: a listing the kernel keeps may predate it (the
+		 * kernel saw the create, not this commit; note 8). */
+		uint64_t dir = fs_node_touch_ino(fs_ino_entry(n->db, n->coll));
+
 		pending_del(n);
 		fs_node_repoint(n, FSN_ENTRY, n->coll, e.id, fs_ino_entry(n->db, e.id));
+		if (dir)
+			fs_notify_inode(dir);
 	} else {
 		fs_node_bump(n);
 	}
@@ -970,10 +990,22 @@ static bool open_push(struct fs_node *n, struct fs_handle *h, uint64_t gen)
 	struct dfs_err err = {0};
 	struct store_entry e;
 	struct store_txn *t;
+	bool kept;
 	int rc;
 
-	if (store_txn_begin(n->db, false, &t, &err))
+	/* The store waits for the file's locked pages, which a READ or WRITE in flight holds
+	 * until it is answered: never on a thread that requests need in order to arrive, and
+	 * never on so many workers that none is left to answer them. */
+	if (!fs_mount_on_worker())
 		return false;
+	if (atomic_fetch_add(&pushing, 1) >= PUSH_WORKERS) {
+		atomic_fetch_sub(&pushing, 1);
+		return false;
+	}
+	if (store_txn_begin(n->db, false, &t, &err)) {
+		atomic_fetch_sub(&pushing, 1);
+		return false;
+	}
 	rc = store_entry_get(t, n->id, &e, &err);
 	if (!rc && (e.kind != STORE_KIND_DOC || e.size > PUSH_MAX))
 		rc = -1;
@@ -981,16 +1013,17 @@ static bool open_push(struct fs_node *n, struct fs_handle *h, uint64_t gen)
 		rc = store_entry_read(t, n->id, &h->buf, &err);
 	store_txn_abort(t);
 	if (rc) {
+		atomic_fetch_sub(&pushing, 1);
 		dfs_buf_reset(&h->buf);
 		return false;
 	}
 	h->loaded = true;
 	h->is_doc = true;
-	if (fs_notify_store(n->nodeid, h->buf.data ? h->buf.data : "", h->buf.len))
-		return false;
+	kept = fs_notify_store(n->nodeid, h->buf.data ? h->buf.data : "", h->buf.len) == 0;
+	atomic_fetch_sub(&pushing, 1);
 	/* Changed since gen: the notifier's invalidation may have come before the store. The
 	 * open then does not keep the cache, and the kernel drops what was stored. */
-	return fs_node_gen(n) == gen;
+	return kept && fs_node_gen(n) == gen;
 }
 
 static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -1134,14 +1167,14 @@ static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	case FSN_ENTRY: {
 		struct store_entry e;
 		struct store_txn *t;
+		uint64_t gen;
 		int rc;
 
 		h = handle_new(FH_ENTRY, n);
 		if ((fi->flags & O_ACCMODE) == O_RDONLY && !(fi->flags & O_TRUNC)) {
-			/* Read-only: nothing to load yet. With keep_cache the kernel may never
-			 * ask (a warm grep -r), so the content is read at the first read. */
-			uint64_t gen;
-
+			/* Read-only: with keep_cache the kernel may never ask (a warm grep -r);
+			 * else the content is stored in its cache now, or read at the first
+			 * read (note 3). */
 			h->loaded = false;
 			h->rdonly = true;
 			fi->noflush = 1;
@@ -1155,6 +1188,7 @@ static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			fs_node_cache_set(n, gen);
 			break;
 		}
+		gen = fs_node_gen(n); /* before the read: a change after it is seen */
 		rc = store_txn_begin(n->db, false, &t, &err);
 		if (!rc) {
 			rc = store_entry_get(t, n->id, &e, &err);
@@ -1170,12 +1204,12 @@ static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			reply_dfs(req, &err, "open");
 			return;
 		}
-		/* note 3 */
-		if (n->kernel_gen == n->data_gen && !(fi->flags & O_TRUNC)) {
+		/* note 3: the kernel's cache is kept only if it holds what was read here; else
+		 * it is refilled from this read, of gen. */
+		if (!(fi->flags & O_TRUNC) && fs_node_cache_is(n, gen))
 			fi->keep_cache = 1;
-		} else {
-			n->kernel_gen = n->data_gen;
-		}
+		else
+			fs_node_cache_set(n, gen);
 		break;
 	}
 	case FSN_AGG: {
@@ -2078,18 +2112,26 @@ static void name_list_free(struct name_list *l)
 	free(l->files);
 }
 
-static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus,
+		       struct fs_handle *dh)
 {
 	struct fs_node *d = fs_node_get(ino);
 	struct dir_fill f = {req, NULL, size, 0, plus, d, false};
 	struct dfs_err err = {0};
-	uint64_t gen = 0;
 	struct stat st;
 	int rc = 0;
 
 	if (!d) {
 		fuse_reply_err(req, ESTALE);
 		return;
+	}
+	/* note 8: a listing from the start (again, after a rewinddir) is one the kernel may
+	 * cache; it begins before anything is read from the store. */
+	if (dh && off == 0) {
+		if (dh->listing)
+			fs_node_list_end(d, false);
+		fs_node_list_begin(d);
+		dh->listing = true;
 	}
 	f.buf = malloc(size);
 	if (!f.buf) {
@@ -2142,10 +2184,6 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 		 * accident. */
 		if (d->kind == FSN_QDIR || d->kind == FSN_XDIR)
 			goto reply;
-		/* note 8: a listing from the start is what the kernel caches; what it lists is
-		 * at least as new as the generation read before its transaction. */
-		if (d->kind == FSN_COLL && off == 0)
-			gen = fs_node_gen(d);
 		rc = store_txn_begin(d->db, false, &t, &err);
 		if (!rc) {
 			rc = store_entry_list(t, d->coll, cookie, dir_add_entry, &f, &err);
@@ -2153,8 +2191,6 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 			if (rc == 1 || rc == 2)
 				rc = 0;
 		}
-		if (!rc && gen)
-			fs_node_cache_set(d, gen);
 	} else {
 		struct name_list l = {0};
 
@@ -2241,6 +2277,11 @@ reply:
 		reply_dfs(req, &err, "readdir");
 		return;
 	}
+	if (dh && dh->listing && !rc && f.used == 0) {
+		/* The end: the kernel now holds the whole listing. */
+		fs_node_list_end(d, true);
+		dh->listing = false;
+	}
 	fuse_reply_buf(req, f.buf, f.used);
 	free(f.buf);
 }
@@ -2250,24 +2291,39 @@ reply:
 static void fsop_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs_node *d = fs_node_get(ino);
+	struct fs_handle *dh = NULL;
 
 	if (d && d->kind == FSN_COLL) {
+		dh = handle_new(FH_DIR, d);
 		fi->cache_readdir = 1;
 		fi->keep_cache = fs_node_cache_ok(d);
 	}
-	fuse_reply_open(req, fi);
+	fi->fh = (uint64_t)(uintptr_t)dh;
+	if (fuse_reply_open(req, fi) == -ENOENT && dh)
+		handle_free(dh);
+}
+
+static void fsop_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs_handle *dh = (struct fs_handle *)(uintptr_t)fi->fh;
+
+	if (dh && dh->listing)
+		fs_node_list_end(dh->node, false);
+	if (dh)
+		handle_free(dh);
+	fuse_reply_err(req, 0);
 }
 
 static void fsop_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			 struct fuse_file_info *fi)
 {
-	do_readdir(req, ino, size, off, false);
+	do_readdir(req, ino, size, off, false, (struct fs_handle *)(uintptr_t)fi->fh);
 }
 
 static void fsop_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			     struct fuse_file_info *fi)
 {
-	do_readdir(req, ino, size, off, true);
+	do_readdir(req, ino, size, off, true, (struct fs_handle *)(uintptr_t)fi->fh);
 }
 
 /* ---- unlink, rename, symlinks ------------------------------------------------------ */
@@ -2608,10 +2664,11 @@ bool fs_op_quick(uint32_t opcode, uint64_t nodeid, uint64_t fh, uint32_t open_fl
 		n = fs_node_get(nodeid);
 		return n && n->kind != FSN_INDEX && n->kind != FSN_IXPENDING;
 	case FUSE_OPEN:
-		/* A read-only open of a document loads at most PUSH_MAX bytes (note 3). */
+		/* A read-only open of a document whose content the kernel caches loads nothing;
+		 * one that loads and stores it goes to a worker (note 3). */
 		n = fs_node_get(nodeid);
 		return n && n->kind == FSN_ENTRY && (open_flags & O_ACCMODE) == O_RDONLY &&
-		       !(open_flags & O_TRUNC);
+		       !(open_flags & O_TRUNC) && fs_node_cache_ok(n);
 	case FUSE_READ:
 		/* The first read loads the whole entry: a document (at most 16 MiB of BSON) is
 		 * quick enough, a scratch file (up to 256 MiB) goes to a worker so that it does
@@ -2648,6 +2705,7 @@ const struct fuse_lowlevel_ops fs_ops = {
 	.release = fsop_release,
 	.fsync = fsop_fsync,
 	.opendir = fsop_opendir,
+	.releasedir = fsop_releasedir,
 	.readdir = fsop_readdir,
 	.readdirplus = fsop_readdirplus,
 	.statfs = fsop_statfs,

@@ -15,6 +15,7 @@
  */
 #include "fs_int.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -377,6 +378,34 @@ bool fs_node_cache_ok(struct fs_node *node)
 	ok = node->kernel_gen == node->data_gen;
 	pthread_mutex_unlock(&nodes_lock);
 	return ok;
+}
+
+void fs_node_list_begin(struct fs_node *node)
+{
+	pthread_mutex_lock(&nodes_lock);
+	if (node->listings++ == 0)
+		node->list_gen = node->data_gen;
+	pthread_mutex_unlock(&nodes_lock);
+}
+
+void fs_node_list_end(struct fs_node *node, bool complete)
+{
+	pthread_mutex_lock(&nodes_lock);
+	assert(node->listings > 0);
+	node->listings--;
+	if (complete)
+		node->kernel_gen = node->list_gen;
+	pthread_mutex_unlock(&nodes_lock);
+}
+
+bool fs_node_cache_is(struct fs_node *node, uint64_t gen)
+{
+	bool is;
+
+	pthread_mutex_lock(&nodes_lock);
+	is = node->kernel_gen == gen && node->data_gen == gen;
+	pthread_mutex_unlock(&nodes_lock);
+	return is;
 }
 
 void fs_node_bump(struct fs_node *node)

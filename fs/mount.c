@@ -63,9 +63,17 @@ static void job_run(struct job *j)
 	free(j);
 }
 
+static _Thread_local bool on_worker; /* this thread is a worker of the pool */
+
+bool fs_mount_on_worker(void)
+{
+	return on_worker;
+}
+
 static void *worker_main(void *arg)
 {
 	(void)arg;
+	on_worker = true;
 	pthread_mutex_lock(&pool.lock);
 	for (;;) {
 		struct job *j;
@@ -373,8 +381,8 @@ int fs_mount_run(const struct fs_mount_opts *o, struct dfs_err *err)
 		size_t open_files = fs_handles_release();
 
 		if (open_files)
-			fs_errlog_add("mount: ended with %zu files open: what was written to them "
-				      "after their last close is not kept",
+			fs_errlog_add("mount: ended with %zu files or directories open: what was "
+				      "written to files after their last close is not kept",
 				      open_files);
 	}
 	fs_ttl_stop();

@@ -5,7 +5,7 @@
  * caches within one poll period. It never runs inside a request handler, so an
  * invalidation can never wait on the request that asked for it. The one notification a
  * handler sends itself is a store of a file's content into the page cache
- * (fs_notify_store): it takes no lock that a request holds.
+ * (fs_notify_store), only on a worker of the pool (fsops.c note 3).
  */
 #define FUSE_USE_VERSION 34
 #include "fs_int.h"

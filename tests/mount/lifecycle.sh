@@ -2,8 +2,8 @@
 # lifecycle.sh - objects that go away or change while something still holds them: a dropped
 # database, an open .insert next to other writes, a collection removed under open files, a
 # created document unlinked before it was written, a document replaced while open, a new
-# collection used as a working directory, and setattr while another process holds the
-# write lock. Each of these once crashed the daemon, hung a client or wrote where it must not.
+# collection used as a working directory, setattr while another process holds the write
+# lock, and SIGTERM with a document and a directory open. Each of these once crashed the daemon, hung a client or wrote where it must not.
 . "$(dirname "$0")/lib.sh"
 mount_docfs
 mkdir -p "$MNT/db/c"
@@ -91,4 +91,35 @@ expect_fail "chmod under a held write lock" chmod 600 "$MNT/db/c/b.json"
 wait "$locker"
 chmod 600 "$MNT/db/c/b.json" || fail "chmod after the lock is released (the mount died?)"
 expect_eq "$(stat -c %a "$MNT/db/c/b.json")" "600" "mode after the lock"
+
+step "SIGTERM with a document and a directory open: the daemon frees them and exits"
+python3 - "$MNT/db/c" "$T/held" "$T/go" <<'PY' &
+import os, sys, time
+c, held, go = sys.argv[1:4]
+fd = os.open(c + "/unflushed.json", os.O_WRONLY | os.O_CREAT, 0o644)
+os.write(fd, b'{"v": "never closed"}')
+d = os.open(c, os.O_RDONLY | os.O_DIRECTORY)
+os.listdir(d)
+open(held, "w").close()
+while not os.path.exists(go):
+    time.sleep(0.05)
+PY
+holder=$!
+for _ in $(seq 1 100); do
+	[ -e "$T/held" ] && break
+	sleep 0.1
+done
+[ -e "$T/held" ] || fail "the files were not opened"
+pid=$(daemon_pid)
+kill -TERM "$pid"
+wait_gone "$pid" || fail "the daemon is still running 10 s after SIGTERM with files open"
+touch "$T/go"
+wait "$holder" || true
+grep -q "ended with 2 files or directories open" "$T/log" ||
+	fail "the log does not say what was open: $(tail -n 3 "$T/log")"
+sanitizer_reports # a handle the daemon did not free is a leak report here
+mountpoint -q "$MNT" && fusermount3 -u "$MNT"
+mount_docfs
+[ ! -e "$MNT/db/c/unflushed.json" ] || fail "a document never closed was created"
+expect_eq "$(jq -c . "$MNT/db/c/x.json")" '{"_id":"x","v":1}' "x.json after the SIGTERM"
 echo ok

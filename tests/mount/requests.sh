@@ -66,22 +66,82 @@ listed() {
 }
 
 step "a first pass opens every document once and reads none from the daemon"
-sleep 0.3 # the notifier has seen the insert: the listing above is now out of date
+# A write path returns once the notifier has passed over every change so far (here none:
+# it matches nothing), so the insert above has been seen and the listing above is out of date.
+echo '{$set: {x: 1}}' > "$C/update/{_id: \"none\"}"
 read -r P1 B1 < <(pass "$C")
 expect_eq "$(count "$P1" OPEN)" "$N" "OPENs of the first pass"
-expect_eq "$(count "$P1" READ)" "0" "READs of the first pass (the open stored the content)"
+[ "$(count "$P1" READ)" -le $((N / 20)) ] ||
+	fail "first pass: $(count "$P1" READ) READs for $N documents (the open stores the content)"
 [ "$(listed "$P1")" -ge 1 ] || fail "the first pass did not list the collection again after an insert"
 [ "$B1" -gt $((N * 20)) ] || fail "the first pass read only $B1 bytes of $N documents"
 expect_eq "$(cat "$C"/*.json | wc -c)" "$B1" "bytes of the first pass against cat"
+# What the open stored is each document as the store has it.
+python3 - "$C" <("$DOCFS" export "$STORE" db.c) <<'EOF' || fail "documents read through the mount differ from docfs export"
+import json, os, sys
+d, exp = sys.argv[1], sys.argv[2]
+want = {}
+for line in open(exp):
+    doc = json.loads(line)
+    want[str(doc["_id"]) + ".json"] = doc
+names = [n for n in os.listdir(d) if n.endswith(".json")]
+assert sorted(names) == sorted(want), "names differ"
+for n in names:
+    with open(os.path.join(d, n)) as f:
+        got = json.load(f)
+    assert got == want[n], "%s: %r != %r" % (n, got, want[n])
+EOF
 
 step "a second pass is served from the kernel's caches: no GETATTR, no READ, no listing"
 read -r P2 B2 < <(pass "$C")
 expect_eq "$B2" "$B1" "bytes read by the second pass"
-expect_eq "$(count "$P2" GETATTR)" "0" "GETATTRs of the second pass"
-expect_eq "$(count "$P2" READ)" "0" "READs of the second pass"
+# This VM drops a few clean cached pages at any time (fincore: 2 of 1000 files, on docfs
+# and on ext4 alike, within 15 s of reading them), and a file whose page is gone is read
+# (and then stat'ed) again: up to 13 of 1000 in about one run of 10. A cache that does not
+# work sends one of each per file.
+few() { # WHAT COUNT: at most 5% of the documents
+	[ "$2" -le $((N / 20)) ] || fail "$1 of the second pass: $2 for $N documents (expected none, or a few)"
+}
+few GETATTRs "$(count "$P2" GETATTR)"
+few READs "$(count "$P2" READ)"
 expect_eq "$(count "$P2" LOOKUP)" "0" "LOOKUPs of the second pass"
 expect_eq "$(count "$P2" OPEN)" "$N" "OPENs of the second pass"
 expect_eq "$(listed "$P2")" "0" "listing requests of the second pass"
+
+step "a created document is listed right after its close"
+python3 - "$C" <<'EOF' || fail "a document created through the mount was not listed after its close"
+import os, sys
+d = sys.argv[1]
+fd = os.open(os.path.join(d, "6001.json"), os.O_WRONLY | os.O_CREAT, 0o644)
+assert "6001.json" not in os.listdir(d) # not a document before its first flush
+os.write(fd, b'{"city": "new"}')
+os.close(fd)
+assert "6001.json" in os.listdir(d), "6001.json missing from the listing"
+os.unlink(os.path.join(d, "6001.json"))
+assert "6001.json" not in os.listdir(d), "6001.json listed after rm"
+EOF
+
+step "a directory held open and read again from its start shows changes by another process"
+python3 - "$C" "$DOCFS" "$STORE" <<'EOF' || fail "a rewound listing missed a change"
+import os, subprocess, sys, time
+d, docfs, store = sys.argv[1:4]
+fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+def names():
+    os.lseek(fd, 0, os.SEEK_SET)
+    return {e.name for e in os.scandir(fd)}
+assert "5.json" in names()
+subprocess.run([docfs, "delete", store, "db.c", "{_id: 5}"], check=True, stdout=subprocess.DEVNULL)
+subprocess.run([docfs, "import", store, "db.c", "-"], input=b'{"_id": 7001}', check=True,
+               stderr=subprocess.DEVNULL)
+time.sleep(1) # the notifier polls every 100 ms
+now = names()
+assert "5.json" not in now, "5.json still listed after the CLI deleted it"
+assert "7001.json" in now, "7001.json not listed after the CLI inserted it"
+subprocess.run([docfs, "import", store, "db.c", "-"], input=b'{"_id": 5, "city": "c5"}',
+               check=True, stderr=subprocess.DEVNULL)
+subprocess.run([docfs, "delete", store, "db.c", "{_id: 7001}"], check=True,
+               stdout=subprocess.DEVNULL)
+EOF
 
 step "a kept listing still shows what another process or a write path changed"
 ls "$C" > /dev/null
