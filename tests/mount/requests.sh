@@ -133,13 +133,25 @@ assert "5.json" in names()
 subprocess.run([docfs, "delete", store, "db.c", "{_id: 5}"], check=True, stdout=subprocess.DEVNULL)
 subprocess.run([docfs, "import", store, "db.c", "-"], input=b'{"_id": 7001}', check=True,
                stderr=subprocess.DEVNULL)
+# An upsert is a put of a new name (not an insert), a change only the listing shows.
+subprocess.run([docfs, "update", store, "db.c", "{_id: 7003}", "{$set: {a: 1}}", "--upsert"],
+               check=True, stdout=subprocess.DEVNULL)
 time.sleep(1) # the notifier polls every 100 ms
 now = names()
 assert "5.json" not in now, "5.json still listed after the CLI deleted it"
 assert "7001.json" in now, "7001.json not listed after the CLI inserted it"
+assert "7003.json" in now, "7003.json not listed after the CLI upserted it"
+# The same with an upsert alone: a put of a new name, which only the listing shows.
+assert "7004.json" not in names()
+subprocess.run([docfs, "update", store, "db.c", "{_id: 7004}", "{$set: {a: 1}}", "--upsert"],
+               check=True, stdout=subprocess.DEVNULL)
+time.sleep(1)
+assert "7004.json" in names(), "7004.json not listed after the CLI upserted it"
+subprocess.run([docfs, "delete", store, "db.c", "{_id: 7004}"], check=True,
+               stdout=subprocess.DEVNULL)
 subprocess.run([docfs, "import", store, "db.c", "-"], input=b'{"_id": 5, "city": "c5"}',
                check=True, stderr=subprocess.DEVNULL)
-subprocess.run([docfs, "delete", store, "db.c", "{_id: 7001}"], check=True,
+subprocess.run([docfs, "delete", store, "db.c", "{_id: {$in: [7001, 7003]}}"], check=True,
                stdout=subprocess.DEVNULL)
 EOF
 
