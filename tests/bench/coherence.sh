@@ -86,6 +86,9 @@ python3 - "$M/db/c" "$T/export" <<'EOF'
 import json, os, sys
 d, exp = sys.argv[1], sys.argv[2]
 want = {str(json.loads(l)["_id"]): json.loads(l) for l in open(exp)}
+if len(want) != 200:
+    print("coherence: FAIL: docfs export gave %d documents, not 200" % len(want), file=sys.stderr)
+    sys.exit(1)
 bad = []
 for k, v in sorted(want.items()):
     with open(os.path.join(d, k + ".json")) as f:
