@@ -989,8 +989,8 @@ static bool open_push(struct fs_node *n, struct fs_handle *h, uint64_t gen)
 {
 	struct dfs_err err = {0};
 	struct store_entry e;
-	struct store_txn *t;
-	bool kept;
+	struct store_txn *t = NULL;
+	bool kept = false;
 	int rc;
 
 	/* The store waits for the file's locked pages, which a READ or WRITE in flight holds
@@ -998,14 +998,10 @@ static bool open_push(struct fs_node *n, struct fs_handle *h, uint64_t gen)
 	 * never on so many workers that none is left to answer them. */
 	if (!fs_mount_on_worker())
 		return false;
-	if (atomic_fetch_add(&pushing, 1) >= PUSH_WORKERS) {
-		atomic_fetch_sub(&pushing, 1);
-		return false;
-	}
-	if (store_txn_begin(n->db, false, &t, &err)) {
-		atomic_fetch_sub(&pushing, 1);
-		return false;
-	}
+	if (atomic_fetch_add(&pushing, 1) >= PUSH_WORKERS)
+		goto done;
+	if (store_txn_begin(n->db, false, &t, &err))
+		goto done;
 	rc = store_entry_get(t, n->id, &e, &err);
 	if (!rc && (e.kind != STORE_KIND_DOC || e.size > PUSH_MAX))
 		rc = -1;
@@ -1013,17 +1009,18 @@ static bool open_push(struct fs_node *n, struct fs_handle *h, uint64_t gen)
 		rc = store_entry_read(t, n->id, &h->buf, &err);
 	store_txn_abort(t);
 	if (rc) {
-		atomic_fetch_sub(&pushing, 1);
 		dfs_buf_reset(&h->buf);
-		return false;
+		goto done;
 	}
 	h->loaded = true;
 	h->is_doc = true;
-	kept = fs_notify_store(n->nodeid, h->buf.data ? h->buf.data : "", h->buf.len) == 0;
-	atomic_fetch_sub(&pushing, 1);
 	/* Changed since gen: the notifier's invalidation may have come before the store. The
 	 * open then does not keep the cache, and the kernel drops what was stored. */
-	return kept && fs_node_gen(n) == gen;
+	kept = fs_notify_store(n->nodeid, h->buf.data ? h->buf.data : "", h->buf.len) == 0 &&
+	       fs_node_gen(n) == gen;
+done:
+	atomic_fetch_sub(&pushing, 1);
+	return kept;
 }
 
 static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -2307,10 +2304,11 @@ static void fsop_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
 {
 	struct fs_handle *dh = (struct fs_handle *)(uintptr_t)fi->fh;
 
-	if (dh && dh->listing)
-		fs_node_list_end(dh->node, false);
-	if (dh)
+	if (dh) {
+		if (dh->listing)
+			fs_node_list_end(dh->node, false);
 		handle_free(dh);
+	}
 	fuse_reply_err(req, 0);
 }
 

@@ -16,7 +16,7 @@ set -u
 DOCFS=$(realpath "${1:?usage: coherence.sh DOCFS [SECONDS] [MOUNT_OPTS]}")
 SECS=${2:-20}
 OPTS=${3:-}
-T=$(mktemp -d /tmp/docfs-coherence.XXXXXX)
+T=$(mktemp -d --suffix=.docfs-coherence)
 S=$T/store M=$T/mnt
 mkdir -p "$S" "$M"
 pids=()

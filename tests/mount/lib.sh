@@ -72,6 +72,15 @@ wait_gone() {
 	return 1
 }
 
+# wait_file PATH: waits up to 10 s for PATH to exist; returns 1 if it never does.
+wait_file() {
+	for _ in $(seq 1 100); do
+		[ -e "$1" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
 unmount_docfs() {
 	local pid
 	pid=$(daemon_pid)

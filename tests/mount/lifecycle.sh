@@ -105,11 +105,7 @@ while not os.path.exists(go):
     time.sleep(0.05)
 PY
 holder=$!
-for _ in $(seq 1 100); do
-	[ -e "$T/held" ] && break
-	sleep 0.1
-done
-[ -e "$T/held" ] || fail "the files were not opened"
+wait_file "$T/held" || fail "the files were not opened"
 pid=$(daemon_pid)
 kill -TERM "$pid"
 wait_gone "$pid" || fail "the daemon is still running 10 s after SIGTERM with files open"

@@ -189,11 +189,7 @@ while not os.path.exists(sys.argv[3]):
 con.execute("ROLLBACK")
 EOF
 LOCKER=$!
-for _ in $(seq 1 100); do
-	[ -e "$T/locked" ] && break
-	sleep 0.1
-done
-[ -e "$T/locked" ] || fail "the SQLite write lock was not taken"
+wait_file "$T/locked" || fail "the SQLite write lock was not taken"
 (echo '{"_id": 9, "city": "waited"}' > "$C/9.json") &
 WRITER=$!
 sleep 0.3 # the writer's flush is now waiting for the lock
