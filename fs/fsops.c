@@ -23,7 +23,11 @@
  *    answered, so it runs only on a worker (cold opens are not quick) and on at most
  *    PUSH_WORKERS of them at once: the reader and ring threads, and other workers, stay
  *    free to answer that request. Any other open reads its content at open (a write) or
- *    at the first read, and records the generation it read before reading.
+ *    at the first read, and records the generation it read before reading. An open file
+ *    keeps what it read, but the page cache is the node's, shared by all its files: a READ
+ *    answered from content older than the node's (the file was open across a change, and
+ *    the pages were dropped) puts old pages back, so it also marks the cache old and has
+ *    the notifier drop those pages once they are in (read_old).
  * 4. Attribute and entry timeouts are long: every change is invalidated precisely by the
  *    notifier (for this process's writes and for other processes' through the change feed).
  *    Every listing is readdirplus (not only its first batch): its attributes restore those a
@@ -139,6 +143,7 @@ struct fs_handle {
 	bool is_doc;		/* FH_ENTRY holding a document (else a scratch file) */
 	bool loaded;		/* FH_ENTRY: buf holds the content (read-only opens load lazily) */
 	bool rdonly;		/* FH_ENTRY opened read-only: lock held only briefly (note 7) */
+	uint64_t gen;		/* FH_ENTRY: the node's data_gen when buf was loaded (note 3) */
 	struct fs_inserter ins; /* FH_INSERT */
 	bool ins_init;		/* ins is initialised */
 	struct fs_result res;	/* FH_RESULT: the snapshot of a query's output */
@@ -948,6 +953,7 @@ static int handle_commit(fuse_req_t req, struct fs_handle *h, struct dfs_err *er
 	} else {
 		fs_node_bump(n);
 	}
+	h->gen = fs_node_gen(n);
 	fs_notify_inode(n->nodeid);
 	return 0;
 }
@@ -1014,6 +1020,7 @@ static bool open_push(struct fs_node *n, struct fs_handle *h, uint64_t gen)
 	}
 	h->loaded = true;
 	h->is_doc = true;
+	h->gen = gen;
 	/* Changed since gen: the notifier's invalidation may have come before the store. The
 	 * open then does not keep the cache, and the kernel drops what was stored. */
 	kept = fs_notify_store(n->nodeid, h->buf.data ? h->buf.data : "", h->buf.len) == 0 &&
@@ -1201,6 +1208,7 @@ static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			reply_dfs(req, &err, "open");
 			return;
 		}
+		h->gen = gen;
 		/* note 3: the kernel's cache is kept only if it holds what was read here; else
 		 * it is refilled from this read, of gen. */
 		if (!(fi->flags & O_TRUNC) && fs_node_cache_is(n, gen))
@@ -1305,6 +1313,17 @@ static void write_read(fuse_req_t req, struct fs_handle *h, size_t size, off_t o
 	free(copy);
 }
 
+/* note 3: h (an FH_ENTRY, lock held) read its content before the node last changed, and
+ * is about to answer a READ with it: that old content enters the page cache. The opens
+ * after this one do not keep the cache, and the notifier drops these pages once the reply
+ * is in (its invalidation waits for the pages the READ holds), for opens that already
+ * kept it. */
+static void read_old(struct fs_handle *h)
+{
+	fs_node_cache_set(h->node, h->gen);
+	fs_notify_inode(h->node->nodeid);
+}
+
 static void fsop_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		      struct fuse_file_info *fi)
 {
@@ -1340,6 +1359,8 @@ static void fsop_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if (h->kind == FH_ENTRY && !h->loaded) {
 		struct dfs_err err = {0};
 		struct store_txn *t;
+		uint64_t gen =
+			fs_node_gen(h->node); /* before the read: a change after it is seen */
 		int rc = store_txn_begin(h->node->db, false, &t, &err);
 
 		if (!rc) {
@@ -1352,7 +1373,12 @@ static void fsop_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			return;
 		}
 		h->loaded = true;
+		h->gen = gen;
 	}
+	/* note 3: this reply goes into the page cache the node's other files share. From a
+	 * file that read an older content, it must not stay there for the opens to come. */
+	if (h->kind == FH_ENTRY && h->gen != fs_node_gen(h->node))
+		read_old(h);
 	if (h->kind == FH_INSERT || off < 0 || (size_t)off >= h->buf.len) {
 		pthread_mutex_unlock(&h->lock);
 		fuse_reply_buf(req, NULL, 0);

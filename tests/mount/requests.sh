@@ -178,6 +178,45 @@ sleep 1 # the notifier polls every 100 ms
 read -r P3 B3 < <(pass "$C")
 expect_eq "$(jq -c .city "$C/8.json")" '"by the CLI"' "8.json after the CLI changed it"
 
+step "a file held open across a change does not put its old content back for later opens"
+# The held file keeps what it read (a stable snapshot per open file). After the change, an
+# open that reads the new content but does not store it (read-write, or any open of a
+# document over 1 MiB) empties the page cache; when the held file next reads (the pages
+# are dropped again here, as the kernel may drop clean pages at any time) the daemon fills
+# the cache from its snapshot: the opens after it must not keep that.
+python3 - "$C" "$DOCFS" "$STORE" <<'EOF' || fail "an open after a held file's read saw old content"
+import os, subprocess, sys, time
+d, docfs, store = sys.argv[1:4]
+# The new content has the same size as the old: a size the kernel sees change would make it
+# drop the pages on its own.
+def held_read(name, city, big):
+    p = os.path.join(d, name)
+    if big:
+        with open(p, "w") as f:
+            f.write('{"city": "c%s", "pad": "%s"}' % (name[:-5], "x" * 1200000))
+    a = os.open(p, os.O_RDONLY)
+    # a's first read comes from the daemon, which then keeps a's snapshot
+    os.posix_fadvise(a, 0, 0, os.POSIX_FADV_DONTNEED)
+    old = os.pread(a, 1 << 22, 0)
+    assert (b'"c%s"' % name[:-5].encode()) in old, "%s: %r" % (name, old[:60])
+    subprocess.run([docfs, "update", store, "db.c", "{_id: %s}" % name[:-5],
+                    "{$set: {city: '%s'}}" % city], check=True, stdout=subprocess.DEVNULL)
+    time.sleep(1) # the notifier polls every 100 ms and drops the pages
+    os.close(os.open(p, os.O_RDONLY if big else os.O_RDWR))
+    os.stat(p) # the kernel has the new mtime: nothing tells it the pages below are old
+    os.posix_fadvise(a, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.pread(a, 1 << 22, 0) # the daemon serves a's snapshot
+    for _ in range(3):
+        with open(p) as f:
+            got = f.read()
+        assert ('"%s"' % city) in got, "%s after a held file's read: %r" % (name, got[:60])
+    os.close(a)
+    with open(p) as f:
+        assert ('"%s"' % city) in f.read(), "%s after the held file's close" % name
+held_read("20.json", "n20", False)
+held_read("21.json", "n21", True)
+EOF
+
 step "reads, listings and lookups go on while a write waits for the SQLite lock"
 python3 - "$STORE/db.db" "$T/locked" "$T/release" <<'EOF' &
 import os, sqlite3, sys, time
