@@ -146,6 +146,7 @@ struct fs_handle {
 	uint64_t gen;		/* FH_ENTRY: the node's data_gen when buf was loaded (note 3) */
 	struct fs_inserter ins; /* FH_INSERT */
 	bool ins_init;		/* ins is initialised */
+	int64_t ins_shown;	/* FH_INSERT: ins.ndocs when the collection was last bumped */
 	struct fs_result res;	/* FH_RESULT: the snapshot of a query's output */
 	struct dfs_buf wres;	/* FH_WRITE: the result of the request in buf */
 	bool applied;		/* FH_WRITE: the request has run; wres holds its result */
@@ -1482,8 +1483,12 @@ static void fsop_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	if (h->kind == FH_INSERT) {
 		rc = fs_inserter_feed(&h->ins, "", 0, true);
 		/* The next listing shows what was inserted, without waiting for the notifier
-		 * (note 8); an insert that failed midway kept the documents before it. */
-		fs_node_touch_ino(fs_ino_entry(h->node->db, h->node->coll));
+		 * (note 8); an insert that failed midway kept the documents before it. A
+		 * close that inserted nothing (grep -r reads .insert) keeps the listing. */
+		if (h->ins.ndocs != h->ins_shown) {
+			h->ins_shown = h->ins.ndocs;
+			fs_node_touch_ino(fs_ino_entry(h->node->db, h->node->coll));
+		}
 		if (rc && h->reported) {
 			pthread_mutex_unlock(&h->lock);
 			fuse_reply_err(req, fs_errno(rc));

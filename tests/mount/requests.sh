@@ -108,6 +108,16 @@ expect_eq "$(count "$P2" LOOKUP)" "0" "LOOKUPs of the second pass"
 expect_eq "$(count "$P2" OPEN)" "$N" "OPENs of the second pass"
 expect_eq "$(listed "$P2")" "0" "listing requests of the second pass"
 
+step "a second grep -r lists the collection no more (reading .insert inserts nothing)"
+grep -rl c5 "$C" > /dev/null || fail "grep -r found nothing"
+grep -rl c5 "$C" > /dev/null &
+P4=$!
+wait "$P4" || fail "the second grep -r found nothing"
+coll=$(grep -m1 "opcode: OPENDIR ([0-9]*), .*pid: $P4\$" "$T/debug" | sed 's/.*nodeid: \([0-9]*\),.*/\1/')
+[ -n "$coll" ] || fail "no OPENDIR of the second grep -r in the debug output"
+expect_eq "$(grep -Ec "opcode: READDIR(PLUS)? \([0-9]*\), nodeid: $coll, .*pid: $P4\$" "$T/debug" || true)" \
+	"0" "listing requests for the collection by the second grep -r"
+
 step "a created document is listed right after its close"
 python3 - "$C" <<'EOF' || fail "a document created through the mount was not listed after its close"
 import os, sys
