@@ -350,6 +350,7 @@ static void db_free(struct store_db *db)
 	}
 	pthread_mutex_destroy(&db->pool_lock);
 	pthread_mutex_destroy(&db->write_lock);
+	pthread_mutex_destroy(&db->ixstats_lock);
 	free(db->path);
 	free(db);
 }
@@ -639,6 +640,7 @@ int store_db_get(struct store *s, const char *name, bool create, struct store_db
 	pthread_mutex_init(&db->write_lock, NULL);
 	pthread_mutex_init(&db->ckpt_lock, NULL);
 	pthread_cond_init(&db->ckpt_cond, NULL);
+	pthread_mutex_init(&db->ixstats_lock, NULL);
 	db->pool = c;
 	c = NULL;
 	db->next = s->dbs;

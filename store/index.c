@@ -2311,6 +2311,62 @@ static int one_row(struct store_txn *t, const char *sql, int64_t a, int64_t *x, 
 	return rc;
 }
 
+/* The entries and bytes of index ixid of coll (ixid 0: _id_, the documents), counted, or
+ * taken from the counts of an earlier read transaction that saw the same last change: every
+ * write of documents or index entries appends to the change feed, and an index built again
+ * gets a new ixid (note 1). Counting reads the whole index, a second for a million entries,
+ * and `grep -r` reads every index file. A write transaction counts (its seq may be rolled
+ * back and used again). */
+static int ix_counts(struct store_txn *t, int64_t coll, int64_t ixid, int64_t *entries,
+		     int64_t *bytes, struct dfs_err *err)
+{
+	struct store_db *db = t->db;
+	const size_t nslots = sizeof(db->ixstats) / sizeof(db->ixstats[0]);
+	int64_t seq = 0, unused;
+	int rc;
+
+	if (!t->write) {
+		if ((rc = one_row(t, "SELECT coalesce(max(seq), 0), ?1 FROM changes", 0, &seq,
+				  &unused, err)))
+			return rc;
+		pthread_mutex_lock(&db->ixstats_lock);
+		for (size_t i = 0; seq > 0 && i < nslots; i++) {
+			struct store__ixstats *c = &db->ixstats[i];
+
+			if (c->seq == seq && c->coll == coll && c->ixid == ixid) {
+				*entries = c->entries;
+				*bytes = c->bytes;
+				pthread_mutex_unlock(&db->ixstats_lock);
+				return 0;
+			}
+		}
+		pthread_mutex_unlock(&db->ixstats_lock);
+	}
+	if (ixid == 0)
+		rc = one_row(t,
+			     "SELECT count(*), coalesce(sum(length(key)), 0) FROM docs"
+			     " WHERE coll = ?1",
+			     coll, entries, bytes, err);
+	else
+		rc = one_row(t,
+			     "SELECT count(*), coalesce(sum(length(key) + length(vals)), 0)"
+			     " FROM ikeys WHERE ix = ?1",
+			     ixid, entries, bytes, err);
+	if (!rc && seq > 0) {
+		struct store__ixstats *c;
+
+		pthread_mutex_lock(&db->ixstats_lock);
+		c = &db->ixstats[db->ixstats_next++ % nslots];
+		c->coll = coll;
+		c->ixid = ixid;
+		c->seq = seq;
+		c->entries = *entries;
+		c->bytes = *bytes;
+		pthread_mutex_unlock(&db->ixstats_lock);
+	}
+	return rc;
+}
+
 int store_index_stats(struct store_txn *t, int64_t coll, const char *name,
 		      struct store_index_stats *out, struct dfs_err *err)
 {
@@ -2321,22 +2377,14 @@ int store_index_stats(struct store_txn *t, int64_t coll, const char *name,
 	memset(out, 0, sizeof(*out));
 	if ((rc = store_index_get(t, coll, name, &ix, err)))
 		return rc;
-	if (ix.ixid == 0) {
-		rc = one_row(t,
-			     "SELECT count(*), coalesce(sum(length(key)), 0) FROM docs"
-			     " WHERE coll = ?1",
-			     coll, &out->entries, &out->bytes, err);
-		if (!rc)
-			rc = one_row(t, "SELECT min(ctime) / 1000000, 0 FROM colls WHERE id = ?1",
-				     coll, &out->created, &b, err);
-		goto done;
-	}
-	rc = one_row(t,
-		     "SELECT count(*), coalesce(sum(length(key) + length(vals)), 0) FROM ikeys"
-		     " WHERE ix = ?1",
-		     ix.ixid, &out->entries, &out->bytes, err);
+	rc = ix_counts(t, coll, ix.ixid, &out->entries, &out->bytes, err);
 	if (rc)
 		goto done;
+	if (ix.ixid == 0) {
+		rc = one_row(t, "SELECT min(ctime) / 1000000, 0 FROM colls WHERE id = ?1", coll,
+			     &out->created, &b, err);
+		goto done;
+	}
 	{
 		sqlite3_stmt *st;
 

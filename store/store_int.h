@@ -92,6 +92,13 @@ struct store_db {
 	bool ckpt_want;			/* a commit found the WAL long: the thread runs */
 	bool ckpt_done;			/* the thread caught up: the writer finishes */
 	bool ckpt_stop;			/* db_free: the thread must end */
+	pthread_mutex_t ixstats_lock;	/* guards ixstats (index.c, store_index_stats) */
+	struct store__ixstats {
+		int64_t coll, ixid; /* the index (ixid 0: _id_) */
+		int64_t seq;	    /* the change feed's last seq the counts were taken at */
+		int64_t entries, bytes;
+	} ixstats[8];	       /* the last counts taken, reused while nothing changed */
+	unsigned ixstats_next; /* the slot the next counts go to */
 };
 
 /* The last run (largest lo) of one collection, as this transaction has it (doc.c note 5). */

@@ -279,6 +279,60 @@ static struct store_index_stats stats(int64_t coll, const char *name)
 
 /* ---- definitions ------------------------------------------------------------------- */
 
+/* Counting an index's entries is cached (index.c, ix_counts): every kind of change must
+ * still show, including those another store handle (another process) commits, a rolled-back
+ * write, and an index dropped and built again under the same name. */
+START_TEST(test_store_index_stats_follow_every_change)
+{
+	int64_t c = make_coll("items");
+	struct dfs_err err = {0};
+	struct store *st2;
+	struct store_db *db2;
+	struct store_txn *t;
+
+	put_ok(c, "1.json", "{\"price\": 5}");
+	put_ok(c, "2.json", "{\"price\": 7}");
+	mkix_ok(c, "{\"key\": {\"price\": 1}, \"sparse\": true}");
+	ck_assert_int_eq(stats(c, "price_1").entries, 2);
+	ck_assert_int_eq(stats(c, "price_1").entries, 2); /* from the cache */
+	ck_assert_int_eq(stats(c, "_id_").entries, 2);
+	put_ok(c, "3.json", "{\"price\": 9}");
+	ck_assert_int_eq(stats(c, "price_1").entries, 3);
+	ck_assert_int_eq(stats(c, "_id_").entries, 3);
+	del(c, "1.json");
+	ck_assert_int_eq(stats(c, "price_1").entries, 2);
+	ck_assert_int_eq(stats(c, "_id_").entries, 2);
+	/* A write that is rolled back changes nothing, and the count taken inside it is not
+	 * kept. */
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	ck_assert_int_eq(
+		store_doc_write_text(t, c, "4.json", "{\"price\": 11}", 13, &attrs, NULL, &err), 0);
+	{
+		struct store_index_stats in;
+
+		ck_assert_int_eq(store_index_stats(t, c, "price_1", &in, &err), 0);
+		ck_assert_int_eq(in.entries, 3);
+	}
+	store_txn_abort(t);
+	ck_assert_int_eq(stats(c, "price_1").entries, 2);
+	/* Another handle on the store writes, as the CLI does while the store is mounted. */
+	ck_assert_int_eq(store_open(tmpdir, false, &st2, &err), 0);
+	ck_assert_int_eq(store_db_get(st2, "shop", false, &db2, &err), 0);
+	ck_assert_int_eq(store_txn_begin(db2, true, &t, &err), 0);
+	ck_assert_int_eq(store_doc_write_text(t, c, "5.json", "{}", 2, &attrs, NULL, &err), 0);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	store_free(st2);
+	ck_assert_int_eq(stats(c, "price_1").entries, 2); /* sparse: no entry for 5 */
+	ck_assert_int_eq(stats(c, "_id_").entries, 3);
+	/* The same name built again over other documents. */
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	ck_assert_int_eq(store_index_drop(t, c, "price_1", &err), 0);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	mkix_ok(c, "{\"key\": {\"price\": 1}}");
+	ck_assert_int_eq(stats(c, "price_1").entries, 3);
+}
+END_TEST
+
 START_TEST(test_store_index_create_list_get_drop_stats)
 {
 	int64_t c = make_coll("items");
@@ -1962,6 +2016,7 @@ static Suite *index_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_store_index_create_list_get_drop_stats);
+	tcase_add_test(tc, test_store_index_stats_follow_every_change);
 	tcase_add_test(tc, test_store_index_create_default_names);
 	tcase_add_test(tc, test_store_index_create_is_idempotent);
 	tcase_add_test(tc, test_store_index_create_rejects_bad_specs);
