@@ -7,6 +7,8 @@
 
 #include "store.h"
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -456,6 +458,35 @@ void fs_ring_stop(void);
 void fs_ring_free(void);
 /* One JSON line: the transport and how many requests the ring served. */
 void fs_ring_status(struct dfs_buf *out);
+/* Whether the /dev/fuse reader follows its callers' CPUs (mount.c note 3), and how many
+ * times it moved. */
+void fs_mount_reader_status(bool *follows, unsigned long long *moves);
+
+/* ---- idle.c: threads serving at SCHED_IDLE next to their callers, and their watchdog -- */
+
+/* One such thread (ring.c note 6, mount.c note 3). */
+struct fs_idle_thread {
+	int tid;		       /* its thread id */
+	atomic_bool boosted;	       /* raised to normal priority by the watchdog */
+	atomic_llong boost_until;      /* CLOCK_MONOTONIC ns: stays raised until then */
+	atomic_ullong loops;	       /* turns of its loop */
+	unsigned long long seen_loops; /* the watchdog's: loops at its last look */
+};
+/* Whether this process may take a thread out of SCHED_IDLE again (root, CAP_SYS_NICE or an
+ * RLIMIT_NICE of 20): without that the watchdog could not raise a starved one. */
+bool fs_idle_allowed(void);
+/* The calling thread goes to SCHED_IDLE and is watched (the watchdog starts with the first). */
+void fs_idle_begin(struct fs_idle_thread *t);
+/* A turn of the thread's loop, before it waits for more work (more: it has some already):
+ * counts, and goes back to SCHED_IDLE once a raise has run out. */
+void fs_idle_turn(struct fs_idle_thread *t, bool more);
+/* Not watched any more (the calling thread is t's, or t's thread has ended); normal: the
+ * calling thread goes back to normal priority. */
+void fs_idle_end(struct fs_idle_thread *t, bool normal);
+/* Times a starved thread was raised. */
+unsigned long long fs_idle_boosts(void);
+/* Ends the watchdog (at unmount, once no thread is watched). */
+void fs_idle_stop(void);
 
 /* Closes the snapshot repository /.snapshots reads (at unmount). */
 void fs_snapshots_close(void);

@@ -29,19 +29,10 @@
  * 5. An entry is in one of three states: with the kernel (registered or committed, waiting
  *    for a request), being served (its request in a handler), or replied (on the done list,
  *    or committed at the next submit). A commit both replies and waits for the next request.
- * 6. Ring threads run as SCHED_IDLE. On a wake-up the scheduler moves the woken task to an
- *    idle CPU when the waker's is busy: with normal ring threads every reply sent the caller
- *    to the other, halted CPU (a warm grep of 100,000 files: 8.3-9.7 s), while a CPU that
- *    runs only SCHED_IDLE tasks counts as idle, so the caller stays where it was (2.7-3.0
- *    s). The price: a ring thread that has to share its CPU with busy tasks of the same
- *    scheduling group (the daemon is in a group of its own when it daemonizes and the
- *    kernel groups by session, but not with -f) gets next to no CPU: a 9.8 MB document read
- *    under two such hogs took 32 s. So a watchdog looks at each ring thread every
- *    RING_WATCH_MS (RING_IDLE_WATCH_MS while all of them sleep); one that is runnable and
- *    has not finished a turn of its loop since the last look runs at normal priority for
- *    RING_BOOST_NS, then goes back to SCHED_IDLE when it next has nothing to do. (Its run
- *    delay cannot tell: the kernel adds to it only once the thread runs.) It reads /proc
- *    only for a thread that has not turned.
+ * 6. Ring threads run as SCHED_IDLE (idle.c): with normal ring threads every reply sent the
+ *    caller to the other, halted CPU (a warm grep of 100,000 files: 8.3-9.7 s), while a CPU
+ *    that runs only SCHED_IDLE tasks counts as idle, so the caller stays where it was
+ *    (2.7-3.0 s). idle.c's watchdog raises a ring thread that starves next to busy tasks.
  * 7. The ring starts after FUSE_INIT (registration needs the negotiated sizes), and the
  *    kernel switches to it only when every CPU's queue has an entry; until then requests
  *    come through /dev/fuse. At unmount the kernel ends every entry with -ENOTCONN;
@@ -98,12 +89,9 @@ struct ring_cmd {
 	uint8_t padding[6];
 };
 
-#define RING_DEPTH 32	       /* entries per queue (note 4) */
-#define RING_ROOM 4096	       /* in front of a payload: the rebuilt headers (note 3) */
-#define RING_EV_TAG 1	       /* user_data of the eventfd read */
-#define RING_WATCH_MS 20       /* note 6 */
-#define RING_IDLE_WATCH_MS 250 /* when every ring thread was asleep at the last look */
-#define RING_BOOST_NS (1000 * 1000000LL)
+#define RING_DEPTH 32  /* entries per queue (note 4) */
+#define RING_ROOM 4096 /* in front of a payload: the rebuilt headers (note 3) */
+#define RING_EV_TAG 1  /* user_data of the eventfd read */
 
 struct ring_queue;
 
@@ -121,12 +109,8 @@ struct fs_ring_ent {
 struct ring_queue {
 	int qid; /* the CPU */
 	pthread_t th;
-	bool started;		       /* th was created */
-	atomic_int tid;		       /* th's thread id, once it runs */
-	atomic_bool boosted;	       /* running at normal priority (note 6) */
-	atomic_llong boost_until;      /* CLOCK_MONOTONIC ns: stays boosted until then */
-	atomic_ullong loops;	       /* turns of the thread's loop */
-	unsigned long long seen_loops; /* watchdog only: loops at its last look */
+	bool started;		    /* th was created */
+	struct fs_idle_thread idle; /* th at SCHED_IDLE (note 6) */
 	struct io_uring ring;
 	bool ring_ok;		  /* ring was set up */
 	int evfd;		  /* wakes the thread: a done reply, or stop */
@@ -146,14 +130,8 @@ static struct {
 	atomic_bool stop;
 	atomic_int live;      /* queues with every entry registered */
 	atomic_ullong served; /* requests that came through the ring */
-	atomic_ullong boosts; /* times a starved ring thread was raised (note 6) */
-	bool idle;	      /* ring threads run at SCHED_IDLE: the daemon may leave it */
-	pthread_t watch;
-	bool watching;		    /* watch was created */
-	pthread_mutex_t watch_lock; /* with watch_cond: the watchdog's sleep, ended by stop */
-	pthread_cond_t watch_cond;
-} ring = {
-	.fd = -1, .watch_lock = PTHREAD_MUTEX_INITIALIZER, .watch_cond = PTHREAD_COND_INITIALIZER};
+	bool idle;	      /* ring threads run at SCHED_IDLE (note 6) */
+} ring = {.fd = -1};
 
 static _Thread_local struct fs_ring_ent *serving;  /* the entry a reply on this thread is for */
 static _Thread_local bool init_reply;		   /* the next reply is FUSE_INIT's */
@@ -176,13 +154,18 @@ void fs_ring_bind(struct fs_ring_ent *e)
 
 void fs_ring_status(struct dfs_buf *out)
 {
+	unsigned long long moves;
+	bool follows;
+
+	fs_mount_reader_status(&follows, &moves);
 	dfs_buf_printf(out,
 		       "{\"transport\": \"%s\", \"queues\": %d, \"queuesLive\": %d, "
-		       "\"ringRequests\": %llu, \"starvedBoosts\": %llu}\n",
+		       "\"ringRequests\": %llu, \"readerFollows\": %s, \"readerMoves\": %llu, "
+		       "\"starvedBoosts\": %llu}\n",
 		       atomic_load(&ring.started) ? "io_uring" : "/dev/fuse",
 		       atomic_load(&ring.started) ? ring.nq : 0, atomic_load(&ring.live),
-		       (unsigned long long)atomic_load(&ring.served),
-		       (unsigned long long)atomic_load(&ring.boosts));
+		       (unsigned long long)atomic_load(&ring.served), follows ? "true" : "false",
+		       moves, fs_idle_boosts());
 }
 
 /* ---- submitting (ring thread only) ------------------------------------------------- */
@@ -361,88 +344,6 @@ static void pin_to_cpu(int cpu)
 			      strerror(errno));
 }
 
-static long long mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* Puts the calling ring thread at SCHED_IDLE (idle) or normal priority (note 6). */
-static void set_idle(bool idle)
-{
-	struct sched_param sp = {0};
-
-	if (sched_setscheduler(0, idle ? SCHED_IDLE : SCHED_OTHER, &sp) != 0)
-		fs_errlog_add("ring: cannot change a ring thread's priority: %s", strerror(errno));
-}
-
-/* Whether thread tid is runnable (state R: running, or waiting for a CPU). */
-static bool runnable(int tid)
-{
-	char path[64], buf[256];
-	const char *p;
-	size_t n;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
-	if (!(f = fopen(path, "r")))
-		return false;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	p = strrchr(buf, ')'); /* the name may hold anything but ends before the last ')' */
-	return p && p[1] == ' ' && p[2] == 'R';
-}
-
-/* The watchdog (note 6). */
-static void *watch_main(void *arg)
-{
-	int period_ms = RING_WATCH_MS;
-
-	(void)arg;
-	pthread_setname_np(pthread_self(), "docfs-ringwatch");
-	pthread_mutex_lock(&ring.watch_lock);
-	while (!atomic_load(&ring.stop)) {
-		struct timespec until;
-		bool busy = false;
-
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_nsec += period_ms * 1000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&ring.watch_cond, &ring.watch_lock, &until);
-		for (int i = 0; i < ring.nq && !atomic_load(&ring.stop); i++) {
-			struct ring_queue *q = &ring.q[i];
-			int tid = atomic_load(&q->tid);
-			unsigned long long loops = atomic_load(&q->loops);
-			struct sched_param sp = {0};
-
-			if (loops != q->seen_loops) {
-				busy = true; /* it turned: neither idle nor starved */
-			} else if (tid && runnable(tid)) {
-				/* Runnable through a whole period without finishing a turn:
-				 * starved, or busy with one long request; either way not for
-				 * SCHED_IDLE. */
-				busy = true;
-				atomic_store(&q->boost_until, mono_ns() + RING_BOOST_NS);
-				if (!atomic_load(&q->boosted) &&
-				    sched_setscheduler(tid, SCHED_OTHER, &sp) == 0) {
-					atomic_store(&q->boosted, true);
-					atomic_fetch_add(&ring.boosts, 1);
-				}
-			}
-			q->seen_loops = loops;
-		}
-		period_ms = busy ? RING_WATCH_MS : RING_IDLE_WATCH_MS;
-	}
-	pthread_mutex_unlock(&ring.watch_lock);
-	return NULL;
-}
-
 static void *ring_main(void *arg)
 {
 	struct ring_queue *q = arg;
@@ -453,9 +354,8 @@ static void *ring_main(void *arg)
 	pthread_setname_np(pthread_self(), name);
 	own_queue = q;
 	pin_to_cpu(q->qid);
-	q->tid = gettid();
 	if (ring.idle)
-		set_idle(true);
+		fs_idle_begin(&q->idle);
 	for (int i = 0; i < RING_DEPTH; i++)
 		ring_cmd_prep(&q->ent[i], RING_CMD_REGISTER);
 	ring_ev_prep(q);
@@ -464,11 +364,7 @@ static void *ring_main(void *arg)
 		struct io_uring_cqe *cqe;
 		unsigned head, n = 0;
 
-		if (ring.idle && atomic_load(&q->boosted) && io_uring_cq_ready(&q->ring) == 0 &&
-		    mono_ns() > atomic_load(&q->boost_until)) {
-			set_idle(true); /* first: a boost meanwhile is then seen as needed again */
-			atomic_store(&q->boosted, false);
-		}
+		fs_idle_turn(&q->idle, io_uring_cq_ready(&q->ring) != 0);
 		ring_drain_done(q); /* a worker's reply may come before its wake-up */
 		rc = io_uring_submit_and_wait(&q->ring, 1);
 		if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
@@ -505,10 +401,11 @@ static void *ring_main(void *arg)
 			}
 		}
 		io_uring_cq_advance(&q->ring, n);
-		atomic_fetch_add_explicit(&q->loops, 1, memory_order_relaxed);
 	}
 	ring_drain_done(q);	   /* replies workers finished before the stop */
 	io_uring_submit(&q->ring); /* and the commits prepared last */
+	if (ring.idle)
+		fs_idle_end(&q->idle, false);
 	atomic_fetch_sub(&ring.live, 1);
 	return NULL;
 }
@@ -557,23 +454,13 @@ bool fs_ring_granted(void)
 	return ring.granted;
 }
 
-/* Whether this process may take a thread out of SCHED_IDLE again (the kernel asks for
- * CAP_SYS_NICE or an RLIMIT_NICE of 20); without that a boost could not work (note 6). */
-static bool may_leave_idle(void)
-{
-	struct rlimit rl;
-
-	return geteuid() == 0 || (getrlimit(RLIMIT_NICE, &rl) == 0 &&
-				  (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= 20));
-}
-
 int fs_ring_start(size_t payload_sz, struct dfs_err *err)
 {
 	int rc = 0, i;
 
 	ring.granted = false; /* one attempt: a failure leaves the mount on /dev/fuse */
 	ring.payload_sz = payload_sz;
-	ring.idle = may_leave_idle();
+	ring.idle = fs_idle_allowed();
 	if (!ring.idle)
 		fs_errlog_add("ring: its threads run at normal priority: leaving SCHED_IDLE needs "
 			      "root, CAP_SYS_NICE or RLIMIT_NICE 20");
@@ -602,25 +489,12 @@ int fs_ring_start(size_t payload_sz, struct dfs_err *err)
 		return rc;
 	}
 	atomic_store(&ring.started, true);
-	/* From here the kernel may send everything through the ring, so there is no going
-	 * back: without its watchdog the ring still serves. */
-	if (fs_thread_create(&ring.watch, NULL, watch_main, NULL) != 0)
-		fs_errlog_add("ring: cannot start the watchdog; a starved ring thread stays so");
-	else
-		ring.watching = true;
 	return 0;
 }
 
 void fs_ring_stop(void)
 {
-	pthread_mutex_lock(&ring.watch_lock);
 	atomic_store(&ring.stop, true);
-	pthread_cond_signal(&ring.watch_cond);
-	pthread_mutex_unlock(&ring.watch_lock);
-	if (ring.watching) {
-		pthread_join(ring.watch, NULL);
-		ring.watching = false;
-	}
 	for (int i = 0; ring.q && i < ring.nq; i++) {
 		struct ring_queue *q = &ring.q[i];
 		uint64_t one = 1;

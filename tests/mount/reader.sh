@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# reader.sh - the /dev/fuse reader follows its callers (fs/mount.c note 3): with two CPUs or
+# more it runs at SCHED_IDLE and pins itself to the CPU of the process whose requests it
+# serves (/.docfs/status: readerFollows, readerMoves), what it serves is exact, and busy
+# tasks on its CPU do not starve it (fs/idle.c's watchdog raises it). With -o uring it stays
+# an ordinary thread (uring.sh checks every thread's policy and CPUs).
+. "$(dirname "$0")/lib.sh"
+if [ "$(getconf _NPROCESSORS_ONLN)" -lt 2 ]; then
+	echo "SKIP: one CPU online: the reader has no other CPU to follow a caller to"
+	exit 77
+fi
+pkill_hogs() {
+	local rc=$?
+	pkill -f "docfs-reader-hog-$$" 2> /dev/null || true
+	cleanup "$rc"
+}
+trap pkill_hogs EXIT
+
+N=300
+C=$MNT/db/c
+
+status_field() { # NAME: the value after "NAME": in /.docfs/status
+	sed -n "s/.*\"$1\": \([a-z0-9]*\).*/\1/p" "$MNT/.docfs/status"
+}
+reader_cpus() { # the CPUs the reader (the daemon's main thread) may run on
+	taskset -pc "$(daemon_pid)" | sed 's/.*: //'
+}
+# pass CPU: on that CPU, opens and reads every document (warm: each open is a request the
+# reader serves itself); prints the bytes read.
+pass() {
+	taskset -c "$1" python3 - "$C" <<'EOF'
+import os, sys
+d = sys.argv[1]
+total = 0
+for _ in range(3):
+    for name in sorted(os.listdir(d)):
+        if name.endswith(".json"):
+            with open(os.path.join(d, name), "rb") as f:
+                total += len(f.read())
+print(total)
+EOF
+}
+
+step "the reader runs at SCHED_IDLE and says it follows its callers"
+mount_docfs
+expect_eq "$(status_field readerFollows)" "true" "readerFollows in /.docfs/status"
+pid=$(daemon_pid)
+expect_eq "$(sed 's/.*) //' "/proc/$pid/task/$pid/stat" | cut -d' ' -f39)" "5" \
+	"scheduling policy of the reader (5: SCHED_IDLE)"
+
+step "it moves to the CPU of the process it serves, and back"
+mkdir -p "$C"
+seq 1 "$N" | sed 's/.*/{"_id": &, "city": "c&"}/' > "$C/.insert"
+cat "$C"/*.json > /dev/null # now warm: opens are served by the reader itself
+moves=$(status_field readerMoves)
+B1=$(pass 1)
+expect_eq "$(reader_cpus)" "1" "the reader's CPUs after a process on CPU 1 read $N documents"
+B0=$(pass 0)
+expect_eq "$(reader_cpus)" "0" "the reader's CPUs after a process on CPU 0 read them"
+expect_eq "$B0" "$B1" "bytes read on CPU 0 and on CPU 1"
+[ "$(status_field readerMoves)" -ge $((moves + 2)) ] ||
+	fail "readerMoves went from $moves to $(status_field readerMoves) (expected 2 more at least)"
+python3 - "$C" <("$DOCFS" export "$STORE" db.c) <<'EOF' || fail "documents read through the mount differ from docfs export"
+import json, os, sys
+d, exp = sys.argv[1], sys.argv[2]
+want = {str(doc["_id"]) + ".json": doc for doc in map(json.loads, open(exp))}
+names = [n for n in os.listdir(d) if n.endswith(".json")]
+assert sorted(names) == sorted(want), "names differ"
+for n in names:
+    with open(os.path.join(d, n)) as f:
+        assert json.load(f) == want[n], n
+EOF
+
+step "busy tasks on its CPU do not starve it: the watchdog raises it"
+# In the foreground the daemon shares the test's scheduling group (autogroup), so hogs
+# started here compete with the SCHED_IDLE reader directly (fs/idle.c note 2).
+unmount_docfs
+"$DOCFS" mount -f -o "log=$T/log" "$STORE" "$MNT" 2> "$T/fg.err" &
+for _ in $(seq 1 100); do
+	mountpoint -q "$MNT" && break
+	sleep 0.1
+done
+mountpoint -q "$MNT" || fail "docfs mount -f did not mount: $(cat "$T/fg.err")"
+python3 -c '
+import json
+print(json.dumps({"_id": "heavy", "a": [{"k": i, "s": "x" * 20} for i in range(150000)]}))
+' > "$C/heavy.json"
+cat "$C"/*.json > /dev/null
+pass 0 > /dev/null
+expect_eq "$(reader_cpus)" "0" "the reader's CPUs after a process on CPU 0 read the documents"
+sync
+echo 3 > /proc/sys/vm/drop_caches # the read below must reach the daemon
+boosts=$(status_field starvedBoosts)
+for _ in 1 2; do
+	taskset -c 0 bash -c 'exec -a docfs-reader-hog-'$$' bash -c "while :; do :; done"' &
+done
+sleep 0.2
+taskset -c 0 cat "$C/heavy.json" > "$T/heavy.read"
+pkill -f "docfs-reader-hog-$$"
+cmp <(jq -c . "$T/heavy.read") <(jq -c . "$C/heavy.json") || fail "the document read under load differs"
+[ "$(status_field starvedBoosts)" -gt "$boosts" ] ||
+	fail "the reader was not raised while hogs shared its CPU: $(cat "$MNT/.docfs/status")"
+echo "   $(cat "$MNT/.docfs/status")"
+
+step "nothing went wrong in the daemon; docfs check passes"
+unmount_docfs
+! grep -i "cannot" "$T/log" || fail "the daemon logged a failure"
+"$DOCFS" check "$STORE" > /dev/null || fail "docfs check failed"
