@@ -477,6 +477,8 @@ struct fs_idle_thread {
 bool fs_idle_allowed(void);
 /* The calling thread goes to SCHED_IDLE and is watched (the watchdog starts with the first). */
 void fs_idle_begin(struct fs_idle_thread *t);
+/* The calling thread (t's) runs at normal priority until a turn without more work. */
+void fs_idle_raise(struct fs_idle_thread *t);
 /* A turn of the thread's loop, before it waits for more work (more: it has some already):
  * counts, and goes back to SCHED_IDLE once a raise has run out. */
 void fs_idle_turn(struct fs_idle_thread *t, bool more);

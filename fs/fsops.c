@@ -2688,6 +2688,10 @@ bool fs_op_quick(uint32_t opcode, uint64_t nodeid, uint64_t fh, uint32_t open_fl
 	case FUSE_FORGET:
 	case FUSE_BATCH_FORGET:
 		return true;
+	case FUSE_IOCTL:
+		/* No handler: libfuse answers ENOSYS at once. The kernel asks again at every
+		 * open that checks for a terminal (Python's open() calls isatty()). */
+		return true;
 	case FUSE_GETATTR:
 		/* An index file's size comes from its handle, locked by an index build. */
 		n = fs_node_get(nodeid);

@@ -157,6 +157,14 @@ void fs_idle_begin(struct fs_idle_thread *t)
 	set_idle(true);
 }
 
+void fs_idle_raise(struct fs_idle_thread *t)
+{
+	if (!atomic_load(&t->boosted)) {
+		set_idle(false);
+		atomic_store(&t->boosted, true);
+	}
+}
+
 void fs_idle_turn(struct fs_idle_thread *t, bool more)
 {
 	if (!more && atomic_load(&t->boosted) && mono_ns() > atomic_load(&t->boost_until)) {

@@ -25,7 +25,10 @@
  *    those the reader serves itself are the ones whose wake-ups it can save, and a cold
  *    `grep -r`, whose opens go to workers, would move it at every look. Without a second
  *    CPU, without the right to leave SCHED_IDLE, or once requests come through io_uring
- *    (ring.c, which has a thread per CPU), the reader stays an ordinary thread.
+ *    (ring.c, which has a thread per CPU), the reader stays an ordinary thread. While
+ *    workers have requests the reader runs at normal priority and on any CPU, as before:
+ *    pinned at SCHED_IDLE it waited behind them to hand on the next one (a cold grep -r
+ *    took 15.6 s instead of 14.0 on average).
  */
 #define FUSE_USE_VERSION 34
 #include "fs_int.h"
@@ -64,6 +67,7 @@ static struct {
 	int nworkers; /* started, not yet exited */
 	int nidle;    /* waiting for a job (some may be woken already) */
 	bool stop;
+	atomic_int busy; /* jobs queued or being served (read without the lock) */
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER,
 	  .more = PTHREAD_COND_INITIALIZER,
 	  .gone = PTHREAD_COND_INITIALIZER};
@@ -77,6 +81,7 @@ static void job_run(struct job *j)
 	fuse_session_process_buf(pool.se, &b);
 	fs_ring_bind(NULL);
 	free(j);
+	atomic_fetch_sub(&pool.busy, 1);
 }
 
 static _Thread_local bool on_worker; /* this thread is a worker of the pool */
@@ -188,6 +193,7 @@ static void job_submit(const void *mem, size_t size, struct fs_ring_ent *ent)
 	j->ent = ent;
 	j->size = size;
 	memcpy(j->mem, mem, size);
+	atomic_fetch_add(&pool.busy, 1); /* job_run counts it off */
 	pthread_mutex_lock(&pool.lock);
 	if (pool.stop) {
 		/* The pool is closing (only a ring thread submits now): serve it here. */
@@ -333,6 +339,14 @@ static void follow_stop(void)
 	follow.pid = 0;
 }
 
+/* Workers have requests: the reader runs at normal priority, on any CPU (note 3). */
+static void follow_workers(void)
+{
+	fs_idle_raise(&follow.idle);
+	if (follow.cpu >= 0 && sched_setaffinity(0, sizeof(mount_cpus), &mount_cpus) == 0)
+		follow.cpu = -1;
+}
+
 /* A quick request came from pid: now and then, the reader moves to its CPU (note 3). */
 static void follow_caller(uint32_t pid)
 {
@@ -370,8 +384,13 @@ static int request_loop(struct fuse_session *se)
 	pool.stop = false;
 	follow_start();
 	while (!fuse_session_exited(se)) {
-		if (follow.on)
-			fs_idle_turn(&follow.idle, false);
+		if (follow.on) {
+			bool busy = atomic_load(&pool.busy) > 0;
+
+			if (busy)
+				follow_workers(); /* note 3 */
+			fs_idle_turn(&follow.idle, busy);
+		}
 		res = fuse_session_receive_buf(se, &fbuf);
 		if (res == -EINTR || res == -EAGAIN) {
 			res = 0;
