@@ -81,6 +81,31 @@ wait_file() {
 	return 1
 }
 
+# mount_fg [OPTS]: mounts in the foreground (-f: the daemon stays in the test's scheduling
+# group, so CPU hogs started here compete with its threads directly) and waits until live.
+mount_fg() {
+	"$DOCFS" mount -f -o "log=$T/log${1:+,$1}" "$STORE" "$MNT" 2> "$T/fg.err" &
+	wait_mounted || fail "docfs mount -f did not mount: $(cat "$T/fg.err")"
+}
+
+# wait_mounted: waits up to 10 s for the mount to be live; returns 1 if it never is.
+wait_mounted() {
+	for _ in $(seq 1 100); do
+		mountpoint -q "$MNT" && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# write_heavy PATH: writes a 9.8 MB document of 150,000 small subdocuments (long to load and
+# render) to PATH.
+write_heavy() {
+	python3 -c '
+import json
+print(json.dumps({"_id": "heavy", "a": [{"k": i, "s": "x" * 20} for i in range(150000)]}))
+' > "$1"
+}
+
 unmount_docfs() {
 	local pid
 	pid=$(daemon_pid)

@@ -74,16 +74,8 @@ step "busy tasks on its CPU do not starve it: the watchdog raises it"
 # In the foreground the daemon shares the test's scheduling group (autogroup), so hogs
 # started here compete with the SCHED_IDLE reader directly (fs/idle.c note 2).
 unmount_docfs
-"$DOCFS" mount -f -o "log=$T/log" "$STORE" "$MNT" 2> "$T/fg.err" &
-for _ in $(seq 1 100); do
-	mountpoint -q "$MNT" && break
-	sleep 0.1
-done
-mountpoint -q "$MNT" || fail "docfs mount -f did not mount: $(cat "$T/fg.err")"
-python3 -c '
-import json
-print(json.dumps({"_id": "heavy", "a": [{"k": i, "s": "x" * 20} for i in range(150000)]}))
-' > "$C/heavy.json"
+mount_fg
+write_heavy "$C/heavy.json"
 cat "$C"/*.json > /dev/null
 # Read before the pass: /.docfs/status is opened by a worker, which unpins the reader.
 boosts=$(status_field starvedBoosts)

@@ -15,11 +15,7 @@ C=$MNT/db/c
 # waits until the mount is live.
 mount_debug() {
 	"$DOCFS" mount -d -o "log=$T/log,$1${MOUNT_OPTS:+,$MOUNT_OPTS}" "$STORE" "$MNT" 2> "$2" &
-	for _ in $(seq 1 100); do
-		mountpoint -q "$MNT" && return
-		sleep 0.1
-	done
-	fail "not mounted 10 s after docfs mount -d -o $1"
+	wait_mounted || fail "not mounted 10 s after docfs mount -d -o $1"
 }
 
 mount_debug notify_ms=100 "$T/debug"

@@ -115,16 +115,8 @@ step "a ring thread starved by CPU hogs on its CPU is raised to normal priority"
 # In the foreground the daemon shares the test's scheduling group (autogroup), so hogs
 # started here compete with its SCHED_IDLE ring threads directly (fs/ring.c note 6).
 unmount_docfs
-"$DOCFS" mount -f -o "log=$T/log,uring" "$STORE" "$MNT" 2> "$T/fg.err" &
-for _ in $(seq 1 100); do
-	mountpoint -q "$MNT" && break
-	sleep 0.1
-done
-mountpoint -q "$MNT" || fail "docfs mount -f did not mount: $(cat "$T/fg.err")"
-python3 -c '
-import json
-print(json.dumps({"_id": "heavy", "a": [{"k": i, "s": "x" * 20} for i in range(150000)]}))
-' > "$MNT/db/c/heavy.json"
+mount_fg uring
+write_heavy "$MNT/db/c/heavy.json"
 sync
 echo 3 > /proc/sys/vm/drop_caches # the read below must reach the daemon
 boosts=$(status_field starvedBoosts)
