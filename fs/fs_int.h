@@ -472,8 +472,8 @@ struct fs_idle_thread {
 	atomic_ullong loops;	       /* turns of its loop */
 	unsigned long long seen_loops; /* the watchdog's: loops at its last look */
 };
-/* Whether this process may take a thread out of SCHED_IDLE again (root, CAP_SYS_NICE or an
- * RLIMIT_NICE of 20): without that the watchdog could not raise a starved one. */
+/* Whether this process may take a thread out of SCHED_IDLE again (CAP_SYS_NICE or an
+ * RLIMIT_NICE of 20; tried once): without that the watchdog could not raise a starved one. */
 bool fs_idle_allowed(void);
 /* The calling thread goes to SCHED_IDLE and is watched (the watchdog starts with the first). */
 void fs_idle_begin(struct fs_idle_thread *t);

@@ -27,7 +27,9 @@
  *    keeps what it read, but the page cache is the node's, shared by all its files: a READ
  *    answered from content older than the node's (the file was open across a change, and
  *    the pages were dropped) puts old pages back, so it also marks the cache old and has
- *    the notifier drop those pages once they are in (read_old).
+ *    the notifier drop those pages once they are in (read_old). A file whose entry still
+ *    has the ctime and size it loaded is current again instead (still_current): the
+ *    notifier bumps the generation again when it passes over this process's own commits.
  * 4. Attribute and entry timeouts are long: every change is invalidated precisely by the
  *    notifier (for this process's writes and for other processes' through the change feed).
  *    Every listing is readdirplus (not only its first batch): its attributes restore those a
@@ -144,6 +146,9 @@ struct fs_handle {
 	bool loaded;		/* FH_ENTRY: buf holds the content (read-only opens load lazily) */
 	bool rdonly;		/* FH_ENTRY opened read-only: lock held only briefly (note 7) */
 	uint64_t gen;		/* FH_ENTRY: the node's data_gen when buf was loaded (note 3) */
+	int64_t ver_ctime;	/* FH_ENTRY: the ctime and size of the entry buf was loaded */
+	int64_t ver_size;	/*   from (ver_ctime 0: not known) */
+	bool direct;		/* FH_ENTRY opened direct_io: READs bypass the page cache */
 	struct fs_inserter ins; /* FH_INSERT */
 	bool ins_init;		/* ins is initialised */
 	int64_t ins_shown;	/* FH_INSERT: ins.ndocs when the collection was last bumped */
@@ -815,6 +820,15 @@ static struct fs_handle *handle_new(int kind, struct fs_node *n)
 	return h;
 }
 
+/* note 3: h's content (buf) is that of the node's generation gen, and of entry e when known
+ * (NULL: not known). */
+static void handle_loaded(struct fs_handle *h, uint64_t gen, const struct store_entry *e)
+{
+	h->gen = gen;
+	h->ver_ctime = e ? e->ctime_ns : 0;
+	h->ver_size = e ? e->size : 0;
+}
+
 static void handle_free(struct fs_handle *h)
 {
 	pthread_mutex_lock(&handles_lock);
@@ -954,7 +968,8 @@ static int handle_commit(fuse_req_t req, struct fs_handle *h, struct dfs_err *er
 	} else {
 		fs_node_bump(n);
 	}
-	h->gen = fs_node_gen(n);
+	/* The content is the store's now; its entry's ctime is known for documents only. */
+	handle_loaded(h, fs_node_gen(n), h->is_doc ? &e : NULL);
 	fs_notify_inode(n->nodeid);
 	return 0;
 }
@@ -1021,7 +1036,7 @@ static bool open_push(struct fs_node *n, struct fs_handle *h, uint64_t gen)
 	}
 	h->loaded = true;
 	h->is_doc = true;
-	h->gen = gen;
+	handle_loaded(h, gen, &e);
 	/* Changed since gen: the notifier's invalidation may have come before the store. The
 	 * open then does not keep the cache, and the kernel drops what was stored. */
 	kept = fs_notify_store(n->nodeid, h->buf.data ? h->buf.data : "", h->buf.len) == 0 &&
@@ -1086,6 +1101,8 @@ static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		h = handle_new(FH_ENTRY, n);
 		h->dirty = true;
 		h->is_doc = true;
+		h->direct = true;
+		handle_loaded(h, fs_node_gen(n), NULL);
 		fi->direct_io = 1;
 		break;
 	case FSN_QUERY: {
@@ -1209,7 +1226,7 @@ static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			reply_dfs(req, &err, "open");
 			return;
 		}
-		h->gen = gen;
+		handle_loaded(h, gen, (fi->flags & O_TRUNC) ? NULL : &e);
 		/* note 3: the kernel's cache is kept only if it holds what was read here; else
 		 * it is refilled from this read, of gen. */
 		if (!(fi->flags & O_TRUNC) && fs_node_cache_is(n, gen))
@@ -1314,6 +1331,29 @@ static void write_read(fuse_req_t req, struct fs_handle *h, size_t size, off_t o
 	free(copy);
 }
 
+/* note 3: whether h (an FH_ENTRY, lock held), loaded before the node's last bump, still
+ * holds the entry's content: the bump was the notifier passing over a change this file
+ * committed itself, or one that changed no content. Then h is current again. */
+static bool still_current(struct fs_handle *h)
+{
+	uint64_t gen = fs_node_gen(h->node); /* before the read: a change after it is seen */
+	struct dfs_err err = {0};
+	struct store_entry e;
+	struct store_txn *t;
+	int rc;
+
+	if (h->ver_ctime == 0 || h->dirty)
+		return false;
+	if (store_txn_begin(h->node->db, false, &t, &err))
+		return false;
+	rc = store_entry_get(t, h->node->id, &e, &err);
+	store_txn_abort(t);
+	if (rc || e.ctime_ns != h->ver_ctime || e.size != h->ver_size)
+		return false;
+	h->gen = gen;
+	return true;
+}
+
 /* note 3: h (an FH_ENTRY, lock held) read its content before the node last changed, and
  * is about to answer a READ with it: that old content enters the page cache. The opens
  * after this one do not keep the cache, and the notifier drops these pages once the reply
@@ -1362,10 +1402,13 @@ static void fsop_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		struct store_txn *t;
 		uint64_t gen =
 			fs_node_gen(h->node); /* before the read: a change after it is seen */
+		struct store_entry e;
 		int rc = store_txn_begin(h->node->db, false, &t, &err);
 
 		if (!rc) {
-			rc = store_entry_read(t, h->node->id, &h->buf, &err);
+			rc = store_entry_get(t, h->node->id, &e, &err);
+			if (!rc)
+				rc = store_entry_read(t, h->node->id, &h->buf, &err);
 			store_txn_abort(t);
 		}
 		if (rc) {
@@ -1374,11 +1417,12 @@ static void fsop_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			return;
 		}
 		h->loaded = true;
-		h->gen = gen;
+		handle_loaded(h, gen, &e);
 	}
 	/* note 3: this reply goes into the page cache the node's other files share. From a
 	 * file that read an older content, it must not stay there for the opens to come. */
-	if (h->kind == FH_ENTRY && h->gen != fs_node_gen(h->node))
+	if (h->kind == FH_ENTRY && !h->direct && h->gen != fs_node_gen(h->node) &&
+	    !still_current(h))
 		read_old(h);
 	if (h->kind == FH_INSERT || off < 0 || (size_t)off >= h->buf.len) {
 		pthread_mutex_unlock(&h->lock);
@@ -1678,6 +1722,8 @@ static void fsop_create(fuse_req_t req, fuse_ino_t parent, const char *name, mod
 		h = handle_new(FH_ENTRY, n);
 		h->dirty = true;
 		h->is_doc = true;
+		h->direct = true; /* below */
+		handle_loaded(h, fs_node_gen(n), NULL);
 		file_attr(&ep.attr, n->ino, a.mode, 0, now_ns());
 		ep.attr.st_uid = a.uid;
 		ep.attr.st_gid = a.gid;
@@ -1701,6 +1747,7 @@ static void fsop_create(fuse_req_t req, fuse_ino_t parent, const char *name, mod
 		}
 		n = fs_node_ref(FSN_ENTRY, p->db, p->coll, e.id, fs_ino_entry(p->db, e.id), name);
 		h = handle_new(FH_ENTRY, n);
+		handle_loaded(h, fs_node_gen(n), &e); /* empty, as in the store */
 		entry_attr(&ep.attr, n->ino, &e);
 		ep.attr_timeout = LONG_TIMEOUT;
 	}

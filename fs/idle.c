@@ -17,8 +17,9 @@
  *    BOOST_NS, then goes back to SCHED_IDLE when it next has nothing to do. (Its run delay
  *    cannot tell: the kernel adds to it only once the thread runs.) It reads /proc only for
  *    a thread that has not turned.
- * 3. A thread that cannot leave SCHED_IDLE again (no root, CAP_SYS_NICE or RLIMIT_NICE of
- *    20) could not be raised, so fs_idle_allowed says no and its users stay at normal
+ * 3. A thread that cannot leave SCHED_IDLE again (it takes CAP_SYS_NICE or an RLIMIT_NICE
+ *    of 20, which root in a container often lacks) could not be raised, so fs_idle_allowed
+ *    tries it on a throwaway thread, once, and says no; its users then stay at normal
  *    priority.
  */
 #include "fs_int.h"
@@ -28,7 +29,6 @@
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -128,12 +128,32 @@ static void *watch_main(void *arg)
 	return NULL;
 }
 
+/* A throwaway thread goes to SCHED_IDLE and tries to come back (note 3): root in a
+ * container often lacks CAP_SYS_NICE, and only the kernel knows. */
+static void *try_leave_idle(void *arg)
+{
+	struct sched_param sp = {0};
+
+	*(bool *)arg = sched_setscheduler(0, SCHED_IDLE, &sp) == 0 &&
+		       sched_setscheduler(0, SCHED_OTHER, &sp) == 0;
+	return NULL;
+}
+
+static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+static bool may_leave_idle; /* the probe's answer */
+
+static void probe(void)
+{
+	pthread_t th;
+
+	if (pthread_create(&th, NULL, try_leave_idle, &may_leave_idle) == 0)
+		pthread_join(th, NULL);
+}
+
 bool fs_idle_allowed(void)
 {
-	struct rlimit rl;
-
-	return geteuid() == 0 || (getrlimit(RLIMIT_NICE, &rl) == 0 &&
-				  (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= 20));
+	pthread_once(&probe_once, probe);
+	return may_leave_idle;
 }
 
 void fs_idle_begin(struct fs_idle_thread *t)

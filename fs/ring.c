@@ -463,7 +463,7 @@ int fs_ring_start(size_t payload_sz, struct dfs_err *err)
 	ring.idle = fs_idle_allowed();
 	if (!ring.idle)
 		fs_errlog_add("ring: its threads run at normal priority: leaving SCHED_IDLE needs "
-			      "root, CAP_SYS_NICE or RLIMIT_NICE 20");
+			      "CAP_SYS_NICE or RLIMIT_NICE 20");
 	ring.nq = get_nprocs_conf();
 	ring.q = calloc((size_t)ring.nq, sizeof(*ring.q));
 	if (!ring.q)

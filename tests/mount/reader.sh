@@ -2,8 +2,9 @@
 # reader.sh - the /dev/fuse reader follows its callers (fs/mount.c note 3): with two CPUs or
 # more it runs at SCHED_IDLE and pins itself to the CPU of the process whose requests it
 # serves (/.docfs/status: readerFollows, readerMoves), what it serves is exact, and busy
-# tasks on its CPU do not starve it (fs/idle.c's watchdog raises it). With -o uring it stays
-# an ordinary thread (uring.sh checks every thread's policy and CPUs).
+# tasks on its CPU do not starve it (fs/idle.c's watchdog raises it). Without the right to
+# leave SCHED_IDLE again, and with -o uring (uring.sh checks every thread's policy and
+# CPUs), it stays an ordinary thread.
 . "$(dirname "$0")/lib.sh"
 if [ "$(getconf _NPROCESSORS_ONLN)" -lt 2 ]; then
 	echo "SKIP: one CPU online: the reader has no other CPU to follow a caller to"
@@ -94,6 +95,21 @@ cmp <(jq -c . "$T/heavy.read") <(jq -c . "$C/heavy.json") || fail "the document 
 [ "$(status_field starvedBoosts)" -gt "$boosts" ] ||
 	fail "the reader was not raised while hogs shared its CPU: $(cat "$MNT/.docfs/status")"
 echo "   $(cat "$MNT/.docfs/status")"
+
+step "a daemon that may not leave SCHED_IDLE again keeps an ordinary reader"
+# Root without CAP_SYS_NICE (as in many containers) and RLIMIT_NICE 0: the kernel refuses
+# SCHED_IDLE -> SCHED_OTHER, so the watchdog could not raise a starved reader.
+unmount_docfs
+prlimit --nice=0:0 setpriv --bounding-set=-sys_nice --inh-caps=-sys_nice \
+	"$DOCFS" mount -o "log=$T/log" "$STORE" "$MNT"
+mountpoint -q "$MNT" || fail "not mounted without CAP_SYS_NICE"
+read -r _ cpus < <(pass 1)
+expect_eq "$(status_field readerFollows)" "false" "readerFollows without CAP_SYS_NICE"
+pid=$(daemon_pid)
+for t in /proc/"$pid"/task/*; do
+	expect_eq "$(sed 's/.*) //' "$t/stat" | cut -d' ' -f39)" "0" \
+		"scheduling policy of thread ${t##*/} without CAP_SYS_NICE"
+done
 
 step "nothing went wrong in the daemon; docfs check passes"
 unmount_docfs
