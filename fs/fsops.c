@@ -1331,12 +1331,12 @@ static void write_read(fuse_req_t req, struct fs_handle *h, size_t size, off_t o
 	free(copy);
 }
 
-/* note 3: whether h (an FH_ENTRY, lock held), loaded before the node's last bump, still
- * holds the entry's content: the bump was the notifier passing over a change this file
- * committed itself, or one that changed no content. Then h is current again. */
-static bool still_current(struct fs_handle *h)
+/* note 3: whether h (an FH_ENTRY, lock held), loaded before the node's last bump to gen
+ * (read before this), still holds the entry's content: the bump was the notifier passing
+ * over a change this file committed itself, or one that changed no content. Then h is
+ * current again. */
+static bool still_current(struct fs_handle *h, uint64_t gen)
 {
-	uint64_t gen = fs_node_gen(h->node); /* before the read: a change after it is seen */
 	struct dfs_err err = {0};
 	struct store_entry e;
 	struct store_txn *t;
@@ -1400,8 +1400,8 @@ static void fsop_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if (h->kind == FH_ENTRY && !h->loaded) {
 		struct dfs_err err = {0};
 		struct store_txn *t;
-		uint64_t gen =
-			fs_node_gen(h->node); /* before the read: a change after it is seen */
+		/* The generation before the read: a change after it is seen. */
+		uint64_t gen = fs_node_gen(h->node);
 		struct store_entry e;
 		int rc = store_txn_begin(h->node->db, false, &t, &err);
 
@@ -1421,9 +1421,12 @@ static void fsop_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	/* note 3: this reply goes into the page cache the node's other files share. From a
 	 * file that read an older content, it must not stay there for the opens to come. */
-	if (h->kind == FH_ENTRY && !h->direct && h->gen != fs_node_gen(h->node) &&
-	    !still_current(h))
-		read_old(h);
+	if (h->kind == FH_ENTRY && !h->direct) {
+		uint64_t gen = fs_node_gen(h->node);
+
+		if (h->gen != gen && !still_current(h, gen))
+			read_old(h);
+	}
 	if (h->kind == FH_INSERT || off < 0 || (size_t)off >= h->buf.len) {
 		pthread_mutex_unlock(&h->lock);
 		fuse_reply_buf(req, NULL, 0);

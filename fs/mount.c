@@ -289,6 +289,15 @@ static struct {
 	atomic_ullong moves;	    /* times it pinned itself to another CPU */
 } follow = {.cpu = -1, .fd = -1};
 
+/* Closes the stat file of the last caller looked at. */
+static void forget_caller(void)
+{
+	if (follow.fd >= 0)
+		close(follow.fd);
+	follow.fd = -1;
+	follow.pid = 0;
+}
+
 /* The CPU thread pid last ran on, or -1. */
 static int caller_cpu(uint32_t pid)
 {
@@ -300,17 +309,13 @@ static int caller_cpu(uint32_t pid)
 	if (pid != follow.pid) {
 		char path[64];
 
-		if (follow.fd >= 0)
-			close(follow.fd);
+		forget_caller();
 		snprintf(path, sizeof(path), "/proc/%u/stat", pid);
 		follow.fd = open(path, O_RDONLY | O_CLOEXEC);
 		follow.pid = pid;
 	}
 	if (follow.fd < 0 || (n = pread(follow.fd, buf, sizeof(buf) - 1, 0)) <= 0) {
-		if (follow.fd >= 0)
-			close(follow.fd); /* gone: a later process may have its pid */
-		follow.fd = -1;
-		follow.pid = 0;
+		forget_caller(); /* gone: a later process may have its pid */
 		return -1;
 	}
 	buf[n] = '\0';
@@ -339,10 +344,7 @@ static void follow_stop(void)
 	fs_idle_end(&follow.idle, true);
 	sched_setaffinity(0, sizeof(mount_cpus), &mount_cpus);
 	follow.cpu = -1;
-	if (follow.fd >= 0)
-		close(follow.fd);
-	follow.fd = -1;
-	follow.pid = 0;
+	forget_caller();
 }
 
 /* Workers have requests: the reader runs at normal priority, on any CPU (note 3). */
@@ -390,13 +392,9 @@ static int request_loop(struct fuse_session *se)
 	pool.stop = false;
 	follow_start();
 	while (!fuse_session_exited(se)) {
-		if (follow.on) {
-			bool busy = atomic_load(&pool.busy) > 0;
-
-			if (busy)
-				follow_workers(); /* note 3 */
-			fs_idle_turn(&follow.idle, busy);
-		}
+		/* Back to SCHED_IDLE once no job is left (follow_workers raised it). */
+		if (follow.on)
+			fs_idle_turn(&follow.idle, atomic_load(&pool.busy) > 0);
 		res = fuse_session_receive_buf(se, &fbuf);
 		if (res == -EINTR || res == -EAGAIN) {
 			res = 0;

@@ -1330,23 +1330,27 @@ done:
 	return rc;
 }
 
+int store__change_last(struct store_txn *t, int64_t *seq, struct dfs_err *err)
+{
+	sqlite3_stmt *st = store__stmt(t, ST_CHANGE_LAST, err);
+	int rc;
+
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	if ((rc = sqlite3_step(st)) != SQLITE_ROW)
+		return store__sqlerr(t, rc, "read change feed", err);
+	*seq = sqlite3_column_int64(st, 0);
+	return 0;
+}
+
 int store_changes_last(struct store_db *db, int64_t *seq, struct dfs_err *err)
 {
 	struct store_txn *t;
-	sqlite3_stmt *st;
 	int rc;
 
 	if ((rc = store_txn_begin(db, false, &t, err)))
 		return rc;
-	st = store__stmt(t, ST_CHANGE_LAST, err);
-	if (!st) {
-		rc = err ? err->code : DFS_EIO;
-	} else if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		*seq = sqlite3_column_int64(st, 0);
-		rc = 0;
-	} else {
-		rc = store__sqlerr(t, rc, "read change feed", err);
-	}
+	rc = store__change_last(t, seq, err);
 	store_txn_abort(t);
 	return rc;
 }

@@ -2322,12 +2322,11 @@ static int ix_counts(struct store_txn *t, int64_t coll, int64_t ixid, int64_t *e
 {
 	struct store_db *db = t->db;
 	const size_t nslots = sizeof(db->ixstats) / sizeof(db->ixstats[0]);
-	int64_t seq = 0, unused;
+	int64_t seq = 0;
 	int rc;
 
 	if (!t->write) {
-		if ((rc = one_row(t, "SELECT coalesce(max(seq), 0), ?1 FROM changes", 0, &seq,
-				  &unused, err)))
+		if ((rc = store__change_last(t, &seq, err)))
 			return rc;
 		pthread_mutex_lock(&db->ixstats_lock);
 		for (size_t i = 0; seq > 0 && i < nslots; i++) {

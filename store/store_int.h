@@ -144,6 +144,8 @@ void store__run_forget(struct store_txn *t, int64_t coll);
 int store__sqlerr(struct store_txn *t, int rc, const char *what, struct dfs_err *err);
 /* Allocates a fresh entry id. */
 int store__new_id(struct store_txn *t, int64_t *id, struct dfs_err *err);
+/* The last sequence number of the change feed as t sees it (0 when none). */
+int store__change_last(struct store_txn *t, int64_t *seq, struct dfs_err *err);
 /* Appends a change record. */
 int store__change(struct store_txn *t, int64_t coll, int op, int64_t id, const char *name,
 		  struct dfs_err *err);
