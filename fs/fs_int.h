@@ -367,6 +367,9 @@ void fs_node_forget(uint64_t nodeid, uint64_t n);
 void fs_node_repoint(struct fs_node *node, int kind, int64_t coll, int64_t id, uint64_t ino);
 /* The nodeid currently standing for st_ino (0 when the kernel holds none); bumps data_gen. */
 uint64_t fs_node_touch_ino(uint64_t ino);
+/* The nodeid of db's directory while its node stands for db (0 when the kernel holds none,
+ * or a lookup re-pointed it at another database of that name, of the same number). */
+uint64_t fs_node_of_db(struct store_db *db);
 void fs_node_bump(struct fs_node *node);
 /* The node's cached attributes, when they are still current (no change since): true and *st
  * filled, else false. */

@@ -314,6 +314,19 @@ void fs_node_repoint(struct fs_node *node, int kind, int64_t coll, int64_t id, u
 	pthread_mutex_unlock(&nodes_lock);
 }
 
+uint64_t fs_node_of_db(struct store_db *db)
+{
+	struct fs_node *n;
+	uint64_t id = 0;
+
+	pthread_mutex_lock(&nodes_lock);
+	n = ino_find(fs_ino_db(db));
+	if (n && n->kind == FSN_DB && n->db == db)
+		id = n->nodeid;
+	pthread_mutex_unlock(&nodes_lock);
+	return id;
+}
+
 uint64_t fs_node_touch_ino(uint64_t ino)
 {
 	struct fs_node *n;

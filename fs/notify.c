@@ -266,6 +266,24 @@ static void *notifier(void *arg)
 			fc.ndirs = 0;
 			seq = watch[i].seq;
 			pthread_mutex_unlock(&nlock);
+			if (store_db_gone(fc.db)) {
+				/* Dropped, here or by another process, and perhaps created again
+				 * (store/db.c note 7): while the kernel holds its directory, the
+				 * entry goes, and the next lookup of the name finds what is there
+				 * now, and watches that. Only then: by name it could be the entry
+				 * of a database made again here (the cwd of a shell). */
+				uint64_t node = fs_node_of_db(fc.db);
+
+				if (node) {
+					inval_entry(FUSE_ROOT_ID, store_db_name(fc.db));
+					inval_inode(node);
+				}
+				pthread_mutex_lock(&nlock);
+				watch[i] = watch[--nwatch];
+				pthread_mutex_unlock(&nlock);
+				i--;
+				continue;
+			}
 			{
 				int64_t last = seq;
 

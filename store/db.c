@@ -26,6 +26,17 @@
  *    up, or was not started in this process after a fork) checkpoints itself, as SQLite's
  *    autocheckpoint would. Durability does not change: a commit is in the WAL before any
  *    checkpoint copies it.
+ * 7. Another process may drop a database (another mount's rmdir unlinks its files) and
+ *    create one of the same name: this process's connections still have the old, unlinked
+ *    file open, and whatever they wrote would be lost. So a struct store_db is tied to the
+ *    file (dev, ino) its path named when it was opened, and is retired (marked dropped,
+ *    kept until store_free) as soon as the path names another file or none:
+ *    store_db_get then opens the new one. A write transaction checks, holding the write
+ *    lock, that its connection's file is still the one the path names (SQLite's
+ *    HAS_MOVED): a drop unlinks while it holds that lock, so no write lands in a dropped
+ *    file. A read started before the retirement is noticed may still see the old file
+ *    (the mount's notifier looks at every pass: fs/notify.c). Every connection of a struct
+ *    has its file open: a connection opened later is kept only if it opened that file.
  */
 #include "store_int.h"
 
@@ -224,6 +235,50 @@ static int exec_sql(sqlite3 *h, const char *sql, struct dfs_err *err)
 		return err ? err->code : DFS_EIO;
 	}
 	return 0;
+}
+
+/* Has the file c has open been unlinked or replaced under its path (note 7)? */
+static bool conn_moved(struct store__conn *c)
+{
+	int moved = 0;
+
+	if (sqlite3_file_control(c->h, "main", SQLITE_FCNTL_HAS_MOVED, &moved) != SQLITE_OK)
+		return true;
+	return moved != 0;
+}
+
+/* Is c's file the one db was opened on, and does db's path still name it (note 7)? */
+static bool conn_is_db(struct store__conn *c, const struct store_db *db)
+{
+	struct stat st;
+
+	return stat(db->path, &st) == 0 && st.st_dev == db->dev && st.st_ino == db->ino &&
+	       !conn_moved(c);
+}
+
+/* Marks db dropped and moves it to the dropped list (note 7). Needs s->lock. */
+static void db_retire_locked(struct store *s, struct store_db *db)
+{
+	struct store_db **pp;
+
+	if (db->dropped)
+		return;
+	for (pp = &s->dbs; *pp; pp = &(*pp)->next) {
+		if (*pp == db) {
+			*pp = db->next;
+			break;
+		}
+	}
+	db->dropped = true;
+	db->next = s->dropped;
+	s->dropped = db;
+}
+
+static void db_retire(struct store_db *db)
+{
+	pthread_mutex_lock(&db->s->lock);
+	db_retire_locked(db->s, db);
+	pthread_mutex_unlock(&db->s->lock);
 }
 
 int store__conn_open(const char *path, bool create, struct store__conn **out, struct dfs_err *err)
@@ -595,12 +650,15 @@ int store_db_get(struct store *s, const char *name, bool create, struct store_db
 	pthread_mutex_lock(&s->lock);
 	for (db = s->dbs; db; db = db->next) {
 		if (strcmp(db->name, name) == 0) {
-			pthread_mutex_unlock(&s->lock);
-			if (stat(db->path, &st) != 0)
-				return dfs_err_set(err, DFS_ENOENT, "database '%s' not found",
-						   name);
-			*out = db;
-			return 0;
+			if (stat(db->path, &st) == 0 && st.st_dev == db->dev &&
+			    st.st_ino == db->ino) {
+				pthread_mutex_unlock(&s->lock);
+				*out = db;
+				return 0;
+			}
+			/* Dropped by another process, perhaps created again (note 7). */
+			db_retire_locked(s, db);
+			break;
 		}
 	}
 	if (asprintf(&path, "%s/%s.db", s->dir, name) < 0)
@@ -625,6 +683,12 @@ int store_db_get(struct store *s, const char *name, bool create, struct store_db
 	rc = db_init_schema(s, c, name, err);
 	if (rc)
 		goto done;
+	/* The file the connection has open is the one the path names (note 7). */
+	if (stat(path, &st) != 0 || conn_moved(c)) {
+		rc = dfs_err_set(err, DFS_ENOENT, "database '%s' was dropped while it was opened",
+				 name);
+		goto done;
+	}
 	db = calloc(1, sizeof(*db));
 	if (!db) {
 		rc = dfs_err_set(err, DFS_ENOMEM, "out of memory");
@@ -633,6 +697,8 @@ int store_db_get(struct store *s, const char *name, bool create, struct store_db
 	db->s = s;
 	snprintf(db->name, sizeof(db->name), "%s", name);
 	db->path = path;
+	db->dev = st.st_dev;
+	db->ino = st.st_ino;
 	path = NULL;
 	db->num = (uint32_t)meta_int(c, "dbnum", 0);
 	db->ctime_ns = meta_int(c, "ctime", 0);
@@ -657,7 +723,7 @@ done:
 
 int store_db_drop(struct store *s, const char *name, struct dfs_err *err)
 {
-	struct store_db *db, **pp;
+	struct store_db *db;
 	struct store_txn *t;
 	int64_t n = 0;
 	int rc;
@@ -698,20 +764,22 @@ int store_db_drop(struct store *s, const char *name, struct dfs_err *err)
 		}
 	}
 	store_txn_abort(t);
-	pthread_mutex_lock(&s->lock);
-	for (pp = &s->dbs; *pp; pp = &(*pp)->next) {
-		if (*pp == db) {
-			*pp = db->next;
-			break;
-		}
-	}
 	/* Not freed: a pointer to it may still be held (store_db_get's "Borrowed until
 	 * store_db_drop" is too short for a mount), so it waits, marked, until store_free. */
-	db->dropped = true;
-	db->next = s->dropped;
-	s->dropped = db;
-	pthread_mutex_unlock(&s->lock);
+	db_retire(db);
 	return 0;
+}
+
+bool store_db_gone(struct store_db *db)
+{
+	struct stat st;
+
+	if (db->dropped)
+		return true;
+	if (stat(db->path, &st) == 0 && st.st_dev == db->dev && st.st_ino == db->ino)
+		return false;
+	db_retire(db);
+	return true;
 }
 
 const char *store_db_name(const struct store_db *db)
@@ -896,6 +964,14 @@ int store_txn_begin(struct store_db *db, bool write, struct store_txn **out, str
 			free(t);
 			return rc;
 		}
+		if (!conn_is_db(t->c, db)) {
+			store__conn_close(t->c);
+			free(t);
+			db_retire(db);
+			return dfs_err_set(err, DFS_ENOENT,
+					   "database '%s' was dropped by another process",
+					   db->name);
+		}
 	}
 	t->c->next = NULL;
 	if (write) {
@@ -914,6 +990,13 @@ int store_txn_begin(struct store_db *db, bool write, struct store_txn **out, str
 		pthread_mutex_unlock(&db->pool_lock);
 		free(t);
 		return rc;
+	}
+	if (write && conn_moved(t->c)) {
+		/* Dropped, and the write would be lost with the file (note 7). */
+		store_txn_abort(t);
+		db_retire(db);
+		return dfs_err_set(err, DFS_ENOENT, "database '%s' was dropped by another process",
+				   db->name);
 	}
 	*out = t;
 	return 0;

@@ -226,6 +226,10 @@ int store_db_get(struct store *s, const char *name, bool create, struct store_db
 		 struct dfs_err *err);
 /* Drops an empty database (DFS_ENOTEMPTY when it has collections). */
 int store_db_drop(struct store *s, const char *name, struct dfs_err *err);
+/* Is db dropped, here or by another process (its path names another file now, or none)?
+ * A db found gone stays so: every new transaction fails with DFS_ENOENT, and store_db_get
+ * of its name opens the database now there, if any. */
+bool store_db_gone(struct store_db *db);
 const char *store_db_name(const struct store_db *db); /* Borrowed: lives with db */
 uint32_t store_db_number(const struct store_db *db);  /* stable, unique in the store, >= 1 */
 int64_t store_db_ctime(const struct store_db *db);    /* ns since the epoch */

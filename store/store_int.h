@@ -78,6 +78,8 @@ struct store_db {
 	struct store *s;		/* Borrowed: the owner */
 	char name[DFS_MAX_NS_NAME + 1]; /* database name */
 	char *path;			/* Owned: the SQLite file */
+	dev_t dev;			/* the file path named when the database was opened */
+	ino_t ino;			/* (db.c note 7) */
 	uint32_t num;			/* stable database number */
 	int64_t ctime_ns;		/* creation time */
 	pthread_mutex_t pool_lock;	/* guards pool */

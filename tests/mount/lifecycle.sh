@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # lifecycle.sh - objects that go away or change while something still holds them: a dropped
-# database, an open .insert next to other writes, a collection removed under open files, a
+# database (here, and through a second mount of the store that makes it again),
+# an open .insert next to other writes, a collection removed under open files, a
 # created document unlinked before it was written, a document replaced while open, a new
 # collection used as a working directory, setattr while another process holds the write
 # lock, and SIGTERM with a document and a directory open. Each of these once crashed the daemon, hung a client or wrote where it must not.
@@ -16,6 +17,35 @@ ls "$MNT" > /dev/null || fail "ls / after dropping a database"
 mkdir "$MNT/xdb" || fail "mkdir of a dropped database's name"
 echo '{}' > "$T/empty"
 mkdir "$MNT/xdb/c" && cp "$T/empty" "$MNT/xdb/c/1.json" || fail "writing into the new database"
+
+step "a database dropped and made again through a second mount: writes here reach the new one"
+# This mount still has the old file open: before the fix its view stayed empty for good and
+# a collection made here went into the unlinked file, lost (store/db.c note 7).
+M2=$T/mnt2
+mkdir -p "$M2"
+trap 'rc=$?; fusermount3 -u "$M2" 2>/dev/null || true; cleanup $rc' EXIT
+"$DOCFS" mount -o "log=$T/log2" "$STORE" "$M2"
+mkdir "$MNT/rdb"
+ls "$M2/rdb" > /dev/null # the second mount opens it and watches it
+rmdir "$M2/rdb"
+mkdir "$M2/rdb" "$M2/rdb/c"
+echo '{"v": 1}' > "$M2/rdb/c/one.json"
+# Right away this mount may not have seen the drop yet: a write then fails, or goes to the
+# new database. Never into the old file.
+early=
+if mkdir "$MNT/rdb/early" 2> /dev/null; then early="early "; fi
+for _ in $(seq 1 30); do
+	[ -d "$MNT/rdb/c" ] && break
+	sleep 0.1
+done
+expect_eq "$(ls "$MNT/rdb" | tr '\n' ' ')" "c ${early}" "the new database through this mount"
+expect_eq "$(jq -c . "$MNT/rdb/c/one.json")" '{"_id":"one","v":1}' "its document"
+mkdir "$MNT/rdb/late"
+echo '{"v": 2}' > "$MNT/rdb/late/two.json"
+expect_eq "$(ls "$M2/rdb" | tr '\n' ' ')" "c ${early}late " "the other mount sees this one's writes"
+expect_eq "$(jq -c . "$M2/rdb/late/two.json")" '{"_id":"two","v":2}' "the document written here"
+fusermount3 -u "$M2"
+"$DOCFS" check "$STORE" > /dev/null || fail "docfs check after the drop through the other mount"
 
 step "an open .insert does not hold up other writers (same process, then another)"
 timeout 20 python3 - "$MNT/db/c" <<'PY' || fail "a write next to an open .insert hung or failed"

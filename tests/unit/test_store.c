@@ -137,6 +137,74 @@ START_TEST(test_store_db_drop_refuses_non_empty)
 }
 END_TEST
 
+/* Another handle on the store (another process: a second mount) drops a database and
+ * creates one of the same name. This handle's connections still have the old, unlinked file
+ * open: a write through them would be acknowledged and lost, and reads would never see the
+ * new database (db.c note 7). */
+START_TEST(test_store_db_dropped_by_another_handle)
+{
+	struct dfs_err err = {0};
+	struct store *st2, *st3;
+	struct store_db *x1, *x2, *x3, *y1, *y2;
+	struct store_txn *t;
+	struct store_coll c;
+
+	ck_assert_int_eq(store_db_get(st, "x", true, &x1, &err), 0);
+	ck_assert_int_eq(store_db_get(st, "y", true, &y1, &err), 0);
+	ck_assert_int_eq(store_open(tmpdir, false, &st2, &err), 0);
+	ck_assert_int_eq(store_db_get(st2, "x", false, &x2, &err), 0);
+	ck_assert_int_eq(store_db_get(st2, "y", false, &y2, &err), 0);
+	ck_assert_int_eq(store_txn_begin(x2, false, &t, &err), 0); /* its connection is open */
+	store_txn_abort(t);
+	ck_assert(!store_db_gone(x2));
+	ck_assert_int_eq(store_open(tmpdir, false, &st3, &err), 0);
+	ck_assert_int_eq(store_db_get(st3, "x", false, &x3, &err), 0);
+
+	ck_assert_int_eq(store_db_drop(st, "x", &err), 0);
+	ck_assert_int_eq(store_db_get(st, "x", true, &x1, &err), 0);
+	ck_assert_int_eq(store_txn_begin(x1, true, &t, &err), 0);
+	ck_assert_int_eq(store_coll_create(t, "c", 0755, 0, 0, &c, &err), 0);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+
+	/* Getting the name again opens the new database. */
+	{
+		struct store_db *x3new;
+
+		ck_assert_int_eq(store_db_get(st3, "x", false, &x3new, &err), 0);
+		ck_assert_ptr_ne(x3new, x3);
+		ck_assert_int_eq(store_txn_begin(x3new, false, &t, &err), 0);
+		ck_assert_int_eq(store_coll_find(t, "c", &c, &err), 0);
+		store_txn_abort(t);
+		store_free(st3);
+	}
+	/* The write through the old file is refused, not lost. */
+	dfs_err_clear(&err);
+	ck_assert_int_eq(store_txn_begin(x2, true, &t, &err), DFS_ENOENT);
+	ck_assert_msg(strstr(err.msg, "dropped by another process"), "%s", err.msg);
+	ck_assert(store_db_gone(x2));
+	dfs_err_clear(&err);
+	ck_assert_int_eq(store_txn_begin(x2, false, &t, &err), DFS_ENOENT);
+	/* The name now opens the new database, which has the new collection and takes
+	 * writes that the first handle sees. */
+	ck_assert_int_eq(store_db_get(st2, "x", false, &x2, &err), 0);
+	ck_assert(!store_db_gone(x2));
+	ck_assert_int_eq(store_txn_begin(x2, true, &t, &err), 0);
+	ck_assert_int_eq(store_coll_find(t, "c", &c, &err), 0);
+	ck_assert_int_eq(store_coll_create(t, "d", 0755, 0, 0, &c, &err), 0);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	ck_assert_int_eq(store_txn_begin(x1, false, &t, &err), 0);
+	ck_assert_int_eq(store_coll_find(t, "d", &c, &err), 0);
+	store_txn_abort(t);
+
+	/* Dropped and not created again: gone, and the name is not found. */
+	ck_assert_int_eq(store_db_drop(st, "y", &err), 0);
+	ck_assert(store_db_gone(y2));
+	dfs_err_clear(&err);
+	ck_assert_int_eq(store_db_get(st2, "y", false, &y2, &err), DFS_ENOENT);
+	store_free(st2);
+}
+END_TEST
+
 START_TEST(test_store_coll_create_duplicate_fails)
 {
 	struct dfs_err err = {0};
@@ -1002,6 +1070,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_store_db_get_numbers_are_stable);
 	tcase_add_test(tc, test_store_db_name_check_rejects_bad_names);
 	tcase_add_test(tc, test_store_db_drop_refuses_non_empty);
+	tcase_add_test(tc, test_store_db_dropped_by_another_handle);
 	tcase_add_test(tc, test_store_coll_create_duplicate_fails);
 	tcase_add_test(tc, test_store_doc_write_text_takes_id_from_name);
 	tcase_add_test(tc, test_store_doc_write_text_rejects_other_id);
