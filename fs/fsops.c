@@ -30,6 +30,8 @@
  *    the notifier drop those pages once they are in (read_old). A file whose entry still
  *    has the ctime and size it loaded is current again instead (still_current): the
  *    notifier bumps the generation again when it passes over this process's own commits.
+ *    Commits of one node bump in commit order (handle_commit), so of two files that
+ *    committed, the one that committed first does not look current.
  * 4. Attribute and entry timeouts are long: every change is invalidated precisely by the
  *    notifier (for this process's writes and for other processes' through the change feed).
  *    Every listing is readdirplus (not only its first batch): its attributes restore those a
@@ -891,8 +893,9 @@ static bool is_saved_query(const char *store_name)
 	return true;
 }
 
-/* Commits the buffer of an entry handle (note 1). Called with h->lock held. */
-static int handle_commit(fuse_req_t req, struct fs_handle *h, struct dfs_err *err)
+/* Commits the buffer of an entry handle (note 1). Called with h->lock and the node's
+ * commit lock held. */
+static int handle_commit_ordered(fuse_req_t req, struct fs_handle *h, struct dfs_err *err)
 {
 	struct fs_node *n = h->node;
 	struct store_txn *t;
@@ -972,6 +975,34 @@ static int handle_commit(fuse_req_t req, struct fs_handle *h, struct dfs_err *er
 	handle_loaded(h, fs_node_gen(n), h->is_doc ? &e : NULL);
 	fs_notify_inode(n->nodeid);
 	return 0;
+}
+
+/* Two files of one document committing at once: each bumps the node's generation after its
+ * commit, outside the store's write lock, so the bumps could come in the other order and
+ * leave the file whose content is older looking current (note 3). A lock per node (striped)
+ * around commit and bump keeps them in commit order. */
+static pthread_mutex_t commit_locks[16];
+static pthread_once_t commit_locks_once = PTHREAD_ONCE_INIT;
+
+static void commit_locks_init(void)
+{
+	for (size_t i = 0; i < sizeof(commit_locks) / sizeof(commit_locks[0]); i++)
+		pthread_mutex_init(&commit_locks[i], NULL);
+}
+
+static int handle_commit(fuse_req_t req, struct fs_handle *h, struct dfs_err *err)
+{
+	pthread_mutex_t *lock;
+	int rc;
+
+	if (h->kind != FH_ENTRY || !h->dirty || !h->written)
+		return 0; /* nothing to commit (handle_commit_ordered) */
+	pthread_once(&commit_locks_once, commit_locks_init);
+	lock = &commit_locks[h->node->nodeid % (sizeof(commit_locks) / sizeof(commit_locks[0]))];
+	pthread_mutex_lock(lock);
+	rc = handle_commit_ordered(req, h, err);
+	pthread_mutex_unlock(lock);
+	return rc;
 }
 
 /* Creates the index an index file's handle holds the spec of (note 6). Called with h->lock
