@@ -36,7 +36,12 @@
  *    HAS_MOVED): a drop unlinks while it holds that lock, so no write lands in a dropped
  *    file. A read started before the retirement is noticed may still see the old file
  *    (the mount's notifier looks at every pass: fs/notify.c). Every connection of a struct
- *    has its file open: a connection opened later is kept only if it opened that file.
+ *    has its file open: a connection opened later (by a transaction or the checkpointer)
+ *    is kept only if it opened that file. A retired struct closes its connections as they
+ *    come back, so the dropped file's space is freed at once; SQLite does not checkpoint
+ *    into, or delete, the WAL of a database file that moved when it closes one. A drop
+ *    while a database is being opened is retried, and reads as not found, not as an I/O
+ *    error.
  */
 #include "store_int.h"
 
@@ -247,6 +252,17 @@ static bool conn_moved(struct store__conn *c)
 	return moved != 0;
 }
 
+/* Does db's path still name the file db was opened on (note 7)? A failure to tell (an
+ * error other than ENOENT) counts as yes. */
+static bool path_is_db(const struct store_db *db)
+{
+	struct stat st;
+
+	if (stat(db->path, &st) != 0)
+		return errno != ENOENT;
+	return st.st_dev == db->dev && st.st_ino == db->ino;
+}
+
 /* Is c's file the one db was opened on, and does db's path still name it (note 7)? */
 static bool conn_is_db(struct store__conn *c, const struct store_db *db)
 {
@@ -256,10 +272,30 @@ static bool conn_is_db(struct store__conn *c, const struct store_db *db)
 	       !conn_moved(c);
 }
 
-/* Marks db dropped and moves it to the dropped list (note 7). Needs s->lock. */
+/* Gives c back to db's pool; a dropped db's connections are closed instead, so that the
+ * unlinked file's space is freed (note 7). */
+static void conn_put(struct store_db *db, struct store__conn *c)
+{
+	bool dropped;
+
+	pthread_mutex_lock(&db->pool_lock);
+	dropped = db->dropped;
+	if (!dropped) {
+		c->next = db->pool;
+		db->pool = c;
+	}
+	pthread_mutex_unlock(&db->pool_lock);
+	if (dropped)
+		store__conn_close(c);
+}
+
+/* Marks db dropped, moves it to the dropped list and closes its idle connections (note 7).
+ * Needs s->lock. Closing a connection never checkpoints into, or deletes, the WAL its path
+ * names now: SQLite sees that its database file moved. */
 static void db_retire_locked(struct store *s, struct store_db *db)
 {
 	struct store_db **pp;
+	struct store__conn *idle, *c;
 
 	if (db->dropped)
 		return;
@@ -269,7 +305,15 @@ static void db_retire_locked(struct store *s, struct store_db *db)
 			break;
 		}
 	}
+	pthread_mutex_lock(&db->pool_lock);
 	db->dropped = true;
+	idle = db->pool;
+	db->pool = NULL;
+	pthread_mutex_unlock(&db->pool_lock);
+	while ((c = idle)) {
+		idle = c->next;
+		store__conn_close(c);
+	}
 	db->next = s->dropped;
 	s->dropped = db;
 }
@@ -635,6 +679,51 @@ fail:
 	return err ? err->code : DFS_EIO;
 }
 
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+/* Opens the database file path names and checks its schema; *st: the file's identity,
+ * which the connection has open (note 7). Another process dropping the database meanwhile
+ * (the file unlinked, perhaps made again) is not an I/O error: the open is tried again, or
+ * the database is not found. Needs s->lock. */
+static int db_open_file(struct store *s, const char *name, const char *path, bool create,
+			struct store__conn **out, struct stat *st, struct dfs_err *err)
+{
+	struct dfs_err e = {0};
+	int rc = 0;
+
+	for (int attempt = 0; attempt < 3; attempt++) {
+		struct store__conn *c = NULL;
+		struct stat before;
+		bool existed = stat(path, &before) == 0;
+
+		dfs_err_clear(&e);
+		if (!existed && !create)
+			break;
+		rc = store__conn_open(path, create, &c, &e);
+		if (!rc)
+			rc = db_init_schema(s, c, name, &e);
+		if (stat(path, st) != 0) {
+			store__conn_close(c);
+			continue; /* dropped meanwhile */
+		}
+		if (!rc && !conn_moved(c)) {
+			*out = c;
+			return 0;
+		}
+		store__conn_close(c);
+		if (rc && existed && same_file(&before, st))
+			break; /* a failure of its own, not of a drop */
+	}
+	if (!e.code)
+		return dfs_err_set(err, DFS_ENOENT, "database '%s' not found", name);
+	if (err)
+		*err = e;
+	return e.code;
+}
+
 int store_db_get(struct store *s, const char *name, bool create, struct store_db **out,
 		 struct dfs_err *err)
 {
@@ -650,8 +739,7 @@ int store_db_get(struct store *s, const char *name, bool create, struct store_db
 	pthread_mutex_lock(&s->lock);
 	for (db = s->dbs; db; db = db->next) {
 		if (strcmp(db->name, name) == 0) {
-			if (stat(db->path, &st) == 0 && st.st_dev == db->dev &&
-			    st.st_ino == db->ino) {
+			if (path_is_db(db)) {
 				pthread_mutex_unlock(&s->lock);
 				*out = db;
 				return 0;
@@ -677,18 +765,9 @@ int store_db_get(struct store *s, const char *name, bool create, struct store_db
 		if (lockfd >= 0)
 			flock(lockfd, LOCK_EX);
 	}
-	rc = store__conn_open(path, create, &c, err);
+	rc = db_open_file(s, name, path, create, &c, &st, err);
 	if (rc)
 		goto done;
-	rc = db_init_schema(s, c, name, err);
-	if (rc)
-		goto done;
-	/* The file the connection has open is the one the path names (note 7). */
-	if (stat(path, &st) != 0 || conn_moved(c)) {
-		rc = dfs_err_set(err, DFS_ENOENT, "database '%s' was dropped while it was opened",
-				 name);
-		goto done;
-	}
 	db = calloc(1, sizeof(*db));
 	if (!db) {
 		rc = dfs_err_set(err, DFS_ENOMEM, "out of memory");
@@ -772,11 +851,9 @@ int store_db_drop(struct store *s, const char *name, struct dfs_err *err)
 
 bool store_db_gone(struct store_db *db)
 {
-	struct stat st;
-
 	if (db->dropped)
 		return true;
-	if (stat(db->path, &st) == 0 && st.st_dev == db->dev && st.st_ino == db->ino)
+	if (path_is_db(db))
 		return false;
 	db_retire(db);
 	return true;
@@ -851,7 +928,11 @@ static void *ckpt_thread(void *arg)
 		if (c)
 			db->pool = c->next;
 		pthread_mutex_unlock(&db->pool_lock);
-		if (c || store__conn_open(db->path, false, &c, NULL) == 0) {
+		if (!c && store__conn_open(db->path, false, &c, NULL) == 0 && !conn_is_db(c, db)) {
+			store__conn_close(c); /* the path names another file now (note 7) */
+			c = NULL;
+		}
+		if (c) {
 			int log, done, before = 0;
 
 			/* Passes until one finds little new, or cannot copy everything (a
@@ -861,10 +942,7 @@ static void *ckpt_thread(void *arg)
 							 &log, &done) == SQLITE_OK &&
 			       log - before >= CKPT_REST && done == log)
 				before = done;
-			pthread_mutex_lock(&db->pool_lock);
-			c->next = db->pool;
-			db->pool = c;
-			pthread_mutex_unlock(&db->pool_lock);
+			conn_put(db, c);
 		}
 		pthread_mutex_lock(&db->ckpt_lock);
 		db->ckpt_want = false;
@@ -959,18 +1037,22 @@ int store_txn_begin(struct store_db *db, bool write, struct store_txn **out, str
 		db->pool = t->c->next;
 	pthread_mutex_unlock(&db->pool_lock);
 	if (!t->c) {
-		rc = store__conn_open(db->path, false, &t->c, err);
-		if (rc) {
+		struct dfs_err e = {0};
+
+		rc = store__conn_open(db->path, false, &t->c, &e);
+		if (rc || !conn_is_db(t->c, db)) {
+			store__conn_close(rc ? NULL : t->c);
 			free(t);
+			if (!rc || store_db_gone(db)) {
+				/* Not an error of its own, but a drop (note 7). */
+				db_retire(db);
+				return dfs_err_set(err, DFS_ENOENT,
+						   "database '%s' was dropped by another process",
+						   db->name);
+			}
+			if (err)
+				*err = e;
 			return rc;
-		}
-		if (!conn_is_db(t->c, db)) {
-			store__conn_close(t->c);
-			free(t);
-			db_retire(db);
-			return dfs_err_set(err, DFS_ENOENT,
-					   "database '%s' was dropped by another process",
-					   db->name);
 		}
 	}
 	t->c->next = NULL;
@@ -984,10 +1066,7 @@ int store_txn_begin(struct store_db *db, bool write, struct store_txn **out, str
 			dfs_err_prefix(err, "database '%s': ", db->name);
 		if (write)
 			pthread_mutex_unlock(&db->write_lock);
-		pthread_mutex_lock(&db->pool_lock);
-		t->c->next = db->pool;
-		db->pool = t->c;
-		pthread_mutex_unlock(&db->pool_lock);
+		conn_put(db, t->c);
 		free(t);
 		return rc;
 	}
@@ -1030,10 +1109,7 @@ static void txn_end(struct store_txn *t)
 	dfs_buf_release(&t->key);
 	if (t->write)
 		pthread_mutex_unlock(&db->write_lock);
-	pthread_mutex_lock(&db->pool_lock);
-	t->c->next = db->pool;
-	db->pool = t->c;
-	pthread_mutex_unlock(&db->pool_lock);
+	conn_put(db, t->c);
 	free(t);
 }
 

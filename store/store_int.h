@@ -8,6 +8,7 @@
 #include "store.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/types.h>
 #include <sqlite3.h>
 
@@ -86,7 +87,7 @@ struct store_db {
 	struct store__conn *pool;	/* idle connections */
 	pthread_mutex_t write_lock;	/* one write transaction per process at a time */
 	struct store_db *next;		/* list of open databases of the store */
-	bool dropped;			/* dropped: every new transaction fails (DFS_ENOENT) */
+	atomic_bool dropped;		/* every new transaction fails (DFS_ENOENT); db.c note 7 */
 	pthread_mutex_t ckpt_lock;	/* guards the ckpt_ fields (db.c note 6) */
 	pthread_cond_t ckpt_cond;	/* a checkpoint is wanted, or the thread must stop */
 	pthread_t ckpt_thread;		/* the checkpointer, when ckpt_pid is this process */

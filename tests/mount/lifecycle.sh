@@ -24,7 +24,7 @@ step "a database dropped and made again through a second mount: writes here reac
 M2=$T/mnt2
 mkdir -p "$M2"
 trap 'rc=$?; fusermount3 -u "$M2" 2>/dev/null || true; cleanup $rc' EXIT
-"$DOCFS" mount -o "log=$T/log2" "$STORE" "$M2"
+"$DOCFS" mount -o "log=$T/log2${MOUNT_OPTS:+,$MOUNT_OPTS}" "$STORE" "$M2"
 mkdir "$MNT/rdb"
 ls "$M2/rdb" > /dev/null # the second mount opens it and watches it
 rmdir "$M2/rdb"
@@ -44,6 +44,12 @@ mkdir "$MNT/rdb/late"
 echo '{"v": 2}' > "$MNT/rdb/late/two.json"
 expect_eq "$(ls "$M2/rdb" | tr '\n' ' ')" "c ${early}late " "the other mount sees this one's writes"
 expect_eq "$(jq -c . "$M2/rdb/late/two.json")" '{"_id":"two","v":2}' "the document written here"
+# Neither daemon keeps the dropped file open: its space is freed now, not at unmount.
+for pid in "$(daemon_pid)" "$(pgrep -f -- "docfs mount .*$STORE $M2" | head -n1)"; do
+	[ -n "$pid" ] || fail "a daemon of the two mounts is not running"
+	held=$(ls -l "/proc/$pid/fd" | grep -c "$STORE/.*(deleted)" || true)
+	expect_eq "$held" "0" "unlinked store files daemon $pid holds open"
+done
 fusermount3 -u "$M2"
 "$DOCFS" check "$STORE" > /dev/null || fail "docfs check after the drop through the other mount"
 

@@ -137,6 +137,26 @@ START_TEST(test_store_db_drop_refuses_non_empty)
 }
 END_TEST
 
+/* Descriptors of this process open on unlinked files of the test's store. */
+static int deleted_files_open(void)
+{
+	char path[64], target[512];
+	int n = 0;
+
+	for (int fd = 0; fd < 1024; fd++) {
+		ssize_t len;
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		len = readlink(path, target, sizeof(target) - 1);
+		if (len <= 0)
+			continue;
+		target[len] = '\0';
+		if (strncmp(target, tmpdir, strlen(tmpdir)) == 0 && strstr(target, " (deleted)"))
+			n++;
+	}
+	return n;
+}
+
 /* Another handle on the store (another process: a second mount) drops a database and
  * creates one of the same name. This handle's connections still have the old, unlinked file
  * open: a write through them would be acknowledged and lost, and reads would never see the
@@ -201,6 +221,41 @@ START_TEST(test_store_db_dropped_by_another_handle)
 	ck_assert(store_db_gone(y2));
 	dfs_err_clear(&err);
 	ck_assert_int_eq(store_db_get(st2, "y", false, &y2, &err), DFS_ENOENT);
+	/* No handle keeps a dropped file open: its space is freed now, not at store_free. */
+	ck_assert_int_eq(deleted_files_open(), 0);
+	store_free(st2);
+}
+END_TEST
+
+/* The same, while this handle's only connection is busy: the next transaction opens a new
+ * connection, by path, which finds the new file; it must not join the old database's pool
+ * (db.c note 7). A drop that comes while a database is opened reads as not found. */
+START_TEST(test_store_db_new_connection_after_drop)
+{
+	struct dfs_err err = {0};
+	struct store *st2;
+	struct store_db *x1, *x2;
+	struct store_txn *held, *t;
+	struct store_coll c;
+
+	ck_assert_int_eq(store_db_get(st, "x", true, &x1, &err), 0);
+	ck_assert_int_eq(store_open(tmpdir, false, &st2, &err), 0);
+	ck_assert_int_eq(store_db_get(st2, "x", false, &x2, &err), 0);
+	ck_assert_int_eq(store_txn_begin(x2, false, &held, &err), 0); /* its only connection */
+	ck_assert_int_eq(store_db_drop(st, "x", &err), 0);
+	ck_assert_int_eq(store_db_get(st, "x", true, &x1, &err), 0);
+	dfs_err_clear(&err);
+	ck_assert_int_eq(store_txn_begin(x2, false, &t, &err), DFS_ENOENT);
+	ck_assert_msg(strstr(err.msg, "dropped by another process"), "%s", err.msg);
+	store_txn_abort(held);
+	ck_assert_int_eq(store_db_get(st2, "x", false, &x2, &err), 0);
+	ck_assert_int_eq(store_txn_begin(x2, true, &t, &err), 0);
+	ck_assert_int_eq(store_coll_create(t, "c", 0755, 0, 0, &c, &err), 0);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	ck_assert_int_eq(store_txn_begin(x1, false, &t, &err), 0);
+	ck_assert_int_eq(store_coll_find(t, "c", &c, &err), 0);
+	store_txn_abort(t);
+	ck_assert_int_eq(deleted_files_open(), 0);
 	store_free(st2);
 }
 END_TEST
@@ -1071,6 +1126,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_store_db_name_check_rejects_bad_names);
 	tcase_add_test(tc, test_store_db_drop_refuses_non_empty);
 	tcase_add_test(tc, test_store_db_dropped_by_another_handle);
+	tcase_add_test(tc, test_store_db_new_connection_after_drop);
 	tcase_add_test(tc, test_store_coll_create_duplicate_fails);
 	tcase_add_test(tc, test_store_doc_write_text_takes_id_from_name);
 	tcase_add_test(tc, test_store_doc_write_text_rejects_other_id);
