@@ -803,13 +803,23 @@ done:
 int store_db_drop(struct store *s, const char *name, struct dfs_err *err)
 {
 	struct store_db *db;
-	struct store_txn *t;
-	int64_t n = 0;
 	int rc;
 
 	rc = store_db_get(s, name, false, &db, err);
 	if (rc)
 		return rc;
+	return store_db_drop_db(db, err);
+}
+
+int store_db_drop_db(struct store_db *db, struct dfs_err *err)
+{
+	const char *name = db->name;
+	struct store_txn *t;
+	int64_t n = 0;
+	int rc;
+
+	/* The write transaction fails if db's file is no longer the one its path names (note
+	 * 7): the files unlinked below are db's own. */
 	rc = store_txn_begin(db, true, &t, err);
 	if (rc)
 		return rc;

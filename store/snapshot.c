@@ -2610,7 +2610,7 @@ done:
 	bson_destroy(&specs);
 	store_txn_abort(t);
 	if (rc && created)
-		store_db_drop(s, into_db, NULL); /* nothing changed: not even a new database */
+		store_db_drop_db(target, NULL); /* nothing changed: not even a new database */
 	git_tree_free(ct);
 	git_tree_entry_free(te);
 	git_tree_free(root);

@@ -226,6 +226,9 @@ int store_db_get(struct store *s, const char *name, bool create, struct store_db
 		 struct dfs_err *err);
 /* Drops an empty database (DFS_ENOTEMPTY when it has collections). */
 int store_db_drop(struct store *s, const char *name, struct dfs_err *err);
+/* The same for db itself: DFS_ENOENT, and nothing dropped, when db is gone already, even if
+ * another database of its name was made since (store_db_gone). */
+int store_db_drop_db(struct store_db *db, struct dfs_err *err);
 /* Is db dropped, here or by another process (its path names another file now, or none)?
  * A db found gone stays so: every new transaction fails with DFS_ENOENT, and store_db_get
  * of its name opens the database now there, if any. */

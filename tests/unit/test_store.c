@@ -260,6 +260,30 @@ START_TEST(test_store_db_new_connection_after_drop)
 }
 END_TEST
 
+/* Dropping a database by its handle drops that file only: not a database of the same name
+ * another process made since (a failed restore drops the database it made this way). */
+START_TEST(test_store_db_drop_db_spares_a_new_one)
+{
+	struct dfs_err err = {0};
+	struct store *st2;
+	struct store_db *old, *x2;
+
+	ck_assert_int_eq(store_db_get(st, "x", true, &old, &err), 0);
+	ck_assert_int_eq(store_open(tmpdir, false, &st2, &err), 0);
+	ck_assert_int_eq(store_db_drop(st2, "x", &err), 0);
+	ck_assert_int_eq(store_db_get(st2, "x", true, &x2, &err), 0);
+	dfs_err_clear(&err);
+	ck_assert_int_eq(store_db_drop_db(old, &err), DFS_ENOENT);
+	ck_assert(!store_db_gone(x2));
+	store_free(st2);
+	ck_assert_int_eq(store_open(tmpdir, false, &st2, &err), 0);
+	ck_assert_int_eq(store_db_get(st2, "x", false, &x2, &err), 0);
+	ck_assert_int_eq(store_db_drop_db(x2, &err), 0);
+	ck_assert(store_db_gone(x2));
+	store_free(st2);
+}
+END_TEST
+
 START_TEST(test_store_coll_create_duplicate_fails)
 {
 	struct dfs_err err = {0};
@@ -1127,6 +1151,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_store_db_drop_refuses_non_empty);
 	tcase_add_test(tc, test_store_db_dropped_by_another_handle);
 	tcase_add_test(tc, test_store_db_new_connection_after_drop);
+	tcase_add_test(tc, test_store_db_drop_db_spares_a_new_one);
 	tcase_add_test(tc, test_store_coll_create_duplicate_fails);
 	tcase_add_test(tc, test_store_doc_write_text_takes_id_from_name);
 	tcase_add_test(tc, test_store_doc_write_text_rejects_other_id);
