@@ -146,7 +146,7 @@ static const char *const stmt_sql[ST__COUNT] = {
 	[ST_DOC_BSON] = "SELECT bson FROM docs WHERE id = ?1",
 	[ST_DOC_INSERT] = "INSERT INTO docs(id, coll, key, name, size, mode, uid, gid, mtime,"
 			  " ctime, bson) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?11, ?10)",
-	[ST_DOC_UPDATE] = "UPDATE docs SET size = ?2, mtime = ?3, ctime = ?3, bson = ?4"
+	[ST_DOC_UPDATE] = "UPDATE docs SET size = ?2, mtime = ?5, ctime = ?3, bson = ?4"
 			  " WHERE id = ?1",
 	[ST_DOC_DELETE] = "DELETE FROM docs WHERE id = ?1",
 	[ST_DOC_LIST] = "SELECT d.id, d.coll, d.name, d.size, d.mode, d.uid, d.gid, d.mtime,"

@@ -768,8 +768,9 @@ int store_doc_insert_ready(struct store_txn *t, int64_t coll, const bson_t *doc,
 }
 
 /* Replaces the BSON of document row e (same _id) and records the change. */
+/* Replaces e's document with doc; mtime_ns 0 means now (ctime is always now). */
 static int doc_update(struct store_txn *t, struct store_entry *e, const bson_t *doc,
-		      struct dfs_err *err)
+		      int64_t mtime_ns, struct dfs_err *err)
 {
 	sqlite3_stmt *st;
 	int64_t size, now = store__now_ns();
@@ -786,13 +787,15 @@ static int doc_update(struct store_txn *t, struct store_entry *e, const bson_t *
 	sqlite3_bind_int64(st, 2, size);
 	sqlite3_bind_int64(st, 3, now);
 	sqlite3_bind_blob(st, 4, bson_get_data(doc), (int)doc->len, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 5, mtime_ns ? mtime_ns : now);
 	rc = sqlite3_step(st);
 	if (rc != SQLITE_DONE)
 		return store__sqlerr(t, rc, "update document", err);
 	if ((rc = store__ix_apply(t, err)))
 		return rc;
 	e->size = size;
-	e->mtime_ns = e->ctime_ns = now;
+	e->mtime_ns = mtime_ns ? mtime_ns : now;
+	e->ctime_ns = now;
 	return store__change(t, e->coll, STORE_CH_PUT, e->id, e->name, err);
 }
 
@@ -836,7 +839,7 @@ int store_doc_write_text(struct store_txn *t, int64_t coll, const char *name, co
 	if (!rc) {
 		rc = doc_by_key(t, coll, &t->key, &e, err);
 		if (rc == 0) {
-			rc = doc_update(t, &e, &doc, err);
+			rc = doc_update(t, &e, &doc, 0, err);
 			if (!rc && out)
 				*out = e;
 		} else if (rc == DFS_ENOENT) {
@@ -1105,7 +1108,7 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 	if (to_doc) {
 		/* A scratch file becomes a document: validate its bytes first (note 3). */
 		struct dfs_buf text;
-		struct store_attrs a = {src.mode, src.uid, src.gid, 0};
+		struct store_attrs a = {src.mode, src.uid, src.gid, src.mtime_ns};
 		bson_t doc;
 
 		if (src.kind != STORE_KIND_FILE)
@@ -1121,7 +1124,9 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 			return rc;
 		rc = row_delete(t, &src, err);
 		if (!rc && had && dst.kind == STORE_KIND_DOC) {
-			rc = doc_update(t, &dst, &doc, err);
+			/* The document keeps its id, mode and owner; its mtime is the file's
+			 * moved over it, as rename(2) leaves it (rsync -a sets it first). */
+			rc = doc_update(t, &dst, &doc, src.mtime_ns, err);
 			if (!rc && out)
 				*out = dst;
 		} else if (!rc) {
@@ -1298,5 +1303,5 @@ int store_doc_replace(struct store_txn *t, int64_t id, const bson_t *doc, struct
 	bson_destroy(&old);
 	if (rc)
 		return rc;
-	return doc_update(t, &e, doc, err);
+	return doc_update(t, &e, doc, 0, err);
 }

@@ -4,7 +4,8 @@
 # documents of many BSON types (int32/int64/double/decimal128, dates, binary, ObjectId,
 # regex, timestamps, MinKey/MaxKey, nested documents and arrays), scratch files and symlinks.
 # Also: reading a document and writing the same bytes back changes nothing (type-exactness,
-# checked on the text and on the stored BSON), and `docfs check` passes.
+# checked on the text and on the stored BSON), rsync -a out of the mount and back in
+# converges (a second run copies nothing, across a remount too), and `docfs check` passes.
 . "$(dirname "$0")/lib.sh"
 # A command that fails outside a check stops the test with its line and the daemon log.
 trap 'fail "line $LINENO: \"$BASH_COMMAND\" exited $?"' ERR
@@ -90,6 +91,17 @@ done
 expect_eq "$(stored_bson db)" "$bson_before" "stored BSON after writing every document back"
 expect_eq "$(cat "$C/t.json")" "$before" "t.json after writing it back"
 
+# rsync -a of a collection, without the virtual entries (they are not stored).
+RSYNC_EXCL=()
+for v in .insert .bulk .changes .stats .options .indexes .queries query explain aggregate \
+	update delete; do
+	RSYNC_EXCL+=("--exclude=$v")
+done
+step "rsync -a copies a collection out"
+rsync -a "${RSYNC_EXCL[@]}" "$C/" "$T/copy/" || fail "rsync -a out of the mount"
+expect_eq "$(rsync -a --itemize-changes "${RSYNC_EXCL[@]}" "$C/" "$T/copy/")" "" \
+	"what a second rsync -a out copies"
+
 step "record the manifest, unmount, remount"
 manifest "$MNT/db" "$MNT/db2" > "$T/before"
 expect_eq "$(grep -c '^[0-9a-f]\{64\}  .*\.json$' "$T/before")" "12" "documents in the manifest"
@@ -109,6 +121,21 @@ fi
 expect_eq "$(stored_bson db)" "$db_bson" "stored BSON across the remount"
 expect_eq "$(cat "$C/t.json")" "$before" "t.json after the remount"
 expect_eq "$(readlink "$C/.#ints.json")" "user@host.1234:1700000000" "lock symlink after remount"
+
+step "rsync -a after the remount: nothing to copy out; a changed file goes back in and stays"
+expect_eq "$(rsync -a --itemize-changes "${RSYNC_EXCL[@]}" "$C/" "$T/copy/")" "" \
+	"what rsync -a out copies after the remount (sizes and mtimes kept)"
+ino=$(stat -c %i "$C/ints.json")
+sed -i 's/"i32": 5,/"i32": 6,/' "$T/copy/ints.json"
+touch -d '2021-02-03 04:05:06' "$T/copy/ints.json"
+# rsync writes a temporary scratch file, sets its mtime and renames it over the document.
+rsync -a "${RSYNC_EXCL[@]}" "$T/copy/" "$C/" || fail "rsync -a into the mount"
+cmp -s "$C/ints.json" "$T/copy/ints.json" || fail "ints.json after rsync: $(cat "$C/ints.json")"
+expect_eq "$(stat -c %i "$C/ints.json")" "$ino" "inode of ints.json after rsync replaced it"
+expect_eq "$(stat -c %Y "$C/ints.json")" "$(stat -c %Y "$T/copy/ints.json")" \
+	"mtime of ints.json after rsync (that of the file renamed over it)"
+expect_eq "$(rsync -a --itemize-changes "${RSYNC_EXCL[@]}" "$T/copy/" "$C/")" "" \
+	"what a second rsync -a in copies"
 
 step "docfs check passes while mounted"
 out=$("$DOCFS" check "$STORE") || fail "docfs check"

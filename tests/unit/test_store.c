@@ -485,6 +485,23 @@ START_TEST(test_store_entry_rename_scratch_over_doc_keeps_id)
 	ck_assert_ptr_nonnull(strstr(text, "\"v\": 2"));
 	ck_assert_int_eq(d.id, out.id);
 	free(text);
+	/* The document takes the mtime of the file moved over it (rsync -a sets it first). */
+	{
+		const struct store_attrs old = {0644, 1000, 1000, 1600000000123456789LL};
+
+		ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+		ck_assert_int_eq(store_file_create(t, c, ".a.json.Xy12", STORE_KIND_FILE, &old,
+						   tmp, strlen(tmp), &f, &err),
+				 0);
+		ck_assert_int_eq(store_entry_rename(t, f.id, c, "a.json", &out, &err), 0);
+		ck_assert_int_eq(store_txn_commit(t, &err), 0);
+		ck_assert_int_eq(out.id, d.id);
+		ck_assert_int_eq(out.mtime_ns, old.mtime_ns);
+		text = read_entry("a.json", c, &d);
+		ck_assert_int_eq(d.mtime_ns, old.mtime_ns);
+		ck_assert_int_gt(d.ctime_ns, old.mtime_ns);
+		free(text);
+	}
 }
 END_TEST
 
