@@ -490,8 +490,8 @@ START_TEST(test_store_entry_rename_scratch_over_doc_keeps_id)
 		const struct store_attrs old = {0644, 1000, 1000, 1600000000123456789LL};
 
 		ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
-		ck_assert_int_eq(store_file_create(t, c, ".a.json.Xy12", STORE_KIND_FILE, &old,
-						   tmp, strlen(tmp), &f, &err),
+		ck_assert_int_eq(store_file_create(t, c, ".a.json.Xy12", STORE_KIND_FILE, &old, tmp,
+						   strlen(tmp), &f, &err),
 				 0);
 		ck_assert_int_eq(store_entry_rename(t, f.id, c, "a.json", &out, &err), 0);
 		ck_assert_int_eq(store_txn_commit(t, &err), 0);
