@@ -313,6 +313,8 @@ struct fs_node {
 	uint64_t result_size;	  /* FSN_QUERY, FSN_EXPLAIN, FSN_INDEX: size of the last
 				   * result opened */
 	struct stat attr;	  /* FSN_ENTRY: attributes as last read from the store */
+	struct store_attrs pend;  /* FSN_PENDING: what its first commit stores (the create's
+				   * mode and caller, setattrs since; mtime 0: the commit's) */
 	uint64_t attr_gen;	  /* data_gen when attr was read (0: none) */
 	bool in_ino_table;	  /* reachable by st_ino (the current node for it) */
 	struct fs_node *next_id;  /* hash chain by nodeid */
@@ -365,6 +367,9 @@ struct fs_node *fs_node_keyed(int kind, struct store_db *db, int64_t coll, const
 void fs_node_forget(uint64_t nodeid, uint64_t n);
 /* Re-points node at another store object (after a rename or a first write). */
 void fs_node_repoint(struct fs_node *node, int kind, int64_t coll, int64_t id, uint64_t ino);
+/* A pending document's attributes (node.pend), read and changed under the nodes' lock. */
+struct store_attrs fs_node_pend_get(struct fs_node *node);
+void fs_node_pend_set(struct fs_node *node, int mask, const struct store_attrs *a);
 /* The nodeid currently standing for st_ino (0 when the kernel holds none); bumps data_gen. */
 uint64_t fs_node_touch_ino(uint64_t ino);
 /* The nodeid of db's directory while its node stands for db (0 when the kernel holds none,

@@ -443,7 +443,15 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 		dir_attr(st, n->ino, 0755, getuid(), getgid(), store_db_ctime(n->db),
 			 store_db_ctime(n->db));
 		return 0;
-	case FSN_PENDING:
+	case FSN_PENDING: {
+		struct store_attrs a = fs_node_pend_get(n);
+
+		file_attr(st, n->ino, a.mode, 0, a.mtime_ns ? a.mtime_ns : now_ns());
+		st->st_uid = a.uid;
+		st->st_gid = a.gid;
+		*timeout = 0;
+		return 0;
+	}
 	case FSN_IXPENDING:
 		file_attr(st, n->ino, 0644, 0, 0);
 		*timeout = 0;
@@ -915,7 +923,9 @@ static int handle_commit_ordered(fuse_req_t req, struct fs_handle *h, struct dfs
 	if ((rc = store_txn_begin(n->db, true, &t, err)))
 		return rc;
 	if (n->kind == FSN_PENDING) {
-		struct store_attrs a = caller_attrs(req, 0644);
+		/* The create's mode and caller, and what setattr changed since (cp -p sets
+		 * the times and mode before it closes). */
+		struct store_attrs a = fs_node_pend_get(n);
 
 		rc = store_doc_write_text(t, n->coll, n->pending_name,
 					  h->buf.data ? h->buf.data : "", h->buf.len, &a, &e, err);
@@ -1752,6 +1762,8 @@ static void fsop_create(fuse_req_t req, fuse_ino_t parent, const char *name, mod
 			return;
 		}
 		n = fs_node_pending(FSN_PENDING, p->db, p->coll, name);
+		fs_node_pend_set(
+			n, STORE_SET_MODE | STORE_SET_UID | STORE_SET_GID | STORE_SET_MTIME, &a);
 		pending_add(n);
 		h = handle_new(FH_ENTRY, n);
 		h->dirty = true;
@@ -1968,8 +1980,9 @@ attrs:
 				rc = store_txn_commit(t, &err);
 			else if (t)
 				store_txn_abort(t);
-		} else if (n->kind != FSN_PENDING && n->kind != FSN_INSERT &&
-			   n->kind != FSN_IXPENDING) {
+		} else if (n->kind == FSN_PENDING) {
+			fs_node_pend_set(n, mask, &a); /* for its first commit */
+		} else if (n->kind != FSN_INSERT && n->kind != FSN_IXPENDING) {
 			rc = dfs_err_set(&err, DFS_EPERM, "attributes of this file are fixed");
 		}
 		if (rc) {

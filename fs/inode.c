@@ -314,6 +314,30 @@ void fs_node_repoint(struct fs_node *node, int kind, int64_t coll, int64_t id, u
 	pthread_mutex_unlock(&nodes_lock);
 }
 
+struct store_attrs fs_node_pend_get(struct fs_node *node)
+{
+	struct store_attrs a;
+
+	pthread_mutex_lock(&nodes_lock);
+	a = node->pend;
+	pthread_mutex_unlock(&nodes_lock);
+	return a;
+}
+
+void fs_node_pend_set(struct fs_node *node, int mask, const struct store_attrs *a)
+{
+	pthread_mutex_lock(&nodes_lock);
+	if (mask & STORE_SET_MODE)
+		node->pend.mode = a->mode & 07777;
+	if (mask & STORE_SET_UID)
+		node->pend.uid = a->uid;
+	if (mask & STORE_SET_GID)
+		node->pend.gid = a->gid;
+	if (mask & STORE_SET_MTIME)
+		node->pend.mtime_ns = a->mtime_ns;
+	pthread_mutex_unlock(&nodes_lock);
+}
+
 uint64_t fs_node_of_db(struct store_db *db)
 {
 	struct fs_node *n;

@@ -57,6 +57,28 @@ expect_eq "$(stat -c %y "$C/notes.txt")" \
 	"$(date -d '2021-06-07 08:09:10.123456789' '+%Y-%m-%d %H:%M:%S.%N %z')" \
 	"nanosecond mtime of the scratch file"
 
+step "cp -p and install -m: a new document takes the mode and times set before its close"
+# cp -p sets the times and the mode on the open file, before the close that stores it.
+echo '{"name": "p"}' > "$T/p.json"
+chmod 640 "$T/p.json"
+touch -d '2019-05-06 07:08:09.5' "$T/p.json"
+cp -p "$T/p.json" "$C/p.json"
+expect_eq "$(stat -c '%a %y' "$C/p.json")" "$(stat -c '%a %y' "$T/p.json")" "mode and mtime after cp -p"
+install -m 604 "$T/p.json" "$C/i.json"
+expect_eq "$(stat -c %a "$C/i.json")" "604" "mode after install -m 604"
+python3 - "$C/o.json" <<'PY' || fail "os.fchmod and os.utime on an open new document"
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+os.write(fd, b'{"name": "o"}')
+os.fchmod(fd, 0o600)
+os.utime(fd, ns=(1500000000123456789, 1500000000123456789))
+assert os.fstat(fd).st_mode & 0o7777 == 0o600, oct(os.fstat(fd).st_mode)
+os.close(fd)
+st = os.stat(sys.argv[1])
+assert st.st_mode & 0o7777 == 0o600, oct(st.st_mode)
+assert st.st_mtime_ns == 1500000000123456789, st.st_mtime_ns
+PY
+
 step "chmod, chown and mtime survive a remount"
 remount
 expect_eq "$(stat -c %a "$A")" "640" "mode after remount"
