@@ -2085,6 +2085,12 @@ static void fsop_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 			fuse_reply_err(req, 0);
 		return;
 	}
+	if (p->kind == FSN_COLL && fixed_index(name) >= 0 &&
+	    coll_fixed[fixed_index(name)].kind != FSN_INSERT &&
+	    coll_fixed[fixed_index(name)].kind != FSN_WRITE) {
+		reply_msg(req, DFS_EPERM, "rmdir '%s': every collection has this directory", name);
+		return;
+	}
 	if (p->kind != FSN_DB) {
 		fuse_reply_err(req, ENOTDIR);
 		return;

@@ -155,6 +155,10 @@ step "rm .insert"
 expect_rejected "rm .insert" "Operation not permitted" "\.insert" rm -f "$C/.insert"
 [ -e "$C/.insert" ] || fail ".insert gone"
 
+step "rmdir of a collection's query directory"
+expect_rejected "rmdir query" "Operation not permitted" "query" rmdir "$C/query"
+[ -d "$C/query" ] || fail "query/ gone"
+
 step "a non-canonical document name: 007.json"
 expect_rejected "007.json" "Invalid argument" "007" sh -c 'echo "{}" > "$1"' sh "$C/007.json"
 [ ! -e "$C/007.json" ] || fail "007.json exists"
