@@ -92,30 +92,43 @@ for n in names:
 EOF
 
 step "a second pass is served from the kernel's caches: no GETATTR, no READ, no listing"
-read -r P2 B2 < <(pass "$C")
-expect_eq "$B2" "$B1" "bytes read by the second pass"
-# This VM drops a few clean cached pages at any time (fincore: 2 of 1000 files, on docfs
-# and on ext4 alike, within 15 s of reading them), and a file whose page is gone is read
-# (and then stat'ed) again: up to 13 of 1000 in about one run of 10. A cache that does not
-# work sends one of each per file.
-few() { # WHAT COUNT: at most 5% of the documents
-	[ "$2" -le $((N / 20)) ] || fail "$1 of the second pass: $2 for $N documents (expected none, or a few)"
+# This VM drops clean cached pages at any time, with gigabytes free (fincore: 11 of 1000
+# small files on ext4 within 10 s of reading them, on 12-04; 2 of 1000 on 12-03), and a
+# directory's cached listing is pages too. A file whose page is gone is read (and stat'ed)
+# again, and a listing whose pages are gone is asked for again. So a pass may ask for a few
+# files, and a pass that asks for more, or lists, is run once more: a cache that does not
+# work sends one of each per file, and lists, every time.
+beyond_cache() { # PID: what the pass asked for that the caches should have served
+	local g r l k
+	g=$(count "$1" GETATTR) r=$(count "$1" READ) l=$(count "$1" LOOKUP) k=$(listed "$1")
+	[ "$g" -le $((N / 20)) ] || echo "$g GETATTRs"
+	[ "$r" -le $((N / 20)) ] || echo "$r READs"
+	[ "$l" -eq 0 ] || echo "$l LOOKUPs"
+	[ "$k" -eq 0 ] || echo "$k listing requests"
 }
-few GETATTRs "$(count "$P2" GETATTR)"
-few READs "$(count "$P2" READ)"
-expect_eq "$(count "$P2" LOOKUP)" "0" "LOOKUPs of the second pass"
-expect_eq "$(count "$P2" OPEN)" "$N" "OPENs of the second pass"
-expect_eq "$(listed "$P2")" "0" "listing requests of the second pass"
+for try in 1 2; do
+	read -r P2 B2 < <(pass "$C")
+	expect_eq "$B2" "$B1" "bytes read by the second pass"
+	expect_eq "$(count "$P2" OPEN)" "$N" "OPENs of the second pass"
+	beyond=$(beyond_cache "$P2" | tr '\n' ' ')
+	[ -n "$beyond" ] || break
+	[ "$try" -eq 1 ] || fail "the second pass, run twice, asked for $beyond($N documents)"
+	echo "   the second pass asked for $beyond(the kernel dropped pages?); once more"
+done
 
 step "a second grep -r lists the collection no more (reading .insert inserts nothing)"
 grep -rl c5 "$C" > /dev/null || fail "grep -r found nothing"
-grep -rl c5 "$C" > /dev/null &
-P4=$!
-wait "$P4" || fail "the second grep -r found nothing"
-coll=$(grep -m1 "opcode: OPENDIR ([0-9]*), .*pid: $P4\$" "$T/debug" | sed 's/.*nodeid: \([0-9]*\),.*/\1/')
-[ -n "$coll" ] || fail "no OPENDIR of the second grep -r in the debug output"
-expect_eq "$(grep -Ec "opcode: READDIR(PLUS)? \([0-9]*\), nodeid: $coll, .*pid: $P4\$" "$T/debug" || true)" \
-	"0" "listing requests for the collection by the second grep -r"
+for try in 1 2; do # once more if the kernel dropped the listing's pages (above)
+	grep -rl c5 "$C" > /dev/null &
+	P4=$!
+	wait "$P4" || fail "the second grep -r found nothing"
+	coll=$(grep -m1 "opcode: OPENDIR ([0-9]*), .*pid: $P4\$" "$T/debug" | sed 's/.*nodeid: \([0-9]*\),.*/\1/')
+	[ -n "$coll" ] || fail "no OPENDIR of the second grep -r in the debug output"
+	k=$(grep -Ec "opcode: READDIR(PLUS)? \([0-9]*\), nodeid: $coll, .*pid: $P4\$" "$T/debug" || true)
+	[ "$k" -ne 0 ] || break
+	[ "$try" -eq 1 ] || fail "listing requests for the collection by the second grep -r, run twice: $k"
+	echo "   the second grep -r listed the collection ($k requests; the kernel dropped pages?); once more"
+done
 
 step "a created document is listed right after its close"
 python3 - "$C" <<'EOF' || fail "a document created through the mount was not listed after its close"
