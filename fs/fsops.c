@@ -2064,7 +2064,7 @@ static void fsop_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct store_txn *t;
 	struct store_coll c;
 	int64_t ndocs = 0, nfiles = 0;
-	int rc;
+	int rc, fi;
 
 	if (p && is_snap(p->kind)) {
 		fuse_reply_err(req, EROFS);
@@ -2085,9 +2085,8 @@ static void fsop_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 			fuse_reply_err(req, 0);
 		return;
 	}
-	if (p->kind == FSN_COLL && fixed_index(name) >= 0 &&
-	    coll_fixed[fixed_index(name)].kind != FSN_INSERT &&
-	    coll_fixed[fixed_index(name)].kind != FSN_WRITE) {
+	fi = p->kind == FSN_COLL ? fixed_index(name) : -1;
+	if (fi >= 0 && coll_fixed[fi].kind != FSN_INSERT && coll_fixed[fi].kind != FSN_WRITE) {
 		reply_msg(req, DFS_EPERM, "rmdir '%s': every collection has this directory", name);
 		return;
 	}

@@ -252,6 +252,11 @@ static bool conn_moved(struct store__conn *c)
 	return moved != 0;
 }
 
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
 /* Does db's path still name the file db was opened on (note 7)? A failure to tell (an
  * error other than ENOENT) counts as yes. */
 static bool path_is_db(const struct store_db *db)
@@ -260,7 +265,7 @@ static bool path_is_db(const struct store_db *db)
 
 	if (stat(db->path, &st) != 0)
 		return errno != ENOENT;
-	return st.st_dev == db->dev && st.st_ino == db->ino;
+	return same_file(&st, &db->st);
 }
 
 /* Is c's file the one db was opened on, and does db's path still name it (note 7)? */
@@ -268,8 +273,7 @@ static bool conn_is_db(struct store__conn *c, const struct store_db *db)
 {
 	struct stat st;
 
-	return stat(db->path, &st) == 0 && st.st_dev == db->dev && st.st_ino == db->ino &&
-	       !conn_moved(c);
+	return stat(db->path, &st) == 0 && same_file(&st, &db->st) && !conn_moved(c);
 }
 
 /* Gives c back to db's pool; a dropped db's connections are closed instead, so that the
@@ -679,11 +683,6 @@ fail:
 	return err ? err->code : DFS_EIO;
 }
 
-static bool same_file(const struct stat *a, const struct stat *b)
-{
-	return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
-}
-
 /* Opens the database file path names and checks its schema; *st: the file's identity,
  * which the connection has open (note 7). Another process dropping the database meanwhile
  * (the file unlinked, perhaps made again) is not an I/O error: the open is tried again, or
@@ -776,8 +775,7 @@ int store_db_get(struct store *s, const char *name, bool create, struct store_db
 	db->s = s;
 	snprintf(db->name, sizeof(db->name), "%s", name);
 	db->path = path;
-	db->dev = st.st_dev;
-	db->ino = st.st_ino;
+	db->st = st;
 	path = NULL;
 	db->num = (uint32_t)meta_int(c, "dbnum", 0);
 	db->ctime_ns = meta_int(c, "ctime", 0);

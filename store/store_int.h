@@ -9,6 +9,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sqlite3.h>
 
@@ -79,8 +80,7 @@ struct store_db {
 	struct store *s;		/* Borrowed: the owner */
 	char name[DFS_MAX_NS_NAME + 1]; /* database name */
 	char *path;			/* Owned: the SQLite file */
-	dev_t dev;			/* the file path named when the database was opened */
-	ino_t ino;			/* (db.c note 7) */
+	struct stat st;			/* the file path named when it was opened (db.c note 7) */
 	uint32_t num;			/* stable database number */
 	int64_t ctime_ns;		/* creation time */
 	pthread_mutex_t pool_lock;	/* guards pool */
