@@ -28,6 +28,8 @@ static const char usage_text[] =
 	"      look for changes by other processes, 200),\n"
 	"      sort_mem=BYTES (a query sort spills to temporary files past this, 32 MiB),\n"
 	"      result_mem=BYTES (larger query results go to a temporary file, 8 MiB),\n"
+	"      doc_cache=BYTES (each database keeps the documents indexed queries fetched, up\n"
+	"      to this much, 64 MiB; 0: none),\n"
 	"      ttl_s=N (delete documents expired by TTL indexes every N seconds, 60; 0: never),\n"
 	"      dirplus_nodes=N (listings give the kernel attributes, and the daemon keeps a\n"
 	"      node, for documents only while it holds fewer than N nodes, 200000),\n"
@@ -168,6 +170,7 @@ static int cmd_mount(int argc, char **argv)
 	o.notify_ms = 200;
 	o.ttl_s = 60;
 	o.dirplus_nodes = 200000;
+	o.doc_cache = STORE_DOC_CACHE_DEFAULT;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "-f") == 0) {
 			o.foreground = true;
@@ -200,6 +203,15 @@ static int cmd_mount(int argc, char **argv)
 						o.result_mem = v;
 					else
 						o.dirplus_nodes = v;
+				} else if (strncmp(tok, "doc_cache=", 10) == 0) {
+					char *end;
+					unsigned long long v = strtoull(tok + 10, &end, 10);
+
+					if (!tok[10] || *end || tok[10] == '-')
+						return fail("mount",
+							    "doc_cache needs a number of bytes "
+							    "(0: no document cache)");
+					o.doc_cache = v;
 				} else if (strncmp(tok, "notify_ms=", 10) == 0) {
 					o.notify_ms = atoi(tok + 10);
 					if (o.notify_ms <= 0)

@@ -254,6 +254,7 @@ struct fs_mount_opts {
 	const char *log;	/* log file, or NULL */
 	int notify_ms;		/* poll period of the change feed */
 	size_t sort_mem;	/* bytes a query's sort holds before spilling (0: default) */
+	size_t doc_cache;	/* each database's document cache, bytes (store.h) */
 	size_t result_mem;	/* bytes of a result kept in memory (0: default) */
 	int ttl_s;		/* seconds between TTL sweeps (0: none) */
 	size_t dirplus_nodes;	/* listings give attributes only below this many nodes */

@@ -483,6 +483,7 @@ int fs_mount_run(const struct fs_mount_opts *o, struct dfs_err *err)
 	mount_cpus_ok = sched_getaffinity(0, sizeof(mount_cpus), &mount_cpus) == 0;
 	if ((rc = store_open(o->store, false, &s, err)))
 		return rc;
+	store_set_doc_cache(s, o->doc_cache);
 	if (o->log && (rc = fs_errlog_open(o->log, err)))
 		goto done;
 	if (asprintf(&opts, "default_permissions,fsname=docfs:%s,subtype=docfs%s%s", store_path(s),

@@ -367,7 +367,7 @@ static int collscan_next(struct store_txn *t, int64_t coll, struct plan__node *n
 		if (n->next_id == 0)
 			return DFS_ENOENT;
 		*id = n->ids[--n->next_id];
-		rc = store_doc_fetch(t, *id, doc, err);
+		rc = store_doc_fetch(t, *id, false, doc, err);
 		if (rc != DFS_ENOENT)
 			return rc;
 	}
@@ -554,7 +554,7 @@ static int work_stage(struct plan__node *n, struct plan__wm *wm, struct dfs_err 
 		rc = work_node(n->kids[0], &in, err);
 		if (rc != PLAN_ADVANCED)
 			return rc;
-		rc = store_doc_fetch(cur_ctx.t, in.id, &doc, err);
+		rc = store_doc_fetch(cur_ctx.t, in.id, true, &doc, err);
 		if (rc == DFS_ENOENT)
 			return PLAN_NEED_TIME;
 		if (rc)

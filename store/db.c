@@ -72,6 +72,7 @@ struct store {
 	struct store_db *dbs;	  /* Owned: open databases */
 	struct store_db *dropped; /* Owned: dropped ones, kept until store_free: borrowers
 				   * (the mount's nodes, its notifier) may still hold them */
+	size_t dc_budget;	  /* each database's document cache (dcache.c), in bytes */
 };
 
 static const char *const schema_sql =
@@ -320,6 +321,7 @@ static void db_retire_locked(struct store *s, struct store_db *db)
 	}
 	db->next = s->dropped;
 	s->dropped = db;
+	store__dcache_set_budget(&db->dc, 0);
 }
 
 static void db_retire(struct store_db *db)
@@ -430,8 +432,25 @@ int store_open(const char *dir, bool create, struct store **out, struct dfs_err 
 		return dfs_err_set(err, DFS_EIO, "cannot resolve '%s': %s", dir, strerror(errno));
 	}
 	pthread_mutex_init(&s->lock, NULL);
+	s->dc_budget = STORE_DOC_CACHE_DEFAULT;
 	*out = s;
 	return 0;
+}
+
+void store_set_doc_cache(struct store *s, size_t bytes)
+{
+	struct store_db *db;
+
+	pthread_mutex_lock(&s->lock);
+	s->dc_budget = bytes;
+	for (db = s->dbs; db; db = db->next)
+		store__dcache_set_budget(&db->dc, bytes);
+	pthread_mutex_unlock(&s->lock);
+}
+
+void store_db_doc_cache_stats(struct store_db *db, struct store_dcache_stats *out)
+{
+	store__dcache_stats(&db->dc, out);
 }
 
 static void db_free(struct store_db *db)
@@ -454,6 +473,7 @@ static void db_free(struct store_db *db)
 	pthread_mutex_destroy(&db->pool_lock);
 	pthread_mutex_destroy(&db->write_lock);
 	pthread_mutex_destroy(&db->ixstats_lock);
+	store__dcache_release(&db->dc);
 	free(db->path);
 	free(db);
 }
@@ -784,6 +804,7 @@ int store_db_get(struct store *s, const char *name, bool create, struct store_db
 	pthread_mutex_init(&db->ckpt_lock, NULL);
 	pthread_cond_init(&db->ckpt_cond, NULL);
 	pthread_mutex_init(&db->ixstats_lock, NULL);
+	store__dcache_init(&db->dc, s->dc_budget);
 	db->pool = c;
 	c = NULL;
 	db->next = s->dbs;

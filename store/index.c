@@ -2719,11 +2719,19 @@ void store_ixscan_free(struct store_ixscan *s)
 /* Reads docs.bson of row id through an incremental-blob handle kept for the transaction:
  * moving the handle to another row is a seek, where a statement would be reset, rebound
  * and would reopen its cursor for every document. A handle is aborted by an error and
- * expires when its row is written; then a fresh one is opened. */
-int store_doc_fetch(struct store_txn *t, int64_t id, bson_t *view, struct dfs_err *err)
+ * expires when its row is written; then a fresh one is opened. With cache, the document
+ * cache answers first and keeps what was read (dcache.c). */
+int store_doc_fetch(struct store_txn *t, int64_t id, bool cache, bson_t *view, struct dfs_err *err)
 {
 	int rc = SQLITE_ERROR, n;
 
+	if (cache && (rc = store__dcache_get(t, id, &t->fetched, err)) != 0) {
+		if (rc != 1)
+			return rc;
+		n = (int)t->fetched.len;
+		goto view;
+	}
+	rc = SQLITE_ERROR;
 	if (t->fetch)
 		rc = sqlite3_blob_reopen(t->fetch, id);
 	if (rc != SQLITE_OK) {
@@ -2750,6 +2758,9 @@ int store_doc_fetch(struct store_txn *t, int64_t id, bson_t *view, struct dfs_er
 		return store__sqlerr(t, rc, "fetch document", err);
 	}
 	t->fetched.len = (size_t)n;
+	if (cache && n >= 5)
+		store__dcache_put(t, id, t->fetched.data, (size_t)n);
+view:
 	if (n < 5 || !bson_init_static(view, (const uint8_t *)t->fetched.data, (size_t)n))
 		return dfs_err_set(err, DFS_ECORRUPT, "document %lld is not valid BSON",
 				   (long long)id);

@@ -217,6 +217,17 @@ const char *store_path(const struct store *s); /* Borrowed: valid until store_fr
 int store_db_name_check(const char *name, struct dfs_err *err);
 int store_coll_name_check(const char *name, struct dfs_err *err);
 
+/* Each database's document cache (store_doc_fetch) holds at most bytes from now on; 0
+ * turns it off. STORE_DOC_CACHE_DEFAULT until set. Thread-safe. */
+#define STORE_DOC_CACHE_DEFAULT ((size_t)64 << 20)
+void store_set_doc_cache(struct store *s, size_t bytes);
+struct store_dcache_stats {
+	uint64_t hits, misses; /* look-ups answered from the cache, and not */
+	size_t entries, bytes; /* documents held, and their bytes with the cache's headers */
+	size_t budget;	       /* the most it may hold */
+};
+void store_db_doc_cache_stats(struct store_db *db, struct store_dcache_stats *out);
+
 /* Calls cb for each database name (sorted); a nonzero return from cb stops and is returned. */
 int store_db_list(struct store *s, int (*cb)(void *ctx, const char *name), void *ctx,
 		  struct dfs_err *err);
@@ -613,8 +624,10 @@ int store_ixscan_next(struct store_ixscan *s, struct store_ixkey *out, struct df
 void store_ixscan_free(struct store_ixscan *s);
 
 /* The BSON of document id as a read-only view (Borrowed: valid until the next call with the
- * same t or the end of t): the FETCH of an index plan. DFS_ENOENT when it is gone. */
-int store_doc_fetch(struct store_txn *t, int64_t id, bson_t *view, struct dfs_err *err);
+ * same t or the end of t): the FETCH of an index plan. DFS_ENOENT when it is gone. With
+ * cache, a read transaction looks in the database's document cache first and keeps what it
+ * read there (dcache.c); a scan fetching every document passes false. */
+int store_doc_fetch(struct store_txn *t, int64_t id, bool cache, bson_t *view, struct dfs_err *err);
 
 /* Deletes the documents of db whose TTL index date is older than expireAfterSeconds before
  * now_ms (an array: its earliest date; non-dates never expire), in write transactions of at

@@ -102,6 +102,17 @@ struct store_db {
 		int64_t entries, bytes;
 	} ixstats[8];	       /* the last counts taken, reused while nothing changed */
 	unsigned ixstats_next; /* the slot the next counts go to */
+	struct store__dcache {
+		pthread_mutex_t lock;		  /* guards the fields below */
+		int64_t seq;			  /* the feed seq the entries are valid at
+						   * (-1: none yet); dcache.c note 2 */
+		size_t budget;			  /* bytes it may hold (0: off) */
+		size_t bytes, n;		  /* bytes and entries held */
+		struct store__dcent **tab;	  /* Owned: hash chains, ntab of them */
+		size_t ntab;			  /* a power of two, or 0 */
+		struct store__dcent *head, *tail; /* most and least recently used */
+		uint64_t hits, misses;		  /* look-ups since it was made */
+	} dc;					  /* the document cache (dcache.c) */
 };
 
 /* The last run (largest lo) of one collection, as this transaction has it (doc.c note 5). */
@@ -126,8 +137,22 @@ struct store_txn {
 	struct store__ixcache *ixc; /* Owned: index.c's cache and pending entries, or NULL */
 	sqlite3_blob *fetch;	    /* Owned: store_doc_fetch's handle on docs.bson, or NULL */
 	struct dfs_buf fetched;	    /* the last fetched document's bytes */
+	bool dc_known;		    /* dc_seq was read (dcache.c note 2) */
+	int64_t dc_seq;		    /* the feed's last seq in this snapshot */
 	struct store__run run;	    /* the current run (doc.c note 5) */
 };
+
+/* ---- the document cache (dcache.c) ---- */
+void store__dcache_init(struct store__dcache *dc, size_t budget);
+void store__dcache_release(struct store__dcache *dc);
+/* Changes the budget, evicting down to it (0 empties and turns it off). */
+void store__dcache_set_budget(struct store__dcache *dc, size_t budget);
+/* 1 with document id's BSON copied into out when t may use the cache and it holds id;
+ * 0 when not; an error code only when the feed's last seq cannot be read. */
+int store__dcache_get(struct store_txn *t, int64_t id, struct dfs_buf *out, struct dfs_err *err);
+/* Keeps a copy of document id's BSON as t read it, when t may (dcache.c note 2). */
+void store__dcache_put(struct store_txn *t, int64_t id, const void *data, size_t len);
+void store__dcache_stats(struct store__dcache *dc, struct store_dcache_stats *out);
 
 /* Returns the statement slot, reset and unbound, or NULL with err set. Borrowed: valid
  * until the transaction ends. */

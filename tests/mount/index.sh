@@ -325,6 +325,29 @@ case " $(cat "$C/explain/{price: {\$gt: 10}}" > "$T/x" && stages "$T/x") " in
 esac
 "$DOCFS" check "$STORE" > /dev/null || fail "docfs check"
 
+step "indexed queries see every write, here and by another mount (the document cache)"
+# A repeated indexed query fetches its documents from the daemon's document cache
+# (store/dcache.c); every write, through this mount or by another process, must show.
+QI='{price: {$gte: 80}}?sort={price: 1}&projection={name: 1, price: 1}'
+case " $(cat "$C/explain/$QI" > "$T/x" && stages "$T/x") " in
+*" FETCH "*"IXSCAN "*) ;;
+*) fail "'$QI' does not fetch over an index scan: $(stages "$T/x")" ;;
+esac
+want='{"_id":4,"name":"chair","price":80} {"_id":2,"name":"desk","price":150}'
+expect_eq "$(jq -c . "$C/query/$QI" | tr '\n' ' ')" "$want " "indexed query, first run"
+expect_eq "$(jq -c . "$C/query/$QI" | tr '\n' ' ')" "$want " "indexed query, from the cache"
+sed -i 's/"desk"/"big desk"/' "$C/2.json"
+expect_eq "$(jq -c . "$C/query/$QI" | tr '\n' ' ')" '{"_id":4,"name":"chair","price":80} {"_id":2,"name":"big desk","price":150} ' "after sed -i here"
+M2=$T/mnt2
+mkdir -p "$M2"
+trap 'rc=$?; fusermount3 -u "$M2" 2>/dev/null || true; cleanup $rc' EXIT
+"$DOCFS" mount -o "log=$T/log2${MOUNT_OPTS:+,$MOUNT_OPTS}" "$STORE" "$M2"
+jq -c '.name = "chair2"' "$M2/shop/items/4.json" > "$T/4.json" && cp "$T/4.json" "$M2/shop/items/4.json"
+rm "$M2/shop/items/2.json"
+fusermount3 -u "$M2"
+expect_eq "$(jq -c . "$C/query/$QI" | tr '\n' ' ')" '{"_id":4,"name":"chair2","price":80} ' "after writes by the other mount"
+expect_eq "$("$DOCFS" mount -o doc_cache=-1 "$STORE" "$M2" 2>&1 || true)" "docfs mount: doc_cache needs a number of bytes (0: no document cache)" "a bad doc_cache"
+
 step "TTL: expired documents vanish from the mount within a few seconds, newer ones stay"
 E=$MNT/shop/events
 mkdir "$E"

@@ -1071,10 +1071,10 @@ START_TEST(test_store_ixscan_range_both_directions)
 		ck_assert_int_eq(k.id, id[2]);
 		ck_assert_int_eq(store_ixscan_next(s, &k, &err), DFS_ENOENT);
 		/* FETCH */
-		ck_assert_int_eq(store_doc_fetch(t, id[4], &doc, &err), 0);
+		ck_assert_int_eq(store_doc_fetch(t, id[4], true, &doc, &err), 0);
 		ck_assert(bson_iter_init_find(&it, &doc, "n"));
 		ck_assert_int_eq(bson_iter_int32(&it), 40);
-		ck_assert_int_eq(store_doc_fetch(t, 999999, &doc, &err), DFS_ENOENT);
+		ck_assert_int_eq(store_doc_fetch(t, 999999, true, &doc, &err), DFS_ENOENT);
 		store_ixscan_free(s);
 		store_index_release(&ix);
 		store_txn_abort(t);
@@ -1082,6 +1082,138 @@ START_TEST(test_store_ixscan_range_both_directions)
 	dfs_buf_release(&lo);
 	dfs_buf_release(&hi);
 	dfs_buf_release(&x);
+}
+END_TEST
+
+/* Field n of document id as a read transaction of d fetches it through the document cache
+ * (-1: not found); with sid, the document's _id string (or "") goes there. */
+static int fetch_n(struct store_db *d, int64_t id, char *sid, size_t sidlen)
+{
+	struct dfs_err err = {0};
+	struct store_txn *t;
+	bson_iter_t it;
+	bson_t doc;
+	int rc, n = -1;
+
+	ck_assert_int_eq(store_txn_begin(d, false, &t, &err), 0);
+	rc = store_doc_fetch(t, id, true, &doc, &err);
+	ck_assert_msg(rc == 0 || rc == DFS_ENOENT, "%s", err.msg);
+	if (rc == 0) {
+		ck_assert(bson_iter_init_find(&it, &doc, "n"));
+		n = bson_iter_int32(&it);
+		if (sid) {
+			ck_assert(bson_iter_init_find(&it, &doc, "_id"));
+			snprintf(sid, sidlen, "%s",
+				 BSON_ITER_HOLDS_UTF8(&it) ? bson_iter_utf8(&it, NULL) : "");
+		}
+	}
+	store_txn_abort(t);
+	return n;
+}
+
+/* One write transaction of d: replaces id with text (NULL: deletes it). */
+static void set_doc(struct store_db *d, int64_t id, const char *text)
+{
+	struct dfs_err err = {0};
+	struct store_txn *t;
+
+	ck_assert_int_eq(store_txn_begin(d, true, &t, &err), 0);
+	if (text) {
+		bson_t *b = parse(text);
+
+		ck_assert_msg(store_doc_replace(t, id, b, &err) == 0, "%s", err.msg);
+		bson_destroy(b);
+	} else {
+		ck_assert_msg(store_entry_delete(t, id, &err) == 0, "%s", err.msg);
+	}
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+}
+
+static struct store_dcache_stats dc_stats(void)
+{
+	struct store_dcache_stats s;
+
+	store_db_doc_cache_stats(db, &s);
+	return s;
+}
+
+/* The document cache answers a repeated fetch and never serves a document older than the
+ * reader's snapshot, whoever wrote it: this process or another handle on the store (as
+ * another process would), by update, delete, rename or collection drop (dcache.c). */
+START_TEST(test_store_doc_fetch_cache_follows_every_writer)
+{
+	int64_t c = make_coll("items"), c2 = make_coll("other");
+	struct store *st2;
+	struct store_db *db2;
+	struct dfs_err err = {0};
+	struct store_txn *t, *old;
+	struct store_dcache_stats s;
+	int64_t a, b, o, z;
+	bson_t doc;
+	bson_iter_t it;
+	char sid[32];
+
+	put_ok(c, "a.json", "{\"n\": 1}");
+	put_ok(c, "b.json", "{\"n\": 2}");
+	put_ok(c, "o.json", "{\"n\": 7}");
+	a = id_of(c, "a.json");
+	b = id_of(c, "b.json");
+	o = id_of(c, "o.json");
+	ck_assert_int_eq(fetch_n(db, a, NULL, 0), 1);
+	ck_assert_int_eq(fetch_n(db, a, NULL, 0), 1);
+	s = dc_stats();
+	ck_assert_uint_eq(s.entries, 1);
+	ck_assert_uint_eq(s.hits, 1);
+	ck_assert_uint_eq(s.misses, 1);
+	/* This process writes. */
+	set_doc(db, a, "{\"_id\": \"a\", \"n\": 3}");
+	ck_assert_int_eq(fetch_n(db, a, NULL, 0), 3);
+	/* Another handle writes. */
+	ck_assert_int_eq(store_open(tmpdir, false, &st2, &err), 0);
+	ck_assert_int_eq(store_db_get(st2, "shop", false, &db2, &err), 0);
+	ck_assert_int_eq(fetch_n(db, b, NULL, 0), 2);
+	set_doc(db2, a, "{\"_id\": \"a\", \"n\": 4}");
+	set_doc(db2, b, NULL);
+	ck_assert_int_eq(fetch_n(db, a, NULL, 0), 4);
+	ck_assert_int_eq(fetch_n(db, b, NULL, 0), -1);
+	/* A reader of an older snapshot reads its own version and does not put it back. */
+	ck_assert_int_eq(store_txn_begin(db, false, &old, &err), 0);
+	ck_assert_int_eq(store_doc_fetch(old, a, true, &doc, &err), 0);
+	set_doc(db2, a, "{\"_id\": \"a\", \"n\": 5}");
+	ck_assert_int_eq(fetch_n(db, o, NULL, 0), 7); /* brings the cache past a's change */
+	ck_assert_int_eq(store_doc_fetch(old, a, true, &doc, &err), 0);
+	ck_assert(bson_iter_init_find(&it, &doc, "n"));
+	ck_assert_int_eq(bson_iter_int32(&it), 4);
+	store_txn_abort(old);
+	ck_assert_int_eq(fetch_n(db, a, NULL, 0), 5);
+	/* A rename by the other handle changes _id in place (the same entry id). */
+	ck_assert_int_eq(fetch_n(db, a, sid, sizeof(sid)), 5);
+	ck_assert_str_eq(sid, "a");
+	ck_assert_int_eq(store_txn_begin(db2, true, &t, &err), 0);
+	ck_assert_msg(store_entry_rename(t, a, c, "z.json", NULL, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	z = id_of(c, "z.json");
+	ck_assert_int_eq(fetch_n(db, z, sid, sizeof(sid)), 5);
+	ck_assert_str_eq(sid, "z");
+	/* A write transaction neither reads nor fills the cache. */
+	s = dc_stats();
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	ck_assert_int_eq(store_doc_fetch(t, z, true, &doc, &err), 0);
+	store_txn_abort(t);
+	ck_assert_uint_eq(dc_stats().hits + dc_stats().misses, s.hits + s.misses);
+	/* A collection dropped (here, another one) empties it. */
+	ck_assert_uint_gt(dc_stats().entries, 0);
+	ck_assert_int_eq(store_txn_begin(db2, true, &t, &err), 0);
+	ck_assert_int_eq(store_coll_drop(t, c2, &err), 0);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	ck_assert_int_eq(fetch_n(db, z, NULL, 0), 5);
+	ck_assert_uint_eq(dc_stats().entries, 1);
+	store_free(st2);
+	/* Budget 0 turns it off and empties it. */
+	store_set_doc_cache(st, 0);
+	ck_assert_uint_eq(dc_stats().entries, 0);
+	ck_assert_int_eq(fetch_n(db, z, NULL, 0), 5);
+	ck_assert_uint_eq(dc_stats().entries, 0);
 }
 END_TEST
 
@@ -1101,24 +1233,24 @@ START_TEST(test_store_doc_fetch_follows_writes_in_its_transaction)
 	a = id_of(c, "a.json");
 	b = id_of(c, "b.json");
 	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
-	ck_assert_int_eq(store_doc_fetch(t, a, &doc, &err), 0);
+	ck_assert_int_eq(store_doc_fetch(t, a, true, &doc, &err), 0);
 	ck_assert(bson_iter_init_find(&it, &doc, "n"));
 	ck_assert_int_eq(bson_iter_int32(&it), 1);
 	nd = parse("{\"_id\": \"a\", \"n\": 10, \"pad\": \"longer than before\"}");
 	ck_assert_int_eq(store_doc_replace(t, a, nd, &err), 0);
 	bson_destroy(nd);
-	ck_assert_int_eq(store_doc_fetch(t, a, &doc, &err), 0);
+	ck_assert_int_eq(store_doc_fetch(t, a, true, &doc, &err), 0);
 	ck_assert(bson_iter_init_find(&it, &doc, "n"));
 	ck_assert_int_eq(bson_iter_int32(&it), 10);
 	ck_assert_int_eq(store_entry_delete(t, a, &err), 0);
-	ck_assert_int_eq(store_doc_fetch(t, a, &doc, &err), DFS_ENOENT);
-	ck_assert_int_eq(store_doc_fetch(t, b, &doc, &err), 0);
+	ck_assert_int_eq(store_doc_fetch(t, a, true, &doc, &err), DFS_ENOENT);
+	ck_assert_int_eq(store_doc_fetch(t, b, true, &doc, &err), 0);
 	ck_assert(bson_iter_init_find(&it, &doc, "n"));
 	ck_assert_int_eq(bson_iter_int32(&it), 2);
 	ck_assert_int_eq(store_txn_commit(t, &err), 0);
 	ck_assert_int_eq(store_txn_begin(db, false, &t, &err), 0);
-	ck_assert_int_eq(store_doc_fetch(t, a, &doc, &err), DFS_ENOENT);
-	ck_assert_int_eq(store_doc_fetch(t, b, &doc, &err), 0);
+	ck_assert_int_eq(store_doc_fetch(t, a, true, &doc, &err), DFS_ENOENT);
+	ck_assert_int_eq(store_doc_fetch(t, b, true, &doc, &err), 0);
 	store_txn_abort(t);
 }
 END_TEST
@@ -2034,6 +2166,7 @@ static Suite *index_suite(void)
 	tcase_add_test(tc, test_store_index_hash_equal_numbers_agree);
 	tcase_add_test(tc, test_store_ixscan_range_both_directions);
 	tcase_add_test(tc, test_store_doc_fetch_follows_writes_in_its_transaction);
+	tcase_add_test(tc, test_store_doc_fetch_cache_follows_every_writer);
 	tcase_add_test(tc, test_store_ixscan_ties_in_id_order);
 	tcase_add_test(tc, test_store_ixscan_backward_ties_at_group_edges);
 	tcase_add_test(tc, test_store_index_create_unique_clash_leaves_nothing);

@@ -1,0 +1,293 @@
+/*
+ * dcache.c - the document cache of a database: the BSON of documents an index plan fetched,
+ * by entry id, so that the FETCH of a repeated indexed query is a hash look-up, not a
+ * B-tree descent per document (about 1 us each, most of an indexed query's time). It does
+ * not serve collection scans (they read the table in order, which is cheaper) nor writes.
+ *
+ * Design notes
+ * 1. Coherence rests on the change feed (db.c note 5). Every change to a document's row
+ *    (update, delete, rename, a collection dropped) records PUT, DEL or COLL in the same
+ *    transaction; ids of new documents are new or were DELeted first. The cache is valid
+ *    at one feed seq (seq): it holds each document as of that seq.
+ * 2. A read transaction learns its snapshot's last seq S once. S == seq: it may look up
+ *    and insert (what it reads from SQLite is the document as of S). S > seq: it first
+ *    brings the cache to S, evicting every id the feed names in (seq, S] (everything on a
+ *    COLL record, a gap, or an error reading the feed), under the lock. S < seq: an older
+ *    snapshot; it neither looks up nor inserts. An insert checks seq again under the lock,
+ *    so a reader overtaken by a newer one between its read and its insert inserts nothing.
+ * 3. Write transactions never use it: their snapshot includes their own uncommitted
+ *    changes, whose seqs a rollback would give to other changes.
+ * 4. Bounded: budget bytes (entries and their headers); the least recently used go first.
+ *    A document over a sixty-fourth of the budget is not kept.
+ */
+#include "store_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct store__dcent {
+	int64_t id;			  /* the document's entry id */
+	size_t len;			  /* BSON bytes in data */
+	struct store__dcent *hnext;	  /* the next in its hash chain */
+	struct store__dcent *prev, *next; /* the LRU list, most recent first */
+	uint8_t data[];			  /* the BSON */
+};
+
+static size_t ent_cost(size_t len)
+{
+	return sizeof(struct store__dcent) + len;
+}
+
+static size_t slot_of(const struct store__dcache *dc, int64_t id)
+{
+	uint64_t h = (uint64_t)id * 0x9E3779B97F4A7C15ull;
+
+	return (size_t)(h >> 32) & (dc->ntab - 1);
+}
+
+void store__dcache_init(struct store__dcache *dc, size_t budget)
+{
+	memset(dc, 0, sizeof(*dc));
+	pthread_mutex_init(&dc->lock, NULL);
+	dc->seq = -1;
+	dc->budget = budget;
+}
+
+static void lru_unlink(struct store__dcache *dc, struct store__dcent *e)
+{
+	if (e->prev)
+		e->prev->next = e->next;
+	else
+		dc->head = e->next;
+	if (e->next)
+		e->next->prev = e->prev;
+	else
+		dc->tail = e->prev;
+	e->prev = e->next = NULL;
+}
+
+static void lru_front(struct store__dcache *dc, struct store__dcent *e)
+{
+	e->prev = NULL;
+	e->next = dc->head;
+	if (dc->head)
+		dc->head->prev = e;
+	dc->head = e;
+	if (!dc->tail)
+		dc->tail = e;
+}
+
+static struct store__dcent **find_slot(struct store__dcache *dc, int64_t id)
+{
+	struct store__dcent **p;
+
+	if (!dc->ntab)
+		return NULL;
+	for (p = &dc->tab[slot_of(dc, id)]; *p; p = &(*p)->hnext)
+		if ((*p)->id == id)
+			return p;
+	return NULL;
+}
+
+static void evict(struct store__dcache *dc, int64_t id)
+{
+	struct store__dcent **p = find_slot(dc, id), *e;
+
+	if (!p)
+		return;
+	e = *p;
+	*p = e->hnext;
+	lru_unlink(dc, e);
+	dc->bytes -= ent_cost(e->len);
+	dc->n--;
+	free(e);
+}
+
+static void clear_all(struct store__dcache *dc)
+{
+	struct store__dcent *e, *next;
+
+	for (e = dc->head; e; e = next) {
+		next = e->next;
+		free(e);
+	}
+	dc->head = dc->tail = NULL;
+	if (dc->ntab)
+		memset(dc->tab, 0, dc->ntab * sizeof(*dc->tab));
+	dc->bytes = 0;
+	dc->n = 0;
+}
+
+void store__dcache_release(struct store__dcache *dc)
+{
+	clear_all(dc);
+	free(dc->tab);
+	dc->tab = NULL;
+	dc->ntab = 0;
+	pthread_mutex_destroy(&dc->lock);
+}
+
+void store__dcache_set_budget(struct store__dcache *dc, size_t budget)
+{
+	pthread_mutex_lock(&dc->lock);
+	dc->budget = budget;
+	while (dc->tail && dc->bytes > dc->budget)
+		evict(dc, dc->tail->id);
+	pthread_mutex_unlock(&dc->lock);
+}
+
+/* Brings the cache from dc->seq to t's snapshot (note 2), holding dc->lock. Whatever goes
+ * wrong reading the feed empties the cache, which is valid at any seq. */
+static void advance(struct store_txn *t, struct store__dcache *dc)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t expect = dc->seq + 1;
+	int rc;
+
+	if (dc->n == 0)
+		goto done;
+	if (sqlite3_prepare_v2(t->c->h,
+			       "SELECT seq, op, id FROM changes WHERE seq > ?1 AND seq <= ?2"
+			       " ORDER BY seq",
+			       -1, &st, NULL) != SQLITE_OK) {
+		clear_all(dc);
+		goto done;
+	}
+	sqlite3_bind_int64(st, 1, dc->seq);
+	sqlite3_bind_int64(st, 2, t->dc_seq);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		int op = sqlite3_column_int(st, 1);
+
+		/* The feed is pruned from its oldest record and has no gaps: a record
+		 * missing means changes this cache can no longer know. */
+		if (sqlite3_column_int64(st, 0) != expect++ || op == STORE_CH_COLL) {
+			clear_all(dc);
+			goto done;
+		}
+		if (op == STORE_CH_PUT || op == STORE_CH_DEL)
+			evict(dc, sqlite3_column_int64(st, 2));
+	}
+	if (rc != SQLITE_DONE || expect != t->dc_seq + 1)
+		clear_all(dc);
+done:
+	sqlite3_finalize(st);
+	dc->seq = t->dc_seq;
+}
+
+/* May t use the cache: 1 and dc locked when its snapshot is the cache's (brought to it if
+ * older), 0 and unlocked when not, < 0 on an error reading the feed's last seq. */
+static int lock_for(struct store_txn *t, struct store__dcache *dc, struct dfs_err *err)
+{
+	int rc;
+
+	if (t->write || !dc->budget)
+		return 0;
+	if (!t->dc_known) {
+		if ((rc = store__change_last(t, &t->dc_seq, err)))
+			return -rc;
+		t->dc_known = true;
+	}
+	pthread_mutex_lock(&dc->lock);
+	if (dc->seq < t->dc_seq)
+		advance(t, dc);
+	if (dc->seq != t->dc_seq || !dc->budget) {
+		pthread_mutex_unlock(&dc->lock);
+		return 0;
+	}
+	return 1;
+}
+
+int store__dcache_get(struct store_txn *t, int64_t id, struct dfs_buf *out, struct dfs_err *err)
+{
+	struct store__dcache *dc = &t->db->dc;
+	struct store__dcent **p, *e;
+	int rc = lock_for(t, dc, err);
+
+	if (rc <= 0)
+		return rc < 0 ? -rc : 0;
+	p = find_slot(dc, id);
+	if (!p) {
+		dc->misses++;
+		pthread_mutex_unlock(&dc->lock);
+		return 0;
+	}
+	e = *p;
+	dfs_buf_reset(out);
+	dfs_buf_reserve(out, e->len);
+	memcpy(out->data, e->data, e->len);
+	out->len = e->len;
+	if (dc->head != e) {
+		lru_unlink(dc, e);
+		lru_front(dc, e);
+	}
+	dc->hits++;
+	pthread_mutex_unlock(&dc->lock);
+	return 1;
+}
+
+static void grow(struct store__dcache *dc)
+{
+	size_t n = dc->ntab ? dc->ntab * 2 : 1024, i;
+	struct store__dcent **tab = calloc(n, sizeof(*tab)), *e, *next;
+	size_t old = dc->ntab;
+	struct store__dcent **otab = dc->tab;
+
+	if (!tab)
+		return; /* the chains get longer, nothing worse */
+	dc->tab = tab;
+	dc->ntab = n;
+	for (i = 0; i < old; i++)
+		for (e = otab[i]; e; e = next) {
+			next = e->hnext;
+			e->hnext = tab[slot_of(dc, e->id)];
+			tab[slot_of(dc, e->id)] = e;
+		}
+	free(otab);
+}
+
+void store__dcache_put(struct store_txn *t, int64_t id, const void *data, size_t len)
+{
+	struct store__dcache *dc = &t->db->dc;
+	struct store__dcent *e;
+	size_t slot;
+
+	/* t->dc_known: t looked the id up (and missed) at the cache's seq. */
+	if (t->write || !t->dc_known || !dc->budget || ent_cost(len) > dc->budget / 64)
+		return;
+	pthread_mutex_lock(&dc->lock);
+	if (dc->seq != t->dc_seq || find_slot(dc, id))
+		goto done;
+	e = malloc(ent_cost(len));
+	if (!e)
+		goto done;
+	e->id = id;
+	e->len = len;
+	memcpy(e->data, data, len);
+	if (dc->n >= dc->ntab)
+		grow(dc);
+	if (!dc->ntab) {
+		free(e);
+		goto done;
+	}
+	slot = slot_of(dc, id);
+	e->hnext = dc->tab[slot];
+	dc->tab[slot] = e;
+	lru_front(dc, e);
+	dc->bytes += ent_cost(len);
+	dc->n++;
+	while (dc->bytes > dc->budget && dc->tail != e)
+		evict(dc, dc->tail->id);
+done:
+	pthread_mutex_unlock(&dc->lock);
+}
+
+void store__dcache_stats(struct store__dcache *dc, struct store_dcache_stats *out)
+{
+	pthread_mutex_lock(&dc->lock);
+	out->hits = dc->hits;
+	out->misses = dc->misses;
+	out->entries = dc->n;
+	out->bytes = dc->bytes;
+	out->budget = dc->budget;
+	pthread_mutex_unlock(&dc->lock);
+}
