@@ -297,6 +297,204 @@ static int invalid(struct rnd *r)
 	return dfs_err_set(r->err, DFS_EINVAL, "document is not valid BSON");
 }
 
+static inline uint32_t le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline uint64_t le64(const uint8_t *p)
+{
+	return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
+}
+
+/* A string value at p (int32 length with its NUL, bytes, NUL) within n bytes: its length
+ * without the NUL, or -1 when malformed. */
+static int64_t str_len(const uint8_t *p, size_t n)
+{
+	uint32_t l;
+
+	if (n < 4)
+		return -1;
+	l = le32(p);
+	if (l < 1 || l > n - 4 || p[4 + l - 1] != '\0')
+		return -1;
+	return (int64_t)l - 1;
+}
+
+/*
+ * Reads the element at *pp (type byte, key, value) of a document whose terminating NUL is at
+ * end, as bson_iter_next() and bson_iter_value() would, without their per-element calls:
+ * rendering is most of what reading a document costs. Fills *key, *klen and *v (pointing
+ * into the bytes) and moves *pp past it. Returns false when the element is malformed.
+ */
+static bool next_elem(const uint8_t **pp, const uint8_t *end, const char **key, size_t *klen,
+		      bson_value_t *v)
+{
+	const uint8_t *p = *pp;
+	size_t n;
+	int64_t l;
+	uint8_t type = *p++;
+
+	n = (size_t)(end - p);
+	*key = (const char *)p;
+	*klen = strnlen(*key, n);
+	if (*klen == n)
+		return false;
+	p += *klen + 1;
+	n = (size_t)(end - p);
+	v->value_type = (bson_type_t)type;
+	switch (type) {
+	case BSON_TYPE_DOUBLE: {
+		uint64_t u;
+
+		if (n < 8)
+			return false;
+		u = le64(p);
+		memcpy(&v->value.v_double, &u, 8);
+		p += 8;
+		break;
+	}
+	case BSON_TYPE_UTF8:
+	case BSON_TYPE_CODE:
+	case BSON_TYPE_SYMBOL:
+		if ((l = str_len(p, n)) < 0)
+			return false;
+		/* v_utf8, v_code and v_symbol are laid out alike; fill the one of the type */
+		if (type == BSON_TYPE_UTF8) {
+			v->value.v_utf8.str = (char *)p + 4;
+			v->value.v_utf8.len = (uint32_t)l;
+		} else if (type == BSON_TYPE_CODE) {
+			v->value.v_code.code = (char *)p + 4;
+			v->value.v_code.code_len = (uint32_t)l;
+		} else {
+			v->value.v_symbol.symbol = (char *)p + 4;
+			v->value.v_symbol.len = (uint32_t)l;
+		}
+		p += 4 + l + 1;
+		break;
+	case BSON_TYPE_DOCUMENT:
+	case BSON_TYPE_ARRAY: {
+		uint32_t dl;
+
+		if (n < 5 || (dl = le32(p)) < 5 || dl > n)
+			return false;
+		v->value.v_doc.data = (uint8_t *)p;
+		v->value.v_doc.data_len = dl;
+		p += dl;
+		break;
+	}
+	case BSON_TYPE_BINARY: {
+		uint32_t bl;
+
+		if (n < 5 || (bl = le32(p)) > n - 5)
+			return false;
+		v->value.v_binary.subtype = (bson_subtype_t)p[4];
+		v->value.v_binary.data = (uint8_t *)p + 5;
+		v->value.v_binary.data_len = bl;
+		if (p[4] == BSON_SUBTYPE_BINARY_DEPRECATED) {
+			/* the old binary subtype repeats the length inside */
+			if (bl < 4 || le32(p + 5) != bl - 4)
+				return false;
+			v->value.v_binary.data += 4;
+			v->value.v_binary.data_len -= 4;
+		}
+		p += 5 + bl;
+		break;
+	}
+	case BSON_TYPE_UNDEFINED:
+	case BSON_TYPE_NULL:
+	case BSON_TYPE_MINKEY:
+	case BSON_TYPE_MAXKEY:
+		break;
+	case BSON_TYPE_OID:
+		if (n < 12)
+			return false;
+		memcpy(v->value.v_oid.bytes, p, 12);
+		p += 12;
+		break;
+	case BSON_TYPE_BOOL:
+		if (n < 1 || p[0] > 1)
+			return false;
+		v->value.v_bool = p[0];
+		p += 1;
+		break;
+	case BSON_TYPE_DATE_TIME:
+	case BSON_TYPE_INT64:
+		if (n < 8)
+			return false;
+		if (type == BSON_TYPE_DATE_TIME)
+			v->value.v_datetime = (int64_t)le64(p);
+		else
+			v->value.v_int64 = (int64_t)le64(p);
+		p += 8;
+		break;
+	case BSON_TYPE_REGEX: {
+		size_t a, b;
+
+		a = strnlen((const char *)p, n);
+		if (a == n)
+			return false;
+		b = strnlen((const char *)p + a + 1, n - a - 1);
+		if (b == n - a - 1)
+			return false;
+		v->value.v_regex.regex = (char *)p;
+		v->value.v_regex.options = (char *)p + a + 1;
+		p += a + 1 + b + 1;
+		break;
+	}
+	case BSON_TYPE_DBPOINTER:
+		if ((l = str_len(p, n)) < 0 || (size_t)l + 5 + 12 > n)
+			return false;
+		v->value.v_dbpointer.collection = (char *)p + 4;
+		v->value.v_dbpointer.collection_len = (uint32_t)l;
+		memcpy(v->value.v_dbpointer.oid.bytes, p + 4 + l + 1, 12);
+		p += 4 + l + 1 + 12;
+		break;
+	case BSON_TYPE_CODEWSCOPE: {
+		uint32_t total, sl;
+
+		/* int32 total, the code as a string, the scope as a document */
+		if (n < 14 || (total = le32(p)) < 14 || total > n)
+			return false;
+		if ((l = str_len(p + 4, total - 4)) < 0 || total - 4 - 4 - (size_t)l - 1 < 5)
+			return false;
+		sl = le32(p + 4 + 4 + l + 1);
+		if (sl != total - 4 - 4 - (size_t)l - 1)
+			return false;
+		v->value.v_codewscope.code = (char *)p + 8;
+		v->value.v_codewscope.code_len = (uint32_t)l;
+		v->value.v_codewscope.scope_data = (uint8_t *)p + 8 + l + 1;
+		v->value.v_codewscope.scope_len = sl;
+		p += total;
+		break;
+	}
+	case BSON_TYPE_INT32:
+		if (n < 4)
+			return false;
+		v->value.v_int32 = (int32_t)le32(p);
+		p += 4;
+		break;
+	case BSON_TYPE_TIMESTAMP:
+		if (n < 8)
+			return false;
+		v->value.v_timestamp.increment = le32(p);
+		v->value.v_timestamp.timestamp = le32(p + 4);
+		p += 8;
+		break;
+	case BSON_TYPE_DECIMAL128:
+		if (n < 16)
+			return false;
+		v->value.v_decimal128.low = le64(p);
+		v->value.v_decimal128.high = le64(p + 8);
+		p += 16;
+		break;
+	default:
+		return false;
+	}
+	*pp = p;
+	return true;
+}
+
 /*
  * Renders the document or array of len bytes at data. inline_only forces the one-line form
  * (inside wrappers such as $scope, whatever the style).
@@ -306,18 +504,24 @@ static int render_doc(struct rnd *r, const uint8_t *data, uint32_t len, bool arr
 {
 	bool pretty = r->style == STORE_RENDER_PRETTY && !inline_only;
 	struct dfs_buf *b = r->out;
+	const uint8_t *p, *end;
 	bool first = true;
-	bson_iter_t it;
-	bson_t sub;
+	bson_value_t v;
+	const char *key;
+	size_t klen;
 	int rc;
 
 	if (level >= RENDER_MAX_DEPTH)
 		return dfs_err_set(r->err, DFS_EINVAL, "document nested deeper than %d levels",
 				   RENDER_MAX_DEPTH);
-	if (!bson_init_static(&sub, data, len) || !bson_iter_init(&it, &sub))
+	if (len < 5 || le32(data) != len || data[len - 1] != '\0')
 		return invalid(r);
+	p = data + 4;
+	end = data + len - 1;
 	putch(b, array ? '[' : '{');
-	while (bson_iter_next(&it)) {
+	while (p < end) {
+		if (!next_elem(&p, end, &key, &klen, &v))
+			return invalid(r);
 		if (!first)
 			putch(b, ',');
 		if (pretty)
@@ -326,15 +530,13 @@ static int render_doc(struct rnd *r, const uint8_t *data, uint32_t len, bool arr
 			putch(b, ' ');
 		first = false;
 		if (!array) {
-			put_str(b, bson_iter_key(&it), bson_iter_key_len(&it));
+			put_str(b, key, klen);
 			PUTS(b, ": ");
 		}
-		rc = render_value(r, bson_iter_value(&it), level + 1, inline_only);
+		rc = render_value(r, &v, level + 1, inline_only);
 		if (rc)
 			return rc;
 	}
-	if (it.err_off)
-		return invalid(r);
 	if (pretty && !first)
 		put_indent(b, level);
 	putch(b, array ? ']' : '}');
