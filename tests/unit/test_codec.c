@@ -1136,6 +1136,76 @@ START_TEST(test_store_codec_render_appends_and_fails_cleanly)
 }
 END_TEST
 
+/* Rendering reads stored bytes it does not trust: every truncation and every one-byte change
+ * of a document holding every BSON type renders or fails with DFS_EINVAL, leaving the
+ * output as it was, and never reads outside the document (the sanitizer build checks). */
+START_TEST(test_store_codec_render_survives_corrupt_bson)
+{
+	static const char *const text =
+		"{d: 1.5, s: 'h\\u00e9\\n', o: {a: [1, {b: null}]}, bin: BinData(0, 'AQI='),"
+		" old: BinData(2, 'AQI='), u: {$undefined: true},"
+		" oid: ObjectId('5f0c6a4b9d1e8a3b2c1d0e0f'), t: true, dt: ISODate('2014-07-24T10:11:12.345Z'), n: null, re: /a\"b/i,"
+		" dbp: {$dbPointer: {$ref: 'c', $id: ObjectId('5f0c6a4b9d1e8a3b2c1d0e0f')}},"
+		" c: {$code: 'x()'}, sym: {$symbol: 's'}, cws: {$code: 'f', $scope: {x: [1]}},"
+		" i: 7, ts: Timestamp(4, 1), l: NumberLong(9000000000),"
+		" dec: NumberDecimal('1.5'), mn: MinKey, mx: MaxKey}";
+	struct dfs_err err = {0};
+	struct dfs_buf b;
+	bson_t doc, view;
+	uint8_t *copy;
+	uint32_t len, k;
+	int style, v, ok = 0, bad = 0;
+
+	parse_ok(text, &doc);
+	len = doc.len;
+	copy = malloc(len);
+	dfs_buf_init(&b);
+	for (k = 5; k <= len; k++) {
+		/* the first k bytes, made a document of k bytes */
+		memcpy(copy, bson_get_data(&doc), k);
+		copy[0] = (uint8_t)k;
+		copy[1] = (uint8_t)(k >> 8);
+		copy[2] = copy[3] = 0;
+		copy[k - 1] = 0;
+		ck_assert(bson_init_static(&view, copy, k));
+		dfs_buf_reset(&b);
+		dfs_buf_puts(&b, "x");
+		v = store_codec_render(&view, STORE_RENDER_PRETTY, &b, &err);
+		ck_assert(v == 0 || v == DFS_EINVAL);
+		if (v)
+			ck_assert_str_eq(b.data, "x");
+		v ? bad++ : ok++;
+	}
+	for (k = 4; k + 1 < len; k++) {
+		for (v = 0; v < 256; v += 7) {
+			memcpy(copy, bson_get_data(&doc), len);
+			copy[k] = (uint8_t)v;
+			ck_assert(bson_init_static(&view, copy, len));
+			for (style = 0; style < 3; style++) {
+				enum store_render_style st = style == 0   ? STORE_RENDER_COMPACT
+							     : style == 1 ? STORE_RENDER_PRETTY
+									  : STORE_RENDER_CANONICAL;
+				int rc;
+
+				dfs_buf_reset(&b);
+				dfs_buf_puts(&b, "x");
+				rc = store_codec_render(&view, st, &b, &err);
+				ck_assert(rc == 0 || rc == DFS_EINVAL);
+				if (rc)
+					ck_assert_str_eq(b.data, "x");
+				rc ? bad++ : ok++;
+			}
+		}
+	}
+	/* the whole document renders; some corruptions are refused, some are other values */
+	ck_assert_int_gt(ok, 1);
+	ck_assert_int_gt(bad, 1);
+	dfs_buf_release(&b);
+	free(copy);
+	bson_destroy(&doc);
+}
+END_TEST
+
 START_TEST(test_store_codec_render_value_compact)
 {
 	struct dfs_err err = {0};
@@ -1873,6 +1943,7 @@ static Suite *codec_suite(void)
 	tcase_add_test(r, test_store_codec_render_pretty_layout);
 	tcase_add_test(r, test_store_codec_render_compact_types);
 	tcase_add_test(r, test_store_codec_render_appends_and_fails_cleanly);
+	tcase_add_test(r, test_store_codec_render_survives_corrupt_bson);
 	tcase_add_test(r, test_store_codec_render_value_compact);
 	tcase_add_test(r, test_store_codec_render_roundtrip_property);
 	tcase_set_timeout(r, 300);
