@@ -1217,6 +1217,47 @@ START_TEST(test_store_doc_fetch_cache_follows_every_writer)
 }
 END_TEST
 
+/* The document cache stays within its budget, the newest documents kept and the oldest
+ * unused ones gone. */
+START_TEST(test_store_doc_fetch_cache_stays_within_budget)
+{
+	int64_t c = make_coll("many"), id[1000];
+	struct dfs_err err = {0};
+	struct store_txn *t;
+	struct store_dcache_stats s;
+	char name[32], text[64];
+	int i;
+
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	for (i = 0; i < 1000; i++) {
+		struct store_entry e;
+
+		snprintf(name, sizeof(name), "%d.json", i);
+		snprintf(text, sizeof(text), "{\"n\": %d}", i);
+		ck_assert_int_eq(store_doc_write_text(t, c, name, text, strlen(text), &attrs, &e,
+						      &err),
+				 0);
+		id[i] = e.id;
+	}
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	store_set_doc_cache(st, 16384);
+	ck_assert_int_eq(fetch_n(db, id[0], NULL, 0), 0);
+	ck_assert_int_eq(fetch_n(db, id[0], NULL, 0), 0);
+	for (i = 1; i < 1000; i++)
+		ck_assert_int_eq(fetch_n(db, id[i], NULL, 0), i);
+	s = dc_stats();
+	ck_assert_uint_le(s.bytes, 16384);
+	ck_assert_uint_gt(s.entries, 10);
+	ck_assert_uint_lt(s.entries, 1000);
+	ck_assert_uint_eq(s.hits, 1);
+	/* the newest is there; the oldest unused ones are gone */
+	ck_assert_int_eq(fetch_n(db, id[999], NULL, 0), 999);
+	ck_assert_uint_eq(dc_stats().hits, 2);
+	ck_assert_int_eq(fetch_n(db, id[1], NULL, 0), 1);
+	ck_assert_uint_eq(dc_stats().hits, 2);
+}
+END_TEST
+
 /* FETCH keeps one blob handle per transaction: a row written or deleted in the same
  * transaction is read afresh, a missing id is DFS_ENOENT and the next fetch still works. */
 START_TEST(test_store_doc_fetch_follows_writes_in_its_transaction)
@@ -2167,6 +2208,7 @@ static Suite *index_suite(void)
 	tcase_add_test(tc, test_store_ixscan_range_both_directions);
 	tcase_add_test(tc, test_store_doc_fetch_follows_writes_in_its_transaction);
 	tcase_add_test(tc, test_store_doc_fetch_cache_follows_every_writer);
+	tcase_add_test(tc, test_store_doc_fetch_cache_stays_within_budget);
 	tcase_add_test(tc, test_store_ixscan_ties_in_id_order);
 	tcase_add_test(tc, test_store_ixscan_backward_ties_at_group_edges);
 	tcase_add_test(tc, test_store_index_create_unique_clash_leaves_nothing);
