@@ -111,7 +111,24 @@ static void put_str(struct dfs_buf *b, const char *s, size_t n)
 	dfs_buf_reserve(b, n + 2);
 	b->data[b->len++] = '"';
 	while (i < n) {
-		char e = esc[u[i]];
+		char e;
+
+		/* Eight bytes at a time while none is '"', '\\' or a control character. */
+		while (i + 8 <= n) {
+			const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+			uint64_t x, q, bs;
+
+			memcpy(&x, u + i, 8);
+			q = x ^ (ones * '"');
+			bs = x ^ (ones * '\\');
+			if ((((x - ones * 0x20) & ~x) | ((q - ones) & ~q) | ((bs - ones) & ~bs)) &
+			    highs)
+				break;
+			i += 8;
+		}
+		if (i >= n)
+			break;
+		e = esc[u[i]];
 
 		if (!e) {
 			i++;
