@@ -53,7 +53,7 @@ void store__dcache_init(struct store__dcache *dc, size_t budget)
 	memset(dc, 0, sizeof(*dc));
 	pthread_mutex_init(&dc->lock, NULL);
 	dc->seq = -1;
-	dc->budget = budget;
+	atomic_init(&dc->budget, budget);
 }
 
 static void lru_unlink(struct store__dcache *dc, struct store__dcent *e)
@@ -149,7 +149,7 @@ static void shrink(struct store__dcache *dc, struct store__dcent *keep)
 void store__dcache_set_budget(struct store__dcache *dc, size_t budget)
 {
 	pthread_mutex_lock(&dc->lock);
-	dc->budget = budget;
+	atomic_store_explicit(&dc->budget, budget, memory_order_relaxed);
 	shrink(dc, NULL);
 	pthread_mutex_unlock(&dc->lock);
 }
@@ -192,17 +192,16 @@ done:
 	dc->seq = t->dc_seq;
 }
 
-/* May t use the cache: 1 and dc locked when its snapshot is the cache's (brought to it if
- * older), 0 and unlocked when not, < 0 on an error reading the feed's last seq. */
-static int lock_for(struct store_txn *t, struct store__dcache *dc, struct dfs_err *err)
+/* May t use the cache: true and dc locked when its snapshot is the cache's (brought to it
+ * if older), false and unlocked when not. A failure to read the feed's last seq only means
+ * t does without the cache. */
+static bool lock_for(struct store_txn *t, struct store__dcache *dc)
 {
-	int rc;
-
-	if (t->write || !dc->budget)
-		return 0;
+	if (t->write || !atomic_load_explicit(&dc->budget, memory_order_relaxed))
+		return false;
 	if (!t->dc_known) {
-		if ((rc = store__change_last(t, &t->dc_seq, err)))
-			return -rc;
+		if (store__change_last(t, &t->dc_seq, NULL))
+			return false;
 		t->dc_known = true;
 	}
 	pthread_mutex_lock(&dc->lock);
@@ -210,24 +209,23 @@ static int lock_for(struct store_txn *t, struct store__dcache *dc, struct dfs_er
 		advance(t, dc);
 	if (dc->seq != t->dc_seq || !dc->budget) {
 		pthread_mutex_unlock(&dc->lock);
-		return 0;
+		return false;
 	}
-	return 1;
+	return true;
 }
 
-int store__dcache_get(struct store_txn *t, int64_t id, struct dfs_buf *out, struct dfs_err *err)
+bool store__dcache_get(struct store_txn *t, int64_t id, struct dfs_buf *out)
 {
 	struct store__dcache *dc = &t->db->dc;
 	struct store__dcent **p, *e;
-	int rc = lock_for(t, dc, err);
 
-	if (rc <= 0)
-		return rc < 0 ? -rc : 0;
+	if (!lock_for(t, dc))
+		return false;
 	p = find_slot(dc, id);
 	if (!p) {
 		dc->misses++;
 		pthread_mutex_unlock(&dc->lock);
-		return 0;
+		return false;
 	}
 	e = *p;
 	dfs_buf_reset(out);
@@ -237,7 +235,7 @@ int store__dcache_get(struct store_txn *t, int64_t id, struct dfs_buf *out, stru
 	e->used = true;
 	dc->hits++;
 	pthread_mutex_unlock(&dc->lock);
-	return 1;
+	return true;
 }
 
 static void grow(struct store__dcache *dc)
@@ -267,10 +265,10 @@ void store__dcache_put(struct store_txn *t, int64_t id, const void *data, size_t
 	size_t slot;
 
 	/* t->dc_known: t looked the id up (and missed) at the cache's seq. */
-	if (t->write || !t->dc_known || !dc->budget || ent_cost(len) > dc->budget / 64)
+	if (t->write || !t->dc_known)
 		return;
 	pthread_mutex_lock(&dc->lock);
-	if (dc->seq != t->dc_seq || find_slot(dc, id))
+	if (dc->seq != t->dc_seq || ent_cost(len) > dc->budget / 64 || find_slot(dc, id))
 		goto done;
 	e = malloc(ent_cost(len));
 	if (!e)

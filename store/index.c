@@ -2725,13 +2725,10 @@ int store_doc_fetch(struct store_txn *t, int64_t id, bool cache, bson_t *view, s
 {
 	int rc = SQLITE_ERROR, n;
 
-	if (cache && (rc = store__dcache_get(t, id, &t->fetched, err)) != 0) {
-		if (rc != 1)
-			return rc;
+	if (cache && store__dcache_get(t, id, &t->fetched)) {
 		n = (int)t->fetched.len;
 		goto view;
 	}
-	rc = SQLITE_ERROR;
 	if (t->fetch)
 		rc = sqlite3_blob_reopen(t->fetch, id);
 	if (rc != SQLITE_OK) {

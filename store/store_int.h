@@ -106,7 +106,7 @@ struct store_db {
 		pthread_mutex_t lock;		  /* guards the fields below */
 		int64_t seq;			  /* the feed seq the entries are valid at
 						   * (-1: none yet); dcache.c note 2 */
-		size_t budget;			  /* bytes it may hold (0: off) */
+		atomic_size_t budget;		  /* bytes it may hold (0: off); written under lock */
 		size_t bytes, n;		  /* bytes and entries held */
 		struct store__dcent **tab;	  /* Owned: hash chains, ntab of them */
 		size_t ntab;			  /* a power of two, or 0 */
@@ -147,9 +147,8 @@ void store__dcache_init(struct store__dcache *dc, size_t budget);
 void store__dcache_release(struct store__dcache *dc);
 /* Changes the budget, evicting down to it (0 empties and turns it off). */
 void store__dcache_set_budget(struct store__dcache *dc, size_t budget);
-/* 1 with document id's BSON copied into out when t may use the cache and it holds id;
- * 0 when not; an error code only when the feed's last seq cannot be read. */
-int store__dcache_get(struct store_txn *t, int64_t id, struct dfs_buf *out, struct dfs_err *err);
+/* True with document id's BSON copied into out when t may use the cache and it holds id. */
+bool store__dcache_get(struct store_txn *t, int64_t id, struct dfs_buf *out);
 /* Keeps a copy of document id's BSON as t read it, when t may (dcache.c note 2). */
 void store__dcache_put(struct store_txn *t, int64_t id, const void *data, size_t len);
 void store__dcache_stats(struct store__dcache *dc, struct store_dcache_stats *out);
