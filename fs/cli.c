@@ -157,16 +157,20 @@ static int open_coll(const char *path, const char *ns, bool create, struct store
 
 /* ---- mount ------------------------------------------------------------------------- */
 
-static int cmd_mount(int argc, char **argv)
+/* The options' strings, freed whatever mount_args() returns. */
+struct mount_strs {
+	char *optcopy;		  /* Owned: the -o argument being split */
+	char *log;		  /* Owned: log=FILE */
+	struct dfs_buf fuse_opts; /* options passed on to libfuse */
+};
+
+static int mount_args(int argc, char **argv, struct mount_strs *ms)
 {
 	struct fs_mount_opts o = {0};
-	struct dfs_buf fuse_opts;
 	struct dfs_err err = {0};
 	const char *pos[2];
 	int npos = 0, rc;
-	char *optcopy = NULL;
 
-	dfs_buf_init(&fuse_opts);
 	o.notify_ms = 200;
 	o.ttl_s = 60;
 	o.dirplus_nodes = 200000;
@@ -179,12 +183,13 @@ static int cmd_mount(int argc, char **argv)
 		} else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) {
 			char *save = NULL, *tok;
 
-			free(optcopy);
-			optcopy = strdup(argv[++i]);
-			for (tok = strtok_r(optcopy, ",", &save); tok;
+			free(ms->optcopy);
+			ms->optcopy = strdup(argv[++i]);
+			for (tok = strtok_r(ms->optcopy, ",", &save); tok;
 			     tok = strtok_r(NULL, ",", &save)) {
 				if (strncmp(tok, "log=", 4) == 0) {
-					o.log = strdup(tok + 4);
+					free(ms->log);
+					ms->log = strdup(tok + 4);
 				} else if (strcmp(tok, "uring") == 0) {
 					o.uring = true;
 				} else if (strncmp(tok, "sort_mem=", 9) == 0 ||
@@ -227,9 +232,9 @@ static int cmd_mount(int argc, char **argv)
 							    "no TTL sweeps)");
 					o.ttl_s = (int)v;
 				} else {
-					if (fuse_opts.len)
-						dfs_buf_putc(&fuse_opts, ',');
-					dfs_buf_puts(&fuse_opts, tok);
+					if (ms->fuse_opts.len)
+						dfs_buf_putc(&ms->fuse_opts, ',');
+					dfs_buf_puts(&ms->fuse_opts, tok);
 				}
 			}
 		} else if (argv[i][0] == '-') {
@@ -244,14 +249,24 @@ static int cmd_mount(int argc, char **argv)
 		return fail("mount", "needs STORE and MOUNTPOINT (see docfs --help)");
 	o.store = pos[0];
 	o.mountpoint = pos[1];
-	o.fuse_opts = fuse_opts.data;
-	rc = fs_mount_run(&o, &err);
-	free(optcopy);
-	free((char *)o.log);
-	dfs_buf_release(&fuse_opts);
-	if (rc)
+	o.fuse_opts = ms->fuse_opts.data;
+	o.log = ms->log;
+	if ((rc = fs_mount_run(&o, &err)))
 		return fail("mount", "%s", err.msg);
 	return 0;
+}
+
+static int cmd_mount(int argc, char **argv)
+{
+	struct mount_strs ms = {0};
+	int rc;
+
+	dfs_buf_init(&ms.fuse_opts);
+	rc = mount_args(argc, argv, &ms);
+	free(ms.optcopy);
+	free(ms.log);
+	dfs_buf_release(&ms.fuse_opts);
+	return rc;
 }
 
 /* ---- import ------------------------------------------------------------------------ */
