@@ -101,34 +101,69 @@ static const char esc[256] = {
 	[30] = 'u',   [31] = 'u',   ['"'] = '"',  ['\\'] = '\\',
 };
 
-static void put_str(struct dfs_buf *b, const char *s, size_t n)
+/* memcpy for the short strings most keys and values are: fixed-size (inlined) moves that
+ * overlap, instead of a call. */
+static inline void copy_short(char *o, const char *s, size_t n)
+{
+	if (n >= 8 && n <= 16) {
+		memcpy(o, s, 8);
+		memcpy(o + n - 8, s + n - 8, 8);
+	} else if (n >= 4 && n < 8) {
+		memcpy(o, s, 4);
+		memcpy(o + n - 4, s + n - 4, 4);
+	} else if (n < 4) {
+		for (size_t i = 0; i < n; i++)
+			o[i] = s[i];
+	} else {
+		memcpy(o, s, n);
+	}
+}
+
+/* The length of the prefix of u[0..n) that needs no escaping: eight bytes at a time while
+ * none is '"', '\\' or a control character. */
+static inline size_t clean_prefix(const unsigned char *u, size_t n)
+{
+	const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		uint64_t x, q, bs;
+
+		memcpy(&x, u + i, 8);
+		q = x ^ (ones * '"');
+		bs = x ^ (ones * '\\');
+		if ((((x - ones * 0x20) & ~x) | ((q - ones) & ~q) | ((bs - ones) & ~bs)) & highs)
+			break;
+	}
+	while (i < n && !esc[u[i]])
+		i++;
+	return i;
+}
+
+/* Appends s as a JSON string, then tail (tlen bytes: ": " after a key, or nothing). Most
+ * strings need no escape: one copy. */
+static void put_str_tail(struct dfs_buf *b, const char *s, size_t n, const char *tail, size_t tlen)
 {
 	static const char hex[] = "0123456789abcdef";
 	const unsigned char *u = (const unsigned char *)s;
-	size_t i = 0, run = 0;
+	size_t i = clean_prefix(u, n), run = 0;
+	char *o;
 
 	/* worst case 6 bytes per input byte; reserve the common case and grow on escapes */
-	dfs_buf_reserve(b, n + 2);
-	b->data[b->len++] = '"';
+	if (b->len + n + 2 + tlen >= b->cap)
+		dfs_buf_reserve(b, n + 2 + tlen);
+	o = b->data + b->len;
+	*o = '"';
+	if (i == n) {
+		copy_short(o + 1, s, n);
+		o[n + 1] = '"';
+		copy_short(o + n + 2, tail, tlen);
+		b->len += n + 2 + tlen;
+		return;
+	}
+	b->len++;
 	while (i < n) {
-		char e;
-
-		/* Eight bytes at a time while none is '"', '\\' or a control character. */
-		while (i + 8 <= n) {
-			const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
-			uint64_t x, q, bs;
-
-			memcpy(&x, u + i, 8);
-			q = x ^ (ones * '"');
-			bs = x ^ (ones * '\\');
-			if ((((x - ones * 0x20) & ~x) | ((q - ones) & ~q) | ((bs - ones) & ~bs)) &
-			    highs)
-				break;
-			i += 8;
-		}
-		if (i >= n)
-			break;
-		e = esc[u[i]];
+		char e = esc[u[i]];
 
 		if (!e) {
 			i++;
@@ -145,9 +180,16 @@ static void put_str(struct dfs_buf *b, const char *s, size_t n)
 			put(b, x, 2);
 		}
 		run = ++i;
+		i += clean_prefix(u + i, n - i);
 	}
 	put(b, s + run, n - run);
 	putch(b, '"');
+	put(b, tail, tlen);
+}
+
+static void put_str(struct dfs_buf *b, const char *s, size_t n)
+{
+	put_str_tail(b, s, n, "", 0);
 }
 
 static void put_indent(struct dfs_buf *b, int level)
@@ -354,7 +396,8 @@ static bool next_elem(const uint8_t **pp, const uint8_t *end, const char **key, 
 
 	n = (size_t)(end - p);
 	*key = (const char *)p;
-	*klen = strnlen(*key, n);
+	for (*klen = 0; *klen < n && p[*klen]; (*klen)++)
+		; /* keys are short: no call */
 	if (*klen == n)
 		return false;
 	p += *klen + 1;
@@ -546,10 +589,8 @@ static int render_doc(struct rnd *r, const uint8_t *data, uint32_t len, bool arr
 		else if (!first)
 			putch(b, ' ');
 		first = false;
-		if (!array) {
-			put_str(b, key, klen);
-			PUTS(b, ": ");
-		}
+		if (!array)
+			put_str_tail(b, key, klen, ": ", 2);
 		rc = render_value(r, &v, level + 1, inline_only);
 		if (rc)
 			return rc;
