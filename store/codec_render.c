@@ -6,9 +6,11 @@
  * renders any structurally valid BSON, passing string bytes through as they are (only '"',
  * '\\' and control characters are escaped), and fails only on malformed BSON.
  *
- * Speed matters (every document read and every bulk insert renders): output goes straight
- * into the caller's buffer through inline appenders, integers use a small formatter of their
- * own, strings are copied in runs between the bytes that need escaping.
+ * Speed matters (every document read and every bulk insert renders): elements are read
+ * straight from the BSON bytes (next_elem, with libbson's bounds checks but not its calls),
+ * output goes into the caller's buffer through inline appenders, integers use a small
+ * formatter of their own, strings are scanned eight bytes at a time and copied in runs
+ * between the bytes that need escaping.
  */
 #include "store.h"
 
