@@ -10,6 +10,8 @@
 #include "test_rand.h"
 
 #include <check.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1258,6 +1260,100 @@ START_TEST(test_store_doc_fetch_cache_stays_within_budget)
 }
 END_TEST
 
+/* Readers on threads, each fetching every document of the collection in one snapshot through
+ * the cache, while a writer on another handle (as another process would) rewrites them all
+ * in each of its transactions: a reader must see one version across its snapshot. */
+enum { RACE_DOCS = 40, RACE_WRITES = 150 };
+static int64_t race_id[RACE_DOCS];
+static atomic_int race_done;
+
+static void *race_reader(void *arg)
+{
+	long bad = 0, rounds = 0;
+
+	(void)arg;
+	while (!race_done || rounds < 5) {
+		struct dfs_err err = {0};
+		struct store_txn *t;
+		int first = -1;
+
+		if (store_txn_begin(db, false, &t, &err) != 0)
+			return (void *)-1L;
+		for (int i = 0; i < RACE_DOCS; i++) {
+			bson_iter_t it;
+			bson_t doc;
+			int n;
+
+			if (store_doc_fetch(t, race_id[(i * 7) % RACE_DOCS], true, &doc, &err) !=
+				    0 ||
+			    !bson_iter_init_find(&it, &doc, "n")) {
+				bad++;
+				break;
+			}
+			n = bson_iter_int32(&it);
+			if (first < 0)
+				first = n;
+			else if (n != first)
+				bad++;
+		}
+		store_txn_abort(t);
+		rounds++;
+	}
+	return (void *)bad;
+}
+
+START_TEST(test_store_doc_fetch_cache_readers_see_one_snapshot)
+{
+	int64_t c = make_coll("race");
+	struct store *st2;
+	struct store_db *db2;
+	struct dfs_err err = {0};
+	struct store_txn *t;
+	pthread_t th[2];
+	char name[32];
+	void *bad;
+	int i, k;
+
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	for (i = 0; i < RACE_DOCS; i++) {
+		struct store_entry e;
+
+		snprintf(name, sizeof(name), "%d.json", i);
+		ck_assert_int_eq(
+			store_doc_write_text(t, c, name, "{\"n\": 0}", 8, &attrs, &e, &err), 0);
+		race_id[i] = e.id;
+	}
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	ck_assert_int_eq(store_open(tmpdir, false, &st2, &err), 0);
+	ck_assert_int_eq(store_db_get(st2, "shop", false, &db2, &err), 0);
+	race_done = 0;
+	for (i = 0; i < 2; i++)
+		ck_assert_int_eq(pthread_create(&th[i], NULL, race_reader, NULL), 0);
+	for (k = 1; k <= RACE_WRITES; k++) {
+		ck_assert_int_eq(store_txn_begin(k % 2 ? db2 : db, true, &t, &err), 0);
+		for (i = 0; i < RACE_DOCS; i++) {
+			char text[64];
+			bson_t *b;
+
+			snprintf(text, sizeof(text), "{\"_id\": %d, \"n\": %d}", i, k);
+			b = parse(text);
+			ck_assert_msg(store_doc_replace(t, race_id[i], b, &err) == 0, "%s",
+				      err.msg);
+			bson_destroy(b);
+		}
+		ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	}
+	race_done = 1;
+	for (i = 0; i < 2; i++) {
+		ck_assert_int_eq(pthread_join(th[i], &bad), 0);
+		ck_assert_msg(bad == NULL, "reader %d saw %ld mixed or failed fetches", i,
+			      (long)bad);
+	}
+	ck_assert_uint_gt(dc_stats().hits, 0);
+	store_free(st2);
+}
+END_TEST
+
 /* FETCH keeps one blob handle per transaction: a row written or deleted in the same
  * transaction is read afresh, a missing id is DFS_ENOENT and the next fetch still works. */
 START_TEST(test_store_doc_fetch_follows_writes_in_its_transaction)
@@ -2209,6 +2305,7 @@ static Suite *index_suite(void)
 	tcase_add_test(tc, test_store_doc_fetch_follows_writes_in_its_transaction);
 	tcase_add_test(tc, test_store_doc_fetch_cache_follows_every_writer);
 	tcase_add_test(tc, test_store_doc_fetch_cache_stays_within_budget);
+	tcase_add_test(tc, test_store_doc_fetch_cache_readers_see_one_snapshot);
 	tcase_add_test(tc, test_store_ixscan_ties_in_id_order);
 	tcase_add_test(tc, test_store_ixscan_backward_ties_at_group_edges);
 	tcase_add_test(tc, test_store_index_create_unique_clash_leaves_nothing);
