@@ -47,6 +47,7 @@ void dfs_buf_reserve(struct dfs_buf *b, size_t extra)
 	}
 	b->data = p;
 	b->cap = cap;
+	b->data[b->len] = '\0'; /* a first allocation is terminated too, even if nothing follows */
 }
 
 void dfs_buf_append(struct dfs_buf *b, const void *p, size_t n)

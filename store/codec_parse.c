@@ -1683,7 +1683,8 @@ static int parse_value(struct parser *p, bson_t *b, const char *key, int klen)
 			if (p->pos - at - 1 == 8 && !memcmp(p->s + at + 1, "Infinity", 8))
 				return bson_append_double(b, key, klen, -INFINITY) ? DFS_OK
 										   : too_large(p);
-			if (p->pos >= p->len && !memcmp(p->s + at + 1, "Infinity", p->pos - at - 1))
+			if (p->pos >= p->len && p->pos - at - 1 <= 8 &&
+			    !memcmp(p->s + at + 1, "Infinity", p->pos - at - 1))
 				return expected_at(p, p->len, "a value");
 			return expected_at(p, at, "a value");
 		}

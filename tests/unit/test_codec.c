@@ -456,6 +456,11 @@ START_TEST(test_store_codec_parse_doc_wrapper_bad_values)
 		     "line 1, column 5: invalid $numberDouble \"inf\"");
 	expect_error("{a: {$numberDecimal: \"x\"}}", DFS_EINVAL,
 		     "line 1, column 5: invalid $numberDecimal \"x\"");
+	/* found by tests/fuzz: an empty string read past its buffer, and a cut "-Infinity…"
+	 * past the literal it was compared with (the sanitizer build catches both) */
+	expect_error("{a: NumberDecimal(\"\")}", DFS_EINVAL, NULL);
+	expect_error("{a: NumberDecimal('')}", DFS_EINVAL, NULL);
+	expect_error("{a: [2, -Infinityfffffffffffffffffffffffffffff", DFS_EINVAL, NULL);
 	expect_error("{a: {$date: \"2020-13-01\"}}", DFS_EINVAL,
 		     "line 1, column 5: invalid $date \"2020-13-01\"");
 	expect_error("{a: {$binary: {base64: \"!!\", subType: \"00\"}}}", DFS_EINVAL,
