@@ -10,6 +10,22 @@ if [ "$(getconf _NPROCESSORS_ONLN)" -lt 2 ]; then
 	echo "SKIP: one CPU online: the reader has no other CPU to follow a caller to"
 	exit 77
 fi
+policy() { # the reader's scheduling policy (0: normal, 5: SCHED_IDLE)
+	local pid
+	pid=$(daemon_pid)
+	sed 's/.*) //' "/proc/$pid/task/$pid/stat" | cut -d' ' -f39
+}
+# settle_idle: waits until the reader is back at SCHED_IDLE: a raised one goes back at its
+# next request once its second at normal priority is over (fs/idle.c note 2). The request
+# is a quick one from CPU 0 (a warm open), which leaves its CPUs as they are.
+settle_idle() {
+	for _ in 1 2 3 4 5; do
+		[ "$(policy)" = 5 ] && return 0
+		sleep 1.1
+		taskset -c 0 cat "$C/1.json" > /dev/null
+	done
+	[ "$(policy)" = 5 ]
+}
 pkill_hogs() {
 	local rc=$?
 	pkill -f "docfs-reader-hog-$$" 2> /dev/null || true
@@ -23,16 +39,16 @@ C=$MNT/db/c
 status_field() { # NAME: the value after "NAME": in /.docfs/status
 	sed -n "s/.*\"$1\": \([a-z0-9]*\).*/\1/p" "$MNT/.docfs/status"
 }
-# pass CPU: on that CPU, opens and reads every document (warm: each open is a request the
-# reader serves itself); prints the bytes read and the CPUs the reader (the daemon's main
-# thread) may run on right after the last read (a listing, served by a worker, or the
-# process's exit may unpin it: note 3).
+# pass CPU: on that CPU, opens and reads every numbered document (warm: each open is a
+# request the reader serves itself); prints the bytes read and the CPUs the reader (the
+# daemon's main thread) may run on right after the last read (a listing, served by a worker,
+# or the process's exit may unpin it: note 3).
 pass() {
 	taskset -c "$1" python3 - "$C" "$(daemon_pid)" <<'EOF'
 import os, sys
 d, pid = sys.argv[1:3]
 total = 0
-names = sorted(n for n in os.listdir(d) if n.endswith(".json"))
+names = sorted(n for n in os.listdir(d) if n.endswith(".json") and n[0].isdigit())
 for _ in range(3):
     for name in names:
         with open(os.path.join(d, name), "rb") as f:
@@ -51,10 +67,9 @@ cat "$C"/*.json > /dev/null # now warm: opens are served by the reader itself
 moves=$(status_field readerMoves)
 read -r B1 cpus < <(pass 1)
 expect_eq "$cpus" "1" "the reader's CPUs after a process on CPU 1 read $N documents"
-# At normal priority only while workers have requests (none here: all were quick).
-pid=$(daemon_pid)
-expect_eq "$(sed 's/.*) //' "/proc/$pid/task/$pid/stat" | cut -d' ' -f39)" "5" \
-	"scheduling policy of the reader (5: SCHED_IDLE)"
+# At normal priority only while workers have requests (none here: all were quick), or for
+# a second after the watchdog raised it (a busy machine: another test's daemon exiting).
+settle_idle || fail "the reader stayed at scheduling policy $(policy) (5: SCHED_IDLE)"
 read -r B0 cpus < <(pass 0)
 expect_eq "$cpus" "0" "the reader's CPUs after a process on CPU 0 read them"
 expect_eq "$B0" "$B1" "bytes read on CPU 0 and on CPU 1"
@@ -82,6 +97,8 @@ cat "$C"/*.json > /dev/null
 boosts=$(status_field starvedBoosts)
 read -r _ cpus < <(pass 0)
 expect_eq "$cpus" "0" "the reader's CPUs after a process on CPU 0 read the documents"
+# A reader raised during the pass is not starved, so would not be raised again below.
+settle_idle || fail "the reader stayed at scheduling policy $(policy) (5: SCHED_IDLE)"
 sync
 echo 1 > /proc/sys/vm/drop_caches # pages only: the read below must reach the daemon, and
 # without a lookup (a worker's: note 3 unpins the reader then)
