@@ -184,6 +184,7 @@ int fs_result_finish(struct fs_result *r, struct dfs_err *err);
 /* ---- render.c: result documents rendered into a result, on a second thread once large -- */
 
 /* Not thread-safe: one caller per struct fs_render. */
+struct query_cursor;
 struct fs_render;
 /* Starts rendering documents into r (which must outlive it) in format (FSQ_JSONL,
  * FSQ_JSON, FSQ_PRETTY or FSQ_IDS). *out is Owned (fs_render_free). */
@@ -192,6 +193,11 @@ int fs_render_new(struct fs_result *r, int format, struct fs_render **out, struc
  * DFS_EINVAL for format=ids without _id, or a spill's DFS_EIO (this one or an earlier
  * document's). */
 int fs_render_put(struct fs_render *p, const bson_t *doc, struct dfs_err *err);
+/* fs_render_put of c's last result doc: when an index plan fetched it through the
+ * document cache, its rendering is copied from there, or kept there once made (render.c
+ * note 5). */
+int fs_render_put_fetched(struct fs_render *p, struct query_cursor *c, const bson_t *doc,
+			  struct dfs_err *err);
 /* Renders every document put so far and returns the first rendering error (0: none). */
 int fs_render_drain(struct fs_render *p, struct dfs_err *err);
 /* Renders what is left, closes a JSON array and ends r (fs_result_finish). */

@@ -595,7 +595,7 @@ int fs_query_run(struct store_db *db, int64_t coll, const struct fs_query *q, st
 				distinct_collect(&ds, &it, q->distinct);
 			continue;
 		}
-		if ((rc = fs_render_put(rd, doc, err)))
+		if ((rc = fs_render_put_fetched(rd, c, doc, err)))
 			goto done;
 	}
 	if (rc != DFS_ENOENT) {

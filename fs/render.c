@@ -23,9 +23,16 @@
  * 4. The thread stops at its first error; the caller sees it at its next hand-over and at
  *    finish. A caller whose own source fails drains first (fs_render_drain): a rendering
  *    error of an earlier document is the one to report, as rendering in turn meets it first.
+ * 5. A document an index plan fetched through the document cache (dcache.c note 5) is not
+ *    rendered again: the cache holds its compact rendering, made the first time (by the
+ *    caller), which a JSON Lines or JSON result copies with its newline or comma. Only
+ *    documents rendered by the caller count towards starting the thread: a result whose
+ *    documents all come so never starts one, as copying costs less than handing over.
+ *    Once the thread runs, every document goes through it, which keeps the order.
  * Whatever the outcome, finish and free join the thread.
  */
 #include "fs_int.h"
+#include "query.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -47,6 +54,8 @@ struct fs_render {
 	int format;	     /* FSQ_JSONL, FSQ_JSON, FSQ_PRETTY or FSQ_IDS */
 	int64_t n;	     /* documents put so far */
 	bool threaded;	     /* the render thread runs (and owns r) */
+	bool thread_tried;   /* a start of the thread was tried */
+	struct dfs_buf text; /* a rendering made for the document cache (note 5) */
 	pthread_t th;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;	 /* any change of head, tail, done or rc */
@@ -95,6 +104,19 @@ static int render_one(struct fs_result *r, int format, const bson_t *doc, int64_
 		break;
 	}
 	return rc ? rc : fs_result_spill(r, false, err);
+}
+
+/* Appends text, the compact rendering of document number i of the result, to r as
+ * render_one would (format: not FSQ_PRETTY nor FSQ_IDS). */
+static int render_text(struct fs_result *r, int format, const char *text, size_t len, int64_t i,
+		       struct dfs_err *err)
+{
+	if (format == FSQ_JSON)
+		dfs_buf_puts(&r->mem, i ? ",\n" : "\n");
+	dfs_buf_append(&r->mem, text, len);
+	if (format != FSQ_JSON)
+		dfs_buf_putc(&r->mem, '\n');
+	return fs_result_spill(r, false, err);
 }
 
 /* Renders the documents of batch b. */
@@ -161,6 +183,7 @@ int fs_render_new(struct fs_result *r, int format, struct fs_render **out, struc
 	pthread_cond_init(&p->cond, NULL);
 	for (int i = 0; i < RING; i++)
 		dfs_buf_init(&p->ring[i].bson);
+	dfs_buf_init(&p->text);
 	if (format == FSQ_JSON)
 		dfs_buf_putc(&r->mem, '[');
 	*out = p;
@@ -204,7 +227,8 @@ int fs_render_put(struct fs_render *p, const bson_t *doc, struct dfs_err *err)
 	if (!p->threaded) {
 		if ((rc = render_one(p->r, p->format, doc, p->n, err)))
 			return rc;
-		if (++p->n == RENDER_INLINE) {
+		if (++p->n >= RENDER_INLINE && !p->thread_tried) {
+			p->thread_tried = true;
 			p->ring[0].first = p->n;
 			/* Without a thread the caller goes on rendering itself. */
 			p->threaded = fs_thread_create(&p->th, NULL, render_main, p) == 0;
@@ -215,6 +239,28 @@ int fs_render_put(struct fs_render *p, const bson_t *doc, struct dfs_err *err)
 	dfs_buf_append(&b->bson, bson_get_data(doc), doc->len);
 	p->n++;
 	return b->bson.len >= BATCH_BYTES ? hand_over(p, err) : 0;
+}
+
+int fs_render_put_fetched(struct fs_render *p, struct query_cursor *c, const bson_t *doc,
+			  struct dfs_err *err)
+{
+	const char *text;
+	size_t len;
+	int rc;
+
+	/* Once the thread owns r, documents keep their order by going through it. */
+	if (p->threaded || p->format == FSQ_PRETTY || p->format == FSQ_IDS ||
+	    !query_cursor_text(c, &text, &len))
+		return fs_render_put(p, doc, err);
+	if (!text) {
+		dfs_buf_reset(&p->text);
+		if ((rc = store_codec_render(doc, STORE_RENDER_COMPACT, &p->text, err)))
+			return rc;
+		query_cursor_keep_text(c, p->text.data, p->text.len);
+		text = p->text.data;
+		len = p->text.len;
+	}
+	return render_text(p->r, p->format, text, len, p->n++, err);
 }
 
 /* Stops the thread once it has rendered what was handed over (or at once, with stop);
@@ -267,6 +313,7 @@ void fs_render_free(struct fs_render *p)
 	render_join(p, true, NULL);
 	for (int i = 0; i < RING; i++)
 		dfs_buf_release(&p->ring[i].bson);
+	dfs_buf_release(&p->text);
 	pthread_cond_destroy(&p->cond);
 	pthread_mutex_destroy(&p->lock);
 	free(p);

@@ -915,6 +915,10 @@ struct query_cursor {
 	bool want_keys;		 /* keep the sort key of each result (tests) */
 	struct dfs_buf key;	 /* the last result's sort key without _id */
 	int64_t entry;		 /* the last result's entry id (0: unknown) */
+	int64_t fetched;	 /* the entry id of the last result when it is a cached
+				  * fetch's document (store_doc_text), else 0 */
+	const char *text;	 /* Borrowed: that document's compact rendering, or NULL */
+	size_t tlen;
 };
 
 int query_find_open(struct store_txn *t, int64_t coll, const struct query_find_opts *o,
@@ -986,6 +990,7 @@ int query_cursor_next(struct query_cursor *c, const bson_t **doc, struct dfs_err
 	}
 	if (c->want_keys && c->run.q.sort && wm.has_doc)
 		sort_key_of(c->run.q.sort, &wm.doc, &c->key);
+	c->fetched = store_doc_text(c->t, wm.result, &c->text, &c->tlen);
 	/* The working member dies at the next work(); one buffer, grown once, keeps it until
 	 * the next call instead of a bson allocation per result. */
 	dfs_buf_reset(&c->outbuf);
@@ -997,6 +1002,21 @@ int query_cursor_next(struct query_cursor *c, const bson_t **doc, struct dfs_err
 				   (long long)wm.id);
 	*doc = c->out;
 	return 0;
+}
+
+bool query_cursor_text(const struct query_cursor *c, const char **text, size_t *len)
+{
+	if (!c->fetched)
+		return false;
+	*text = c->text;
+	*len = c->tlen;
+	return true;
+}
+
+void query_cursor_keep_text(struct query_cursor *c, const char *text, size_t len)
+{
+	if (c->fetched && !c->text)
+		store_doc_keep_text(c->t, c->fetched, text, len);
 }
 
 int query_cursor_count(struct query_cursor *c, int64_t *count, struct dfs_err *err)

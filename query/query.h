@@ -118,6 +118,14 @@ int query_cursor_next(struct query_cursor *c, const bson_t **doc, struct dfs_err
 /* The store entry id of the last result (store_doc_get reads it), or 0 when the plan does
  * not know it (after a SORT stage). */
 int64_t query_cursor_entry(const struct query_cursor *c);
+/* Whether the last result is a document as an index plan fetched it through the document
+ * cache (no projection or other change): then *text is its compact rendering from there
+ * (Borrowed: valid until the next call), or NULL when the cache has none yet, which
+ * query_cursor_keep_text adds (dcache.c note 5). */
+bool query_cursor_text(const struct query_cursor *c, const char **text, size_t *len);
+/* Keeps text, the compact rendering of the last result, with it in the document cache
+ * (the result: one query_cursor_text returned true for). */
+void query_cursor_keep_text(struct query_cursor *c, const char *text, size_t len);
 /* The number of results left (all of them on a fresh cursor), without reading documents
  * when the plan need not: a count of a whole collection takes its row count. */
 int query_cursor_count(struct query_cursor *c, int64_t *count, struct dfs_err *err);

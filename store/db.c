@@ -1127,6 +1127,8 @@ void store__txn_close_fetch(struct store_txn *t)
 		sqlite3_blob_close(t->fetch);
 	t->fetch = NULL;
 	dfs_buf_release(&t->fetched);
+	dfs_buf_release(&t->fetched_text);
+	t->fetched_id = 0;
 }
 
 static void txn_end(struct store_txn *t)

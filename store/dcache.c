@@ -17,10 +17,16 @@
  *    so a reader overtaken by a newer one between its read and its insert inserts nothing.
  * 3. Write transactions never use it: their snapshot includes their own uncommitted
  *    changes, whose seqs a rollback would give to other changes.
- * 4. Bounded: budget bytes (entries and their headers). Eviction takes the oldest entry,
+ * 4. Bounded: budget bytes (entries, their headers and texts). Eviction takes the oldest entry,
  *    sparing (moving to the front) one used since it was put or spared: about least
  *    recently used, without touching the list on a hit, which would cost a look-up three
  *    more cache misses. A document over a sixty-fourth of the budget is not kept.
+ * 5. An entry may also hold the document's compact rendering, which a query result of
+ *    the entry's document copies instead of rendering it again (store_doc_text): rendering
+ *    costs as much as the rest of an indexed query. The text is a function of the entry's
+ *    BSON alone, so it lives and dies with the entry and needs no coherence of its own; it
+ *    is added only while the cache is at the seq of the transaction that rendered it, the
+ *    seq whose document the entry holds.
  */
 #include "store_int.h"
 
@@ -33,12 +39,20 @@ struct store__dcent {
 	struct store__dcent *hnext;	  /* the next in its hash chain */
 	struct store__dcent *prev, *next; /* the list, newest (or spared) first */
 	bool used;			  /* looked up since it was put or last spared */
+	char *text;			  /* Owned: its compact rendering, or NULL (note 5) */
+	size_t tlen;			  /* bytes in text */
 	uint8_t data[];			  /* the BSON */
 };
 
-static size_t ent_cost(size_t len)
+static size_t ent_cost(const struct store__dcent *e)
 {
-	return sizeof(struct store__dcent) + len;
+	return sizeof(*e) + e->len + e->tlen;
+}
+
+static void ent_free(struct store__dcent *e)
+{
+	free(e->text);
+	free(e);
 }
 
 static size_t slot_of(const struct store__dcache *dc, int64_t id)
@@ -101,9 +115,9 @@ static void evict(struct store__dcache *dc, int64_t id)
 	e = *p;
 	*p = e->hnext;
 	lru_unlink(dc, e);
-	dc->bytes -= ent_cost(e->len);
+	dc->bytes -= ent_cost(e);
 	dc->n--;
-	free(e);
+	ent_free(e);
 }
 
 static void clear_all(struct store__dcache *dc)
@@ -112,7 +126,7 @@ static void clear_all(struct store__dcache *dc)
 
 	for (e = dc->head; e; e = next) {
 		next = e->next;
-		free(e);
+		ent_free(e);
 	}
 	dc->head = dc->tail = NULL;
 	if (dc->ntab)
@@ -214,7 +228,7 @@ static bool lock_for(struct store_txn *t, struct store__dcache *dc)
 	return true;
 }
 
-bool store__dcache_get(struct store_txn *t, int64_t id, struct dfs_buf *out)
+bool store__dcache_get(struct store_txn *t, int64_t id, struct dfs_buf *out, struct dfs_buf *text)
 {
 	struct store__dcache *dc = &t->db->dc;
 	struct store__dcent **p, *e;
@@ -232,6 +246,9 @@ bool store__dcache_get(struct store_txn *t, int64_t id, struct dfs_buf *out)
 	dfs_buf_reserve(out, e->len);
 	memcpy(out->data, e->data, e->len);
 	out->len = e->len;
+	dfs_buf_reset(text);
+	if (e->text)
+		dfs_buf_append(text, e->text, e->tlen);
 	e->used = true;
 	dc->hits++;
 	pthread_mutex_unlock(&dc->lock);
@@ -258,24 +275,27 @@ static void grow(struct store__dcache *dc)
 	free(otab);
 }
 
-void store__dcache_put(struct store_txn *t, int64_t id, const void *data, size_t len)
+bool store__dcache_put(struct store_txn *t, int64_t id, const void *data, size_t len)
 {
 	struct store__dcache *dc = &t->db->dc;
 	struct store__dcent *e;
 	size_t slot;
+	bool kept = false;
 
 	/* t->dc_known: t looked the id up (and missed) at the cache's seq. */
 	if (t->write || !t->dc_known)
-		return;
+		return false;
 	pthread_mutex_lock(&dc->lock);
-	if (dc->seq != t->dc_seq || ent_cost(len) > dc->budget / 64 || find_slot(dc, id))
+	if (dc->seq != t->dc_seq || sizeof(*e) + len > dc->budget / 64 || find_slot(dc, id))
 		goto done;
-	e = malloc(ent_cost(len));
+	e = malloc(sizeof(*e) + len);
 	if (!e)
 		goto done;
 	e->id = id;
 	e->len = len;
 	e->used = false;
+	e->text = NULL;
+	e->tlen = 0;
 	memcpy(e->data, data, len);
 	if (dc->n >= dc->ntab)
 		grow(dc);
@@ -287,8 +307,32 @@ void store__dcache_put(struct store_txn *t, int64_t id, const void *data, size_t
 	e->hnext = dc->tab[slot];
 	dc->tab[slot] = e;
 	lru_front(dc, e);
-	dc->bytes += ent_cost(len);
+	dc->bytes += ent_cost(e);
 	dc->n++;
+	shrink(dc, e);
+	kept = true;
+done:
+	pthread_mutex_unlock(&dc->lock);
+	return kept;
+}
+
+void store__dcache_put_text(struct store_txn *t, int64_t id, const char *text, size_t len)
+{
+	struct store__dcache *dc = &t->db->dc;
+	struct store__dcent **p, *e;
+	char *copy;
+
+	if (t->write || !t->dc_known || !len)
+		return;
+	pthread_mutex_lock(&dc->lock);
+	/* At the cache's seq, the entry holds the document t rendered (note 5). */
+	if (dc->seq != t->dc_seq || !(p = find_slot(dc, id)) || (e = *p)->text ||
+	    ent_cost(e) + len > dc->budget / 64 || !(copy = malloc(len)))
+		goto done;
+	memcpy(copy, text, len);
+	e->text = copy;
+	e->tlen = len;
+	dc->bytes += len;
 	shrink(dc, e);
 done:
 	pthread_mutex_unlock(&dc->lock);

@@ -2725,8 +2725,11 @@ int store_doc_fetch(struct store_txn *t, int64_t id, bool cache, bson_t *view, s
 {
 	int rc = SQLITE_ERROR, n;
 
-	if (cache && store__dcache_get(t, id, &t->fetched)) {
+	t->fetched_id = 0;
+	dfs_buf_reset(&t->fetched_text);
+	if (cache && store__dcache_get(t, id, &t->fetched, &t->fetched_text)) {
 		n = (int)t->fetched.len;
+		t->fetched_id = id;
 		goto view;
 	}
 	if (t->fetch)
@@ -2755,13 +2758,28 @@ int store_doc_fetch(struct store_txn *t, int64_t id, bool cache, bson_t *view, s
 		return store__sqlerr(t, rc, "fetch document", err);
 	}
 	t->fetched.len = (size_t)n;
-	if (cache && n >= 5)
-		store__dcache_put(t, id, t->fetched.data, (size_t)n);
+	if (cache && n >= 5 && store__dcache_put(t, id, t->fetched.data, (size_t)n))
+		t->fetched_id = id;
 view:
 	if (n < 5 || !bson_init_static(view, (const uint8_t *)t->fetched.data, (size_t)n))
 		return dfs_err_set(err, DFS_ECORRUPT, "document %lld is not valid BSON",
 				   (long long)id);
 	return 0;
+}
+
+int64_t store_doc_text(struct store_txn *t, const bson_t *doc, const char **text, size_t *len)
+{
+	if (!t->fetched_id || bson_get_data(doc) != (const uint8_t *)t->fetched.data ||
+	    doc->len != t->fetched.len)
+		return 0;
+	*len = t->fetched_text.len;
+	*text = *len ? t->fetched_text.data : NULL;
+	return t->fetched_id;
+}
+
+void store_doc_keep_text(struct store_txn *t, int64_t id, const char *text, size_t len)
+{
+	store__dcache_put_text(t, id, text, len);
 }
 
 /* ---- TTL --------------------------------------------------------------------------- */

@@ -628,6 +628,14 @@ void store_ixscan_free(struct store_ixscan *s);
  * cache, a read transaction looks in the database's document cache first and keeps what it
  * read there (dcache.c); a scan fetching every document passes false. */
 int store_doc_fetch(struct store_txn *t, int64_t id, bool cache, bson_t *view, struct dfs_err *err);
+/* When doc is the view store_doc_fetch(t, id, cache true, …) last returned, the same bytes:
+ * id, with *text its compact rendering (STORE_RENDER_COMPACT, no newline) from the
+ * document cache, or NULL (*len 0) when the cache has none yet, which store_doc_keep_text
+ * may add (dcache.c note 5). Borrowed: valid until the next fetch with t. Else 0. */
+int64_t store_doc_text(struct store_txn *t, const bson_t *doc, const char **text, size_t *len);
+/* Keeps text, the compact rendering of document id as t fetched it (store_doc_text gave id),
+ * with id's cache entry; nothing when the cache moved on meanwhile or already has one. */
+void store_doc_keep_text(struct store_txn *t, int64_t id, const char *text, size_t len);
 
 /* Deletes the documents of db whose TTL index date is older than expireAfterSeconds before
  * now_ms (an array: its earliest date; non-dates never expire), in write transactions of at

@@ -137,6 +137,8 @@ struct store_txn {
 	struct store__ixcache *ixc; /* Owned: index.c's cache and pending entries, or NULL */
 	sqlite3_blob *fetch;	    /* Owned: store_doc_fetch's handle on docs.bson, or NULL */
 	struct dfs_buf fetched;	    /* the last fetched document's bytes */
+	int64_t fetched_id;	    /* its id, when fetched with cache (else 0) */
+	struct dfs_buf fetched_text; /* its text from the cache, or empty (store_doc_text) */
 	bool dc_known;		    /* dc_seq was read (dcache.c note 2) */
 	int64_t dc_seq;		    /* the feed's last seq in this snapshot */
 	struct store__run run;	    /* the current run (doc.c note 5) */
@@ -147,10 +149,14 @@ void store__dcache_init(struct store__dcache *dc, size_t budget);
 void store__dcache_release(struct store__dcache *dc);
 /* Changes the budget, evicting down to it (0 empties and turns it off). */
 void store__dcache_set_budget(struct store__dcache *dc, size_t budget);
-/* True with document id's BSON copied into out when t may use the cache and it holds id. */
-bool store__dcache_get(struct store_txn *t, int64_t id, struct dfs_buf *out);
-/* Keeps a copy of document id's BSON as t read it, when t may (dcache.c note 2). */
-void store__dcache_put(struct store_txn *t, int64_t id, const void *data, size_t len);
+/* True with document id's BSON copied into out, and its text (empty if none) into text,
+ * when t may use the cache and it holds id. */
+bool store__dcache_get(struct store_txn *t, int64_t id, struct dfs_buf *out, struct dfs_buf *text);
+/* Keeps a copy of document id's BSON as t read it, when t may (dcache.c note 2): true
+ * when it did. */
+bool store__dcache_put(struct store_txn *t, int64_t id, const void *data, size_t len);
+/* Adds the compact rendering of document id, as t read it, to its entry (dcache.c note 5). */
+void store__dcache_put_text(struct store_txn *t, int64_t id, const char *text, size_t len);
 void store__dcache_stats(struct store__dcache *dc, struct store_dcache_stats *out);
 
 /* Returns the statement slot, reset and unbound, or NULL with err set. Borrowed: valid

@@ -1260,6 +1260,99 @@ START_TEST(test_store_doc_fetch_cache_stays_within_budget)
 }
 END_TEST
 
+/* The text of one fetch of id in a read transaction (store_doc_text): "-" when doc is not
+ * a cached fetch, "" when the cache has no text for it; keeps keep when it has none. */
+static void fetch_text(int64_t id, bool cache, const char *keep, char *out, size_t cap)
+{
+	struct dfs_err err = {0};
+	struct store_txn *t;
+	const char *text;
+	size_t len;
+	bson_t doc, copy;
+
+	ck_assert_int_eq(store_txn_begin(db, false, &t, &err), 0);
+	ck_assert_int_eq(store_doc_fetch(t, id, cache, &doc, &err), 0);
+	/* the same bytes elsewhere are not the fetched document */
+	bson_copy_to(&doc, &copy);
+	ck_assert_int_eq(store_doc_text(t, &copy, &text, &len), 0);
+	bson_destroy(&copy);
+	if (!store_doc_text(t, &doc, &text, &len)) {
+		snprintf(out, cap, "-");
+	} else {
+		ck_assert_int_eq(store_doc_text(t, &doc, &text, &len), id);
+		snprintf(out, cap, "%.*s", (int)len, text ? text : "");
+		if (!text && keep)
+			store_doc_keep_text(t, id, keep, strlen(keep));
+	}
+	store_txn_abort(t);
+}
+
+/* A cache entry keeps the rendering a reader made of its document, gives it to later
+ * readers, and loses it with the entry when the document changes; budget counts it. */
+START_TEST(test_store_doc_text_lives_with_its_cache_entry)
+{
+	int64_t c = make_coll("texts"), a, b;
+	struct store_dcache_stats s0, s1;
+	char got[64];
+
+	put_ok(c, "a.json", "{\"n\": 1}");
+	put_ok(c, "b.json", "{\"n\": 2}");
+	a = id_of(c, "a.json");
+	b = id_of(c, "b.json");
+	fetch_text(a, false, "X", got, sizeof(got));
+	ck_assert_str_eq(got, "-"); /* not through the cache */
+	fetch_text(a, true, "{\"n\": 1, \"t\": 1}", got, sizeof(got));
+	ck_assert_str_eq(got, ""); /* a miss: no text yet, kept now */
+	s0 = dc_stats();
+	fetch_text(a, true, "other", got, sizeof(got));
+	ck_assert_str_eq(got, "{\"n\": 1, \"t\": 1}"); /* a hit with the text kept */
+	fetch_text(a, true, NULL, got, sizeof(got));
+	ck_assert_str_eq(got, "{\"n\": 1, \"t\": 1}"); /* not replaced by "other" */
+	s1 = dc_stats();
+	ck_assert_uint_eq(s1.entries, s0.entries);
+	fetch_text(b, true, NULL, got, sizeof(got));
+	ck_assert_str_eq(got, "");
+	ck_assert_uint_gt(dc_stats().bytes, s0.bytes);
+	/* a change of a drops its entry, text and all */
+	set_doc(db, a, "{\"_id\": \"a\", \"n\": 3}");
+	fetch_text(a, true, NULL, got, sizeof(got));
+	ck_assert_str_eq(got, "");
+	ck_assert_int_eq(fetch_n(db, a, NULL, 0), 3);
+	/* a reader whose snapshot the cache has left behind keeps no text: its rendering is
+	 * of the older document */
+	{
+		struct dfs_err err = {0};
+		struct store_txn *t1, *t2;
+		const char *text;
+		size_t len;
+		bson_t d1, d2;
+
+		ck_assert_int_eq(store_txn_begin(db, false, &t1, &err), 0);
+		ck_assert_int_eq(store_doc_fetch(t1, a, true, &d1, &err), 0);
+		ck_assert_int_eq(store_doc_text(t1, &d1, &text, &len), a);
+		ck_assert_ptr_null(text);
+		set_doc(db, a, "{\"_id\": \"a\", \"n\": 4}");
+		ck_assert_int_eq(store_txn_begin(db, false, &t2, &err), 0);
+		ck_assert_int_eq(store_doc_fetch(t2, a, true, &d2, &err), 0);
+		ck_assert_int_eq(store_doc_text(t2, &d2, &text, &len), a);
+		store_doc_keep_text(t1, a, "stale", 5);
+		store_txn_abort(t1);
+		store_txn_abort(t2);
+		fetch_text(a, true, NULL, got, sizeof(got));
+		ck_assert_str_eq(got, "");
+	}
+	/* without a cache, nothing is kept */
+	store_set_doc_cache(st, 0);
+	fetch_text(b, true, "Y", got, sizeof(got));
+	ck_assert_str_eq(got, "-");
+	store_set_doc_cache(st, STORE_DOC_CACHE_DEFAULT);
+	fetch_text(b, true, "Z", got, sizeof(got));
+	ck_assert_str_eq(got, "");
+	fetch_text(b, true, NULL, got, sizeof(got));
+	ck_assert_str_eq(got, "Z");
+}
+END_TEST
+
 /* Readers on threads, each fetching every document of the collection in one snapshot through
  * the cache, while a writer on another handle (as another process would) rewrites them all
  * in each of its transactions: a reader must see one version across its snapshot. */
@@ -2305,6 +2398,7 @@ static Suite *index_suite(void)
 	tcase_add_test(tc, test_store_doc_fetch_follows_writes_in_its_transaction);
 	tcase_add_test(tc, test_store_doc_fetch_cache_follows_every_writer);
 	tcase_add_test(tc, test_store_doc_fetch_cache_stays_within_budget);
+	tcase_add_test(tc, test_store_doc_text_lives_with_its_cache_entry);
 	tcase_add_test(tc, test_store_doc_fetch_cache_readers_see_one_snapshot);
 	tcase_add_test(tc, test_store_ixscan_ties_in_id_order);
 	tcase_add_test(tc, test_store_ixscan_backward_ties_at_group_edges);
