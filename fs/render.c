@@ -5,8 +5,9 @@
  * result files back (qpath.c).
  *
  * Design notes
- * 1. The first RENDER_INLINE documents are rendered by the caller: a small result never
- *    starts a thread. From then on the caller copies each document into the batch it is
+ * 1. The first RENDER_INLINE documents the caller renders (note 5: not those it copies)
+ *    are rendered by it: a small result never starts a thread. From then on the caller
+ *    copies each document into the batch it is
  *    filling, one of a ring of RING batches, and hands the batch over when it holds
  *    BATCH_BYTES; the render thread renders the batches in order. The bytes produced are
  *    the ones the caller would have produced: one thread at a time owns the result (the
@@ -26,9 +27,11 @@
  * 5. A document an index plan fetched through the document cache (dcache.c note 5) is not
  *    rendered again: the cache holds its compact rendering, made the first time (by the
  *    caller), which a JSON Lines or JSON result copies with its newline or comma. Only
- *    documents rendered by the caller count towards starting the thread: a result whose
- *    documents all come so never starts one, as copying costs less than handing over.
- *    Once the thread runs, every document goes through it, which keeps the order.
+ *    documents rendered by the caller count towards starting the thread (rendered): a
+ *    result whose documents all come so never starts one, as copying costs less than
+ *    handing over; on the first run of a query the caller renders them all, as each text
+ *    is kept by the thread that made it. Once the thread runs, every document goes
+ *    through it, which keeps the order.
  * Whatever the outcome, finish and free join the thread.
  */
 #include "fs_int.h"
@@ -38,7 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define RENDER_INLINE 256		/* documents rendered before a thread is started (note 1) */
+#define RENDER_INLINE 256		/* documents rendered before a thread starts (note 1) */
 #define BATCH_BYTES (64u * 1024)	/* a batch is handed over once it holds this much BSON */
 #define RING 8				/* batches in flight */
 #define INFLIGHT_MAX (4u * 1024 * 1024) /* bytes handed over and not rendered (note 3) */
@@ -54,7 +57,7 @@ struct fs_render {
 	int format;	     /* FSQ_JSONL, FSQ_JSON, FSQ_PRETTY or FSQ_IDS */
 	int64_t n;	     /* documents put so far */
 	bool threaded;	     /* the render thread runs (and owns r) */
-	bool thread_tried;   /* a start of the thread was tried */
+	int64_t rendered;    /* documents the caller rendered itself (note 1) */
 	struct dfs_buf text; /* a rendering made for the document cache (note 5) */
 	pthread_t th;
 	pthread_mutex_t lock;
@@ -227,8 +230,8 @@ int fs_render_put(struct fs_render *p, const bson_t *doc, struct dfs_err *err)
 	if (!p->threaded) {
 		if ((rc = render_one(p->r, p->format, doc, p->n, err)))
 			return rc;
-		if (++p->n >= RENDER_INLINE && !p->thread_tried) {
-			p->thread_tried = true;
+		p->n++;
+		if (++p->rendered == RENDER_INLINE) {
 			p->ring[0].first = p->n;
 			/* Without a thread the caller goes on rendering itself. */
 			p->threaded = fs_thread_create(&p->th, NULL, render_main, p) == 0;

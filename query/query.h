@@ -119,9 +119,9 @@ int query_cursor_next(struct query_cursor *c, const bson_t **doc, struct dfs_err
  * not know it (after a SORT stage). */
 int64_t query_cursor_entry(const struct query_cursor *c);
 /* Whether the last result is a document as an index plan fetched it through the document
- * cache (no projection or other change): then *text is its compact rendering from there
- * (Borrowed: valid until the next call), or NULL when the cache has none yet, which
- * query_cursor_keep_text adds (dcache.c note 5). */
+ * cache (no projection, sort or other change): then *text is its compact rendering from
+ * there (Borrowed: valid until the next fetch of any cursor on the same transaction), or
+ * NULL when the cache has none yet, which query_cursor_keep_text adds (dcache.c note 5). */
 bool query_cursor_text(const struct query_cursor *c, const char **text, size_t *len);
 /* Keeps text, the compact rendering of the last result, with it in the document cache
  * (the result: one query_cursor_text returned true for). */

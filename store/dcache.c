@@ -70,7 +70,7 @@ void store__dcache_init(struct store__dcache *dc, size_t budget)
 	atomic_init(&dc->budget, budget);
 }
 
-static void lru_unlink(struct store__dcache *dc, struct store__dcent *e)
+static void list_unlink(struct store__dcache *dc, struct store__dcent *e)
 {
 	if (e->prev)
 		e->prev->next = e->next;
@@ -83,7 +83,7 @@ static void lru_unlink(struct store__dcache *dc, struct store__dcent *e)
 	e->prev = e->next = NULL;
 }
 
-static void lru_front(struct store__dcache *dc, struct store__dcent *e)
+static void list_front(struct store__dcache *dc, struct store__dcent *e)
 {
 	e->prev = NULL;
 	e->next = dc->head;
@@ -114,7 +114,7 @@ static void evict(struct store__dcache *dc, int64_t id)
 		return;
 	e = *p;
 	*p = e->hnext;
-	lru_unlink(dc, e);
+	list_unlink(dc, e);
 	dc->bytes -= ent_cost(e);
 	dc->n--;
 	ent_free(e);
@@ -152,8 +152,8 @@ static void shrink(struct store__dcache *dc, struct store__dcent *keep)
 	while (dc->bytes > dc->budget && (e = dc->tail) && e != keep) {
 		if (e->used && dc->budget) {
 			e->used = false;
-			lru_unlink(dc, e);
-			lru_front(dc, e);
+			list_unlink(dc, e);
+			list_front(dc, e);
 			continue;
 		}
 		evict(dc, e->id);
@@ -300,13 +300,13 @@ bool store__dcache_put(struct store_txn *t, int64_t id, const void *data, size_t
 	if (dc->n >= dc->ntab)
 		grow(dc);
 	if (!dc->ntab) {
-		free(e);
+		ent_free(e);
 		goto done;
 	}
 	slot = slot_of(dc, id);
 	e->hnext = dc->tab[slot];
 	dc->tab[slot] = e;
-	lru_front(dc, e);
+	list_front(dc, e);
 	dc->bytes += ent_cost(e);
 	dc->n++;
 	shrink(dc, e);
@@ -333,7 +333,7 @@ void store__dcache_put_text(struct store_txn *t, int64_t id, const char *text, s
 	e->text = copy;
 	e->tlen = len;
 	dc->bytes += len;
-	shrink(dc, e);
+	shrink(dc, NULL); /* e may go too: it is not at the front */
 done:
 	pthread_mutex_unlock(&dc->lock);
 }

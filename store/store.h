@@ -223,7 +223,8 @@ int store_coll_name_check(const char *name, struct dfs_err *err);
 void store_set_doc_cache(struct store *s, size_t bytes);
 struct store_dcache_stats {
 	uint64_t hits, misses; /* look-ups answered from the cache, and not */
-	size_t entries, bytes; /* documents held, and their bytes with the cache's headers */
+	size_t entries, bytes; /* documents held, and their bytes with the cache's headers and
+				* the texts kept with them (store_doc_keep_text) */
 	size_t budget;	       /* the most it may hold */
 };
 void store_db_doc_cache_stats(struct store_db *db, struct store_dcache_stats *out);

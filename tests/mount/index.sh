@@ -347,6 +347,10 @@ same_as_unindexed() { # WHAT: the indexed and unindexed results of QT hold the s
 		[ -s "$T/ix" ] || fail "no result for $QT$f ($1)"
 		cmp -s "$T/ix" "$T/nat" || fail "$QT$f differs from its unindexed plan ($1): $(diff "$T/ix" "$T/nat" | head -n 4)"
 	done
+	# the JSON array holds the JSON Lines in their order, commas between
+	{ printf '[\n'; sed '$!s/$/,/' "$C/query/$QT"; printf ']\n'; } > "$T/arr"
+	cmp -s "$T/arr" "$C/query/$QT?format=json" ||
+		fail "$QT?format=json is not the array of its JSON Lines ($1): $(diff "$T/arr" "$C/query/$QT?format=json" | head -n 4)"
 }
 same_as_unindexed "first run"
 same_as_unindexed "from the cache"
