@@ -1215,7 +1215,8 @@ static struct query_expr *normalize(struct query_expr *e)
 		/* splice k's children in place of k */
 		nk = xcalloc((size_t)(e->nkids + k->nkids), sizeof(*nk));
 		memcpy(nk, e->kids, sizeof(*nk) * (size_t)i);
-		memcpy(nk + i, k->kids, sizeof(*nk) * (size_t)k->nkids);
+		if (k->nkids) /* (an empty one has no array) */
+			memcpy(nk + i, k->kids, sizeof(*nk) * (size_t)k->nkids);
 		memcpy(nk + i + k->nkids, e->kids + i + 1,
 		       sizeof(*nk) * (size_t)(e->nkids - i - 1));
 		free(e->kids);
