@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -21,5 +22,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 			abort();                                                                   \
 		}                                                                                  \
 	} while (0)
+
+/* The input as a NUL-terminated string (Owned: free it). */
+static inline char *fuzz_cstr(const uint8_t *data, size_t size)
+{
+	char *s = malloc(size + 1);
+
+	if (!s)
+		abort();
+	memcpy(s, data, size);
+	s[size] = '\0';
+	return s;
+}
 
 #endif

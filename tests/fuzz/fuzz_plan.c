@@ -191,11 +191,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (memchr(data, '\0', size))
 		return 0;
-	comp = malloc(size + 1);
-	if (!comp)
-		abort();
-	memcpy(comp, data, size);
-	comp[size] = '\0';
+	comp = fuzz_cstr(data, size);
 	fs_query_init(&q);
 	if (fs_query_parse(comp, &q, &err) == 0 && !q.distinct) {
 		int rp = run(&q, NULL, &planned), rs = run(&q, &natural, &scan);

@@ -35,11 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		ready = true;
 	}
-	comp = malloc(size + 1);
-	if (!comp)
-		abort();
-	memcpy(comp, data, size);
-	comp[size] = '\0';
+	comp = fuzz_cstr(data, size);
 	fs_query_init(&q);
 	if (!memchr(data, '\0', size) && fs_query_parse(comp, &q, &err) == 0) {
 		struct query_expr *e = NULL;
