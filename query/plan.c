@@ -35,6 +35,13 @@
  *     change feed advanced by CACHE_WRITES sequence numbers since it was stored (a cheap
  *     write counter: it counts writes to every collection of the database, so it errs on
  *     the side of re-planning).
+ *  6. An index provides a sort when the sort fields follow its point-bounded prefix in
+ *     order, all in the index's direction or all against it, none multikey. Documents
+ *     whose sort keys tie then come in the order of the index's later fields (and _id
+ *     within equal keys), where a SORT stage breaks ties by _id: as in MongoDB the order
+ *     among ties is the plan's, so with skip or limit which of the tied documents are
+ *     kept may differ between plans. The set of documents a plan returns without skip
+ *     and limit, and the sequence of their sort keys, never depends on the plan.
  */
 #include "plan_int.h"
 
@@ -1200,13 +1207,6 @@ static int sort_fields(const bson_t *spec, struct sortf *f, int cap)
 	return n;
 }
 
-/* Is s one point [v, v]? */
-static bool single_point(const struct plan__ivals *s)
-{
-	return s->n == 1 && s->iv[0].lo_in && s->iv[0].hi_in &&
-	       store_value_compare(&s->iv[0].lo, &s->iv[0].hi) == 0;
-}
-
 /* Does ix give the sort order after its equality prefix? *backward: scan it reversed. */
 static bool index_sorts(const struct store_index *ix, const struct ixbounds *b,
 			const struct sortf *sf, int nsf, bool *backward)
@@ -1226,19 +1226,11 @@ static bool index_sorts(const struct store_index *ix, const struct ixbounds *b,
 			sign = s;
 		}
 		/* the fields of the prefix skipped must be single points (eqprefix) and the
-		 * sort fields must be applied or unbounded, which they always are. Ties of the
-		 * sort fields must come in _id order, as SORT breaks them (index.c note 1):
-		 * a later field breaks them first unless it is a single point, or _id itself
-		 * scanned ascending (after which nothing ties). A point on a multikey field
-		 * is not enough: when the scan does not apply it (a range before it, note 3),
-		 * a document's other elements still order its entries. */
-		for (int i = p + nsf; i < ix->nfields && ok; i++) {
-			const struct store_index_field *f = &ix->field[i];
-
-			if (f->dir != 0 && !strcmp(f->path, "_id") && f->dir * sign > 0)
-				break;
-			ok = single_point(&b->fb[i]) && !((ix->multikey >> i) & 1);
-		}
+		 * sort fields must be applied or unbounded, which they always are. The fields
+		 * after the sort fields may be anything: they only order documents whose sort
+		 * keys tie, and MongoDB leaves that order unspecified (note 6). A multikey one
+		 * is fine too: a document's entries share its sort fields' values, and the
+		 * scan returns the document once. */
 		if (ok) {
 			*backward = sign < 0;
 			return true;

@@ -63,7 +63,9 @@ int query_proj_apply(const struct query_proj *p, const bson_t *doc, int elem_ind
  * whose memcmp order is MongoDB's sort order: per field the store_key encoding of the
  * field's sort value (missing and null as null; an array sorts by its smallest element
  * ascending, its largest descending; an empty array before null... as MongoDB documents),
- * inverted for descending fields, then _id ascending as the tie-break.
+ * inverted for descending fields, then _id ascending as the tie-break. That tie-break is
+ * the SORT stage's; a plan whose index provides the order returns tied documents in index
+ * order instead (plan.c note 6), as MongoDB leaves the order of ties unspecified.
  */
 struct query_sort;
 

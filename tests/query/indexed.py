@@ -12,8 +12,12 @@ scan reads no document: COUNT_SCAN) must count what the scan returned.
 Comparison (README.md): without a sort the results compare as a multiset (canonical JSON,
 object keys sorted: a covered plan builds documents in key pattern order); with skip or
 limit and no sort only the count compares (MongoDB defines no result set then either). With
-a sort the sequences must be equal: ties are broken by _id whatever the plan, so skip and
-limit cut the same documents.
+a sort the sequences of sort keys must be equal, and the documents of each run of equal
+keys (a tie group) must be the same multiset: a SORT stage breaks ties by _id, an index
+that provides the sort returns them in index order (plan.c note 6), and MongoDB leaves that
+order unspecified. A tie group that skip (the first) or limit (the last) cuts may hold
+other documents of that group: each of them must be one the whole sorted result (the scan
+run without skip and limit, qrun's "unlimited") has in that group.
 """
 import argparse
 import json
@@ -43,8 +47,20 @@ def canon(d):
     return json.dumps(d, sort_keys=True)
 
 
-def same(scan, got, sorted_, has_skip, has_limit):
-    """None when got agrees with scan, else the reason."""
+def groups(docs, keys):
+    """The tie groups of a sorted result: a list of (key, [canonical docs])."""
+    out = []
+    for d, k in zip(docs, keys):
+        if out and out[-1][0] == k:
+            out[-1][1].append(d)
+        else:
+            out.append((k, [d]))
+    return out
+
+
+def same(scan, got, sorted_, has_skip, has_limit, whole=None):
+    """None when got agrees with scan, else the reason. whole: the scan's run without skip
+    and limit (a sorted case with either), which says what a cut tie group may hold."""
     a, b = json.loads(scan), json.loads(got)
     if isinstance(b.get("ok"), dict):  # a count ({"$numberLong": n}), which drops the sort
         if "error" in a:               # and projection, so their errors do not apply
@@ -62,12 +78,30 @@ def same(scan, got, sorted_, has_skip, has_limit):
         if has_skip or has_limit:
             return None
         return None if sorted(da) == sorted(db) else "other documents"
-    # Sort ties are broken by _id whatever the plan (query.h), so with a sort the whole
-    # sequence must be the scan's, skip and limit included.
-    if da != db:
-        ka = a.get("keys", "").split() if a.get("keys") else []
-        kb = b.get("keys", "").split() if b.get("keys") else []
-        return "sort keys differ" if ka != kb else "ties in another order"
+    if da == db:
+        return None
+    ka = a.get("keys", "").split() if a.get("keys") else []
+    kb = b.get("keys", "").split() if b.get("keys") else []
+    if ka != kb or len(ka) != len(da):
+        return "sort keys differ"
+    ga, gb = groups(da, ka), groups(db, kb)
+    pool = {}
+    if whole is not None:
+        w = json.loads(whole)
+        wk = w.get("keys", "").split() if w.get("keys") else []
+        for k, docs in groups([canon(d) for d in w.get("ok", [])], wk):
+            pool.setdefault(k, []).extend(docs)
+    for i, ((k, xa), (_, xb)) in enumerate(zip(ga, gb)):
+        cut = (i == 0 and has_skip) or (i == len(ga) - 1 and has_limit)
+        if not cut:
+            if sorted(xa) != sorted(xb):
+                return "other documents among ties"
+            continue
+        left = list(pool.get(k, []))
+        for d in xb:
+            if d not in left:
+                return "a document not in its tie group"
+            left.remove(d)
     return None
 
 
@@ -78,6 +112,10 @@ def check(qrun, cases, where=None, verbose=False, show=10):
                           for c in cases])
     counted = run_qrun(qrun, [with_fields(c[0], {"autoindex": True, "allplans": True,
                                                 "count": True}) for c in cases])
+    cut = [i for i, c in enumerate(cases) if c[1] and (c[2] or c[3])]
+    wholes = dict(zip(cut, run_qrun(qrun, [with_fields(cases[i][0], {"keys": True,
+                                                                     "unlimited": True})
+                                          for i in cut]))) if cut else {}
     fails = runs = 0
     failed_cases = set()
     for i, c in enumerate(cases):
@@ -92,7 +130,7 @@ def check(qrun, cases, where=None, verbose=False, show=10):
             got.append(("count, hint " + p["plan"], json.dumps(p)))
         runs += len(got)
         for how, g in got:
-            why = same(scan[i], g, c[1], c[2], c[3])
+            why = same(scan[i], g, c[1], c[2], c[3], wholes.get(i))
             if why is None:
                 continue
             fails += 1

@@ -375,6 +375,7 @@ static void run_case(const bson_t *c)
 	struct store_coll coll;
 	bson_iter_t ixs;
 	bool have_ixs = false, want_cands = false, want_keys = false, autoidx = false;
+	bool unlimited = false;
 	bool want_all = false;
 	const char *explain = NULL, *format = NULL;
 	bson_t hint;
@@ -439,6 +440,8 @@ static void run_case(const bson_t *c)
 			want_all = bson_iter_as_bool(&it);
 		} else if (!strcmp(k, "keys")) {
 			want_keys = bson_iter_as_bool(&it);
+		} else if (!strcmp(k, "unlimited")) {
+			unlimited = bson_iter_as_bool(&it);
 		} else if (!strcmp(k, "skip")) {
 			if (int_opt(&it, &o.skip))
 				return print_error("case: ", "skip must be an integer");
@@ -454,6 +457,8 @@ static void run_case(const bson_t *c)
 	}
 	if (!have_docs)
 		return print_error("case: ", "docs is missing");
+	if (unlimited) /* the whole result that skip and limit would cut */
+		o.skip = o.limit = 0;
 	if (o.count_only) /* as query/<q>?count=1 runs a count */
 		o.sort = o.projection = NULL;
 
