@@ -242,6 +242,12 @@ enum fs_write_kind { FSW_UPDATE = 1, FSW_DELETE, FSW_BULK };
 int fs_write_kind_of(const char *name);
 /* Checks the grammar of a write path name (filter and options). */
 int fs_write_validate(const char *name, struct dfs_err *err);
+/* Whether request text for the write path name is complete, so that it runs at the write
+ * that completed it (and that write fails with its error, which bash's echo sees): an
+ * update/ body once it holds one whole value or cannot start one, a delete/ body once it
+ * holds anything but whitespace and is not an unfinished document. .bulk waits for the
+ * close (more lines may follow). */
+bool fs_write_complete(const char *name, const char *text, size_t len);
 /* Runs the write named by name with request text (an update document, anything for a
  * delete, JSON Lines of operations for .bulk) in db.coll, atomically, and appends MongoDB's
  * result (one JSON line) to out, also when the write failed (then {"ok": 0, ...} or a

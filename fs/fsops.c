@@ -160,6 +160,9 @@ struct fs_handle {
 	int wrc;		/* FH_WRITE: how it ended (0 or a dfs code) */
 	struct dfs_err werr;	/* FH_WRITE: its error */
 	off_t wend;		/* FH_WRITE: file offset where the request ended */
+	bool tried;		/* FH_ENTRY: a write reached this handle (fsop_release) */
+	size_t seq_len;		/* FH_ENTRY: bytes written in order from 0 (SIZE_MAX: not) */
+	size_t seq_checked;	/*   their length at the last early check (seq_prefix_bad) */
 	bool listing;		/* FH_DIR: a listing from offset 0 began, not yet ended */
 	struct fs_handle *prev, *next; /* the list of live handles (handles_lock) */
 };
@@ -434,7 +437,7 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 
 		dfs_buf_init(&b);
 		docfs_file_render((int)n->id, &b);
-		file_attr(st, n->ino, 0444, b.len, 0);
+		file_attr(st, n->ino, 0444, b.len, now_ns());
 		dfs_buf_release(&b);
 		*timeout = 0;
 		return 0;
@@ -452,26 +455,8 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 		*timeout = 0;
 		return 0;
 	}
-	case FSN_IXPENDING:
-		file_attr(st, n->ino, 0644, 0, 0);
-		*timeout = 0;
-		return 0;
-	case FSN_QUERY:
-	case FSN_EXPLAIN:
-		file_attr(st, n->ino, 0444, n->result_size, 0);
-		*timeout = 0;
-		return 0;
-	case FSN_WRITE:
-		file_attr(st, n->ino, 0644, 0, 0);
-		st->st_blksize = FS_MAX_WRITE;
-		*timeout = 0;
-		return 0;
-	case FSN_AGG:
-		file_attr(st, n->ino, 0444, n->result_size, 0);
-		*timeout = 0;
-		return 0;
 	case FSN_DEAD:
-		file_attr(st, n->ino, 0644, 0, 0);
+		file_attr(st, n->ino, 0644, 0, now_ns());
 		*timeout = 0;
 		return 0;
 	case FSN_SNAP_ROOT:
@@ -497,11 +482,27 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 		return rc;
 	if (n->kind == FSN_COLL || n->kind == FSN_INSERT || n->kind == FSN_QDIR ||
 	    n->kind == FSN_SAVED_DIR || n->kind == FSN_XDIR || n->kind == FSN_IXDIR ||
-	    n->kind == FSN_UDIR || n->kind == FSN_DDIR || n->kind == FSN_ADIR) {
+	    n->kind == FSN_UDIR || n->kind == FSN_DDIR || n->kind == FSN_ADIR ||
+	    n->kind == FSN_WRITE || n->kind == FSN_QUERY || n->kind == FSN_EXPLAIN ||
+	    n->kind == FSN_AGG || n->kind == FSN_IXPENDING) {
+		/* The fixed entries and computed files of a collection show its times and
+		 * owner, not 1970 and the daemon's. */
 		struct store_coll c;
 
 		rc = store_coll_by_id(t, n->coll, &c, err);
-		if (!rc && n->kind == FSN_COLL)
+		if (!rc && (n->kind == FSN_QUERY || n->kind == FSN_EXPLAIN || n->kind == FSN_AGG)) {
+			file_attr(st, n->ino, 0444, n->result_size, c.mtime_ns);
+			st->st_uid = c.uid;
+			st->st_gid = c.gid;
+			*timeout = 0;
+		} else if (!rc && (n->kind == FSN_WRITE || n->kind == FSN_IXPENDING)) {
+			file_attr(st, n->ino, 0644, 0, c.ctime_ns);
+			st->st_uid = c.uid;
+			st->st_gid = c.gid;
+			if (n->kind == FSN_WRITE)
+				st->st_blksize = FS_MAX_WRITE;
+			*timeout = 0;
+		} else if (!rc && n->kind == FSN_COLL)
 			dir_attr(st, n->ino, c.mode, c.uid, c.gid, c.mtime_ns, c.ctime_ns);
 		else if (!rc && (n->kind == FSN_QDIR || n->kind == FSN_XDIR || n->kind == FSN_ADIR))
 			dir_attr(st, n->ino, 0555, c.uid, c.gid, c.ctime_ns, c.ctime_ns);
@@ -511,6 +512,8 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 			dir_attr(st, n->ino, c.mode, c.uid, c.gid, c.mtime_ns, c.ctime_ns);
 		else if (!rc) {
 			file_attr(st, n->ino, 0644, 0, c.ctime_ns);
+			st->st_uid = c.uid;
+			st->st_gid = c.gid;
 			/* cat and other tools write st_blksize at a time: one request, one
 			 * transaction per MiB instead of per 128 KiB (insert.c note 3) */
 			st->st_blksize = FS_MAX_WRITE;
@@ -748,6 +751,8 @@ static void fsop_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, ESTALE);
 		return;
 	}
+	if (name_too_long(req, "name", name)) /* none can exist (POSIX: NAME_MAX) */
+		return;
 	n = lookup_node(p, name, &err);
 	if (!n) {
 		reply_dfs(req, &err, name);
@@ -1492,11 +1497,52 @@ static void fsop_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 }
 
+static bool blank(const char *data, size_t size)
+{
+	for (size_t i = 0; i < size; i++)
+		if (data[i] != ' ' && data[i] != '\n' && data[i] != '\t' && data[i] != '\r')
+			return false;
+	return true;
+}
+
+/* A document file written in order from offset 0 (h->seq_len bytes so far, h->lock held)
+ * fails the write that makes its bytes unable to start a document, not only the close
+ * (bash's echo ignores close()). The bytes are checked at the first write and then each
+ * time they doubled, so a large document costs at most two parses more; the close checks
+ * everything anyway. The written bytes stay in the buffer, so the close fails with the
+ * same message. */
+static bool seq_prefix_bad(struct fs_handle *h, size_t off, size_t size, struct dfs_err *err)
+{
+	bson_t doc = BSON_INITIALIZER;
+	int rc;
+
+	if (off == 0 && h->buf.len == size) /* from the start again (after O_TRUNC) */
+		h->seq_len = h->seq_checked = 0;
+	if (off != h->seq_len || h->buf.len != off + size) {
+		h->seq_len = SIZE_MAX; /* not sequential from 0: the close decides */
+		return false;
+	}
+	h->seq_len = off + size;
+	if (h->seq_checked && h->seq_len < 2 * h->seq_checked)
+		return false;
+	h->seq_checked = h->seq_len;
+	rc = store_codec_parse_doc(h->buf.data, h->buf.len, &doc, err);
+	bson_destroy(&doc);
+	if (rc == 0 || rc == DFS_EINCOMPLETE) {
+		dfs_err_clear(err);
+		return false;
+	}
+	if (h->node->kind == FSN_PENDING && h->node->pending_name)
+		dfs_err_prefix(err, "'%s': ", h->node->pending_name);
+	return true;
+}
+
 static void fsop_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t size, off_t off,
 		       struct fuse_file_info *fi)
 {
 	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
 	size_t end = (size_t)off + size;
+	struct dfs_err werr = {0};
 	int rc;
 
 	pthread_mutex_lock(&h->lock);
@@ -1517,6 +1563,14 @@ static void fsop_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t 
 	if (h->kind == FH_WRITE) {
 		/* A request is appended whatever the offset; after its result was made, a
 		 * new write starts the next request on the same descriptor. */
+		if (h->applied && blank(data, size)) {
+			/* the rest of a line after a request that ran (printf '%s\n' in two
+			 * writes): not a new request */
+			h->wend = off + (off_t)size;
+			pthread_mutex_unlock(&h->lock);
+			fuse_reply_write(req, size);
+			return;
+		}
 		if (h->applied) {
 			h->applied = false;
 			h->written = false;
@@ -1530,8 +1584,16 @@ static void fsop_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t 
 		dfs_buf_append(&h->buf, data, size);
 		h->written = true;
 		h->wend = off + (off_t)size;
+		/* An update or delete runs at the write that completes it, which then fails
+		 * with its error (wpath.c); the close fails too, as it would have. */
+		rc = 0;
+		if (fs_write_complete(h->node->pending_name, h->buf.data, h->buf.len))
+			rc = write_apply(h);
 		pthread_mutex_unlock(&h->lock);
-		fuse_reply_write(req, size);
+		if (rc)
+			fuse_reply_err(req, fs_errno(rc));
+		else
+			fuse_reply_write(req, size);
 		return;
 	}
 	if (h->kind != FH_ENTRY && h->kind != FH_IXSPEC) {
@@ -1539,6 +1601,7 @@ static void fsop_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t 
 		fuse_reply_err(req, EBADF);
 		return;
 	}
+	h->tried = true; /* even a write that fails: then no empty document at the release */
 	if (off < 0 || end > (h->is_doc || h->kind == FH_IXSPEC ? MAX_TEXT : MAX_SCRATCH)) {
 		pthread_mutex_unlock(&h->lock);
 		reply_msg(req, DFS_EFBIG, "write: file would be %zu bytes, over the limit", end);
@@ -1557,6 +1620,11 @@ static void fsop_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t 
 	memcpy(h->buf.data + off, data, size);
 	h->dirty = true;
 	h->written = true;
+	if (h->is_doc && seq_prefix_bad(h, (size_t)off, size, &werr)) {
+		pthread_mutex_unlock(&h->lock);
+		reply_dfs(req, &werr, "write");
+		return;
+	}
 	pthread_mutex_unlock(&h->lock);
 	fuse_reply_write(req, size);
 }
@@ -1648,6 +1716,21 @@ static void fsop_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
 	struct fs_node *n = h->node;
 	char name[FS_PENDING_NAME_CAP];
 
+	if (h->kind == FH_ENTRY && !h->tried && n->kind == FSN_PENDING) {
+		/* Created and closed without a write (touch, `: > new.json`, cp of an empty
+		 * file): the empty document {_id: <from the name>}, so that a create that
+		 * succeeded leaves its file. Done at the release, not the flush: a shell
+		 * flushes a redirection's file before the command writes to it. */
+		struct dfs_err err = {0};
+
+		pthread_mutex_lock(&h->lock);
+		dfs_buf_reset(&h->buf);
+		dfs_buf_puts(&h->buf, "{}");
+		h->dirty = h->written = true;
+		if (handle_commit(req, h, &err))
+			fs_errlog_add("create: %s", err.msg);
+		pthread_mutex_unlock(&h->lock);
+	}
 	if (pending_drop(n, FSN_PENDING, name, sizeof(name))) {
 		/* Never written validly: the name goes away again. */
 		uint64_t parent = fs_node_touch_ino(fs_ino_entry(n->db, n->coll));

@@ -2,7 +2,9 @@
  * wpath.c - the write paths of a collection: "update/<q>", "delete/<q>" and ".bulk[?opts]".
  * A script writes a request to one of them (an update document, anything for a delete, JSON
  * Lines of operations for .bulk) and may read MongoDB's result back on the same open file;
- * the write runs once, at that first read or else when the file is closed. This file parses
+ * the write runs once: an update or delete at the write that completes its request (so
+ * that write fails with the error: bash's echo ignores close()), else at the first read or
+ * when the file is closed. This file parses
  * the path grammar and the request text and renders the result; the writes themselves are
  * query/write.c's and the FUSE plumbing is fsops.c's.
  *
@@ -267,6 +269,26 @@ static void render_error(const struct dfs_err *e, struct dfs_buf *out)
 	BSON_APPEND_UTF8(&d, "codeName", e->code == DFS_EEXIST ? "DuplicateKey" : "BadValue");
 	render_line(&d, out);
 	bson_destroy(&d);
+}
+
+bool fs_write_complete(const char *name, const char *text, size_t len)
+{
+	int kind = fs_write_kind_of(name);
+	size_t i = 0, used;
+	bson_t doc = BSON_INITIALIZER;
+	int rc;
+
+	if (kind != FSW_UPDATE && kind != FSW_DELETE)
+		return false;
+	while (i < len && (text[i] == ' ' || text[i] == '\n' || text[i] == '\t' || text[i] == '\r'))
+		i++;
+	if (i == len)
+		return false; /* nothing yet: an empty request runs at the close */
+	if (kind == FSW_DELETE && text[i] != '{')
+		return true; /* "write anything" */
+	rc = store_codec_parse_next(text, len, 1, &used, &doc, NULL);
+	bson_destroy(&doc);
+	return rc != DFS_EINCOMPLETE && rc != DFS_ENOENT;
 }
 
 int fs_write_run(struct store_db *db, int64_t coll, const char *name, const char *text,

@@ -1674,6 +1674,42 @@ END_TEST
  * codes (leaving out empty), and whatever parses renders back to text that parses to the same
  * bytes.
  */
+/* Every proper prefix of a shell-literal document is incomplete, not an error: a document
+ * file written in pieces (the kernel cuts writes anywhere, even inside a UTF-8 sequence or a
+ * constructor's name) fails early only once its bytes can start no document. */
+START_TEST(test_store_codec_parse_next_shell_prefixes_incomplete)
+{
+	static const char *const docs[] = {
+	    "{a: NumberLong(5), b: ObjectId(\"5f1d7a2b9c8e4d3f2a1b0c9d\"), c: /x\\/y/i}",
+	    "{d: ISODate(\"2020-01-01T00:00:00Z\"), e: 'caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80',"
+	    " f: MinKey, g: MaxKey, h: [1, 2.5, -3e2,], i: Timestamp(1, 2),}",
+	    "{\"s\": \"a\\u00e9\\n\\\"\", t: NumberDecimal(\"1.10\"), u: BinData(0, \"AQI=\"),"
+	    " v: UUID(\"0123456789abcdef0123456789abcdef\"), w: new Date(0), /* c */ x: true}",
+	    "{_id: {$oid: \"5f1d7a2b9c8e4d3f2a1b0c9d\"}, n: {$numberLong: \"7\"}, y: null, z: false}",
+	};
+
+	for (size_t d = 0; d < sizeof(docs) / sizeof(docs[0]); d++) {
+		size_t len = strlen(docs[d]), used;
+		struct dfs_err err = {0};
+		bson_t back;
+
+		bson_init(&back);
+		ck_assert_msg(store_codec_parse_next(docs[d], len, 1, &used, &back, &err) == 0,
+			      "doc %zu: %s", d, err.msg);
+		bson_destroy(&back);
+		for (size_t cut = 1; cut < len; cut++) {
+			int rc;
+
+			bson_init(&back);
+			rc = store_codec_parse_next(docs[d], cut, 1, &used, &back, &err);
+			ck_assert_msg(rc == DFS_EINCOMPLETE, "doc %zu prefix %.*s: rc %d %s", d,
+				      (int)cut, docs[d], rc, err.msg);
+			bson_destroy(&back);
+		}
+	}
+}
+END_TEST
+
 START_TEST(test_store_codec_parse_doc_mutations_never_crash)
 {
 	static const char junk[] = "{}[]:,\"'\\/*$.-+eE0123456789aZ \n\t\x01\x80\xc3\xff";
@@ -1943,6 +1979,7 @@ static Suite *codec_suite(void)
 	tcase_add_test(p, test_store_codec_parse_next_json_lines);
 	tcase_add_test(p, test_store_codec_parse_next_incomplete);
 	tcase_add_test(p, test_store_codec_parse_next_every_prefix_incomplete);
+	tcase_add_test(p, test_store_codec_parse_next_shell_prefixes_incomplete);
 	tcase_add_test(p, test_store_codec_parse_doc_mutations_never_crash);
 	tcase_set_timeout(p, 300);
 	tcase_add_test(r, test_store_codec_render_pretty_layout);
