@@ -55,6 +55,11 @@ static const char usage_text[] =
 	"      Print the plan of a find or a pipeline, as reading DB/COLL/explain/QUERY in a\n"
 	"      mount does: QUERY is '<filter>[?sort=..&limit=..&hint=..&verbosity=..&format=..]',\n"
 	"      '[<stage>, ...][?verbosity=..&format=..]' (a pipeline) or '@name'.\n"
+	"  capped STORE DB.COLL SIZE [MAX]\n"
+	"      Make the collection capped (MongoDB's convertToCapped; created if needed): at\n"
+	"      most SIZE bytes of BSON (rounded up to a multiple of 256, at least 4096) and\n"
+	"      MAX documents; the oldest documents past either limit are removed, now and at\n"
+	"      every insert. Prints the collection's options.\n"
 	"  check STORE\n"
 	"      Verify SQLite integrity and the store's invariants; exit 0 when sound.\n"
 	"  generate TEMPLATE [-n N] [--seed S]\n"
@@ -596,6 +601,56 @@ static int cmd_index(int argc, char **argv)
 	return fflush(stdout) == 0 ? 0 : fail("index", "write error: %s", strerror(errno));
 }
 
+/* A whole non-negative decimal number of argv, or -1. */
+static int64_t count_arg(const char *a)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(a, &end, 10);
+	if (errno || end == a || *end || v < 0)
+		return -1;
+	return (int64_t)v;
+}
+
+static int cmd_capped(int argc, char **argv)
+{
+	struct dfs_err err = {0};
+	struct store *s = NULL;
+	struct store_db *db;
+	struct store_coll c;
+	struct store_txn *t = NULL;
+	int64_t size, max = 0;
+	int rc;
+
+	if (argc != 4 && argc != 5)
+		return fail("capped", "needs STORE, DB.COLL and SIZE, and optionally MAX (see "
+				      "docfs --help)");
+	if ((size = count_arg(argv[3])) <= 0)
+		return fail("capped", "SIZE '%s' must be a positive number of bytes", argv[3]);
+	if (argc == 5 && (max = count_arg(argv[4])) < 0)
+		return fail("capped", "MAX '%s' must be a number of documents (0: no limit)",
+			    argv[4]);
+	rc = open_coll(argv[1], argv[2], true, &s, &db, &c, &err);
+	if (!rc)
+		rc = store_txn_begin(db, true, &t, &err);
+	if (!rc)
+		rc = store_coll_set_capped(t, c.id, size, max, &err);
+	if (!rc)
+		rc = store_coll_by_id(t, c.id, &c, &err);
+	if (!rc)
+		rc = store_txn_commit(t, &err);
+	else if (t)
+		store_txn_abort(t);
+	store_free(s);
+	if (rc)
+		return fail("capped", "%s", err.msg);
+	printf("{\"capped\": true, \"size\": %lld, \"max\": %lld, \"count\": %lld}\n",
+	       (long long)c.cap_size, (long long)c.cap_max, (long long)c.cap_count);
+	return fflush(stdout) == 0 ? 0 : fail("capped", "write error: %s", strerror(errno));
+}
+
 static int cmd_explain(int argc, char **argv)
 {
 	struct dfs_err err = {0};
@@ -1121,6 +1176,8 @@ int fs_main(int argc, char **argv)
 		return cmd_import(argc - 1, argv + 1);
 	if (strcmp(cmd, "export") == 0)
 		return cmd_export(argc - 1, argv + 1);
+	if (strcmp(cmd, "capped") == 0)
+		return cmd_capped(argc - 1, argv + 1);
 	if (strcmp(cmd, "check") == 0)
 		return cmd_check(argc - 1, argv + 1);
 	if (strcmp(cmd, "generate") == 0)

@@ -130,9 +130,9 @@ static const char *const migrate_3_4_sql =
 static const char *const stmt_sql[ST__COUNT] = {
 	[ST_META_GET] = "SELECT v FROM meta WHERE k = ?1",
 	[ST_META_SET] = "INSERT OR REPLACE INTO meta(k, v) VALUES(?1, ?2)",
-	[ST_COLL_FIND] = "SELECT id, name, ctime, mtime, mode, uid, gid FROM colls WHERE name = ?1",
-	[ST_COLL_BY_ID] = "SELECT id, name, ctime, mtime, mode, uid, gid FROM colls WHERE id = ?1",
-	[ST_COLL_LIST] = "SELECT id, name, ctime, mtime, mode, uid, gid FROM colls ORDER BY name",
+	[ST_COLL_FIND] = "SELECT id, name, ctime, mtime, mode, uid, gid, options FROM colls WHERE name = ?1",
+	[ST_COLL_BY_ID] = "SELECT id, name, ctime, mtime, mode, uid, gid, options FROM colls WHERE id = ?1",
+	[ST_COLL_LIST] = "SELECT id, name, ctime, mtime, mode, uid, gid, options FROM colls ORDER BY name",
 	[ST_COLL_INSERT] = "INSERT INTO colls(id, name, ctime, mtime, mode, uid, gid)"
 			   " VALUES(?1, ?2, ?3, ?3, ?4, ?5, ?6)",
 	[ST_COLL_RENAME] = "UPDATE colls SET name = ?2, mtime = ?3 WHERE id = ?1",
@@ -140,6 +140,8 @@ static const char *const stmt_sql[ST__COUNT] = {
 	[ST_COLL_SETATTR] = "UPDATE colls SET mode = ?2, uid = ?3, gid = ?4 WHERE id = ?1",
 	[ST_COLL_NDOCS] = "SELECT count(*) FROM docs WHERE coll = ?1",
 	[ST_COLL_NFILES] = "SELECT count(*) FROM files WHERE coll = ?1",
+	[ST_COLL_OPTIONS] = "UPDATE colls SET options = ?2 WHERE id = ?1",
+	[ST_DOC_BSON_LEN] = "SELECT length(bson) FROM docs WHERE id = ?1",
 	[ST_DOC_BY_KEY] = "SELECT id, coll, name, size, mode, uid, gid, mtime, ctime FROM docs"
 			  " WHERE coll = ?1 AND key = ?2",
 	[ST_DOC_BY_ID] = "SELECT id, coll, name, size, mode, uid, gid, mtime, ctime FROM docs"
@@ -1252,6 +1254,7 @@ static void coll_from_row(sqlite3_stmt *st, struct store_coll *c)
 	c->mode = (uint32_t)sqlite3_column_int64(st, 4);
 	c->uid = (uint32_t)sqlite3_column_int64(st, 5);
 	c->gid = (uint32_t)sqlite3_column_int64(st, 6);
+	store__capped_decode(sqlite3_column_blob(st, 7), sqlite3_column_bytes(st, 7), c);
 }
 
 static int coll_get(struct store_txn *t, enum store__st which, const char *name, int64_t id,

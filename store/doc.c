@@ -698,6 +698,14 @@ static int doc_insert_row(struct store_txn *t, int64_t coll, const bson_t *doc, 
 	}
 	if ((rc = store__ix_apply(t, err)))
 		return rc;
+	{
+		bool capped;
+
+		if ((rc = store__capped_is(t, coll, &capped, err)))
+			return rc;
+		if (capped && (rc = store__capped_note(t, coll, 1, doc->len, id, err)))
+			return rc;
+	}
 	if (t->inserts_logged != coll) {
 		if ((rc = store__change(t, coll, STORE_CH_INSERTS, 0, NULL, err)))
 			return rc;
@@ -773,10 +781,15 @@ static int doc_update(struct store_txn *t, struct store_entry *e, const bson_t *
 		      int64_t mtime_ns, struct dfs_err *err)
 {
 	sqlite3_stmt *st;
-	int64_t size, now = store__now_ns();
+	int64_t size, now = store__now_ns(), oldlen = 0;
+	bool capped;
 	int rc;
 
 	if ((rc = store_doc_rendered_len(doc, &t->scratch, &size, err)))
+		return rc;
+	if ((rc = store__capped_is(t, e->coll, &capped, err)))
+		return rc;
+	if (capped && (rc = store__doc_bson_len(t, e->id, &oldlen, err)))
 		return rc;
 	if ((rc = store__ix_prepare(t, e->coll, e->coll, e->id, doc, err)))
 		return rc;
@@ -792,6 +805,9 @@ static int doc_update(struct store_txn *t, struct store_entry *e, const bson_t *
 	if (rc != SQLITE_DONE)
 		return store__sqlerr(t, rc, "update document", err);
 	if ((rc = store__ix_apply(t, err)))
+		return rc;
+	if (capped && (rc = store__capped_note(t, e->coll, 0, (int64_t)doc->len - oldlen, e->id,
+					       err)))
 		return rc;
 	e->size = size;
 	e->mtime_ns = mtime_ns ? mtime_ns : now;
@@ -853,8 +869,16 @@ int store_doc_write_text(struct store_txn *t, int64_t coll, const char *name, co
 static int row_delete(struct store_txn *t, const struct store_entry *e, struct dfs_err *err)
 {
 	sqlite3_stmt *st;
+	int64_t len = 0;
+	bool capped = false;
 	int rc;
 
+	if (e->kind == STORE_KIND_DOC) {
+		if ((rc = store__capped_is(t, e->coll, &capped, err)))
+			return rc;
+		if (capped && (rc = store__doc_bson_len(t, e->id, &len, err)))
+			return rc;
+	}
 	if (e->kind == STORE_KIND_DOC && (rc = store__ix_prepare(t, e->coll, 0, e->id, NULL, err)))
 		return rc;
 	st = store__stmt(t, e->kind == STORE_KIND_DOC ? ST_DOC_DELETE : ST_FILE_DELETE, err);
@@ -865,6 +889,8 @@ static int row_delete(struct store_txn *t, const struct store_entry *e, struct d
 	if (rc != SQLITE_DONE)
 		return store__sqlerr(t, rc, "delete", err);
 	if (e->kind == STORE_KIND_DOC && (rc = store__ix_apply(t, err)))
+		return rc;
+	if (capped && (rc = store__capped_note(t, e->coll, -1, -len, 0, err)))
 		return rc;
 	return store__change(t, e->coll, STORE_CH_DEL, e->id, e->name, err);
 }
@@ -1003,9 +1029,22 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 		char name[256];
 		int64_t size;
 		sqlite3_stmt *st;
+		bool cap_src, cap_dst;
+		int64_t oldlen;
 
+		/* A capped collection keeps its documents in insertion order and counts
+		 * them (capped.c): a document cannot move in or out of one. */
+		if ((rc = store__capped_is(t, src.coll, &cap_src, err)) ||
+		    (rc = store__capped_is(t, newcoll, &cap_dst, err)))
+			return rc;
+		if ((cap_src || cap_dst) && src.coll != newcoll)
+			return dfs_err_set(err, DFS_EPERM,
+					   "'%s': a document cannot move into or out of a capped "
+					   "collection",
+					   src.name);
 		if ((rc = store_doc_get(t, id, &doc, err)))
 			return rc;
+		oldlen = (int64_t)doc.len;
 		{
 			bson_t idn;
 
@@ -1050,6 +1089,9 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 			goto doc_done;
 		}
 		if ((rc = store__ix_apply(t, err)))
+			goto doc_done;
+		if (cap_src && (rc = store__capped_note(t, src.coll, 0,
+							(int64_t)renamed.len - oldlen, id, err)))
 			goto doc_done;
 		rc = store__change(t, src.coll, STORE_CH_DEL, id, src.name, err);
 		if (!rc)

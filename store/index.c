@@ -2133,8 +2133,19 @@ int store_index_create(struct store_txn *t, int64_t coll, const bson_t *spec, ch
 		       size_t name_cap, void (*progress)(void *ctx, int64_t done, int64_t total),
 		       void *ctx, struct dfs_err *err)
 {
+	bson_iter_t it;
 	int rc, src;
 
+	if (bson_iter_init_find(&it, spec, "expireAfterSeconds")) {
+		bool capped;
+
+		if ((rc = store__capped_is(t, coll, &capped, err)))
+			return rc;
+		if (capped)
+			return dfs_err_set(err, DFS_EINVAL,
+					   "a TTL index (expireAfterSeconds) cannot be created on a "
+					   "capped collection");
+	}
 	if (!t->write)
 		return create(t, coll, spec, name_out, name_cap, progress, ctx, err);
 	/* A failure leaves the caller's transaction as it was: the definition, the entries

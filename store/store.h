@@ -264,6 +264,9 @@ struct store_coll {
 	char name[DFS_MAX_NS_NAME + 1]; /* collection name */
 	int64_t ctime_ns, mtime_ns;	/* creation, last change of the directory */
 	uint32_t mode, uid, gid;	/* directory attributes */
+	bool capped;			/* a capped collection (capped.c): */
+	int64_t cap_size, cap_max;	/*   its size in bytes and most documents (0: any) */
+	int64_t cap_bytes, cap_count;	/*   the BSON bytes and documents it holds */
 };
 
 int store_coll_find(struct store_txn *t, const char *name, struct store_coll *out,
@@ -401,6 +404,26 @@ int store_cursor_open(struct store_txn *t, int64_t coll, struct store_cursor **o
  * free) and *id its entry id; DFS_ENOENT at the end. */
 int store_cursor_next(struct store_cursor *c, bson_t *doc, int64_t *id, struct dfs_err *err);
 void store_cursor_free(struct store_cursor *c);
+
+/* ---- capped collections (capped.c) ------------------------------------------------- */
+
+/*
+ * A capped collection holds at most cap_size bytes of BSON and (when cap_max > 0) cap_max
+ * documents; every insert past either limit removes the oldest documents ($natural order:
+ * the order of entry ids, which is insertion order) in the same transaction, through the
+ * ordinary delete (index entries, change feed). MongoDB 5.3+ semantics: updates that change
+ * a document's size and deletes are allowed. The limits live in colls.options.
+ */
+#define STORE_CAPPED_MIN 4096 /* the smallest size (rounded up to a multiple of 256) */
+
+/* Makes coll capped (MongoDB's create {capped: true, size, max} and convertToCapped): size
+ * is rounded up to a multiple of 256 and to at least STORE_CAPPED_MIN; max 0 means no count
+ * limit. Documents past the limits are removed now, oldest first. Errors: DFS_EINVAL (size
+ * not positive, max negative, a TTL index on coll, a document larger than the size). */
+int store_coll_set_capped(struct store_txn *t, int64_t coll, int64_t size, int64_t max,
+			  struct dfs_err *err);
+/* The rounded size store_coll_set_capped keeps for size. */
+int64_t store_capped_round(int64_t size);
 
 /* ---- the change feed (db.c) -------------------------------------------------------- */
 

@@ -26,6 +26,8 @@ enum store__st {
 	ST_COLL_SETATTR,
 	ST_COLL_NDOCS,
 	ST_COLL_NFILES,
+	ST_COLL_OPTIONS,
+	ST_DOC_BSON_LEN,
 	ST_DOC_BY_KEY,
 	ST_DOC_BY_ID,
 	ST_DOC_BSON,
@@ -142,6 +144,8 @@ struct store_txn {
 	bool dc_known;		    /* dc_seq was read (dcache.c note 2) */
 	int64_t dc_seq;		    /* the feed's last seq in this snapshot */
 	struct store__run run;	    /* the current run (doc.c note 5) */
+	int64_t cap_coll;	    /* collection whose capped state is known (0: none) */
+	bool cap_on;		    /*   whether it is capped (capped.c) */
 };
 
 /* ---- the document cache (dcache.c) ---- */
@@ -183,6 +187,19 @@ int store__change_last(struct store_txn *t, int64_t *seq, struct dfs_err *err);
 int store__change(struct store_txn *t, int64_t coll, int op, int64_t id, const char *name,
 		  struct dfs_err *err);
 int64_t store__now_ns(void);
+
+/* ---- capped collections (capped.c) ---- */
+/* Whether collection coll is capped (cached in t). */
+int store__capped_is(struct store_txn *t, int64_t coll, bool *on, struct dfs_err *err);
+/* The BSON length of document id. */
+int store__doc_bson_len(struct store_txn *t, int64_t id, int64_t *len, struct dfs_err *err);
+/* Counts dcount documents and dbytes bytes more (or fewer) into capped collection coll;
+ * when it grew, removes its oldest documents past its limits, never document keep (a
+ * document over the whole size is an error). Callers check store__capped_is first. */
+int store__capped_note(struct store_txn *t, int64_t coll, int64_t dcount, int64_t dbytes,
+		       int64_t keep, struct dfs_err *err);
+/* Decodes colls.options (a BSON blob, or NULL) into c's capped fields. */
+void store__capped_decode(const void *blob, int len, struct store_coll *c);
 /* Opens a private connection to a database file (for check.c). */
 int store__conn_open(const char *path, bool create, struct store__conn **out, struct dfs_err *err);
 void store__conn_close(struct store__conn *c);
