@@ -151,6 +151,18 @@ bool fs_index_name_ok(const char *name);
  * one line without the final newline). */
 int fs_index_render(struct store_txn *t, int64_t coll, const char *name, bool pretty,
 		    struct dfs_buf *out, struct dfs_err *err);
+/* ---- options.c: the .options file of a collection ---------------------------------- */
+
+/* Appends what .options shows: MongoDB's collection options ({} or {"capped": true,
+ * "size": N, "max": M}), one line. */
+int fs_options_render(struct store_txn *t, int64_t coll, struct dfs_buf *out,
+		      struct dfs_err *err);
+/* Applies text written to .options in one write transaction of db: {capped: true, size,
+ * max} makes an empty collection capped; the options it already has are accepted again
+ * (a file read and written back changes nothing); anything else is DFS_EINVAL naming what. */
+int fs_options_apply(struct store_db *db, int64_t coll, const char *text, size_t len,
+		     struct dfs_err *err);
+
 /* Parses the text of an index file (a spec in the shell-literal syntax) into out
  * (initialised, empty). */
 int fs_index_spec_parse(const char *text, size_t len, bson_t *out, struct dfs_err *err);
@@ -305,6 +317,7 @@ enum fs_node_kind {
 	FSN_WRITE,	/* a write path: pending_name is "update/<q>", "delete/<q>", ".bulk?.." */
 	FSN_DEAD,	/* unlinked or replaced while the kernel still holds it: writes to it
 			 * go nowhere, as on any unlinked file */
+	FSN_OPTIONS,	/* "/<db>/<coll>/.options": the collection's options (options.c) */
 };
 
 struct fs_node {

@@ -114,7 +114,7 @@ enum fh_kind {
 static const struct {
 	const char *name;
 	int kind;   /* enum fs_node_kind */
-	unsigned k; /* st_ino discriminator (fs_ino_special) */
+	unsigned k; /* st_ino discriminator (fs_ino_special): 1..15, each once */
 } coll_fixed[] = {
 	{".insert", FSN_INSERT, 1},	/* bulk insert */
 	{"query", FSN_QDIR, 2},		/* finds */
@@ -125,6 +125,7 @@ static const struct {
 	{"update", FSN_UDIR, 10},	/* update paths */
 	{"delete", FSN_DDIR, 11},	/* delete paths */
 	{".bulk", FSN_WRITE, 12},	/* bulk writes */
+	{".options", FSN_OPTIONS, 9},	/* collection options (options.c) */
 };
 #define NFIXED (sizeof(coll_fixed) / sizeof(coll_fixed[0]))
 
@@ -484,7 +485,7 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 	    n->kind == FSN_SAVED_DIR || n->kind == FSN_XDIR || n->kind == FSN_IXDIR ||
 	    n->kind == FSN_UDIR || n->kind == FSN_DDIR || n->kind == FSN_ADIR ||
 	    n->kind == FSN_WRITE || n->kind == FSN_QUERY || n->kind == FSN_EXPLAIN ||
-	    n->kind == FSN_AGG || n->kind == FSN_IXPENDING) {
+	    n->kind == FSN_AGG || n->kind == FSN_IXPENDING || n->kind == FSN_OPTIONS) {
 		/* The fixed entries and computed files of a collection show its times and
 		 * owner, not 1970 and the daemon's. */
 		struct store_coll c;
@@ -494,6 +495,16 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 			file_attr(st, n->ino, 0444, n->result_size, c.mtime_ns);
 			st->st_uid = c.uid;
 			st->st_gid = c.gid;
+			*timeout = 0;
+		} else if (!rc && n->kind == FSN_OPTIONS) {
+			struct dfs_buf b;
+
+			dfs_buf_init(&b);
+			rc = fs_options_render(t, n->coll, &b, err);
+			file_attr(st, n->ino, 0644, b.len, c.ctime_ns);
+			st->st_uid = c.uid;
+			st->st_gid = c.gid;
+			dfs_buf_release(&b);
 			*timeout = 0;
 		} else if (!rc && (n->kind == FSN_WRITE || n->kind == FSN_IXPENDING)) {
 			file_attr(st, n->ino, 0644, 0, c.ctime_ns);
@@ -565,7 +576,7 @@ static void reply_entry(fuse_req_t req, struct fs_node *n)
 	ep.entry_timeout = n->kind == FSN_DOCFS_FILE || n->kind == FSN_QUERY ||
 					   n->kind == FSN_EXPLAIN || n->kind == FSN_INDEX ||
 					   n->kind == FSN_IXPENDING || n->kind == FSN_WRITE ||
-					   n->kind == FSN_AGG
+					   n->kind == FSN_AGG || n->kind == FSN_OPTIONS
 				   ? 0
 				   : LONG_TIMEOUT;
 	/* A ref under /.snapshots may move to another commit at the next snapshot. */
@@ -1030,6 +1041,14 @@ static int ix_commit(struct fs_handle *h, struct dfs_err *err)
 
 	if (!h->written)
 		return 0;
+	if (n->kind == FSN_OPTIONS) {
+		rc = fs_options_apply(n->db, n->coll, h->buf.data ? h->buf.data : "", h->buf.len,
+				      err);
+		if (rc)
+			return dfs_err_prefix(err, "'.options': ");
+		h->written = false;
+		return 0;
+	}
 	if (n->kind != FSN_IXPENDING && n->kind != FSN_INDEX) {
 		h->written = false; /* unlinked while open: nowhere to go */
 		return 0;
@@ -1232,6 +1251,30 @@ static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		h = handle_new(FH_IXSPEC, n);
 		fi->direct_io = 1;
 		break;
+	case FSN_OPTIONS: {
+		/* Read: the options; written: a spec-like buffer applied at the flush
+		 * (ix_commit), like an index file. */
+		struct store_txn *t;
+		int rc = 0;
+		bool wr = (fi->flags & O_ACCMODE) != O_RDONLY;
+
+		h = handle_new(wr ? FH_IXSPEC : FH_TEXT, n);
+		fi->direct_io = 1;
+		if (wr && (fi->flags & O_TRUNC))
+			break;
+		rc = store_txn_begin(n->db, false, &t, &err);
+		if (!rc) {
+			rc = fs_options_render(t, n->coll, &h->buf, &err);
+			store_txn_abort(t);
+		}
+		if (rc) {
+			handle_free(h);
+			dfs_err_prefix(&err, "'.options': ");
+			reply_dfs(req, &err, "open");
+			return;
+		}
+		break;
+	}
 	case FSN_ENTRY: {
 		struct store_entry e;
 		struct store_txn *t;
@@ -1976,11 +2019,11 @@ static void fsop_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int 
 			return;
 		}
 		if (n->kind != FSN_ENTRY && n->kind != FSN_PENDING && n->kind != FSN_INSERT &&
-		    n->kind != FSN_DEAD && n->kind != FSN_WRITE) {
+		    n->kind != FSN_DEAD && n->kind != FSN_WRITE && n->kind != FSN_OPTIONS) {
 			fuse_reply_err(req, EISDIR);
 			return;
 		}
-		if (n->kind == FSN_INSERT || n->kind == FSN_WRITE)
+		if (n->kind == FSN_INSERT || n->kind == FSN_WRITE || n->kind == FSN_OPTIONS)
 			goto attrs; /* "> .insert" truncates nothing */
 		if (attr->st_size < 0 || size > MAX_SCRATCH) {
 			fuse_reply_err(req, EFBIG);
@@ -2369,10 +2412,11 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 			double timeout;
 
 			st.st_ino = fs_ino_special(d->db, d->coll, coll_fixed[i].k);
-			st.st_mode =
-				coll_fixed[i].kind == FSN_INSERT || coll_fixed[i].kind == FSN_WRITE
-					? S_IFREG | 0644
-					: S_IFDIR | 0755;
+			st.st_mode = coll_fixed[i].kind == FSN_INSERT ||
+						     coll_fixed[i].kind == FSN_WRITE ||
+						     coll_fixed[i].kind == FSN_OPTIONS
+					     ? S_IFREG | 0644
+					     : S_IFDIR | 0755;
 			if (plus) {
 				if (f.used + fuse_add_direntry_plus(req, NULL, 0,
 								    coll_fixed[i].name, NULL, 0) >

@@ -2,8 +2,9 @@
 # capped.sh - capped collections through the mount and the CLI: `docfs capped` (MongoDB's
 # convertToCapped), eviction of the oldest documents by count and by size on every insert
 # (.insert, a new document file), $natural order, and the refusals that change nothing (a
-# document over the whole size, a TTL index, moving a document out). Not yet built: the
-# .options file and tailable reads (README.md says so).
+# document over the whole size, a TTL index, moving a document out), and the .options
+# file: read back, written at creation, refused with a reason otherwise. Not yet built:
+# tailable reads (README.md says so).
 . "$(dirname "$0")/lib.sh"
 "$DOCFS" capped "$STORE" logs.events 4096 3 > "$T/out" || fail "docfs capped failed"
 expect_eq "$(jq -c . "$T/out")" '{"capped":true,"size":4096,"max":3,"count":0}' "docfs capped prints the options"
@@ -44,6 +45,32 @@ tail -n1 "$MNT/.docfs/errors" | grep -q "capped" || fail "no clear TTL error: $(
 mkdir "$MNT/logs/plain"
 expect_fail "mv of a document out of a capped collection" mv "$C/5.json" "$MNT/logs/plain/5.json"
 [ -e "$C/5.json" ] || fail "the refused mv moved the document"
+step ".options: read back, written at creation, refused otherwise"
+expect_eq "$(cat "$C/.options")" '{"capped": true, "size": 4096, "max": 3}' "options of a capped collection"
+expect_eq "$(stat -c %s "$C/.options")" "$(cat "$C/.options" | wc -c)" "st_size of .options"
+expect_eq "$(cat "$MNT/logs/plain/.options")" '{}' "options of a plain collection"
+ls -a "$C" | grep -qx .options || fail "no .options in the listing"
+mkdir "$MNT/logs/ring"
+echo '{capped: true, size: 5000, max: 2}' > "$MNT/logs/ring/.options"
+expect_eq "$(jq -c . "$MNT/logs/ring/.options")" '{"capped":true,"size":5120,"max":2}' "capped at creation (size rounded up)"
+printf '{"_id": %d}\n' 1 2 3 > "$MNT/logs/ring/.insert"
+expect_eq "$(ls "$MNT/logs/ring" | grep -c '\.json$')" "2" "max 2 holds"
+cp "$MNT/logs/ring/.options" "$T/opts" && cp "$T/opts" "$MNT/logs/ring/.options" || fail "writing the same options back"
+bad() {
+	if /usr/bin/printf '%s' "$2" > "$1" 2>/dev/null; then
+		fail "writing '$2' to $1 succeeded"
+	fi
+	tail -n1 "$MNT/.docfs/errors" | grep -q "$3" || fail "no error naming '$3': $(tail -n1 "$MNT/.docfs/errors")"
+}
+bad "$MNT/logs/plain/.options" '{capped: true}' "'size' field is required"
+bad "$MNT/logs/plain/.options" '{capped: true, size: 4096, colour: 1}' "unknown collection option 'colour'"
+bad "$MNT/logs/ring/.options" '{}' "cannot be uncapped"
+bad "$MNT/logs/ring/.options" '{capped: true, size: 99999}' "cannot change"
+printf '{"_id": 1}\n' > "$MNT/logs/plain/.insert"
+bad "$MNT/logs/plain/.options" '{capped: true, size: 4096}' "docfs capped"
+expect_eq "$(cat "$MNT/logs/plain/.options")" '{}' "refused writes changed nothing"
+expect_fail "rm .options" rm "$C/.options"
+
 unmount_docfs
 "$DOCFS" check "$STORE" > /dev/null || fail "docfs check after capped writes"
 echo ok
