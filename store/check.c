@@ -188,6 +188,45 @@ static void check_runs(struct check_ctx *cc, const char *db, sqlite3 *h)
 	}
 }
 
+/* capped.c note 1: the totals a capped collection keeps are what it holds, within its
+ * limits. */
+static void check_capped(struct check_ctx *cc, const char *db, sqlite3 *h)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(h,
+			       "SELECT c.id, c.name, c.options, (SELECT count(*) FROM docs d WHERE"
+			       " d.coll = c.id), (SELECT coalesce(sum(length(d.bson)), 0) FROM docs d"
+			       " WHERE d.coll = c.id) FROM colls c WHERE c.options IS NOT NULL",
+			       -1, &st, NULL) != SQLITE_OK) {
+		problem(cc, "%s: cannot read collection options: %s", db, sqlite3_errmsg(h));
+		return;
+	}
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct store_coll c;
+		const char *name = (const char *)sqlite3_column_text(st, 1);
+		long long count = sqlite3_column_int64(st, 3), bytes = sqlite3_column_int64(st, 4);
+
+		memset(&c, 0, sizeof(c));
+		store__capped_decode(sqlite3_column_blob(st, 2), sqlite3_column_bytes(st, 2), &c);
+		if (!c.capped)
+			continue;
+		if (c.cap_count != count || c.cap_bytes != bytes)
+			problem(cc,
+				"%s: capped collection '%s' counts %lld documents of %lld bytes but"
+				" holds %lld of %lld bytes",
+				db, name ? name : "", (long long)c.cap_count, (long long)c.cap_bytes,
+				count, bytes);
+		if (bytes > c.cap_size || (c.cap_max > 0 && count > c.cap_max))
+			problem(cc, "%s: capped collection '%s' is over its limits", db,
+				name ? name : "");
+	}
+	if (rc != SQLITE_DONE)
+		problem(cc, "%s: reading collection options: %s", db, sqlite3_errmsg(h));
+	sqlite3_finalize(st);
+}
+
 /* Entry ids, collection ids and (from version 2) index ids share one counter. */
 static const char *const ids_used_twice_v1 =
 	"SELECT count(*) FROM (SELECT id FROM docs UNION ALL SELECT id FROM files"
@@ -246,8 +285,10 @@ static int check_db(void *ctx, const char *name)
 		    0)
 		problem(cc, "%s: entries in a collection that does not exist", name);
 	check_docs(cc, name, c->h);
-	if (version == STORE__SCHEMA_VERSION)
+	if (version == STORE__SCHEMA_VERSION) {
 		check_runs(cc, name, c->h);
+		check_capped(cc, name, c->h);
+	}
 	if (version == 3 || version == STORE__SCHEMA_VERSION)
 		store__ix_check(c, name, report_problem, cc);
 	store__conn_close(c);

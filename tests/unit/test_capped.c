@@ -9,6 +9,7 @@
 #include "store.h"
 
 #include <check.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -276,6 +277,33 @@ START_TEST(test_store_capped_convert_full_collection_and_reopen)
 }
 END_TEST
 
+static void collect(void *ctx, const char *p)
+{
+	snprintf(ctx, 512, "%s", p);
+}
+
+START_TEST(test_store_check_finds_wrong_capped_totals)
+{
+	struct dfs_err err = {0};
+	int64_t coll = make_capped("log", 4096, 0);
+	char path[300], found[512] = "";
+	sqlite3 *h;
+
+	for (int i = 1; i <= 3; i++)
+		ck_assert_int_eq(put(coll, i, 100, &err), 0);
+	ck_assert_msg(store_check(st, problem, NULL, &err) == 0, "%s", err.msg);
+	/* a document removed behind the store's back: the totals no longer agree */
+	snprintf(path, sizeof(path), "%s/logs.db", tmpdir);
+	ck_assert_int_eq(sqlite3_open(path, &h), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_exec(h, "DELETE FROM docs WHERE name = '2.json'", NULL, NULL, NULL),
+			 SQLITE_OK);
+	sqlite3_close(h);
+	ck_assert_int_eq(store_check(st, collect, found, &err), DFS_ECORRUPT);
+	ck_assert_msg(strstr(found, "capped collection 'log' counts 3 documents") != NULL, "%s",
+		      found);
+}
+END_TEST
+
 static Suite *capped_suite(void)
 {
 	Suite *s = suite_create("capped");
@@ -288,6 +316,7 @@ static Suite *capped_suite(void)
 	tcase_add_test(c, test_store_capped_totals_follow_updates_deletes_renames);
 	tcase_add_test(c, test_store_capped_refusals_change_nothing);
 	tcase_add_test(c, test_store_capped_convert_full_collection_and_reopen);
+	tcase_add_test(c, test_store_check_finds_wrong_capped_totals);
 	suite_add_tcase(s, c);
 	return s;
 }
