@@ -60,6 +60,15 @@ static const char usage_text[] =
 	"      most SIZE bytes of BSON (rounded up to a multiple of 256, at least 4096) and\n"
 	"      MAX documents; the oldest documents past either limit are removed, now and at\n"
 	"      every insert. Prints the collection's options.\n"
+	"  watch STORE [DB[.COLL]] [OPTIONS]\n"
+	"      Print change events as JSON Lines, as reading .changes?OPTIONS of the mount,\n"
+	"      the database or the collection does: OPTIONS is 'follow=1&resumeAfter=..&\n"
+	"      startAfter=..&startAtOperationTime=..&fullDocument=updateLookup&filter=..&\n"
+	"      pipeline=..'. Without follow=1 it ends at the newest event.\n"
+	"  changes-keep STORE DB BYTES\n"
+	"      Keep the last BYTES (at least 4096; default 256 MiB) of DB's change events;\n"
+	"      older ones are trimmed and resuming before them fails (history lost). 0 records\n"
+	"      no events (bulk loads write about a third as much).\n"
 	"  check STORE\n"
 	"      Verify SQLite integrity and the store's invariants; exit 0 when sound.\n"
 	"  generate TEMPLATE [-n N] [--seed S]\n"
@@ -651,6 +660,96 @@ static int cmd_capped(int argc, char **argv)
 	return fflush(stdout) == 0 ? 0 : fail("capped", "write error: %s", strerror(errno));
 }
 
+static int cmd_watch(int argc, char **argv)
+{
+	struct dfs_err err = {0};
+	struct store *s = NULL;
+	struct store_db *db = NULL;
+	struct fs_changes *c = NULL;
+	const char *ns = NULL, *opts = NULL;
+	char dbname[DFS_MAX_NS_NAME + 1] = "", coll[DFS_MAX_NS_NAME + 1] = "";
+	struct dfs_buf out;
+	int rc;
+
+	if (argc < 2 || argc > 4)
+		return fail("watch", "needs STORE, and optionally DB[.COLL] and OPTIONS (see docfs "
+				     "--help)");
+	for (int i = 2; i < argc; i++) {
+		if (strchr(argv[i], '=') && !opts)
+			opts = argv[i];
+		else if (!ns)
+			ns = argv[i];
+		else
+			return fail("watch", "'%s': one namespace and one OPTIONS string at most",
+				    argv[i]);
+	}
+	if (ns) {
+		const char *dot = strchr(ns, '.');
+		size_t n = dot ? (size_t)(dot - ns) : strlen(ns);
+
+		if (n > DFS_MAX_NS_NAME || (dot && strlen(dot + 1) > DFS_MAX_NS_NAME))
+			return fail("watch", "namespace '%s' is too long", ns);
+		memcpy(dbname, ns, n);
+		dbname[n] = '\0';
+		if (dot)
+			snprintf(coll, sizeof(coll), "%s", dot + 1);
+	}
+	rc = store_open(argv[1], false, &s, &err);
+	if (!rc && ns)
+		rc = store_db_get(s, dbname, false, &db, &err);
+	if (!rc)
+		rc = fs_changes_open(s, db, coll[0] ? coll : NULL, opts, &c, &err);
+	dfs_buf_init(&out);
+	while (!rc) {
+		dfs_buf_reset(&out);
+		rc = fs_changes_next(c, 64 * 1024, &out, NULL, NULL, &err);
+		if (rc || !out.len)
+			break;
+		if (fwrite(out.data, 1, out.len, stdout) != out.len || fflush(stdout)) {
+			dfs_buf_release(&out);
+			fs_changes_free(c);
+			store_free(s);
+			return fail("watch", "write error: %s", strerror(errno));
+		}
+	}
+	dfs_buf_release(&out);
+	fs_changes_free(c);
+	store_free(s);
+	if (rc)
+		return fail("watch", "%s", err.msg);
+	return 0;
+}
+
+static int cmd_changes_keep(int argc, char **argv)
+{
+	struct dfs_err err = {0};
+	struct store *s = NULL;
+	struct store_db *db;
+	struct store_txn *t = NULL;
+	int64_t bytes;
+	int rc;
+
+	if (argc != 4)
+		return fail("changes-keep", "needs STORE, DB and BYTES (see docfs --help)");
+	if ((bytes = count_arg(argv[3])) < 0)
+		return fail("changes-keep", "BYTES '%s' must be a number of bytes", argv[3]);
+	rc = store_open(argv[1], false, &s, &err);
+	if (!rc)
+		rc = store_db_get(s, argv[2], false, &db, &err);
+	if (!rc)
+		rc = store_txn_begin(db, true, &t, &err);
+	if (!rc)
+		rc = store_events_set_keep(t, bytes, &err);
+	if (!rc)
+		rc = store_txn_commit(t, &err);
+	else if (t)
+		store_txn_abort(t);
+	store_free(s);
+	if (rc)
+		return fail("changes-keep", "%s", err.msg);
+	return 0;
+}
+
 static int cmd_explain(int argc, char **argv)
 {
 	struct dfs_err err = {0};
@@ -1178,6 +1277,10 @@ int fs_main(int argc, char **argv)
 		return cmd_export(argc - 1, argv + 1);
 	if (strcmp(cmd, "capped") == 0)
 		return cmd_capped(argc - 1, argv + 1);
+	if (strcmp(cmd, "watch") == 0)
+		return cmd_watch(argc - 1, argv + 1);
+	if (strcmp(cmd, "changes-keep") == 0)
+		return cmd_changes_keep(argc - 1, argv + 1);
 	if (strcmp(cmd, "check") == 0)
 		return cmd_check(argc - 1, argv + 1);
 	if (strcmp(cmd, "generate") == 0)

@@ -50,6 +50,8 @@ int fs_errno(int code)
 		return EISDIR;
 	case DFS_ERANGE:
 		return ERANGE;
+	case DFS_EINTR:
+		return EINTR;
 	default:
 		return EIO;
 	}

@@ -227,6 +227,27 @@ int fs_path_bool_opt(const char *what, const struct dfs_buf *v, bool *out, struc
 int fs_path_format_opt(const struct dfs_buf *v, int *out, struct dfs_err *err);
 int fs_path_verbosity_opt(const struct dfs_buf *v, int *out, struct dfs_err *err);
 
+/* ---- changes.c: the .changes files and docfs watch ----------------------------------- */
+
+/* The size of db's stream (coll 0) or collection coll's: the end of its last event. */
+int fs_changes_size(struct store_db *db, int64_t coll, int64_t *size, struct dfs_err *err);
+/* The bytes [off, off + size) of that stream into out (reset first; short at the end). */
+int fs_changes_pread(struct store_db *db, int64_t coll, int64_t off, size_t size,
+		     struct dfs_buf *out, struct dfs_err *err);
+/* A stream with options (changes.c note 2) over db (NULL: every database of s) or its
+ * collection coll (NULL: the whole database); opts is the part after '?' (may be NULL).
+ * *out is Owned, freed by fs_changes_free. Not thread-safe: one reader at a time.
+ * Errors: DFS_EINVAL naming the option, the bad token or the lost history. */
+struct fs_changes;
+int fs_changes_open(struct store *s, struct store_db *db, const char *coll, const char *opts,
+		    struct fs_changes **out, struct dfs_err *err);
+/* Appends the next lines (about want bytes, at least one line when there is one) to out;
+ * appends nothing at the end. With follow=1 it waits for an event, asking stop(ctx)
+ * between looks (true: DFS_EINTR). */
+int fs_changes_next(struct fs_changes *c, size_t want, struct dfs_buf *out,
+		    bool (*stop)(void *ctx), void *ctx, struct dfs_err *err);
+void fs_changes_free(struct fs_changes *c);
+
 /* ---- apath.c: aggregate/ paths and saved pipelines ----------------------------------- */
 
 /* Runs the pipeline of path component "<pipeline>[?format=..]" or "@name[?..]" over
@@ -318,6 +339,8 @@ enum fs_node_kind {
 	FSN_DEAD,	/* unlinked or replaced while the kernel still holds it: writes to it
 			 * go nowhere, as on any unlinked file */
 	FSN_OPTIONS,	/* "/<db>/<coll>/.options": the collection's options (options.c) */
+	FSN_CHANGES,	/* ".changes[?opts]" of a collection (coll), a database (coll 0) or the
+			 * mount (db NULL); pending_name: the name when it has options */
 };
 
 struct fs_node {

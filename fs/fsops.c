@@ -106,6 +106,7 @@ enum fh_kind {
 	FH_IXSPEC,    /* an index file open for writing: buf is the spec (note 6) */
 	FH_WRITE,     /* a write path: buf is the request, wres its result */
 	FH_DIR,	      /* an open collection directory (note 8) */
+	FH_CHANGES,   /* a .changes file: plain (offsets) or a stream (chg) */
 };
 
 #define SAVED_PREFIX FS_SAVED_PREFIX /* store names of saved queries: never listed as such */
@@ -126,6 +127,7 @@ static const struct {
 	{"delete", FSN_DDIR, 11},	/* delete paths */
 	{".bulk", FSN_WRITE, 12},	/* bulk writes */
 	{".options", FSN_OPTIONS, 9},	/* collection options (options.c) */
+	{".changes", FSN_CHANGES, 14},	/* change stream (changes.c) */
 };
 #define NFIXED (sizeof(coll_fixed) / sizeof(coll_fixed[0]))
 
@@ -158,6 +160,9 @@ struct fs_handle {
 	struct fs_result res;	/* FH_RESULT: the snapshot of a query's output */
 	struct dfs_buf wres;	/* FH_WRITE: the result of the request in buf */
 	bool applied;		/* FH_WRITE: the request has run; wres holds its result */
+	struct fs_changes *chg; /* FH_CHANGES: Owned, the stream (NULL: a plain file) */
+	int64_t chg_off;	/*   offset of buf's first byte in the stream */
+	bool chg_end;		/*   the stream has ended */
 	int wrc;		/* FH_WRITE: how it ended (0 or a dfs code) */
 	struct dfs_err werr;	/* FH_WRITE: its error */
 	off_t wend;		/* FH_WRITE: file offset where the request ended */
@@ -447,6 +452,17 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 		dir_attr(st, n->ino, 0755, getuid(), getgid(), store_db_ctime(n->db),
 			 store_db_ctime(n->db));
 		return 0;
+	case FSN_CHANGES: {
+		/* A plain one grows with its stream; a stream has no size (changes.c note 2). */
+		int64_t size = 0;
+
+		*timeout = 0;
+		if (n->db && !n->pending_name && (rc = fs_changes_size(n->db, n->coll, &size, err)))
+			return rc;
+		file_attr(st, n->ino, 0444, (uint64_t)size,
+			  n->db && !n->pending_name ? store_db_ctime(n->db) : now_ns());
+		return 0;
+	}
 	case FSN_PENDING: {
 		struct store_attrs a = fs_node_pend_get(n);
 
@@ -576,7 +592,8 @@ static void reply_entry(fuse_req_t req, struct fs_node *n)
 	ep.entry_timeout = n->kind == FSN_DOCFS_FILE || n->kind == FSN_QUERY ||
 					   n->kind == FSN_EXPLAIN || n->kind == FSN_INDEX ||
 					   n->kind == FSN_IXPENDING || n->kind == FSN_WRITE ||
-					   n->kind == FSN_AGG || n->kind == FSN_OPTIONS
+					   n->kind == FSN_AGG || n->kind == FSN_OPTIONS ||
+					   n->kind == FSN_CHANGES
 				   ? 0
 				   : LONG_TIMEOUT;
 	/* A ref under /.snapshots may move to another commit at the next snapshot. */
@@ -634,6 +651,29 @@ static struct fs_node *write_node(struct fs_node *p, const char *name)
 				     (h & ((1ULL << 36) - 1)));
 }
 
+/* Whether name is ".changes" or ".changes?<options>". */
+static bool changes_name(const char *name)
+{
+	return strncmp(name, ".changes", 8) == 0 && (name[8] == '\0' || name[8] == '?');
+}
+
+/* The node of a .changes name of collection coll of db (coll 0: of db; db NULL: of the
+ * mount). A plain one of a database or collection has a fixed inode; one with options (or
+ * the mount's) a hashed one and its name in pending_name. */
+static struct fs_node *changes_node(struct store_db *db, int64_t coll, const char *name)
+{
+	uint64_t h = 14695981039346656037ULL;
+
+	if (db && !strchr(name, '?'))
+		return fs_node_ref(FSN_CHANGES, db, coll, 0, fs_ino_special(db, coll, 14), NULL);
+	for (const char *c = name; *c; c++)
+		h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+	h ^= (db ? store_db_number(db) : 0) * 0x9e3779b97f4a7c15ULL;
+	h ^= (uint64_t)coll * 0xc2b2ae3d27d4eb4fULL;
+	return fs_node_keyed(FSN_CHANGES, db, coll, name,
+			     (0xfffdULL << 48) | (h & ((1ULL << 48) - 1)));
+}
+
 /* Looks name up under parent and returns a referenced node, or NULL with err set. */
 static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct dfs_err *err)
 {
@@ -647,6 +687,8 @@ static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct d
 			return fs_node_ref(FSN_DOCFS_DIR, NULL, 0, 0, FS_INO_DOCFS, NULL);
 		if (strcmp(name, ".snapshots") == 0)
 			return fs_node_ref(FSN_SNAP_ROOT, NULL, 0, 0, FS_INO_SNAPS, NULL);
+		if (changes_name(name))
+			return changes_node(NULL, 0, name);
 		if (store_db_name_check(name, NULL) ||
 		    store_db_get(fs_store, name, false, &db, err)) {
 			dfs_err_set(err, DFS_ENOENT, "no database '%s'", name);
@@ -664,6 +706,8 @@ static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct d
 	case FSN_DB: {
 		struct store_coll c;
 
+		if (changes_name(name))
+			return changes_node(p->db, 0, name);
 		if (store_txn_begin(p->db, false, &t, err))
 			return NULL;
 		if (store_coll_find(t, name, &c, err) == 0)
@@ -679,6 +723,8 @@ static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct d
 
 		if (fs_write_kind_of(name) == FSW_BULK)
 			return write_node(p, name);
+		if (fi < 0 && changes_name(name))
+			return changes_node(p->db, p->coll, name);
 		if (fi >= 0)
 			return fs_node_ref(coll_fixed[fi].kind, p->db, p->coll, 0,
 					   fs_ino_special(p->db, p->coll, coll_fixed[fi].k), NULL);
@@ -869,6 +915,7 @@ static void handle_free(struct fs_handle *h)
 		fs_inserter_release(&h->ins);
 	if (h->kind == FH_RESULT)
 		fs_result_release(&h->res);
+	fs_changes_free(h->chg);
 	dfs_buf_release(&h->wres);
 	dfs_buf_release(&h->buf);
 	pthread_mutex_destroy(&h->lock);
@@ -1251,6 +1298,44 @@ static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		h = handle_new(FH_IXSPEC, n);
 		fi->direct_io = 1;
 		break;
+	case FSN_CHANGES: {
+		char coll[DFS_MAX_NS_NAME + 1] = "";
+		struct store_txn *t;
+		int rc = 0;
+
+		if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+			reply_msg(req, DFS_EPERM, "'.changes' is read-only: it shows what writes did");
+			return;
+		}
+		h = handle_new(FH_CHANGES, n);
+		fi->direct_io = 1;
+		if (n->db && !n->pending_name)
+			break; /* plain: read at offsets (changes.c note 1) */
+		if (n->coll) {
+			struct store_coll c;
+
+			rc = store_txn_begin(n->db, false, &t, &err);
+			if (!rc) {
+				rc = store_coll_by_id(t, n->coll, &c, &err);
+				store_txn_abort(t);
+			}
+			if (!rc)
+				snprintf(coll, sizeof(coll), "%s", c.name);
+		}
+		if (!rc) {
+			const char *q = strchr(n->pending_name, '?');
+
+			rc = fs_changes_open(fs_store, n->db, n->coll ? coll : NULL, q ? q + 1 : NULL,
+					     &h->chg, &err);
+		}
+		if (rc) {
+			handle_free(h);
+			dfs_err_prefix(&err, "'%s': ", n->pending_name);
+			reply_dfs(req, &err, "open");
+			return;
+		}
+		break;
+	}
 	case FSN_OPTIONS: {
 		/* Read: the options; written: a spec-like buffer applied at the flush
 		 * (ix_commit), like an index file. */
@@ -1454,6 +1539,79 @@ static void read_old(struct fs_handle *h)
 	fs_notify_inode(h->node->nodeid);
 }
 
+static bool req_stopped(void *ctx)
+{
+	return fuse_req_interrupted((fuse_req_t)ctx) != 0;
+}
+
+/* A read of a .changes file: a plain one at any offset; a stream from where its reader
+ * is (buf holds the bytes from chg_off on that were made and not yet read past). */
+static void changes_read(fuse_req_t req, struct fs_handle *h, size_t size, off_t off)
+{
+	struct dfs_err err = {0};
+	int rc = 0;
+
+	if (!h->chg) {
+		struct dfs_buf b;
+
+		dfs_buf_init(&b);
+		rc = off < 0 ? dfs_err_set(&err, DFS_EINVAL, "negative offset")
+			     : fs_changes_pread(h->node->db, h->node->coll, off, size, &b, &err);
+		if (rc)
+			reply_dfs(req, &err, "read .changes");
+		else
+			fuse_reply_buf(req, b.data, b.len);
+		dfs_buf_release(&b);
+		return;
+	}
+	pthread_mutex_lock(&h->lock);
+	if (off < h->chg_off) {
+		pthread_mutex_unlock(&h->lock);
+		reply_msg(req, DFS_EINVAL,
+			  "'%s' is a stream: it is read in order (offset %lld was already read)",
+			  h->node->pending_name, (long long)off);
+		return;
+	}
+	for (;;) {
+		size_t drop = (size_t)(off - h->chg_off) < h->buf.len ? (size_t)(off - h->chg_off)
+								       : h->buf.len;
+		size_t before;
+
+		/* What the reader is past is not kept. */
+		if (drop) {
+			memmove(h->buf.data, h->buf.data + drop, h->buf.len - drop);
+			h->buf.len -= drop;
+			h->chg_off += (int64_t)drop;
+		}
+		if ((off == h->chg_off && h->buf.len >= size) || h->chg_end ||
+		    (off == h->chg_off && h->buf.len > 0))
+			break;
+		before = h->buf.len;
+		rc = fs_changes_next(h->chg, size > h->buf.len ? size - h->buf.len : 1, &h->buf,
+				     req_stopped, req, &err);
+		if (rc)
+			break;
+		if (h->buf.len == before)
+			h->chg_end = true;
+	}
+	if (rc) {
+		pthread_mutex_unlock(&h->lock);
+		reply_dfs(req, &err, "read .changes");
+		return;
+	}
+	{
+		size_t n = off == h->chg_off ? (h->buf.len < size ? h->buf.len : size) : 0;
+		char *copy = malloc(n ? n : 1);
+
+		if (!copy)
+			abort();
+		memcpy(copy, h->buf.data, n);
+		pthread_mutex_unlock(&h->lock);
+		fuse_reply_buf(req, copy, n);
+		free(copy);
+	}
+}
+
 static void fsop_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		      struct fuse_file_info *fi)
 {
@@ -1478,6 +1636,10 @@ static void fsop_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	if (h->kind == FH_WRITE) {
 		write_read(req, h, size, off);
+		return;
+	}
+	if (h->kind == FH_CHANGES) {
+		changes_read(req, h, size, off);
 		return;
 	}
 	pthread_mutex_lock(&h->lock);
@@ -2153,7 +2315,7 @@ static void fsop_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 		return;
 	}
 	if (p->kind == FSN_ROOT) {
-		if (strcmp(name, ".docfs") == 0 ||
+		if (strcmp(name, ".docfs") == 0 || changes_name(name) ||
 		    store_db_get(fs_store, name, false, &db, NULL) == 0) {
 			fuse_reply_err(req, EEXIST);
 			return;
@@ -2169,6 +2331,11 @@ static void fsop_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 	if (p->kind != FSN_DB) {
 		reply_msg(req, DFS_EPERM,
 			  "mkdir '%s': a collection holds documents, not directories", name);
+		return;
+	}
+	if (changes_name(name)) {
+		reply_msg(req, DFS_EEXIST, "mkdir '%s': the database's change stream has that name",
+			  name);
 		return;
 	}
 	rc = store_txn_begin(p->db, true, &t, &err);
@@ -2411,6 +2578,10 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 			struct fs_node *n = NULL;
 			double timeout;
 
+			/* .changes holds copies of documents: grep -r, cp -r and rsync of a
+			 * collection must not read it unasked. It is there by name. */
+			if (coll_fixed[i].kind == FSN_CHANGES)
+				continue;
 			st.st_ino = fs_ino_special(d->db, d->coll, coll_fixed[i].k);
 			st.st_mode = coll_fixed[i].kind == FSN_INSERT ||
 						     coll_fixed[i].kind == FSN_WRITE ||

@@ -75,6 +75,15 @@ struct store {
 	size_t dc_budget;	  /* each database's document cache (dcache.c), in bytes */
 };
 
+/* Version 4 -> 5: change streams (changes.c notes 1, 2). Made before the older migrations,
+ * whose index rebuilds record events. */
+#define EVENTS_SQL                                                                                 \
+	"CREATE TABLE IF NOT EXISTS events(seq INTEGER PRIMARY KEY, ts INTEGER NOT NULL,"          \
+	" coll TEXT, op INTEGER NOT NULL, line BLOB NOT NULL, off_db INTEGER, off_coll INTEGER);"  \
+	"CREATE INDEX IF NOT EXISTS events_db ON events(off_db);"                                  \
+	"CREATE INDEX IF NOT EXISTS events_coll ON events(coll, off_coll);"                        \
+	"CREATE TABLE IF NOT EXISTS evends(coll TEXT PRIMARY KEY, endoff INTEGER) WITHOUT ROWID;"
+
 static const char *const schema_sql =
 	"CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v) WITHOUT ROWID;"
 	"CREATE TABLE IF NOT EXISTS colls(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE,"
@@ -97,7 +106,7 @@ static const char *const schema_sql =
 	"CREATE TABLE IF NOT EXISTS vacated(coll INTEGER, key BLOB, id INTEGER, time INTEGER,"
 	" PRIMARY KEY(coll, key)) WITHOUT ROWID;"
 	"CREATE TABLE IF NOT EXISTS changes(seq INTEGER PRIMARY KEY, coll INTEGER, op INTEGER,"
-	" id INTEGER, name TEXT);";
+	" id INTEGER, name TEXT);" EVENTS_SQL;
 
 /* Version 1 -> 2: secondary indexes (index.c note 1). */
 static const char *const migrate_1_2_sql =
@@ -180,6 +189,31 @@ static const char *const stmt_sql[ST__COUNT] = {
 	[ST_CHANGE_SINCE] = "SELECT seq, coll, op, id, name FROM changes WHERE seq > ?1"
 			    " ORDER BY seq LIMIT 1024",
 	[ST_CHANGE_LAST] = "SELECT max(seq) FROM changes",
+	[ST_EV_ADD] = "INSERT INTO events(seq, ts, coll, op, line, off_db, off_coll)"
+		      " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+	[ST_EV_LAST_SEQ] = "SELECT max(coalesce((SELECT max(seq) FROM events), 0),"
+			   " coalesce((SELECT v FROM meta WHERE k = 'events_cut'), 0))",
+	[ST_EV_LAST_TS] = "SELECT ts FROM events ORDER BY seq DESC LIMIT 1",
+	[ST_EV_END_DB] = "SELECT max(coalesce((SELECT off_db + length(line) FROM events WHERE"
+			 " off_db IS NOT NULL ORDER BY off_db DESC LIMIT 1), 0),"
+			 " coalesce((SELECT endoff FROM evends WHERE coll = ''), 0))",
+	[ST_EV_END_COLL] = "SELECT max(coalesce((SELECT off_coll + length(line) FROM events WHERE"
+			   " coll = ?1 AND off_coll IS NOT NULL ORDER BY off_coll DESC LIMIT 1), 0),"
+			   " coalesce((SELECT endoff FROM evends WHERE coll = ?1), 0))",
+	[ST_EV_START_DB] = "SELECT min(off_db) FROM events WHERE off_db IS NOT NULL",
+	[ST_EV_START_COLL] = "SELECT min(off_coll) FROM events WHERE coll = ?1 AND off_coll IS NOT NULL",
+	[ST_EV_CUT_AT] = "SELECT seq FROM events WHERE off_db IS NOT NULL AND off_db <= ?1"
+			 " ORDER BY off_db DESC LIMIT 1",
+	[ST_EV_LIST_DB] = "SELECT seq, ts, coll, op, line, off_db FROM events WHERE seq > ?1"
+			  " AND off_db IS NOT NULL ORDER BY seq",
+	[ST_EV_LIST_COLL] = "SELECT seq, ts, coll, op, line, off_coll FROM events WHERE coll = ?2"
+			    " AND off_coll IS NOT NULL AND seq > ?1 ORDER BY off_coll",
+	[ST_EV_FROM_DB] = "SELECT seq, ts, coll, op, line, off_db FROM events WHERE off_db >="
+			  " coalesce((SELECT max(off_db) FROM events WHERE off_db <= ?1), 0)"
+			  " ORDER BY off_db",
+	[ST_EV_FROM_COLL] = "SELECT seq, ts, coll, op, line, off_coll FROM events WHERE coll = ?2"
+			    " AND off_coll >= coalesce((SELECT max(off_coll) FROM events WHERE"
+			    " coll = ?2 AND off_coll <= ?1), 0) ORDER BY off_coll",
 	[ST_DOC_FETCH] = "SELECT bson FROM docs WHERE id = ?1",
 	[ST_IX_LIST] = "SELECT name, spec, ixid, multikey, created, build_ms FROM indexes"
 		       " WHERE coll = ?1 ORDER BY ixid",
@@ -675,6 +709,8 @@ static int db_init_schema(struct store *s, struct store__conn *c, const char *na
 			exec_sql(c->h, "COMMIT", NULL);
 			return 0;
 		}
+		if (uv >= 1 && exec_sql(c->h, EVENTS_SQL, err))
+			goto fail;
 		if (uv == 1 && exec_sql(c->h, migrate_1_2_sql, err))
 			goto fail;
 		/* Before the index rebuild below: its scan reads the runs. */
@@ -1391,6 +1427,8 @@ static int coll_clear(struct store_txn *t, int64_t id, bool keep, struct dfs_err
 	}
 	if ((rc = store__ix_coll_cleared(t, id, err)))
 		return rc;
+	if (!keep && (rc = store__ev_coll(t, STORE_EV_DROP, c.name, NULL, err)))
+		return rc;
 	return store__change(t, id, STORE_CH_COLL, id, c.name, err);
 }
 
@@ -1406,6 +1444,7 @@ int store_coll_empty(struct store_txn *t, int64_t id, struct dfs_err *err)
 
 int store_coll_rename(struct store_txn *t, int64_t id, const char *newname, struct dfs_err *err)
 {
+	char oldname[DFS_MAX_NS_NAME + 1];
 	struct store_coll c;
 	sqlite3_stmt *st;
 	int rc;
@@ -1415,6 +1454,9 @@ int store_coll_rename(struct store_txn *t, int64_t id, const char *newname, stru
 	if (coll_get(t, ST_COLL_FIND, newname, 0, &c, NULL) == 0 && c.id != id)
 		return dfs_err_set(err, DFS_EEXIST, "collection '%s.%s' already exists",
 				   t->db->name, newname);
+	if ((rc = store_coll_by_id(t, id, &c, err)))
+		return rc;
+	snprintf(oldname, sizeof(oldname), "%s", c.name);
 	st = store__stmt(t, ST_COLL_RENAME, err);
 	if (!st)
 		return err ? err->code : DFS_EIO;
@@ -1422,6 +1464,11 @@ int store_coll_rename(struct store_txn *t, int64_t id, const char *newname, stru
 	sqlite3_bind_text(st, 2, newname, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 3, store__now_ns());
 	if ((rc = step_done(t, st, "rename collection", err)))
+		return rc;
+	if ((rc = store_coll_by_id(t, id, &c, err)))
+		return rc;
+	if (strcmp(oldname, newname) &&
+	    (rc = store__ev_coll(t, STORE_EV_RENAME, oldname, newname, err)))
 		return rc;
 	return store__change(t, id, STORE_CH_COLL, id, newname, err);
 }

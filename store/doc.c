@@ -698,6 +698,8 @@ static int doc_insert_row(struct store_txn *t, int64_t coll, const bson_t *doc, 
 	}
 	if ((rc = store__ix_apply(t, err)))
 		return rc;
+	if ((rc = store__ev_doc(t, STORE_EV_INSERT, coll, NULL, doc, err)))
+		return rc;
 	{
 		bool capped;
 
@@ -812,6 +814,16 @@ static int doc_update(struct store_txn *t, struct store_entry *e, const bson_t *
 	e->size = size;
 	e->mtime_ns = mtime_ns ? mtime_ns : now;
 	e->ctime_ns = now;
+	{
+		bool as_update = t->ev_update && t->ev_old;
+
+		rc = store__ev_doc(t, as_update ? STORE_EV_UPDATE : STORE_EV_REPLACE, e->coll,
+				   as_update ? t->ev_old : NULL, doc, err);
+		t->ev_update = false;
+		t->ev_old = NULL;
+		if (rc)
+			return rc;
+	}
 	return store__change(t, e->coll, STORE_CH_PUT, e->id, e->name, err);
 }
 
@@ -877,6 +889,16 @@ static int row_delete(struct store_txn *t, const struct store_entry *e, struct d
 		if ((rc = store__capped_is(t, e->coll, &capped, err)))
 			return rc;
 		if (capped && (rc = store__doc_bson_len(t, e->id, &len, err)))
+			return rc;
+	}
+	if (e->kind == STORE_KIND_DOC) {
+		bson_t old;
+
+		if ((rc = store_doc_get(t, e->id, &old, err)))
+			return rc;
+		rc = store__ev_doc(t, STORE_EV_DELETE, e->coll, NULL, &old, err);
+		bson_destroy(&old);
+		if (rc)
 			return rc;
 	}
 	if (e->kind == STORE_KIND_DOC && (rc = store__ix_prepare(t, e->coll, 0, e->id, NULL, err)))
@@ -1044,6 +1066,11 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 					   src.name);
 		if ((rc = store_doc_get(t, id, &doc, err)))
 			return rc;
+		/* To a change stream the _id changed: the old document went, a new one came. */
+		if ((rc = store__ev_doc(t, STORE_EV_DELETE, src.coll, NULL, &doc, err))) {
+			bson_destroy(&doc);
+			return rc;
+		}
 		oldlen = (int64_t)doc.len;
 		{
 			bson_t idn;
@@ -1089,6 +1116,8 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 			goto doc_done;
 		}
 		if ((rc = store__ix_apply(t, err)))
+			goto doc_done;
+		if ((rc = store__ev_doc(t, STORE_EV_INSERT, newcoll, NULL, &renamed, err)))
 			goto doc_done;
 		if (cap_src && (rc = store__capped_note(t, src.coll, 0,
 							(int64_t)renamed.len - oldlen, id, err)))
@@ -1322,7 +1351,8 @@ int store_doc_find_id(struct store_txn *t, int64_t coll, const bson_value_t *id,
 	return rc;
 }
 
-int store_doc_replace(struct store_txn *t, int64_t id, const bson_t *doc, struct dfs_err *err)
+static int doc_replace(struct store_txn *t, int64_t id, const bson_t *doc, bool as_update,
+		       struct dfs_err *err)
 {
 	struct store_entry e;
 	bson_t old;
@@ -1342,8 +1372,24 @@ int store_doc_replace(struct store_txn *t, int64_t id, const bson_t *doc, struct
 	    bson_iter_type(&a) != bson_iter_type(&b))
 		rc = dfs_err_set(err, DFS_EINVAL,
 				 "replacing '%s' must keep its _id first and unchanged", e.name);
+	if (!rc && as_update) {
+		t->ev_update = true;
+		t->ev_old = &old;
+	}
+	if (!rc)
+		rc = doc_update(t, &e, doc, 0, err);
+	t->ev_update = false;
+	t->ev_old = NULL;
 	bson_destroy(&old);
-	if (rc)
-		return rc;
-	return doc_update(t, &e, doc, 0, err);
+	return rc;
+}
+
+int store_doc_replace(struct store_txn *t, int64_t id, const bson_t *doc, struct dfs_err *err)
+{
+	return doc_replace(t, id, doc, false, err);
+}
+
+int store_doc_update_op(struct store_txn *t, int64_t id, const bson_t *doc, struct dfs_err *err)
+{
+	return doc_replace(t, id, doc, true, err);
 }

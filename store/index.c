@@ -2254,6 +2254,8 @@ static int create(struct store_txn *t, int64_t coll, const bson_t *spec, char *n
 	rc = sqlite3_step(st);
 	sqlite3_reset(st);
 	rc = rc == SQLITE_DONE ? 0 : store__sqlerr(t, rc, "create index", err);
+	if (!rc)
+		rc = store__ev_index(t, STORE_EV_CREATE_INDEXES, coll, stored, err);
 done:
 	if (stored)
 		bson_destroy(stored);
@@ -2296,6 +2298,8 @@ int store_index_drop(struct store_txn *t, int64_t coll, const char *name, struct
 	sqlite3_reset(st);
 	store__ix_invalidate(t);
 	rc = bump_version(t, coll, err);
+	if (!rc && ix.spec)
+		rc = store__ev_index(t, STORE_EV_DROP_INDEXES, coll, ix.spec, err);
 done:
 	store_index_release(&ix);
 	return rc;

@@ -37,6 +37,7 @@ enum dfs_code {
 	DFS_ENOTDIR,
 	DFS_EISDIR,
 	DFS_ERANGE, /* a number out of range */
+	DFS_EINTR,  /* the caller stopped waiting (an interrupted read) */
 };
 
 struct dfs_err {
@@ -446,6 +447,64 @@ int store_changes_since(struct store_db *db, int64_t seq,
 			struct dfs_err *err);
 /* The last sequence number written (0 when none). */
 int store_changes_last(struct store_db *db, int64_t *seq, struct dfs_err *err);
+
+/* ---- change streams (changes.c) ----------------------------------------------------- */
+
+/* The kinds of change event (MongoDB's operationType). */
+enum store_ev_op {
+	STORE_EV_INSERT = 1,
+	STORE_EV_UPDATE,
+	STORE_EV_REPLACE,
+	STORE_EV_DELETE,
+	STORE_EV_DROP,
+	STORE_EV_RENAME,
+	STORE_EV_INVALIDATE,
+	STORE_EV_CREATE_INDEXES,
+	STORE_EV_DROP_INDEXES,
+};
+#define STORE_TOKEN_LEN 44 /* hex digits of a resume token (changes.c note 4) */
+
+struct store_event {
+	int64_t seq;	  /* its place in the database's events (>= 1) */
+	uint64_t ts;	  /* clusterTime: seconds << 32 | increment */
+	const char *coll; /* Borrowed: its collection, NULL for a database event */
+	int op;		  /* enum store_ev_op */
+	const char *line; /* Borrowed: the event as one JSON line, "\n" included */
+	size_t len;	  /* bytes of line */
+	int64_t off;	  /* offset of line in the stream read (store_events_from only) */
+};
+/* Where a stream stands (changes.c notes 2, 3). */
+struct store_events_span {
+	int64_t start, end; /* offsets of the first byte held and of the end */
+	int64_t last_seq;   /* the database's newest event (0: none) */
+	int64_t cut;	    /* events up to this seq were trimmed (0: none) */
+	uint32_t dbnum;	    /* the database's number, as in its tokens */
+};
+
+/* "insert", "update", ...; Borrowed, static. */
+const char *store_event_op_name(int op);
+void store_event_token(uint32_t dbnum, uint64_t ts, int64_t seq, char out[STORE_TOKEN_LEN + 1]);
+/* Errors: DFS_EINVAL (not hex, or not a token docfs made), naming MongoDB's error. */
+int store_event_token_parse(const char *hex, uint32_t *dbnum, uint64_t *ts, int64_t *seq,
+			    struct dfs_err *err);
+/* The events after seq in the database's stream (coll NULL) or collection coll's, in order.
+ * cb returns 0 to go on, > 0 to stop, < 0 (an error code) to fail; the event's pointers die
+ * when it returns. */
+int store_events_list(struct store_txn *t, const char *coll, int64_t after,
+		      int (*cb)(void *ctx, const struct store_event *e), void *ctx,
+		      struct dfs_err *err);
+/* The same from the line holding byte off of the stream on, with offsets. */
+int store_events_from(struct store_txn *t, const char *coll, int64_t off,
+		      int (*cb)(void *ctx, const struct store_event *e), void *ctx,
+		      struct dfs_err *err);
+int store_events_span(struct store_txn *t, const char *coll, struct store_events_span *out,
+		      struct dfs_err *err);
+/* How many bytes of the database's stream are kept (default 256 MiB, at least 4096; 0:
+ * record no events, and trim all). */
+int store_events_set_keep(struct store_txn *t, int64_t bytes, struct dfs_err *err);
+/* store_doc_replace that records an update event (with updateDescription) instead of a
+ * replace: update operators use it. */
+int store_doc_update_op(struct store_txn *t, int64_t id, const bson_t *doc, struct dfs_err *err);
 
 /* ---- git snapshots (snapshot.c, snapgit.c; only these include git2.h) ----------------- */
 

@@ -69,6 +69,18 @@ enum store__st {
 	ST_RUN_AT,
 	ST_RUN_PUT,
 	ST_RUN_GAP,
+	ST_EV_ADD,
+	ST_EV_LAST_SEQ,
+	ST_EV_LAST_TS,
+	ST_EV_END_DB,
+	ST_EV_END_COLL,
+	ST_EV_START_DB,
+	ST_EV_START_COLL,
+	ST_EV_CUT_AT,
+	ST_EV_LIST_DB,
+	ST_EV_LIST_COLL,
+	ST_EV_FROM_DB,
+	ST_EV_FROM_COLL,
 	ST__COUNT
 };
 
@@ -146,6 +158,14 @@ struct store_txn {
 	struct store__run run;	    /* the current run (doc.c note 5) */
 	int64_t cap_coll;	    /* collection whose capped state is known (0: none) */
 	bool cap_on;		    /*   whether it is capped (capped.c) */
+	bool ev_update;		    /* the next doc_update is an update event (changes.c) */
+	bool ev_known;		    /* the ev_ fields below are loaded (changes.c note 5) */
+	bool ev_off;		    /*   the database records no events (events_keep 0) */
+	int64_t ev_seq, ev_ts;	    /*   the last event's seq and clusterTime */
+	int64_t ev_end;		    /*   the end of the database's stream */
+	char ev_coll[DFS_MAX_NS_NAME + 1]; /* the collection whose stream end is ev_cend */
+	int64_t ev_cend;	    /*   (ev_coll "": none known) */
+	const bson_t *ev_old;	    /*   Borrowed: the document before it */
 };
 
 /* ---- the document cache (dcache.c) ---- */
@@ -188,6 +208,19 @@ int store__change(struct store_txn *t, int64_t coll, int op, int64_t id, const c
 		  struct dfs_err *err);
 int64_t store__now_ns(void);
 
+/* ---- change events (changes.c), appended in the writing transaction ---- */
+/* A document event of coll: insert, replace, delete (doc: the old document, or just its
+ * _id) or update (old: the document before, for updateDescription). */
+int store__ev_doc(struct store_txn *t, int op, int64_t coll, const bson_t *old, const bson_t *doc,
+		  struct dfs_err *err);
+/* drop or rename (to: the new name) of collection coll, each followed by an invalidate in
+ * its stream. */
+int store__ev_coll(struct store_txn *t, int op, const char *coll, const char *to,
+		   struct dfs_err *err);
+/* createIndexes or dropIndexes of one index (spec) of coll. */
+int store__ev_index(struct store_txn *t, int op, int64_t coll, const bson_t *spec,
+		    struct dfs_err *err);
+
 /* ---- capped collections (capped.c) ---- */
 /* Whether collection coll is capped (cached in t). */
 int store__capped_is(struct store_txn *t, int64_t coll, bool *on, struct dfs_err *err);
@@ -204,7 +237,7 @@ void store__capped_decode(const void *blob, int len, struct store_coll *c);
 int store__conn_open(const char *path, bool create, struct store__conn **out, struct dfs_err *err);
 void store__conn_close(struct store__conn *c);
 
-#define STORE__SCHEMA_VERSION 4
+#define STORE__SCHEMA_VERSION 5
 
 /* The FROM and WHERE of a scan of collection ?1's documents (d) in run order (doc.c note
  * 5): runs in lo order, each a rowid range of docs filtered on coll (a run may hold other

@@ -1,0 +1,603 @@
+/*
+ * changes.c - change streams in the store: the 'events' table every write transaction
+ * appends MongoDB change events to (inside the same transaction as the write), their resume
+ * tokens, the byte offsets that make `<db>/.changes` and `<db>/<coll>/.changes` files that
+ * only grow, and the trimming of old history. It does not filter, look documents up or
+ * serve files: fs/changes.c does that.
+ *
+ * Design notes
+ * 1. One row per event: seq (the rowid, never reused: the newest row is never trimmed), ts
+ *    (clusterTime: seconds << 32 | increment, strictly increasing in a database), coll (the
+ *    collection name, NULL for a database event), op and line: the whole event rendered
+ *    as one compact relaxed Extended JSON line with its "\n", once, at the write.
+ * 2. A database's stream and each collection's stream are byte streams: off_db and off_coll
+ *    are the offsets of the line in them (NULL: not in that stream; an invalidate is only in
+ *    its collection's). The next offset is the end of the last line, or of the trimmed
+ *    history kept in 'evends' (coll '' for the database): offsets never go back, so a
+ *    file's size never shrinks even when history is trimmed or a collection is dropped and
+ *    made again. Bytes before the first line still held read as spaces ending in "\n".
+ * 3. Trimming keeps the last events_keep bytes of the database stream (meta, default
+ *    256 MiB; looked at every 16 events) and records the last trimmed seq as events_cut:
+ *    a resume token with a seq below it has lost history (ChangeStreamHistoryLost). New
+ *    seqs come after the cut even when nothing is left. events_keep 0 records nothing.
+ * 4. The token is hex, upper case, and sorts like the events: "82", the clusterTime (8 + 8
+ *    digits), "01", the database number (8 digits) and the seq (16 digits).
+ * 5. A write transaction reads the last seq, clusterTime and stream ends once and keeps
+ *    them (a bulk insert records one event per document). A savepoint rolled back after
+ *    an event (index.c's, when a build fails) leaves them ahead: seqs and offsets then have
+ *    a gap, never a repeat, and a gap reads as blanks like trimmed history.
+ */
+#include "store_int.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define EVENTS_KEEP_DEFAULT (256LL << 20)
+
+static const char *const op_names[] = {
+	[STORE_EV_INSERT] = "insert",		[STORE_EV_UPDATE] = "update",
+	[STORE_EV_REPLACE] = "replace",		[STORE_EV_DELETE] = "delete",
+	[STORE_EV_DROP] = "drop",		[STORE_EV_RENAME] = "rename",
+	[STORE_EV_INVALIDATE] = "invalidate",	[STORE_EV_CREATE_INDEXES] = "createIndexes",
+	[STORE_EV_DROP_INDEXES] = "dropIndexes",
+};
+
+const char *store_event_op_name(int op)
+{
+	if (op <= 0 || op >= (int)(sizeof(op_names) / sizeof(op_names[0])) || !op_names[op])
+		return "unknown";
+	return op_names[op];
+}
+
+void store_event_token(uint32_t dbnum, uint64_t ts, int64_t seq, char out[STORE_TOKEN_LEN + 1])
+{
+	snprintf(out, STORE_TOKEN_LEN + 1, "82%08" PRIX32 "%08" PRIX32 "01%08" PRIX32 "%016" PRIX64,
+		 (uint32_t)(ts >> 32), (uint32_t)ts, dbnum, (uint64_t)seq);
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+static uint64_t hexnum(const char *s, int n)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < n; i++)
+		v = v << 4 | (uint64_t)hexval(s[i]);
+	return v;
+}
+
+int store_event_token_parse(const char *hex, uint32_t *dbnum, uint64_t *ts, int64_t *seq,
+			    struct dfs_err *err)
+{
+	size_t n = strlen(hex);
+
+	for (size_t i = 0; i < n; i++)
+		if (hexval(hex[i]) < 0)
+			return dfs_err_set(err, DFS_EINVAL,
+					   "resume token '%.60s' is not hexadecimal (FailedToParse)",
+					   hex);
+	if (n != STORE_TOKEN_LEN || strncmp(hex, "82", 2) || strncmp(hex + 18, "01", 2))
+		return dfs_err_set(err, DFS_EINVAL,
+				   "resume token '%.60s' is not a docfs token (InvalidResumeToken, "
+				   "code 260)",
+				   hex);
+	*ts = hexnum(hex + 2, 8) << 32 | hexnum(hex + 10, 8);
+	*dbnum = (uint32_t)hexnum(hex + 20, 8);
+	*seq = (int64_t)hexnum(hex + 28, 16);
+	return 0;
+}
+
+/* ---- writing ------------------------------------------------------------------------ */
+
+static int64_t step_int(struct store_txn *t, enum store__st which, const char *coll,
+			int64_t dflt, int *rc, struct dfs_err *err)
+{
+	sqlite3_stmt *st = store__stmt(t, which, err);
+	int64_t v = dflt;
+	int r;
+
+	if (!st) {
+		*rc = err ? err->code : DFS_EIO;
+		return dflt;
+	}
+	if (coll)
+		sqlite3_bind_text(st, 1, coll, -1, SQLITE_STATIC);
+	r = sqlite3_step(st);
+	if (r == SQLITE_ROW) {
+		if (sqlite3_column_type(st, 0) != SQLITE_NULL)
+			v = sqlite3_column_int64(st, 0);
+	} else if (r != SQLITE_DONE) {
+		*rc = store__sqlerr(t, r, "change stream", err);
+	}
+	sqlite3_reset(st);
+	return v;
+}
+
+static int exec1(struct store_txn *t, const char *sql, int64_t a, struct dfs_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = sqlite3_prepare_v2(t->c->h, sql, -1, &st, NULL);
+
+	if (rc != SQLITE_OK)
+		return store__sqlerr(t, rc, "trim change stream", err);
+	sqlite3_bind_int64(st, 1, a);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+		return store__sqlerr(t, rc, "trim change stream", err);
+	return 0;
+}
+
+static int events_trim(struct store_txn *t, int64_t end, struct dfs_err *err);
+
+static int64_t meta_get(struct store_txn *t, const char *k, int64_t dflt)
+{
+	sqlite3_stmt *st = store__stmt(t, ST_META_GET, NULL);
+	int64_t v = dflt;
+
+	if (!st)
+		return dflt;
+	sqlite3_bind_text(st, 1, k, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int64(st, 0);
+	sqlite3_reset(st);
+	return v;
+}
+
+static int meta_put(struct store_txn *t, const char *k, int64_t v, struct dfs_err *err)
+{
+	sqlite3_stmt *st = store__stmt(t, ST_META_SET, err);
+
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	sqlite3_bind_text(st, 1, k, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, v);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		return store__sqlerr(t, sqlite3_errcode(t->c->h), "change stream settings", err);
+	sqlite3_reset(st);
+	return 0;
+}
+
+int store_events_set_keep(struct store_txn *t, int64_t bytes, struct dfs_err *err)
+{
+	if (bytes != 0 && bytes < 4096)
+		return dfs_err_set(err, DFS_EINVAL,
+				   "change stream history of %lld bytes: keep at least 4096, or 0 "
+				   "to record none",
+				   (long long)bytes);
+	t->ev_known = false;
+	int rc = meta_put(t, "events_keep", bytes, err);
+	int64_t end;
+
+	if (rc)
+		return rc;
+	end = step_int(t, ST_EV_END_DB, NULL, 0, &rc, err);
+	return rc ? rc : events_trim(t, end, err);
+}
+
+/* Trims the oldest events past events_keep bytes (note 3). */
+static int events_trim(struct store_txn *t, int64_t end, struct dfs_err *err)
+{
+	int64_t keep = meta_get(t, "events_keep", EVENTS_KEEP_DEFAULT), start, cut;
+	int rc = 0;
+
+	start = step_int(t, ST_EV_START_DB, NULL, end, &rc, err);
+	if (rc || end - start <= keep)
+		return rc;
+	{
+		sqlite3_stmt *st = store__stmt(t, ST_EV_CUT_AT, err);
+
+		if (!st)
+			return err ? err->code : DFS_EIO;
+		sqlite3_bind_int64(st, 1, end - keep);
+		cut = 0;
+		if (sqlite3_step(st) == SQLITE_ROW)
+			cut = sqlite3_column_int64(st, 0);
+		sqlite3_reset(st);
+	}
+	if (cut <= 0)
+		return 0;
+	if ((rc = exec1(t,
+			"INSERT OR REPLACE INTO evends(coll, endoff) SELECT coll,"
+			" max(off_coll + length(line)) FROM events WHERE seq <= ?1 AND coll IS NOT"
+			" NULL AND off_coll IS NOT NULL GROUP BY coll",
+			cut, err)) ||
+	    (rc = exec1(t,
+			"INSERT OR REPLACE INTO evends(coll, endoff) SELECT '',"
+			" max(off_db + length(line)) FROM events WHERE seq <= ?1 AND off_db IS NOT"
+			" NULL",
+			cut, err)) ||
+	    (rc = exec1(t, "DELETE FROM events WHERE seq <= ?1", cut, err)))
+		return rc;
+	return meta_put(t, "events_cut", cut, err);
+}
+
+/* Appends one event of kind op: body holds its fields after _id, operationType,
+ * clusterTime and wallTime. coll NULL: a database event; in_db false: only in coll's stream
+ * (an invalidate). */
+static int event_add(struct store_txn *t, int op, const char *coll, bool in_db,
+		     const bson_t *body, struct dfs_err *err)
+{
+	int64_t seq, ts, now_s, off_db = -1, off_coll = -1, len;
+	struct timespec now;
+	char token[STORE_TOKEN_LEN + 1];
+	struct dfs_buf line;
+	bson_t ev, id;
+	sqlite3_stmt *st;
+	int rc = 0;
+
+	if (!t->ev_known) {
+		t->ev_off = meta_get(t, "events_keep", EVENTS_KEEP_DEFAULT) == 0;
+		t->ev_seq = step_int(t, ST_EV_LAST_SEQ, NULL, 0, &rc, err);
+		t->ev_ts = step_int(t, ST_EV_LAST_TS, NULL, 0, &rc, err);
+		t->ev_end = step_int(t, ST_EV_END_DB, NULL, 0, &rc, err);
+		t->ev_coll[0] = '\0';
+		if (rc)
+			return rc;
+		t->ev_known = true;
+	}
+	if (t->ev_off)
+		return 0;
+	if (coll && strcmp(coll, t->ev_coll) != 0) {
+		int64_t end = step_int(t, ST_EV_END_COLL, coll, 0, &rc, err);
+
+		if (rc)
+			return rc;
+		snprintf(t->ev_coll, sizeof(t->ev_coll), "%s", coll);
+		t->ev_cend = end;
+	}
+	seq = t->ev_seq + 1;
+	clock_gettime(CLOCK_REALTIME, &now);
+	now_s = (int64_t)now.tv_sec << 32 | 1;
+	ts = t->ev_ts + 1 > now_s ? t->ev_ts + 1 : now_s;
+	if (in_db)
+		off_db = t->ev_end;
+	if (coll)
+		off_coll = t->ev_cend;
+	store_event_token(t->db->num, (uint64_t)ts, seq, token);
+	bson_init(&ev);
+	BSON_APPEND_DOCUMENT_BEGIN(&ev, "_id", &id);
+	BSON_APPEND_UTF8(&id, "_data", token);
+	bson_append_document_end(&ev, &id);
+	BSON_APPEND_UTF8(&ev, "operationType", store_event_op_name(op));
+	bson_append_timestamp(&ev, "clusterTime", -1, (uint32_t)(ts >> 32), (uint32_t)ts);
+	bson_append_date_time(&ev, "wallTime", -1,
+			      (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000);
+	if (body)
+		bson_concat(&ev, body);
+	dfs_buf_init(&line);
+	rc = store_codec_render(&ev, STORE_RENDER_COMPACT, &line, err);
+	bson_destroy(&ev);
+	if (rc) {
+		dfs_buf_release(&line);
+		return rc;
+	}
+	dfs_buf_putc(&line, '\n');
+	st = store__stmt(t, ST_EV_ADD, err);
+	if (!st) {
+		dfs_buf_release(&line);
+		return err ? err->code : DFS_EIO;
+	}
+	sqlite3_bind_int64(st, 1, seq);
+	sqlite3_bind_int64(st, 2, ts);
+	if (coll)
+		sqlite3_bind_text(st, 3, coll, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 4, op);
+	sqlite3_bind_blob(st, 5, line.data, (int)line.len, SQLITE_STATIC);
+	if (off_db >= 0)
+		sqlite3_bind_int64(st, 6, off_db);
+	if (off_coll >= 0)
+		sqlite3_bind_int64(st, 7, off_coll);
+	rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	len = (int64_t)line.len;
+	dfs_buf_release(&line);
+	if (rc != SQLITE_DONE) {
+		t->ev_known = false;
+		return store__sqlerr(t, rc, "change stream", err);
+	}
+	t->ev_seq = seq;
+	t->ev_ts = ts;
+	if (off_db >= 0)
+		t->ev_end = off_db + len;
+	if (off_coll >= 0)
+		t->ev_cend = off_coll + len;
+	if (seq % 16 == 0 && off_db >= 0)
+		return events_trim(t, off_db, err);
+	return 0;
+}
+
+static void append_ns(bson_t *b, const char *key, const char *db, const char *coll)
+{
+	bson_t ns;
+
+	bson_append_document_begin(b, key, -1, &ns);
+	BSON_APPEND_UTF8(&ns, "db", db);
+	if (coll)
+		BSON_APPEND_UTF8(&ns, "coll", coll);
+	bson_append_document_end(b, &ns);
+}
+
+static int coll_name(struct store_txn *t, int64_t coll, char *out, size_t cap,
+		     struct dfs_err *err)
+{
+	struct store_coll c;
+	int rc = store_coll_by_id(t, coll, &c, err);
+
+	if (!rc)
+		snprintf(out, cap, "%s", c.name);
+	return rc;
+}
+
+/* Appends to u the differences from a to b under prefix (updatedFields in u, removed
+ * paths in rm, truncations in tr). */
+static void diff_docs(const bson_t *a, const bson_t *b, bool arrays, const char *prefix,
+		      bson_t *u, bson_t *rm, bson_t *tr, uint32_t *nrm, uint32_t *ntr);
+
+static bool same_value(const bson_iter_t *x, const bson_iter_t *y)
+{
+	const bson_value_t *a = bson_iter_value((bson_iter_t *)x);
+	const bson_value_t *b = bson_iter_value((bson_iter_t *)y);
+
+	if (a->value_type != b->value_type)
+		return false;
+	if (a->value_type == BSON_TYPE_DOCUMENT || a->value_type == BSON_TYPE_ARRAY)
+		return a->value.v_doc.data_len == b->value.v_doc.data_len &&
+		       memcmp(a->value.v_doc.data, b->value.v_doc.data, a->value.v_doc.data_len) == 0;
+	return store_iter_compare(x, y) == 0 &&
+	       (a->value_type != BSON_TYPE_UTF8 ||
+		(a->value.v_utf8.len == b->value.v_utf8.len &&
+		 memcmp(a->value.v_utf8.str, b->value.v_utf8.str, a->value.v_utf8.len) == 0));
+}
+
+static void diff_value(bson_iter_t *x, bson_iter_t *y, const char *path, bson_t *u, bson_t *rm,
+		       bson_t *tr, uint32_t *nrm, uint32_t *ntr)
+{
+	bson_type_t tx = bson_iter_type(x), ty = bson_iter_type(y);
+
+	if (same_value(x, y))
+		return;
+	if (tx == ty && (tx == BSON_TYPE_DOCUMENT || tx == BSON_TYPE_ARRAY)) {
+		const uint8_t *dx, *dy;
+		uint32_t lx, ly;
+		bson_t bx, by;
+
+		if (tx == BSON_TYPE_DOCUMENT) {
+			bson_iter_document(x, &lx, &dx);
+			bson_iter_document(y, &ly, &dy);
+		} else {
+			bson_iter_array(x, &lx, &dx);
+			bson_iter_array(y, &ly, &dy);
+		}
+		if (bson_init_static(&bx, dx, lx) && bson_init_static(&by, dy, ly)) {
+			diff_docs(&bx, &by, tx == BSON_TYPE_ARRAY, path, u, rm, tr, nrm, ntr);
+			return;
+		}
+	}
+	bson_append_iter(u, path, -1, y);
+}
+
+static void diff_docs(const bson_t *a, const bson_t *b, bool arrays, const char *prefix,
+		      bson_t *u, bson_t *rm, bson_t *tr, uint32_t *nrm, uint32_t *ntr)
+{
+	bson_iter_t x, y;
+	char path[1024], idx[16];
+	uint32_t na = 0, nb = 0;
+
+	if (arrays) {
+		/* Elements by position: the common ones compared, the new ones set, and a
+		 * shorter array reported as truncated. */
+		bson_iter_init(&x, a);
+		while (bson_iter_next(&x))
+			na++;
+		bson_iter_init(&y, b);
+		while (bson_iter_next(&y)) {
+			snprintf(path, sizeof(path), "%s.%u", prefix, nb);
+			if (nb < na) {
+				snprintf(idx, sizeof(idx), "%u", nb);
+				if (bson_iter_init_find(&x, a, idx))
+					diff_value(&x, &y, path, u, rm, tr, nrm, ntr);
+			} else {
+				bson_append_iter(u, path, -1, &y);
+			}
+			nb++;
+		}
+		if (nb < na) {
+			bson_t t1;
+
+			snprintf(idx, sizeof(idx), "%u", (*ntr)++);
+			bson_append_document_begin(tr, idx, -1, &t1);
+			BSON_APPEND_UTF8(&t1, "field", prefix);
+			BSON_APPEND_INT32(&t1, "newSize", (int32_t)nb);
+			bson_append_document_end(tr, &t1);
+		}
+		return;
+	}
+	bson_iter_init(&y, b);
+	while (bson_iter_next(&y)) {
+		const char *k = bson_iter_key(&y);
+
+		if (!*prefix && strcmp(k, "_id") == 0)
+			continue;
+		snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "." : "", k);
+		if (bson_iter_init_find(&x, a, k))
+			diff_value(&x, &y, path, u, rm, tr, nrm, ntr);
+		else
+			bson_append_iter(u, path, -1, &y);
+	}
+	bson_iter_init(&x, a);
+	while (bson_iter_next(&x)) {
+		const char *k = bson_iter_key(&x);
+
+		if (bson_iter_init_find(&y, b, k))
+			continue;
+		snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "." : "", k);
+		snprintf(idx, sizeof(idx), "%u", (*nrm)++);
+		BSON_APPEND_UTF8(rm, idx, path);
+	}
+}
+
+int store__ev_doc(struct store_txn *t, int op, int64_t coll, const bson_t *old, const bson_t *doc,
+		  struct dfs_err *err)
+{
+	char name[DFS_MAX_NS_NAME + 1];
+	bson_iter_t it;
+	bson_t body, dk;
+	int rc;
+
+	if ((rc = coll_name(t, coll, name, sizeof(name), err)))
+		return rc;
+	if (!bson_iter_init_find(&it, doc, "_id"))
+		return dfs_err_set(err, DFS_EINVAL, "change event of a document without _id");
+	bson_init(&body);
+	if (op == STORE_EV_INSERT || op == STORE_EV_REPLACE)
+		BSON_APPEND_DOCUMENT(&body, "fullDocument", doc);
+	append_ns(&body, "ns", t->db->name, name);
+	BSON_APPEND_DOCUMENT_BEGIN(&body, "documentKey", &dk);
+	bson_append_iter(&dk, "_id", 3, &it);
+	bson_append_document_end(&body, &dk);
+	if (op == STORE_EV_UPDATE) {
+		bson_t ud, u, rm, tr;
+		uint32_t nrm = 0, ntr = 0;
+
+		BSON_APPEND_DOCUMENT_BEGIN(&body, "updateDescription", &ud);
+		BSON_APPEND_DOCUMENT_BEGIN(&ud, "updatedFields", &u);
+		bson_init(&rm);
+		bson_init(&tr);
+		diff_docs(old, doc, false, "", &u, &rm, &tr, &nrm, &ntr);
+		bson_append_document_end(&ud, &u);
+		bson_append_array(&ud, "removedFields", -1, &rm);
+		bson_append_array(&ud, "truncatedArrays", -1, &tr);
+		bson_destroy(&rm);
+		bson_destroy(&tr);
+		bson_append_document_end(&body, &ud);
+	}
+	rc = event_add(t, op, name, true, &body, err);
+	bson_destroy(&body);
+	return rc;
+}
+
+int store__ev_coll(struct store_txn *t, int op, const char *coll, const char *to,
+		   struct dfs_err *err)
+{
+	bson_t body;
+	int rc;
+
+	bson_init(&body);
+	append_ns(&body, "ns", t->db->name, coll);
+	if (to)
+		append_ns(&body, "to", t->db->name, to);
+	rc = event_add(t, op, coll, true, &body, err);
+	bson_destroy(&body);
+	if (!rc && (op == STORE_EV_DROP || op == STORE_EV_RENAME))
+		rc = event_add(t, STORE_EV_INVALIDATE, coll, false, NULL, err);
+	return rc;
+}
+
+int store__ev_index(struct store_txn *t, int op, int64_t coll, const bson_t *spec,
+		    struct dfs_err *err)
+{
+	char name[DFS_MAX_NS_NAME + 1];
+	bson_t body, od, arr;
+	int rc;
+
+	if ((rc = coll_name(t, coll, name, sizeof(name), err)))
+		return rc;
+	bson_init(&body);
+	append_ns(&body, "ns", t->db->name, name);
+	BSON_APPEND_DOCUMENT_BEGIN(&body, "operationDescription", &od);
+	BSON_APPEND_ARRAY_BEGIN(&od, "indexes", &arr);
+	BSON_APPEND_DOCUMENT(&arr, "0", spec);
+	bson_append_array_end(&od, &arr);
+	bson_append_document_end(&body, &od);
+	rc = event_add(t, op, name, true, &body, err);
+	bson_destroy(&body);
+	return rc;
+}
+
+/* ---- reading ------------------------------------------------------------------------ */
+
+static void event_from_row(sqlite3_stmt *st, struct store_event *e)
+{
+	e->seq = sqlite3_column_int64(st, 0);
+	e->ts = (uint64_t)sqlite3_column_int64(st, 1);
+	e->coll = (const char *)sqlite3_column_text(st, 2);
+	e->op = sqlite3_column_int(st, 3);
+	e->line = sqlite3_column_blob(st, 4);
+	e->len = (size_t)sqlite3_column_bytes(st, 4);
+	e->off = sqlite3_column_int64(st, 5);
+}
+
+static int events_run(struct store_txn *t, sqlite3_stmt *st,
+		      int (*cb)(void *ctx, const struct store_event *e), void *ctx,
+		      struct dfs_err *err)
+{
+	struct store_event e;
+	int rc;
+
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		event_from_row(st, &e);
+		if ((rc = cb(ctx, &e))) {
+			sqlite3_reset(st);
+			return rc > 0 ? 0 : rc;
+		}
+	}
+	sqlite3_reset(st);
+	if (rc != SQLITE_DONE)
+		return store__sqlerr(t, rc, "read change stream", err);
+	return 0;
+}
+
+int store_events_list(struct store_txn *t, const char *coll, int64_t after,
+		      int (*cb)(void *ctx, const struct store_event *e), void *ctx,
+		      struct dfs_err *err)
+{
+	sqlite3_stmt *st = store__stmt(t, coll ? ST_EV_LIST_COLL : ST_EV_LIST_DB, err);
+
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	sqlite3_bind_int64(st, 1, after);
+	if (coll)
+		sqlite3_bind_text(st, 2, coll, -1, SQLITE_TRANSIENT);
+	return events_run(t, st, cb, ctx, err);
+}
+
+int store_events_from(struct store_txn *t, const char *coll, int64_t off,
+		      int (*cb)(void *ctx, const struct store_event *e), void *ctx,
+		      struct dfs_err *err)
+{
+	sqlite3_stmt *st = store__stmt(t, coll ? ST_EV_FROM_COLL : ST_EV_FROM_DB, err);
+
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	sqlite3_bind_int64(st, 1, off);
+	if (coll)
+		sqlite3_bind_text(st, 2, coll, -1, SQLITE_TRANSIENT);
+	return events_run(t, st, cb, ctx, err);
+}
+
+int store_events_span(struct store_txn *t, const char *coll, struct store_events_span *out,
+		      struct dfs_err *err)
+{
+	int rc = 0;
+
+	out->end = step_int(t, coll ? ST_EV_END_COLL : ST_EV_END_DB, coll, 0, &rc, err);
+	out->start = step_int(t, coll ? ST_EV_START_COLL : ST_EV_START_DB, coll, out->end, &rc,
+			      err);
+	out->last_seq = step_int(t, ST_EV_LAST_SEQ, NULL, 0, &rc, err);
+	out->cut = meta_get(t, "events_cut", 0);
+	out->dbnum = t->db->num;
+	return rc;
+}

@@ -1,0 +1,408 @@
+/*
+ * test_changes.c - unit tests of change streams in the store (store/changes.c and its hooks
+ * in doc.c, db.c and index.c): the event each write records in its own transaction (insert,
+ * update with updateDescription, replace, delete, a document renamed to another _id, drop
+ * and rename of a collection with their invalidates, createIndexes/dropIndexes), nothing
+ * recorded by a write that failed, tokens that parse back and sort in event order, offsets
+ * that only grow through trimming, and the cut that marks lost history. Each test uses its
+ * own temporary store.
+ */
+#include "store.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char tmpdir[256];
+static struct store *st;
+static struct store_db *db;
+static const struct store_attrs attrs = {0644, 0, 0, 0};
+
+static void setup(void)
+{
+	struct dfs_err err = {0};
+
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/docfs-test-changes-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	ck_assert_int_eq(store_open(tmpdir, false, &st, &err), 0);
+	ck_assert_int_eq(store_db_get(st, "shop", true, &db, &err), 0);
+}
+
+static void teardown(void)
+{
+	char cmd[300];
+
+	store_free(st);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+/* The events of a stream, collected. */
+struct evs {
+	int n;
+	int op[64];
+	int64_t seq[64], off[64];
+	char coll[64][64];
+	char line[64][1024];
+};
+
+static int collect(void *ctx, const struct store_event *e)
+{
+	struct evs *v = ctx;
+
+	if (v->n == 64)
+		return 1;
+	v->op[v->n] = e->op;
+	v->seq[v->n] = e->seq;
+	v->off[v->n] = e->off;
+	snprintf(v->coll[v->n], sizeof(v->coll[0]), "%s", e->coll ? e->coll : "");
+	snprintf(v->line[v->n], sizeof(v->line[0]), "%.*s", (int)e->len, e->line);
+	v->n++;
+	return 0;
+}
+
+static void list(const char *coll, int64_t after, struct evs *v)
+{
+	struct dfs_err err = {0};
+	struct store_txn *t;
+
+	memset(v, 0, sizeof(*v));
+	ck_assert_int_eq(store_txn_begin(db, false, &t, &err), 0);
+	ck_assert_msg(store_events_list(t, coll, after, collect, v, &err) == 0, "%s", err.msg);
+	store_txn_abort(t);
+}
+
+static void span(const char *coll, struct store_events_span *sp)
+{
+	struct dfs_err err = {0};
+	struct store_txn *t;
+
+	ck_assert_int_eq(store_txn_begin(db, false, &t, &err), 0);
+	ck_assert_msg(store_events_span(t, coll, sp, &err) == 0, "%s", err.msg);
+	store_txn_abort(t);
+}
+
+static int64_t make_coll(const char *name)
+{
+	struct dfs_err err = {0};
+	struct store_txn *t;
+	struct store_coll c;
+
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	ck_assert_msg(store_coll_create(t, name, 0755, 0, 0, &c, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	return c.id;
+}
+
+static int put_text(int64_t coll, const char *name, const char *text, struct dfs_err *err)
+{
+	struct store_txn *t;
+	int rc;
+
+	ck_assert_int_eq(store_txn_begin(db, true, &t, err), 0);
+	rc = store_doc_write_text(t, coll, name, text, strlen(text), &attrs, NULL, err);
+	if (rc) {
+		store_txn_abort(t);
+		return rc;
+	}
+	return store_txn_commit(t, err);
+}
+
+static int64_t entry_of(int64_t coll, const char *name)
+{
+	struct dfs_err err = {0};
+	struct store_txn *t;
+	struct store_entry e;
+
+	ck_assert_int_eq(store_txn_begin(db, false, &t, &err), 0);
+	ck_assert_msg(store_entry_lookup(t, coll, name, &e, &err) == 0, "%s", err.msg);
+	store_txn_abort(t);
+	return e.id;
+}
+
+static void update_op(int64_t coll, const char *name, const char *newtext)
+{
+	struct dfs_err err = {0};
+	struct store_txn *t;
+	bson_t doc, prepared;
+	int64_t id = entry_of(coll, name);
+
+	bson_init(&doc);
+	bson_init(&prepared);
+	ck_assert_int_eq(store_codec_parse_doc(newtext, strlen(newtext), &doc, &err), 0);
+	ck_assert_int_eq(store_doc_prepare(&doc, NULL, &prepared, &err), 0);
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	ck_assert_msg(store_doc_update_op(t, id, &prepared, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	bson_destroy(&doc);
+	bson_destroy(&prepared);
+}
+
+START_TEST(test_store_events_record_document_writes)
+{
+	struct dfs_err err = {0};
+	struct store_txn *t;
+	struct evs v;
+	int64_t coll = make_coll("items");
+
+	ck_assert_int_eq(put_text(coll, "1.json", "{\"a\": 1, \"tags\": [\"x\", \"y\"], \"z\": 0}",
+				  &err),
+			 0);
+	ck_assert_int_eq(put_text(coll, "1.json", "{\"a\": 2}", &err), 0); /* a whole file */
+	update_op(coll, "1.json", "{\"_id\": 1, \"a\": 3, \"tags\": [\"x\"], \"n\": {\"b\": 1}}");
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	ck_assert_int_eq(store_entry_delete(t, entry_of(coll, "1.json"), &err), 0);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	list("items", 0, &v);
+	ck_assert_int_eq(v.n, 4);
+	ck_assert_int_eq(v.op[0], STORE_EV_INSERT);
+	ck_assert_int_eq(v.op[1], STORE_EV_REPLACE);
+	ck_assert_int_eq(v.op[2], STORE_EV_UPDATE);
+	ck_assert_int_eq(v.op[3], STORE_EV_DELETE);
+	ck_assert_ptr_nonnull(strstr(v.line[0], "\"operationType\": \"insert\""));
+	ck_assert_ptr_nonnull(
+		strstr(v.line[0], "\"fullDocument\": {\"_id\": 1, \"a\": 1, \"tags\": [\"x\", \"y\"], "
+				  "\"z\": 0}, \"ns\": {\"db\": \"shop\", \"coll\": \"items\"}, "
+				  "\"documentKey\": {\"_id\": 1}}\n"));
+	ck_assert_ptr_nonnull(strstr(v.line[1], "\"fullDocument\": {\"_id\": 1, \"a\": 2}"));
+	/* replace -> {a: 3, tags: [x], n: {b: 1}}: from {a: 2} all three are set */
+	ck_assert_msg(strstr(v.line[2], "\"updateDescription\": {\"updatedFields\": {\"a\": 3, "
+					"\"tags\": [\"x\"], \"n\": {\"b\": 1}}, \"removedFields\": [], "
+					"\"truncatedArrays\": []}") != NULL,
+		      "%s", v.line[2]);
+	ck_assert_ptr_null(strstr(v.line[2], "fullDocument"));
+	ck_assert_ptr_nonnull(strstr(v.line[3], "\"documentKey\": {\"_id\": 1}}\n"));
+	ck_assert_ptr_null(strstr(v.line[3], "fullDocument"));
+	/* seqs and offsets in order, lines back to back */
+	for (int i = 1; i < v.n; i++) {
+		ck_assert_int_gt(v.seq[i], v.seq[i - 1]);
+		ck_assert_int_eq(v.off[i], v.off[i - 1] + (int64_t)strlen(v.line[i - 1]));
+	}
+}
+END_TEST
+
+START_TEST(test_store_events_update_description_paths)
+{
+	struct dfs_err err = {0};
+	struct evs v;
+	int64_t coll = make_coll("items");
+
+	ck_assert_int_eq(put_text(coll, "7.json",
+				  "{\"a\": {\"b\": 1, \"c\": 2}, \"arr\": [1, 2, 3], \"gone\": true}",
+				  &err),
+			 0);
+	update_op(coll, "7.json", "{\"_id\": 7, \"a\": {\"b\": 5, \"c\": 2}, \"arr\": [1, 9]}");
+	update_op(coll, "7.json", "{\"_id\": 7, \"a\": {\"b\": 5, \"c\": 2}, \"arr\": [1, 9, 4]}");
+	list("items", 0, &v);
+	ck_assert_int_eq(v.n, 3);
+	ck_assert_msg(strstr(v.line[1], "{\"updatedFields\": {\"a.b\": 5, \"arr.1\": 9}, "
+					"\"removedFields\": [\"gone\"], \"truncatedArrays\": "
+					"[{\"field\": \"arr\", \"newSize\": 2}]}") != NULL,
+		      "%s", v.line[1]);
+	ck_assert_msg(strstr(v.line[2], "{\"updatedFields\": {\"arr.2\": 4}, \"removedFields\": [], "
+					"\"truncatedArrays\": []}") != NULL,
+		      "%s", v.line[2]);
+}
+END_TEST
+
+START_TEST(test_store_events_failed_write_records_nothing)
+{
+	struct dfs_err err = {0};
+	struct evs v;
+	int64_t coll = make_coll("items");
+
+	ck_assert_int_eq(put_text(coll, "1.json", "{\"a\": 1}", &err), 0);
+	ck_assert_int_ne(put_text(coll, "2.json", "{\"a\": ", &err), 0);
+	list("items", 0, &v);
+	ck_assert_int_eq(v.n, 1);
+}
+END_TEST
+
+START_TEST(test_store_events_rename_drop_invalidate_indexes)
+{
+	struct dfs_err err = {0};
+	struct store_txn *t;
+	struct evs v;
+	int64_t coll = make_coll("items"), other = make_coll("other");
+	bson_t spec;
+	char used[128];
+
+	ck_assert_int_eq(put_text(coll, "1.json", "{\"a\": 1}", &err), 0);
+	/* a document renamed to another _id: a delete and an insert */
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	ck_assert_msg(store_entry_rename(t, entry_of(coll, "1.json"), coll, "2.json", NULL, &err) ==
+			      0,
+		      "%s", err.msg);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	bson_init(&spec);
+	ck_assert_int_eq(store_codec_parse_doc("{\"key\": {\"a\": 1}}", 17, &spec, &err), 0);
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	ck_assert_msg(store_index_create(t, coll, &spec, used, sizeof(used), NULL, NULL, &err) == 0,
+		      "%s", err.msg);
+	ck_assert_int_eq(store_index_drop(t, coll, "a_1", &err), 0);
+	ck_assert_int_eq(store_coll_rename(t, coll, "things", &err), 0);
+	ck_assert_int_eq(store_coll_drop(t, other, &err), 0);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	bson_destroy(&spec);
+	list("items", 0, &v);
+	ck_assert_int_eq(v.n, 7);
+	ck_assert_int_eq(v.op[1], STORE_EV_DELETE);
+	ck_assert_int_eq(v.op[2], STORE_EV_INSERT);
+	ck_assert_ptr_nonnull(strstr(v.line[2], "\"documentKey\": {\"_id\": 2}"));
+	ck_assert_int_eq(v.op[3], STORE_EV_CREATE_INDEXES);
+	ck_assert_ptr_nonnull(strstr(v.line[3], "\"operationDescription\": {\"indexes\": [{\"v\": 2, "
+						"\"key\": {\"a\": 1}, \"name\": \"a_1\"}]}"));
+	ck_assert_int_eq(v.op[4], STORE_EV_DROP_INDEXES);
+	ck_assert_int_eq(v.op[5], STORE_EV_RENAME);
+	ck_assert_ptr_nonnull(strstr(v.line[5], "\"to\": {\"db\": \"shop\", \"coll\": \"things\"}"));
+	ck_assert_int_eq(v.op[6], STORE_EV_INVALIDATE);
+	list("other", 0, &v);
+	ck_assert_int_eq(v.n, 2);
+	ck_assert_int_eq(v.op[0], STORE_EV_DROP);
+	ck_assert_int_eq(v.op[1], STORE_EV_INVALIDATE);
+	/* the database's stream has no invalidates */
+	list(NULL, 0, &v);
+	ck_assert_int_eq(v.n, 7);
+	for (int i = 0; i < v.n; i++)
+		ck_assert_int_ne(v.op[i], STORE_EV_INVALIDATE);
+}
+END_TEST
+
+START_TEST(test_store_event_tokens_sort_and_parse)
+{
+	char a[STORE_TOKEN_LEN + 1], b[STORE_TOKEN_LEN + 1];
+	struct dfs_err err = {0};
+	uint32_t dbnum;
+	uint64_t ts;
+	int64_t seq;
+
+	store_event_token(3, (uint64_t)1700000000 << 32 | 9, 255, a);
+	store_event_token(3, (uint64_t)1700000000 << 32 | 10, 256, b);
+	ck_assert_int_eq((int)strlen(a), STORE_TOKEN_LEN);
+	ck_assert_int_lt(strcmp(a, b), 0);
+	ck_assert_str_eq(a, "826553F10000000009010000000300000000000000FF");
+	ck_assert_int_eq(store_event_token_parse(a, &dbnum, &ts, &seq, &err), 0);
+	ck_assert_int_eq(dbnum, 3);
+	ck_assert_uint_eq(ts, (uint64_t)1700000000 << 32 | 9);
+	ck_assert_int_eq(seq, 255);
+	ck_assert_int_eq(store_event_token_parse("82zz", &dbnum, &ts, &seq, &err), DFS_EINVAL);
+	ck_assert_ptr_nonnull(strstr(err.msg, "FailedToParse"));
+	dfs_err_clear(&err);
+	ck_assert_int_eq(store_event_token_parse("8200", &dbnum, &ts, &seq, &err), DFS_EINVAL);
+	ck_assert_ptr_nonnull(strstr(err.msg, "InvalidResumeToken"));
+}
+END_TEST
+
+START_TEST(test_store_events_trim_keeps_offsets_growing)
+{
+	struct dfs_err err = {0};
+	struct store_events_span before, after, cs;
+	struct store_txn *t;
+	struct evs v;
+	int64_t coll = make_coll("items");
+	char name[32], text[600];
+
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	ck_assert_int_eq(store_events_set_keep(t, 100, &err), DFS_EINVAL);
+	ck_assert_int_eq(store_events_set_keep(t, 8192, &err), 0);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	for (int i = 0; i < 300; i++) {
+		snprintf(name, sizeof(name), "%d.json", i);
+		snprintf(text, sizeof(text), "{\"pad\": \"%0400d\"}", i);
+		ck_assert_int_eq(put_text(coll, name, text, &err), 0);
+		if (i == 10)
+			span(NULL, &before);
+	}
+	span(NULL, &after);
+	span("items", &cs);
+	ck_assert_int_gt(after.cut, 0);
+	ck_assert_int_gt(after.start, 0);
+	ck_assert_int_le(after.end - after.start, 8192 + 16 * 700); /* checked every 16 */
+	ck_assert_int_gt(after.end, before.end);
+	ck_assert_int_eq(cs.end, after.end); /* one collection: the same bytes */
+	ck_assert_int_eq(after.last_seq, 300);
+	/* the first event kept follows the cut */
+	list(NULL, 0, &v);
+	ck_assert_int_eq(v.seq[0], after.cut + 1);
+	ck_assert_int_eq(v.off[0], after.start);
+	/* a collection dropped with all its events trimmed keeps its end */
+	{
+		int64_t end = cs.end;
+
+		ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+		ck_assert_int_eq(store_coll_drop(t, coll, &err), 0);
+		ck_assert_int_eq(store_txn_commit(t, &err), 0);
+		int64_t o = make_coll("other");
+
+		for (int i = 0; i < 300; i++) {
+			snprintf(name, sizeof(name), "%d.json", i);
+			snprintf(text, sizeof(text), "{\"pad\": \"%0400d\"}", i);
+			ck_assert_int_eq(put_text(o, name, text, &err), 0);
+		}
+		coll = make_coll("items");
+		ck_assert_int_eq(put_text(coll, "1.json", "{\"back\": true}", &err), 0);
+		span("items", &cs);
+		ck_assert_int_gt(cs.start, end);
+	}
+}
+END_TEST
+
+START_TEST(test_store_events_keep_zero_records_nothing)
+{
+	struct dfs_err err = {0};
+	struct store_events_span sp;
+	struct store_txn *t;
+	struct evs v;
+	int64_t coll = make_coll("items");
+
+	ck_assert_int_eq(put_text(coll, "1.json", "{\"a\": 1}", &err), 0);
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	ck_assert_int_eq(store_events_set_keep(t, 0, &err), 0);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	ck_assert_int_eq(put_text(coll, "2.json", "{\"a\": 2}", &err), 0);
+	list(NULL, 0, &v);
+	ck_assert_int_eq(v.n, 0);
+	span(NULL, &sp);
+	ck_assert_int_eq(sp.cut, 1); /* the one event before */
+	ck_assert_int_gt(sp.end, 0);
+	ck_assert_int_eq(sp.start, sp.end);
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	ck_assert_int_eq(store_events_set_keep(t, 1 << 20, &err), 0);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	ck_assert_int_eq(put_text(coll, "3.json", "{\"a\": 3}", &err), 0);
+	list(NULL, 0, &v);
+	ck_assert_int_eq(v.n, 1);
+	ck_assert_int_eq(v.seq[0], 2); /* after the cut, never a token seen before */
+	ck_assert_int_eq(v.off[0], sp.end);
+}
+END_TEST
+
+static Suite *changes_suite(void)
+{
+	Suite *s = suite_create("changes");
+	TCase *c = tcase_create("changes");
+
+	tcase_add_checked_fixture(c, setup, teardown);
+	tcase_set_timeout(c, 60);
+	tcase_add_test(c, test_store_events_record_document_writes);
+	tcase_add_test(c, test_store_events_update_description_paths);
+	tcase_add_test(c, test_store_events_failed_write_records_nothing);
+	tcase_add_test(c, test_store_events_rename_drop_invalidate_indexes);
+	tcase_add_test(c, test_store_event_tokens_sort_and_parse);
+	tcase_add_test(c, test_store_events_trim_keeps_offsets_growing);
+	tcase_add_test(c, test_store_events_keep_zero_records_nothing);
+	suite_add_tcase(s, c);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(changes_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
