@@ -248,6 +248,14 @@ int fs_changes_next(struct fs_changes *c, size_t want, struct dfs_buf *out,
 		    bool (*stop)(void *ctx), void *ctx, struct dfs_err *err);
 void fs_changes_free(struct fs_changes *c);
 
+/* ---- stats.c: the .stats files ------------------------------------------------------ */
+
+/* collStats of collection coll of db (coll 0: dbStats of db) as a pretty JSON document
+ * appended to out; opts is the part after '?' of the name (scale=N) or NULL. Errors:
+ * DFS_EINVAL naming a bad option. */
+int fs_stats_render(struct store_db *db, int64_t coll, const char *opts, struct dfs_buf *out,
+		    struct dfs_err *err);
+
 /* ---- apath.c: aggregate/ paths and saved pipelines ----------------------------------- */
 
 /* Runs the pipeline of path component "<pipeline>[?format=..]" or "@name[?..]" over
@@ -339,6 +347,8 @@ enum fs_node_kind {
 	FSN_DEAD,	/* unlinked or replaced while the kernel still holds it: writes to it
 			 * go nowhere, as on any unlinked file */
 	FSN_OPTIONS,	/* "/<db>/<coll>/.options": the collection's options (options.c) */
+	FSN_STATS,	/* ".stats[?scale=N]" of a collection (coll) or a database (coll 0);
+			 * pending_name: the name when it has options (stats.c) */
 	FSN_CHANGES,	/* ".changes[?opts]" of a collection (coll), a database (coll 0) or the
 			 * mount (db NULL); pending_name: the name when it has options */
 };

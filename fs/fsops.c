@@ -128,6 +128,7 @@ static const struct {
 	{".bulk", FSN_WRITE, 12},	/* bulk writes */
 	{".options", FSN_OPTIONS, 9},	/* collection options (options.c) */
 	{".changes", FSN_CHANGES, 14},	/* change stream (changes.c) */
+	{".stats", FSN_STATS, 15},	/* collStats (stats.c) */
 };
 #define NFIXED (sizeof(coll_fixed) / sizeof(coll_fixed[0]))
 
@@ -452,6 +453,26 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 		dir_attr(st, n->ino, 0755, getuid(), getgid(), store_db_ctime(n->db),
 			 store_db_ctime(n->db));
 		return 0;
+	case FSN_STATS: {
+		/* The size of the figures the last open read (they are read at each open); the
+		 * time of the collection's last change, or the database's creation. */
+		int64_t mtime = store_db_ctime(n->db);
+
+		*timeout = 0;
+		if (n->coll) {
+			struct store_coll c;
+
+			if ((rc = store_txn_begin(n->db, false, &t, err)))
+				return rc;
+			rc = store_coll_by_id(t, n->coll, &c, err);
+			store_txn_abort(t);
+			if (rc)
+				return rc;
+			mtime = c.mtime_ns;
+		}
+		file_attr(st, n->ino, 0444, n->result_size, mtime);
+		return 0;
+	}
 	case FSN_CHANGES: {
 		/* A plain one grows with its stream; a stream has no size (changes.c note 2). */
 		int64_t size = 0;
@@ -593,7 +614,7 @@ static void reply_entry(fuse_req_t req, struct fs_node *n)
 					   n->kind == FSN_EXPLAIN || n->kind == FSN_INDEX ||
 					   n->kind == FSN_IXPENDING || n->kind == FSN_WRITE ||
 					   n->kind == FSN_AGG || n->kind == FSN_OPTIONS ||
-					   n->kind == FSN_CHANGES
+					   n->kind == FSN_CHANGES || n->kind == FSN_STATS
 				   ? 0
 				   : LONG_TIMEOUT;
 	/* A ref under /.snapshots may move to another commit at the next snapshot. */
@@ -674,6 +695,26 @@ static struct fs_node *changes_node(struct store_db *db, int64_t coll, const cha
 			     (0xfffdULL << 48) | (h & ((1ULL << 48) - 1)));
 }
 
+/* Whether name is ".stats" or ".stats?<options>". */
+static bool stats_name(const char *name)
+{
+	return strncmp(name, ".stats", 6) == 0 && (name[6] == '\0' || name[6] == '?');
+}
+
+/* The node of a .stats name of collection coll of db (coll 0: of db), as changes_node. */
+static struct fs_node *stats_node(struct store_db *db, int64_t coll, const char *name)
+{
+	uint64_t h = 14695981039346656037ULL;
+
+	if (!strchr(name, '?'))
+		return fs_node_ref(FSN_STATS, db, coll, 0, fs_ino_special(db, coll, 15), NULL);
+	for (const char *c = name; *c; c++)
+		h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+	h ^= store_db_number(db) * 0x9e3779b97f4a7c15ULL;
+	h ^= (uint64_t)coll * 0xc2b2ae3d27d4eb4fULL;
+	return fs_node_keyed(FSN_STATS, db, coll, name, (0xfffcULL << 48) | (h & ((1ULL << 48) - 1)));
+}
+
 /* Looks name up under parent and returns a referenced node, or NULL with err set. */
 static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct dfs_err *err)
 {
@@ -708,6 +749,8 @@ static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct d
 
 		if (changes_name(name))
 			return changes_node(p->db, 0, name);
+		if (stats_name(name))
+			return stats_node(p->db, 0, name);
 		if (store_txn_begin(p->db, false, &t, err))
 			return NULL;
 		if (store_coll_find(t, name, &c, err) == 0)
@@ -725,6 +768,8 @@ static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct d
 			return write_node(p, name);
 		if (fi < 0 && changes_name(name))
 			return changes_node(p->db, p->coll, name);
+		if (fi < 0 && stats_name(name))
+			return stats_node(p->db, p->coll, name);
 		if (fi >= 0)
 			return fs_node_ref(coll_fixed[fi].kind, p->db, p->coll, 0,
 					   fs_ino_special(p->db, p->coll, coll_fixed[fi].k), NULL);
@@ -1298,6 +1343,24 @@ static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		h = handle_new(FH_IXSPEC, n);
 		fi->direct_io = 1;
 		break;
+	case FSN_STATS: {
+		const char *q = n->pending_name ? strchr(n->pending_name, '?') : NULL;
+
+		if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+			reply_msg(req, DFS_EPERM, "'.stats' is read-only");
+			return;
+		}
+		h = handle_new(FH_TEXT, n);
+		fi->direct_io = 1;
+		if (fs_stats_render(n->db, n->coll, q ? q + 1 : NULL, &h->buf, &err)) {
+			handle_free(h);
+			dfs_err_prefix(&err, "'%s': ", n->pending_name ? n->pending_name : ".stats");
+			reply_dfs(req, &err, "open");
+			return;
+		}
+		n->result_size = h->buf.len;
+		break;
+	}
 	case FSN_CHANGES: {
 		char coll[DFS_MAX_NS_NAME + 1] = "";
 		struct store_txn *t;
@@ -2333,9 +2396,8 @@ static void fsop_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 			  "mkdir '%s': a collection holds documents, not directories", name);
 		return;
 	}
-	if (changes_name(name)) {
-		reply_msg(req, DFS_EEXIST, "mkdir '%s': the database's change stream has that name",
-			  name);
+	if (changes_name(name) || stats_name(name)) {
+		reply_msg(req, DFS_EEXIST, "mkdir '%s': a file of the database has that name", name);
 		return;
 	}
 	rc = store_txn_begin(p->db, true, &t, &err);
@@ -2644,6 +2706,8 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 		} else if (d->kind == FSN_DB) {
 			struct store_txn *t;
 
+			/* Only collections: `ls -A <db>` lists them. .stats and .changes are
+			 * there by name. */
 			rc = store_txn_begin(d->db, false, &t, &err);
 			if (!rc) {
 				rc = store_coll_list(t, coll_list_add, &l, &err);

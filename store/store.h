@@ -249,6 +249,10 @@ bool store_db_gone(struct store_db *db);
 const char *store_db_name(const struct store_db *db); /* Borrowed: lives with db */
 uint32_t store_db_number(const struct store_db *db);  /* stable, unique in the store, >= 1 */
 int64_t store_db_ctime(const struct store_db *db);    /* ns since the epoch */
+/* The bytes of db's SQLite file and its WAL, and the used and total bytes of the file
+ * system holding them (statvfs). */
+int store_db_usage(const struct store_db *db, int64_t *file_bytes, int64_t *fs_used,
+		   int64_t *fs_total, struct dfs_err *err);
 /* Makes committed writes durable against power loss (fsyncs the database and its WAL). */
 int store_db_sync(struct store_db *db, struct dfs_err *err);
 
@@ -285,6 +289,9 @@ int store_coll_rename(struct store_txn *t, int64_t id, const char *newname,
 		      struct dfs_err *err); /* DFS_EEXIST when newname exists */
 int store_coll_count(struct store_txn *t, int64_t id, int64_t *ndocs, int64_t *nfiles,
 		     struct dfs_err *err);
+/* The documents of collection id and the bytes of their BSON (collStats count and size). */
+int store_coll_data_size(struct store_txn *t, int64_t id, int64_t *count, int64_t *bytes,
+			 struct dfs_err *err);
 int store_coll_touch(struct store_txn *t, int64_t id, int64_t mtime_ns, struct dfs_err *err);
 int store_coll_setattr(struct store_txn *t, int64_t id, uint32_t mode, uint32_t uid, uint32_t gid,
 		       struct dfs_err *err);
