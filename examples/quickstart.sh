@@ -65,6 +65,8 @@ show "echo '{\$inc: {\"user.age\": 1}}' > 'test/users/update/{\"user.age\": 99}?
 show "echo '{\"user\": {\"name\": {\"first\": \"Ada\"}, \"age\": 36}}' > test/users/ada.json && cat test/users/ada.json"
 show "sed -i 's/36/37/' test/users/ada.json && cat test/users/ada.json"
 show "echo '{\"_id\": \"ada\", \"age\": [1' > test/users/ada.json; tail -n 1 .docfs/errors"
+show "tail -n 2 test/users/.changes | jq -c '[.operationType, .documentKey._id, .fullDocument.user.age]'"
+show "jq -c '{ns, count, size, nindexes}' test/users/.stats"
 show "cd / && '$DOCFS' snapshot '$STORE' test.users -m 'quickstart' | tail -n 1; ls '$MNT/.snapshots'"
 echo
 echo "Mounted at ./mnt; README.md shows the rest (writes, .bulk, aggregation, snapshots)."

