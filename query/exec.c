@@ -24,9 +24,15 @@
  *     memory. Sort keys end with the _id encoding, so ties come out in _id order.
  *  5. Results equal a collection scan's: FETCH re-applies the whole filter unless the plan
  *     is exact (plan.c note 1); a covered IXSCAN applies it to the document it builds.
+ *  6. $text (plan.c note 7): TEXT_OR reads all its term scans first, summing each
+ *     document's entry scores, then fetches the documents in entry id order, applying the
+ *     rest of the filter; TEXT_MATCH checks phrases and negations. The working member
+ *     carries the score up; a SORT over them keeps it after each key's _id (so ties are
+ *     still broken by _id), and PROJECTION gives it to {$meta: "textScore"}.
  */
 #include "plan_int.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +96,90 @@ static void set_free(struct plan__set *s)
 	}
 }
 
+/* ---- TEXT_OR's scores (note 6) -------------------------------------------------------- */
+
+struct tscore {
+	int64_t id;
+	double score;
+};
+
+struct plan__tscores {
+	struct tscore *e; /* Owned: open addressing while reading (id 0 free), then sorted */
+	size_t cap, n;
+	bool sorted; /* the scans are done: e holds n entries in id order */
+	size_t next; /* next entry to return */
+};
+
+static void tscores_add(struct plan__tscores *s, int64_t id, double score)
+{
+	size_t i;
+
+	if (2 * (s->n + 1) > s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 64;
+		struct tscore *g = calloc(cap, sizeof(*g));
+
+		if (!g)
+			abort();
+		for (i = 0; i < s->cap; i++)
+			if (s->e[i].id) {
+				size_t j = (uint64_t)s->e[i].id * 0x9E3779B97F4A7C15ull % cap;
+
+				while (g[j].id)
+					j = (j + 1) % cap;
+				g[j] = s->e[i];
+			}
+		free(s->e);
+		s->e = g;
+		s->cap = cap;
+	}
+	i = (uint64_t)id * 0x9E3779B97F4A7C15ull % s->cap;
+	while (s->e[i].id && s->e[i].id != id)
+		i = (i + 1) % s->cap;
+	if (!s->e[i].id) {
+		s->e[i].id = id;
+		s->n++;
+	}
+	s->e[i].score += score;
+}
+
+static int tscore_cmp(const void *a, const void *b)
+{
+	int64_t x = ((const struct tscore *)a)->id, y = ((const struct tscore *)b)->id;
+
+	return x < y ? -1 : x > y;
+}
+
+static void tscores_sort(struct plan__tscores *s)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < s->cap; i++)
+		if (s->e[i].id)
+			s->e[k++] = s->e[i];
+	if (k)
+		qsort(s->e, k, sizeof(*s->e), tscore_cmp);
+	s->n = k;
+	s->sorted = true;
+}
+
+static void tscores_free(struct plan__tscores *s)
+{
+	if (s) {
+		free(s->e);
+		free(s);
+	}
+}
+
+/* The "score" of a text index entry's values. */
+static double entry_score(const bson_t *vals)
+{
+	bson_iter_t it;
+
+	return bson_iter_init_find(&it, vals, "score") && BSON_ITER_HOLDS_DOUBLE(&it)
+		       ? bson_iter_double(&it)
+		       : 0;
+}
+
 /* ---- the sort buffer (note 4) --------------------------------------------------------- */
 
 struct rec {
@@ -117,6 +207,7 @@ struct plan__sortbuf {
 	size_t mem;	    /* spill past this many bytes */
 	size_t keep;	    /* limitAmount (0: all) */
 	size_t merged;	    /* records returned from the runs */
+	bool scored;	    /* each key ends with the 8 bytes of the record's text score */
 };
 
 static void sortbuf_free(struct plan__sortbuf *b)
@@ -232,14 +323,16 @@ static int run_advance(struct run *r, struct dfs_err *err)
 }
 
 static int sortbuf_add(struct plan__sortbuf *b, const struct query_sort *s, const bson_t *doc,
-		       struct dfs_err *err)
+		       double score, struct dfs_err *err)
 {
 	struct rec r;
 	int rc;
 
 	dfs_buf_reset(&b->key);
-	if ((rc = query_sort_key(s, doc, &b->key, err)))
+	if ((rc = query_sort_key_score(s, doc, b->scored ? score : NAN, &b->key, err)))
 		return rc;
+	if (b->scored) /* after the _id: no effect on the order */
+		dfs_buf_append(&b->key, &score, sizeof(score));
 	if (b->nrecs == b->caprecs) {
 		b->caprecs = b->caprecs ? b->caprecs * 2 : 1024;
 		b->recs = realloc(b->recs, b->caprecs * sizeof(*b->recs));
@@ -278,8 +371,9 @@ static int sortbuf_finish(struct plan__sortbuf *b, struct dfs_err *err)
 	return 0;
 }
 
-/* The next record in sort order: DFS_ENOENT at the end. */
-static int sortbuf_next(struct plan__sortbuf *b, bson_t *doc, struct dfs_err *err)
+/* The next record in sort order: DFS_ENOENT at the end. *score gets its text score when
+ * the buffer keeps them. */
+static int sortbuf_next(struct plan__sortbuf *b, bson_t *doc, double *score, struct dfs_err *err)
 {
 	struct run *best = NULL;
 	int rc;
@@ -290,6 +384,9 @@ static int sortbuf_next(struct plan__sortbuf *b, bson_t *doc, struct dfs_err *er
 		if (b->next_rec >= b->nrecs)
 			return DFS_ENOENT;
 		r = &b->recs[b->next_rec++];
+		if (b->scored && r->klen >= sizeof(*score))
+			memcpy(score, b->arena.data + r->off + r->klen - sizeof(*score),
+			       sizeof(*score));
 		if (!bson_init_static(doc, (const uint8_t *)b->arena.data + r->off + r->klen,
 				      r->dlen))
 			return dfs_err_set(err, DFS_ECORRUPT, "sort: bad record");
@@ -315,6 +412,8 @@ static int sortbuf_next(struct plan__sortbuf *b, bson_t *doc, struct dfs_err *er
 	if (!best || (b->keep && b->merged >= b->keep))
 		return DFS_ENOENT;
 	b->merged++;
+	if (b->scored && best->klen >= sizeof(*score))
+		memcpy(score, best->cur.data + best->klen - sizeof(*score), sizeof(*score));
 	dfs_buf_reset(&b->key);
 	dfs_buf_append(&b->key, best->cur.data + best->klen, best->dlen);
 	if ((rc = run_advance(best, err)))
@@ -512,6 +611,54 @@ static int work_ixscan(struct plan__node *n, struct plan__wm *wm, struct dfs_err
 	return PLAN_ADVANCED;
 }
 
+/* TEXT_OR (note 6): every key of every term scan first, scores summed per document; then
+ * each document in id order, fetched, with the rest of the filter applied. */
+static int work_text_or(struct plan__node *n, struct plan__wm *wm, struct dfs_err *err)
+{
+	struct plan__wm in;
+	bson_t doc;
+	int rc;
+
+	if (!n->ts && !(n->ts = calloc(1, sizeof(*n->ts))))
+		abort();
+	if (!n->ts->sorted) {
+		if (n->cur_kid >= n->nkids) {
+			tscores_sort(n->ts);
+			return PLAN_NEED_TIME;
+		}
+		rc = work_node(n->kids[n->cur_kid], &in, err);
+		if (rc == PLAN_EOF) {
+			n->cur_kid++;
+			return PLAN_NEED_TIME;
+		}
+		if (rc != PLAN_ADVANCED)
+			return rc;
+		tscores_add(n->ts, in.id, in.has_vals ? entry_score(&in.vals) : 0);
+		return PLAN_NEED_TIME;
+	}
+	if (n->ts->next >= n->ts->n)
+		return PLAN_EOF;
+	{
+		struct tscore e = n->ts->e[n->ts->next++];
+
+		rc = store_doc_fetch(cur_ctx.t, e.id, true, &doc, err);
+		if (rc == DFS_ENOENT)
+			return PLAN_NEED_TIME;
+		if (rc)
+			return -1;
+		n->st.docs_examined++;
+		memset(wm, 0, sizeof(*wm));
+		wm->id = e.id;
+		wm->elem_index = -1;
+		wm->has_score = true;
+		wm->score = e.score;
+	}
+	if (n->filter && !query_filter_match(n->filter, &doc, &wm->elem_index))
+		return PLAN_NEED_TIME;
+	wm_doc(wm, &doc);
+	return PLAN_ADVANCED;
+}
+
 static int work_stage(struct plan__node *n, struct plan__wm *wm, struct dfs_err *err)
 {
 	struct plan__wm in;
@@ -596,13 +743,15 @@ static int work_stage(struct plan__node *n, struct plan__wm *wm, struct dfs_err 
 			dfs_buf_init(&n->sb->key);
 			n->sb->mem = n->sort_mem ? n->sort_mem : SORT_BUDGET;
 			n->sb->keep = (size_t)n->amount;
+			n->sb->scored = n->scored;
 		}
 		if (!n->sb->sorted) {
 			rc = work_node(n->kids[0], &in, err);
 			if (rc == PLAN_NEED_TIME)
 				return rc;
 			if (rc == PLAN_ADVANCED) {
-				if (sortbuf_add(n->sb, n->sort, &in.doc, err))
+				if (sortbuf_add(n->sb, n->sort, &in.doc, in.has_score ? in.score : 0,
+						err))
 					return -1;
 				return PLAN_NEED_TIME;
 			}
@@ -612,14 +761,31 @@ static int work_stage(struct plan__node *n, struct plan__wm *wm, struct dfs_err 
 				return -1;
 			return PLAN_NEED_TIME;
 		}
-		rc = sortbuf_next(n->sb, &doc, err);
-		if (rc == DFS_ENOENT)
-			return PLAN_EOF;
-		if (rc)
-			return -1;
-		memset(wm, 0, sizeof(*wm));
-		wm->elem_index = -1;
+		{
+			double score = 0;
+
+			rc = sortbuf_next(n->sb, &doc, &score, err);
+			if (rc == DFS_ENOENT)
+				return PLAN_EOF;
+			if (rc)
+				return -1;
+			memset(wm, 0, sizeof(*wm));
+			wm->elem_index = -1;
+			wm->has_score = n->scored;
+			wm->score = score;
+		}
 		wm_doc(wm, &doc);
+		return PLAN_ADVANCED;
+	case PS_TEXT_OR:
+		return work_text_or(n, wm, err);
+	case PS_TEXT_MATCH:
+		rc = work_node(n->kids[0], wm, err);
+		if (rc != PLAN_ADVANCED)
+			return rc;
+		if (!query__text_match(n->text, n->ix, &wm->doc)) {
+			n->st.docs_rejected++;
+			return PLAN_NEED_TIME;
+		}
 		return PLAN_ADVANCED;
 	case PS_SKIP:
 		rc = work_node(n->kids[0], wm, err);
@@ -646,7 +812,8 @@ static int work_stage(struct plan__node *n, struct plan__wm *wm, struct dfs_err 
 				query_filter_match(n->filter, &wm->doc, &idx);
 			bson_destroy(n->out);
 			n->out = bson_new();
-			if (query_proj_apply(n->proj, &wm->doc, idx, n->out, err))
+			if (query_proj_apply_score(n->proj, &wm->doc, idx,
+						   wm->has_score ? wm->score : NAN, n->out, err))
 				return -1;
 			wm->result = n->out;
 		}
@@ -751,6 +918,8 @@ void plan__reset(struct plan__node *n, bool keep_stats)
 	n->count = 0;
 	sortbuf_free(n->sb);
 	n->sb = NULL;
+	tscores_free(n->ts);
+	n->ts = NULL;
 	bson_destroy(n->out);
 	n->out = NULL;
 	n->opened = false;
@@ -1066,7 +1235,15 @@ int query__cursor_candidates(const struct query_cursor *c, bson_t *names)
 
 static int hook_compile(const bson_t *filter, void **out, struct dfs_err *err)
 {
-	return query_filter_parse(filter, (struct query_expr **)out, err);
+	int rc = query_filter_parse(filter, (struct query_expr **)out, err);
+
+	if (!rc && query_filter_has_text(*out)) {
+		query_expr_free(*out);
+		*out = NULL;
+		return dfs_err_set(err, DFS_EINVAL,
+				   "$text is not allowed in a partialFilterExpression");
+	}
+	return rc;
 }
 
 static bool hook_match(const void *compiled, const bson_t *doc)

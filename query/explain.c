@@ -34,8 +34,10 @@ const char *plan__stage_name(int stage)
 		[PS_PROJ_DEFAULT] = "PROJECTION_DEFAULT",
 		[PS_PROJ_COVERED] = "PROJECTION_COVERED",
 		[PS_FAST_COUNT] = "RECORD_STORE_FAST_COUNT",
+		[PS_TEXT_MATCH] = "TEXT_MATCH",
+		[PS_TEXT_OR] = "TEXT_OR",
 	};
-	return stage >= 0 && stage <= PS_FAST_COUNT ? names[stage] : "UNKNOWN";
+	return stage >= 0 && stage <= PS_TEXT_OR ? names[stage] : "UNKNOWN";
 }
 
 static void append_key_pattern(const struct store_index *ix, bson_t *out, const char *key)
@@ -140,11 +142,33 @@ static void append_count_scan(const struct plan__node *n, bson_t *out)
 	bson_append_document_end(out, &b);
 }
 
+/* A term's scan under TEXT_OR, as MongoDB shows it: multikey, backward, no bounds. */
+static void append_text_scan(const struct plan__node *n, bson_t *out)
+{
+	bson_t b;
+
+	append_key_pattern(n->ix, out, "keyPattern");
+	BSON_APPEND_UTF8(out, "indexName", n->ix->name);
+	BSON_APPEND_BOOL(out, "isMultiKey", true);
+	BSON_APPEND_BOOL(out, "isUnique", false);
+	BSON_APPEND_BOOL(out, "isSparse", false);
+	BSON_APPEND_BOOL(out, "isPartial", n->ix->partial != NULL);
+	BSON_APPEND_INT32(out, "indexVersion", 2);
+	BSON_APPEND_UTF8(out, "direction", "backward");
+	BSON_APPEND_DOCUMENT_BEGIN(out, "indexBounds", &b);
+	bson_append_document_end(out, &b);
+}
+
 static void append_ixscan(const struct plan__node *n, bson_t *out)
 {
 	const struct store_index *ix = n->ix;
 	bson_t b, arr;
 	char num[16];
+
+	if (n->text_scan) {
+		append_text_scan(n, out);
+		return;
+	}
 
 	append_index(ix, out);
 	BSON_APPEND_UTF8(out, "direction", n->backward ? "backward" : "forward");
@@ -183,7 +207,11 @@ static void append_stats(const struct plan__node *n, bson_t *out)
 	switch (n->stage) {
 	case PS_COLLSCAN:
 	case PS_FETCH:
+	case PS_TEXT_OR:
 		APPEND_NUM(out, "docsExamined", st->docs_examined);
+		break;
+	case PS_TEXT_MATCH:
+		APPEND_NUM(out, "docsRejected", st->docs_rejected);
 		break;
 	case PS_IXSCAN:
 		APPEND_NUM(out, "keysExamined", st->keys_examined);
@@ -211,7 +239,8 @@ static void append_stage(const struct plan__node *n, bool stats, bson_t *out)
 {
 	BSON_APPEND_UTF8(out, "stage",
 			 is_count_scan(n) ? "COUNT_SCAN" : plan__stage_name(n->stage));
-	if (n->filter && (n->stage == PS_COLLSCAN || n->stage == PS_FETCH || n->stage == PS_IXSCAN))
+	if (n->filter && (n->stage == PS_COLLSCAN || n->stage == PS_FETCH ||
+			  n->stage == PS_IXSCAN || n->stage == PS_TEXT_OR))
 		query_filter_describe(n->filter, out, "filter");
 	switch (n->stage) {
 	case PS_COLLSCAN:
@@ -234,6 +263,12 @@ static void append_stage(const struct plan__node *n, bool stats, bson_t *out)
 	case PS_SKIP:
 		APPEND_NUM(out, "skipAmount", n->amount);
 		break;
+	case PS_TEXT_MATCH:
+		BSON_APPEND_DOCUMENT(out, "indexPrefix", n->text_prefix);
+		BSON_APPEND_UTF8(out, "indexName", n->ix->name);
+		query__text_parsed(n->text, out, "parsedTextQuery");
+		BSON_APPEND_INT32(out, "textIndexVersion", 3);
+		break;
 	case PS_LIMIT:
 		APPEND_NUM(out, "limitAmount", n->amount);
 		break;
@@ -247,7 +282,7 @@ static void append_stage(const struct plan__node *n, bool stats, bson_t *out)
 	}
 	if (stats)
 		append_stats(n, out);
-	if (n->stage == PS_OR) {
+	if (n->stage == PS_OR || (n->stage == PS_TEXT_OR && n->nkids > 1)) {
 		bson_t arr, kid;
 		char num[16];
 

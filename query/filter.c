@@ -21,6 +21,8 @@
 struct pctx {
 	const char *prefix; /* "" or "a." */
 	int depth;	    /* nesting of operators, bounded like documents are */
+	const char *under;  /* "$or", "$nor", "$elemMatch" or NULL: where a $text would be */
+	int *ntext;	    /* $text operators seen in the whole filter */
 };
 
 #define MAX_PARSE_DEPTH (2 * DFS_MAX_DEPTH)
@@ -614,8 +616,9 @@ static int parse_elem_match(struct pctx *pc, const char *path, const bson_iter_t
 	}
 	if (value_form) {
 		snprintf(prefix, sizeof(prefix), "%s%s", pc->prefix, path ? path : "");
+		inner = *pc;
 		inner.prefix = prefix;
-		inner.depth = pc->depth;
+		inner.under = "$elemMatch";
 		rc = parse_ops(&inner, NULL, it, &kid, err);
 		if (rc)
 			return rc;
@@ -633,8 +636,9 @@ static int parse_elem_match(struct pctx *pc, const char *path, const bson_iter_t
 		return 0;
 	}
 	snprintf(prefix, sizeof(prefix), "%s%s.", pc->prefix, path ? path : "");
+	inner = *pc;
 	inner.prefix = prefix;
-	inner.depth = pc->depth;
+	inner.under = "$elemMatch";
 	rc = parse_doc(&inner, it, &kid, err);
 	if (rc)
 		return rc;
@@ -1088,12 +1092,16 @@ static int parse_logical(struct pctx *pc, const char *op, int kind, const bson_i
 			 struct query_expr **out, struct dfs_err *err)
 {
 	struct query_expr *e, *kid;
+	const char *under;
 	bson_iter_t arr;
 	int rc, n = 0;
 
 	if (!BSON_ITER_HOLDS_ARRAY(it) || !bson_iter_recurse(it, &arr))
 		return dfs_err_set(err, DFS_EINVAL, "%s needs a non-empty array", op);
 	e = node_new(kind, NULL);
+	under = pc->under;
+	if (kind != QK_AND && !(under && !strcmp(under, "$nor")))
+		pc->under = op;
 	while (bson_iter_next(&arr)) {
 		n++;
 		if (!BSON_ITER_HOLDS_DOCUMENT(&arr)) {
@@ -1102,14 +1110,44 @@ static int parse_logical(struct pctx *pc, const char *op, int kind, const bson_i
 		}
 		rc = parse_doc(pc, &arr, &kid, err);
 		if (rc) {
+			pc->under = under;
 			query_expr_free(e);
 			return rc;
 		}
 		node_add(e, kid);
 	}
+	pc->under = under;
 	if (n == 0) {
 		query_expr_free(e);
 		return dfs_err_set(err, DFS_EINVAL, "%s needs a non-empty array", op);
+	}
+	*out = e;
+	return 0;
+}
+
+/* $text: at most one, not under $nor or $elemMatch; under $or it is refused (text plans
+ * are built for the top level and $and only). */
+static int parse_text(struct pctx *pc, const bson_iter_t *it, struct query_expr **out,
+		      struct dfs_err *err)
+{
+	struct query_expr *e;
+	int rc;
+
+	if (pc->under && !strcmp(pc->under, "$nor"))
+		return dfs_err_set(err, DFS_EINVAL, "text expression not allowed in nor");
+	if (pc->under && !strcmp(pc->under, "$elemMatch"))
+		return dfs_err_set(err, DFS_EINVAL,
+				   "$text can only be applied to the top-level document");
+	if (pc->under)
+		return dfs_err_set(err, DFS_EINVAL,
+				   "$text under $or is not supported: use it at the top level or "
+				   "in $and");
+	if (pc->ntext && ++*pc->ntext > 1)
+		return dfs_err_set(err, DFS_EINVAL, "Too many text expressions");
+	e = node_new(QK_TEXT, NULL);
+	if ((rc = query__text_parse(bson_iter_value((bson_iter_t *)it), &e->text, err))) {
+		query_expr_free(e);
+		return rc;
 	}
 	*out = e;
 	return 0;
@@ -1153,7 +1191,7 @@ static int parse_doc(struct pctx *pc, const bson_iter_t *doc, struct query_expr 
 			else
 				kid = node_new(k[7] == 'T' ? QK_ALWAYS : QK_NEVER, NULL);
 		} else if (!strcmp(k, "$text")) {
-			rc = dfs_err_set(err, DFS_EINVAL, "$text needs a text index");
+			rc = parse_text(pc, &it, &kid, err);
 		} else if (!strcmp(k, "$where")) {
 			rc = dfs_err_set(err, DFS_EINVAL, "$where is not supported");
 		} else if (!strcmp(k, "$jsonSchema") || !strcmp(k, "$sampleRate")) {
@@ -1245,9 +1283,22 @@ static struct query_expr *normalize(struct query_expr *e)
 
 /* ---- public ------------------------------------------------------------------------ */
 
+bool query_filter_has_text(const struct query_expr *e)
+{
+	if (!e)
+		return false;
+	if (e->kind == QK_TEXT)
+		return true;
+	for (int i = 0; i < e->nkids; i++)
+		if (query_filter_has_text(e->kids[i]))
+			return true;
+	return false;
+}
+
 int query_filter_parse(const bson_t *filter, struct query_expr **out, struct dfs_err *err)
 {
-	struct pctx pc = {"", 0};
+	int ntext = 0;
+	struct pctx pc = {"", 0, NULL, &ntext};
 	struct query_expr *e;
 	bson_t wrap;
 	bson_iter_t it;
@@ -1293,6 +1344,7 @@ void query_expr_free(struct query_expr *e)
 		xnode_free(e->x);
 		bson_value_destroy(&e->x_orig);
 	}
+	query__text_free(e->text);
 	free(e);
 }
 
@@ -1451,6 +1503,9 @@ static void describe_doc(const struct query_expr *e, bson_t *doc)
 		break;
 	case QK_ALWAYS:
 		bson_append_int32(doc, "$alwaysTrue", -1, 1);
+		break;
+	case QK_TEXT:
+		query__text_describe(e->text, doc);
 		break;
 	case QK_NEVER:
 		bson_append_int32(doc, "$alwaysFalse", -1, 1);

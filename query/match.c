@@ -1048,6 +1048,7 @@ static bool match_doc(const struct query_expr *e, const uint8_t *data, uint32_t 
 	case QK_EXPR:
 		return expr_match(e->x, data, len);
 	case QK_ALWAYS:
+	case QK_TEXT: /* the text stages decided it (plan.c plans $text only so) */
 		return true;
 	case QK_NEVER:
 		return false;

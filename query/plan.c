@@ -42,6 +42,11 @@
  *     among ties is the plan's, so with skip or limit which of the tied documents are
  *     kept may differ between plans. The set of documents a plan returns without skip
  *     and limit, and the sequence of their sort keys, never depends on the plan.
+ *  7. A filter with $text has one plan, MongoDB's: TEXT_MATCH over TEXT_OR over one
+ *     IXSCAN per scan term of the collection's text index, each the byte range of the
+ *     prefix fields' equalities then the term (every prefix field needs an equality). No
+ *     other plan exists for it (a $text can only be answered by its index), and a text
+ *     index serves nothing else.
  */
 #include "plan_int.h"
 
@@ -871,6 +876,8 @@ void plan__node_free(struct plan__node *n)
 		free(n->fb);
 	}
 	plan__ranges_free(n->ranges, n->nranges);
+	if (n->text_prefix)
+		bson_destroy(n->text_prefix);
 	free(n);
 }
 
@@ -1419,6 +1426,7 @@ static struct plan__node *finish(const struct plan__query *q, struct plan__node 
 		n->sort_spec = q->sort_spec;
 		n->amount = q->limit ? q->skip + q->limit : 0;
 		n->sort_mem = q->sort_mem;
+		n->scored = q->text != NULL;
 		c->has_sort = true;
 	}
 	if (q->limit && !need_sort) {
@@ -1528,6 +1536,9 @@ static int or_cand(const struct plan__query *q, struct plan__cand *c, bool *made
 			const struct store_index *ix = &q->ixs[i];
 			int score = 0;
 
+			if (ix->text)
+				continue;
+
 			ixbounds_compute(ix, bp, nb, &cur);
 			if (cur.from_pred[0] && ix_allowed(ix, &cur, bp, nb)) {
 				for (int f = 0; f < ix->nfields; f++)
@@ -1573,6 +1584,129 @@ static int or_cand(const struct plan__query *q, struct plan__cand *c, bool *made
 	return 0;
 }
 
+/* ---- $text (note 7) ------------------------------------------------------------------- */
+
+/* The $text node of the filter: the filter itself or a child of its top-level $and
+ * (filter.c refuses it anywhere else). */
+static struct query_expr *text_node(struct query_expr *f)
+{
+	if (!f)
+		return NULL;
+	if (f->kind == QK_TEXT)
+		return f;
+	if (f->kind == QK_AND)
+		for (int i = 0; i < f->nkids; i++)
+			if (f->kids[i]->kind == QK_TEXT)
+				return f->kids[i];
+	return NULL;
+}
+
+/* The equality on path among the top-level predicates, or NULL. */
+static const bson_value_t *equality_on(const struct query_expr *const *preds, int n,
+				       const char *path)
+{
+	for (int i = 0; i < n; i++) {
+		const struct query_expr *e = preds[i];
+
+		if (e->kind == QK_EQ && !strcmp(e->path.dotted, path) &&
+		    e->val.value_type != BSON_TYPE_ARRAY && e->val.value_type != BSON_TYPE_REGEX)
+			return &e->val;
+		if (e->kind == QK_IN && e->nvals == 1 && !e->nres &&
+		    !strcmp(e->path.dotted, path) && e->vals[0].value_type != BSON_TYPE_ARRAY)
+			return &e->vals[0];
+	}
+	return NULL;
+}
+
+/* The one plan of a $text query: TEXT_MATCH over TEXT_OR over an IXSCAN of each term, each
+ * scan the byte range of (prefix equalities, term). */
+static int text_cand(struct plan__query *q, const struct query_expr *const *preds, int npreds,
+		     struct plan__cand *c, struct dfs_err *err)
+{
+	const struct store_index *ix = NULL;
+	struct plan__node *orn, *tm;
+	struct dfs_buf pre;
+	int pos = -1, rc = 0;
+	bson_iter_t it;
+	bson_t *prefix = bson_new();
+
+	memset(c, 0, sizeof(*c));
+	if (q->hint || q->hint_name) {
+		bson_destroy(prefix);
+		return dfs_err_set(err, DFS_EINVAL, "text and hint not allowed in same query");
+	}
+	if (q->sort_spec && bson_iter_init_find(&it, q->sort_spec, "$natural")) {
+		bson_destroy(prefix);
+		return dfs_err_set(err, DFS_EINVAL,
+				   "text and $natural sort not allowed in same query");
+	}
+	for (int i = 0; i < q->nixs && pos < 0; i++)
+		if (q->ixs[i].text)
+			pos = i;
+	dfs_buf_init(&pre);
+	if (pos < 0) {
+		rc = dfs_err_set(err, DFS_EINVAL, "text index required for $text query");
+		goto done;
+	}
+	ix = &q->ixs[pos];
+	if ((rc = query__text_prepare(q->text->text, ix, err)))
+		goto done;
+	for (int f = 0; f < ix->text->pos; f++) {
+		const bson_value_t *v = equality_on(preds, npreds, ix->field[f].path);
+
+		if (!v) {
+			rc = dfs_err_set(err, DFS_EINVAL, "need have an equality filter on: %s",
+					 ix->field[f].path);
+			goto done;
+		}
+		if ((rc = store_key_append(&pre, v, ix->field[f].dir < 0, err)))
+			goto done;
+		bson_append_value(prefix, ix->field[f].path, -1, v);
+	}
+	orn = node_new(PS_TEXT_OR, NULL);
+	if (q->filter && q->filter->kind != QK_TEXT)
+		orn->filter = q->filter;
+	for (size_t i = 0; i < query__text_nscan(q->text->text); i++) {
+		const char *term = query__text_scan_term(q->text->text, i);
+		bson_value_t tv = {.value_type = BSON_TYPE_UTF8};
+		struct plan__node *scan = node_new(PS_IXSCAN, NULL);
+
+		scan->ix = ix;
+		scan->ixpos = pos;
+		scan->backward = true;
+		scan->text_scan = true;
+		scan->ranges = xcalloc(1, sizeof(*scan->ranges));
+		scan->nranges = 1;
+		dfs_buf_init(&scan->ranges[0].lo);
+		dfs_buf_init(&scan->ranges[0].hi);
+		dfs_buf_append(&scan->ranges[0].lo, pre.data, pre.len);
+		tv.value.v_utf8.str = (char *)term;
+		tv.value.v_utf8.len = (uint32_t)strlen(term);
+		node_add(orn, scan);
+		if ((rc = store_key_append(&scan->ranges[0].lo, &tv, false, err))) {
+			plan__node_free(orn);
+			goto done;
+		}
+		dfs_buf_append(&scan->ranges[0].hi, scan->ranges[0].lo.data,
+			       scan->ranges[0].lo.len);
+		dfs_buf_putc(&scan->ranges[0].hi, (char)0xFF);
+	}
+	tm = node_new(PS_TEXT_MATCH, orn);
+	tm->ix = ix;
+	tm->ixpos = pos;
+	tm->text = q->text->text;
+	tm->text_prefix = prefix;
+	prefix = NULL;
+	c->has_fetch = true;
+	c->root = finish(q, tm, sortable(q), false, c);
+	snprintf(c->desc, sizeof(c->desc), "text:%s", ix->name);
+done:
+	if (prefix)
+		bson_destroy(prefix);
+	dfs_buf_release(&pre);
+	return rc;
+}
+
 static bool key_pattern_equal(const struct store_index *ix, const bson_t *hint)
 {
 	bson_iter_t it, kt;
@@ -1613,6 +1747,15 @@ int plan__enumerate(struct plan__query *q, struct plan__cand **cands, int *n, st
 	*cands = NULL;
 	*n = 0;
 	preds_of(q->filter, &one, &preds, &npreds);
+	q->text = text_node(q->filter);
+	if (!q->text && (query_sort_has_meta(q->sort) || query_proj_has_meta(q->proj)))
+		return dfs_err_set(err, DFS_EINVAL,
+				   "query requires text score metadata, but it is not available");
+	if (q->text) {
+		if ((rc = text_cand(q, preds, npreds, &c, err)))
+			return rc;
+		return add_cand(cands, n, &c);
+	}
 	nsf = sort_fields(q->sort_spec, sf, STORE_IX_MAX_FIELDS);
 	if (q->count_only && npreds == 0 && !q->hint && !q->hint_name && !q->skip && !q->limit) {
 		/* MongoDB's count of a whole collection: its record count, no scan */
@@ -1637,6 +1780,10 @@ int plan__enumerate(struct plan__query *q, struct plan__cand **cands, int *n, st
 			return dfs_err_set(
 				err, DFS_EINVAL,
 				"hint provided does not correspond to an existing index");
+		if (q->ixs[pos].text)
+			return dfs_err_set(err, DFS_EINVAL,
+					   "a text index ('%s') serves $text queries only",
+					   q->ixs[pos].name);
 		{
 			struct ixbounds b;
 
@@ -1652,6 +1799,9 @@ int plan__enumerate(struct plan__query *q, struct plan__cand **cands, int *n, st
 		const struct store_index *ix = &q->ixs[i];
 		struct ixbounds b;
 		bool backward = false, relevant;
+
+		if (ix->text)
+			continue; /* for $text only */
 
 		ixbounds_compute(ix, preds, npreds, &b);
 		relevant = b.from_pred[0] && ix_allowed(ix, &b, preds, npreds);

@@ -67,6 +67,8 @@ enum plan__stage {
 	PS_PROJ_DEFAULT,
 	PS_PROJ_COVERED,
 	PS_FAST_COUNT, /* a count of every document, from the collection's row count */
+	PS_TEXT_MATCH, /* $text: phrases, negations, the case/diacritic-sensitive terms */
+	PS_TEXT_OR,    /* $text: the union of its IXSCANs (one per term), scores summed */
 };
 
 /* MongoDB's per-stage counters (explain's executionStages). */
@@ -74,10 +76,12 @@ struct plan__stats {
 	int64_t works, advanced, need_time, nreturned;
 	bool eof;
 	int64_t keys_examined, docs_examined, seeks, dups_tested, dups_dropped;
+	int64_t docs_rejected; /* TEXT_MATCH */
 	int64_t ns; /* time in the stage and its inputs, when timed (plan__set_timed) */
 };
 
-struct plan__set; /* a set of int64 ids (exec.c) */
+struct plan__set;     /* a set of int64 ids (exec.c) */
+struct plan__tscores; /* TEXT_OR's (id, score) pairs (exec.c) */
 struct plan__sortbuf;
 
 struct plan__node {
@@ -102,6 +106,10 @@ struct plan__node {
 	const struct query_proj *proj; /* PROJECTION: Borrowed */
 	const bson_t *proj_spec;       /* PROJECTION: Borrowed */
 	bool positional;	       /* PROJECTION: the projection uses '$' */
+	struct query__text *text;      /* TEXT_MATCH: Borrowed from the filter */
+	bson_t *text_prefix;	       /* TEXT_MATCH: Owned indexPrefix {field: value} */
+	bool text_scan;		       /* IXSCAN: one term's entries under TEXT_OR */
+	bool scored;		       /* SORT: records keep the text score */
 	/* run state (exec.c) */
 	struct plan__stats st;
 	struct store_cursor *sc; /* COLLSCAN */
@@ -113,6 +121,7 @@ struct plan__node {
 	int cur_kid;		  /* OR */
 	int64_t count;		  /* SKIP, LIMIT: done so far */
 	struct plan__sortbuf *sb; /* SORT */
+	struct plan__tscores *ts; /* TEXT_OR */
 	bson_t *out;		  /* PROJECTION: Owned result */
 	bool opened;
 };
@@ -126,6 +135,8 @@ struct plan__wm {
 	bson_t vals;	      /* the index entry's values, a view */
 	int elem_index;	      /* for positional projection, -1 when unknown */
 	const bson_t *result; /* the document to return (a view of doc or a projection) */
+	bool has_score;	      /* score is set (a $text plan) */
+	double score;	      /* the textScore */
 };
 
 /* A candidate plan: a tree and what the planner knows about it. */
@@ -150,6 +161,7 @@ struct plan__query {
 	const char *hint_name; /* Borrowed */
 	size_t sort_mem;       /* SORT budget */
 	bool count_only;       /* query_find_opts.count_only */
+	struct query_expr *text; /* Borrowed: the filter's $text node, or NULL */
 };
 
 /* Builds the candidate plans of q into *cands (Owned array of *n, freed by

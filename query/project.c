@@ -1,8 +1,8 @@
 /*
  * project.c - find() projections with MongoDB 4.4+ semantics: parsing a projection
  * document into a tree of path components, and applying it to result documents. It does
- * not evaluate aggregation expressions ($literal, computed fields, $meta: rejected at
- * parse time) and does not match filters itself ($elemMatch calls the filter engine).
+ * not evaluate aggregation expressions ($literal, computed fields: rejected at parse
+ * time; of $meta only {$meta: "textScore"} at the top level, appended last) and does not match filters itself ($elemMatch calls the filter engine).
  *
  * Design notes.
  *
@@ -33,6 +33,7 @@
  */
 #include "query.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,6 +44,7 @@ enum pkind {
 	PK_SLICE,      /* a: {$slice: ...} */
 	PK_ELEMMATCH,  /* a: {$elemMatch: ...} (top level only) */
 	PK_POSITIONAL, /* "a.$": 1, on the node of "a" */
+	PK_META,       /* a: {$meta: "textScore"} (top level only) */
 };
 
 struct pnode {
@@ -64,6 +66,7 @@ struct query_proj {
 	bool positional;   /* has a positional leaf */
 	bool elemmatch;	   /* has an $elemMatch leaf */
 	bool identity;	   /* empty spec: documents unchanged */
+	bool meta;	   /* has a $meta leaf */
 };
 
 /* Parse state: the kind decided so far (design note 2). */
@@ -219,12 +222,28 @@ static int parse_elemmatch(struct pnode *leaf, const bson_iter_t *arg, const cha
 }
 
 /* Design note 2: records the kind leaf (of spec entry path) implies. */
+/* {$meta: "textScore"} (the only metadata a find has here), at the top level. */
+static int parse_meta(struct pnode *leaf, const bson_iter_t *arg, struct dfs_err *err)
+{
+	const char *m = BSON_ITER_HOLDS_UTF8(arg) ? bson_iter_utf8(arg, NULL) : NULL;
+
+	if (!m || strcmp(m, "textScore"))
+		return dfs_err_set(err, DFS_EINVAL,
+				   "unsupported $meta at '%s': only \"textScore\" is supported",
+				   leaf->path);
+	if (strchr(leaf->path, '.'))
+		return dfs_err_set(err, DFS_EINVAL,
+				   "$meta at '%s': only top-level fields are supported", leaf->path);
+	leaf->kind = PK_META;
+	return DFS_OK;
+}
+
 static int note_mode(struct pparse *pp, const struct pnode *leaf, const char *path,
 		     struct dfs_err *err)
 {
 	bool is_id = strcmp(path, "_id") == 0;
 
-	if (leaf->kind == PK_SLICE)
+	if (leaf->kind == PK_SLICE || leaf->kind == PK_META)
 		return DFS_OK;
 	if (is_id) {
 		pp->id_set = true;
@@ -420,6 +439,8 @@ static int add_entry(struct pparse *pp, const char *path, size_t len, bson_iter_
 			rc = parse_slice(leaf, &arg, leaf->path, err);
 		else if (strcmp(op, "$elemMatch") == 0)
 			rc = parse_elemmatch(leaf, &arg, leaf->path, err);
+		else if (strcmp(op, "$meta") == 0)
+			rc = parse_meta(leaf, &arg, err);
 		else
 			rc = dfs_err_set(err, DFS_EINVAL,
 					 "unsupported projection operator '%s' at '%s'", op,
@@ -428,6 +449,8 @@ static int add_entry(struct pparse *pp, const char *path, size_t len, bson_iter_
 			return rc;
 		if (leaf->kind == PK_ELEMMATCH)
 			pp->p->elemmatch = true;
+		if (leaf->kind == PK_META)
+			pp->p->meta = true;
 	} else {
 		return dfs_err_set(err, DFS_EINVAL,
 				   "unsupported projection value at '%s': only 1/true, 0/false, "
@@ -576,6 +599,7 @@ static int incl_value(const struct papply *a, const struct pnode *c, bson_iter_t
 		return DFS_OK;
 	case PK_EXCLUDE:
 	case PK_ELEMMATCH: /* appended after the other fields */
+	case PK_META:
 		return DFS_OK;
 	case PK_SLICE:
 		append_slice(c, it, out);
@@ -765,6 +789,32 @@ static void excl_array(const struct pnode *n, bson_iter_t *sub, bson_t *out)
 int query_proj_apply(const struct query_proj *p, const bson_t *doc, int elem_index, bson_t *out,
 		     struct dfs_err *err)
 {
+	return query_proj_apply_score(p, doc, elem_index, NAN, out, err);
+}
+
+bool query_proj_has_meta(const struct query_proj *p)
+{
+	return p && p->meta;
+}
+
+/* The $meta fields, after all the others (in spec order). */
+static int append_meta(const struct query_proj *p, double score, bson_t *out, struct dfs_err *err)
+{
+	for (const struct pnode *c = p->root.child; c; c = c->next) {
+		if (c->kind != PK_META)
+			continue;
+		if (isnan(score))
+			return dfs_err_set(err, DFS_EINVAL,
+					   "query requires text score metadata, but it is not "
+					   "available");
+		bson_append_double(out, c->name, (int)c->name_len, score);
+	}
+	return DFS_OK;
+}
+
+int query_proj_apply_score(const struct query_proj *p, const bson_t *doc, int elem_index,
+			   double score, bson_t *out, struct dfs_err *err)
+{
 	struct papply a = {.p = p, .elem_index = elem_index, .err = err};
 	const struct pnode *c;
 	bson_iter_t it;
@@ -778,7 +828,9 @@ int query_proj_apply(const struct query_proj *p, const bson_t *doc, int elem_ind
 		return dfs_err_set(err, DFS_EINVAL, "document to project is not valid bson");
 	if (!p->inclusion) {
 		excl_fields(&p->root, &it, out);
-		return DFS_OK;
+		if (p->meta && (rc = append_meta(p, score, out, err)))
+			bson_reinit(out);
+		return rc;
 	}
 	if (p->positional && elem_index < 0)
 		return dfs_err_set(err, DFS_EINVAL,
@@ -793,6 +845,8 @@ int query_proj_apply(const struct query_proj *p, const bson_t *doc, int elem_ind
 		for (c = p->root.child; c; c = c->next)
 			if (c->kind == PK_ELEMMATCH)
 				append_elemmatch(c, doc, out);
+	if (rc == DFS_OK && p->meta)
+		rc = append_meta(p, score, out, err);
 	if (rc)
 		bson_reinit(out);
 	return rc;

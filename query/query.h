@@ -24,6 +24,9 @@ struct query_expr;
 /* Parses filter (Borrowed for the call) into *out (Owned, freed by query_expr_free). Errors:
  * DFS_EINVAL with a message naming the operator and the path, e.g. "unknown operator '$gtx'
  * at 'age'", "$in needs an array at 'tags'", "$regex has an invalid pattern at 'name': ...". */
+/* Whether the filter holds a $text (which only a find's plan can answer: elsewhere it must
+ * be refused). */
+bool query_filter_has_text(const struct query_expr *e);
 int query_filter_parse(const bson_t *filter, struct query_expr **out, struct dfs_err *err);
 void query_expr_free(struct query_expr *e);
 
@@ -55,6 +58,12 @@ void query_proj_free(struct query_proj *p);
  * positional projection (an error when the projection needs it and it is -1). */
 int query_proj_apply(const struct query_proj *p, const bson_t *doc, int elem_index, bson_t *out,
 		     struct dfs_err *err);
+/* The same with the document's textScore for {$meta: "textScore"} fields (NaN when there is
+ * none: such a field is then DFS_EINVAL "query requires text score metadata..."). */
+int query_proj_apply_score(const struct query_proj *p, const bson_t *doc, int elem_index,
+			   double score, bson_t *out, struct dfs_err *err);
+/* Whether the projection has a {$meta: "textScore"} field. */
+bool query_proj_has_meta(const struct query_proj *p);
 
 /* ---- sort (sort.c) ----------------------------------------------------------------- */
 
@@ -74,6 +83,12 @@ void query_sort_free(struct query_sort *s);
 /* Appends doc's sort key to key. */
 int query_sort_key(const struct query_sort *s, const bson_t *doc, struct dfs_buf *key,
 		   struct dfs_err *err);
+/* The same with the document's textScore for {$meta: "textScore"} fields (descending); NaN
+ * when there is none: such a field is then DFS_EINVAL. */
+int query_sort_key_score(const struct query_sort *s, const bson_t *doc, double score,
+			 struct dfs_buf *key, struct dfs_err *err);
+/* Whether the sort has a {$meta: "textScore"} field. */
+bool query_sort_has_meta(const struct query_sort *s);
 
 /* ---- find execution (exec.c) ------------------------------------------------------ */
 

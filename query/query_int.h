@@ -34,8 +34,9 @@ enum query__kind {
 	QK_NOR,
 	QK_TYPE,
 	QK_EXPR,
-	QK_NEVER, /* $alwaysFalse */
-	QK_ALWAYS /* $alwaysTrue */
+	QK_NEVER,  /* $alwaysFalse */
+	QK_ALWAYS, /* $alwaysTrue */
+	QK_TEXT	   /* $text: matched by the text stages, true for match() (text.c) */
 };
 
 /* One component of a dotted path. */
@@ -113,7 +114,32 @@ struct query_expr {
 	int64_t size;		       /* QK_SIZE */
 	struct query__xnode *x;	       /* QK_EXPR: Owned */
 	bson_value_t x_orig;	       /* QK_EXPR: the operand as written, for describe */
+	struct query__text *text;      /* QK_TEXT: Owned */
 };
+
+/* ---- $text (text.c) ----------------------------------------------------------------- */
+
+/* A $text operand: what the filter gives, then (query__text_prepare) its terms and phrases
+ * for the text index of the collection. */
+struct query__text;
+/* Parses {$search, $language, $caseSensitive, $diacriticSensitive}. *out Owned. */
+int query__text_parse(const bson_value_t *v, struct query__text **out, struct dfs_err *err);
+void query__text_free(struct query__text *t);
+/* Reads $search for index ix (its default language unless $language): terms, negated
+ * terms, phrases, negated phrases. Errors: DFS_EINVAL (unsupported $language). */
+int query__text_prepare(struct query__text *t, const struct store_index *ix, struct dfs_err *err);
+/* The terms an index scan looks up (folded, stemmed, distinct): n of them, term i Borrowed
+ * (valid while t lives). */
+size_t query__text_nscan(const struct query__text *t);
+const char *query__text_scan_term(const struct query__text *t, size_t i);
+/* TEXT_MATCH: doc (which some scanned term found) has no negated term or phrase, every
+ * phrase, and a positive term in the case/diacritic-sensitive forms. */
+bool query__text_match(const struct query__text *t, const struct store_index *ix,
+		       const bson_t *doc);
+/* {$text: {$search, $language, $caseSensitive, $diacriticSensitive}} into doc. */
+void query__text_describe(const struct query__text *t, bson_t *doc);
+/* parsedTextQuery {terms, negatedTerms, phrases, negatedPhrases} as key of out. */
+void query__text_parsed(const struct query__text *t, bson_t *out, const char *key);
 
 /* match.c: does the regex match the string s of len bytes (no allocation after the first
  * call of a thread)? */

@@ -32,6 +32,7 @@
 #include "query.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,6 +46,7 @@ struct sort_field {
 	int64_t *index;	   /* Owned array: a component's array index, or -1 if not numeric */
 	size_t ncomp;	   /* components (>= 1) */
 	bool desc;	   /* descending */
+	bool meta;	   /* {$meta: "textScore"}: the score, highest first */
 };
 
 struct query_sort {
@@ -184,8 +186,20 @@ int query_sort_parse(const bson_t *spec, struct query_sort **out, struct dfs_err
 
 			if (BSON_ITER_HOLDS_DOCUMENT(&it) && bson_iter_recurse(&it, &sub) &&
 			    bson_iter_find(&sub, "$meta")) {
+				if (BSON_ITER_HOLDS_UTF8(&sub) &&
+				    !strcmp(bson_iter_utf8(&sub, NULL), "textScore") &&
+				    !bson_iter_next(&sub)) {
+					rc = field_init(&s->f[s->n], key, bson_iter_key_len(&it),
+							true, err);
+					s->f[s->n++].meta = true;
+					if (rc)
+						goto done;
+					continue;
+				}
 				rc = dfs_err_set(err, DFS_EINVAL,
-						 "$meta sort is not supported at '%s'", key);
+						 "unsupported $meta sort at '%s': only {$meta: "
+						 "\"textScore\"} is supported",
+						 key);
 			} else {
 				struct dfs_buf b;
 
@@ -313,6 +327,20 @@ static void walk(const struct sort_field *f, bson_iter_t *it, size_t i, struct c
 int query_sort_key(const struct query_sort *s, const bson_t *doc, struct dfs_buf *key,
 		   struct dfs_err *err)
 {
+	return query_sort_key_score(s, doc, NAN, key, err);
+}
+
+bool query_sort_has_meta(const struct query_sort *s)
+{
+	for (size_t i = 0; s && i < s->n; i++)
+		if (s->f[i].meta)
+			return true;
+	return false;
+}
+
+int query_sort_key_score(const struct query_sort *s, const bson_t *doc, double score,
+			 struct dfs_buf *key, struct dfs_err *err)
+{
 	size_t start = key->len, i;
 	bson_iter_t it;
 	int rc = DFS_OK;
@@ -320,6 +348,21 @@ int query_sort_key(const struct query_sort *s, const bson_t *doc, struct dfs_buf
 	for (i = 0; i < s->n; i++) {
 		const struct sort_field *f = &s->f[i];
 		struct cand c = {.state = CAND_NONE, .desc = f->desc};
+
+		if (f->meta) {
+			bson_value_t v = {.value_type = BSON_TYPE_DOUBLE};
+
+			if (isnan(score)) {
+				rc = dfs_err_set(err, DFS_EINVAL,
+						 "query requires text score metadata, but it is "
+						 "not available");
+				goto done;
+			}
+			v.value.v_double = score;
+			if ((rc = store_key_append(key, &v, true, err)))
+				goto done;
+			continue;
+		}
 
 		if (bson_iter_init(&it, doc) && bson_iter_find(&it, f->comp[0]))
 			walk(f, &it, 1, &c);

@@ -62,6 +62,11 @@
  *    (from the second chunk on it also probes the entries already inserted), and by one
  *    INSERT ... SELECT from a virtual table, whose B-tree cursor stays on the last leaf
  *    from row to row, so SQLite appends without seeking from the root.
+ * 8. A text index (text.c) has one "_fts" field (dir STORE_IX_TEXT) in its key among
+ *    ordinary prefix and suffix fields; each distinct term of a document is one entry,
+ *    key = prefix keys + the term as a string key + suffix keys, vals = the values with
+ *    the term at the "_fts" position, then "score": what MongoDB's _fts/_ftsx keys hold.
+ *    So a term's entries are one byte range, and check verifies scores like any value.
  */
 #include "store_int.h"
 
@@ -145,7 +150,9 @@ void store_index_release(struct store_index *ix)
 		bson_destroy(ix->partial);
 	if (ix->spec)
 		bson_destroy(ix->spec);
+	store__text_spec_free(ix->text);
 	ix->partial = ix->spec = NULL;
+	ix->text = NULL;
 }
 
 void store_index_list_free(struct store_index *ixs, int n)
@@ -216,13 +223,18 @@ static int key_field(const bson_iter_t *k, struct store_index *ix, struct dfs_er
 	if (ix->nfields == STORE_IX_MAX_FIELDS)
 		return dfs_err_set(err, DFS_EINVAL, "index key has more than %d fields",
 				   STORE_IX_MAX_FIELDS);
-	if ((rc = check_path(p, err)))
+	if (!strcmp(p, "_ftsx") && ix->nfields && ix->field[ix->nfields - 1].dir == STORE_IX_TEXT)
+		return 0; /* a stored text index's key: {_fts: "text", _ftsx: 1} */
+	if (strcmp(p, "$**") && (rc = check_path(p, err)))
 		return rc;
 	for (int i = 0; i < ix->nfields; i++)
 		if (strcmp(ix->field[i].path, p) == 0)
 			return dfs_err_set(err, DFS_EINVAL, "index field '%s' appears twice", p);
 	fl = &ix->field[ix->nfields];
 	snprintf(fl->path, sizeof(fl->path), "%s", p);
+	if (!strcmp(p, "$**") &&
+	    !(BSON_ITER_HOLDS_UTF8(k) && !strcmp(bson_iter_utf8(k, NULL), "text")))
+		return dfs_err_set(err, DFS_EINVAL, "index field '$**' must be \"text\"");
 	if (num_value(k, &d) && (d == 1 || d == -1)) {
 		fl->dir = d > 0 ? 1 : -1;
 		ix->nfields++;
@@ -238,7 +250,16 @@ static int key_field(const bson_iter_t *k, struct store_index *ix, struct dfs_er
 		ix->nfields++;
 		return 0;
 	}
-	if (strcmp(s, "text") == 0 || strcmp(s, "2d") == 0 || strcmp(s, "2dsphere") == 0 ||
+	if (strcmp(s, "text") == 0) {
+		/* one "_fts" entry for the run of text fields (text.c reads their names) */
+		if (ix->nfields && ix->field[ix->nfields - 1].dir == STORE_IX_TEXT)
+			return 0;
+		snprintf(fl->path, sizeof(fl->path), "_fts");
+		fl->dir = STORE_IX_TEXT;
+		ix->nfields++;
+		return 0;
+	}
+	if (strcmp(s, "2d") == 0 || strcmp(s, "2dsphere") == 0 ||
 	    strcmp(s, "geoHaystack") == 0 || strcmp(s, "wildcard") == 0)
 		return dfs_err_set(err, DFS_EINVAL, "'%s' indexes are not supported (field '%s')",
 				   s, p);
@@ -326,6 +347,10 @@ static int ix_parse_fields(const bson_t *spec, bool strict, struct store_index *
 				return dfs_err_set(err, DFS_EINVAL,
 						   "index version 'v' must be 1 or 2");
 			}
+		} else if (strcmp(f, "weights") == 0 || strcmp(f, "default_language") == 0 ||
+			   strcmp(f, "language_override") == 0 ||
+			   strcmp(f, "textIndexVersion") == 0) {
+			/* a text index's options: store__text_spec_parse reads them */
 		} else if (strcmp(f, "background") == 0) {
 			/* accepted and ignored, as by MongoDB 4.2+ */
 		} else if (strict) {
@@ -338,6 +363,31 @@ static int ix_parse_fields(const bson_t *spec, bool strict, struct store_index *
 		return dfs_err_set(err, DFS_EINVAL, "index spec needs a non-empty 'key' document");
 	}
 	ix->hashed = nhashed > 0;
+	for (int i = 0; i < ix->nfields; i++) {
+		int rc;
+
+		if (ix->field[i].dir != STORE_IX_TEXT)
+			continue;
+		if (ix->hashed || ix->expire_after >= 0) {
+			store_index_release(ix);
+			return dfs_err_set(err, DFS_EINVAL, "a text index cannot be %s",
+					   ix->hashed ? "hashed" : "a TTL index");
+		}
+		if ((rc = store__text_spec_parse(spec, ix, strict, err))) {
+			store_index_release(ix);
+			return rc;
+		}
+		break;
+	}
+	if (strict && !ix->text && (bson_has_field(spec, "weights") ||
+				    bson_has_field(spec, "default_language") ||
+				    bson_has_field(spec, "language_override") ||
+				    bson_has_field(spec, "textIndexVersion"))) {
+		store_index_release(ix);
+		return dfs_err_set(err, DFS_EINVAL,
+				   "weights, default_language, language_override and "
+				   "textIndexVersion are options of text indexes");
+	}
 	if (strict) {
 		const char *why = NULL;
 
@@ -379,6 +429,9 @@ static int default_name(const struct store_index *ix, char *out, size_t cap, str
 
 	dfs_buf_init(&b);
 	for (int i = 0; i < ix->nfields; i++)
+		if (ix->field[i].dir == STORE_IX_TEXT)
+			dfs_buf_printf(&b, "%s%s", i ? "_" : "", ix->text->keynames);
+		else
 		dfs_buf_printf(&b, "%s%s_%s", i ? "_" : "", ix->field[i].path,
 			       ix->field[i].dir == 0  ? "hashed"
 			       : ix->field[i].dir > 0 ? "1"
@@ -820,6 +873,87 @@ static const char *const field_num[STORE_IX_MAX_FIELDS] = {
 	"22", "23", "24", "25", "26", "27", "28", "29", "30", "31",
 };
 
+/*
+ * The entries of a text index (note 8): the other fields must hold one value each (an
+ * array is an error, as in MongoDB); one entry per distinct term of the document, its key
+ * the fields' keys with the term's in the "_fts" position, its vals the values with the
+ * term there and "score".
+ */
+static int text_keys(const struct store_index *ix, const bson_t *doc, size_t idlen,
+		     struct store__ixkeys *out, struct dfs_err *err)
+{
+	struct fieldvals *fv = out->scratch->fv;
+	struct store_text_terms terms;
+	struct dfs_buf pre, suf;
+	int rc = 0, pos = ix->text->pos;
+
+	dfs_buf_init(&pre);
+	dfs_buf_init(&suf);
+	store_text_terms_init(&terms);
+	for (int f = 0; f < ix->nfields; f++) {
+		if (f == pos)
+			continue;
+		fv_reset(&fv[f]);
+		walk_doc(bson_get_data(doc), doc->len, ix->field[f].path, &fv[f]);
+		if (fv[f].multikey) {
+			rc = dfs_err_set(err, DFS_EINVAL,
+					 "index '%s': cannot have a multi-key as a %s to a text "
+					 "index (field '%s')",
+					 ix->name, f < pos ? "prefix" : "suffix", ix->field[f].path);
+			goto done;
+		}
+		if ((rc = store_key_append(f < pos ? &pre : &suf, &fv[f].v[0],
+					   ix->field[f].dir < 0, err))) {
+			dfs_err_prefix(err, "index '%s': ", ix->name);
+			goto done;
+		}
+	}
+	if ((rc = store_text_score(ix, doc, &terms, err))) {
+		dfs_err_prefix(err, "index '%s': ", ix->name);
+		goto done;
+	}
+	for (size_t i = 0; i < terms.n; i++) {
+		const char *term = terms.buf.data + terms.off[i];
+		bson_value_t tv = {.value_type = BSON_TYPE_UTF8};
+		size_t koff = out->buf.len, klen, voff;
+		bson_t vals;
+
+		tv.value.v_utf8.str = (char *)term;
+		tv.value.v_utf8.len = (uint32_t)strlen(term);
+		dfs_buf_append(&out->buf, pre.data, pre.len);
+		if ((rc = store_key_append(&out->buf, &tv, false, err))) {
+			dfs_err_prefix(err, "index '%s': ", ix->name);
+			goto done;
+		}
+		dfs_buf_append(&out->buf, suf.data, suf.len);
+		if (out->buf.len - koff > DFS_MAX_KEY_SIZE) {
+			rc = dfs_err_set(err, DFS_EINVAL,
+					 "index '%s': key is %zu bytes, over the %d-byte limit",
+					 ix->name, out->buf.len - koff, DFS_MAX_KEY_SIZE);
+			goto done;
+		}
+		dfs_buf_reserve(&out->buf, idlen + ID_SUFFIX_LEN);
+		dfs_buf_append(&out->buf, out->buf.data, idlen + ID_SUFFIX_LEN);
+		klen = out->buf.len - koff;
+		bson_init(&vals);
+		for (int f = 0; f < ix->nfields; f++)
+			bson_append_value(&vals, field_num[f], f < 10 ? 1 : 2,
+					  f == pos ? &tv : &fv[f].v[0]);
+		bson_append_double(&vals, "score", 5, terms.score[i]);
+		voff = out->buf.len;
+		dfs_buf_append(&out->buf, bson_get_data(&vals), vals.len);
+		ek_push(out, koff, klen, voff, vals.len);
+		bson_destroy(&vals);
+	}
+	if (terms.n)
+		out->multikey |= UINT32_C(1) << pos;
+done:
+	store_text_terms_release(&terms);
+	dfs_buf_release(&pre);
+	dfs_buf_release(&suf);
+	return rc;
+}
+
 int store__ix_keys(const struct store_index *ix, const void *partial, const bson_t *doc,
 		   struct store__ixkeys *out, struct dfs_err *err)
 {
@@ -862,6 +996,10 @@ int store__ix_keys(const struct store_index *ix, const void *partial, const bson
 	}
 	fv = out->scratch->fv;
 	fk = out->scratch->fk;
+	if (ix->text) {
+		rc = text_keys(ix, doc, idlen, out, err);
+		goto done;
+	}
 	for (int f = 0; f < nf; f++) {
 		fv_reset(&fv[f]);
 		walk_doc(bson_get_data(doc), doc->len, ix->field[f].path, &fv[f]);
@@ -2190,6 +2328,14 @@ static int create(struct store_txn *t, int64_t coll, const bson_t *spec, char *n
 		snprintf(name_out, name_cap, "%s", ix.name);
 	if ((rc = store_index_list(t, coll, &all, &n, err)))
 		goto done;
+	for (int i = 0; ix.text && i < n; i++)
+		if (all[i].text && strcmp(all[i].name, ix.name)) {
+			rc = dfs_err_set(err, DFS_EINVAL,
+					 "only one text index per collection allowed, found existing "
+					 "text index \"%s\"",
+					 all[i].name);
+			goto done;
+		}
 	for (int i = 0; i < n; i++) {
 		bool sk = same_key(&all[i], &ix), so = same_options(&all[i], &ix);
 
@@ -2221,7 +2367,7 @@ static int create(struct store_txn *t, int64_t coll, const bson_t *spec, char *n
 	}
 	if ((rc = store__new_id(t, &ix.ixid, err)))
 		goto done;
-	stored = stored_spec(spec, ix.name);
+	stored = ix.text ? store__text_stored_spec(&ix, spec, ix.name) : stored_spec(spec, ix.name);
 	st = store__stmt(t, ST_IX_INSERT, err);
 	if (!st) {
 		rc = err ? err->code : DFS_EIO;

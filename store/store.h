@@ -623,10 +623,14 @@ int store_git_read(struct store_git *g, const char *commit, const char *path, st
 #define DFS_MAX_INDEXES 64	/* per collection, _id_ included */
 #define STORE_IX_MAX_FIELDS 32 /* fields of one compound key */
 
+#define STORE_IX_TEXT 2 /* store_index_field.dir of a text index's "_fts" entry */
+
 struct store_index_field {
-	char path[256]; /* the dotted field path */
-	int dir;	/* 1 ascending, -1 descending, 0 hashed */
+	char path[256]; /* the dotted field path ("_fts" for a text index's terms) */
+	int dir;	/* 1 ascending, -1 descending, 0 hashed, STORE_IX_TEXT */
 };
+
+struct store_text_spec; /* a text index's weights and languages (text.c) */
 
 struct store_index {
 	int64_t ixid;		 /* 0: the _id_ index; else the id of its entries */
@@ -639,6 +643,7 @@ struct store_index {
 	int64_t expire_after;	 /* expireAfterSeconds (TTL), -1 when not set */
 	bson_t *partial;	 /* Owned: partialFilterExpression, or NULL */
 	bson_t *spec;		 /* Owned: the whole spec as stored ({v, key, name, ...}) */
+	struct store_text_spec *text; /* Owned: a text index's fields, or NULL */
 };
 
 /* The filter engine lives above the store; partial indexes need it. The query layer installs
@@ -731,6 +736,72 @@ void store_doc_keep_text(struct store_txn *t, int64_t id, const char *text, size
  * now_ms (an array: its earliest date; non-dates never expire), in write transactions of at
  * most a few thousand documents. *deleted gets the count. */
 int store_ttl_sweep(struct store_db *db, int64_t now_ms, int64_t *deleted, struct dfs_err *err);
+
+/* ---- text search (text.c) ---------------------------------------------------------- */
+
+/*
+ * MongoDB's text indexes (textIndexVersion 3): tokenizing on the Unicode delimiter classes,
+ * case folding and diacritic stripping, stop words and Snowball stemming (libstemmer) in
+ * MongoDB's 15 languages plus "none", and the per-document term scores of a text index
+ * (ops.md 7.5). A text index's entries are one per (prefix values, term, suffix values,
+ * document): the key is the store_key encodings of the prefix values, the term (a string)
+ * and the suffix values; the vals hold the values, the term at the "_fts" field's position
+ * and the term's score as "score" (a double). All functions are thread-safe.
+ */
+#define STORE_TEXT_CASE 1	/* case-sensitive: no case folding */
+#define STORE_TEXT_DIACRITIC 2	/* diacritic-sensitive: no stripping */
+#define STORE_TEXT_KEEP_STOP 4	/* keep stop words */
+#define STORE_TEXT_MAX_TERM 256 /* bytes a term is cut to (at a character boundary) */
+
+struct store_text_field {
+	char path[256]; /* dotted path, or "$**" */
+	double weight;	/* 1..99999 */
+};
+
+struct store_text_spec {
+	struct store_text_field *f; /* Owned: the weighted fields, sorted by path */
+	int nf;
+	bool wildcard;		 /* "$**": every string is indexed */
+	int lang;		 /* default_language (store_text_language) */
+	char override[256];	 /* language_override */
+	int pos;		 /* the "_fts" field's position in the key */
+	char keynames[512];	 /* the text fields as the key named them, "a_text_b_text" */
+};
+
+/* The language of a name or ISO code ("english", "en", "none", ...): its number (0 is
+ * "none"), or -1 when MongoDB does not support it. */
+int store_text_language(const char *name);
+/* The canonical name of language lang ("english"). Borrowed: static. */
+const char *store_text_language_name(int lang);
+
+/* Tokenizes the len bytes of s (UTF-8) in language lang: cb gets each term (stemmed; case
+ * folded and diacritics stripped unless flags say otherwise; stop words dropped unless
+ * STORE_TEXT_KEEP_STOP), a view valid for the call. */
+void store_text_tokens(int lang, unsigned flags, const char *s, size_t len,
+		       void (*cb)(void *ctx, const char *term, size_t tlen), void *ctx);
+/* Appends s folded as flags say (case folding unless STORE_TEXT_CASE, diacritics stripped
+ * unless STORE_TEXT_DIACRITIC) to out: what phrases are compared on. */
+void store_text_fold(const char *s, size_t len, unsigned flags, struct dfs_buf *out);
+
+/* Calls cb for each string ix (a text index) indexes in doc: one field value or array
+ * element, its field's weight and the language in force there. A nonzero return of cb
+ * stops the walk and is returned. DFS_EINVAL for an unsupported language override. */
+int store_text_strings(const struct store_index *ix, const bson_t *doc,
+		       int (*cb)(void *ctx, const char *s, size_t len, double weight, int lang),
+		       void *ctx, struct dfs_err *err);
+
+/* The distinct terms of a document with their scores. */
+struct store_text_terms {
+	struct dfs_buf buf; /* the terms, NUL-terminated, one after the other */
+	size_t *off;	    /* Owned: term i starts at buf.data + off[i] */
+	double *score;	    /* Owned: its score */
+	size_t n, cap;
+};
+void store_text_terms_init(struct store_text_terms *t);
+void store_text_terms_release(struct store_text_terms *t);
+/* The terms of doc under text index ix, sorted, with MongoDB's scores (ops.md 7.5). */
+int store_text_score(const struct store_index *ix, const bson_t *doc, struct store_text_terms *out,
+		     struct dfs_err *err);
 
 /* ---- verification (check.c) -------------------------------------------------------- */
 

@@ -272,6 +272,16 @@ void store__ixkeys_release(struct store__ixkeys *k);
  * when it has none). Errors: DFS_EINVAL (parallel arrays, key too large, hashed array). */
 int store__ix_keys(const struct store_index *ix, const void *partial, const bson_t *doc,
 		   struct store__ixkeys *out, struct dfs_err *err);
+
+/* text.c: the text options of spec into ix->text (Owned by ix; sets ix->sparse). */
+int store__text_spec_parse(const bson_t *spec, struct store_index *ix, bool strict,
+			   struct dfs_err *err);
+void store__text_spec_free(struct store_text_spec *ts);
+/* The spec of text index ix as MongoDB stores it: key {prefix, _fts: "text", _ftsx: 1,
+ * suffix}, weights, default_language, language_override, textIndexVersion. Owned. */
+bson_t *store__text_stored_spec(const struct store_index *ix, const bson_t *spec, const char *name);
+/* text_stop.c: the stop words of language lang (its name), space-separated. Static. */
+const char *store__text_stop_words(const char *lang);
 /*
  * The index side of one document write, step 1 (index.c note 3): the entries of document
  * id as stored now in oldcoll go away (oldcoll 0: it is new), the entries of newdoc in

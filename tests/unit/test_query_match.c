@@ -603,7 +603,7 @@ START_TEST(test_query_filter_parse_errors)
 	PERR("{a: {$size: 1.5}}", "$size needs a whole number at 'a'");
 	PERR("{a: {$size: \"2\"}}", "$size needs a whole number at 'a'");
 	PERR("{a: {$size: -1}}", "$size needs a non-negative number at 'a'");
-	PERR("{$text: {$search: \"x\"}}", "$text needs a text index");
+	PERR("{$nor: [{$text: {$search: \"x\"}}]}", "text expression not allowed in nor");
 	PERR("{$where: \"this.a\"}", "$where is not supported");
 	PERR("{$foo: 1}", "unknown top level operator '$foo'");
 	PERR("{a: {$mod: [0, 1]}}", "$mod divisor cannot be 0 at 'a'");

@@ -236,7 +236,8 @@ START_TEST(test_query_proj_parse_bad)
 {
 	proj_bad("{a: 'x'}", "unsupported projection value at 'a'");
 	proj_bad("{a: null}", "unsupported projection value at 'a'");
-	proj_bad("{a: {$meta: 'textScore'}}", "unsupported projection operator '$meta' at 'a'");
+	proj_bad("{a: {$meta: 'indexKey'}}", "unsupported $meta at 'a'");
+	proj_bad("{'a.b': {$meta: 'textScore'}}", "only top-level fields");
 	proj_bad("{a: {$literal: 1}}", "unsupported projection operator '$literal'");
 	proj_bad("{a: {}}", "empty sub-projection");
 	proj_bad("{a: {$slice: 1, $elemMatch: {}}}", "exactly one field");
@@ -454,7 +455,7 @@ START_TEST(test_query_sort_parse_values)
 	sort_bad("{a: 'asc'}", "bad sort value for 'a'");
 	sort_bad("{a: 1.5}", "bad sort value for 'a'");
 	sort_bad("{a: true}", "bad sort value for 'a'");
-	sort_bad("{a: {$meta: 'textScore'}}", "$meta sort is not supported at 'a'");
+	sort_bad("{a: {$meta: 'searchScore'}}", "unsupported $meta sort at 'a'");
 	sort_bad("{'a..b': 1}", "empty path component");
 	sort_bad("{'$a': 1}", "starting with '$'");
 	query_sort_free(NULL);
