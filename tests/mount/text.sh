@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# text.sh - text indexes and $text through the mount: a text index created by writing
+# .indexes/<name> (shown as MongoDB stores it), the manual's $text examples as query/ paths
+# with {$meta: "textScore"} in the projection and the sort (the manual's scores checked
+# with jq), explain's TEXT_MATCH / TEXT_OR / IXSCAN shape, entries kept by writes (docfs
+# check), and a bad $text failing with EINVAL and its message in /.docfs/errors.
+. "$(dirname "$0")/lib.sh"
+mount_docfs
+C=$MNT/shop/articles
+mkdir -p "$C" "$MNT/shop/other"
+cat > "$C/.insert" <<'DOCS'
+{"_id": 1, "subject": "coffee", "author": "xyz", "views": 50}
+{"_id": 2, "subject": "Coffee Shopping", "author": "efg", "views": 5}
+{"_id": 3, "subject": "Baking a cake", "author": "abc", "views": 90}
+{"_id": 4, "subject": "baking", "author": "xyz", "views": 100}
+{"_id": 5, "subject": "Café Con Leche", "author": "abc", "views": 200}
+{"_id": 6, "subject": "Сырники", "author": "jkl", "views": 80}
+{"_id": 7, "subject": "coffee and cream", "author": "efg", "views": 10}
+{"_id": 8, "subject": "Cafe con Leche", "author": "xyz", "views": 10}
+DOCS
+
+step "a text index from .indexes/<name>"
+echo '{"key": {"subject": "text"}}' > "$C/.indexes/subject_text"
+expect_eq "$(jq -c '[.key, .weights, .default_language, .language_override, .textIndexVersion]' "$C/.indexes/subject_text")" \
+	'[{"_fts":"text","_ftsx":1},{"subject":1},"english","language",3]' "the spec as MongoDB shows it"
+T=$(mktemp -d)
+echo '{"key": {"author": "text"}}' > "$T/spec"
+expect_fail "a second text index" cp "$T/spec" "$C/.indexes/author_text"
+rm -rf "$T"
+tail -n1 "$MNT/.docfs/errors" | grep -q "only one text index per collection allowed" || fail "no clear error for a second text index"
+
+ids() { jq -s -c '[.[]._id]' "$C/query/$1"; }
+
+step "the manual's \$text examples"
+expect_eq "$(ids '{$text:{$search:"coffee"}}')" '[1,2,7]' "coffee"
+expect_eq "$(ids '{$text:{$search:"bake coffee cake"}}')" '[1,2,3,4,7]' "bake coffee cake"
+expect_eq "$(ids '{$text:{$search:"\"coffee shop\""}}')" '[2]' '"coffee shop"'
+expect_eq "$(ids '{$text:{$search:"coffee -shop"}}')" '[1,7]' "coffee -shop"
+expect_eq "$(ids '{$text:{$search:"leche",$language:"es"}}')" '[5,8]' "leche in Spanish"
+
+step "textScore in projection and sort"
+Q='{$text:{$search:"coffee"}}?projection={score:{$meta:"textScore"}}&sort={score:{$meta:"textScore"}}'
+R=$(cat "$C/query/$Q")
+expect_eq "$(jq -s -c '[.[]._id]' <<< "$R")" '[1,2,7]' "sorted by score, highest first (ties by _id)"
+expect_eq "$(jq -s -c '[.[].score]' <<< "$R")" '[1,0.75,0.75]' "MongoDB's scores (stem 'coffe' is not the raw 'coffee': no 1.1)"
+expect_eq "$(jq -s -c '.[0] | keys_unsorted' <<< "$R")" '["_id","subject","author","views","score"]' "score appended"
+
+step "explain"
+E=$(cat "$C/explain/{\$text:{\$search:\"coffee -shop\"}}?verbosity=executionStats")
+expect_eq "$(jq -r '[.queryPlanner.winningPlan | .. | objects | .stage? // empty] | join(" ")' <<< "$E")" "TEXT_MATCH TEXT_OR IXSCAN" "the stages"
+expect_eq "$(jq -c '.queryPlanner.winningPlan.parsedTextQuery' <<< "$E")" '{"terms":["coffe"],"negatedTerms":["shop"],"phrases":[],"negatedPhrases":[]}' "parsedTextQuery"
+expect_eq "$(jq -c '.queryPlanner.winningPlan.inputStage.inputStage | [.keyPattern, .isMultiKey, .direction, .indexBounds]' <<< "$E")" '[{"_fts":"text","_ftsx":1},true,"backward",{}]' "the term scan"
+expect_eq "$(jq -c '.executionStats | [.nReturned, .executionStages.docsRejected]' <<< "$E")" '[2,1]' "counters"
+
+step "writes keep the entries"
+echo '{"_id": 9, "subject": "iced coffee"}' > "$C/9.json"
+expect_eq "$(ids '{$text:{$search:"coffee"}}')" '[1,2,7,9]' "an insert"
+rm "$C/1.json"
+echo '{"_id": 7, "subject": "tea"}' > "$C/7.json"
+expect_eq "$(ids '{$text:{$search:"coffee"}}')" '[2,9]' "a delete and a replace"
+"$DOCFS" check "$STORE" > /dev/null || fail "docfs check"
+
+step "bad \$text queries"
+expect_fail "\$text in \$nor" cat "$C/query/{\$nor:[{\$text:{\$search:\"x\"}}]}"
+tail -n1 "$MNT/.docfs/errors" | grep -q "text expression not allowed in nor" || fail "no clear error for \$nor"
+err=$(cat "$MNT/shop/other/query/{\$text:{\$search:\"x\"}}" 2>&1) && fail "\$text without a text index succeeded"
+case "$err" in *"Invalid argument"*) ;; *) fail "expected EINVAL, got: $err" ;; esac
+tail -n1 "$MNT/.docfs/errors" | grep -q "text index required for \$text query" || fail "no clear error without a text index"
+echo "text.sh: ok"
