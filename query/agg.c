@@ -2785,6 +2785,11 @@ static int stage_run(struct query_agg *a, int i, const bson_t **doc, struct dfs_
 	ps = rs->ps;
 	switch (ps->kind) {
 	case S_MATCH:
+		/* Only a $match the find runs can answer $text (plan.c note 7). */
+		if (query_filter_has_text(ps->fx))
+			return dfs_err_set(err, DFS_EINVAL,
+					   "$match with $text is only allowed as the first pipeline "
+					   "stage");
 		for (;;) {
 			bson_value_t v;
 

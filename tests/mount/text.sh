@@ -66,4 +66,9 @@ tail -n1 "$MNT/.docfs/errors" | grep -q "text expression not allowed in nor" || 
 err=$(cat "$MNT/shop/other/query/{\$text:{\$search:\"x\"}}" 2>&1) && fail "\$text without a text index succeeded"
 case "$err" in *"Invalid argument"*) ;; *) fail "expected EINVAL, got: $err" ;; esac
 tail -n1 "$MNT/.docfs/errors" | grep -q "text index required for \$text query" || fail "no clear error without a text index"
+
+step "aggregate: \$text in the first \$match only"
+expect_eq "$(cat "$C/aggregate/[{\$match:{\$text:{\$search:\"coffee\"}}},{\$count:\"n\"}]")" '{"n": 2}' "a leading \$match"
+expect_fail "a later \$match" cat "$C/aggregate/[{\$sort:{_id:1}},{\$match:{\$text:{\$search:\"coffee\"}}}]"
+tail -n1 "$MNT/.docfs/errors" | grep -q "only allowed as the first pipeline stage" || fail "no clear error for a later \$match"
 echo "text.sh: ok"
