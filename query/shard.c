@@ -907,7 +907,7 @@ int query_chunk_middle(const struct query_chunk_map *m, int idx, const bson_t *c
 		return dfs_err_set(err, DFS_EINVAL,
 				   "cannot find the chunk's median without its documents: give "
 				   "the split point with middle");
-	mid = lo + (hi - lo) / 2;
+	mid = lo + (hi - lo + 1) / 2;
 	for (int i = 0; i < m->key.n; i++) {
 		if (i == 0)
 			BSON_APPEND_INT64(out, m->key.f[0].path, (int64_t)mid);
@@ -1030,6 +1030,7 @@ static void target_leaves(const struct query_chunk_map *m, const struct query_ex
 
 	val_type(&minkey, BSON_TYPE_MINKEY);
 	val_type(&maxkey, BSON_TYPE_MAXKEY);
+	memset(fb, 0, sizeof(fb));
 	for (int f = 0; f < k->n; f++) {
 		plan__ivals_full(&fb[f]);
 		for (int i = 0; i < np; i++) {
