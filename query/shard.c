@@ -757,7 +757,8 @@ int query_chunk_map_check(struct query_chunk_map *m, struct dfs_err *err)
 	bson_t lo = BSON_INITIALIZER, hi = BSON_INITIALIZER;
 	int rc = 0;
 
-	qsort(m->c, (size_t)m->n, sizeof(*m->c), chunk_qsort);
+	if (m->n > 1)
+		qsort(m->c, (size_t)m->n, sizeof(*m->c), chunk_qsort);
 	query_shard_bound_extreme(&m->key, false, &lo);
 	query_shard_bound_extreme(&m->key, true, &hi);
 	if (m->n == 0)
@@ -1249,7 +1250,8 @@ int query_shard_merge_open(const bson_t *sort, int64_t skip, int64_t limit,
 	m->s = xcalloc((size_t)n, sizeof(*m->s));
 	m->in = xcalloc((size_t)n, sizeof(*m->in));
 	m->n = n;
-	memcpy(m->s, streams, (size_t)n * sizeof(*m->s));
+	if (n > 0)
+		memcpy(m->s, streams, (size_t)n * sizeof(*m->s));
 	for (int i = 0; i < n; i++) {
 		dfs_buf_init(&m->in[i].key);
 		m->in[i].stale = true;
