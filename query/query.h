@@ -337,7 +337,6 @@ void query_write_result_describe(const struct query_write_result *r, const char 
 int query_bulk_run(struct store_db *db, int64_t coll, const bson_t *ops, bool ordered, bool atomic,
 		   bson_t *out, struct dfs_err *err);
 
-
 /* ---- sharding: keys, hashes, chunk maps, targeting, merging (shard.c) --------------- */
 
 /*
@@ -365,8 +364,7 @@ int64_t query_shard_hash_seed(const bson_value_t *v, int32_t seed);
 
 /* Parses a key pattern ({a: 1}, {_id: "hashed"}, {a: 1, b: "hashed"}). DFS_EINVAL for
  * descending or other values, two hashed fields, duplicates, bad paths, an empty pattern. */
-int query_shard_key_parse(const bson_t *pattern, struct query_shard_key *out,
-			  struct dfs_err *err);
+int query_shard_key_parse(const bson_t *pattern, struct query_shard_key *out, struct dfs_err *err);
 /* Appends the pattern's fields ({a: 1, b: "hashed"}) to out. */
 void query_shard_key_pattern(const struct query_shard_key *k, bson_t *out);
 /* The shard key of doc into out (initialised, empty): DFS_EINVAL when a key field is
@@ -388,8 +386,8 @@ int query_shard_bound_check(const struct query_shard_key *k, const bson_t *b, co
 void query_shard_bound_extreme(const struct query_shard_key *k, bool max, bson_t *out);
 
 struct query_chunk {
-	bson_t *min, *max;   /* Owned: [min, max) */
-	char shard[65];	     /* the owning shard's name */
+	bson_t *min, *max;     /* Owned: [min, max) */
+	char shard[65];	       /* the owning shard's name */
 	uint32_t major, minor; /* lastmod: Timestamp(major, minor) */
 	bool jumbo;	       /* could not be split */
 };
