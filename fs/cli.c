@@ -7,6 +7,7 @@
 #include "fs_int.h"
 #include "fs.h"
 #include "query.h"
+#include "router/router.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -98,6 +99,13 @@ static const char usage_text[] =
 	"  aggregate STORE DB.COLL PIPELINE [--format jsonl|json|pretty]\n"
 	"      Run an aggregation pipeline (a JSON array of stages, or @NAME for one saved in\n"
 	"      .queries/NAME) and print the results, one JSON line each.\n"
+	"  cluster CONFIG_STORE COMMAND | status\n"
+	"      Run a sharding admin command, a document in the shell-literal syntax\n"
+	"      ('{addShard: \"/srv/s0\"}', enableSharding, shardCollection, addShardToZone,\n"
+	"      updateZoneKeyRange, split, moveChunk, balancerStop, listShards, ...), against\n"
+	"      the cluster config in CONFIG_STORE (created if absent) and print MongoDB's\n"
+	"      reply; a failed command (ok: 0, exit status 1) changes nothing. status prints\n"
+	"      sh.status(). No documents move yet (README.md, Sharding).\n"
 	"  version\n"
 	"      Print the version.\n"
 	"\n"
@@ -1256,6 +1264,49 @@ static int cmd_aggregate(int argc, char **argv)
 	return fflush(stdout) == 0 ? 0 : fail("aggregate", "write error: %s", strerror(errno));
 }
 
+/* docfs cluster CONFIG_STORE COMMAND|status: one write transaction, committed only when
+ * the command succeeded. */
+static int cmd_cluster(int argc, char **argv)
+{
+	struct dfs_err err = {0};
+	struct router_cfg c;
+	struct dfs_buf out;
+	bson_t cmd = BSON_INITIALIZER, reply = BSON_INITIALIZER;
+	int rc;
+
+	if (argc != 3)
+		return fail("cluster", "usage: docfs cluster CONFIG_STORE COMMAND|status");
+	if (strcmp(argv[2], "status") != 0 &&
+	    store_codec_parse_doc(argv[2], strlen(argv[2]), &cmd, &err))
+		return fail("cluster", "command: %s", err.msg);
+	if ((rc = router_cfg_open(argv[1], &c, &err))) {
+		bson_destroy(&cmd);
+		return fail("cluster", "%s", err.msg);
+	}
+	dfs_buf_init(&out);
+	if (strcmp(argv[2], "status") == 0) {
+		rc = router_cluster_status(&c, &out, &err);
+	} else {
+		rc = router_cluster_command(&c, &cmd, &reply, &err);
+		if (rc == 0)
+			rc = router_cfg_commit(&c, &err);
+		if (!bson_empty(&reply)) {
+			store_codec_render(&reply, STORE_RENDER_PRETTY, &out, NULL);
+			fputs(out.data, stdout);
+			dfs_buf_reset(&out);
+		}
+	}
+	router_cfg_close(&c);
+	if (out.len)
+		fputs(out.data, stdout);
+	dfs_buf_release(&out);
+	bson_destroy(&cmd);
+	bson_destroy(&reply);
+	if (rc)
+		return fail("cluster", "%s", err.msg);
+	return fflush(stdout) == 0 ? 0 : fail("cluster", "write error: %s", strerror(errno));
+}
+
 int fs_main(int argc, char **argv)
 {
 	const char *cmd = argc > 1 ? argv[1] : NULL;
@@ -1299,5 +1350,7 @@ int fs_main(int argc, char **argv)
 		return cmd_index(argc - 1, argv + 1);
 	if (strcmp(cmd, "explain") == 0)
 		return cmd_explain(argc - 1, argv + 1);
+	if (strcmp(cmd, "cluster") == 0)
+		return cmd_cluster(argc - 1, argv + 1);
 	return fail(cmd, "unknown command (see docfs --help)");
 }

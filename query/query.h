@@ -352,4 +352,120 @@ void query_write_result_describe(const struct query_write_result *r, const char 
 int query_bulk_run(struct store_db *db, int64_t coll, const bson_t *ops, bool ordered, bool atomic,
 		   bson_t *out, struct dfs_err *err);
 
+/* ---- sharding: keys, hashes, chunk maps, targeting, merging (shard.c) --------------- */
+
+/*
+ * The pure half of sharding (shard.c's design notes): nothing here reads a store or talks to
+ * a shard. A shard key pattern is ascending fields with at most one "hashed" field; a key
+ * value or chunk bound is a document {path: value, ...} in pattern order (the hashed field
+ * as its NumberLong query_shard_hash), compared field by field in MongoDB's order.
+ * Thread-safety: the functions are; a chunk map or merge is one thread's at a time.
+ */
+#define QUERY_SHARD_KEY_MAX 8
+
+struct query_shard_key {
+	int n; /* fields */
+	struct {
+		char path[256]; /* the dotted field path */
+		bool hashed;	/* "hashed" (else ascending) */
+	} f[QUERY_SHARD_KEY_MAX];
+	int hashed; /* index of the hashed field, -1 when none */
+};
+
+/* MongoDB's hash of a value (BSONElementHasher::hash64, seed 0; convertShardKeyToHashed),
+ * and with another seed (MongoDB's tests use 1). */
+int64_t query_shard_hash(const bson_value_t *v);
+int64_t query_shard_hash_seed(const bson_value_t *v, int32_t seed);
+
+/* Parses a key pattern ({a: 1}, {_id: "hashed"}, {a: 1, b: "hashed"}). DFS_EINVAL for
+ * descending or other values, two hashed fields, duplicates, bad paths, an empty pattern. */
+int query_shard_key_parse(const bson_t *pattern, struct query_shard_key *out, struct dfs_err *err);
+/* Appends the pattern's fields ({a: 1, b: "hashed"}) to out. */
+void query_shard_key_pattern(const struct query_shard_key *k, bson_t *out);
+/* The shard key of doc into out (initialised, empty): DFS_EINVAL when a key field is
+ * missing ("document _id 1 does not contain shard key for pattern { a: 1 }") or an array
+ * is on its path; out is left empty then. */
+int query_shard_key_of(const struct query_shard_key *k, const bson_t *doc, bson_t *out,
+		       struct dfs_err *err);
+/* DFS_EINVAL (MongoDB's ImmutableField wording) when after's shard key differs from
+ * before's (type-exact: 1 and 1.0 differ, as the stored bytes would). */
+int query_shard_key_check_update(const struct query_shard_key *k, const bson_t *before,
+				 const bson_t *after, struct dfs_err *err);
+/* Compares two bounds or key values field by field (<0, 0, >0). */
+int query_shard_bound_compare(const bson_t *a, const bson_t *b);
+/* Is b a full key of k (its fields in order, no arrays, hashed fields NumberLong/MinKey/
+ * MaxKey)? what names it in the message ("min", "split point"). */
+int query_shard_bound_check(const struct query_shard_key *k, const bson_t *b, const char *what,
+			    struct dfs_err *err);
+/* All-MinKey (max false) or all-MaxKey bounds of k appended to out. */
+void query_shard_bound_extreme(const struct query_shard_key *k, bool max, bson_t *out);
+
+struct query_chunk {
+	bson_t *min, *max;     /* Owned: [min, max) */
+	char shard[65];	       /* the owning shard's name */
+	uint32_t major, minor; /* lastmod: Timestamp(major, minor) */
+	bool jumbo;	       /* could not be split */
+};
+
+/* The chunks of one collection: sorted by min, covering MinKey..MaxKey (after _check). */
+struct query_chunk_map {
+	struct query_shard_key key;
+	struct query_chunk *c; /* Owned: n chunks */
+	int n, cap;
+};
+
+void query_chunk_map_init(struct query_chunk_map *m, const struct query_shard_key *k);
+void query_chunk_map_release(struct query_chunk_map *m);
+/* Adds a chunk (copies min and max). DFS_EINVAL: bounds not keys of the pattern, min >= max. */
+int query_chunk_map_add(struct query_chunk_map *m, const bson_t *min, const bson_t *max,
+			const char *shard, uint32_t major, uint32_t minor, struct dfs_err *err);
+/* Sorts the chunks and checks that they cover the key space without gaps or overlaps
+ * (DFS_ECORRUPT naming the first problem). */
+int query_chunk_map_check(struct query_chunk_map *m, struct dfs_err *err);
+/* The index of the chunk holding key (a key value of the pattern), -1 for an empty map. */
+int query_chunk_map_find(const struct query_chunk_map *m, const bson_t *key);
+/* The chunk of document doc: query_shard_key_of's errors. */
+int query_chunk_map_find_doc(const struct query_chunk_map *m, const bson_t *doc, int *idx,
+			     struct dfs_err *err);
+/* Splits chunk idx at middle (a full key strictly inside it: DFS_EINVAL otherwise, "equals
+ * the chunk's min" named). Both halves keep the owner and get the collection's highest
+ * major version with the next minor versions. Indexes after idx move up by one. */
+int query_chunk_map_split(struct query_chunk_map *m, int idx, const bson_t *middle,
+			  struct dfs_err *err);
+/* The split point of chunk idx for `split find` (shard.c note 6): the median of the keys
+ * (nkeys key values, Borrowed; those outside the chunk ignored) or, without any, the
+ * numeric middle of the first field. out initialised, empty. DFS_EINVAL when neither. */
+int query_chunk_middle(const struct query_chunk_map *m, int idx, const bson_t *const *keys,
+		       int nkeys, bson_t *out, struct dfs_err *err);
+
+/* The chunks filter (NULL: everything) can match: chunks[i] set for each (m->n entries, the
+ * caller's array); returns their count (0: nothing can match). Never misses a chunk holding
+ * a match (equality, ranges, $in, $or, compound prefixes; hashed fields by equality and $in;
+ * anything else all chunks). */
+int query_shard_target(const struct query_chunk_map *m, const struct query_expr *filter,
+		       bool *chunks, int *nchunks);
+/* The distinct owners of the chunks set in chunks, in chunk order, into shards (Borrowed
+ * from m, at most cap); returns their count. */
+int query_shard_target_shards(const struct query_chunk_map *m, const bool *chunks,
+			      const char **shards, int cap);
+
+/* A sorted stream of one shard's results: next gives 0 with *doc (Borrowed: valid until
+ * its next call), DFS_ENOENT at the end, or an error. */
+struct query_shard_stream {
+	int (*next)(void *ctx, const bson_t **doc, struct dfs_err *err);
+	void *ctx;
+};
+/* The k-way merge of n streams each sorted by sort (NULL or {}: no order, the streams one
+ * after another), with skip and limit (0: none) applied to the merged sequence: each shard
+ * must be asked for skip + limit documents and no skip. *out Owned, freed by
+ * query_shard_merge_free; the streams' contexts must outlive it. */
+struct query_shard_merge;
+int query_shard_merge_open(const bson_t *sort, int64_t skip, int64_t limit,
+			   const struct query_shard_stream *streams, int n,
+			   struct query_shard_merge **out, struct dfs_err *err);
+/* 0 with *doc (Borrowed: valid until the next call), DFS_ENOENT at the end, or a stream's
+ * error prefixed "shard stream i: ". */
+int query_shard_merge_next(struct query_shard_merge *m, const bson_t **doc, struct dfs_err *err);
+void query_shard_merge_free(struct query_shard_merge *m);
+
 #endif
