@@ -52,6 +52,8 @@ int fs_errno(int code)
 		return ERANGE;
 	case DFS_EINTR:
 		return EINTR;
+	case DFS_ETIMEDOUT:
+		return ETIMEDOUT;
 	default:
 		return EIO;
 	}

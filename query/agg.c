@@ -3045,6 +3045,11 @@ int64_t query__agg_spills(const struct query_agg *a)
 	return a->spills;
 }
 
+void query_agg_summary(const struct query_agg *a, struct query_summary *s)
+{
+	query_cursor_summary(a ? a->cur : NULL, s);
+}
+
 void query_agg_free(struct query_agg *a)
 {
 	if (!a)

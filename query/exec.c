@@ -529,7 +529,8 @@ static void covered_doc(struct plan__node *n, const bson_t *vals)
 struct exec_ctx {
 	struct store_txn *t;
 	int64_t coll;
-	bool timed; /* plan__set_timed */
+	bool timed;	 /* plan__set_timed */
+	unsigned works;	 /* plan__work calls, for the stop checks */
 };
 
 static __thread struct exec_ctx cur_ctx;
@@ -895,6 +896,10 @@ void plan__set_timed(bool on)
 int plan__work(struct store_txn *t, struct plan__node *n, struct plan__wm *wm, struct dfs_err *err)
 {
 	cur_ctx.t = t;
+	/* killOp and maxTimeMS (store.h's stop hook): a plan served from the document cache
+	 * may run without a SQLite step for long, so the executor asks too. */
+	if ((++cur_ctx.works & 63) == 0 && store_thread_stopped(err))
+		return -1;
 	return work_node(n, wm, err);
 }
 
@@ -1171,6 +1176,13 @@ int query_cursor_next(struct query_cursor *c, const bson_t **doc, struct dfs_err
 				   (long long)wm.id);
 	*doc = c->out;
 	return 0;
+}
+
+void query_cursor_summary(const struct query_cursor *c, struct query_summary *s)
+{
+	memset(s, 0, sizeof(*s));
+	if (c && c->root)
+		plan__summary(c->root, s);
 }
 
 bool query_cursor_text(const struct query_cursor *c, const char **text, size_t *len)

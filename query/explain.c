@@ -334,6 +334,80 @@ static void append_plan(const struct plan__node *root, bool count, bool stats, b
 	bson_append_document_end(out, &in);
 }
 
+/* Appends a key pattern the way MongoDB's planSummary writes it: { a: 1, b: "hashed" }. */
+static void summary_pattern(const bson_t *key, struct dfs_buf *out)
+{
+	bson_iter_t it;
+	bool first = true;
+
+	dfs_buf_puts(out, "{ ");
+	if (key && bson_iter_init(&it, key)) {
+		while (bson_iter_next(&it)) {
+			dfs_buf_printf(out, "%s%s: ", first ? "" : ", ", bson_iter_key(&it));
+			first = false;
+			if (BSON_ITER_HOLDS_UTF8(&it))
+				dfs_buf_printf(out, "\"%s\"", bson_iter_utf8(&it, NULL));
+			else if (BSON_ITER_HOLDS_NUMBER(&it))
+				dfs_buf_printf(out, "%g", bson_iter_as_double(&it));
+			else
+				dfs_buf_puts(out, "?");
+		}
+	}
+	dfs_buf_puts(out, first ? "}" : " }");
+}
+
+static void summary_leaf(struct query_summary *s, const char *leaf)
+{
+	size_t have = strlen(s->plan), add = strlen(leaf);
+
+	/* each index once, as MongoDB lists them: leaves are separated by ", " and none
+	 * holds ", " itself after its closing brace */
+	for (const char *p = s->plan; (p = strstr(p, leaf)); p += add)
+		if ((p == s->plan || (p >= s->plan + 2 && p[-2] == ',')) &&
+		    (p[add] == '\0' || p[add] == ','))
+			return;
+	if (have + add + 3 >= sizeof(s->plan))
+		return;
+	snprintf(s->plan + have, sizeof(s->plan) - have, "%s%s", have ? ", " : "", leaf);
+}
+
+void plan__summary(const struct plan__node *n, struct query_summary *s)
+{
+	s->keys_examined += n->st.keys_examined;
+	s->docs_examined += n->st.docs_examined;
+	if (n->stage == PS_SORT)
+		s->has_sort_stage = true;
+	if (n->stage == PS_COLLSCAN) {
+		summary_leaf(s, "COLLSCAN");
+	} else if (n->stage == PS_IXSCAN && n->ix) {
+		struct dfs_buf b;
+		bson_iter_t it;
+		bson_t key;
+		bool have = false;
+
+		dfs_buf_init(&b);
+		dfs_buf_puts(&b, n->count_scan ? "COUNT_SCAN " : "IXSCAN ");
+		if (n->ix->spec && bson_iter_init_find(&it, n->ix->spec, "key") &&
+		    BSON_ITER_HOLDS_DOCUMENT(&it)) {
+			const uint8_t *d;
+			uint32_t len;
+
+			bson_iter_document(&it, &len, &d);
+			have = bson_init_static(&key, d, len);
+		}
+		if (have)
+			summary_pattern(&key, &b);
+		else
+			dfs_buf_puts(&b, "{ _id: 1 }");
+		summary_leaf(s, b.data);
+		dfs_buf_release(&b);
+	} else if (n->stage == PS_FAST_COUNT) {
+		summary_leaf(s, "RECORD_STORE_FAST_COUNT");
+	}
+	for (int i = 0; i < n->nkids; i++)
+		plan__summary(n->kids[i], s);
+}
+
 static void totals(const struct plan__node *n, int64_t *keys, int64_t *docs)
 {
 	*keys += n->st.keys_examined;

@@ -126,6 +126,9 @@ struct plan__node {
 	bool opened;
 };
 
+/* Adds the plan rooted at n to s (explain.c): its counters and its planSummary leaves. */
+void plan__summary(const struct plan__node *n, struct query_summary *s);
+
 /* The working member passed up the tree by one work() call. */
 struct plan__wm {
 	int64_t id;	      /* the document's entry id (0 when unknown: after SORT) */

@@ -148,6 +148,17 @@ void query_cursor_keep_text(struct query_cursor *c, const char *text, size_t len
 int query_cursor_count(struct query_cursor *c, int64_t *count, struct dfs_err *err);
 void query_cursor_free(struct query_cursor *c);
 
+/* What a find (or the find an aggregate starts with) did so far, for the profiler,
+ * currentOp and serverStatus: the winning plan's totals and MongoDB's planSummary. */
+struct query_summary {
+	int64_t keys_examined; /* index keys read (explain's totalKeysExamined) */
+	int64_t docs_examined; /* documents read (totalDocsExamined) */
+	bool has_sort_stage;   /* the plan sorts in memory (a SORT stage) */
+	char plan[256];	       /* "COLLSCAN", "IXSCAN { a: 1, b: -1 }", leaves joined by ", " */
+};
+/* Fills s from c (NULL: an empty summary, plan ""). */
+void query_cursor_summary(const struct query_cursor *c, struct query_summary *s);
+
 /* ---- explain (explain.c) ---------------------------------------------------------- */
 
 enum query_verbosity {
@@ -221,6 +232,8 @@ int query_agg_open(struct store_txn *t, int64_t coll, const struct query_pipelin
  * can't $divide by zero"), DFS_EFBIG for a result over 16 MiB, DFS_EIO when spilling fails. */
 int query_agg_next(struct query_agg *a, const bson_t **doc, struct dfs_err *err);
 void query_agg_free(struct query_agg *a);
+/* The summary of a's leading find (query_cursor_summary); plan "" when a has none. */
+void query_agg_summary(const struct query_agg *a, struct query_summary *s);
 
 /*
  * Runs a pipeline that ends in $out or $merge over coll in the WRITE transaction t, and writes

@@ -246,9 +246,42 @@ int64_t store__now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* ---- the thread's stop hook (store.h) ---------------------------------------------- */
+
+static _Thread_local int (*tls_stop)(void *ctx, struct dfs_err *err);
+static _Thread_local void *tls_stop_ctx;
+static _Thread_local bool tls_ending; /* in COMMIT or ROLLBACK: never interrupted */
+
+void store_thread_stop_set(int (*stop)(void *ctx, struct dfs_err *err), void *ctx)
+{
+	tls_stop = stop;
+	tls_stop_ctx = ctx;
+}
+
+int store_thread_stopped(struct dfs_err *err)
+{
+	return tls_stop ? tls_stop(tls_stop_ctx, err) : 0;
+}
+
+/* SQLite's progress handler, on every connection: nonzero interrupts the statement
+ * (SQLITE_INTERRUPT, which conn_err turns into the hook's error). */
+static int conn_progress(void *unused)
+{
+	(void)unused;
+	return !tls_ending && tls_stop && tls_stop(tls_stop_ctx, NULL) != 0;
+}
+
 static int conn_err(sqlite3 *h, int rc, const char *what, struct dfs_err *err)
 {
 	int code = DFS_EIO;
+
+	if ((rc & 0xff) == SQLITE_INTERRUPT) {
+		int stop = store_thread_stopped(err);
+
+		if (stop)
+			return stop;
+		return dfs_err_set(err, DFS_EINTR, "%s: interrupted", what);
+	}
 
 	if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED)
 		code = DFS_EBUSY;
@@ -272,8 +305,9 @@ static int exec_sql(sqlite3 *h, const char *sql, struct dfs_err *err)
 	int rc = sqlite3_exec(h, sql, NULL, NULL, &msg);
 
 	if (rc != SQLITE_OK) {
-		dfs_err_set(err, (rc & 0xff) == SQLITE_BUSY ? DFS_EBUSY : DFS_EIO, "sqlite: %s",
-			    msg ? msg : sqlite3_errstr(rc));
+		if ((rc & 0xff) != SQLITE_INTERRUPT || !store_thread_stopped(err))
+			dfs_err_set(err, (rc & 0xff) == SQLITE_BUSY ? DFS_EBUSY : DFS_EIO,
+				    "sqlite: %s", msg ? msg : sqlite3_errstr(rc));
 		sqlite3_free(msg);
 		return err ? err->code : DFS_EIO;
 	}
@@ -391,6 +425,7 @@ int store__conn_open(const char *path, bool create, struct store__conn **out, st
 	}
 	sqlite3_busy_timeout(c->h, 10000);
 	sqlite3_extended_result_codes(c->h, 1);
+	sqlite3_progress_handler(c->h, 1000, conn_progress, NULL);
 	/* mmap_size: reads map the database file instead of copying each page out of the OS
 	 * cache with pread (a third of an indexed query's FETCH time at 1M documents). Writes
 	 * still go through the WAL. secure_delete=FAST: Debian's SQLite zeroes every deleted
@@ -1207,15 +1242,23 @@ int store_txn_commit(struct store_txn *t, struct dfs_err *err)
 			goto fail;
 		}
 	}
+	/* A stopped write (killOp, maxTimeMS) may have been cut short anywhere: all of it
+	 * or none of it, and this is none. */
+	if (t->write && (rc = store_thread_stopped(err)))
+		goto fail;
 	conn_reset(t->c);
+	tls_ending = true;
 	rc = exec_sql(t->c->h, "COMMIT", err);
+	tls_ending = false;
 	if (rc)
 		goto fail;
 	txn_end(t);
 	return 0;
 fail:
 	conn_reset(t->c);
+	tls_ending = true;
 	exec_sql(t->c->h, "ROLLBACK", NULL);
+	tls_ending = false;
 	txn_end(t);
 	return rc;
 }
@@ -1226,7 +1269,9 @@ void store_txn_abort(struct store_txn *t)
 		return;
 	store__txn_close_fetch(t);
 	conn_reset(t->c);
+	tls_ending = true;
 	exec_sql(t->c->h, "ROLLBACK", NULL);
+	tls_ending = false;
 	txn_end(t);
 }
 

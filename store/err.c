@@ -71,6 +71,8 @@ const char *dfs_code_name(int code)
 		[DFS_ENOTDIR] = "not a directory",
 		[DFS_EISDIR] = "is a directory",
 		[DFS_ERANGE] = "out of range",
+		[DFS_EINTR] = "interrupted",
+		[DFS_ETIMEDOUT] = "timed out",
 	};
 
 	if (code < 0 || (size_t)code >= sizeof(names) / sizeof(names[0]) || !names[code])

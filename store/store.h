@@ -37,7 +37,8 @@ enum dfs_code {
 	DFS_ENOTDIR,
 	DFS_EISDIR,
 	DFS_ERANGE, /* a number out of range */
-	DFS_EINTR,  /* the caller stopped waiting (an interrupted read) */
+	DFS_EINTR,  /* the caller stopped waiting (an interrupted read), or killOp */
+	DFS_ETIMEDOUT, /* an operation ran past its time limit (maxTimeMS) */
 };
 
 struct dfs_err {
@@ -53,6 +54,19 @@ int dfs_err_set(struct dfs_err *err, int code, const char *fmt, ...)
 int dfs_err_prefix(struct dfs_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void dfs_err_clear(struct dfs_err *err);
 const char *dfs_code_name(int code);
+
+/*
+ * The calling thread's stop hook: while one is set, long work on this thread (SQLite
+ * statements, every 1000 virtual-machine steps; the query executor, every few work() calls)
+ * asks stop(ctx, err) whether to go on. A nonzero return (DFS_EINTR for killOp,
+ * DFS_ETIMEDOUT for maxTimeMS, with its message in err) makes that work fail with it. A
+ * write transaction that was stopped rolls back instead of committing; COMMIT and ROLLBACK
+ * themselves are never interrupted. stop may be called with err NULL and from inside
+ * SQLite: it must only read state (a flag, the clock). stop NULL clears the hook.
+ */
+void store_thread_stop_set(int (*stop)(void *ctx, struct dfs_err *err), void *ctx);
+/* 0 when the thread's work may go on (or has no hook), else the hook's code with err set. */
+int store_thread_stopped(struct dfs_err *err);
 
 /* ---- buffers ----------------------------------------------------------------------- */
 
