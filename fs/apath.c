@@ -128,8 +128,56 @@ static int saved_pipeline(struct store_db *db, int64_t coll, const char *name, b
 
 struct apath {
 	bson_t pipeline;
-	int format; /* enum fs_query_format */
+	int format;	     /* enum fs_query_format */
+	int64_t max_time_ms; /* maxTimeMS=, 0: none */
 };
+
+/* maxTimeMS=N: a whole number of milliseconds >= 0. */
+static int max_time_opt(const char *p, size_t n, int64_t *out, struct dfs_err *err)
+{
+	int64_t v = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (p[i] < '0' || p[i] > '9' || v > INT64_MAX / 10 - 10)
+			return dfs_err_set(err, DFS_EINVAL,
+					   "maxTimeMS must be a whole number of milliseconds, not "
+					   "'%.*s'",
+					   (int)n, p);
+		v = v * 10 + (p[i] - '0');
+	}
+	*out = v;
+	return 0;
+}
+
+/* A number as the shell shows it: int32 when it fits. */
+static void append_count(bson_t *b, const char *key, int64_t v)
+{
+	if (v <= INT32_MAX)
+		BSON_APPEND_INT32(b, key, (int32_t)v);
+	else
+		BSON_APPEND_INT64(b, key, v);
+}
+
+/* The thread's operation (curop.c) is this aggregate command. */
+static void describe_op(struct store_txn *t, int64_t coll, const struct apath *a)
+{
+	struct dfs_err err = {0};
+	struct store_coll c;
+	bson_t cmd;
+
+	if (!fs_curop_current())
+		return;
+	if (store_coll_by_id(t, coll, &c, &err))
+		c.name[0] = '\0';
+	bson_init(&cmd);
+	BSON_APPEND_UTF8(&cmd, "aggregate", c.name);
+	BSON_APPEND_ARRAY(&cmd, "pipeline", &a->pipeline);
+	if (a->max_time_ms)
+		append_count(&cmd, "maxTimeMS", a->max_time_ms);
+	BSON_APPEND_UTF8(&cmd, "$db", store_db_name(store_txn_db(t)));
+	fs_curop_describe(&cmd, a->max_time_ms);
+	bson_destroy(&cmd);
+}
 
 static int apath_parse(struct store_db *db, int64_t coll, const char *component, struct apath *a,
 		       struct dfs_err *err)
@@ -141,6 +189,7 @@ static int apath_parse(struct store_db *db, int64_t coll, const char *component,
 
 	dfs_buf_init(&v);
 	a->format = FSQ_JSONL;
+	a->max_time_ms = 0;
 	if ((rc = fs_path_unescape(component, plen, &v, err)))
 		goto done;
 	if (v.len && v.data[0] == '@') {
@@ -164,10 +213,13 @@ static int apath_parse(struct store_db *db, int64_t coll, const char *component,
 			a->format = FSQ_JSON;
 		else if (n == 13 && strncmp(p, "format=pretty", 13) == 0)
 			a->format = FSQ_PRETTY;
+		else if (n > 10 && strncmp(p, "maxTimeMS=", 10) == 0)
+			rc = max_time_opt(p + 10, n - 10, &a->max_time_ms, err);
 		else
 			rc = dfs_err_set(err, DFS_EINVAL,
-					 "unknown option '%.*s' (format=jsonl|json|pretty)", (int)n,
-					 p);
+					 "unknown option '%.*s' (format=jsonl|json|pretty, "
+					 "maxTimeMS=N)",
+					 (int)n, p);
 		p = amp ? amp + 1 : NULL;
 	}
 done:
@@ -193,6 +245,7 @@ int fs_agg_run(struct store_db *db, int64_t coll, const char *component, struct 
 	struct store_txn *t = NULL;
 	struct apath a;
 	const bson_t *doc;
+	int64_t nret = 0;
 	int rc;
 
 	bson_init(&a.pipeline);
@@ -205,6 +258,7 @@ int fs_agg_run(struct store_db *db, int64_t coll, const char *component, struct 
 
 		if ((rc = store_txn_begin(db, true, &t, err)))
 			goto done;
+		describe_op(t, coll, &a);
 		rc = query_agg_run_out(t, coll, qp, &o, &written, err);
 		if (!rc)
 			rc = store_txn_commit(t, err);
@@ -217,13 +271,22 @@ int fs_agg_run(struct store_db *db, int64_t coll, const char *component, struct 
 	}
 	if ((rc = store_txn_begin(db, false, &t, err)))
 		goto done;
+	describe_op(t, coll, &a);
 	if ((rc = query_agg_open(t, coll, qp, &o, &ag, err)))
 		goto done;
+	{
+		struct query_summary sum;
+
+		query_agg_summary(ag, &sum);
+		fs_curop_plan(&sum);
+	}
 	if ((rc = fs_render_new(r, a.format, &rd, err)))
 		goto done;
-	while ((rc = query_agg_next(ag, &doc, err)) == 0)
+	while ((rc = query_agg_next(ag, &doc, err)) == 0) {
+		nret++;
 		if ((rc = fs_render_put(rd, doc, err)))
 			goto done;
+	}
 	if (rc != DFS_ENOENT) {
 		struct dfs_err rerr = {0};
 
@@ -240,6 +303,12 @@ finish:
 	if (!rc)
 		rc = fs_result_finish(r, err);
 done:
+	if (ag) {
+		struct query_summary sum;
+
+		query_agg_summary(ag, &sum);
+		fs_curop_note(&sum, nret);
+	}
 	fs_render_free(rd);
 	query_agg_free(ag);
 	store_txn_abort(t);

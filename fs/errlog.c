@@ -103,6 +103,16 @@ void fs_log_info(const char *fmt, ...)
 	va_end(ap);
 }
 
+void fs_log_raw(const char *line)
+{
+	pthread_mutex_lock(&errlog_lock);
+	if (errlog_file) {
+		fprintf(errlog_file, "%s\n", line);
+		fflush(errlog_file);
+	}
+	pthread_mutex_unlock(&errlog_lock);
+}
+
 void fs_errlog_render(struct dfs_buf *out)
 {
 	pthread_mutex_lock(&errlog_lock);

@@ -41,6 +41,9 @@ void fs_errlog_add(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void fs_log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Appends the recorded messages, oldest first, one per line, to out. */
 void fs_errlog_render(struct dfs_buf *out);
+/* Writes line to the log file as it is (no stamp, no length limit): the JSON lines of the
+ * slow-query log. */
+void fs_log_raw(const char *line);
 /* Sends log lines also to path (append); NULL turns it off. */
 int fs_errlog_open(const char *path, struct dfs_err *err);
 
@@ -87,6 +90,7 @@ struct fs_query {
 	bool has_sort, has_projection, has_hint;
 	char *hint_name;     /* Owned: hint=<index name>, or NULL */
 	int64_t skip, limit; /* 0: none */
+	int64_t max_time_ms; /* maxTimeMS: the time limit of the find, 0: none */
 	bool count;	     /* count=1: the number of matches */
 	char *distinct;	     /* Owned: distinct=<field>, or NULL */
 	int format;	     /* enum fs_query_format; -1 until a format= is given */
@@ -347,6 +351,7 @@ enum fs_node_kind {
 	FSN_DEAD,	/* unlinked or replaced while the kernel still holds it: writes to it
 			 * go nowhere, as on any unlinked file */
 	FSN_OPTIONS,	/* "/<db>/<coll>/.options": the collection's options (options.c) */
+	FSN_PROFILE,	/* "<db>/.profile": the profiler's settings (profile.c) */
 	FSN_STATS,	/* ".stats[?scale=N]" of a collection (coll) or a database (coll 0);
 			 * pending_name: the name when it has options (stats.c) */
 	FSN_CHANGES,	/* ".changes[?opts]" of a collection (coll), a database (coll 0) or the
@@ -556,6 +561,81 @@ void fs_idle_end(struct fs_idle_thread *t, bool normal);
 unsigned long long fs_idle_boosts(void);
 /* Ends the watchdog (at unmount, once no thread is watched). */
 void fs_idle_stop(void);
+
+/* ---- curop.c: current operations, killOp, serverStatus, top ---------------------- */
+
+/* What an operation is, as currentOp's op and top's columns name it. */
+enum fs_op_kind { FS_OP_QUERY, FS_OP_GETMORE, FS_OP_COMMAND, FS_OP_INSERT, FS_OP_UPDATE,
+		  FS_OP_REMOVE };
+
+/*
+ * One operation a request runs (a query, explain or aggregate open, a write path, a
+ * document commit), registered while it runs so /.docfs/currentOp lists it and killOp can
+ * stop it. Lives on the caller's stack between fs_curop_begin and fs_curop_end, on one
+ * thread: the thread's store stop hook (store.h) is the operation's while it runs.
+ */
+struct fs_curop {
+	int64_t opid;		     /* 1, 2, ... in this daemon's life */
+	int kind;		     /* enum fs_op_kind */
+	char db[DFS_MAX_NS_NAME + 1]; /* the database name ("" for none) */
+	char ns[2 * DFS_MAX_NS_NAME + 2]; /* "<db>.<coll>" */
+	bson_t command;		     /* the command as MongoDB shows it (empty until described) */
+	char plan[256];		     /* planSummary, "" until known */
+	int64_t keys, docs;	     /* keysExamined, docsExamined */
+	bool sorted;		     /* hasSortStage */
+	int64_t nreturned, ninserted, nmatched, nmodified, ndeleted;
+	int64_t reslen;		     /* responseLength: bytes of the result */
+	int client;		     /* the caller's pid (0: unknown) */
+	int64_t start_ns, deadline_ns; /* CLOCK_MONOTONIC; deadline 0: none */
+	atomic_bool killed;	     /* killOp asked: stop at the next check */
+	struct fs_curop *prev, *next; /* the registry's list (curop.c's lock) */
+};
+
+/* Starts op: registers it, and makes its kill and deadline this thread's stop hook. db may
+ * be NULL; coll 0 for a database-wide operation (the ns is then "<db>"). */
+void fs_curop_begin(struct fs_curop *op, int kind, struct store_db *db, int64_t coll, int client);
+/* The thread's running operation, or NULL. */
+struct fs_curop *fs_curop_current(void);
+/* Sets the thread's operation's command (copied) and, when max_ms > 0, its deadline
+ * (maxTimeMS, from its start). No-op without one. */
+void fs_curop_describe(const bson_t *command, int64_t max_ms);
+struct query_summary;
+/* Adds what a cursor did (query_cursor_summary) and its results to the thread's op. */
+void fs_curop_note(const struct query_summary *s, int64_t nreturned);
+/* Sets the thread's op's planSummary from s as soon as the plan is chosen (currentOp). */
+void fs_curop_plan(const struct query_summary *s);
+/* Ends op with its code (0, or the failure's): unregisters it, clears the stop hook, and
+ * counts it (opcounters, opLatencies, metrics, top) and hands it to the profiler. */
+void fs_curop_end(struct fs_curop *op, int rc);
+/* killOp: asks operation opid to stop. DFS_EINVAL when no such operation runs. */
+int fs_curop_kill(int64_t opid, struct dfs_err *err);
+/* Applies what was written to /.docfs/killOp: an opid, or {killOp: 1, op: N}. Like
+ * MongoDB's killOp it only asks: the operation stops at its next check. */
+int fs_killop_apply(const char *text, size_t len, struct dfs_err *err);
+/* Counters outside operations: n documents written through their files or .insert (insert
+ * or update), one
+ * read of a result past its start (getmore), handles opened/closed, request bytes. */
+void fs_curop_count_doc(struct store_db *db, int64_t coll, bool inserted, int64_t n,
+			int64_t micros);
+void fs_curop_count_getmore(void);
+void fs_curop_handle(bool opened);
+void fs_net_count(size_t in, size_t out);
+/* The /.docfs files: currentOp ({inprog: [...], ok}), serverStatus, top (pretty JSON). */
+void fs_curop_render_current(struct dfs_buf *out);
+void fs_curop_render_status(struct dfs_buf *out);
+void fs_curop_render_top(struct dfs_buf *out);
+/* Starts the uptime clock (at mount). */
+void fs_curop_start(void);
+
+/* ---- profile.c: the profiler ------------------------------------------------------- */
+
+/* What <db>/.profile shows: {was?, level, slowms, sampleRate, filter?, note?} pretty. */
+void fs_profile_render(const char *db, struct dfs_buf *out);
+/* Applies a write to <db>/.profile: a level (0, 1, 2), or {level|profile, slowms,
+ * sampleRate, filter|"unset"}. Errors: DFS_EINVAL, nothing changed. */
+int fs_profile_apply(const char *db, const char *text, size_t len, struct dfs_err *err);
+/* The profiler's and the slow-query log's look at an operation that ended (curop.c). */
+void fs_profile_op(const struct fs_curop *op, int rc, int64_t micros);
 
 /* Closes the snapshot repository /.snapshots reads (at unmount). */
 void fs_snapshots_close(void);

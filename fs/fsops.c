@@ -95,8 +95,18 @@ static int64_t now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-enum docfs_file { DF_ERRORS, DF_VERSION, DF_STATUS, DF__COUNT };
-static const char *const docfs_files[DF__COUNT] = {"errors", "version", "status"};
+enum docfs_file {
+	DF_ERRORS,
+	DF_VERSION,
+	DF_STATUS,
+	DF_CURRENTOP,
+	DF_KILLOP,
+	DF_SERVERSTATUS,
+	DF_TOP,
+	DF__COUNT
+};
+static const char *const docfs_files[DF__COUNT] = {
+	"errors", "version", "status", "currentOp", "killOp", "serverStatus", "top"};
 
 enum fh_kind {
 	FH_ENTRY = 1, /* a document or scratch file: buf is its content */
@@ -143,6 +153,7 @@ static int fixed_index(const char *name)
 struct fs_handle {
 	int kind;		/* enum fh_kind */
 	struct fs_node *node;	/* Borrowed: the kernel holds it while the file is open */
+	int client;		/* the pid that opened it (currentOp's client) */
 	pthread_mutex_t lock;	/* guards the fields below */
 	struct dfs_buf buf;	/* the content (FH_ENTRY, FH_TEXT, FH_IXSPEC) */
 	bool dirty;		/* buf differs from the store */
@@ -337,6 +348,14 @@ static void docfs_file_render(int which, struct dfs_buf *out)
 		fs_errlog_render(out);
 	else if (which == DF_STATUS)
 		fs_ring_status(out);
+	else if (which == DF_CURRENTOP)
+		fs_curop_render_current(out);
+	else if (which == DF_SERVERSTATUS)
+		fs_curop_render_status(out);
+	else if (which == DF_TOP)
+		fs_curop_render_top(out);
+	else if (which == DF_KILLOP)
+		dfs_buf_puts(out, "");
 	else
 		dfs_buf_puts(out, "docfs 0.1.0\n");
 }
@@ -444,7 +463,7 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 
 		dfs_buf_init(&b);
 		docfs_file_render((int)n->id, &b);
-		file_attr(st, n->ino, 0444, b.len, now_ns());
+		file_attr(st, n->ino, n->id == DF_KILLOP ? 0644 : 0444, b.len, now_ns());
 		dfs_buf_release(&b);
 		*timeout = 0;
 		return 0;
@@ -453,6 +472,16 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 		dir_attr(st, n->ino, 0755, getuid(), getgid(), store_db_ctime(n->db),
 			 store_db_ctime(n->db));
 		return 0;
+	case FSN_PROFILE: {
+		struct dfs_buf b;
+
+		dfs_buf_init(&b);
+		fs_profile_render(store_db_name(n->db), &b);
+		file_attr(st, n->ino, 0644, b.len, store_db_ctime(n->db));
+		dfs_buf_release(&b);
+		*timeout = 0;
+		return 0;
+	}
 	case FSN_STATS: {
 		/* The size of the figures the last open read (they are read at each open); the
 		 * time of the collection's last change, or the database's creation. */
@@ -614,6 +643,7 @@ static void reply_entry(fuse_req_t req, struct fs_node *n)
 					   n->kind == FSN_EXPLAIN || n->kind == FSN_INDEX ||
 					   n->kind == FSN_IXPENDING || n->kind == FSN_WRITE ||
 					   n->kind == FSN_AGG || n->kind == FSN_OPTIONS ||
+					   n->kind == FSN_PROFILE ||
 					   n->kind == FSN_CHANGES || n->kind == FSN_STATS
 				   ? 0
 				   : LONG_TIMEOUT;
@@ -751,6 +781,9 @@ static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct d
 			return changes_node(p->db, 0, name);
 		if (stats_name(name))
 			return stats_node(p->db, 0, name);
+		if (!strcmp(name, ".profile"))
+			return fs_node_ref(FSN_PROFILE, p->db, 0, 0, fs_ino_special(p->db, 0, 9),
+					   NULL);
 		if (store_txn_begin(p->db, false, &t, err))
 			return NULL;
 		if (store_coll_find(t, name, &c, err) == 0)
@@ -934,6 +967,7 @@ static struct fs_handle *handle_new(int kind, struct fs_node *n)
 		handles->prev = h;
 	handles = h;
 	pthread_mutex_unlock(&handles_lock);
+	fs_curop_handle(true);
 	return h;
 }
 
@@ -956,6 +990,9 @@ static void handle_free(struct fs_handle *h)
 	if (h->next)
 		h->next->prev = h->prev;
 	pthread_mutex_unlock(&handles_lock);
+	fs_curop_handle(false);
+	if (h->ins_init && h->ins.ndocs) /* one insert a document, as MongoDB counts them */
+		fs_curop_count_doc(h->node->db, h->node->coll, true, h->ins.ndocs, 0);
 	if (h->ins_init)
 		fs_inserter_release(&h->ins);
 	if (h->kind == FH_RESULT)
@@ -1111,15 +1148,21 @@ static void commit_locks_init(void)
 static int handle_commit(fuse_req_t req, struct fs_handle *h, struct dfs_err *err)
 {
 	pthread_mutex_t *lock;
+	bool ins;
+	int64_t t0;
 	int rc;
 
 	if (h->kind != FH_ENTRY || !h->dirty || !h->written)
 		return 0; /* nothing to commit (handle_commit_ordered) */
 	pthread_once(&commit_locks_once, commit_locks_init);
 	lock = &commit_locks[h->node->nodeid % (sizeof(commit_locks) / sizeof(commit_locks[0]))];
+	ins = h->node->kind == FSN_PENDING;
+	t0 = now_ns();
 	pthread_mutex_lock(lock);
 	rc = handle_commit_ordered(req, h, err);
 	pthread_mutex_unlock(lock);
+	if (!rc && h->is_doc) /* serverStatus and top count a document file's write */
+		fs_curop_count_doc(h->node->db, h->node->coll, ins, 1, (now_ns() - t0) / 1000);
 	return rc;
 }
 
@@ -1133,6 +1176,17 @@ static int ix_commit(struct fs_handle *h, struct dfs_err *err)
 
 	if (!h->written)
 		return 0;
+	if (n->kind == FSN_DOCFS_FILE) { /* /.docfs/killOp */
+		rc = fs_killop_apply(h->buf.data ? h->buf.data : "", h->buf.len, err);
+		h->written = false;
+		return rc;
+	}
+	if (n->kind == FSN_PROFILE) {
+		rc = fs_profile_apply(store_db_name(n->db), h->buf.data ? h->buf.data : "",
+				      h->buf.len, err);
+		h->written = false;
+		return rc;
+	}
 	if (n->kind == FSN_OPTIONS) {
 		rc = fs_options_apply(n->db, n->coll, h->buf.data ? h->buf.data : "", h->buf.len,
 				      err);
@@ -1215,6 +1269,12 @@ static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	switch (n->kind) {
 	case FSN_DOCFS_FILE:
+		if (n->id == DF_KILLOP && (fi->flags & O_ACCMODE) != O_RDONLY) {
+			/* an opid written here is applied at the flush (ix_commit) */
+			h = handle_new(FH_IXSPEC, n);
+			fi->direct_io = 1;
+			break;
+		}
 		if ((fi->flags & O_ACCMODE) != O_RDONLY) {
 			fuse_reply_err(req, EACCES);
 			return;
@@ -1263,6 +1323,7 @@ static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fi->direct_io = 1;
 		break;
 	case FSN_QUERY: {
+		struct fs_curop op;
 		struct fs_query q;
 		int rc;
 
@@ -1274,9 +1335,12 @@ static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		h = handle_new(FH_RESULT, n);
 		fs_result_init(&h->res);
 		fs_query_init(&q);
+		fs_curop_begin(&op, FS_OP_QUERY, n->db, n->coll, fuse_req_ctx(req)->pid);
 		rc = fs_query_parse_path(n->db, n->coll, n->pending_name, &q, &err);
 		if (!rc)
 			rc = fs_query_run(n->db, n->coll, &q, &h->res, &err);
+		op.reslen = (int64_t)h->res.size;
+		fs_curop_end(&op, rc);
 		fs_query_release(&q);
 		if (rc) {
 			handle_free(h);
@@ -1289,6 +1353,7 @@ static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		break;
 	}
 	case FSN_EXPLAIN: {
+		struct fs_curop op;
 		int rc;
 
 		if ((fi->flags & O_ACCMODE) != O_RDONLY) {
@@ -1299,7 +1364,10 @@ static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		h = handle_new(FH_RESULT, n);
 		fs_result_init(&h->res);
 		/* a find, or a pipeline (apath.c) */
+		fs_curop_begin(&op, FS_OP_COMMAND, n->db, n->coll, fuse_req_ctx(req)->pid);
 		rc = fs_explain_path_run(n->db, n->coll, n->pending_name, &h->res, &err);
+		op.reslen = (int64_t)h->res.size;
+		fs_curop_end(&op, rc);
 		if (rc) {
 			handle_free(h);
 			dfs_err_prefix(&err, "explain '%s': ", n->pending_name);
@@ -1399,6 +1467,16 @@ static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		}
 		break;
 	}
+	case FSN_PROFILE: {
+		/* Read: the settings; written: applied at the flush (ix_commit). */
+		bool wr = (fi->flags & O_ACCMODE) != O_RDONLY;
+
+		h = handle_new(wr ? FH_IXSPEC : FH_TEXT, n);
+		fi->direct_io = 1;
+		if (!wr)
+			fs_profile_render(store_db_name(n->db), &h->buf);
+		break;
+	}
 	case FSN_OPTIONS: {
 		/* Read: the options; written: a spec-like buffer applied at the flush
 		 * (ix_commit), like an index file. */
@@ -1473,6 +1551,7 @@ static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		break;
 	}
 	case FSN_AGG: {
+		struct fs_curop op;
 		int rc;
 
 		if ((fi->flags & O_ACCMODE) != O_RDONLY) {
@@ -1482,7 +1561,10 @@ static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		}
 		h = handle_new(FH_RESULT, n);
 		fs_result_init(&h->res);
+		fs_curop_begin(&op, FS_OP_COMMAND, n->db, n->coll, fuse_req_ctx(req)->pid);
 		rc = fs_agg_run(n->db, n->coll, n->pending_name, &h->res, &err);
+		op.reslen = (int64_t)h->res.size;
+		fs_curop_end(&op, rc);
 		if (rc) {
 			handle_free(h);
 			dfs_err_prefix(&err, "aggregate '%s': ", n->pending_name);
@@ -1502,6 +1584,7 @@ static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			return;
 		}
 		h = handle_new(FH_WRITE, n);
+		h->client = fuse_req_ctx(req)->pid;
 		fi->direct_io = 1;
 		fi->nonseekable = 0;
 		break;
@@ -1523,13 +1606,18 @@ static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static int write_apply(struct fs_handle *h)
 {
 	struct fs_node *n = h->node;
+	struct fs_curop op;
 
 	if (h->applied || !h->written)
 		return h->applied ? h->wrc : 0;
 	dfs_buf_reset(&h->wres);
 	dfs_err_clear(&h->werr);
+	/* the kind is set by wpath.c once it knows the request (fs_curop_current) */
+	fs_curop_begin(&op, FS_OP_UPDATE, n->db, n->coll, h->client);
 	h->wrc = fs_write_run(n->db, n->coll, n->pending_name, h->buf.data ? h->buf.data : "",
 			      h->buf.len, &h->wres, &h->werr);
+	op.reslen = (int64_t)h->wres.len;
+	fs_curop_end(&op, h->wrc);
 	h->applied = true;
 	fs_notify_sync(n->db); /* the changed documents read fresh right after */
 	if (h->wrc) {
@@ -1690,6 +1778,9 @@ static void fsop_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			return;
 		}
 		e = fs_result_read(&h->res, buf, size, off, &got);
+		if (off > 0 && got)
+			fs_curop_count_getmore(); /* the next batch of a result */
+		fs_net_count(0, got);
 		if (e)
 			fuse_reply_err(req, e);
 		else
@@ -1760,6 +1851,7 @@ static void fsop_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		}
 		memcpy(copy, h->buf.data + off, size);
 		pthread_mutex_unlock(&h->lock);
+		fs_net_count(0, size);
 		fuse_reply_buf(req, copy, size);
 		free(copy);
 	}

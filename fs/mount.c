@@ -79,6 +79,7 @@ static void job_run(struct job *j)
 	struct fuse_buf b = {.size = j->size, .mem = j->mem};
 
 	fs_ring_bind(j->ent);
+	fs_net_count(j->size, 0);
 	fuse_session_process_buf(pool.se, &b);
 	fs_ring_bind(NULL);
 	free(j);
@@ -266,6 +267,7 @@ static void serve(const char *mem, size_t size, struct fs_ring_ent *ent)
 	struct fuse_buf b = {.size = size, .mem = (void *)mem};
 
 	fs_ring_bind(ent);
+	fs_net_count(size, 0);
 	fuse_session_process_buf(pool.se, &b);
 	fs_ring_bind(NULL);
 }
@@ -518,6 +520,7 @@ int fs_mount_run(const struct fs_mount_opts *o, struct dfs_err *err)
 		rc = dfs_err_set(err, DFS_EIO, "cannot daemonize");
 		goto unmount;
 	}
+	fs_curop_start();
 	if ((rc = fs_notify_start(se, o->notify_ms, err)))
 		goto unmount;
 	if ((rc = fs_ttl_start(s, o->ttl_s, err))) {

@@ -194,6 +194,8 @@ static int set_option(struct fs_query *q, const char *name, const struct dfs_buf
 		return parse_int_opt("skip", v, &q->skip, err);
 	if (!strcmp(name, "limit"))
 		return parse_int_opt("limit", v, &q->limit, err);
+	if (!strcmp(name, "maxTimeMS"))
+		return parse_int_opt("maxTimeMS", v, &q->max_time_ms, err);
 	if (!strcmp(name, "count"))
 		return fs_path_bool_opt("count", v, &q->count, err);
 	if (!strcmp(name, "distinct")) {
@@ -217,7 +219,7 @@ static int set_option(struct fs_query *q, const char *name, const struct dfs_buf
 		return fs_path_verbosity_opt(v, &q->verbosity, err);
 	return dfs_err_set(err, DFS_EINVAL,
 			   "unknown option '%s' (sort, skip, limit, projection, hint, count, "
-			   "distinct, format, verbosity)",
+			   "distinct, format, verbosity, maxTimeMS)",
 			   name);
 }
 
@@ -330,7 +332,7 @@ int fs_query_from_command(const bson_t *cmd, struct fs_query *q, struct dfs_err 
 						   "saved query: 'hint' must be an index name or "
 						   "a key pattern");
 			}
-		} else if (!strcmp(k, "skip") || !strcmp(k, "limit")) {
+		} else if (!strcmp(k, "skip") || !strcmp(k, "limit") || !strcmp(k, "maxTimeMS")) {
 			int64_t n;
 
 			if (!BSON_ITER_HOLDS_NUMBER(&it) || (n = bson_iter_as_int64(&it)) < 0)
@@ -339,12 +341,14 @@ int fs_query_from_command(const bson_t *cmd, struct fs_query *q, struct dfs_err 
 						   k);
 			if (!strcmp(k, "skip"))
 				q->skip = n;
-			else
+			else if (!strcmp(k, "limit"))
 				q->limit = n;
+			else
+				q->max_time_ms = n;
 		} else {
 			return dfs_err_set(err, DFS_EINVAL,
 					   "saved query: unknown field '%s' (filter, sort, "
-					   "projection, skip, limit, hint)",
+					   "projection, skip, limit, hint, maxTimeMS)",
 					   k);
 		}
 	}
@@ -547,6 +551,55 @@ static void distinct_collect(struct distinct_set *s, bson_iter_t *it, const char
 	}
 }
 
+/* A number as the shell shows it: int32 when it fits. */
+static void append_count(bson_t *b, const char *key, int64_t v)
+{
+	if (v <= INT32_MAX)
+		BSON_APPEND_INT32(b, key, (int32_t)v);
+	else
+		BSON_APPEND_INT64(b, key, v);
+}
+
+/* The thread's operation (curop.c) is this find: MongoDB's find, count or distinct
+ * command, and its maxTimeMS. */
+static void describe_op(struct store_txn *t, int64_t coll, const struct fs_query *q)
+{
+	struct dfs_err err = {0};
+	struct store_coll c;
+	struct fs_curop *op = fs_curop_current();
+	bson_t cmd;
+
+	if (!op)
+		return;
+	if (store_coll_by_id(t, coll, &c, &err))
+		c.name[0] = '\0';
+	bson_init(&cmd);
+	if (q->count) {
+		BSON_APPEND_UTF8(&cmd, "count", c.name);
+		BSON_APPEND_DOCUMENT(&cmd, "query", &q->filter);
+	} else if (q->distinct) {
+		BSON_APPEND_UTF8(&cmd, "distinct", c.name);
+		BSON_APPEND_UTF8(&cmd, "key", q->distinct);
+		BSON_APPEND_DOCUMENT(&cmd, "query", &q->filter);
+	} else {
+		BSON_APPEND_UTF8(&cmd, "find", c.name);
+		BSON_APPEND_DOCUMENT(&cmd, "filter", &q->filter);
+		if (q->has_sort)
+			BSON_APPEND_DOCUMENT(&cmd, "sort", &q->sort);
+		if (q->has_projection)
+			BSON_APPEND_DOCUMENT(&cmd, "projection", &q->projection);
+	}
+	if (q->skip)
+		append_count(&cmd, "skip", q->skip);
+	if (q->limit)
+		append_count(&cmd, "limit", q->limit);
+	if (q->max_time_ms)
+		append_count(&cmd, "maxTimeMS", q->max_time_ms);
+	BSON_APPEND_UTF8(&cmd, "$db", store_db_name(store_txn_db(t)));
+	fs_curop_describe(&cmd, q->max_time_ms);
+	bson_destroy(&cmd);
+}
+
 int fs_query_run(struct store_db *db, int64_t coll, const struct fs_query *q, struct fs_result *r,
 		 struct dfs_err *err)
 {
@@ -576,8 +629,15 @@ int fs_query_run(struct store_db *db, int64_t coll, const struct fs_query *q, st
 		return dfs_err_set(err, DFS_EINVAL, "format=tree is for explain/ paths");
 	if ((rc = store_txn_begin(db, false, &t, err)))
 		return rc;
+	describe_op(t, coll, q);
 	if ((rc = query_find_open(t, coll, &o, &c, err)))
 		goto done;
+	{
+		struct query_summary sum;
+
+		query_cursor_summary(c, &sum);
+		fs_curop_plan(&sum);
+	}
 	if (q->count) {
 		if ((rc = query_cursor_count(c, &n, err)))
 			goto done;
@@ -597,6 +657,7 @@ int fs_query_run(struct store_db *db, int64_t coll, const struct fs_query *q, st
 		}
 		if ((rc = fs_render_put_fetched(rd, c, doc, err)))
 			goto done;
+		n++;
 	}
 	if (rc != DFS_ENOENT) {
 		struct dfs_err rerr = {0};
@@ -617,10 +678,17 @@ int fs_query_run(struct store_db *db, int64_t coll, const struct fs_query *q, st
 			if ((rc = store_codec_render_value(&ds.vals[i], &r->mem, err)))
 				goto done;
 			dfs_buf_putc(&r->mem, '\n');
+			n++;
 		}
 	}
 	rc = rd ? fs_render_finish(rd, err) : fs_result_finish(r, err);
 done:
+	if (c) {
+		struct query_summary sum;
+
+		query_cursor_summary(c, &sum);
+		fs_curop_note(&sum, q->count ? 0 : n); /* a count returns no documents */
+	}
 	fs_render_free(rd);
 	for (size_t i = 0; i < ds.n; i++)
 		bson_value_destroy(&ds.vals[i]);
@@ -687,6 +755,7 @@ int fs_explain_run(struct store_db *db, int64_t coll, const struct fs_query *q, 
 				   q->format == FSQ_JSONL ? "jsonl" : "ids");
 	if ((rc = store_txn_begin(db, false, &t, err)))
 		return rc;
+	describe_op(t, coll, q); /* an explain runs the find, under its maxTimeMS */
 	bson_init(&out);
 	rc = fs_coll_ns(t, coll, ns, sizeof(ns), err);
 	if (!rc)

@@ -291,6 +291,81 @@ bool fs_write_complete(const char *name, const char *text, size_t len)
 	return rc != DFS_EINCOMPLETE && rc != DFS_ENOENT;
 }
 
+/* The thread's operation (curop.c) is this write: its kind and MongoDB's command. */
+static void describe_op(const struct wreq *w, const bson_t *body)
+{
+	struct fs_curop *op = fs_curop_current();
+	const char *coll;
+	bson_t cmd, arr, one;
+
+	if (!op)
+		return;
+	coll = strchr(op->ns, '.') ? strchr(op->ns, '.') + 1 : "";
+	op->kind = w->kind == FSW_DELETE ? FS_OP_REMOVE : FS_OP_UPDATE;
+	if (w->kind == FSW_BULK || w->return_doc)
+		op->kind = FS_OP_COMMAND;
+	bson_init(&cmd);
+	if (w->kind == FSW_BULK) {
+		BSON_APPEND_UTF8(&cmd, "bulkWrite", coll);
+		BSON_APPEND_BOOL(&cmd, "ordered", w->ordered);
+	} else if (w->return_doc) {
+		BSON_APPEND_UTF8(&cmd, "findAndModify", coll);
+		BSON_APPEND_DOCUMENT(&cmd, "query", &w->filter);
+		if (w->kind == FSW_DELETE)
+			BSON_APPEND_BOOL(&cmd, "remove", true);
+		else
+			BSON_APPEND_DOCUMENT(&cmd, "update", body);
+	} else {
+		BSON_APPEND_UTF8(&cmd, w->kind == FSW_DELETE ? "delete" : "update", coll);
+		BSON_APPEND_ARRAY_BEGIN(&cmd, w->kind == FSW_DELETE ? "deletes" : "updates", &arr);
+		BSON_APPEND_DOCUMENT_BEGIN(&arr, "0", &one);
+		BSON_APPEND_DOCUMENT(&one, "q", &w->filter);
+		if (w->kind == FSW_DELETE) {
+			BSON_APPEND_INT32(&one, "limit", w->just_one ? 1 : 0);
+		} else {
+			BSON_APPEND_DOCUMENT(&one, "u", body);
+			BSON_APPEND_BOOL(&one, "multi", w->multi);
+			BSON_APPEND_BOOL(&one, "upsert", w->upsert);
+		}
+		bson_append_document_end(&arr, &one);
+		bson_append_array_end(&cmd, &arr);
+	}
+	BSON_APPEND_UTF8(&cmd, "$db", op->db);
+	fs_curop_describe(&cmd, 0);
+	bson_destroy(&cmd);
+}
+
+/* What the write did, for opcounters and the profiler. */
+static void note_op(const struct query_write_result *r, const bson_t *bulk)
+{
+	struct fs_curop *op = fs_curop_current();
+	bson_iter_t it;
+
+	if (!op)
+		return;
+	if (r) {
+		op->nmatched += r->matched;
+		op->nmodified += r->modified;
+		op->ndeleted += r->deleted;
+		op->ninserted += r->inserted + r->upserted;
+	}
+	if (bulk && bson_iter_init(&it, bulk))
+		while (bson_iter_next(&it)) {
+			const char *k = bson_iter_key(&it);
+
+			if (!BSON_ITER_HOLDS_NUMBER(&it))
+				continue;
+			if (!strcmp(k, "nInserted") || !strcmp(k, "nUpserted"))
+				op->ninserted += bson_iter_as_int64(&it);
+			else if (!strcmp(k, "nMatched"))
+				op->nmatched += bson_iter_as_int64(&it);
+			else if (!strcmp(k, "nModified"))
+				op->nmodified += bson_iter_as_int64(&it);
+			else if (!strcmp(k, "nRemoved") || !strcmp(k, "nDeleted"))
+				op->ndeleted += bson_iter_as_int64(&it);
+		}
+}
+
 int fs_write_run(struct store_db *db, int64_t coll, const char *name, const char *text,
 		 size_t len, struct dfs_buf *out, struct dfs_err *err)
 {
@@ -305,8 +380,10 @@ int fs_write_run(struct store_db *db, int64_t coll, const char *name, const char
 	if ((rc = wreq_parse(name, &w, err)))
 		goto done;
 	if (w.kind == FSW_BULK) {
+		describe_op(&w, &body);
 		if ((rc = body_ops(text, len, &body, err)) == 0)
 			rc = query_bulk_run(db, coll, &body, w.ordered, w.atomic, &res, err);
+		note_op(NULL, &res);
 		if (!bson_empty(&res))
 			render_line(&res, out);
 		goto done;
@@ -351,6 +428,7 @@ int fs_write_run(struct store_db *db, int64_t coll, const char *name, const char
 		o.update = &body;
 		o.multi = w.multi;
 	}
+	describe_op(&w, &body);
 	if ((rc = store_txn_begin(db, true, &t, err)))
 		goto done;
 	if (w.return_doc) {
@@ -370,6 +448,7 @@ int fs_write_run(struct store_db *db, int64_t coll, const char *name, const char
 	}
 	t = NULL;
 	if (!rc) {
+		note_op(&r, NULL);
 		query_write_result_describe(&r, command, &res);
 		render_line(&res, out);
 	}

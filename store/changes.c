@@ -241,6 +241,9 @@ static int event_add(struct store_txn *t, int op, const char *coll, bool in_db,
 	sqlite3_stmt *st;
 	int rc = 0;
 
+	/* MongoDB's change streams never show system collections (the profiler's) */
+	if (coll && strncmp(coll, "system.", 7) == 0)
+		return 0;
 	if (!t->ev_known) {
 		t->ev_off = meta_get(t, "events_keep", EVENTS_KEEP_DEFAULT) == 0;
 		t->ev_seq = step_int(t, ST_EV_LAST_SEQ, NULL, 0, &rc, err);

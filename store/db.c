@@ -1410,16 +1410,40 @@ static int step_done(struct store_txn *t, sqlite3_stmt *st, const char *what, st
 	return 0;
 }
 
+static int coll_create(struct store_txn *t, const char *name, uint32_t mode, uint32_t uid,
+		       uint32_t gid, struct store_coll *out, struct dfs_err *err);
+
 int store_coll_create(struct store_txn *t, const char *name, uint32_t mode, uint32_t uid,
 		      uint32_t gid, struct store_coll *out, struct dfs_err *err)
+{
+	int rc;
+
+	if ((rc = store_coll_name_check(name, err)))
+		return rc;
+	return coll_create(t, name, mode, uid, gid, out, err);
+}
+
+int store_coll_profile(struct store_txn *t, struct store_coll *out, struct dfs_err *err)
+{
+	int rc;
+
+	if (coll_get(t, ST_COLL_FIND, STORE_PROFILE_COLL, 0, out, NULL) == 0)
+		return 0;
+	if ((rc = coll_create(t, STORE_PROFILE_COLL, 0755, getuid(), getgid(), out, err)))
+		return rc;
+	if ((rc = store_coll_set_capped(t, out->id, STORE_PROFILE_SIZE, 0, err)))
+		return rc;
+	return coll_get(t, ST_COLL_BY_ID, NULL, out->id, out, err);
+}
+
+static int coll_create(struct store_txn *t, const char *name, uint32_t mode, uint32_t uid,
+		       uint32_t gid, struct store_coll *out, struct dfs_err *err)
 {
 	struct store_coll c;
 	sqlite3_stmt *st;
 	int64_t id, now = store__now_ns();
 	int rc;
 
-	if ((rc = store_coll_name_check(name, err)))
-		return rc;
 	if (coll_get(t, ST_COLL_FIND, name, 0, &c, NULL) == 0)
 		return dfs_err_set(err, DFS_EEXIST, "collection '%s.%s' already exists",
 				   t->db->name, name);

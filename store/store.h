@@ -291,6 +291,11 @@ struct store_coll {
 int store_coll_find(struct store_txn *t, const char *name, struct store_coll *out,
 		    struct dfs_err *err); /* DFS_ENOENT */
 int store_coll_by_id(struct store_txn *t, int64_t id, struct store_coll *out, struct dfs_err *err);
+/* The profiler's collection of t's database (write t), created capped at STORE_PROFILE_SIZE
+ * bytes when missing: the one "system." name a store holds (MongoDB's system.profile). */
+#define STORE_PROFILE_COLL "system.profile"
+#define STORE_PROFILE_SIZE ((int64_t)1 << 20)
+int store_coll_profile(struct store_txn *t, struct store_coll *out, struct dfs_err *err);
 int store_coll_list(struct store_txn *t, int (*cb)(void *ctx, const struct store_coll *c),
 		    void *ctx, struct dfs_err *err);
 int store_coll_create(struct store_txn *t, const char *name, uint32_t mode, uint32_t uid,
