@@ -142,7 +142,19 @@ START_TEST(test_fs_query_from_command_hint)
 	ck_assert_int_eq(saved("{hint: ''}", &q, &err), DFS_EINVAL);
 	fs_query_release(&q);
 	ck_assert_int_eq(saved("{verbosity: 'executionStats'}", &q, &err), DFS_EINVAL);
-	ck_assert_ptr_nonnull(strstr(err.msg, "hint)"));
+	ck_assert_ptr_nonnull(strstr(err.msg, "hint, maxTimeMS)"));
+	fs_query_release(&q);
+	ck_assert_int_eq(saved("{filter: {}, maxTimeMS: 250}", &q, &err), 0);
+	ck_assert_int_eq(q.max_time_ms, 250);
+	fs_query_release(&q);
+	ck_assert_int_eq(saved("{maxTimeMS: -1}", &q, &err), DFS_EINVAL);
+	fs_query_release(&q);
+	fs_query_init(&q);
+	ck_assert_int_eq(fs_query_parse("{a:1}?maxTimeMS=40&limit=2", &q, &err), 0);
+	ck_assert_int_eq(q.max_time_ms, 40);
+	fs_query_release(&q);
+	fs_query_init(&q);
+	ck_assert_int_eq(fs_query_parse("{}?maxTimeMS=x", &q, &err), DFS_EINVAL);
 	fs_query_release(&q);
 }
 END_TEST

@@ -88,6 +88,69 @@ static char *read_entry(const char *name, int64_t coll, struct store_entry *e)
 	return s;
 }
 
+/* A stop hook that says stop once it has been asked `after` times. */
+static int stop_asked, stop_after, stop_code;
+
+static int stop_hook(void *ctx, struct dfs_err *err)
+{
+	(void)ctx;
+	if (++stop_asked <= stop_after)
+		return 0;
+	return dfs_err_set(err, stop_code, stop_code == DFS_EINTR ? "killed" : "too slow");
+}
+
+START_TEST(test_store_thread_stop_interrupts_and_never_commits)
+{
+	struct dfs_err err = {0};
+	struct store_entry e;
+	struct store_txn *t;
+	int64_t coll = make_coll("c"), n = 0, nf = 0;
+	char name[32], text[300];
+
+	ck_assert_int_eq(write_doc(coll, "1.json", "{\"_id\": 1}", &e, &err), 0);
+	/* a write that is stopped before its commit keeps nothing */
+	stop_asked = 0;
+	stop_after = 1 << 30;
+	stop_code = DFS_ETIMEDOUT;
+	store_thread_stop_set(stop_hook, NULL);
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	for (int i = 2; i < 200; i++) {
+		snprintf(name, sizeof(name), "%d.json", i);
+		snprintf(text, sizeof(text), "{\"_id\": %d, \"x\": \"%0200d\"}", i, i);
+		ck_assert_int_eq(store_doc_write_text(t, coll, name, text, strlen(text), &attrs,
+						      &e, &err), 0);
+	}
+	stop_after = 0; /* the time runs out here */
+	ck_assert_int_eq(store_txn_commit(t, &err), DFS_ETIMEDOUT);
+	ck_assert_str_eq(err.msg, "too slow");
+	store_thread_stop_set(NULL, NULL);
+	ck_assert_int_eq(store_txn_begin(db, false, &t, &err), 0);
+	ck_assert_int_eq(store_coll_count(t, coll, &n, &nf, &err), 0);
+	store_txn_abort(t);
+	ck_assert_int_eq(n, 1);
+	/* SQLite's progress handler stops a statement with the hook's code and message */
+	dfs_err_clear(&err);
+	stop_asked = 0;
+	stop_after = 0;
+	stop_code = DFS_EINTR;
+	store_thread_stop_set(stop_hook, NULL);
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	for (int i = 2; i < 400 && !err.code; i++) {
+		snprintf(name, sizeof(name), "%d.json", i);
+		snprintf(text, sizeof(text), "{\"_id\": %d}", i);
+		store_doc_write_text(t, coll, name, text, strlen(text), &attrs, &e, &err);
+	}
+	ck_assert_int_eq(err.code, DFS_EINTR);
+	ck_assert_str_eq(err.msg, "killed");
+	store_txn_abort(t);
+	ck_assert_int_eq(store_thread_stopped(NULL), DFS_EINTR);
+	store_thread_stop_set(NULL, NULL);
+	ck_assert_int_eq(store_thread_stopped(NULL), 0);
+	/* and the store goes on as before */
+	ck_assert_int_eq(write_doc(coll, "2.json", "{\"_id\": 2}", &e, &err), 0);
+}
+END_TEST
+
 START_TEST(test_store_db_get_numbers_are_stable)
 {
 	struct dfs_err err = {0};
@@ -1192,6 +1255,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_store_index_create_failed_keeps_runs_of_txn);
 	tcase_add_test(tc, test_store_check_finds_doc_outside_runs);
 	tcase_add_test(tc, test_store_db_get_migrates_schema_3);
+	tcase_add_test(tc, test_store_thread_stop_interrupts_and_never_commits);
 	suite_add_tcase(s, tc);
 	return s;
 }
