@@ -536,6 +536,8 @@ int fs_changes_open(struct store *s, struct store_db *db, const char *coll, cons
 		bson_concat(&arr, &ands);
 		bson_append_array_end(&f, &arr);
 		rc = query_filter_parse(&f, &c->match, err);
+		if (!rc && query_filter_has_text(c->match)) /* it has no text index to answer */
+			rc = dfs_err_set(err, DFS_EINVAL, "$text is not allowed in this context");
 		if (rc)
 			dfs_err_prefix(err, "change stream filter: ");
 		bson_destroy(&f);

@@ -822,6 +822,17 @@ static bool value_condition(const bson_value_t *v)
 }
 
 /* A filter {v: <cond>} for the wrapped element. */
+/* $text is answered by a find's text stages only; anywhere else (a $pull condition, an
+ * array filter) it would match everything, so it is refused as MongoDB refuses it. */
+static int no_text(int rc, struct query_expr **e, struct dfs_err *err)
+{
+	if (rc || !query_filter_has_text(*e))
+		return rc;
+	query_expr_free(*e);
+	*e = NULL;
+	return dfs_err_set(err, DFS_EINVAL, "$text is not allowed in this context");
+}
+
 static int parse_wrapped(const bson_value_t *cond, const char *key, struct query_expr **out,
 			 struct dfs_err *err)
 {
@@ -829,7 +840,7 @@ static int parse_wrapped(const bson_value_t *cond, const char *key, struct query
 	int rc;
 
 	bson_append_value(&f, key, -1, cond);
-	rc = query_filter_parse(&f, out, err);
+	rc = no_text(query_filter_parse(&f, out, err), out, err);
 	bson_destroy(&f);
 	return rc;
 }
@@ -1040,7 +1051,7 @@ static int parse_operand(struct query_update *u, int op, struct uleaf *l, const 
 			l->pull = PULL_OBJ;
 			if (!bson_init_static(&f, v->value.v_doc.data, v->value.v_doc.data_len))
 				return dfs_err_set(err, DFS_EINVAL, "bad $pull condition");
-			if (query_filter_parse(&f, &l->cond, err))
+			if (no_text(query_filter_parse(&f, &l->cond, err), &l->cond, err))
 				return dfs_err_prefix(err, "$pull at '%s': ", l->path);
 			return 0;
 		}
@@ -1273,7 +1284,7 @@ static int parse_array_filters(struct query_update *u, const bson_t *af, struct 
 			}
 		a->ident = id;
 		u->naf++;
-		if (query_filter_parse(&f, &a->expr, err))
+		if (no_text(query_filter_parse(&f, &a->expr, err), &a->expr, err))
 			return dfs_err_prefix(err, "Error parsing array filter :: caused by :: ");
 	}
 	return 0;

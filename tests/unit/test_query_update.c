@@ -78,6 +78,34 @@ START_TEST(test_query_update_free_null)
 }
 END_TEST
 
+START_TEST(test_query_update_parse_refuses_text)
+{
+	struct query_update *u = NULL;
+	struct dfs_err err = {0};
+	bson_t t, f, w;
+	bson_iter_t it;
+	const uint8_t *data;
+	uint32_t len;
+
+	/* $text would match everything outside a find's text stages */
+	parse("{$pull: {tags: {$text: {$search: 'x'}}}}", &t);
+	ck_assert_int_eq(query_update_parse(&t, NULL, &u, &err), DFS_EINVAL);
+	ck_assert_ptr_nonnull(strstr(err.msg, "$text is not allowed in this context"));
+	ck_assert_ptr_null(u);
+	bson_destroy(&t);
+	dfs_err_clear(&err);
+	parse("{$set: {'a.$[e]': 1}}", &t);
+	parse("{f: [{e: {$text: {$search: 'x'}}}]}", &w);
+	ck_assert(bson_iter_init_find(&it, &w, "f") && BSON_ITER_HOLDS_ARRAY(&it));
+	bson_iter_array(&it, &len, &data);
+	ck_assert(bson_init_static(&f, data, len));
+	ck_assert_int_eq(query_update_parse(&t, &f, &u, &err), DFS_EINVAL);
+	ck_assert_msg(strstr(err.msg, "$text"), "%s", err.msg);
+	bson_destroy(&t);
+	bson_destroy(&w);
+}
+END_TEST
+
 START_TEST(test_query_update_parse_error_leaves_null)
 {
 	struct query_update *u = (struct query_update *)&u; /* not NULL before */
@@ -333,6 +361,7 @@ static Suite *query_update_suite(void)
 	tcase_add_test(t, test_query_update_apply_upsert_insert);
 	tcase_add_test(t, test_query_upsert_seed_shapes);
 	tcase_add_test(t, test_query_update_apply_too_big);
+	tcase_add_test(t, test_query_update_parse_refuses_text);
 	suite_add_tcase(s, t);
 	return s;
 }
