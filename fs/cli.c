@@ -70,6 +70,12 @@ static const char usage_text[] =
 	"      Keep the last BYTES (at least 4096; default 256 MiB) of DB's change events;\n"
 	"      older ones are trimmed and resuming before them fails (history lost). 0 records\n"
 	"      no events (bulk loads write about a third as much).\n"
+	"  stat [-n N] [--json] [--noheaders] [--humanReadable=false] MOUNTPOINT [SECONDS]\n"
+	"      mongostat's view of a mount, a row every SECONDS (1): operations per second,\n"
+	"      memory, queued and active clients, network bytes, open handles (conn).\n"
+	"  top [-n N] [--json] MOUNTPOINT [SECONDS]\n"
+	"      mongotop's view: the time spent per collection (total, read, write) in each\n"
+	"      interval, the 10 busiest first.\n"
 	"  check STORE\n"
 	"      Verify SQLite integrity and the store's invariants; exit 0 when sound.\n"
 	"  generate TEMPLATE [-n N] [--seed S]\n"
@@ -1146,8 +1152,8 @@ static int cmd_write(const char *cmd, int argc, char **argv)
 			i++;
 		} else if (del && strcmp(a, "--one") == 0) {
 			continue;
-		} else if (!upd && !del && (strcmp(a, "--unordered") == 0 ||
-					    strcmp(a, "--atomic") == 0)) {
+		} else if (!upd && !del &&
+			   (strcmp(a, "--unordered") == 0 || strcmp(a, "--atomic") == 0)) {
 			continue;
 		} else if (a[0] == '-' && a[1]) {
 			rc = fail(cmd, "unknown option '%s' (see docfs --help)", a);
@@ -1185,7 +1191,8 @@ static int cmd_write(const char *cmd, int argc, char **argv)
 			path_opt(&name, "returnDocument", argv[++i]);
 		} else if (i + 1 < argc && strcmp(a, "--array-filters") == 0) {
 			path_opt(&name, "arrayFilters", argv[++i]);
-		} else if (i + 1 < argc && (strcmp(a, "--sort") == 0 || strcmp(a, "--projection") == 0)) {
+		} else if (i + 1 < argc &&
+			   (strcmp(a, "--sort") == 0 || strcmp(a, "--projection") == 0)) {
 			path_opt(&name, a + 2, argv[i + 1]);
 			i++;
 		}
@@ -1352,5 +1359,9 @@ int fs_main(int argc, char **argv)
 		return cmd_explain(argc - 1, argv + 1);
 	if (strcmp(cmd, "cluster") == 0)
 		return cmd_cluster(argc - 1, argv + 1);
+	if (strcmp(cmd, "stat") == 0)
+		return fs_stat_main(argc - 1, argv + 1);
+	if (strcmp(cmd, "top") == 0)
+		return fs_top_main(argc - 1, argv + 1);
 	return fail(cmd, "unknown command (see docfs --help)");
 }

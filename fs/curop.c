@@ -43,6 +43,7 @@ static atomic_llong qe_scanned, qe_objects;
 static atomic_llong conn_current, conn_created;
 static atomic_llong net_in, net_out, net_requests;
 static atomic_llong killed_ops, timed_out_ops;
+static atomic_llong listings_kept, listings_refused; /* opendirs of collections */
 
 /* top: per namespace, times (µs) and counts of each column */
 enum {
@@ -560,9 +561,22 @@ void fs_curop_render_status(struct dfs_buf *out)
 	put_num(&sub, "bytes", (int64_t)cs.st.bytes);
 	put_num(&sub, "maxBytes", (int64_t)cs.st.budget);
 	bson_append_document_end(&doc, &sub);
+	/* docfs's own: whether a collection's opendir let the kernel keep its cached listing
+	 * (fsops.c note 8); a kept listing the kernel asks for again lost its pages. */
+	BSON_APPEND_DOCUMENT_BEGIN(&doc, "docfs", &sub);
+	BSON_APPEND_DOCUMENT_BEGIN(&sub, "listingCache", &sub2);
+	put_num(&sub2, "kept", atomic_load(&listings_kept));
+	put_num(&sub2, "refused", atomic_load(&listings_refused));
+	bson_append_document_end(&sub, &sub2);
+	bson_append_document_end(&doc, &sub);
 	BSON_APPEND_DOUBLE(&doc, "ok", 1.0);
 	render(&doc, out);
 	bson_destroy(&doc);
+}
+
+void fs_curop_count_listing(bool kept)
+{
+	atomic_fetch_add(kept ? &listings_kept : &listings_refused, 1);
 }
 
 void fs_curop_render_top(struct dfs_buf *out)

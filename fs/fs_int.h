@@ -159,8 +159,7 @@ int fs_index_render(struct store_txn *t, int64_t coll, const char *name, bool pr
 
 /* Appends what .options shows: MongoDB's collection options ({} or {"capped": true,
  * "size": N, "max": M}), one line. */
-int fs_options_render(struct store_txn *t, int64_t coll, struct dfs_buf *out,
-		      struct dfs_err *err);
+int fs_options_render(struct store_txn *t, int64_t coll, struct dfs_buf *out, struct dfs_err *err);
 /* Applies text written to .options in one write transaction of db: {capped: true, size,
  * max} makes an empty collection capped; the options it already has are accepted again
  * (a file read and written back changes nothing); anything else is DFS_EINVAL naming what. */
@@ -248,8 +247,8 @@ int fs_changes_open(struct store *s, struct store_db *db, const char *coll, cons
 /* Appends the next lines (about want bytes, at least one line when there is one) to out;
  * appends nothing at the end. With follow=1 it waits for an event, asking stop(ctx)
  * between looks (true: DFS_EINTR). */
-int fs_changes_next(struct fs_changes *c, size_t want, struct dfs_buf *out,
-		    bool (*stop)(void *ctx), void *ctx, struct dfs_err *err);
+int fs_changes_next(struct fs_changes *c, size_t want, struct dfs_buf *out, bool (*stop)(void *ctx),
+		    void *ctx, struct dfs_err *err);
 void fs_changes_free(struct fs_changes *c);
 
 /* ---- stats.c: the .stats files ------------------------------------------------------ */
@@ -565,8 +564,14 @@ void fs_idle_stop(void);
 /* ---- curop.c: current operations, killOp, serverStatus, top ---------------------- */
 
 /* What an operation is, as currentOp's op and top's columns name it. */
-enum fs_op_kind { FS_OP_QUERY, FS_OP_GETMORE, FS_OP_COMMAND, FS_OP_INSERT, FS_OP_UPDATE,
-		  FS_OP_REMOVE };
+enum fs_op_kind {
+	FS_OP_QUERY,
+	FS_OP_GETMORE,
+	FS_OP_COMMAND,
+	FS_OP_INSERT,
+	FS_OP_UPDATE,
+	FS_OP_REMOVE
+};
 
 /*
  * One operation a request runs (a query, explain or aggregate open, a write path, a
@@ -575,20 +580,20 @@ enum fs_op_kind { FS_OP_QUERY, FS_OP_GETMORE, FS_OP_COMMAND, FS_OP_INSERT, FS_OP
  * thread: the thread's store stop hook (store.h) is the operation's while it runs.
  */
 struct fs_curop {
-	int64_t opid;		     /* 1, 2, ... in this daemon's life */
-	int kind;		     /* enum fs_op_kind */
-	char db[DFS_MAX_NS_NAME + 1]; /* the database name ("" for none) */
+	int64_t opid;			  /* 1, 2, ... in this daemon's life */
+	int kind;			  /* enum fs_op_kind */
+	char db[DFS_MAX_NS_NAME + 1];	  /* the database name ("" for none) */
 	char ns[2 * DFS_MAX_NS_NAME + 2]; /* "<db>.<coll>" */
-	bson_t command;		     /* the command as MongoDB shows it (empty until described) */
-	char plan[256];		     /* planSummary, "" until known */
-	int64_t keys, docs;	     /* keysExamined, docsExamined */
-	bool sorted;		     /* hasSortStage */
+	bson_t command;	    /* the command as MongoDB shows it (empty until described) */
+	char plan[256];	    /* planSummary, "" until known */
+	int64_t keys, docs; /* keysExamined, docsExamined */
+	bool sorted;	    /* hasSortStage */
 	int64_t nreturned, ninserted, nmatched, nmodified, ndeleted;
-	int64_t reslen;		     /* responseLength: bytes of the result */
-	int client;		     /* the caller's pid (0: unknown) */
+	int64_t reslen;		       /* responseLength: bytes of the result */
+	int client;		       /* the caller's pid (0: unknown) */
 	int64_t start_ns, deadline_ns; /* CLOCK_MONOTONIC; deadline 0: none */
-	atomic_bool killed;	     /* killOp asked: stop at the next check */
-	struct fs_curop *prev, *next; /* the registry's list (curop.c's lock) */
+	atomic_bool killed;	       /* killOp asked: stop at the next check */
+	struct fs_curop *prev, *next;  /* the registry's list (curop.c's lock) */
 };
 
 /* Starts op: registers it, and makes its kill and deadline this thread's stop hook. db may
@@ -620,12 +625,44 @@ void fs_curop_count_doc(struct store_db *db, int64_t coll, bool inserted, int64_
 void fs_curop_count_getmore(void);
 void fs_curop_handle(bool opened);
 void fs_net_count(size_t in, size_t out);
+/* A collection's opendir: kept (the kernel may keep its cached listing) or refused. */
+void fs_curop_count_listing(bool kept);
 /* The /.docfs files: currentOp ({inprog: [...], ok}), serverStatus, top (pretty JSON). */
 void fs_curop_render_current(struct dfs_buf *out);
 void fs_curop_render_status(struct dfs_buf *out);
 void fs_curop_render_top(struct dfs_buf *out);
 /* Starts the uptime clock (at mount). */
 void fs_curop_start(void);
+
+/* ---- stattop.c: docfs stat and docfs top ------------------------------------------- */
+
+#define FS_STAT_NCOLS 14
+extern const char *const fs_stat_keys[FS_STAT_NCOLS]; /* mongostat's column keys */
+struct fs_stat_row {
+	char cell[FS_STAT_NCOLS][48]; /* each column's text */
+};
+/* A grid of rows: column widths only grow; a header every 10 rows unless noheaders. */
+struct fs_stat_grid {
+	int width[FS_STAT_NCOLS];
+	int rows;
+	bool noheaders;
+};
+/* bytes with binary units and 3 significant digits (1.01G, 82.0M, 253M). */
+void fs_stat_size(double bytes, char *out, size_t cap);
+/* a rate with decimal units b/k/m/g and 3 significant digits (262b, 4.52k, 137k). */
+void fs_stat_bits(double v, char *out, size_t cap);
+/* mongostat's row from two serverStatus samples secs apart, at now_ms (the time column). */
+void fs_stat_row(const bson_t *prev, const bson_t *cur, double secs, bool human, int64_t now_ms,
+		 struct fs_stat_row *row);
+void fs_stat_grid_print(struct fs_stat_grid *g, const struct fs_stat_row *r, struct dfs_buf *out);
+/* --json: {"<host>":{"<key>":"<value>",...}} and a newline. */
+void fs_stat_json(const char *host, const struct fs_stat_row *r, struct dfs_buf *out);
+/* mongotop's block (or --json line) from two top samples; prev NULL: no baseline. */
+int fs_top_block(const bson_t *prev, const bson_t *cur, int64_t now_ms, bool json,
+		 struct dfs_buf *out);
+/* docfs stat / docfs top (argv[0] is the command's name). */
+int fs_stat_main(int argc, char **argv);
+int fs_top_main(int argc, char **argv);
 
 /* ---- profile.c: the profiler ------------------------------------------------------- */
 

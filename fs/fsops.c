@@ -105,8 +105,8 @@ enum docfs_file {
 	DF_TOP,
 	DF__COUNT
 };
-static const char *const docfs_files[DF__COUNT] = {
-	"errors", "version", "status", "currentOp", "killOp", "serverStatus", "top"};
+static const char *const docfs_files[DF__COUNT] = {"errors", "version",	     "status", "currentOp",
+						   "killOp", "serverStatus", "top"};
 
 enum fh_kind {
 	FH_ENTRY = 1, /* a document or scratch file: buf is its content */
@@ -643,8 +643,8 @@ static void reply_entry(fuse_req_t req, struct fs_node *n)
 					   n->kind == FSN_EXPLAIN || n->kind == FSN_INDEX ||
 					   n->kind == FSN_IXPENDING || n->kind == FSN_WRITE ||
 					   n->kind == FSN_AGG || n->kind == FSN_OPTIONS ||
-					   n->kind == FSN_PROFILE ||
-					   n->kind == FSN_CHANGES || n->kind == FSN_STATS
+					   n->kind == FSN_PROFILE || n->kind == FSN_CHANGES ||
+					   n->kind == FSN_STATS
 				   ? 0
 				   : LONG_TIMEOUT;
 	/* A ref under /.snapshots may move to another commit at the next snapshot. */
@@ -742,7 +742,8 @@ static struct fs_node *stats_node(struct store_db *db, int64_t coll, const char 
 		h = (h ^ (unsigned char)*c) * 1099511628211ULL;
 	h ^= store_db_number(db) * 0x9e3779b97f4a7c15ULL;
 	h ^= (uint64_t)coll * 0xc2b2ae3d27d4eb4fULL;
-	return fs_node_keyed(FSN_STATS, db, coll, name, (0xfffcULL << 48) | (h & ((1ULL << 48) - 1)));
+	return fs_node_keyed(FSN_STATS, db, coll, name,
+			     (0xfffcULL << 48) | (h & ((1ULL << 48) - 1)));
 }
 
 /* Looks name up under parent and returns a referenced node, or NULL with err set. */
@@ -1422,7 +1423,8 @@ static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fi->direct_io = 1;
 		if (fs_stats_render(n->db, n->coll, q ? q + 1 : NULL, &h->buf, &err)) {
 			handle_free(h);
-			dfs_err_prefix(&err, "'%s': ", n->pending_name ? n->pending_name : ".stats");
+			dfs_err_prefix(&err,
+				       "'%s': ", n->pending_name ? n->pending_name : ".stats");
 			reply_dfs(req, &err, "open");
 			return;
 		}
@@ -1435,7 +1437,8 @@ static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		int rc = 0;
 
 		if ((fi->flags & O_ACCMODE) != O_RDONLY) {
-			reply_msg(req, DFS_EPERM, "'.changes' is read-only: it shows what writes did");
+			reply_msg(req, DFS_EPERM,
+				  "'.changes' is read-only: it shows what writes did");
 			return;
 		}
 		h = handle_new(FH_CHANGES, n);
@@ -1456,8 +1459,8 @@ static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		if (!rc) {
 			const char *q = strchr(n->pending_name, '?');
 
-			rc = fs_changes_open(fs_store, n->db, n->coll ? coll : NULL, q ? q + 1 : NULL,
-					     &h->chg, &err);
+			rc = fs_changes_open(fs_store, n->db, n->coll ? coll : NULL,
+					     q ? q + 1 : NULL, &h->chg, &err);
 		}
 		if (rc) {
 			handle_free(h);
@@ -1725,7 +1728,7 @@ static void changes_read(fuse_req_t req, struct fs_handle *h, size_t size, off_t
 	}
 	for (;;) {
 		size_t drop = (size_t)(off - h->chg_off) < h->buf.len ? (size_t)(off - h->chg_off)
-								       : h->buf.len;
+								      : h->buf.len;
 		size_t before;
 
 		/* What the reader is past is not kept. */
@@ -2489,7 +2492,8 @@ static void fsop_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 		return;
 	}
 	if (changes_name(name) || stats_name(name)) {
-		reply_msg(req, DFS_EEXIST, "mkdir '%s': a file of the database has that name", name);
+		reply_msg(req, DFS_EEXIST, "mkdir '%s': a file of the database has that name",
+			  name);
 		return;
 	}
 	rc = store_txn_begin(p->db, true, &t, &err);
@@ -2878,6 +2882,7 @@ static void fsop_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
 		dh = handle_new(FH_DIR, d);
 		fi->cache_readdir = 1;
 		fi->keep_cache = fs_node_cache_ok(d);
+		fs_curop_count_listing(fi->keep_cache);
 	}
 	fi->fh = (uint64_t)(uintptr_t)dh;
 	if (fuse_reply_open(req, fi) == -ENOENT && dh)
