@@ -54,6 +54,8 @@ int fs_errno(int code)
 		return EINTR;
 	case DFS_ETIMEDOUT:
 		return ETIMEDOUT;
+	case DFS_ESTALE:
+		return ESTALE;
 	default:
 		return EIO;
 	}

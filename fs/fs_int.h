@@ -92,6 +92,7 @@ struct fs_query {
 	int64_t skip, limit; /* 0: none */
 	int64_t max_time_ms; /* maxTimeMS: the time limit of the find, 0: none */
 	bool count;	     /* count=1: the number of matches */
+	bool tailable;	     /* tailable=1: a read that waits for new documents (tail.c) */
 	char *distinct;	     /* Owned: distinct=<field>, or NULL */
 	int format;	     /* enum fs_query_format; -1 until a format= is given */
 	int verbosity;	     /* enum query_verbosity; -1 until a verbosity= is given */
@@ -250,6 +251,21 @@ int fs_changes_open(struct store *s, struct store_db *db, const char *coll, cons
 int fs_changes_next(struct fs_changes *c, size_t want, struct dfs_buf *out, bool (*stop)(void *ctx),
 		    void *ctx, struct dfs_err *err);
 void fs_changes_free(struct fs_changes *c);
+
+/* ---- tail.c: tailable reads of capped collections ------------------------------------ */
+
+/* A tailable read of q over capped collection coll of db (tail.c note 4 lists what it
+ * refuses, with DFS_EINVAL saying why). *out is Owned, freed by fs_tail_free; one reader
+ * at a time. */
+struct fs_tail;
+int fs_tail_open(struct store_db *db, int64_t coll, const struct fs_query *q, struct fs_tail **out,
+		 struct dfs_err *err);
+/* Appends the next matches (about want bytes) to out, waiting for one and asking stop(ctx)
+ * between looks (true: DFS_EINTR); appends nothing at the end (a limit reached). Errors:
+ * DFS_ESTALE (CappedPositionLost), DFS_ENOENT (the collection dropped). */
+int fs_tail_next(struct fs_tail *tl, size_t want, struct dfs_buf *out, bool (*stop)(void *ctx),
+		 void *ctx, struct dfs_err *err);
+void fs_tail_free(struct fs_tail *tl);
 
 /* ---- stats.c: the .stats files ------------------------------------------------------ */
 

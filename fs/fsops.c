@@ -173,6 +173,7 @@ struct fs_handle {
 	struct dfs_buf wres;	/* FH_WRITE: the result of the request in buf */
 	bool applied;		/* FH_WRITE: the request has run; wres holds its result */
 	struct fs_changes *chg; /* FH_CHANGES: Owned, the stream (NULL: a plain file) */
+	struct fs_tail *tail;	/*   or Owned: a tailable read's stream (tail.c) */
 	int64_t chg_off;	/*   offset of buf's first byte in the stream */
 	bool chg_end;		/*   the stream has ended */
 	int wrc;		/* FH_WRITE: how it ended (0 or a dfs code) */
@@ -999,6 +1000,7 @@ static void handle_free(struct fs_handle *h)
 	if (h->kind == FH_RESULT)
 		fs_result_release(&h->res);
 	fs_changes_free(h->chg);
+	fs_tail_free(h->tail);
 	dfs_buf_release(&h->wres);
 	dfs_buf_release(&h->buf);
 	pthread_mutex_destroy(&h->lock);
@@ -1333,15 +1335,23 @@ static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 				  n->pending_name);
 			return;
 		}
-		h = handle_new(FH_RESULT, n);
-		fs_result_init(&h->res);
 		fs_query_init(&q);
-		fs_curop_begin(&op, FS_OP_QUERY, n->db, n->coll, fuse_req_ctx(req)->pid);
 		rc = fs_query_parse_path(n->db, n->coll, n->pending_name, &q, &err);
-		if (!rc)
-			rc = fs_query_run(n->db, n->coll, &q, &h->res, &err);
-		op.reslen = (int64_t)h->res.size;
-		fs_curop_end(&op, rc);
+		if (!rc && q.tailable) {
+			/* a stream, read as a .changes?follow=1 one is (tail.c) */
+			h = handle_new(FH_CHANGES, n);
+			rc = fs_tail_open(n->db, n->coll, &q, &h->tail, &err);
+		} else {
+			h = handle_new(FH_RESULT, n);
+			fs_result_init(&h->res);
+			fs_curop_begin(&op, FS_OP_QUERY, n->db, n->coll, fuse_req_ctx(req)->pid);
+			if (!rc)
+				rc = fs_query_run(n->db, n->coll, &q, &h->res, &err);
+			op.reslen = (int64_t)h->res.size;
+			fs_curop_end(&op, rc);
+			if (!rc)
+				n->result_size = h->res.size;
+		}
 		fs_query_release(&q);
 		if (rc) {
 			handle_free(h);
@@ -1349,7 +1359,6 @@ static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			reply_dfs(req, &err, "open");
 			return;
 		}
-		n->result_size = h->res.size;
 		fi->direct_io = 1;
 		break;
 	}
@@ -1705,7 +1714,7 @@ static void changes_read(fuse_req_t req, struct fs_handle *h, size_t size, off_t
 	struct dfs_err err = {0};
 	int rc = 0;
 
-	if (!h->chg) {
+	if (!h->chg && !h->tail) {
 		struct dfs_buf b;
 
 		dfs_buf_init(&b);
@@ -1741,8 +1750,10 @@ static void changes_read(fuse_req_t req, struct fs_handle *h, size_t size, off_t
 		    (off == h->chg_off && h->buf.len > 0))
 			break;
 		before = h->buf.len;
-		rc = fs_changes_next(h->chg, size > h->buf.len ? size - h->buf.len : 1, &h->buf,
-				     req_stopped, req, &err);
+		rc = h->tail ? fs_tail_next(h->tail, size > h->buf.len ? size - h->buf.len : 1,
+					    &h->buf, req_stopped, req, &err)
+			     : fs_changes_next(h->chg, size > h->buf.len ? size - h->buf.len : 1,
+					       &h->buf, req_stopped, req, &err);
 		if (rc)
 			break;
 		if (h->buf.len == before)
@@ -1750,7 +1761,13 @@ static void changes_read(fuse_req_t req, struct fs_handle *h, size_t size, off_t
 	}
 	if (rc) {
 		pthread_mutex_unlock(&h->lock);
-		reply_dfs(req, &err, "read .changes");
+		if (h->tail) {
+			/* logged even when ENOENT: the collection was dropped under the read */
+			fs_errlog_add("read: query '%s': %s", h->node->pending_name, err.msg);
+			fuse_reply_err(req, fs_errno(err.code));
+		} else {
+			reply_dfs(req, &err, "read .changes");
+		}
 		return;
 	}
 	{

@@ -198,6 +198,8 @@ static int set_option(struct fs_query *q, const char *name, const struct dfs_buf
 		return parse_int_opt("maxTimeMS", v, &q->max_time_ms, err);
 	if (!strcmp(name, "count"))
 		return fs_path_bool_opt("count", v, &q->count, err);
+	if (!strcmp(name, "tailable"))
+		return fs_path_bool_opt("tailable", v, &q->tailable, err);
 	if (!strcmp(name, "distinct")) {
 		if (!v->len)
 			return dfs_err_set(err, DFS_EINVAL, "distinct needs a field name");
@@ -219,7 +221,7 @@ static int set_option(struct fs_query *q, const char *name, const struct dfs_buf
 		return fs_path_verbosity_opt(v, &q->verbosity, err);
 	return dfs_err_set(err, DFS_EINVAL,
 			   "unknown option '%s' (sort, skip, limit, projection, hint, count, "
-			   "distinct, format, verbosity, maxTimeMS)",
+			   "distinct, format, verbosity, maxTimeMS, tailable)",
 			   name);
 }
 
@@ -627,6 +629,8 @@ int fs_query_run(struct store_db *db, int64_t coll, const struct fs_query *q, st
 		return dfs_err_set(err, DFS_EINVAL, "verbosity is an option of explain/ paths");
 	if (q->format == FSQ_TREE)
 		return dfs_err_set(err, DFS_EINVAL, "format=tree is for explain/ paths");
+	if (q->tailable)
+		return dfs_err_set(err, DFS_EINVAL, "tailable=1 is read through fs_tail_open");
 	if ((rc = store_txn_begin(db, false, &t, err)))
 		return rc;
 	describe_op(t, coll, q);
@@ -749,6 +753,10 @@ int fs_explain_run(struct store_db *db, int64_t coll, const struct fs_query *q, 
 	if (q->distinct)
 		return dfs_err_set(err, DFS_EINVAL,
 				   "explain/ explains finds and counts: distinct is not supported");
+	if (q->tailable)
+		return dfs_err_set(err, DFS_EINVAL,
+				   "explain/ explains finds and counts: tailable is an option of "
+				   "query/ paths");
 	if (q->format == FSQ_JSONL || q->format == FSQ_IDS)
 		return dfs_err_set(err, DFS_EINVAL,
 				   "format of an explain must be pretty, json or tree, not %s",

@@ -130,13 +130,6 @@ static const char *const migrate_3_4_sql =
 	" GROUP BY coll;"
 	"DROP INDEX IF EXISTS docs_coll;";
 
-/* The documents of collection ?1 after id ?2 (runs before the one holding ?2 end before
- * ?2: they are skipped). */
-#define DOC_LIST_FROM                                                                              \
-	STORE__DOCS_OF_COLL_FROM("max(r.lo, ?2 + 1)")                                              \
-	" AND r.lo >= coalesce((SELECT lo FROM runs WHERE coll = ?1 AND lo <= ?2"                  \
-	" ORDER BY lo DESC LIMIT 1), 0)"
-
 static const char *const stmt_sql[ST__COUNT] = {
 	[ST_META_GET] = "SELECT v FROM meta WHERE k = ?1",
 	[ST_META_SET] = "INSERT OR REPLACE INTO meta(k, v) VALUES(?1, ?2)",
@@ -163,7 +156,7 @@ static const char *const stmt_sql[ST__COUNT] = {
 			  " WHERE id = ?1",
 	[ST_DOC_DELETE] = "DELETE FROM docs WHERE id = ?1",
 	[ST_DOC_LIST] = "SELECT d.id, d.coll, d.name, d.size, d.mode, d.uid, d.gid, d.mtime,"
-			" d.ctime" DOC_LIST_FROM " ORDER BY r.lo, d.id LIMIT 256",
+			" d.ctime" STORE__DOCS_OF_COLL_AFTER " ORDER BY r.lo, d.id LIMIT 256",
 	[ST_DOC_SETATTR] = "UPDATE docs SET mode = ?2, uid = ?3, gid = ?4, mtime = ?5, ctime = ?6"
 			   " WHERE id = ?1",
 	[ST_DOC_RENAME] = "UPDATE docs SET coll = ?2, key = ?3, name = ?4, size = ?5, ctime = ?6,"

@@ -1283,8 +1283,8 @@ struct store_cursor {
 	sqlite3_stmt *st;    /* Owned: its own statement, so cursors can nest */
 };
 
-int store_cursor_open(struct store_txn *t, int64_t coll, struct store_cursor **out,
-		      struct dfs_err *err)
+static int cursor_open(struct store_txn *t, int64_t coll, int64_t after, struct store_cursor **out,
+		       struct dfs_err *err)
 {
 	struct store_cursor *c = calloc(1, sizeof(*c));
 	int rc;
@@ -1297,15 +1297,31 @@ int store_cursor_open(struct store_txn *t, int64_t coll, struct store_cursor **o
 		return rc;
 	}
 	rc = sqlite3_prepare_v3(t->c->h,
-				"SELECT d.id, d.bson" STORE__DOCS_OF_COLL " ORDER BY r.lo, d.id",
+				after ? "SELECT d.id, d.bson" STORE__DOCS_OF_COLL_AFTER
+					" ORDER BY r.lo, d.id"
+				      : "SELECT d.id, d.bson" STORE__DOCS_OF_COLL " ORDER BY r.lo, d.id",
 				-1, 0, &c->st, NULL);
 	if (rc != SQLITE_OK) {
 		free(c);
 		return store__sqlerr(t, rc, "open cursor", err);
 	}
 	sqlite3_bind_int64(c->st, 1, coll);
+	if (after)
+		sqlite3_bind_int64(c->st, 2, after);
 	*out = c;
 	return 0;
+}
+
+int store_cursor_open(struct store_txn *t, int64_t coll, struct store_cursor **out,
+		      struct dfs_err *err)
+{
+	return cursor_open(t, coll, 0, out, err);
+}
+
+int store_cursor_open_after(struct store_txn *t, int64_t coll, int64_t after,
+			    struct store_cursor **out, struct dfs_err *err)
+{
+	return cursor_open(t, coll, after, out, err);
 }
 
 int store_cursor_next(struct store_cursor *c, bson_t *doc, int64_t *id, struct dfs_err *err)

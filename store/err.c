@@ -73,6 +73,7 @@ const char *dfs_code_name(int code)
 		[DFS_ERANGE] = "out of range",
 		[DFS_EINTR] = "interrupted",
 		[DFS_ETIMEDOUT] = "timed out",
+		[DFS_ESTALE] = "stale",
 	};
 
 	if (code < 0 || (size_t)code >= sizeof(names) / sizeof(names[0]) || !names[code])

@@ -39,6 +39,7 @@ enum dfs_code {
 	DFS_ERANGE, /* a number out of range */
 	DFS_EINTR,  /* the caller stopped waiting (an interrupted read), or killOp */
 	DFS_ETIMEDOUT, /* an operation ran past its time limit (maxTimeMS) */
+	DFS_ESTALE,    /* a position is gone: a tailable read overtaken (CappedPositionLost) */
 };
 
 struct dfs_err {
@@ -431,6 +432,9 @@ int store_cursor_open(struct store_txn *t, int64_t coll, struct store_cursor **o
  * free) and *id its entry id; DFS_ENOENT at the end. */
 int store_cursor_next(struct store_cursor *c, bson_t *doc, int64_t *id, struct dfs_err *err);
 void store_cursor_free(struct store_cursor *c);
+/* The same from after entry id after on (0: from the start): $natural order resumed. */
+int store_cursor_open_after(struct store_txn *t, int64_t coll, int64_t after,
+			    struct store_cursor **out, struct dfs_err *err);
 
 /* ---- capped collections (capped.c) ------------------------------------------------- */
 

@@ -250,6 +250,12 @@ void store__conn_close(struct store__conn *c);
 	" FROM runs r CROSS JOIN docs d WHERE r.coll = ?1 AND d.id BETWEEN " lo " AND r.hi"        \
 	" AND +d.coll = ?1"
 #define STORE__DOCS_OF_COLL STORE__DOCS_OF_COLL_FROM("r.lo")
+/* The documents of collection ?1 after id ?2 (runs before the one holding ?2 end before
+ * ?2: they are skipped). */
+#define STORE__DOCS_OF_COLL_AFTER                                                                  \
+	STORE__DOCS_OF_COLL_FROM("max(r.lo, ?2 + 1)")                                              \
+	" AND r.lo >= coalesce((SELECT lo FROM runs WHERE coll = ?1 AND lo <= ?2"                  \
+	" ORDER BY lo DESC LIMIT 1), 0)"
 
 /* ---- index.c ----------------------------------------------------------------------- */
 

@@ -3,8 +3,8 @@
 # convertToCapped), eviction of the oldest documents by count and by size on every insert
 # (.insert, a new document file), $natural order, and the refusals that change nothing (a
 # document over the whole size, a TTL index, moving a document out), and the .options
-# file: read back, written at creation, refused with a reason otherwise. Not yet built:
-# tailable reads (README.md says so).
+# file: read back, written at creation, refused with a reason otherwise. Tailable reads are
+# tailable.sh's.
 . "$(dirname "$0")/lib.sh"
 "$DOCFS" capped "$STORE" logs.events 4096 3 > "$T/out" || fail "docfs capped failed"
 expect_eq "$(jq -c . "$T/out")" '{"capped":true,"size":4096,"max":3,"count":0}' "docfs capped prints the options"

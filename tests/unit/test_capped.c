@@ -231,8 +231,7 @@ START_TEST(test_store_capped_refusals_change_nothing)
 	bson_init(&spec);
 	BCON_APPEND(&spec, "key", "{", "at", BCON_INT32(1), "}", "expireAfterSeconds",
 		    BCON_INT32(60));
-	ck_assert_int_eq(store_index_create(t, coll, &spec, NULL, 0, NULL, NULL, &err),
-			 DFS_EINVAL);
+	ck_assert_int_eq(store_index_create(t, coll, &spec, NULL, 0, NULL, NULL, &err), DFS_EINVAL);
 	ck_assert_msg(strstr(err.msg, "capped") != NULL, "%s", err.msg);
 	dfs_err_clear(&err); /* an error is set once (STYLE.md): clear it for the next */
 	rc = store_index_create(t, plain, &spec, NULL, 0, NULL, NULL, &err);
@@ -295,12 +294,66 @@ START_TEST(test_store_check_finds_wrong_capped_totals)
 	/* a document removed behind the store's back: the totals no longer agree */
 	snprintf(path, sizeof(path), "%s/logs.db", tmpdir);
 	ck_assert_int_eq(sqlite3_open(path, &h), SQLITE_OK);
-	ck_assert_int_eq(sqlite3_exec(h, "DELETE FROM docs WHERE name = '2.json'", NULL, NULL, NULL),
-			 SQLITE_OK);
+	ck_assert_int_eq(
+		sqlite3_exec(h, "DELETE FROM docs WHERE name = '2.json'", NULL, NULL, NULL),
+		SQLITE_OK);
 	sqlite3_close(h);
 	ck_assert_int_eq(store_check(st, collect, found, &err), DFS_ECORRUPT);
 	ck_assert_msg(strstr(found, "capped collection 'log' counts 3 documents") != NULL, "%s",
 		      found);
+}
+END_TEST
+
+/* The _ids of coll after entry id after, as "4 5"; *last gets the entry id of the one at
+ * index at (-1: none). */
+static void ids_after(int64_t coll, int64_t after, char *out, size_t cap, int at, int64_t *last)
+{
+	struct dfs_err err = {0};
+	struct store_cursor *cur;
+	struct store_txn *t;
+	bson_t doc;
+	int64_t id;
+	int i = 0;
+
+	out[0] = '\0';
+	ck_assert_int_eq(store_txn_begin(db, false, &t, &err), 0);
+	ck_assert_int_eq(store_cursor_open_after(t, coll, after, &cur, &err), 0);
+	while (store_cursor_next(cur, &doc, &id, &err) == 0) {
+		bson_iter_t it;
+
+		ck_assert(bson_iter_init_find(&it, &doc, "_id"));
+		snprintf(out + strlen(out), cap - strlen(out), "%s%d", out[0] ? " " : "",
+			 bson_iter_int32(&it));
+		if (i++ == at)
+			*last = id;
+	}
+	store_cursor_free(cur);
+	store_txn_abort(t);
+}
+
+/* A tailable read resumes $natural order after the last entry it saw (fs/tail.c), across
+ * id runs shared with another collection's inserts. */
+START_TEST(test_store_cursor_resumes_after_an_entry)
+{
+	struct dfs_err err = {0};
+	int64_t a = make_capped("a", 1 << 20, 0), b = make_capped("b", 0, 0), pos = 0;
+	char buf[256];
+
+	for (int i = 1; i <= 6; i++) {
+		ck_assert_int_eq(put(a, i, 10, &err), 0);
+		ck_assert_int_eq(put(b, 100 + i, 10, &err), 0);
+	}
+	ids_after(a, 0, buf, sizeof(buf), 2, &pos);
+	ck_assert_str_eq(buf, "1 2 3 4 5 6");
+	ids_after(a, pos, buf, sizeof(buf), -1, &pos);
+	ck_assert_str_eq(buf, "4 5 6");
+	ids_after(b, 0, buf, sizeof(buf), 5, &pos);
+	ck_assert_str_eq(buf, "101 102 103 104 105 106");
+	ids_after(b, pos, buf, sizeof(buf), -1, &pos);
+	ck_assert_str_eq(buf, "");
+	ck_assert_int_eq(put(b, 107, 10, &err), 0);
+	ids_after(b, pos, buf, sizeof(buf), -1, &pos);
+	ck_assert_str_eq(buf, "107");
 }
 END_TEST
 
@@ -317,6 +370,7 @@ static Suite *capped_suite(void)
 	tcase_add_test(c, test_store_capped_refusals_change_nothing);
 	tcase_add_test(c, test_store_capped_convert_full_collection_and_reopen);
 	tcase_add_test(c, test_store_check_finds_wrong_capped_totals);
+	tcase_add_test(c, test_store_cursor_resumes_after_an_entry);
 	suite_add_tcase(s, c);
 	return s;
 }
