@@ -112,6 +112,11 @@ static const char usage_text[] =
 	"      the cluster config in CONFIG_STORE (created if absent) and print MongoDB's\n"
 	"      reply; a failed command (ok: 0, exit status 1) changes nothing. status prints\n"
 	"      sh.status(). No documents move yet (README.md, Sharding).\n"
+	"  router CONFIG_STORE MOUNTPOINT [-f] [-o log=FILE,...]\n"
+	"      Mount the cluster of CONFIG_STORE: one namespace over the shards' mounted\n"
+	"      directories (config.shards hosts), writes sent to the shard owning each\n"
+	"      shard key, queries to the shards their filter targets; /.cluster/command\n"
+	"      takes the admin commands.\n"
 	"  version\n"
 	"      Print the version.\n"
 	"\n"
@@ -1271,6 +1276,60 @@ static int cmd_aggregate(int argc, char **argv)
 	return fflush(stdout) == 0 ? 0 : fail("aggregate", "write error: %s", strerror(errno));
 }
 
+/* docfs router CONFIG_STORE MOUNTPOINT [-f] [-d] [-o log=FILE,<fuse options>] */
+static int cmd_router(int argc, char **argv)
+{
+	struct router_mount_opts o = {0};
+	struct dfs_err err = {0};
+	struct dfs_buf fuse_opts;
+	const char *pos[2];
+	char *copy = NULL, *log = NULL;
+	int npos = 0, rc = 0;
+
+	dfs_buf_init(&fuse_opts);
+	for (int i = 1; !rc && i < argc; i++) {
+		if (!strcmp(argv[i], "-f")) {
+			o.foreground = true;
+		} else if (!strcmp(argv[i], "-d")) {
+			o.debug = o.foreground = true;
+		} else if (!strcmp(argv[i], "-o") && i + 1 < argc) {
+			char *save = NULL;
+
+			free(copy);
+			copy = strdup(argv[++i]);
+			for (char *tok = strtok_r(copy, ",", &save); tok;
+			     tok = strtok_r(NULL, ",", &save)) {
+				if (!strncmp(tok, "log=", 4)) {
+					free(log);
+					log = strdup(tok + 4);
+				} else {
+					if (fuse_opts.len)
+						dfs_buf_putc(&fuse_opts, ',');
+					dfs_buf_puts(&fuse_opts, tok);
+				}
+			}
+		} else if (argv[i][0] == '-' || npos == 2) {
+			rc = fail("router", "unexpected '%s' (see docfs --help)", argv[i]);
+		} else {
+			pos[npos++] = argv[i];
+		}
+	}
+	if (!rc && npos != 2)
+		rc = fail("router", "needs CONFIG_STORE and MOUNTPOINT (see docfs --help)");
+	if (!rc) {
+		o.config = pos[0];
+		o.mountpoint = pos[1];
+		o.log = log;
+		o.fuse_opts = fuse_opts.data;
+		if (router_mount_run(&o, &err))
+			rc = fail("router", "%s", err.msg);
+	}
+	free(copy);
+	free(log);
+	dfs_buf_release(&fuse_opts);
+	return rc;
+}
+
 /* docfs cluster CONFIG_STORE COMMAND|status: one write transaction, committed only when
  * the command succeeded. */
 static int cmd_cluster(int argc, char **argv)
@@ -1359,6 +1418,8 @@ int fs_main(int argc, char **argv)
 		return cmd_explain(argc - 1, argv + 1);
 	if (strcmp(cmd, "cluster") == 0)
 		return cmd_cluster(argc - 1, argv + 1);
+	if (strcmp(cmd, "router") == 0)
+		return cmd_router(argc - 1, argv + 1);
 	if (strcmp(cmd, "stat") == 0)
 		return fs_stat_main(argc - 1, argv + 1);
 	if (strcmp(cmd, "top") == 0)

@@ -1,9 +1,8 @@
 /*
  * router.h - what the files of fs/router/ share: the cluster config kept in a docfs store
- * (config.c) and the admin commands run against it (cluster.c). The router mount itself,
- * chunk migrations and the balancer thread are not built yet; they are meant to use these
- * same functions (a chunk map from router_cfg_chunks_load, commands from /.cluster/command
- * through router_cluster_command).
+ * (config.c), the admin commands run against it (cluster.c), the router mount (mount.c) and
+ * the routing of a collection's operations to its shards (route.c). Chunk migrations and
+ * the balancer thread are not built yet.
  *
  * Thread-safety: a struct router_cfg (one open write transaction) is one thread's.
  */
@@ -11,6 +10,10 @@
 #define DOCFS_ROUTER_H
 
 #include "query.h"
+
+#include <sys/stat.h>
+
+struct fs_result;
 
 #define ROUTER_CONFIG_DB "config"
 #define ROUTER_CHUNKSIZE_MB 64 /* config.settings chunksize when unset */
@@ -66,5 +69,66 @@ int router_cluster_command(struct router_cfg *c, const bson_t *cmd, bson_t *repl
 /* Appends sh.status()'s text (shards, balancer, databases, sharded collections with their
  * chunk counts per shard, chunk ranges and tag ranges) to out. */
 int router_cluster_status(struct router_cfg *c, struct dfs_buf *out, struct dfs_err *err);
+
+/* ---- the router mount (mount.c) and routing (route.c) -------------------------------- */
+
+#define ROUTER_MAX_SHARDS 64
+#define ROUTER_PATH_MAX 8192
+
+struct router_shard {
+	char name[65];	 /* config.shards _id */
+	char host[4096]; /* the directory the shard's docfs is mounted on (or reached through) */
+};
+
+/* Where a collection lives (route.c note 1). */
+struct router_ns {
+	struct router_shard *shards; /* Owned: every shard, in config.shards order */
+	int nshards;
+	char primary[65];	      /* the database's primary shard */
+	bool sharded;		      /* the collection is sharded: */
+	struct query_chunk_map map;   /*   its chunks */
+};
+
+/* The shards and the placement of db.coll (db, coll may be NULL: the shards only) read
+ * from c. Release with router_ns_release. */
+int router_ns_load(struct router_cfg *c, const char *db, const char *coll, struct router_ns *out,
+		   struct dfs_err *err);
+void router_ns_release(struct router_ns *ns);
+/* The shard of that name, or NULL. */
+const struct router_shard *router_ns_shard(const struct router_ns *ns, const char *name);
+/* "<host>/<rel>" into out. */
+void router_shard_path(const struct router_shard *s, const char *rel, char *out, size_t cap);
+/* 0, or DFS_EIO "shard 'X' (<host>) is unreachable: ..." (route.c note 5). */
+int router_shard_ok(const struct router_shard *s, struct dfs_err *err);
+/* The error of a failed request what to shard s (errno e), with the shard's own message
+ * from its /.docfs/errors when it has one; returns the dfs code. */
+int router_shard_fail(const struct router_shard *s, const char *what, int e, struct dfs_err *err);
+/* The whole file at path appended to out (errno kept on failure). */
+int router_read_file(const char *path, struct dfs_buf *out, struct dfs_err *err);
+
+/* query/<component> of db.coll through the shards (route.c notes 2, 3) into r. */
+int router_find(const struct router_ns *ns, const char *db, const char *coll,
+		const char *component, struct fs_result *r, struct dfs_err *err);
+/* explain/<component>: MongoDB's SINGLE_SHARD / SHARD_MERGE / SHARD_MERGE_SORT shape. */
+int router_explain(const struct router_ns *ns, const char *db, const char *coll,
+		   const char *component, struct fs_result *r, struct dfs_err *err);
+/* Writes the documents of text (as .insert takes them) to the shards owning them (note 4). */
+int router_insert(const struct router_ns *ns, const char *db, const char *coll, const char *text,
+		  size_t len, struct dfs_err *err);
+/* The shard holding document file name of db.coll (first found), with its attributes;
+ * DFS_ENOENT when none. */
+int router_doc_holder(const struct router_ns *ns, const char *db, const char *coll,
+		      const char *name, const struct router_shard **out, struct stat *st);
+/* Writes document file name of a sharded db.coll to the shard owning its key; a write that
+ * would change a document's shard key is DFS_EPERM/DFS_EINVAL. */
+int router_doc_write(const struct router_ns *ns, const char *db, const char *coll,
+		     const char *name, const char *text, size_t len, struct dfs_err *err);
+
+/* docfs router CONFIG_STORE MOUNTPOINT: serves the mount until it is unmounted. */
+struct router_mount_opts {
+	const char *config, *mountpoint, *log, *fuse_opts;
+	bool foreground, debug;
+};
+int router_mount_run(const struct router_mount_opts *o, struct dfs_err *err);
 
 #endif

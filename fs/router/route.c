@@ -1,0 +1,928 @@
+/*
+ * route.c - what the router mount does with a collection: where it lives (its primary
+ * shard, or its chunk map when sharded), and the operations that need more than one shard:
+ * finds, counts and distincts merged across the shards a filter targets, the sharded
+ * explain, inserts and document writes sent to the shard owning each shard key. Every
+ * request to a shard is an ordinary file operation on the shard's mounted directory (the
+ * shard's own docfs answers it); nothing here speaks FUSE (mount.c does).
+ *
+ * Design notes
+ * 1. An unsharded collection lives on its database's primary shard (config.databases), or
+ *    on the first shard when the database has no entry; every path in it is forwarded there
+ *    unchanged. A sharded collection's documents are on the shards of their chunks.
+ * 2. A find on one targeted shard is forwarded as written (the shard applies skip, limit,
+ *    projection and format). On several, each shard is asked for the filter, sort and hint
+ *    with limit = skip + limit, no skip and no projection; the router merges the sorted
+ *    streams (query_shard_merge), applies skip and limit to the merged sequence and then
+ *    the projection, and renders the format. The shard's request is built from the raw
+ *    text of the user's path (the options it keeps are copied as written), so it is no
+ *    longer than the user's.
+ * 3. count sums the shards' counts of the filter, then applies skip and limit; distinct
+ *    unites the shards' values and sorts them in MongoDB's order.
+ * 4. Inserts are checked whole before anything is written: a document without the shard
+ *    key refuses the batch. Then each shard gets its documents in one write of its .insert
+ *    file; a shard failing after another committed leaves the other's documents written,
+ *    and the error says which shards took theirs (MongoDB's unordered insert also reports
+ *    a partial batch).
+ * 5. A shard that cannot be reached (its directory errors, or is not a docfs mount any
+ *    more) fails the operations that need it with EIO and "shard 'X' (<host>) is
+ *    unreachable: ..."; operations targeting only other shards go on.
+ */
+#include "router.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fs_int.h"
+
+void router_ns_release(struct router_ns *ns)
+{
+	if (ns->sharded)
+		query_chunk_map_release(&ns->map);
+	free(ns->shards);
+	memset(ns, 0, sizeof(*ns));
+}
+
+const struct router_shard *router_ns_shard(const struct router_ns *ns, const char *name)
+{
+	for (int i = 0; i < ns->nshards; i++)
+		if (!strcmp(ns->shards[i].name, name))
+			return &ns->shards[i];
+	return NULL;
+}
+
+int router_ns_load(struct router_cfg *c, const char *db, const char *coll, struct router_ns *out,
+		   struct dfs_err *err)
+{
+	char ns[2 * DFS_MAX_NS_NAME + 2];
+	bson_t **docs = NULL, filter, dbdoc;
+	int n = 0, rc;
+
+	memset(out, 0, sizeof(*out));
+	if ((rc = router_cfg_list(c, "shards", NULL, NULL, &docs, &n, err)))
+		return rc;
+	if (!n) {
+		router_docs_free(docs, n);
+		return dfs_err_set(err, DFS_EIO,
+				   "the cluster has no shards: add one with {addShard: <path>}");
+	}
+	out->shards = calloc((size_t)n, sizeof(*out->shards));
+	if (!out->shards)
+		abort();
+	for (int i = 0; i < n; i++) {
+		bson_iter_t it;
+
+		if (bson_iter_init_find(&it, docs[i], "_id") && BSON_ITER_HOLDS_UTF8(&it))
+			snprintf(out->shards[out->nshards].name, sizeof(out->shards[0].name), "%s",
+				 bson_iter_utf8(&it, NULL));
+		if (bson_iter_init_find(&it, docs[i], "host") && BSON_ITER_HOLDS_UTF8(&it))
+			snprintf(out->shards[out->nshards].host, sizeof(out->shards[0].host), "%s",
+				 bson_iter_utf8(&it, NULL));
+		out->nshards++;
+	}
+	router_docs_free(docs, n);
+	snprintf(out->primary, sizeof(out->primary), "%s", out->shards[0].name);
+	if (!db)
+		return 0;
+	bson_init(&filter);
+	bson_init(&dbdoc);
+	BSON_APPEND_UTF8(&filter, "_id", db);
+	if (!router_cfg_get(c, "databases", &filter, &dbdoc, NULL)) {
+		bson_iter_t it;
+
+		if (bson_iter_init_find(&it, &dbdoc, "primary") && BSON_ITER_HOLDS_UTF8(&it) &&
+		    router_ns_shard(out, bson_iter_utf8(&it, NULL)))
+			snprintf(out->primary, sizeof(out->primary), "%s",
+				 bson_iter_utf8(&it, NULL));
+	}
+	bson_destroy(&filter);
+	bson_destroy(&dbdoc);
+	if (!coll)
+		return 0;
+	snprintf(ns, sizeof(ns), "%s.%s", db, coll);
+	rc = router_cfg_chunks_load(c, ns, &out->map, err);
+	if (rc == DFS_ENOENT) {
+		dfs_err_clear(err);
+		return 0;
+	}
+	if (rc) {
+		router_ns_release(out);
+		return rc;
+	}
+	out->sharded = true;
+	return 0;
+}
+
+/* ---- talking to a shard through its directory ---------------------------------------- */
+
+void router_shard_path(const struct router_shard *s, const char *rel, char *out, size_t cap)
+{
+	snprintf(out, cap, "%s%s%s", s->host, rel[0] == '/' ? "" : "/", rel);
+}
+
+int router_shard_ok(const struct router_shard *s, struct dfs_err *err)
+{
+	char p[ROUTER_PATH_MAX];
+	struct stat st;
+
+	router_shard_path(s, ".docfs", p, sizeof(p));
+	if (stat(p, &st) == 0 && S_ISDIR(st.st_mode))
+		return 0;
+	return dfs_err_set(err, DFS_EIO, "shard '%s' (%s) is unreachable: %s", s->name, s->host,
+			   errno == ENOENT ? "no docfs mount there" : strerror(errno));
+}
+
+/* The last line of the shard's /.docfs/errors (what it said about a failed request). */
+static void shard_last_error(const struct router_shard *s, char *out, size_t cap)
+{
+	char p[ROUTER_PATH_MAX];
+	struct dfs_buf b;
+	char *nl;
+
+	out[0] = '\0';
+	router_shard_path(s, ".docfs/errors", p, sizeof(p));
+	dfs_buf_init(&b);
+	if (!router_read_file(p, &b, NULL) && b.len) {
+		while (b.len && b.data[b.len - 1] == '\n')
+			b.data[--b.len] = '\0';
+		nl = strrchr(b.data, '\n');
+		snprintf(out, cap, "%s", nl ? nl + 1 : b.data);
+	}
+	dfs_buf_release(&b);
+}
+
+int router_shard_fail(const struct router_shard *s, const char *what, int e, struct dfs_err *err)
+{
+	char last[600];
+	int code = e == ENOENT	       ? DFS_ENOENT
+		   : e == EINVAL       ? DFS_EINVAL
+		   : e == EEXIST       ? DFS_EEXIST
+		   : e == EPERM	       ? DFS_EPERM
+		   : e == ENOTEMPTY    ? DFS_ENOTEMPTY
+		   : e == ENAMETOOLONG ? DFS_ENAMETOOLONG
+				       : DFS_EIO;
+
+	shard_last_error(s, last, sizeof(last));
+	if (e == ENOTCONN || e == ECONNABORTED || e == EIO || e == ENOENT || !last[0])
+		return dfs_err_set(err, code, "shard '%s' (%s): %s: %s", s->name, s->host, what,
+				   strerror(e));
+	/* the shard's own message, without its time stamp */
+	return dfs_err_set(err, code, "shard '%s': %s", s->name,
+			   strchr(last, ' ') ? strchr(last, ' ') + 1 : last);
+}
+
+int router_read_file(const char *path, struct dfs_buf *out, struct dfs_err *err)
+{
+	int fd = open(path, O_RDONLY);
+
+	if (fd < 0)
+		return dfs_err_set(err, DFS_EIO, "open '%s': %s", path, strerror(errno));
+	for (;;) {
+		ssize_t n;
+
+		dfs_buf_reserve(out, 1 << 16);
+		n = read(fd, out->data + out->len, out->cap - out->len - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int e = errno;
+
+			close(fd);
+			errno = e;
+			return dfs_err_set(err, DFS_EIO, "read '%s': %s", path, strerror(e));
+		}
+		if (n == 0)
+			break;
+		out->len += (size_t)n;
+		out->data[out->len] = '\0';
+	}
+	close(fd);
+	return 0;
+}
+
+/* Reads rel (relative to the shard's root) into out; errors name the shard. */
+static int shard_read(const struct router_shard *s, const char *rel, struct dfs_buf *out,
+		      struct dfs_err *err)
+{
+	char p[ROUTER_PATH_MAX];
+
+	router_shard_path(s, rel, p, sizeof(p));
+	if (router_read_file(p, out, NULL))
+		return router_shard_fail(s, rel, errno, err);
+	return 0;
+}
+
+/* Writes len bytes of text to rel of shard s in one open-write-close (the shard commits at
+ * the close); flags are open's (O_WRONLY and more). */
+static int shard_write(const struct router_shard *s, const char *rel, int flags, const char *text,
+		       size_t len, struct dfs_err *err)
+{
+	char p[ROUTER_PATH_MAX];
+	size_t done = 0;
+	int fd;
+
+	router_shard_path(s, rel, p, sizeof(p));
+	if ((fd = open(p, flags, 0644)) < 0)
+		return router_shard_fail(s, rel, errno, err);
+	while (done < len) {
+		ssize_t n = write(fd, text + done, len - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int e = errno;
+
+			close(fd);
+			return router_shard_fail(s, rel, e, err);
+		}
+		done += (size_t)n;
+	}
+	if (close(fd) != 0)
+		return router_shard_fail(s, rel, errno, err);
+	return 0;
+}
+
+/* ---- the shards a filter targets --------------------------------------------------- */
+
+/* The shards to ask for filter e (every one of an unsharded collection's is its primary):
+ * into out (cap entries), their count; each checked reachable (note 5). */
+static int targets(const struct router_ns *ns, const struct query_expr *e,
+		   const struct router_shard **out, int cap, int *n, struct dfs_err *err)
+{
+	*n = 0;
+	if (!ns->sharded) {
+		out[(*n)++] = router_ns_shard(ns, ns->primary);
+	} else {
+		bool *chunks = calloc((size_t)ns->map.n + 1, sizeof(bool));
+		const char **names = calloc((size_t)cap + 1, sizeof(char *));
+		int nc, ns_;
+
+		if (!chunks || !names)
+			abort();
+		query_shard_target(&ns->map, e, chunks, &nc);
+		ns_ = query_shard_target_shards(&ns->map, chunks, names, cap);
+		for (int i = 0; i < ns_; i++) {
+			const struct router_shard *s = router_ns_shard(ns, names[i]);
+
+			if (s)
+				out[(*n)++] = s;
+		}
+		free(chunks);
+		free(names);
+	}
+	for (int i = 0; i < *n; i++) {
+		if (!out[i])
+			return dfs_err_set(err, DFS_EIO, "a chunk's shard is not in config.shards");
+		if (router_shard_ok(out[i], err))
+			return err ? err->code : DFS_EIO;
+	}
+	return 0;
+}
+
+/* ---- the request a shard gets (note 2) --------------------------------------------- */
+
+/* The raw "name=value" options of component (after its '?') that are kept, with extra
+ * appended: "<filter>?<kept>&<extra>". */
+static void sub_component(const char *component, const char *const *drop, const char *extra,
+			  struct dfs_buf *out)
+{
+	const char *q = strchr(component, '?');
+	bool first = true;
+
+	dfs_buf_append(out, component, q ? (size_t)(q - component) : strlen(component));
+	for (const char *p = q ? q + 1 : ""; *p;) {
+		const char *amp = strchr(p, '&'), *eq;
+		size_t n = amp ? (size_t)(amp - p) : strlen(p), kl;
+		bool keep = true;
+
+		eq = memchr(p, '=', n);
+		kl = eq ? (size_t)(eq - p) : n;
+		for (int i = 0; drop[i]; i++)
+			if (strlen(drop[i]) == kl && !memcmp(drop[i], p, kl))
+				keep = false;
+		if (keep && n) {
+			dfs_buf_putc(out, first ? '?' : '&');
+			dfs_buf_append(out, p, n);
+			first = false;
+		}
+		p += n + (amp ? 1 : 0);
+	}
+	if (extra && extra[0]) {
+		dfs_buf_putc(out, first ? '?' : '&');
+		dfs_buf_puts(out, extra);
+	}
+}
+
+/* "<db>/<coll>/<dir>/<component>" into out; DFS_ENAMETOOLONG past NAME_MAX. */
+static int sub_path(const char *db, const char *coll, const char *dir, const struct dfs_buf *comp,
+		    char *out, size_t cap, struct dfs_err *err)
+{
+	if (comp->len > 255)
+		return dfs_err_set(err, DFS_ENAMETOOLONG,
+				   "the query a shard would get is longer than 255 bytes");
+	snprintf(out, cap, "%s/%s/%s/%s", db, coll, dir, comp->data);
+	return 0;
+}
+
+/* ---- merged finds ------------------------------------------------------------------ */
+
+/* One shard's results, parsed from its JSON Lines. */
+struct stream {
+	struct dfs_buf text;
+	size_t at;
+	bson_t doc;
+	bool has;
+	unsigned line;
+};
+
+static int stream_next(void *ctx, const bson_t **doc, struct dfs_err *err)
+{
+	struct stream *s = ctx;
+	size_t used;
+	int rc;
+
+	if (s->has)
+		bson_destroy(&s->doc);
+	s->has = false;
+	bson_init(&s->doc);
+	rc = store_codec_parse_next(s->text.data + s->at, s->text.len - s->at, s->line, &used,
+				    &s->doc, err);
+	if (rc) {
+		bson_destroy(&s->doc);
+		return rc;
+	}
+	s->has = true;
+	s->at += used;
+	s->line++;
+	*doc = &s->doc;
+	return 0;
+}
+
+static const char *const find_drop[] = {"skip",	 "limit",    "projection", "project",  "format",
+					"count", "distinct", "verbosity",  "tailable", NULL};
+
+/* distinct's values, sorted and without repeats */
+static int value_cmp(const void *a, const void *b)
+{
+	return store_value_compare(a, b);
+}
+
+static int merged_distinct(const struct fs_query *q, const struct router_shard *const *sh, int n,
+			   const char *db, const char *coll, const char *component,
+			   struct fs_result *r, struct dfs_err *err)
+{
+	static const char *const drop[] = {"skip", "limit", "projection", "project", "format",
+					   "sort", "count", "tailable",	  NULL};
+	bson_value_t *vals = NULL;
+	size_t nv = 0, capv = 0;
+	int rc = 0;
+
+	(void)q;
+	for (int i = 0; !rc && i < n; i++) {
+		char rel[ROUTER_PATH_MAX];
+		struct dfs_buf comp, text;
+
+		dfs_buf_init(&comp);
+		dfs_buf_init(&text);
+		sub_component(component, drop, NULL, &comp);
+		rc = sub_path(db, coll, "query", &comp, rel, sizeof(rel), err);
+		if (!rc)
+			rc = shard_read(sh[i], rel, &text, err);
+		for (char *p = text.data, *nl; !rc && p && *p; p = nl + 1) {
+			bson_t one;
+			bson_iter_t it;
+
+			nl = strchr(p, '\n');
+			if (!nl)
+				break;
+			bson_init(&one);
+			rc = store_codec_parse_value(p, (size_t)(nl - p), &one, "v", err);
+			if (!rc && bson_iter_init_find(&it, &one, "v")) {
+				if (nv == capv) {
+					capv = capv ? 2 * capv : 64;
+					vals = realloc(vals, capv * sizeof(*vals));
+					if (!vals)
+						abort();
+				}
+				bson_value_copy(bson_iter_value(&it), &vals[nv++]);
+			}
+			bson_destroy(&one);
+		}
+		dfs_buf_release(&comp);
+		dfs_buf_release(&text);
+	}
+	if (!rc) {
+		qsort(vals, nv, sizeof(*vals), value_cmp);
+		for (size_t i = 0; !rc && i < nv; i++) {
+			if (i && !store_value_compare(&vals[i - 1], &vals[i]))
+				continue;
+			rc = store_codec_render_value(&vals[i], &r->mem, err);
+			dfs_buf_putc(&r->mem, '\n');
+		}
+		r->size = r->mem.len;
+	}
+	for (size_t i = 0; i < nv; i++)
+		bson_value_destroy(&vals[i]);
+	free(vals);
+	return rc;
+}
+
+static int merged_count(const struct fs_query *q, const struct router_shard *const *sh, int n,
+			const char *db, const char *coll, const char *component,
+			struct fs_result *r, struct dfs_err *err)
+{
+	int64_t total = 0;
+	int rc = 0;
+
+	for (int i = 0; !rc && i < n; i++) {
+		char rel[ROUTER_PATH_MAX];
+		struct dfs_buf comp, text;
+
+		dfs_buf_init(&comp);
+		dfs_buf_init(&text);
+		sub_component(component, find_drop, "count=1", &comp);
+		rc = sub_path(db, coll, "query", &comp, rel, sizeof(rel), err);
+		if (!rc)
+			rc = shard_read(sh[i], rel, &text, err);
+		if (!rc)
+			total += strtoll(text.data ? text.data : "0", NULL, 10);
+		dfs_buf_release(&comp);
+		dfs_buf_release(&text);
+	}
+	if (rc)
+		return rc;
+	total = total > q->skip ? total - q->skip : 0;
+	if (q->limit > 0 && total > q->limit)
+		total = q->limit;
+	dfs_buf_printf(&r->mem, "%lld\n", (long long)total);
+	r->size = r->mem.len;
+	return 0;
+}
+
+static int merged_find(const struct fs_query *q, const struct query_expr *e,
+		       const struct router_shard *const *sh, int n, const char *db,
+		       const char *coll, const char *component, struct fs_result *r,
+		       struct dfs_err *err)
+{
+	struct query_shard_stream *ss = calloc((size_t)n, sizeof(*ss));
+	struct stream *st = calloc((size_t)n, sizeof(*st));
+	struct query_shard_merge *m = NULL;
+	struct query_proj *proj = NULL;
+	struct fs_render *rd = NULL;
+	char extra[64] = "";
+	const bson_t *doc;
+	int rc = 0;
+
+	if (!ss || !st)
+		abort();
+	if (q->limit > 0)
+		snprintf(extra, sizeof(extra), "limit=%lld", (long long)(q->limit + q->skip));
+	for (int i = 0; !rc && i < n; i++) {
+		char rel[ROUTER_PATH_MAX];
+		struct dfs_buf comp;
+
+		dfs_buf_init(&comp);
+		dfs_buf_init(&st[i].text);
+		st[i].line = 1;
+		sub_component(component, find_drop, extra, &comp);
+		rc = sub_path(db, coll, "query", &comp, rel, sizeof(rel), err);
+		if (!rc)
+			rc = shard_read(sh[i], rel, &st[i].text, err);
+		dfs_buf_release(&comp);
+		ss[i].next = stream_next;
+		ss[i].ctx = &st[i];
+	}
+	if (!rc && q->has_projection)
+		rc = query_proj_parse(&q->projection, &proj, err);
+	if (!rc)
+		rc = query_shard_merge_open(q->has_sort ? &q->sort : NULL, q->skip, q->limit, ss, n,
+					    &m, err);
+	if (!rc)
+		rc = fs_render_new(r, q->format, &rd, err);
+	while (!rc && (rc = query_shard_merge_next(m, &doc, err)) == 0) {
+		if (proj) {
+			bson_t out;
+			int elem = -1;
+
+			query_filter_match(e, doc, &elem);
+			bson_init(&out);
+			rc = query_proj_apply(proj, doc, elem, &out, err);
+			if (!rc)
+				rc = fs_render_put(rd, &out, err);
+			bson_destroy(&out);
+		} else {
+			rc = fs_render_put(rd, doc, err);
+		}
+	}
+	if (rc == DFS_ENOENT) {
+		dfs_err_clear(err);
+		rc = fs_render_finish(rd, err);
+	}
+	fs_render_free(rd);
+	query_shard_merge_free(m);
+	query_proj_free(proj);
+	for (int i = 0; i < n; i++) {
+		if (st[i].has)
+			bson_destroy(&st[i].doc);
+		dfs_buf_release(&st[i].text);
+	}
+	free(st);
+	free(ss);
+	return rc;
+}
+
+int router_find(const struct router_ns *ns, const char *db, const char *coll, const char *component,
+		struct fs_result *r, struct dfs_err *err)
+{
+	const struct router_shard *sh[ROUTER_MAX_SHARDS];
+	struct query_expr *e = NULL;
+	struct fs_query q;
+	int n = 0, rc;
+
+	fs_query_init(&q);
+	rc = fs_query_parse(component, &q, err);
+	if (!rc && q.saved[0])
+		rc = dfs_err_set(err, DFS_EINVAL,
+				 "saved queries (@name) are not read through the router yet");
+	if (!rc && q.tailable)
+		rc = dfs_err_set(err, DFS_EINVAL, "tailable reads are not routed yet");
+	if (!rc && q.verbosity >= 0)
+		rc = dfs_err_set(err, DFS_EINVAL, "verbosity is an option of explain/ paths");
+	if (!rc)
+		rc = query_filter_parse(&q.filter, &e, err);
+	if (!rc)
+		rc = targets(ns, e, sh, ROUTER_MAX_SHARDS, &n, err);
+	if (!rc && n > 1 && query_filter_has_text(e))
+		rc = dfs_err_set(err, DFS_EINVAL,
+				 "$text over several shards is not routed yet (its scores would "
+				 "need merging)");
+	if (rc)
+		goto done;
+	if (n == 0) {
+		/* no chunk can hold a match */
+		if (q.count)
+			dfs_buf_puts(&r->mem, "0\n");
+		else if (q.format == FSQ_JSON)
+			dfs_buf_puts(&r->mem, "[]\n");
+		r->size = r->mem.len;
+	} else if (n == 1) {
+		char rel[ROUTER_PATH_MAX];
+		struct dfs_buf comp;
+
+		/* one shard answers it all (note 2) */
+		dfs_buf_init(&comp);
+		dfs_buf_puts(&comp, component);
+		rc = sub_path(db, coll, "query", &comp, rel, sizeof(rel), err);
+		dfs_buf_release(&comp);
+		if (!rc)
+			rc = shard_read(sh[0], rel, &r->mem, err);
+		r->size = r->mem.len;
+	} else if (q.count) {
+		rc = merged_count(&q, sh, n, db, coll, component, r, err);
+	} else if (q.distinct) {
+		rc = merged_distinct(&q, sh, n, db, coll, component, r, err);
+	} else {
+		rc = merged_find(&q, e, sh, n, db, coll, component, r, err);
+	}
+done:
+	query_expr_free(e);
+	fs_query_release(&q);
+	return rc;
+}
+
+/* ---- explain: MongoDB's sharded shape ---------------------------------------------- */
+
+/* Sums the int64 field key of doc (sub-document path) into *sum. */
+static void add_num(const bson_t *doc, const char *path, int64_t *sum)
+{
+	bson_iter_t it, f;
+
+	if (bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, path, &f) &&
+	    BSON_ITER_HOLDS_NUMBER(&f))
+		*sum += bson_iter_as_int64(&f);
+}
+
+/* A count as MongoDB's explain shows it: an int32 while it fits. */
+static void put_count(bson_t *out, const char *key, int64_t v)
+{
+	if (v >= INT32_MIN && v <= INT32_MAX)
+		BSON_APPEND_INT32(out, key, (int32_t)v);
+	else
+		BSON_APPEND_INT64(out, key, v);
+}
+
+static void append_fields(bson_t *out, const bson_t *from)
+{
+	bson_iter_t it;
+
+	if (bson_iter_init(&it, from))
+		while (bson_iter_next(&it))
+			bson_append_value(out, bson_iter_key(&it), -1, bson_iter_value(&it));
+}
+
+/* Appends element i of arr: the shard's name, then the fields of its explain's section
+ * (queryPlanner or executionStats); connection adds its host, success executionSuccess. */
+static void shard_entry(bson_t *arr, int i, const struct router_shard *s, const bson_t *ex,
+			const char *section, bool stats)
+{
+	bson_iter_t it;
+	bson_t one;
+	char key[16];
+
+	snprintf(key, sizeof(key), "%d", i);
+	BSON_APPEND_DOCUMENT_BEGIN(arr, key, &one);
+	BSON_APPEND_UTF8(&one, "shardName", s->name);
+	if (stats)
+		BSON_APPEND_BOOL(&one, "executionSuccess", true);
+	else
+		BSON_APPEND_UTF8(&one, "connectionString", s->host);
+	if (bson_iter_init_find(&it, ex, section) && BSON_ITER_HOLDS_DOCUMENT(&it)) {
+		const uint8_t *d;
+		uint32_t l;
+		bson_t sub;
+
+		bson_iter_document(&it, &l, &d);
+		if (bson_init_static(&sub, d, l))
+			append_fields(&one, &sub);
+	}
+	bson_append_document_end(arr, &one);
+}
+
+int router_explain(const struct router_ns *ns, const char *db, const char *coll,
+		   const char *component, struct fs_result *r, struct dfs_err *err)
+{
+	static const char *const drop_one[] = {"format", NULL};
+	static const char *const drop_many[] = {"skip", "limit", "format", NULL};
+	const struct router_shard *sh[ROUTER_MAX_SHARDS];
+	bson_t *ex = NULL;
+	struct query_expr *e = NULL;
+	struct fs_query q;
+	char extra[96];
+	int n = 0, rc;
+
+	fs_query_init(&q);
+	rc = fs_query_parse(component, &q, err);
+	if (!rc && q.saved[0])
+		rc = dfs_err_set(err, DFS_EINVAL,
+				 "saved queries (@name) are not explained through the router yet");
+	if (!rc)
+		rc = query_filter_parse(&q.filter, &e, err);
+	if (!rc)
+		rc = targets(ns, e, sh, ROUTER_MAX_SHARDS, &n, err);
+	if (!rc && n == 0)
+		rc = dfs_err_set(
+			err, DFS_EINVAL,
+			"no chunk can hold a match of this filter: no shard to explain on");
+	if (rc)
+		goto done;
+	ex = calloc((size_t)n, sizeof(*ex));
+	if (!ex)
+		abort();
+	if (n > 1 && q.limit > 0)
+		snprintf(extra, sizeof(extra), "format=json&limit=%lld",
+			 (long long)(q.limit + q.skip));
+	else
+		snprintf(extra, sizeof(extra), "format=json");
+	for (int i = 0; i < n; i++)
+		bson_init(&ex[i]);
+	for (int i = 0; !rc && i < n; i++) {
+		char rel[ROUTER_PATH_MAX];
+		struct dfs_buf comp, text;
+
+		dfs_buf_init(&comp);
+		dfs_buf_init(&text);
+		sub_component(component, n > 1 ? drop_many : drop_one, extra, &comp);
+		rc = sub_path(db, coll, "explain", &comp, rel, sizeof(rel), err);
+		if (!rc)
+			rc = shard_read(sh[i], rel, &text, err);
+		if (!rc)
+			rc = store_codec_parse_doc(text.data, text.len, &ex[i], err);
+		dfs_buf_release(&comp);
+		dfs_buf_release(&text);
+	}
+	if (!rc) {
+		const char *stage = n == 1	 ? "SINGLE_SHARD"
+				    : q.has_sort ? "SHARD_MERGE_SORT"
+						 : "SHARD_MERGE";
+		bson_t out, qp, wp, arr, es, stages, earr;
+		int64_t ret = 0, keys = 0, docs = 0, ms = 0;
+		bool stats = false;
+
+		bson_init(&out);
+		BSON_APPEND_DOCUMENT_BEGIN(&out, "queryPlanner", &qp);
+		BSON_APPEND_INT32(&qp, "mongosPlannerVersion", 1);
+		BSON_APPEND_DOCUMENT_BEGIN(&qp, "winningPlan", &wp);
+		BSON_APPEND_UTF8(&wp, "stage", stage);
+		BSON_APPEND_ARRAY_BEGIN(&wp, "shards", &arr);
+		for (int i = 0; i < n; i++) {
+			shard_entry(&arr, i, sh[i], &ex[i], "queryPlanner", false);
+			if (bson_has_field(&ex[i], "executionStats"))
+				stats = true;
+			add_num(&ex[i], "executionStats.nReturned", &ret);
+			add_num(&ex[i], "executionStats.totalKeysExamined", &keys);
+			add_num(&ex[i], "executionStats.totalDocsExamined", &docs);
+			add_num(&ex[i], "executionStats.executionTimeMillis", &ms);
+		}
+		bson_append_array_end(&wp, &arr);
+		bson_append_document_end(&qp, &wp);
+		bson_append_document_end(&out, &qp);
+		if (stats) {
+			if (n > 1 && q.limit > 0 && ret > q.limit)
+				ret = q.limit;
+			BSON_APPEND_DOCUMENT_BEGIN(&out, "executionStats", &es);
+			put_count(&es, "nReturned", ret);
+			put_count(&es, "executionTimeMillis", ms);
+			put_count(&es, "totalKeysExamined", keys);
+			put_count(&es, "totalDocsExamined", docs);
+			BSON_APPEND_DOCUMENT_BEGIN(&es, "executionStages", &stages);
+			BSON_APPEND_UTF8(&stages, "stage", stage);
+			put_count(&stages, "nReturned", ret);
+			put_count(&stages, "executionTimeMillis", ms);
+			put_count(&stages, "totalKeysExamined", keys);
+			put_count(&stages, "totalDocsExamined", docs);
+			BSON_APPEND_ARRAY_BEGIN(&stages, "shards", &earr);
+			for (int i = 0; i < n; i++)
+				shard_entry(&earr, i, sh[i], &ex[i], "executionStats", true);
+			bson_append_array_end(&stages, &earr);
+			bson_append_document_end(&es, &stages);
+			bson_append_document_end(&out, &es);
+		}
+		BSON_APPEND_DOUBLE(&out, "ok", 1.0);
+		rc = store_codec_render(
+			&out, q.format == FSQ_JSON ? STORE_RENDER_COMPACT : STORE_RENDER_PRETTY,
+			&r->mem, err);
+		if (!rc && q.format == FSQ_JSON)
+			dfs_buf_putc(&r->mem, '\n');
+		r->size = r->mem.len;
+		bson_destroy(&out);
+	}
+done:
+	if (ex)
+		for (int i = 0; i < n; i++)
+			bson_destroy(&ex[i]);
+	free(ex);
+	query_expr_free(e);
+	fs_query_release(&q);
+	return rc;
+}
+
+/* ---- writes -------------------------------------------------------------------------- */
+
+/* The shard owning doc (its shard key's chunk), checked reachable. */
+static int owner_of(const struct router_ns *ns, const bson_t *doc, const struct router_shard **out,
+		    struct dfs_err *err)
+{
+	int idx = -1, rc;
+
+	if ((rc = query_chunk_map_find_doc(&ns->map, doc, &idx, err)))
+		return rc;
+	if (idx < 0 || !(*out = router_ns_shard(ns, ns->map.c[idx].shard)))
+		return dfs_err_set(err, DFS_EIO, "no shard owns the chunk of this document");
+	return router_shard_ok(*out, err);
+}
+
+/* doc with the _id its file name gives when it has none (as the shard will store it). */
+static int with_name_id(bson_t *doc, const char *name, struct dfs_err *err)
+{
+	const char *dot = strrchr(name, '.');
+	bson_t with;
+	int rc;
+
+	if (bson_has_field(doc, "_id"))
+		return 0;
+	bson_init(&with);
+	if ((rc = store_name_to_id(name, dot ? (size_t)(dot - name) : strlen(name), &with, err))) {
+		bson_destroy(&with);
+		return rc;
+	}
+	append_fields(&with, doc);
+	bson_destroy(doc);
+	bson_steal(doc, &with);
+	return 0;
+}
+
+int router_insert(const struct router_ns *ns, const char *db, const char *coll, const char *text,
+		  size_t len, struct dfs_err *err)
+{
+	struct dfs_buf *per = calloc((size_t)ns->nshards, sizeof(*per));
+	char rel[ROUTER_PATH_MAX], done[512] = "";
+	unsigned line = 1;
+	size_t at = 0;
+	int rc = 0, ndoc = 0;
+
+	if (!per)
+		abort();
+	for (int i = 0; i < ns->nshards; i++)
+		dfs_buf_init(&per[i]);
+	/* every document is placed before anything is written (note 4) */
+	while (!rc && at < len) {
+		const struct router_shard *s = NULL;
+		size_t used;
+		bson_t doc;
+
+		bson_init(&doc);
+		rc = store_codec_parse_next(text + at, len - at, line, &used, &doc, err);
+		if (rc == DFS_ENOENT) {
+			dfs_err_clear(err);
+			bson_destroy(&doc);
+			rc = 0;
+			break;
+		}
+		for (size_t i = at; i < at + used && i < len; i++)
+			line += text[i] == '\n';
+		at += used;
+		ndoc++;
+		if (!rc && !bson_has_field(&doc, "_id")) {
+			bson_t with;
+			bson_oid_t oid;
+
+			bson_init(&with);
+			bson_oid_init(&oid, NULL);
+			BSON_APPEND_OID(&with, "_id", &oid);
+			append_fields(&with, &doc);
+			bson_destroy(&doc);
+			bson_steal(&doc, &with);
+		}
+		if (!rc && (rc = owner_of(ns, &doc, &s, err)))
+			dfs_err_prefix(err, "document %d: ", ndoc);
+		if (!rc) {
+			struct dfs_buf *b = &per[s - ns->shards];
+
+			rc = store_codec_render(&doc, STORE_RENDER_COMPACT, b, err);
+			dfs_buf_putc(b, '\n');
+		}
+		bson_destroy(&doc);
+	}
+	snprintf(rel, sizeof(rel), "%s/%s/.insert", db, coll);
+	for (int i = 0; !rc && i < ns->nshards; i++) {
+		if (!per[i].len)
+			continue;
+		rc = shard_write(&ns->shards[i], rel, O_WRONLY, per[i].data, per[i].len, err);
+		if (rc && done[0])
+			dfs_err_prefix(err, "(the documents for %s were written) ", done);
+		else if (!rc)
+			snprintf(done + strlen(done), sizeof(done) - strlen(done), "%s%s",
+				 done[0] ? ", " : "", ns->shards[i].name);
+	}
+	for (int i = 0; i < ns->nshards; i++)
+		dfs_buf_release(&per[i]);
+	free(per);
+	return rc;
+}
+
+int router_doc_holder(const struct router_ns *ns, const char *db, const char *coll,
+		      const char *name, const struct router_shard **out, struct stat *st)
+{
+	for (int i = 0; i < ns->nshards; i++) {
+		char p[ROUTER_PATH_MAX];
+
+		snprintf(p, sizeof(p), "%s/%s/%s/%s", ns->shards[i].host, db, coll, name);
+		if (stat(p, st) == 0) {
+			*out = &ns->shards[i];
+			return 0;
+		}
+	}
+	return DFS_ENOENT;
+}
+
+int router_doc_write(const struct router_ns *ns, const char *db, const char *coll, const char *name,
+		     const char *text, size_t len, struct dfs_err *err)
+{
+	const struct router_shard *s = NULL, *was = NULL;
+	char rel[ROUTER_PATH_MAX];
+	struct stat st;
+	bson_t doc;
+	int rc;
+
+	bson_init(&doc);
+	rc = store_codec_parse_doc(text, len, &doc, err);
+	if (!rc)
+		rc = with_name_id(&doc, name, err);
+	if (!rc)
+		rc = owner_of(ns, &doc, &s, err);
+	snprintf(rel, sizeof(rel), "%s/%s/%s", db, coll, name);
+	if (!rc && !router_doc_holder(ns, db, coll, name, &was, &st)) {
+		/* a write over a document: its shard key must stay (MongoDB's ImmutableField) */
+		struct dfs_buf old;
+		bson_t before;
+
+		dfs_buf_init(&old);
+		bson_init(&before);
+		rc = shard_read(was, rel, &old, err);
+		if (!rc)
+			rc = store_codec_parse_doc(old.data, old.len, &before, err);
+		if (!rc)
+			rc = query_shard_key_check_update(&ns->map.key, &before, &doc, err);
+		bson_destroy(&before);
+		dfs_buf_release(&old);
+	}
+	bson_destroy(&doc);
+	if (rc)
+		return rc;
+	return shard_write(s, rel, O_WRONLY | O_CREAT | O_TRUNC, text, len, err);
+}

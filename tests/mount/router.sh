@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# router.sh - `docfs router` over three local shard mounts: admin commands through
+# /.cluster/command (the reply read back on the same descriptor), the issue's zones on
+# user.age, .insert split by owner (per-shard counts checked on the shards themselves),
+# listings and counts through the router, targeted explains (SINGLE_SHARD, SHARD_MERGE,
+# SHARD_MERGE_SORT with the shards' names), merged sort/skip/limit/projection, count and
+# distinct compared with the same data on a plain mount, document reads and sed -i on the
+# router, the refusals (no shard key, a shard key change) changing nothing, an unsharded
+# collection on the primary, and a shard that goes away: EIO naming it, while queries
+# targeting the others still work.
+. "$(dirname "$0")/lib.sh"
+R=$T/router
+CFG=$T/config
+mkdir -p "$R"
+for i in 0 1 2; do
+	mkdir -p "$T/s$i" "$T/m$i"
+	"$DOCFS" mount -o "log=$T/log$i,notify_ms=100" "$T/s$i" "$T/m$i"
+done
+router_cleanup() {
+	local rc=$? pids
+	# the daemons' sanitizer reports are written as they exit: wait for them
+	pids=$(pgrep -f -- "docfs (router .*$R\$|mount .*$T/m[0-9]\$)" || true)
+	mountpoint -q "$R" && { fusermount3 -u "$R" 2>/dev/null || fusermount3 -uz "$R" || true; }
+	for i in 0 1 2; do
+		mountpoint -q "$T/m$i" && { fusermount3 -u "$T/m$i" 2>/dev/null || fusermount3 -uz "$T/m$i" || true; }
+	done
+	for p in $pids; do wait_gone "$p" || true; done
+	cleanup "$rc"
+}
+trap router_cleanup EXIT
+names=(A B C)
+for i in 0 1 2; do
+	"$DOCFS" cluster "$CFG" "{addShard: '$T/m$i', name: '${names[$i]}'}" > /dev/null || fail "addShard ${names[$i]}"
+done
+"$DOCFS" router -o "log=$T/rlog" "$CFG" "$R" || fail "docfs router did not start"
+mountpoint -q "$R" || fail "the router is not mounted"
+
+# cmd COMMAND: runs it through /.cluster/command, reply read back on the same descriptor
+cmd() {
+	python3 - "$R/.cluster/command" "$1" <<'EOF'
+import sys
+with open(sys.argv[1], "r+") as f:
+    f.write(sys.argv[2])
+    f.flush()
+    f.seek(0)
+    sys.stdout.write(f.read())
+EOF
+}
+ok() {
+	local out
+	out=$(cmd "$1") || fail "$1: $out"
+	grep -q '"ok": 1.0' <<<"$out" || fail "$1: not ok: $out"
+}
+
+step "a database and a sharded collection with the issue's zones"
+mkdir "$R/test" "$R/test/users"
+for i in 0 1 2; do [ -d "$T/m$i/test/users" ] || fail "mkdir did not reach shard $i"; done
+ls "$R" | grep -qx test || fail "the router lists no database test: $(ls "$R")"
+ok '{enableSharding: "test", primaryShard: "A"}'
+ok '{addShardToZone: "A", zone: "junior"}'
+ok '{addShardToZone: "B", zone: "middle"}'
+ok '{addShardToZone: "C", zone: "senior"}'
+ok '{shardCollection: "test.users", key: {"user.age": 1}}'
+ok '{updateZoneKeyRange: "test.users", min: {"user.age": MinKey}, max: {"user.age": 21}, zone: "junior"}'
+ok '{updateZoneKeyRange: "test.users", min: {"user.age": 21}, max: {"user.age": 41}, zone: "middle"}'
+ok '{updateZoneKeyRange: "test.users", min: {"user.age": 41}, max: {"user.age": MaxKey}, zone: "senior"}'
+ok '{split: "test.users", middle: {"user.age": 21}}'
+ok '{split: "test.users", middle: {"user.age": 41}}'
+# the chunks are empty: moving them moves no documents
+ok '{moveChunk: "test.users", find: {user: {age: 30}}, to: "B"}'
+ok '{moveChunk: "test.users", find: {user: {age: 50}}, to: "C"}'
+out=$(cmd '{bogus: 1}') || true
+grep -q '"ok": 0.0' <<<"$out" || fail "a bad command is not refused: $out"
+expect_eq "$(wc -l < "$R/.cluster/chunks")" "3" "three chunks in /.cluster/chunks"
+grep -q '"shard": "C"' "$R/.cluster/chunks" || fail "no chunk on C: $(cat "$R/.cluster/chunks")"
+grep -q 'senior' "$R/.cluster/zones" || fail "no zones: $(cat "$R/.cluster/zones")"
+grep -q 'Sharding Status' "$R/.cluster/status" || fail "no sh.status() in /.cluster/status"
+
+step ".insert goes to the shard owning each key"
+python3 -c '
+import json
+for i in range(1000):
+    print(json.dumps({"_id": i, "name": "u%d" % i, "user": {"age": i % 100, "city": "c%d" % (i % 7)}}))
+' > "$T/users.jsonl"
+cp "$T/users.jsonl" "$R/test/users/.insert" || fail "insert through the router: $(tail -n1 "$R/.docfs/errors")"
+expect_eq "$(cat "$T/m0/test/users/query/{}?count=1")" "210" "shard A holds ages 0-20"
+expect_eq "$(cat "$T/m1/test/users/query/{}?count=1")" "200" "shard B holds ages 21-40"
+expect_eq "$(cat "$T/m2/test/users/query/{}?count=1")" "590" "shard C holds ages 41-99"
+expect_eq "$(ls "$R/test/users" | grep -c '\.json$')" "1000" "the router lists every document once"
+expect_eq "$(cat "$R/test/users/query/{}?count=1")" "1000" "count through the router"
+
+# the same documents on a plain mount: the oracle of every merged answer
+mount_docfs
+mkdir -p "$MNT/test/users"
+cp "$T/users.jsonl" "$MNT/test/users/.insert"
+
+step "explain shows the shards a filter targets"
+ex() { jq -c "[.queryPlanner.winningPlan.stage, [.queryPlanner.winningPlan.shards[].shardName]]" "$R/test/users/explain/$1"; }
+expect_eq "$(ex '{"user.age": {$gt: 25}}')" '["SHARD_MERGE",["B","C"]]' "{\$gt: 25}: two shards"
+expect_eq "$(ex '{"user.age": {$gt: 18}}')" '["SHARD_MERGE",["A","B","C"]]' "{\$gt: 18}: all three"
+expect_eq "$(ex '{"user.age": 30}')" '["SINGLE_SHARD",["B"]]' "an equality: one shard"
+expect_eq "$(ex '{"user.age": {$in: [5, 50]}}?sort={_id: 1}')" '["SHARD_MERGE_SORT",["A","C"]]' "\$in with a sort"
+jq -e '.executionStats.nReturned == 740 and (.executionStats.executionStages.shards | length) == 2' \
+	"$R/test/users/explain/{\"user.age\": {\$gt: 25}}?verbosity=executionStats" > /dev/null ||
+	fail "executionStats across shards: $(cat "$R/test/users/explain/{\"user.age\": {\$gt: 25}}?verbosity=executionStats")"
+
+step "merged finds equal the plain mount's"
+same() {
+	local a b
+	a=$(cat "$R/test/users/query/$1") || fail "router: $1: $(tail -n1 "$R/.docfs/errors")"
+	b=$(cat "$MNT/test/users/query/$1") || fail "plain: $1"
+	[ "$a" == "$b" ] || fail "$1: the router's answer differs from the plain mount's:
+$(diff <(echo "$a") <(echo "$b") | head -20)"
+}
+same '{"user.age": {$gte: 15}}?sort={"user.age": -1, _id: 1}&skip=7&limit=25&projection={name: 1, "user.age": 1}'
+same '{"user.age": {$lt: 60}}?sort={name: 1}&limit=10'
+same '{"user.city": "c3"}?sort={_id: -1}&format=json'
+same '{"user.age": {$gt: 90}}?sort={_id: 1}&format=pretty&limit=3'
+same '{"user.age": {$gt: 90}}?sort={_id: 1}&format=ids'
+same '{"user.age": {$in: [3, 33, 63]}}?count=1'
+same '{}?count=1&skip=100&limit=50'
+same '{"user.age": {$gt: 10}}?distinct=user.city'
+same '{"user.age": {$lt: 30}}?distinct=user.age'
+same '{"user.age": 30}?sort={_id: 1}'
+expect_eq "$(cat "$R/test/users/query/{\"user.age\": {\$gt: 25, \$lt: 20}}?count=1")" "0" "a filter no chunk can match"
+
+step "documents: read, sed -i, and the refusals"
+expect_eq "$(jq -c '[.name, .user.age]' "$R/test/users/42.json")" '["u42",42]' "a document read through the router"
+sed -i 's/"u42"/"forty-two"/' "$R/test/users/42.json" || fail "sed -i through the router: $(tail -n1 "$R/.docfs/errors")"
+expect_eq "$(jq -r .name "$T/m2/test/users/42.json")" "forty-two" "sed -i wrote the document on its shard"
+expect_eq "$(ls "$T/m0/test/users" "$T/m1/test/users" | grep -c '^42.json$')" "0" "and nowhere else"
+echo '{"name": "new", "user": {"age": 25}}' > "$R/test/users/new.json" || fail "a new document file: $(tail -n3 "$R/.docfs/errors")"
+[ -e "$T/m1/test/users/new.json" ] || fail "the new document is not on B"
+if /usr/bin/printf '{"name": "moved", "user": {"age": 5}}' > "$R/test/users/new.json" 2>/dev/null; then
+	fail "a write that changes the shard key was accepted"
+fi
+expect_eq "$(jq -r .name "$R/test/users/new.json")" "new" "the refused write changed nothing"
+if /usr/bin/printf '{"_id": 5000, "user": {"age": 1}}\n{"_id": 5001, "name": "no key"}\n' > "$R/test/users/.insert" 2>/dev/null; then
+	fail "an insert without the shard key was accepted"
+fi
+tail -n1 "$R/.docfs/errors" | grep -q "shard key" || fail "no shard key message: $(tail -n1 "$R/.docfs/errors")"
+expect_eq "$(cat "$R/test/users/query/{}?count=1")" "1001" "the refused batch wrote nothing"
+rm "$R/test/users/new.json"
+[ ! -e "$T/m1/test/users/new.json" ] || fail "rm through the router left the document"
+
+step "an unsharded collection lives on the primary"
+mkdir "$R/test/notes"
+echo '{"_id": "n1", "text": "hello"}' > "$R/test/notes/.insert"
+[ -e "$T/m0/test/notes/n1.json" ] || fail "the unsharded collection's document is not on the primary A"
+expect_eq "$(cat "$R/test/notes/query/{}?projection={_id: 0}")" '{"text": "hello"}' "a query of an unsharded collection"
+
+step "a shard that is gone: EIO naming it; the other shards still answer"
+fusermount3 -u "$T/m2"
+expect_eq "$(cat "$R/test/users/query/{\"user.age\": 30}?count=1")" "10" "a query targeting B only"
+if cat "$R/test/users/query/{\"user.age\": 50}" > /dev/null 2>&1; then
+	fail "a query targeting the missing shard succeeded"
+fi
+tail -n1 "$R/.docfs/errors" | grep -q "shard 'C' ($T/m2) is unreachable" || fail "no message naming shard C: $(tail -n1 "$R/.docfs/errors")"
+echo ok
