@@ -875,7 +875,7 @@ internal:
 /* ---- chunks ------------------------------------------------------------------------ */
 
 /* The chunk of ns that find (a document with the shard key) or bounds ([min, max]) names. */
-static int chunk_named(const struct query_chunk_map *m, const bson_t *cmd, int *idx, bson_t *reply,
+int router_chunk_named(const struct query_chunk_map *m, const bson_t *cmd, int *idx, bson_t *reply,
 		       struct dfs_err *err)
 {
 	bson_t find, key = BSON_INITIALIZER;
@@ -929,7 +929,7 @@ static int cmd_split(struct router_cfg *c, const bson_t *cmd, bson_t *reply, str
 		}
 		idx = query_chunk_map_find(&m, &mid);
 	} else {
-		if ((rc = chunk_named(&m, cmd, &idx, reply, err)))
+		if ((rc = router_chunk_named(&m, cmd, &idx, reply, err)))
 			goto done;
 		/* docfs's config holds no documents: the numeric middle (shard.c note 6) */
 		if (query_chunk_middle(&m, idx, NULL, 0, &mid, &e)) {
@@ -975,7 +975,7 @@ static int cmd_move_chunk(struct router_cfg *c, const bson_t *cmd, bson_t *reply
 	}
 	if (rc)
 		return fail_err(reply, err, rc);
-	if ((rc = chunk_named(&m, cmd, &idx, reply, err)))
+	if ((rc = router_chunk_named(&m, cmd, &idx, reply, err)))
 		goto done;
 	if (strcmp(m.c[idx].shard, to) == 0) {
 		rc = fail(reply, err, E_ILLEGAL, "that chunk is already on shard %s", to);

@@ -56,6 +56,23 @@ static struct {
 	time_t started;
 } R = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
+/* Routed reads and writes hold it shared, a migration's critical section exclusively
+ * (migrate.c note 1d); writers are preferred so a migration is not starved. */
+static pthread_rwlock_t routing;
+
+void router_routing_lock(bool exclusive)
+{
+	if (exclusive)
+		pthread_rwlock_wrlock(&routing);
+	else
+		pthread_rwlock_rdlock(&routing);
+}
+
+void router_routing_unlock(void)
+{
+	pthread_rwlock_unlock(&routing);
+}
+
 /* ---- the config (note 1) ------------------------------------------------------------ */
 
 static int ns_load(const char *db, const char *coll, struct router_ns *ns, struct dfs_err *err)
@@ -195,6 +212,7 @@ struct rh {
 	struct fs_result res;
 	struct dfs_buf buf;
 	bool dirty, ran;
+	off_t base; /* RH_CMD: the offset the reply is read from */
 	struct rp p;
 	char path[ROUTER_PATH_MAX];
 	pthread_mutex_t lock;
@@ -493,11 +511,100 @@ static int cluster_render(const char *name, struct dfs_buf *out, struct dfs_err 
 	return rc;
 }
 
+/* Runs cmd in one write transaction of the config, its reply into reply. */
+static int config_command(const bson_t *cmd, bson_t *reply, struct dfs_err *err)
+{
+	struct router_cfg c = {.st = R.st, .db = R.db};
+	int rc;
+
+	pthread_mutex_lock(&R.lock);
+	rc = store_txn_begin(R.db, true, &c.t, err);
+	if (!rc)
+		rc = router_cluster_command(&c, cmd, reply, err);
+	if (!rc)
+		rc = router_cfg_commit(&c, err);
+	if (c.t)
+		store_txn_abort(c.t);
+	pthread_mutex_unlock(&R.lock);
+	return rc;
+}
+
+struct move_commit {
+	const bson_t *cmd;
+	bson_t *reply;
+};
+
+static int move_commit(void *ctx, struct dfs_err *err)
+{
+	struct move_commit *mc = ctx;
+
+	return config_command(mc->cmd, mc->reply, err);
+}
+
+/* moveChunk through the router: the documents move (migrate.c), then the owner. A
+ * command the migration cannot start (bad namespace, shard, chunk) runs as a plain config
+ * command, which gives MongoDB's error. */
+static int move_chunk(const bson_t *cmd, bson_t *reply, struct dfs_err *err)
+{
+	struct move_commit mc = {.cmd = cmd};
+	char db[256] = "", coll[256] = "";
+	const char *ns = NULL, *to = NULL, *dot;
+	struct router_ns rns;
+	struct timespec t0, t1;
+	bson_iter_t it;
+	bson_t got, stats;
+	int idx = -1, rc;
+
+	if (bson_iter_init_find(&it, cmd, "moveChunk") && BSON_ITER_HOLDS_UTF8(&it))
+		ns = bson_iter_utf8(&it, NULL);
+	if (bson_iter_init_find(&it, cmd, "to") && BSON_ITER_HOLDS_UTF8(&it))
+		to = bson_iter_utf8(&it, NULL);
+	if (!ns || !to || !(dot = strchr(ns, '.')) || (size_t)(dot - ns) >= sizeof(db))
+		return config_command(cmd, reply, err);
+	snprintf(db, sizeof(db), "%.*s", (int)(dot - ns), ns);
+	snprintf(coll, sizeof(coll), "%s", dot + 1);
+	if (ns_load(db, coll, &rns, NULL))
+		return config_command(cmd, reply, err);
+	bson_init(&got);
+	if (!rns.sharded || router_chunk_named(&rns.map, cmd, &idx, &got, NULL) || idx < 0 ||
+	    !router_ns_shard(&rns, to) || !strcmp(rns.map.c[idx].shard, to)) {
+		bson_destroy(&got);
+		router_ns_release(&rns);
+		return config_command(cmd, reply, err);
+	}
+	bson_destroy(&got);
+	bson_init(&got);
+	bson_init(&stats);
+	mc.reply = &got;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	rc = router_migrate(&rns, db, coll, idx, to, move_commit, &mc, &stats, err);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (rc && !bson_has_field(&got, "ok")) {
+		BSON_APPEND_DOUBLE(reply, "ok", 0.0);
+		BSON_APPEND_UTF8(reply, "errmsg", err->msg);
+		BSON_APPEND_INT32(reply, "code", rc == DFS_EBUSY ? 117 : 96);
+		BSON_APPEND_UTF8(reply, "codeName",
+				 rc == DFS_EBUSY ? "ConflictingOperationInProgress"
+						 : "OperationFailed");
+	} else if (rc) {
+		bson_concat(reply, &got);
+	} else {
+		BSON_APPEND_INT32(reply, "millis",
+				  (int32_t)((t1.tv_sec - t0.tv_sec) * 1000 +
+					    (t1.tv_nsec - t0.tv_nsec) / 1000000));
+		BSON_APPEND_DOCUMENT(reply, "migration", &stats);
+		BSON_APPEND_DOUBLE(reply, "ok", 1.0);
+	}
+	bson_destroy(&got);
+	bson_destroy(&stats);
+	router_ns_release(&rns);
+	return rc;
+}
+
 /* Runs the command in h->buf; the reply goes to h->res. Returns nonzero for a failed
  * command (its errmsg logged). */
 static int cluster_run(struct rh *h)
 {
-	struct router_cfg c = {.st = R.st, .db = R.db};
 	struct dfs_err err = {0};
 	bson_t cmd, reply;
 	int rc;
@@ -512,15 +619,13 @@ static int cluster_run(struct rh *h)
 		BSON_APPEND_INT32(&reply, "code", 9);
 		BSON_APPEND_UTF8(&reply, "codeName", "FailedToParse");
 	} else {
-		pthread_mutex_lock(&R.lock);
-		rc = store_txn_begin(R.db, true, &c.t, &err);
-		if (!rc)
-			rc = router_cluster_command(&c, &cmd, &reply, &err);
-		if (!rc)
-			rc = router_cfg_commit(&c, &err);
-		if (c.t)
-			store_txn_abort(c.t);
-		pthread_mutex_unlock(&R.lock);
+		bson_iter_t it;
+
+		if (bson_iter_init(&it, &cmd) && bson_iter_next(&it) &&
+		    !strcmp(bson_iter_key(&it), "moveChunk"))
+			rc = move_chunk(&cmd, &reply, &err);
+		else
+			rc = config_command(&cmd, &reply, &err);
 		if (rc && !bson_has_field(&reply, "ok")) {
 			BSON_APPEND_DOUBLE(&reply, "ok", 0.0);
 			BSON_APPEND_UTF8(&reply, "errmsg", err.msg);
@@ -656,14 +761,29 @@ static int open_common(const char *path, struct fuse_file_info *fi, bool create,
 	return 0;
 }
 
+/* open_common under the routing lock (shared) for the paths of collections. */
+static int open_locked(const char *path, struct fuse_file_info *fi, bool create, mode_t mode)
+{
+	struct rp p;
+	int rc;
+
+	classify(path, &p);
+	if (p.kind != RP_IN_COLL)
+		return open_common(path, fi, create, mode);
+	router_routing_lock(false);
+	rc = open_common(path, fi, create, mode);
+	router_routing_unlock();
+	return rc;
+}
+
 static int r_open(const char *path, struct fuse_file_info *fi)
 {
-	return open_common(path, fi, false, 0);
+	return open_locked(path, fi, false, 0);
 }
 
 static int r_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 {
-	return open_common(path, fi, true, mode);
+	return open_locked(path, fi, true, mode);
 }
 
 static int r_read(const char *path, char *buf, size_t size, off_t off, struct fuse_file_info *fi)
@@ -680,11 +800,15 @@ static int r_read(const char *path, char *buf, size_t size, off_t off, struct fu
 	}
 	pthread_mutex_lock(&h->lock);
 	if (h->kind == RH_CMD) {
-		if (!h->ran && h->buf.len)
+		/* the reply from 0, or from where the command's write ended (note 3): the
+		 * first read after the command decides which */
+		if (!h->ran && h->buf.len) {
 			cluster_run(h);
-		/* the reply from 0, or from where the command's write ended (note 3) */
-		if ((size_t)off >= h->buf.len && h->buf.len)
-			off -= (off_t)h->buf.len;
+			h->base = (size_t)off == h->buf.len ? (off_t)h->buf.len : 0;
+		}
+		off -= h->base;
+		if (off < 0)
+			off = 0;
 	}
 	if (h->kind == RH_DOC || h->kind == RH_INDEX || h->kind == RH_INSERT) {
 		if ((size_t)off < h->buf.len) {
@@ -718,6 +842,7 @@ static int r_write(const char *path, const char *buf, size_t size, off_t off,
 		fs_result_release(&h->res);
 		fs_result_init(&h->res);
 		h->ran = false;
+		h->base = 0;
 		off = 0;
 	}
 	if ((size_t)off + size > h->buf.len) {
@@ -791,8 +916,10 @@ static int r_flush(const char *path, struct fuse_file_info *fi)
 			rc = -EINVAL;
 	} else if (h->kind != RH_RESULT && h->dirty) {
 		h->dirty = false;
+		router_routing_lock(false);
 		if (flush_routed(h, &err))
 			rc = fail_err(path, &err);
+		router_routing_unlock();
 	}
 	pthread_mutex_unlock(&h->lock);
 	return rc;
@@ -815,7 +942,21 @@ static int r_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 
 /* Runs fn(abs path) for path on the shard holding it: the primary, or the holder of a
  * document of a sharded collection (every holder when all is set). */
+static int on_holder_unlocked(const char *path, bool all, int (*fn)(const char *a, void *ctx),
+			      void *ctx);
+
 static int on_holder(const char *path, bool all, int (*fn)(const char *a, void *ctx), void *ctx)
+{
+	int rc;
+
+	router_routing_lock(false);
+	rc = on_holder_unlocked(path, all, fn, ctx);
+	router_routing_unlock();
+	return rc;
+}
+
+static int on_holder_unlocked(const char *path, bool all, int (*fn)(const char *a, void *ctx),
+			      void *ctx)
 {
 	struct dfs_err err = {0};
 	struct router_ns ns;
@@ -954,7 +1095,19 @@ static int r_rmdir(const char *path)
 	return on_all(path, false, 0);
 }
 
+static int rename_unlocked(const char *from, const char *to, unsigned int flags);
+
 static int r_rename(const char *from, const char *to, unsigned int flags)
+{
+	int rc;
+
+	router_routing_lock(false);
+	rc = rename_unlocked(from, to, flags);
+	router_routing_unlock();
+	return rc;
+}
+
+static int rename_unlocked(const char *from, const char *to, unsigned int flags)
 {
 	struct dfs_err err = {0};
 	struct router_ns ns;
@@ -1101,6 +1254,14 @@ int router_mount_run(const struct router_mount_opts *o, struct dfs_err *err)
 		goto unmount;
 	}
 	R.started = time(NULL);
+	{
+		pthread_rwlockattr_t a;
+
+		pthread_rwlockattr_init(&a);
+		pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+		pthread_rwlock_init(&routing, &a);
+		pthread_rwlockattr_destroy(&a);
+	}
 	if (fuse_set_signal_handlers(fuse_get_session(f)) != 0) {
 		rc = dfs_err_set(err, DFS_EIO, "cannot install signal handlers");
 		goto unmount;

@@ -338,7 +338,22 @@ struct stream {
 	bson_t doc;
 	bool has;
 	unsigned line;
+	const struct router_ns *ns; /* sharded: keep only the documents this shard owns */
+	const char *shard;
 };
+
+/* Whether doc is in a chunk of shard (else an orphan: a migration's copy, migrate.c
+ * note 2). */
+static bool owned(const struct router_ns *ns, const char *shard, const bson_t *doc)
+{
+	int idx = -1;
+
+	if (!ns || !ns->sharded)
+		return true;
+	if (query_chunk_map_find_doc(&ns->map, doc, &idx, NULL) || idx < 0)
+		return true; /* not placeable: shown rather than hidden */
+	return !strcmp(ns->map.c[idx].shard, shard);
+}
 
 static int stream_next(void *ctx, const bson_t **doc, struct dfs_err *err)
 {
@@ -346,19 +361,23 @@ static int stream_next(void *ctx, const bson_t **doc, struct dfs_err *err)
 	size_t used;
 	int rc;
 
-	if (s->has)
-		bson_destroy(&s->doc);
-	s->has = false;
-	bson_init(&s->doc);
-	rc = store_codec_parse_next(s->text.data + s->at, s->text.len - s->at, s->line, &used,
-				    &s->doc, err);
-	if (rc) {
-		bson_destroy(&s->doc);
-		return rc;
+	for (;;) {
+		if (s->has)
+			bson_destroy(&s->doc);
+		s->has = false;
+		bson_init(&s->doc);
+		rc = store_codec_parse_next(s->text.data + s->at, s->text.len - s->at, s->line,
+					    &used, &s->doc, err);
+		if (rc) {
+			bson_destroy(&s->doc);
+			return rc;
+		}
+		s->has = true;
+		s->at += used;
+		s->line++;
+		if (owned(s->ns, s->shard, &s->doc))
+			break;
 	}
-	s->has = true;
-	s->at += used;
-	s->line++;
 	*doc = &s->doc;
 	return 0;
 }
@@ -432,27 +451,48 @@ static int merged_distinct(const struct fs_query *q, const struct router_shard *
 	return rc;
 }
 
-static int merged_count(const struct fs_query *q, const struct router_shard *const *sh, int n,
-			const char *db, const char *coll, const char *component,
-			struct fs_result *r, struct dfs_err *err)
+/* The documents of the stream's text this shard owns. */
+static int64_t owned_count(struct stream *s, struct dfs_err *err)
 {
+	const bson_t *doc;
+	int64_t n = 0;
+
+	while (stream_next(s, &doc, err) == 0)
+		n++;
+	if (s->has)
+		bson_destroy(&s->doc);
+	s->has = false;
+	dfs_err_clear(err);
+	return n;
+}
+
+static int merged_count(const struct router_ns *ns, const struct fs_query *q,
+			const struct router_shard *const *sh, int n, const char *db,
+			const char *coll, const char *component, struct fs_result *r,
+			struct dfs_err *err)
+{
+	/* while a chunk is copied its documents are on two shards: count the owned ones */
+	bool migrating = router_migration_of(db, coll, NULL, 0);
 	int64_t total = 0;
 	int rc = 0;
 
 	for (int i = 0; !rc && i < n; i++) {
+		struct stream st = {.line = 1, .ns = ns, .shard = sh[i]->name};
 		char rel[ROUTER_PATH_MAX];
-		struct dfs_buf comp, text;
+		struct dfs_buf comp;
 
 		dfs_buf_init(&comp);
-		dfs_buf_init(&text);
-		sub_component(component, find_drop, "count=1", &comp);
+		dfs_buf_init(&st.text);
+		sub_component(component, find_drop, migrating ? NULL : "count=1", &comp);
 		rc = sub_path(db, coll, "query", &comp, rel, sizeof(rel), err);
 		if (!rc)
-			rc = shard_read(sh[i], rel, &text, err);
-		if (!rc)
-			total += strtoll(text.data ? text.data : "0", NULL, 10);
+			rc = shard_read(sh[i], rel, &st.text, err);
+		if (!rc && migrating)
+			total += owned_count(&st, err);
+		else if (!rc)
+			total += strtoll(st.text.data ? st.text.data : "0", NULL, 10);
 		dfs_buf_release(&comp);
-		dfs_buf_release(&text);
+		dfs_buf_release(&st.text);
 	}
 	if (rc)
 		return rc;
@@ -464,9 +504,9 @@ static int merged_count(const struct fs_query *q, const struct router_shard *con
 	return 0;
 }
 
-static int merged_find(const struct fs_query *q, const struct query_expr *e,
-		       const struct router_shard *const *sh, int n, const char *db,
-		       const char *coll, const char *component, struct fs_result *r,
+static int merged_find(const struct router_ns *ns, const struct fs_query *q,
+		       const struct query_expr *e, const struct router_shard *const *sh, int n,
+		       const char *db, const char *coll, const char *component, struct fs_result *r,
 		       struct dfs_err *err)
 {
 	struct query_shard_stream *ss = calloc((size_t)n, sizeof(*ss));
@@ -489,6 +529,8 @@ static int merged_find(const struct fs_query *q, const struct query_expr *e,
 		dfs_buf_init(&comp);
 		dfs_buf_init(&st[i].text);
 		st[i].line = 1;
+		st[i].ns = ns;
+		st[i].shard = sh[i]->name;
 		sub_component(component, find_drop, extra, &comp);
 		rc = sub_path(db, coll, "query", &comp, rel, sizeof(rel), err);
 		if (!rc)
@@ -583,11 +625,11 @@ int router_find(const struct router_ns *ns, const char *db, const char *coll, co
 			rc = shard_read(sh[0], rel, &r->mem, err);
 		r->size = r->mem.len;
 	} else if (q.count) {
-		rc = merged_count(&q, sh, n, db, coll, component, r, err);
+		rc = merged_count(ns, &q, sh, n, db, coll, component, r, err);
 	} else if (q.distinct) {
 		rc = merged_distinct(&q, sh, n, db, coll, component, r, err);
 	} else {
-		rc = merged_find(&q, e, sh, n, db, coll, component, r, err);
+		rc = merged_find(ns, &q, e, sh, n, db, coll, component, r, err);
 	}
 done:
 	query_expr_free(e);
@@ -878,13 +920,21 @@ int router_insert(const struct router_ns *ns, const char *db, const char *coll, 
 int router_doc_holder(const struct router_ns *ns, const char *db, const char *coll,
 		      const char *name, const struct router_shard **out, struct stat *st)
 {
-	for (int i = 0; i < ns->nshards; i++) {
-		char p[ROUTER_PATH_MAX];
+	char from[65] = "";
 
-		snprintf(p, sizeof(p), "%s/%s/%s/%s", ns->shards[i].host, db, coll, name);
-		if (stat(p, st) == 0) {
-			*out = &ns->shards[i];
-			return 0;
+	/* a migration's source holds the current version (migrate.c note 2) */
+	router_migration_of(db, coll, from, sizeof(from));
+	for (int pass = 0; pass < 2; pass++) {
+		for (int i = 0; i < ns->nshards; i++) {
+			char p[ROUTER_PATH_MAX];
+
+			if ((pass == 0) != !strcmp(ns->shards[i].name, from))
+				continue;
+			snprintf(p, sizeof(p), "%s/%s/%s/%s", ns->shards[i].host, db, coll, name);
+			if (stat(p, st) == 0) {
+				*out = &ns->shards[i];
+				return 0;
+			}
 		}
 	}
 	return DFS_ENOENT;

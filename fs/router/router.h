@@ -124,6 +124,24 @@ int router_doc_holder(const struct router_ns *ns, const char *db, const char *co
 int router_doc_write(const struct router_ns *ns, const char *db, const char *coll,
 		     const char *name, const char *text, size_t len, struct dfs_err *err);
 
+/* ---- migrations (migrate.c) --------------------------------------------------------- */
+
+/* The chunk of ns that cmd's find (a document with the shard key) or bounds names (cluster.c). */
+int router_chunk_named(const struct query_chunk_map *m, const bson_t *cmd, int *idx, bson_t *reply,
+		       struct dfs_err *err);
+/* Moves the documents of chunk idx of db.coll to shard to (migrate.c note 1); commit(ctx)
+ * records the new owner in the config inside the critical section. stats (may be NULL)
+ * gets cloned, caughtUp, deletedFromDonor. DFS_EBUSY while another migration runs. */
+int router_migrate(const struct router_ns *ns, const char *db, const char *coll, int idx,
+		   const char *to, int (*commit)(void *ctx, struct dfs_err *err), void *ctx,
+		   bson_t *stats, struct dfs_err *err);
+/* Whether db.coll has a migration running; *from gets its source shard's name. */
+bool router_migration_of(const char *db, const char *coll, char *from, size_t cap);
+/* The router's routing lock (mount.c): routed reads and writes hold it shared, a
+ * migration's critical section exclusive. */
+void router_routing_lock(bool exclusive);
+void router_routing_unlock(void);
+
 /* docfs router CONFIG_STORE MOUNTPOINT: serves the mount until it is unmounted. */
 struct router_mount_opts {
 	const char *config, *mountpoint, *log, *fuse_opts;

@@ -18,6 +18,9 @@ for i in 0 1 2; do
 done
 router_cleanup() {
 	local rc=$? pids
+	touch "$T/stop"
+	kill $(jobs -p) 2>/dev/null || true
+	wait 2>/dev/null || true
 	# the daemons' sanitizer reports are written as they exit: wait for them
 	pids=$(pgrep -f -- "docfs (router .*$R\$|mount .*$T/m[0-9]\$)" || true)
 	mountpoint -q "$R" && { fusermount3 -u "$R" 2>/dev/null || fusermount3 -uz "$R" || true; }
@@ -142,6 +145,52 @@ tail -n1 "$R/.docfs/errors" | grep -q "shard key" || fail "no shard key message:
 expect_eq "$(cat "$R/test/users/query/{}?count=1")" "1001" "the refused batch wrote nothing"
 rm "$R/test/users/new.json"
 [ ! -e "$T/m1/test/users/new.json" ] || fail "rm through the router left the document"
+
+step "migrations: moveChunk moves the documents while 4 writers insert"
+mkdir "$R/test/log"
+ok '{shardCollection: "test.log", key: {k: 1}}'
+ok '{split: "test.log", middle: {k: 500}}'
+python3 -c '
+import json
+for i in range(1000):
+    print(json.dumps({"_id": "seed%d" % i, "k": i}))
+' > "$R/test/log/.insert"
+writer() { # writer N: inserts until $T/stop exists, noting each acknowledged _id
+	local n=0
+	while [ ! -e "$T/stop" ] && [ -d "$T" ]; do
+		n=$((n + 1))
+		if /usr/bin/printf '{"_id": "w%s-%s", "k": %s}\n' "$1" "$n" "$(( (n * 37 + $1 * 101) % 1000 ))" > "$R/test/log/.insert" 2>/dev/null; then
+			echo "w$1-$n" >> "$T/acked.$1"
+		fi
+	done
+}
+for w in 1 2 3 4; do writer "$w" & done
+sleep 0.5
+out=$(cmd '{moveChunk: "test.log", find: {k: 700}, to: "B"}')
+grep -q '"ok": 1.0' <<<"$out" || fail "moveChunk to B: $out"
+echo "   moveChunk to B: $(jq -c '[.millis, .migration]' <<<"$out")"
+jq -e '.migration.cloned >= 500' <<<"$out" > /dev/null || fail "moveChunk cloned too little: $out"
+out=$(cmd '{moveChunk: "test.log", find: {k: 100}, to: "C"}')
+grep -q '"ok": 1.0' <<<"$out" || fail "moveChunk to C: $out"
+sleep 0.5
+touch "$T/stop"
+wait
+acked=$(cat "$T"/acked.* | wc -l)
+[ "$acked" -gt 20 ] || fail "the writers got only $acked inserts through"
+echo "   $acked inserts acknowledged during two migrations"
+expect_eq "$(cat "$R/test/log/query/{}?count=1")" "$((1000 + acked))" "every acknowledged insert counted once"
+cat "$T/m0/test/log/query/{}?format=ids" "$T/m1/test/log/query/{}?format=ids" "$T/m2/test/log/query/{}?format=ids" | sort > "$T/all"
+expect_eq "$(uniq -d "$T/all" | wc -l)" "0" "no document on two shards after the migrations"
+expect_eq "$(cat "$T/m0/test/log/query/{}?count=1")" "0" "the source kept no orphans"
+expect_eq "$(cat "$T/m1/test/log/query/{k: {\$lt: 500}}?count=1")" "0" "B holds only k >= 500"
+expect_eq "$(cat "$T/m2/test/log/query/{k: {\$gte: 500}}?count=1")" "0" "C holds only k < 500"
+for f in "$T"/acked.*; do
+	while read -r id; do
+		grep -qx "$id.json" "$T/all" || fail "acknowledged insert $id is missing"
+	done < "$f"
+done
+out=$(cmd '{moveChunk: "test.log", find: {k: 100}, to: "C"}')
+grep -q 'already on shard C' <<<"$out" || fail "a move to the owner is not refused: $out"
 
 step "an unsharded collection lives on the primary"
 mkdir "$R/test/notes"

@@ -1,0 +1,400 @@
+/*
+ * migrate.c - chunk migrations of the router mount: moveChunk through /.cluster/command (and
+ * the balancer, balance.c) moves the chunk's documents from the shard that owns it to
+ * another, then the ownership in the config. Like mount.c and route.c it reaches the shards
+ * only through their mounted directories: the source's query/ and .changes files, the
+ * destination's .bulk.
+ *
+ * Design notes
+ * 1. The steps, MongoDB's: (a) note where the source's change stream of the collection
+ *    ends (the size of its plain .changes file); (b) copy: every document of the chunk is
+ *    upserted on the destination by _id (replaceOne with upsert, .bulk?atomic=true in
+ *    batches), so a copy that is run again changes nothing; (c) catch up: the _ids of the
+ *    events recorded on the source since (a) are synced again, the document as the source
+ *    has it now upserted, or deleted on the destination when the source has none, until a
+ *    round finds no event; (d) the critical section: with the router's writes and reads of
+ *    routed collections held off (router_routing_lock), a last catch-up, the new owner
+ *    committed in the config, and the chunk's documents deleted from the source. Only
+ *    then do reads and writes go on, to the new owner.
+ * 2. Between (b) and (d) the chunk's documents are on both shards. Readers never see them
+ *    twice: merged finds keep a document only from the shard owning its chunk (route.c),
+ *    a listing is a union by name, and a document file is read from the migration's
+ *    source first. After (d) nothing is left twice.
+ * 3. One migration at a time in a router (MongoDB allows one per shard; a router here has
+ *    one balancer and one command file, so one is enough and simpler): a second moveChunk
+ *    meanwhile is refused with ConflictingOperationInProgress (117).
+ * 4. Writes made to a shard's own mount, not through the router, are caught up only when
+ *    they happen before (d); documents written to the source's chunk after (d) are
+ *    orphans there (hidden from merged reads, as MongoDB's are).
+ */
+#include "router.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fs_int.h"
+
+#define COPY_BATCH 2000 /* operations per .bulk write */
+
+static struct {
+	pthread_mutex_t lock;
+	bool active;
+	char ns[2 * DFS_MAX_NS_NAME + 2];
+	char from[65], to[65];
+} M = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+bool router_migration_of(const char *db, const char *coll, char *from, size_t cap)
+{
+	char ns[2 * DFS_MAX_NS_NAME + 2];
+	bool yes;
+
+	snprintf(ns, sizeof(ns), "%s.%s", db, coll);
+	pthread_mutex_lock(&M.lock);
+	yes = M.active && !strcmp(M.ns, ns);
+	if (yes && from)
+		snprintf(from, cap, "%s", M.from);
+	pthread_mutex_unlock(&M.lock);
+	return yes;
+}
+
+/* A .bulk being filled for one shard, written every COPY_BATCH operations. */
+struct bulk {
+	const struct router_shard *s;
+	char rel[ROUTER_PATH_MAX];
+	struct dfs_buf ops;
+	int n;
+	int64_t done;
+};
+
+static int bulk_flush(struct bulk *b, struct dfs_err *err)
+{
+	char p[ROUTER_PATH_MAX];
+	size_t at = 0;
+	int fd;
+
+	if (!b->n)
+		return 0;
+	router_shard_path(b->s, b->rel, p, sizeof(p));
+	if ((fd = open(p, O_WRONLY)) < 0)
+		return router_shard_fail(b->s, b->rel, errno, err);
+	while (at < b->ops.len) {
+		ssize_t w = write(fd, b->ops.data + at, b->ops.len - at);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0) {
+			int e = errno;
+
+			close(fd);
+			return router_shard_fail(b->s, b->rel, e, err);
+		}
+		at += (size_t)w;
+	}
+	if (close(fd))
+		return router_shard_fail(b->s, b->rel, errno, err);
+	b->done += b->n;
+	b->n = 0;
+	dfs_buf_reset(&b->ops);
+	return 0;
+}
+
+/* Appends op (then destroyed) to the batch. */
+static int bulk_add(struct bulk *b, bson_t *op, struct dfs_err *err)
+{
+	int rc = store_codec_render(op, STORE_RENDER_COMPACT, &b->ops, err);
+
+	dfs_buf_putc(&b->ops, '\n');
+	bson_destroy(op);
+	if (!rc && ++b->n >= COPY_BATCH)
+		rc = bulk_flush(b, err);
+	return rc;
+}
+
+static int bulk_upsert(struct bulk *b, const bson_t *doc, struct dfs_err *err)
+{
+	bson_t op, inner, filter;
+	bson_iter_t it;
+
+	if (!bson_iter_init_find(&it, doc, "_id"))
+		return dfs_err_set(err, DFS_EIO, "a document without _id on the source shard");
+	bson_init(&op);
+	BSON_APPEND_DOCUMENT_BEGIN(&op, "replaceOne", &inner);
+	BSON_APPEND_DOCUMENT_BEGIN(&inner, "filter", &filter);
+	bson_append_value(&filter, "_id", 3, bson_iter_value(&it));
+	bson_append_document_end(&inner, &filter);
+	BSON_APPEND_DOCUMENT(&inner, "replacement", doc);
+	BSON_APPEND_BOOL(&inner, "upsert", true);
+	bson_append_document_end(&op, &inner);
+	return bulk_add(b, &op, err);
+}
+
+static int bulk_delete(struct bulk *b, const bson_value_t *id, struct dfs_err *err)
+{
+	bson_t op, inner, filter;
+
+	bson_init(&op);
+	BSON_APPEND_DOCUMENT_BEGIN(&op, "deleteOne", &inner);
+	BSON_APPEND_DOCUMENT_BEGIN(&inner, "filter", &filter);
+	bson_append_value(&filter, "_id", 3, id);
+	bson_append_document_end(&inner, &filter);
+	bson_append_document_end(&op, &inner);
+	return bulk_add(b, &op, err);
+}
+
+/* The state of one migration. */
+struct mig {
+	const struct router_ns *ns;
+	const char *db, *coll;
+	int idx; /* the chunk */
+	const struct router_shard *from, *to;
+	int64_t changes_off; /* how far the source's events were read (note 1a) */
+	int64_t copied, synced, deleted;
+};
+
+/* Calls fn for every document of the chunk on shard s. */
+static int chunk_docs(struct mig *m, const struct router_shard *s,
+		      int (*fn)(struct mig *m, const bson_t *doc, void *ctx, struct dfs_err *err),
+		      void *ctx, struct dfs_err *err)
+{
+	char rel[ROUTER_PATH_MAX], p[ROUTER_PATH_MAX];
+	struct dfs_buf text;
+	unsigned line = 1;
+	size_t at = 0;
+	int rc = 0;
+
+	snprintf(rel, sizeof(rel), "%s/%s/query/{}", m->db, m->coll);
+	router_shard_path(s, rel, p, sizeof(p));
+	dfs_buf_init(&text);
+	if (router_read_file(p, &text, NULL))
+		rc = router_shard_fail(s, rel, errno, err);
+	while (!rc && at < text.len) {
+		size_t used;
+		bson_t doc;
+		int idx = -1;
+
+		bson_init(&doc);
+		rc = store_codec_parse_next(text.data + at, text.len - at, line, &used, &doc, err);
+		if (rc == DFS_ENOENT) {
+			dfs_err_clear(err);
+			rc = 0;
+			bson_destroy(&doc);
+			break;
+		}
+		at += used;
+		line++;
+		if (!rc && !query_chunk_map_find_doc(&m->ns->map, &doc, &idx, NULL) &&
+		    idx == m->idx)
+			rc = fn(m, &doc, ctx, err);
+		bson_destroy(&doc);
+	}
+	dfs_buf_release(&text);
+	return rc;
+}
+
+static int copy_one(struct mig *m, const bson_t *doc, void *ctx, struct dfs_err *err)
+{
+	m->copied++;
+	return bulk_upsert(ctx, doc, err);
+}
+
+static int delete_one(struct mig *m, const bson_t *doc, void *ctx, struct dfs_err *err)
+{
+	bson_iter_t it;
+
+	m->deleted++;
+	if (!bson_iter_init_find(&it, doc, "_id"))
+		return 0;
+	return bulk_delete(ctx, bson_iter_value(&it), err);
+}
+
+/* The end of the source's change stream of the collection (note 1a). */
+static int changes_end(struct mig *m, int64_t *end, struct dfs_err *err)
+{
+	char rel[ROUTER_PATH_MAX], p[ROUTER_PATH_MAX];
+	struct stat st;
+
+	snprintf(rel, sizeof(rel), "%s/%s/.changes", m->db, m->coll);
+	router_shard_path(m->from, rel, p, sizeof(p));
+	if (stat(p, &st))
+		return router_shard_fail(m->from, rel, errno, err);
+	*end = st.st_size;
+	return 0;
+}
+
+/* One catch-up round (note 1c): syncs the _ids of the source's events since the last
+ * round; *events gets how many there were. */
+static int catch_up(struct mig *m, struct bulk *b, int *events, struct dfs_err *err)
+{
+	char rel[ROUTER_PATH_MAX], p[ROUTER_PATH_MAX];
+	struct dfs_buf text;
+	int64_t end;
+	size_t at = 0;
+	int fd, rc;
+
+	*events = 0;
+	if ((rc = changes_end(m, &end, err)) || end <= m->changes_off)
+		return rc;
+	snprintf(rel, sizeof(rel), "%s/%s/.changes", m->db, m->coll);
+	router_shard_path(m->from, rel, p, sizeof(p));
+	dfs_buf_init(&text);
+	if ((fd = open(p, O_RDONLY)) < 0)
+		return router_shard_fail(m->from, rel, errno, err);
+	dfs_buf_reserve(&text, (size_t)(end - m->changes_off) + 1);
+	while (!rc && text.len < (size_t)(end - m->changes_off)) {
+		ssize_t n =
+			pread(fd, text.data + text.len, (size_t)(end - m->changes_off) - text.len,
+			      m->changes_off + (off_t)text.len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rc = n < 0 ? router_shard_fail(m->from, rel, errno, err) : 0;
+			break;
+		}
+		text.len += (size_t)n;
+	}
+	close(fd);
+	m->changes_off += (int64_t)text.len;
+	while (!rc && at < text.len) {
+		bson_iter_t it, id;
+		size_t used;
+		bson_t ev;
+
+		bson_init(&ev);
+		rc = store_codec_parse_next(text.data + at, text.len - at, 1, &used, &ev, err);
+		if (rc == DFS_ENOENT) {
+			dfs_err_clear(err);
+			rc = 0;
+			bson_destroy(&ev);
+			break;
+		}
+		at += used;
+		if (!rc && bson_iter_init(&it, &ev) &&
+		    bson_iter_find_descendant(&it, "documentKey._id", &id)) {
+			char drel[ROUTER_PATH_MAX], dp[ROUTER_PATH_MAX];
+			struct dfs_buf name, doc;
+
+			(*events)++;
+			dfs_buf_init(&name);
+			dfs_buf_init(&doc);
+			rc = store_name_from_id(bson_iter_value(&id), &name, err);
+			if (!rc) {
+				snprintf(drel, sizeof(drel), "%s/%s/%s.json", m->db, m->coll,
+					 name.data);
+				router_shard_path(m->from, drel, dp, sizeof(dp));
+				if (router_read_file(dp, &doc, NULL) == 0) {
+					bson_t d;
+					int idx = -1;
+
+					bson_init(&d);
+					if (!store_codec_parse_doc(doc.data, doc.len, &d, NULL) &&
+					    !query_chunk_map_find_doc(&m->ns->map, &d, &idx,
+								      NULL) &&
+					    idx == m->idx)
+						rc = bulk_upsert(b, &d, err);
+					bson_destroy(&d);
+				} else if (errno == ENOENT) {
+					rc = bulk_delete(b, bson_iter_value(&id), err);
+				} else {
+					rc = router_shard_fail(m->from, drel, errno, err);
+				}
+				m->synced++;
+			}
+			dfs_buf_release(&name);
+			dfs_buf_release(&doc);
+		}
+		bson_destroy(&ev);
+	}
+	dfs_buf_release(&text);
+	return rc ? rc : bulk_flush(b, err);
+}
+
+static void bulk_init(struct bulk *b, const struct router_shard *s, const char *db,
+		      const char *coll)
+{
+	memset(b, 0, sizeof(*b));
+	b->s = s;
+	snprintf(b->rel, sizeof(b->rel), "%s/%s/.bulk?atomic=true", db, coll);
+	dfs_buf_init(&b->ops);
+}
+
+int router_migrate(const struct router_ns *ns, const char *db, const char *coll, int idx,
+		   const char *to, int (*commit)(void *ctx, struct dfs_err *err), void *ctx,
+		   bson_t *stats, struct dfs_err *err)
+{
+	struct mig m = {.ns = ns, .db = db, .coll = coll, .idx = idx};
+	struct bulk b;
+	int rc, events = 0;
+
+	m.from = router_ns_shard(ns, ns->map.c[idx].shard);
+	m.to = router_ns_shard(ns, to);
+	if (!m.from || !m.to)
+		return dfs_err_set(err, DFS_EINVAL, "no such shard");
+	if ((rc = router_shard_ok(m.from, err)) || (rc = router_shard_ok(m.to, err)))
+		return rc;
+	pthread_mutex_lock(&M.lock);
+	if (M.active) {
+		pthread_mutex_unlock(&M.lock);
+		return dfs_err_set(
+			err, DFS_EBUSY,
+			"ConflictingOperationInProgress (117): a migration of %s from %s "
+			"to %s is running",
+			M.ns, M.from, M.to);
+	}
+	M.active = true;
+	snprintf(M.ns, sizeof(M.ns), "%s.%s", db, coll);
+	snprintf(M.from, sizeof(M.from), "%s", m.from->name);
+	snprintf(M.to, sizeof(M.to), "%s", m.to->name);
+	pthread_mutex_unlock(&M.lock);
+
+	bulk_init(&b, m.to, db, coll);
+	rc = changes_end(&m, &m.changes_off, err);
+	if (!rc)
+		rc = chunk_docs(&m, m.from, copy_one, &b, err);
+	if (!rc)
+		rc = bulk_flush(&b, err);
+	for (int round = 0; !rc && round < 8; round++) {
+		if ((rc = catch_up(&m, &b, &events, err)) || !events)
+			break;
+	}
+	if (!rc) {
+		/* the critical section (note 1d) */
+		router_routing_lock(true);
+		rc = catch_up(&m, &b, &events, err);
+		if (!rc)
+			rc = commit(ctx, err);
+		if (!rc) {
+			struct bulk del;
+
+			bulk_init(&del, m.from, db, coll);
+			rc = chunk_docs(&m, m.from, delete_one, &del, err);
+			if (!rc)
+				rc = bulk_flush(&del, err);
+			dfs_buf_release(&del.ops);
+			if (rc)
+				dfs_err_prefix(err,
+					       "the chunk moved, but deleting its documents from "
+					       "%s failed (they stay there as orphans): ",
+					       m.from->name);
+		}
+		router_routing_unlock();
+	}
+	dfs_buf_release(&b.ops);
+	if (stats) {
+		/* counts as MongoDB's replies carry them: int32 */
+		BSON_APPEND_INT32(stats, "cloned", (int32_t)m.copied);
+		BSON_APPEND_INT32(stats, "caughtUp", (int32_t)m.synced);
+		BSON_APPEND_INT32(stats, "deletedFromDonor", (int32_t)m.deleted);
+	}
+	pthread_mutex_lock(&M.lock);
+	M.active = false;
+	pthread_mutex_unlock(&M.lock);
+	return rc;
+}
