@@ -161,6 +161,23 @@ START_TEST(test_tokens_stop_words_per_language)
 }
 END_TEST
 
+/* Stop words are matched case-insensitively but diacritic-sensitively, whatever the flags, as
+ * in MongoDB's tokenizer: only the spelling in the list is dropped. */
+START_TEST(test_tokens_stop_words_keep_diacritics)
+{
+	/* French "être" goes, "etre" stays; Spanish "más" goes, "mas" stays */
+	ck_assert_str_eq(toks("french", 0, "\xc3\x8atre etre \xc3\xaatre"), "etre");
+	ck_assert_str_eq(toks("french", STORE_TEXT_DIACRITIC, "\xc3\x8atre etre"), "etre");
+	ck_assert_str_eq(toks("french", STORE_TEXT_CASE, "\xc3\x8atre Etre"), "Etre");
+	ck_assert_str_eq(toks("spanish", 0, "m\xc3\xa1s mas"), "mas");
+	/* Russian "Мой" goes; "мои" (what stripping the short i would give) is another word */
+	ck_assert_str_eq(toks("russian", 0, "\xd0\x9c\xd0\xbe\xd0\xb9 \xd0\xbc\xd0\xbe\xd0\xb8"),
+			 "\xd0\xbc\xd0\xbe");
+	/* Turkish: the dotted capital I folds to i, so "İÇİN" is the stop word "için" */
+	ck_assert_str_eq(toks("turkish", 0, "\xc4\xb0\xc3\x87\xc4\xb0N i\xc3\xa7in"), "");
+}
+END_TEST
+
 /* ---- $search ---------------------------------------------------------------------------- */
 
 static void parsed(const char *search, const char *lang, const char *want)
@@ -613,6 +630,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_tokens_delimiters_and_folding);
 	tcase_add_test(tc, test_tokens_stop_words_and_stems);
 	tcase_add_test(tc, test_tokens_stop_words_per_language);
+	tcase_add_test(tc, test_tokens_stop_words_keep_diacritics);
 	tcase_add_test(tc, test_search_parsed_text_query);
 	tcase_add_test(tc, test_search_bad_operands);
 	tcase_add_test(tc, test_score_manual_vectors);
