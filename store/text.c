@@ -17,12 +17,14 @@
  *    Turkish folds I to dotless i. Diacritic stripping drops the combining marks U+0300..036F
  *    and maps the precomposed letters of Latin-1 and Latin Extended-A, Greek with tonos or
  *    dialytika and Cyrillic short i / io to their base letters.
- * 3. A word is a maximal run of non-delimiters. Its stop-word test uses the folded and
- *    stripped word; the term is the word folded as the flags say, stemmed with Snowball
- *    (identity for "none"), cut to STORE_TEXT_MAX_TERM bytes.
+ * 3. A word is a maximal run of non-delimiters. Its stop-word test uses the word case folded
+ *    with its diacritics kept, whatever the flags, as MongoDB's tokenizer does: French
+ *    "être" is a stop word, "etre" is not. The term is the word folded as the flags say,
+ *    stemmed with Snowball (identity for "none"), cut to STORE_TEXT_MAX_TERM bytes.
  * 4. Stemmers are not thread-safe: each language has a pool of them under one mutex; a
  *    tokenizing call takes one and gives it back. The pools live until the process ends.
- * 5. Stop words are data (text_stop.c), folded and sorted once at first use.
+ * 5. Stop words are data (text_stop.c), case folded (diacritics kept) and sorted once at
+ *    first use.
  */
 #include "store_int.h"
 
@@ -358,7 +360,8 @@ static void stop_init(void)
 				e++;
 			if (e > p) {
 				dfs_buf_init(&b);
-				fold_into(p, (size_t)(e - p), 0, l == LANG_TURKISH, &b);
+				fold_into(p, (size_t)(e - p), STORE_TEXT_DIACRITIC,
+					  l == LANG_TURKISH, &b);
 				if (n == cap) {
 					cap = cap ? 2 * cap : 256;
 					w = realloc(w, cap * sizeof(*w));
@@ -443,11 +446,15 @@ void store_text_tokens(int lang, unsigned flags, const char *s, size_t len,
 		if (!word.len)
 			continue;
 		if (lang != 0 && !(flags & STORE_TEXT_KEEP_STOP)) {
+			/* the key is case folded with diacritics kept (note 3): the word itself
+			 * when the flags folded it so */
 			const char *k = word.data;
 
-			if (flags & (STORE_TEXT_CASE | STORE_TEXT_DIACRITIC)) {
+			if ((flags & (STORE_TEXT_CASE | STORE_TEXT_DIACRITIC)) !=
+			    STORE_TEXT_DIACRITIC) {
 				dfs_buf_reset(&key);
-				fold_into(s + start, end - start, 0, turkish, &key);
+				fold_into(s + start, end - start, STORE_TEXT_DIACRITIC, turkish,
+					  &key);
 				k = key.data;
 			}
 			if (is_stop(lang, k))

@@ -3,7 +3,8 @@
 # .indexes/<name> (shown as MongoDB stores it), the manual's $text examples as query/ paths
 # with {$meta: "textScore"} in the projection and the sort (the manual's scores checked
 # with jq), explain's TEXT_MATCH / TEXT_OR / IXSCAN shape, entries kept by writes (docfs
-# check), and a bad $text failing with EINVAL and its message in /.docfs/errors.
+# check), a bad $text failing with EINVAL and its message in /.docfs/errors, and stop
+# words following each document's language (language_override).
 . "$(dirname "$0")/lib.sh"
 mount_docfs
 C=$MNT/shop/articles
@@ -71,4 +72,17 @@ step "aggregate: \$text in the first \$match only"
 expect_eq "$(cat "$C/aggregate/[{\$match:{\$text:{\$search:\"coffee\"}}},{\$count:\"n\"}]")" '{"n": 2}' "a leading \$match"
 expect_fail "a later \$match" cat "$C/aggregate/[{\$sort:{_id:1}},{\$match:{\$text:{\$search:\"coffee\"}}}]"
 tail -n1 "$MNT/.docfs/errors" | grep -q "only allowed as the first pipeline stage" || fail "no clear error for a later \$match"
+step "stop words by the document's language"
+M=$MNT/shop/menu
+mkdir -p "$M"
+cat > "$M/.insert" <<'DOCS'
+{"_id": 1, "dish": "la leche de la vaca", "language": "spanish"}
+{"_id": 2, "dish": "le lait de la vache", "language": "fr"}
+{"_id": 3, "dish": "la leche de la vaca"}
+DOCS
+echo '{"key": {"dish": "text"}}' > "$M/.indexes/dish_text"
+expect_eq "$(jq -s -c '[.[]._id]' "$M/query/{\$text:{\$search:\"la\"}}")" '[3]' "'la' is a stop word in Spanish and French, not in English"
+R=$(cat "$M/query/{\$text:{\$search:\"leche\",\$language:\"es\"}}?projection={score:{\$meta:\"textScore\"}}&sort={_id:1}")
+expect_eq "$(jq -s -c '[.[] | [._id, .score]]' <<< "$R")" '[[1,0.75],[3,0.6]]' "numTokens counts no stop words: 2 in Spanish, 5 in English"
+"$DOCFS" check "$STORE" > /dev/null || fail "docfs check"
 echo "text.sh: ok"

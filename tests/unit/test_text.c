@@ -123,6 +123,61 @@ START_TEST(test_tokens_stop_words_and_stems)
 }
 END_TEST
 
+/* In each language a stop word (from MongoDB's list) goes and a content word stays: the text,
+ * its terms, and the text's terms with stop words kept. */
+START_TEST(test_tokens_stop_words_per_language)
+{
+	static const char *cases[][4] = {
+		{"danish", "Og m\xc3\xa6lk", "m\xc3\xa6lk", "og m\xc3\xa6lk"},
+		{"dutch", "de melk", "melk", "de melk"},
+		{"finnish", "ja maito", "maito", "ja maito"},
+		{"french", "Le fromage", "fromag", "le fromag"},
+		{"german", "Und Kuchen", "kuch", "und kuch"},
+		{"hungarian", "\xc3\x89S tej", "tej", "es tej"},
+		{"italian", "il latte", "latt", "il latt"},
+		{"norwegian", "og melk", "melk", "og melk"},
+		{"portuguese", "N\xc3\x83O leite", "leit", "nao leit"},
+		{"romanian", "de lapte", "lapt", "de lapt"},
+		{"russian", "\xd0\x98 \xd0\xbc\xd0\xbe\xd0\xbb\xd0\xbe\xd0\xba\xd0\xbe",
+		 "\xd0\xbc\xd0\xbe\xd0\xbb\xd0\xbe\xd0\xba",
+		 "\xd0\xb8 \xd0\xbc\xd0\xbe\xd0\xbb\xd0\xbe\xd0\xba"},
+		{"spanish", "de leche", "lech", "de lech"},
+		{"swedish", "och mj\xc3\xb6lk", "mjolk", "och mjolk"},
+		{"turkish", "ve s\xc3\xbct", "sut", "ve sut"},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		ck_assert_msg(!strcmp(toks(cases[i][0], 0, cases[i][1]), cases[i][2]), "%s: %s",
+			      cases[i][0], toks(cases[i][0], 0, cases[i][1]));
+		ck_assert_msg(
+			!strcmp(toks(cases[i][0], STORE_TEXT_KEEP_STOP, cases[i][1]), cases[i][3]),
+			"%s kept: %s", cases[i][0],
+			toks(cases[i][0], STORE_TEXT_KEEP_STOP, cases[i][1]));
+	}
+	/* German sharp s; English words are not French stop words and the reverse */
+	ck_assert_str_eq(toks("german", 0, "da\xc3\x9f DA\xc3\x9f dass"), "");
+	ck_assert_str_eq(toks("french", 0, "the cheese"), "the chees");
+	ck_assert_str_eq(toks("english", 0, "le fromage"), "le fromag");
+}
+END_TEST
+
+/* Stop words are matched case-insensitively but diacritic-sensitively, whatever the flags, as
+ * in MongoDB's tokenizer: only the spelling in the list is dropped. */
+START_TEST(test_tokens_stop_words_keep_diacritics)
+{
+	/* French "être" goes, "etre" stays; Spanish "más" goes, "mas" stays */
+	ck_assert_str_eq(toks("french", 0, "\xc3\x8atre etre \xc3\xaatre"), "etre");
+	ck_assert_str_eq(toks("french", STORE_TEXT_DIACRITIC, "\xc3\x8atre etre"), "etre");
+	ck_assert_str_eq(toks("french", STORE_TEXT_CASE, "\xc3\x8atre Etre"), "Etre");
+	ck_assert_str_eq(toks("spanish", 0, "m\xc3\xa1s mas"), "mas");
+	/* Russian "Мой" goes; "мои" (what stripping the short i would give) is another word */
+	ck_assert_str_eq(toks("russian", 0, "\xd0\x9c\xd0\xbe\xd0\xb9 \xd0\xbc\xd0\xbe\xd0\xb8"),
+			 "\xd0\xbc\xd0\xbe");
+	/* Turkish: the dotted capital I folds to i, so "İÇİN" is the stop word "için" */
+	ck_assert_str_eq(toks("turkish", 0, "\xc4\xb0\xc3\x87\xc4\xb0N i\xc3\xa7in"), "");
+}
+END_TEST
+
 /* ---- $search ---------------------------------------------------------------------------- */
 
 static void parsed(const char *search, const char *lang, const char *want)
@@ -547,6 +602,24 @@ START_TEST(test_explain_shape)
 }
 END_TEST
 
+/* A document's language (language_override) picks its stop words: numTokens counts only the
+ * others, so "le fromage" scores 1 in French and 0.75 in English (ops.md 7.5). */
+START_TEST(test_score_stop_words_by_document_language)
+{
+	int64_t c = coll_with_index("lang", "{key: {t: \"text\"}}");
+
+	put(c, "1.json", "{_id: 1, t: \"le fromage\", language: \"french\"}");
+	put(c, "2.json", "{_id: 2, t: \"le fromage\"}");
+	put(c, "3.json", "{_id: 3, t: \"the cheese\", language: \"fr\"}");
+	ck_assert_str_eq(find(c, "{$text: {$search: \"fromage\", $language: \"fr\"}}", NULL),
+			 "1:1.0000 2:0.7500");
+	ck_assert_str_eq(ids(c, "{$text: {$search: \"le\"}}"), "2");
+	ck_assert_str_eq(ids(c, "{$text: {$search: \"the\"}}"), "");
+	ck_assert_str_eq(ids(c, "{$text: {$search: \"the\", $language: \"french\"}}"), "3");
+	assert_check_passes();
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("text");
@@ -556,9 +629,12 @@ static Suite *suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_tokens_delimiters_and_folding);
 	tcase_add_test(tc, test_tokens_stop_words_and_stems);
+	tcase_add_test(tc, test_tokens_stop_words_per_language);
+	tcase_add_test(tc, test_tokens_stop_words_keep_diacritics);
 	tcase_add_test(tc, test_search_parsed_text_query);
 	tcase_add_test(tc, test_search_bad_operands);
 	tcase_add_test(tc, test_score_manual_vectors);
+	tcase_add_test(tc, test_score_stop_words_by_document_language);
 	tcase_add_test(tc, test_find_manual_examples);
 	tcase_add_test(tc, test_find_needs_text_index);
 	tcase_add_test(tc, test_index_entries_kept_by_writes);
