@@ -112,11 +112,11 @@ static const char usage_text[] =
 	"      the cluster config in CONFIG_STORE (created if absent) and print MongoDB's\n"
 	"      reply; a failed command (ok: 0, exit status 1) changes nothing. status prints\n"
 	"      sh.status(). No documents move yet (README.md, Sharding).\n"
-	"  router CONFIG_STORE MOUNTPOINT [-f] [-o log=FILE,...]\n"
+	"  router CONFIG_STORE MOUNTPOINT [-f] [-o log=FILE,balancer_ms=N,...]\n"
 	"      Mount the cluster of CONFIG_STORE: one namespace over the shards' mounted\n"
 	"      directories (config.shards hosts), writes sent to the shard owning each\n"
 	"      shard key, queries to the shards their filter targets; /.cluster/command\n"
-	"      takes the admin commands.\n"
+	"      takes the admin commands; a balancer moves chunks (every 10 s).\n"
 	"  version\n"
 	"      Print the version.\n"
 	"\n"
@@ -1302,6 +1302,15 @@ static int cmd_router(int argc, char **argv)
 				if (!strncmp(tok, "log=", 4)) {
 					free(log);
 					log = strdup(tok + 4);
+				} else if (!strncmp(tok, "balancer_ms=", 12)) {
+					char *end;
+					long v = strtol(tok + 12, &end, 10);
+
+					if (!tok[12] || *end || v <= 0 || v > 86400000)
+						rc = fail("router",
+							  "balancer_ms needs a positive number "
+							  "of milliseconds");
+					o.balancer_ms = (int)v;
 				} else {
 					if (fuse_opts.len)
 						dfs_buf_putc(&fuse_opts, ',');

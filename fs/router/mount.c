@@ -90,6 +90,45 @@ static int ns_load(const char *db, const char *coll, struct router_ns *ns, struc
 	return rc;
 }
 
+int router_ns_read(const char *db, const char *coll, struct router_ns *out, struct dfs_err *err)
+{
+	return ns_load(db, coll, out, err);
+}
+
+int router_cfg_read_list(const char *coll, const bson_t *filter, bson_t ***docs, int *n,
+			 struct dfs_err *err)
+{
+	struct router_cfg c = {.st = R.st, .db = R.db};
+	int rc;
+
+	pthread_mutex_lock(&R.lock);
+	rc = store_txn_begin(R.db, false, &c.t, err);
+	if (!rc) {
+		rc = router_cfg_list(&c, coll, filter, NULL, docs, n, err);
+		store_txn_abort(c.t);
+	}
+	pthread_mutex_unlock(&R.lock);
+	return rc;
+}
+
+bool router_balancer_stopped(void)
+{
+	bson_t **docs = NULL, f;
+	bool stopped = false;
+	int n = 0;
+
+	bson_init(&f);
+	BSON_APPEND_UTF8(&f, "_id", "balancer");
+	if (!router_cfg_read_list("settings", &f, &docs, &n, NULL) && n > 0) {
+		bson_iter_t it;
+
+		stopped = bson_iter_init_find(&it, docs[0], "stopped") && bson_iter_as_bool(&it);
+	}
+	router_docs_free(docs, n);
+	bson_destroy(&f);
+	return stopped;
+}
+
 /* Logs err and returns the negative errno FUSE wants. */
 static int fail_err(const char *what, const struct dfs_err *err)
 {
@@ -489,8 +528,10 @@ static int cluster_render(const char *name, struct dfs_buf *out, struct dfs_err 
 		bson_init(&reply);
 		BSON_APPEND_INT32(&cmd, "balancerStatus", 1);
 		rc = router_cluster_command(&c, &cmd, &reply, err);
-		if (!rc)
+		if (!rc) {
+			router_balancer_figures(&reply);
 			rc = store_codec_render(&reply, STORE_RENDER_PRETTY, out, err);
+		}
 		bson_destroy(&cmd);
 		bson_destroy(&reply);
 	} else if (!rc) {
@@ -512,7 +553,7 @@ static int cluster_render(const char *name, struct dfs_buf *out, struct dfs_err 
 }
 
 /* Runs cmd in one write transaction of the config, its reply into reply. */
-static int config_command(const bson_t *cmd, bson_t *reply, struct dfs_err *err)
+int router_config_command(const bson_t *cmd, bson_t *reply, struct dfs_err *err)
 {
 	struct router_cfg c = {.st = R.st, .db = R.db};
 	int rc;
@@ -538,7 +579,7 @@ static int move_commit(void *ctx, struct dfs_err *err)
 {
 	struct move_commit *mc = ctx;
 
-	return config_command(mc->cmd, mc->reply, err);
+	return router_config_command(mc->cmd, mc->reply, err);
 }
 
 /* moveChunk through the router: the documents move (migrate.c), then the owner. A
@@ -560,17 +601,17 @@ static int move_chunk(const bson_t *cmd, bson_t *reply, struct dfs_err *err)
 	if (bson_iter_init_find(&it, cmd, "to") && BSON_ITER_HOLDS_UTF8(&it))
 		to = bson_iter_utf8(&it, NULL);
 	if (!ns || !to || !(dot = strchr(ns, '.')) || (size_t)(dot - ns) >= sizeof(db))
-		return config_command(cmd, reply, err);
+		return router_config_command(cmd, reply, err);
 	snprintf(db, sizeof(db), "%.*s", (int)(dot - ns), ns);
 	snprintf(coll, sizeof(coll), "%s", dot + 1);
 	if (ns_load(db, coll, &rns, NULL))
-		return config_command(cmd, reply, err);
+		return router_config_command(cmd, reply, err);
 	bson_init(&got);
 	if (!rns.sharded || router_chunk_named(&rns.map, cmd, &idx, &got, NULL) || idx < 0 ||
 	    !router_ns_shard(&rns, to) || !strcmp(rns.map.c[idx].shard, to)) {
 		bson_destroy(&got);
 		router_ns_release(&rns);
-		return config_command(cmd, reply, err);
+		return router_config_command(cmd, reply, err);
 	}
 	bson_destroy(&got);
 	bson_init(&got);
@@ -625,7 +666,7 @@ static int cluster_run(struct rh *h)
 		    !strcmp(bson_iter_key(&it), "moveChunk"))
 			rc = move_chunk(&cmd, &reply, &err);
 		else
-			rc = config_command(&cmd, &reply, &err);
+			rc = router_config_command(&cmd, &reply, &err);
 		if (rc && !bson_has_field(&reply, "ok")) {
 			BSON_APPEND_DOUBLE(&reply, "ok", 0.0);
 			BSON_APPEND_UTF8(&reply, "errmsg", err.msg);
@@ -1266,8 +1307,10 @@ int router_mount_run(const struct router_mount_opts *o, struct dfs_err *err)
 		rc = dfs_err_set(err, DFS_EIO, "cannot install signal handlers");
 		goto unmount;
 	}
+	router_balancer_start(o->balancer_ms);
 	if (fuse_loop_mt(f, &lc) != 0)
 		fs_errlog_add("router: request loop ended with an error");
+	router_balancer_stop();
 	fuse_remove_signal_handlers(fuse_get_session(f));
 unmount:
 	fuse_unmount(f);

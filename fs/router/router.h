@@ -142,10 +142,29 @@ bool router_migration_of(const char *db, const char *coll, char *from, size_t ca
 void router_routing_lock(bool exclusive);
 void router_routing_unlock(void);
 
+/* ---- the router's config access (mount.c) and the balancer (balance.c) ------------- */
+
+/* router_ns_load in a read transaction of the router's config. */
+int router_ns_read(const char *db, const char *coll, struct router_ns *out, struct dfs_err *err);
+/* router_cfg_list in a read transaction of the router's config. */
+int router_cfg_read_list(const char *coll, const bson_t *filter, bson_t ***docs, int *n,
+			 struct dfs_err *err);
+/* Runs an admin command in one write transaction of the router's config (committed when it
+ * succeeds). */
+int router_config_command(const bson_t *cmd, bson_t *reply, struct dfs_err *err);
+/* Whether balancerStop is in force (config.settings). */
+bool router_balancer_stopped(void);
+/* The balancer thread (balance.c): a round every interval_ms. */
+void router_balancer_start(int interval_ms);
+void router_balancer_stop(void);
+/* Appends {docfs: {threadRunning, intervalMs, rounds, moves, splits, lastError}} to out. */
+void router_balancer_figures(bson_t *out);
+
 /* docfs router CONFIG_STORE MOUNTPOINT: serves the mount until it is unmounted. */
 struct router_mount_opts {
 	const char *config, *mountpoint, *log, *fuse_opts;
 	bool foreground, debug;
+	int balancer_ms; /* the balancer's round (0: 10 s) */
 };
 int router_mount_run(const struct router_mount_opts *o, struct dfs_err *err);
 

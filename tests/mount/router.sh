@@ -35,7 +35,9 @@ names=(A B C)
 for i in 0 1 2; do
 	"$DOCFS" cluster "$CFG" "{addShard: '$T/m$i', name: '${names[$i]}'}" > /dev/null || fail "addShard ${names[$i]}"
 done
-"$DOCFS" router -o "log=$T/rlog" "$CFG" "$R" || fail "docfs router did not start"
+# the balancer waits until its own step (balancerStart there)
+"$DOCFS" cluster "$CFG" '{balancerStop: 1}' > /dev/null || fail "balancerStop"
+"$DOCFS" router -o "log=$T/rlog,balancer_ms=200" "$CFG" "$R" || fail "docfs router did not start"
 mountpoint -q "$R" || fail "the router is not mounted"
 
 # cmd COMMAND: runs it through /.cluster/command, reply read back on the same descriptor
@@ -197,6 +199,38 @@ mkdir "$R/test/notes"
 echo '{"_id": "n1", "text": "hello"}' > "$R/test/notes/.insert"
 [ -e "$T/m0/test/notes/n1.json" ] || fail "the unsharded collection's document is not on the primary A"
 expect_eq "$(cat "$R/test/notes/query/{}?projection={_id: 0}")" '{"text": "hello"}' "a query of an unsharded collection"
+
+step "the balancer evens the chunks out and enforces a zone"
+mkdir "$R/test/bal"
+ok '{shardCollection: "test.bal", key: {b: 1}}'
+for m in 100 200 300 400 500; do ok "{split: \"test.bal\", middle: {b: $m}}"; done
+python3 -c '
+import json
+for i in range(600):
+    print(json.dumps({"_id": i, "b": i}))
+' > "$R/test/bal/.insert"
+per_shard() { jq -r 'select(.ns == "test.bal") | .shard' "$R/.cluster/chunks" | sort | uniq -c | awk '{print $2 $1}' | tr '\n' ' '; }
+expect_eq "$(per_shard)" "A6 " "six chunks on the primary before the balancer runs"
+ok '{balancerStart: 1}'
+for _ in $(seq 150); do
+	[ "$(per_shard)" == "A2 B2 C2 " ] && break
+	sleep 0.2
+done
+expect_eq "$(per_shard)" "A2 B2 C2 " "the balancer spread the chunks"
+expect_eq "$(cat "$R/test/bal/query/{}?count=1")" "600" "no document lost or doubled by the balancer"
+total=0
+for i in 0 1 2; do total=$((total + $(cat "$T/m$i/test/bal/query/{}?count=1"))); done
+expect_eq "$total" "600" "the shards hold each document once"
+ok '{updateZoneKeyRange: "test.bal", min: {b: 0}, max: {b: 150}, zone: "junior"}'
+zone_ok() { jq -s -e '[.[] | select(.ns == "test.bal" and (.min.b | type) == "number" and .min.b >= 0 and (.max.b | type) == "number" and .max.b <= 150)] | length >= 2 and all(.shard == "A")' "$R/.cluster/chunks" > /dev/null; }
+for _ in $(seq 150); do
+	zone_ok && break
+	sleep 0.2
+done
+zone_ok || fail "the balancer did not split at the zone bound and move its chunks to A: $(grep test.bal "$R/.cluster/chunks")"
+expect_eq "$(cat "$R/test/bal/query/{b: {\$lt: 150}}?count=1")" "150" "the zone's documents after the moves"
+jq -e '.docfs.moves >= 4 and .docfs.splits >= 1' "$R/.cluster/balancer" > /dev/null || fail "balancer figures: $(cat "$R/.cluster/balancer")"
+ok '{balancerStop: 1}'
 
 step "a shard that is gone: EIO naming it; the other shards still answer"
 fusermount3 -u "$T/m2"
