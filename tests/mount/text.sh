@@ -52,6 +52,23 @@ expect_eq "$(jq -c '.queryPlanner.winningPlan.parsedTextQuery' <<< "$E")" '{"ter
 expect_eq "$(jq -c '.queryPlanner.winningPlan.inputStage.inputStage | [.keyPattern, .isMultiKey, .direction, .indexBounds]' <<< "$E")" '[{"_fts":"text","_ftsx":1},true,"backward",{}]' "the term scan"
 expect_eq "$(jq -c '.executionStats | [.nReturned, .executionStages.docsRejected]' <<< "$E")" '[2,1]' "counters"
 
+step "\$text under \$or: every other clause indexed"
+echo '{"key": {"views": 1}}' > "$C/.indexes/views_1"
+R=$(cat "$C/query/{\$or:[{\$text:{\$search:\"coffee\"}},{views:{\$gt:95}}]}?projection={score:{\$meta:\"textScore\"}}")
+expect_eq "$(jq -s -c '[.[] | [._id, (if has("score") then .score else "none" end)]]' <<< "$R")" '[[1,1],[2,0.75],[7,0.75],[4,"none"],[5,"none"]]' \
+	"the text branch first with MongoDB's scores, the views branch without a score"
+R=$(cat "$C/query/{\$or:[{views:{\$lt:20}},{\$text:{\$search:\"coffee\"}}]}?projection={score:{\$meta:\"textScore\"}}&sort={score:{\$meta:\"textScore\"}}")
+expect_eq "$(jq -s -c '[.[] | [._id, .score]]' <<< "$R")" '[[1,1],[2,0.75],[7,0.75],[8,null]]' \
+	"a document both find keeps its score; sorted by score, the one without last"
+expect_eq "$(cat "$C/query/{\$or:[{\$text:{\$search:\"coffee\"}},{views:{\$gt:95}}]}?count=1")" '5' "a count"
+expect_eq "$(cat "$C/explain/{\$or:[{\$text:{\$search:\"coffee\"}},{views:{\$gt:95}}]}?format=tree" | sed 's/\([^ ]\)  .*/\1/')" \
+	"$(printf 'FETCH\n  OR\n    TEXT_MATCH\n      TEXT_OR\n        IXSCAN subject_text {_fts: "text", _ftsx: 1}\n    IXSCAN views_1 {views: 1} views: (95, inf.0]')" \
+	"explain: FETCH over OR of the text plan and the IXSCAN"
+expect_fail "an unindexed clause" cat "$C/query/{\$or:[{\$text:{\$search:\"coffee\"}},{author:\"xyz\"}]}"
+tail -n1 "$MNT/.docfs/errors" | grep -q "Failed to produce a solution for TEXT under OR - other non-TEXT clauses under OR have to be indexed as well" ||
+	fail "no MongoDB error for an unindexed clause"
+rm "$C/.indexes/views_1"
+
 step "writes keep the entries"
 echo '{"_id": 9, "subject": "iced coffee"}' > "$C/9.json"
 expect_eq "$(ids '{$text:{$search:"coffee"}}')" '[1,2,7,9]' "an insert"

@@ -188,7 +188,12 @@ START_TEST(test_search_bad_operands)
 		{"{$text: {$search: \"x\", $foo: 1}}", "extra fields in $text"},
 		{"{$nor: [{$text: {$search: \"x\"}}]}", "text expression not allowed in nor"},
 		{"{a: {$elemMatch: {$text: {$search: \"x\"}}}}", "top-level document"},
-		{"{$or: [{$text: {$search: \"x\"}}, {a: 1}]}", "$text under $or"},
+		{"{$or: [{$and: [{$or: [{$text: {$search: \"x\"}}, {a: 1}]}, {b: 1}]}, {c: 1}]}",
+		 "$text under a nested $or"},
+		{"{a: {$elemMatch: {$or: [{$text: {$search: \"x\"}}, {b: 1}]}}}",
+		 "top-level document"},
+		{"{$nor: [{$or: [{$text: {$search: \"x\"}}, {b: 1}]}]}",
+		 "text expression not allowed in nor"},
 		{"{$and: [{$text: {$search: \"x\"}}, {$text: {$search: \"y\"}}]}",
 		 "Too many text expressions"},
 	};
@@ -235,7 +240,8 @@ static void put(int64_t coll, const char *name, const char *json)
 	ck_assert_int_eq(store_txn_commit(t, &err), 0);
 }
 
-/* The _id and score of each result of the find, "id:score" joined by spaces. */
+/* The _id and score of each result of the find, "id:score" joined by spaces ("id:-" for a
+ * result without a score). */
 static const char *find(int64_t coll, const char *filter, const char *sort)
 {
 	static char out[2048];
@@ -270,8 +276,12 @@ static const char *find(int64_t coll, const char *filter, const char *sort)
 					 (long long)bson_iter_as_int64(&it));
 			if (bson_iter_init_find(&it, d, "s"))
 				sc = bson_iter_double(&it);
-			len += (size_t)snprintf(out + len, sizeof(out) - len, "%s%s:%.4f",
-						len ? " " : "", id, sc);
+			if (isnan(sc)) /* no score: MongoDB leaves the $meta field out */
+				len += (size_t)snprintf(out + len, sizeof(out) - len, "%s%s:-",
+							len ? " " : "", id);
+			else
+				len += (size_t)snprintf(out + len, sizeof(out) - len, "%s%s:%.4f",
+							len ? " " : "", id, sc);
 		}
 		ck_assert_int_eq(rc, DFS_ENOENT);
 		query_cursor_free(c);
@@ -412,6 +422,133 @@ START_TEST(test_find_needs_text_index)
 	ck_assert_str_eq(ids(c, "{$text: {$search: \"coffee\"}, author: \"abc\"}"), "2");
 	ck_assert_str_eq(find(c, "{author: \"abc\"}", NULL),
 			 "error: query requires text score metadata, but it is not available");
+}
+END_TEST
+
+/* ---- $text under $or (plan.c note 7) ---------------------------------------------------- */
+
+static void add_index(int64_t coll, const char *spec)
+{
+	struct dfs_err err = {0};
+	struct store_txn *t;
+	bson_t *b = parse(spec);
+
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	ck_assert_msg(store_index_create(t, coll, b, NULL, 0, NULL, NULL, &err) == 0, "%s",
+		      err.msg);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	bson_destroy(b);
+}
+
+START_TEST(test_find_text_under_or)
+{
+	int64_t c = articles();
+
+	add_index(c, "{key: {views: 1}}");
+	add_index(c, "{key: {author: 1}}");
+	/* the text branch first (entry order), then the other branch in index order; only
+	 * the text branch's documents have a score (MongoDB leaves textScore out) */
+	ck_assert_str_eq(
+		find(c, "{$or: [{$text: {$search: \"coffee\"}}, {views: {$gt: 95}}]}", NULL),
+		"1:1.0000 2:0.7500 7:0.7500 4:- 5:-");
+	/* a document both branches find keeps its score (jstests/core/fts_projection.js) */
+	ck_assert_str_eq(
+		find(c, "{$or: [{$text: {$search: \"coffee\"}}, {views: {$lt: 20}}]}", NULL),
+		"1:1.0000 2:0.7500 7:0.7500 8:-");
+	/* sorted by score: the documents without one last (their key is null), by _id */
+	ck_assert_str_eq(find(c, "{$or: [{views: {$gt: 95}}, {$text: {$search: \"coffee\"}}]}",
+			      "{s: {$meta: \"textScore\"}}"),
+			 "1:1.0000 2:0.7500 7:0.7500 4:- 5:-");
+	/* an inexact branch (a regex's prefix bounds) is filtered before the union */
+	ck_assert_str_eq(find(c, "{$or: [{$text: {$search: \"coffee\"}}, {author: /^ab/}]}", NULL),
+			 "1:1.0000 2:0.7500 7:0.7500 3:- 5:-");
+	/* the $or inside the top-level $and: the rest applies to both branches */
+	ck_assert_str_eq(
+		find(c,
+		     "{author: \"xyz\", $or: [{$text: {$search: \"coffee\"}}, {views: {$gt: 95}}]}",
+		     NULL),
+		"1:1.0000 4:-");
+	ck_assert_str_eq(find(c,
+			      "{author: \"xyz\", views: {$gt: 60}, $or: [{$text: {$search: "
+			      "\"coffee\"}}, {views: {$gt: 95}}]}",
+			      NULL),
+			 "4:-");
+	/* the text branch's own predicates apply to it */
+	ck_assert_str_eq(
+		find(c, "{$or: [{$text: {$search: \"coffee\"}, views: {$gt: 20}}, {views: 100}]}",
+		     NULL),
+		"1:1.0000 4:-");
+	/* MongoDB's refusal of an unindexed branch (also inside an $and) */
+	ck_assert_str_eq(find(c, "{$or: [{$text: {$search: \"coffee\"}}, {subject: \"x\"}]}", NULL),
+			 "error: Failed to produce a solution for TEXT under OR - other non-TEXT "
+			 "clauses under OR have to be indexed as well");
+	ck_assert_str_eq(find(c,
+			      "{views: 5, $or: [{$text: {$search: \"coffee\"}}, {subject: \"x\"}]}",
+			      NULL),
+			 "error: Failed to produce a solution for TEXT under OR - other non-TEXT "
+			 "clauses under OR have to be indexed as well");
+	/* a compound text index: the prefix equality must be in the text branch */
+	{
+		int64_t cc = coll_with_index("compor", "{key: {author: 1, subject: \"text\"}}");
+
+		add_index(cc, "{key: {views: 1}}");
+		put(cc, "1.json", "{_id: 1, subject: \"coffee\", author: \"xyz\", views: 1}");
+		put(cc, "2.json", "{_id: 2, subject: \"coffee\", author: \"abc\", views: 2}");
+		put(cc, "3.json", "{_id: 3, subject: \"tea\", author: \"abc\", views: 3}");
+		ck_assert_str_eq(find(cc,
+				      "{$or: [{$text: {$search: \"coffee\"}, author: \"abc\"}, "
+				      "{views: 3}]}",
+				      NULL),
+				 "2:1.0000 3:-");
+		ck_assert_str_eq(find(cc,
+				      "{author: \"abc\", $or: [{$text: {$search: \"coffee\"}}, "
+				      "{views: 3}]}",
+				      NULL),
+				 "error: need have an equality filter on: author");
+	}
+}
+END_TEST
+
+START_TEST(test_explain_text_under_or)
+{
+	int64_t c = articles();
+	struct dfs_err err = {0};
+	struct query_find_opts o = {0};
+	struct store_txn *t;
+	bson_t out = BSON_INITIALIZER,
+	       *f = parse("{$or: [{$text: {$search: \"coffee\"}}, {views: {$lt: 20}}]}");
+	struct dfs_buf b, tree;
+
+	add_index(c, "{key: {views: 1}}");
+	o.filter = f;
+	ck_assert_int_eq(store_txn_begin(db, false, &t, &err), 0);
+	ck_assert_msg(query_find_explain(t, c, "shop.articles", &o, QUERY_VERB_EXEC, &out, &err) ==
+			      0,
+		      "%s", err.msg);
+	store_txn_abort(t);
+	dfs_buf_init(&tree);
+	ck_assert_int_eq(query_explain_tree(&out, &tree, &err), 0);
+	ck_assert_msg(!strncmp(tree.data,
+			       "FETCH  nReturned=4 docsExamined=1\n"
+			       "  OR  nReturned=4\n"
+			       "    TEXT_MATCH  nReturned=3\n"
+			       "      TEXT_OR  nReturned=3 docsExamined=3\n"
+			       "        IXSCAN subject_text {_fts: \"text\", _ftsx: 1}  "
+			       "keysExamined=3\n"
+			       "    IXSCAN views_1 {views: 1} views: [-inf.0, 20)  "
+			       "keysExamined=3\n",
+			       tree.len),
+		      "%s", tree.data);
+	dfs_buf_init(&b);
+	store_codec_render(&out, STORE_RENDER_COMPACT, &b, &err);
+	/* the two documents both branches found are dropped once each; the top FETCH
+	 * reads only the one document the index branch alone found */
+	ck_assert_msg(strstr(b.data, "\"dupsTested\": 6, \"dupsDropped\": 2"), "%s", b.data);
+	ck_assert_msg(strstr(b.data, "\"docsExamined\": 1, \"alreadyHasObj\": 3"), "%s", b.data);
+	dfs_buf_release(&b);
+	dfs_buf_release(&tree);
+	bson_destroy(&out);
+	bson_destroy(f);
 }
 END_TEST
 
@@ -561,6 +698,8 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_score_manual_vectors);
 	tcase_add_test(tc, test_find_manual_examples);
 	tcase_add_test(tc, test_find_needs_text_index);
+	tcase_add_test(tc, test_find_text_under_or);
+	tcase_add_test(tc, test_explain_text_under_or);
 	tcase_add_test(tc, test_index_entries_kept_by_writes);
 	tcase_add_test(tc, test_index_spec_forms);
 	tcase_add_test(tc, test_explain_shape);
