@@ -1109,6 +1109,8 @@ struct query_cursor {
 	bool want_keys;		 /* keep the sort key of each result (tests) */
 	struct dfs_buf key;	 /* the last result's sort key without _id */
 	int64_t entry;		 /* the last result's entry id (0: unknown) */
+	bool has_score;		 /* the last result has a text score */
+	double score;		 /* and this is it */
 	int64_t fetched;	 /* the entry id of the last result when it is a cached
 				  * fetch's document (store_doc_text), else 0 */
 	const char *text;	 /* Borrowed: that document's compact rendering, or NULL */
@@ -1178,6 +1180,8 @@ int query_cursor_next(struct query_cursor *c, const bson_t **doc, struct dfs_err
 			break;
 	}
 	c->entry = wm.id;
+	c->has_score = wm.has_score;
+	c->score = wm.score;
 	if (!wm.result) { /* a count's index scan (count_only) */
 		*doc = NULL;
 		return 0;
@@ -1229,6 +1233,13 @@ int query_cursor_count(struct query_cursor *c, int64_t *count, struct dfs_err *e
 int64_t query_cursor_entry(const struct query_cursor *c)
 {
 	return c->entry;
+}
+
+bool query_cursor_score(const struct query_cursor *c, double *score)
+{
+	if (c->has_score)
+		*score = c->score;
+	return c->has_score;
 }
 
 void query_cursor_free(struct query_cursor *c)

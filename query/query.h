@@ -140,6 +140,10 @@ int query_cursor_next(struct query_cursor *c, const bson_t **doc, struct dfs_err
 /* The store entry id of the last result (store_doc_get reads it), or 0 when the plan does
  * not know it (after a SORT stage). */
 int64_t query_cursor_entry(const struct query_cursor *c);
+/* Whether the last result has a text score (a $text find, except the documents a non-$text
+ * branch of an $or found), and then *score: what {$meta: "textScore"} gives the stages of an
+ * aggregation after the find. */
+bool query_cursor_score(const struct query_cursor *c, double *score);
 /* Whether the last result is a document as an index plan fetched it through the document
  * cache (no projection, sort or other change): then *text is its compact rendering from
  * there (Borrowed: valid until the next fetch of any cursor on the same transaction), or
@@ -205,7 +209,9 @@ struct query_pipeline;
 
 /* Parses pipeline (a BSON array document of stage documents; Borrowed for the call) into *out
  * (Owned, freed by query_pipeline_free). Errors: DFS_EINVAL with a message naming the stage
- * index and the operator, e.g. "stage 2: unknown expression operator '$sumx'". */
+ * index and the operator, e.g. "stage 2: unknown expression operator '$sumx'"; MongoDB's
+ * refusals of a $match with $text that is not the first stage and of {$meta: "textScore"}
+ * without one ("query requires text score metadata, but it is not available"). */
 int query_pipeline_parse(const bson_t *pipeline, struct query_pipeline **out, struct dfs_err *err);
 void query_pipeline_free(struct query_pipeline *p);
 /* Does p end in $out or $merge (and so must be run with query_agg_run_out)? */

@@ -2,8 +2,9 @@
 # text.sh - text indexes and $text through the mount: a text index created by writing
 # .indexes/<name> (shown as MongoDB stores it), the manual's $text examples as query/ paths
 # with {$meta: "textScore"} in the projection and the sort (the manual's scores checked
-# with jq), explain's TEXT_MATCH / TEXT_OR / IXSCAN shape, entries kept by writes (docfs
-# check), and a bad $text failing with EINVAL and its message in /.docfs/errors.
+# with jq), explain's TEXT_MATCH / TEXT_OR / IXSCAN shape, $text under $or (FETCH over OR),
+# entries kept by writes (docfs check), a bad $text failing with EINVAL and its message in
+# /.docfs/errors, and {$meta: "textScore"} in aggregation stages after the $text $match.
 . "$(dirname "$0")/lib.sh"
 mount_docfs
 C=$MNT/shop/articles
@@ -88,4 +89,30 @@ step "aggregate: \$text in the first \$match only"
 expect_eq "$(cat "$C/aggregate/[{\$match:{\$text:{\$search:\"coffee\"}}},{\$count:\"n\"}]")" '{"n": 2}' "a leading \$match"
 expect_fail "a later \$match" cat "$C/aggregate/[{\$sort:{_id:1}},{\$match:{\$text:{\$search:\"coffee\"}}}]"
 tail -n1 "$MNT/.docfs/errors" | grep -q "only allowed as the first pipeline stage" || fail "no clear error for a later \$match"
+step "aggregate: {\$meta: \"textScore\"} after the \$text \$match (the manual's \$meta example)"
+K=$MNT/shop/cakes
+mkdir -p "$K"
+cat > "$K/.insert" <<'DOCS'
+{"_id": 1, "title": "cakes and ale"}
+{"_id": 2, "title": "more cakes"}
+{"_id": 3, "title": "bread"}
+{"_id": 4, "title": "some cakes"}
+{"_id": 5, "title": "two cakes to go"}
+{"_id": 6, "title": "pie"}
+DOCS
+echo '{"key": {"title": "text"}}' > "$K/.indexes/title_text"
+expect_eq "$(jq -s -c 'map([._id, .count])' "$K/aggregate/[{\$match:{\$text:{\$search:\"cake\"}}},{\$group:{_id:{\$meta:\"textScore\"},count:{\$sum:1}}}]")" \
+	'[[0.6666666666666666,1],[0.75,1],[1,2]]' "\$group by the score: the manual's groups"
+R=$(cat "$K/aggregate/[{\$match:{\$text:{\$search:\"cake\"}}},{\$project:{score:{\$meta:\"textScore\"}}}]")
+expect_eq "$(jq -s -c 'map([._id, .score])' <<< "$R")" '[[1,0.75],[2,1],[4,1],[5,0.6666666666666666]]' \
+	"\$project: the manual's scores (an inclusion of _id and the score)"
+expect_eq "$(jq -s -c 'map(keys_unsorted)' "$K/aggregate/[{\$match:{\$text:{\$search:\"ale\"}}},{\$addFields:{score:{\$meta:\"textScore\"}}}]")" \
+	'[["_id","title","score"]]' "\$addFields appends it"
+expect_eq "$(jq -s -c 'map(._id)' "$K/aggregate/[{\$match:{\$text:{\$search:\"cake\"}}},{\$project:{title:1}},{\$sort:{score:{\$meta:\"textScore\"}}}]")" \
+	'[2,4,1,5]' "\$sort by {\$meta} after a \$project: highest first, ties by _id"
+expect_eq "$(jq -s -c 'map([._id, .s])' "$K/aggregate/[{\$match:{\$text:{\$search:\"cake\"}}},{\$addFields:{s:{\$meta:\"textScore\"}}},{\$sort:{s:1}},{\$project:{s:1}}]")" \
+	'[[5,0.6666666666666666],[1,0.75],[2,1],[4,1]]' "\$sort on a field holding the score"
+expect_fail "{\$meta: \"textScore\"} without a \$text \$match" cat "$K/aggregate/[{\$match:{title:\"pie\"}},{\$project:{s:{\$meta:\"textScore\"}}}]"
+tail -n1 "$MNT/.docfs/errors" | grep -q "query requires text score metadata, but it is not available" ||
+	fail "no MongoDB error for textScore without \$text: $(tail -n1 "$MNT/.docfs/errors")"
 echo "text.sh: ok"

@@ -552,6 +552,176 @@ START_TEST(test_explain_text_under_or)
 }
 END_TEST
 
+/* ---- {$meta: "textScore"} in aggregation (agg.c note 7) -------------------------------- */
+
+/* The manual's $meta example ($meta (aggregation), "$meta: textScore"). */
+static int64_t cakes(void)
+{
+	int64_t c = coll_with_index("cakes", "{key: {title: \"text\"}}");
+
+	put(c, "1.json", "{_id: 1, title: \"cakes and ale\"}");
+	put(c, "2.json", "{_id: 2, title: \"more cakes\"}");
+	put(c, "3.json", "{_id: 3, title: \"bread\"}");
+	put(c, "4.json", "{_id: 4, title: \"some cakes\"}");
+	put(c, "5.json", "{_id: 5, title: \"two cakes to go\"}");
+	put(c, "6.json", "{_id: 6, title: \"pie\"}");
+	return c;
+}
+
+/* The results of pipeline (shell syntax) over coll, compact, one per line, or "error: ...". */
+static const char *agg(int64_t coll, const char *pipeline)
+{
+	static char out[4096];
+	struct dfs_err err = {0};
+	struct query_pipeline *p = NULL;
+	struct query_agg *a = NULL;
+	struct store_txn *t;
+	const bson_t *d;
+	struct dfs_buf b;
+	char wrapped[2048];
+	bson_t *w, arr;
+	bson_iter_t it;
+	const uint8_t *data;
+	uint32_t len;
+	int rc;
+
+	snprintf(wrapped, sizeof(wrapped), "{p: %s}", pipeline);
+	w = parse(wrapped);
+	ck_assert(bson_iter_init_find(&it, w, "p") && BSON_ITER_HOLDS_ARRAY(&it));
+	bson_iter_array(&it, &len, &data);
+	ck_assert(bson_init_static(&arr, data, len));
+	dfs_buf_init(&b);
+	ck_assert_int_eq(store_txn_begin(db, false, &t, &err), 0);
+	rc = query_pipeline_parse(&arr, &p, &err);
+	if (!rc)
+		rc = query_agg_open(t, coll, p, NULL, &a, &err);
+	while (!rc && (rc = query_agg_next(a, &d, &err)) == 0) {
+		if (b.len)
+			dfs_buf_putc(&b, '\n');
+		store_codec_render(d, STORE_RENDER_COMPACT, &b, &err);
+	}
+	if (rc != DFS_ENOENT)
+		snprintf(out, sizeof(out), "error: %s", err.msg);
+	else
+		snprintf(out, sizeof(out), "%s", b.data ? b.data : "");
+	query_agg_free(a);
+	query_pipeline_free(p);
+	store_txn_abort(t);
+	dfs_buf_release(&b);
+	bson_destroy(w);
+	return out;
+}
+
+START_TEST(test_agg_meta_text_score)
+{
+	int64_t c = cakes();
+
+	/* the manual's example: 0.75, 0.6666666666666666 and 1 (twice), in group key order */
+	ck_assert_str_eq(agg(c, "[{$match: {$text: {$search: \"cake\"}}}, {$group: {_id: {$meta: "
+				"\"textScore\"}, count: {$sum: 1}}}]"),
+			 "{\"_id\": 0.6666666666666666, \"count\": 1}\n"
+			 "{\"_id\": 0.75, \"count\": 1}\n"
+			 "{\"_id\": 1.0, \"count\": 2}");
+	/* $project: a $meta alone is an inclusion in aggregation */
+	ck_assert_str_eq(
+		agg(c, "[{$match: {$text: {$search: \"cake\"}}}, {$project: {score: {$meta: "
+		       "\"textScore\"}}}]"),
+		"{\"_id\": 1, \"score\": 0.75}\n{\"_id\": 2, \"score\": 1.0}\n"
+		"{\"_id\": 4, \"score\": 1.0}\n{\"_id\": 5, \"score\": 0.6666666666666666}");
+	ck_assert_str_eq(agg(c, "[{$match: {$text: {$search: \"cake\"}}}, {$project: {title: 1, "
+				"_id: 0, score: {$meta: \"textScore\"}}}, {$limit: 1}]"),
+			 "{\"title\": \"cakes and ale\", \"score\": 0.75}");
+	/* an exclusion with a $meta: the score replaces a field of that name, after the rest */
+	ck_assert_str_eq(agg(c,
+			     "[{$match: {$text: {$search: \"ale\"}}}, {$addFields: {title: "
+			     "\"x\", n: 1}}, {$project: {n: 0, title: {$meta: \"textScore\"}}}]"),
+			 "{\"_id\": 1, \"title\": 0.75}");
+	/* $addFields, then a $sort on the field holding it (stable: ties in input order) */
+	ck_assert_str_eq(agg(c, "[{$match: {$text: {$search: \"cake\"}}}, {$addFields: {s: "
+				"{$meta: \"textScore\"}}}, {$sort: {s: 1}}, {$project: {s: 1}}]"),
+			 "{\"_id\": 5, \"s\": 0.6666666666666666}\n{\"_id\": 1, \"s\": 0.75}\n"
+			 "{\"_id\": 2, \"s\": 1.0}\n{\"_id\": 4, \"s\": 1.0}");
+	/* $sort by {$meta} after another stage (not the find's sort): highest first; the
+	 * metadata passes $project, $unwind, $skip and $limit */
+	ck_assert_str_eq(agg(c, "[{$match: {$text: {$search: \"cake\"}}}, {$project: {t: "
+				"[\"$title\"]}}, {$unwind: \"$t\"}, {$sort: {x: {$meta: "
+				"\"textScore\"}, _id: -1}}, {$skip: 1}, {$limit: 3}, {$project: "
+				"{sc: {$meta: \"textScore\"}}}]"),
+			 "{\"_id\": 2, \"sc\": 1.0}\n{\"_id\": 1, \"sc\": 0.75}\n"
+			 "{\"_id\": 5, \"sc\": 0.6666666666666666}");
+	/* the find's own sort ($sort right after the $match) */
+	ck_assert_str_eq(agg(c, "[{$match: {$text: {$search: \"cake\"}}}, {$sort: {x: {$meta: "
+				"\"textScore\"}}}, {$project: {_id: 1}}]"),
+			 "{\"_id\": 2}\n{\"_id\": 4}\n{\"_id\": 1}\n{\"_id\": 5}");
+	/* accumulators, $expr next to the $text, $facet sub-pipelines see the score */
+	ck_assert_str_eq(agg(c, "[{$match: {$text: {$search: \"cake\"}}}, {$group: {_id: null, "
+				"total: {$sum: {$meta: \"textScore\"}}, top: {$max: {$meta: "
+				"\"textScore\"}}}}]"),
+			 "{\"_id\": null, \"total\": 3.4166666666666665, \"top\": 1.0}");
+	ck_assert_str_eq(agg(c, "[{$match: {$text: {$search: \"cake\"}, $expr: {$lt: [{$meta: "
+				"\"textScore\"}, 0.8]}}}, {$project: {_id: 1}}]"),
+			 "{\"_id\": 1}\n{\"_id\": 5}");
+	ck_assert_str_eq(agg(c,
+			     "[{$match: {$text: {$search: \"cake\"}}}, {$facet: {f: [{$match: "
+			     "{$expr: {$eq: [{$meta: \"textScore\"}, 1]}}}, {$count: \"n\"}]}}]"),
+			 "{\"f\": [{\"n\": 2}]}");
+	/* after $group the documents are new: the score is missing (no error) */
+	ck_assert_str_eq(agg(c, "[{$match: {$text: {$search: \"cake\"}}}, {$group: {_id: null}}, "
+				"{$project: {s: {$meta: \"textScore\"}}}]"),
+			 "{\"_id\": null}");
+	/* text under $or: the documents of the other clause have no score */
+	add_index(c, "{key: {title: 1}}");
+	ck_assert_str_eq(agg(c, "[{$match: {$or: [{$text: {$search: \"ale\"}}, {title: "
+				"\"pie\"}]}}, {$addFields: {s: {$meta: \"textScore\"}}}]"),
+			 "{\"_id\": 1, \"title\": \"cakes and ale\", \"s\": 0.75}\n"
+			 "{\"_id\": 6, \"title\": \"pie\"}");
+}
+END_TEST
+
+START_TEST(test_agg_meta_errors)
+{
+	int64_t c = cakes();
+	const char *req = "query requires text score metadata, but it is not available";
+	const char *bad[][2] = {
+		/* no $text in the first $match: MongoDB's error 40218, at parse time */
+		{"[{$project: {s: {$meta: \"textScore\"}}}]", req},
+		{"[{$match: {title: \"pie\"}}, {$addFields: {s: {$meta: \"textScore\"}}}]", req},
+		{"[{$sort: {s: {$meta: \"textScore\"}}}]", req},
+		{"[{$group: {_id: null, s: {$sum: {$meta: \"textScore\"}}}}]", req},
+		{"[{$facet: {f: [{$project: {s: {$meta: \"textScore\"}}}]}}]", req},
+		{"[{$match: {$text: {$search: \"cake\"}}}, {$lookup: {from: \"cakes\", pipeline: "
+		 "[{$project: {s: {$meta: \"textScore\"}}}], as: \"l\"}}]",
+		 req},
+		/* $text only in the first $match (MongoDB's 17313) */
+		{"[{$limit: 5}, {$match: {$text: {$search: \"cake\"}}}]",
+		 "stage 1: $match with $text is only allowed as the first pipeline stage"},
+		{"[{$match: {$text: {$search: \"cake\"}}}, {$match: {$text: {$search: \"pie\"}}}]",
+		 "$match with $text is only allowed as the first pipeline stage"},
+		{"[{$facet: {f: [{$match: {$text: {$search: \"cake\"}}}]}}]",
+		 "$match with $text is only allowed as the first pipeline stage"},
+		/* $meta's own errors (MongoDB's 17307, 17308) */
+		{"[{$match: {$text: {$search: \"cake\"}}}, {$project: {s: {$meta: 1}}}]",
+		 "$meta only supports string arguments"},
+		{"[{$match: {$text: {$search: \"cake\"}}}, {$project: {s: {$meta: \"x\"}}}]",
+		 "Unsupported argument to $meta: x"},
+		{"[{$match: {$text: {$search: \"cake\"}}}, {$project: {s: {$meta: \"indexKey\"}}}]",
+		 "$meta \"indexKey\" is not supported"},
+		{"[{$match: {$text: {$search: \"cake\"}}}, {$project: {a: 0, s: {$add: [1, 2]}}}]",
+		 "exclusion"},
+		{"[{$match: {$text: {$search: \"cake\"}}}, {$project: {a: 0, \"s.t\": {$meta: "
+		 "\"textScore\"}}}]",
+		 "$meta in an exclusion projection is supported at the top level only"},
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *r = agg(c, bad[i][0]);
+
+		ck_assert_msg(!strncmp(r, "error: ", 7) && strstr(r, bad[i][1]), "%s: %s",
+			      bad[i][0], r);
+	}
+}
+END_TEST
+
 /* ---- the index: spec, entries, check ---------------------------------------------------- */
 
 static int64_t entries(const char *ixname, int64_t coll)
@@ -700,6 +870,8 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_find_needs_text_index);
 	tcase_add_test(tc, test_find_text_under_or);
 	tcase_add_test(tc, test_explain_text_under_or);
+	tcase_add_test(tc, test_agg_meta_text_score);
+	tcase_add_test(tc, test_agg_meta_errors);
 	tcase_add_test(tc, test_index_entries_kept_by_writes);
 	tcase_add_test(tc, test_index_spec_forms);
 	tcase_add_test(tc, test_explain_shape);
