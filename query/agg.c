@@ -2,9 +2,9 @@
  * agg.c - the aggregation pipeline: parsing a pipeline (an array of stage documents) into
  * stages, and running it as a pull chain over a find cursor: $match $project $addFields/$set
  * $unset $group $sort $limit $skip $unwind $count $sortByCount $lookup $replaceRoot/
- * $replaceWith $bucket $facet $sample $out $merge. Expressions are expr.c's job; filters,
- * find sorts and the collection scan are filter.c/match.c/sort.c/exec.c's (reached only
- * through query.h).
+ * $replaceWith $bucket $facet $sample $out $merge, and the text score metadata the stages pass
+ * on. Expressions are expr.c's job; filters, find sorts and the collection scan are
+ * filter.c/match.c/sort.c/exec.c's (reached only through query.h).
  *
  * Design notes
  * 1. A leading $match (without $expr at its top level or in a top-level $and) and a $sort
@@ -36,6 +36,15 @@
  *    follow as written. With executionStats the pipeline runs once more with every stage
  *    counted and timed (stage_next; the times include the stages before, as MongoDB's do),
  *    stopping before a $out/$merge: explaining never writes.
+ * 7. Text score metadata: a $text in the first $match is the find's (note 1; a $match with
+ *    $text elsewhere is refused when the pipeline is parsed, as MongoDB does, and so is a
+ *    {$meta: "textScore"} in a pipeline without one, check_meta), and the find gives each
+ *    document's score (query_cursor_score). Every stage records the score of the document
+ *    it returned last (rstage.has_score/score): the stages that pass or reshape a document
+ *    ($match $limit $skip $project $addFields $replaceRoot $unwind $lookup $sample, $sort
+ *    in its records, a $facet's spool for its sub-pipelines) keep its input's, the ones
+ *    that make new documents ($group $bucket $sortByCount $count $facet) have none, and
+ *    an expression evaluates {$meta: "textScore"} to its input's score or to missing.
  */
 #include "agg_int.h"
 
@@ -677,10 +686,13 @@ static void mark_exprs(struct pnode *p)
 	}
 }
 
-/* Parses the spec document into p's subtree. mode: 0 $project, 1 $addFields. */
+/* Parses the spec document into p's subtree. mode: 0 $project, 1 $addFields. *incl and *excl
+ * count the inclusions (computed fields among them) and exclusions but _id; *metas the
+ * {$meta: ..} fields, which are neither (MongoDB's projection parser), *nested_metas those
+ * below the top level. */
 static int parse_proj_doc(struct pstage *s, struct pnode *p, const char *prefix, bson_iter_t *it,
-			  int mode, const struct agg__scope *sc, int *incl, int *excl,
-			  struct dfs_err *err)
+			  int mode, const struct agg__scope *sc, int *incl, int *excl, int *metas,
+			  int *nested_metas, struct dfs_err *err)
 {
 	int rc;
 
@@ -697,7 +709,8 @@ static int parse_proj_doc(struct pstage *s, struct pnode *p, const char *prefix,
 			bson_iter_t sub;
 
 			bson_iter_recurse(it, &sub);
-			if ((rc = parse_proj_doc(s, n, full, &sub, mode, sc, incl, excl, err)))
+			if ((rc = parse_proj_doc(s, n, full, &sub, mode, sc, incl, excl, metas,
+						 nested_metas, err)))
 				return rc;
 			continue;
 		}
@@ -719,25 +732,41 @@ static int parse_proj_doc(struct pstage *s, struct pnode *p, const char *prefix,
 						   full);
 		}
 		n->kind = P_EXPR;
-		if (mode == 0 && strcmp(full, "_id"))
-			(*incl)++;
 		if ((rc = agg__x_parse(v, sc, &n->x, err)))
 			return rc;
+		if (mode == 0 && agg__x_is_meta(n->x)) {
+			(*metas)++;
+			if (strchr(full, '.'))
+				(*nested_metas)++;
+		} else if (mode == 0 && strcmp(full, "_id")) {
+			(*incl)++;
+		}
 	}
 	return 0;
+}
+
+/* Does p's subtree compute a field with anything but {$meta: ..}? */
+static bool non_meta_expr(const struct pnode *p)
+{
+	for (int i = 0; i < p->nkids; i++)
+		if ((p->kids[i].kind == P_EXPR && !agg__x_is_meta(p->kids[i].x)) ||
+		    (p->kids[i].kind == P_SUB && non_meta_expr(&p->kids[i])))
+			return true;
+	return false;
 }
 
 static int parse_project(struct pstage *s, const bson_iter_t *it, int mode,
 			 const struct agg__scope *sc, struct dfs_err *err)
 {
 	bson_iter_t f;
-	int incl = 0, excl = 0, rc;
+	int incl = 0, excl = 0, metas = 0, nested_metas = 0, rc;
 	struct pnode *id;
 
 	if (!BSON_ITER_HOLDS_DOCUMENT(it))
 		return dfs_err_set(err, DFS_EINVAL, "%s specification must be an object", s->name);
 	bson_iter_recurse(it, &f);
-	if ((rc = parse_proj_doc(s, &s->root, "", &f, mode, sc, &incl, &excl, err)))
+	if ((rc = parse_proj_doc(s, &s->root, "", &f, mode, sc, &incl, &excl, &metas, &nested_metas,
+				 err)))
 		return rc;
 	if (s->root.nkids == 0 && mode == 0)
 		return dfs_err_set(err, DFS_EINVAL, "$project requires at least one output field");
@@ -748,10 +777,12 @@ static int parse_project(struct pstage *s, const bson_iter_t *it, int mode,
 		return dfs_err_set(err, DFS_EINVAL,
 				   "invalid $project: cannot do exclusion on a field in inclusion "
 				   "projection");
+	/* without inclusions and exclusions, a $meta makes it an inclusion (in aggregation,
+	 * unlike find) */
 	s->inclusion = incl > 0 || !excl;
 	id = pnode_child(&s->root, "_id", false);
 	if (s->inclusion) {
-		if (!excl && !incl && id && id->kind == P_EXC) {
+		if (!excl && !incl && !metas && id && id->kind == P_EXC) {
 			/* only {_id: 0}: an exclusion */
 			s->inclusion = false;
 		} else if (!id) {
@@ -766,10 +797,14 @@ static int parse_project(struct pstage *s, const bson_iter_t *it, int mode,
 				s->root.kids[0] = t;
 			}
 		}
-	} else if (s->root.has_expr) {
+	} else if (non_meta_expr(&s->root)) {
 		return dfs_err_set(err, DFS_EINVAL,
 				   "invalid $project: cannot use an expression other than $meta "
 				   "in an exclusion projection");
+	} else if (nested_metas) {
+		return dfs_err_set(err, DFS_EINVAL,
+				   "invalid $project: $meta in an exclusion projection is "
+				   "supported at the top level only");
 	}
 	return 0;
 }
@@ -1562,6 +1597,16 @@ static int parse_pipeline(const bson_t *pipeline, const struct agg__scope *sc,
 		index++;
 	}
 	for (int i = 0; i < p->n; i++) {
+		/* MongoDB's DocumentSourceMatch::setSource: only a first $match's $text can
+		 * be answered (by the find, note 1) */
+		if (p->st[i].kind == S_MATCH && i > 0 && query_filter_has_text(p->st[i].fx)) {
+			rc = dfs_err_set(err, DFS_EINVAL,
+					 "stage %d: $match with $text is only allowed as the first "
+					 "pipeline stage",
+					 p->st[i].index);
+			query_pipeline_free(p);
+			return rc;
+		}
 		if ((p->st[i].kind == S_OUT || p->st[i].kind == S_MERGE) && i != p->n - 1) {
 			rc = dfs_err_set(err, DFS_EINVAL,
 					 "stage %d: %s can only be the final stage in the pipeline",
@@ -1576,9 +1621,84 @@ static int parse_pipeline(const bson_t *pipeline, const struct agg__scope *sc,
 	return 0;
 }
 
+static bool pnode_uses_score(const struct pnode *p)
+{
+	for (int i = 0; i < p->nkids; i++)
+		if (agg__x_uses_score(p->kids[i].x) || pnode_uses_score(&p->kids[i]))
+			return true;
+	return false;
+}
+
+/* Does stage s evaluate {$meta: "textScore"} (its sub-pipelines aside)? */
+static bool stage_uses_score(const struct pstage *s)
+{
+	switch (s->kind) {
+	case S_MATCH:
+		for (int k = 0; k < s->nmx; k++)
+			if (agg__x_uses_score(s->mx[k]))
+				return true;
+		return false;
+	case S_PROJECT:
+	case S_ADDFIELDS:
+		return pnode_uses_score(&s->root);
+	case S_GROUP:
+		if (agg__x_uses_score(s->id))
+			return true;
+		for (int k = 0; k < s->naccs; k++)
+			if (agg__x_uses_score(s->accs[k].x))
+				return true;
+		return false;
+	case S_SORT:
+		return query_sort_has_meta(s->sort);
+	case S_REPLACEROOT:
+		return agg__x_uses_score(s->root_x);
+	case S_LOOKUP:
+		for (int k = 0; k < s->nlet; k++)
+			if (agg__x_uses_score(s->let_x[k]))
+				return true;
+		return false;
+	default:
+		return false;
+	}
+}
+
+/* Note 7: {$meta: "textScore"} needs the metadata of a $text in the pipeline's first $match
+ * (or, in a $facet sub-pipeline, in its parent's: the documents keep it); a $lookup
+ * sub-pipeline reads another collection and has only its own. MongoDB checks this when it
+ * parses the pipeline (error 40218), wherever a stage stands: after a $group the score is
+ * just missing. */
+static int check_meta(const struct query_pipeline *p, bool avail, struct dfs_err *err)
+{
+	int rc;
+
+	avail = avail || (p->n && p->st[0].kind == S_MATCH && query_filter_has_text(p->st[0].fx));
+	for (int i = 0; i < p->n; i++) {
+		const struct pstage *s = &p->st[i];
+
+		if (!avail && stage_uses_score(s))
+			return dfs_err_set(err, DFS_EINVAL,
+					   "stage %d: query requires text score metadata, but it "
+					   "is not available",
+					   s->index);
+		for (int f = 0; f < s->nfacets; f++)
+			if ((rc = check_meta(s->facets[f], avail, err)))
+				return dfs_err_prefix(err, "stage %d: $facet '%s': ", s->index,
+						      s->facet_names[f]);
+		if (s->sub && (rc = check_meta(s->sub, false, err)))
+			return dfs_err_prefix(err, "stage %d: $lookup pipeline: ", s->index);
+	}
+	return 0;
+}
+
 int query_pipeline_parse(const bson_t *pipeline, struct query_pipeline **out, struct dfs_err *err)
 {
-	return parse_pipeline(pipeline, NULL, out, err);
+	int rc = parse_pipeline(pipeline, NULL, out, err);
+
+	if (!rc && (rc = check_meta(*out, false, err))) {
+		query_pipeline_free(*out);
+		*out = NULL;
+	}
+	return rc;
 }
 
 /* ---- running ------------------------------------------------------------------------- */
@@ -1611,7 +1731,10 @@ struct rstage {
 	int64_t ai;	  /* $unwind: index of the next element */
 	bool unwinding;	  /* $unwind: ait is live */
 	bson_t **res;	  /* $sample: Owned reservoir */
+	double *rsc;	  /* $sample: Owned: the text score of each (NaN: none) */
 	size_t nres, ri;
+	bool has_score;	 /* the document returned last has a text score (note 7) */
+	double score;	 /* and this is it */
 	int64_t nret;	 /* explain: documents returned */
 	int64_t time_ns; /* explain: time spent in this stage and the ones before it */
 };
@@ -1633,6 +1756,9 @@ struct query_agg {
 	int64_t spills;		     /* runs written by sorters (for tests) */
 	bool timed;		     /* explain: count and time every stage (rs[].nret, time_ns) */
 	int64_t src_nret, src_ns;    /* explain: the same for the source (the find) */
+	bool src_has_score;	     /* the source's last document has a text score */
+	double src_score;	     /* and this is it */
+	bool match0_in_find;	     /* stage 0's filter runs in the find, its $expr here */
 };
 
 static int agg_open(struct store_txn *t, int64_t coll, const struct query_pipeline *p,
@@ -1642,6 +1768,7 @@ static int agg_open(struct store_txn *t, int64_t coll, const struct query_pipeli
 static int stage_next(struct query_agg *a, int i, const bson_t **doc, struct dfs_err *err);
 static int stage_run(struct query_agg *a, int i, const bson_t **doc, struct dfs_err *err);
 static int spool_read(FILE *f, struct dfs_buf *b, bson_t *doc, struct dfs_err *err);
+static int spool_read_score(FILE *f, bool *has, double *score, struct dfs_err *err);
 
 /* Storage for a bson_t view kept in a heap struct: bson_t asks for 128-byte alignment, which
  * calloc does not give. Freed with free(). */
@@ -1650,9 +1777,26 @@ static bson_t *view_new(void)
 	return aligned_alloc(BSON_ALIGNOF(bson_t), sizeof(bson_t));
 }
 
-static void ctx_init(struct query_agg *a, struct rstage *rs, const bson_t *doc, struct agg__ctx *c)
+/* The text score of the document stage i - 1 returned last (stage i's input), or NULL. */
+static const double *meta_in(const struct query_agg *a, int i)
+{
+	if (i - 1 < a->first)
+		return a->src_has_score ? &a->src_score : NULL;
+	return a->rs[i - 1].has_score ? &a->rs[i - 1].score : NULL;
+}
+
+/* Stage rs returns a document whose text score is *score (NULL: none). */
+static void meta_set(struct rstage *rs, const double *score)
+{
+	rs->has_score = score != NULL;
+	rs->score = score ? *score : 0;
+}
+
+static void ctx_init(struct query_agg *a, struct rstage *rs, const bson_t *doc, const double *score,
+		     struct agg__ctx *c)
 {
 	memset(c, 0, sizeof(*c));
+	c->score = score;
 	c->root.value_type = BSON_TYPE_DOCUMENT;
 	c->root.value.v_doc.data = (uint8_t *)bson_get_data(doc);
 	c->root.value.v_doc.data_len = doc->len;
@@ -1818,8 +1962,8 @@ static void proj_excl(const struct pnode *p, const bson_t *in, bson_t *out)
 		const bson_value_t *v = bson_iter_value(&it);
 		bson_t child, view;
 
-		if (n && n->kind == P_EXC)
-			continue;
+		if (n && (n->kind == P_EXC || n->kind == P_EXPR))
+			continue; /* a $meta field replaces the document's (proj_excl_meta) */
 		if (n && n->kind == P_SUB && v->value_type == BSON_TYPE_DOCUMENT) {
 			agg__doc_view(v, &view);
 			bson_append_document_begin(out, n->name, -1, &child);
@@ -1833,6 +1977,26 @@ static void proj_excl(const struct pnode *p, const bson_t *in, bson_t *out)
 			bson_append_value(out, bson_iter_key(&it), -1, v);
 		}
 	}
+}
+
+/* An exclusion projection, then its top-level {$meta: "textScore"} fields (parse_project
+ * allows no other expression in one), after the others as in find's projection. */
+static int proj_excl_meta(const struct pnode *p, const bson_t *in, struct agg__ctx *c, bson_t *out,
+			  struct dfs_err *err)
+{
+	int rc;
+
+	proj_excl(p, in, out);
+	for (int i = 0; i < p->nkids; i++) {
+		bson_value_t v;
+
+		if (p->kids[i].kind != P_EXPR)
+			continue;
+		if ((rc = agg__x_eval(p->kids[i].x, c, &v, err)))
+			return rc;
+		agg__append(out, p->kids[i].name, &v);
+	}
+	return 0;
 }
 
 static int add_fields(const struct pnode *p, const bson_t *in, struct agg__ctx *c, bson_t *out,
@@ -1991,19 +2155,24 @@ static void get_strict(const bson_t *doc, char **comp, int n, bson_value_t *out)
 
 static int src_next(struct query_agg *a, const bson_t **doc, struct dfs_err *err)
 {
-	if (a->spool) {
-		int rc;
+	int rc;
 
+	if (a->spool) {
 		if (!a->sview && !(a->sview = view_new()))
 			return dfs_err_set(err, DFS_ENOMEM, "out of memory");
 		rc = spool_read(a->spool, &a->sbuf, a->sview, err);
+		if (!rc)
+			rc = spool_read_score(a->spool, &a->src_has_score, &a->src_score, err);
 		if (!rc)
 			*doc = a->sview;
 		return rc;
 	}
 	if (!a->cur)
 		return DFS_ENOENT;
-	return query_cursor_next(a->cur, doc, err);
+	rc = query_cursor_next(a->cur, doc, err);
+	if (!rc)
+		a->src_has_score = query_cursor_score(a->cur, &a->src_score);
+	return rc;
 }
 
 /* ---- $group -------------------------------------------------------------------------- */
@@ -2020,7 +2189,7 @@ static int group_input(struct query_agg *a, int i, struct rstage *rs, struct dfs
 		bson_t payload = BSON_INITIALIZER;
 
 		agg__arena_reset(&rs->ar);
-		ctx_init(a, rs, doc, &c);
+		ctx_init(a, rs, doc, meta_in(a, i), &c);
 		if ((rc = agg__x_eval(ps->id, &c, &id, err))) {
 			bson_destroy(&payload);
 			return rc;
@@ -2346,6 +2515,7 @@ static int group_next(struct query_agg *a, int i, struct rstage *rs, const bson_
 	for (int j = 0; j < ps->naccs; j++)
 		acc_result(&ps->accs[j], &rs->st[j], out);
 	set_out(rs, out);
+	meta_set(rs, NULL); /* a new document: no metadata */
 	*doc = out;
 	return 0;
 fail:
@@ -2367,12 +2537,25 @@ static int sort_next(struct query_agg *a, int i, struct rstage *rs, const bson_t
 
 		rs->started = true;
 		while ((rc = stage_next(a, i - 1, &in, err)) == 0) {
+			const double *score = meta_in(a, i);
+			char has = score != NULL;
+			double sc = score ? *score : 0;
+
+			/* the pipeline was checked to have text score metadata where the
+			 * sort asks for it (check_meta); a document without a score sorts
+			 * as null */
 			dfs_buf_reset(&rs->key);
-			if ((rc = query_sort_key(rs->ps->sort, in, &rs->key, err)))
+			if ((rc = query_sort_key_score(rs->ps->sort, in, score, &rs->key, err)))
 				return rc;
 			put_seq(&rs->key, rs->seq++);
-			if ((rc = sorter_add(&rs->so, rs->key.data, rs->key.len, bson_get_data(in),
-					     in->len, err)))
+			/* the payload: the score (a flag, 8 bytes), then the document; pp is
+			 * the scratch buffer ($group's, unused here) */
+			dfs_buf_reset(&rs->pp);
+			dfs_buf_append(&rs->pp, &has, 1);
+			dfs_buf_append(&rs->pp, &sc, sizeof(sc));
+			dfs_buf_append(&rs->pp, bson_get_data(in), in->len);
+			if ((rc = sorter_add(&rs->so, rs->key.data, rs->key.len, rs->pp.data,
+					     rs->pp.len, err)))
 				return rc;
 		}
 		if (rc != DFS_ENOENT)
@@ -2384,8 +2567,16 @@ static int sort_next(struct query_agg *a, int i, struct rstage *rs, const bson_t
 		return rc;
 	if (!rs->view && !(rs->view = view_new()))
 		return dfs_err_set(err, DFS_ENOMEM, "out of memory");
-	if (!bson_init_static(rs->view, (const uint8_t *)p, pl))
+	if (pl < 1 + sizeof(double) ||
+	    !bson_init_static(rs->view, (const uint8_t *)p + 1 + sizeof(double),
+			      pl - 1 - sizeof(double)))
 		return dfs_err_set(err, DFS_ECORRUPT, "$sort: a bad spilled record");
+	{
+		double sc;
+
+		memcpy(&sc, p + 1, sizeof(sc));
+		meta_set(rs, p[0] ? &sc : NULL);
+	}
 	*doc = rs->view;
 	return 0;
 }
@@ -2426,6 +2617,7 @@ static int unwind_next(struct query_agg *a, int i, struct rstage *rs, const bson
 		}
 		if ((rc = stage_next(a, i - 1, &in, err)))
 			return rc;
+		meta_set(rs, meta_in(a, i)); /* every document made of it has its score */
 		if (rs->in)
 			bson_destroy(rs->in);
 		rs->in = bson_copy(in);
@@ -2528,6 +2720,7 @@ static int lookup_next(struct query_agg *a, int i, struct rstage *rs, const bson
 
 	if ((rc = stage_next(a, i - 1, &in, err)))
 		goto done;
+	meta_set(rs, meta_in(a, i));
 	agg__arena_reset(&rs->ar);
 	rc = store_coll_find(a->t, ps->from, &fc, err);
 	if (rc && rc != DFS_ENOENT)
@@ -2568,7 +2761,7 @@ static int lookup_next(struct query_agg *a, int i, struct rstage *rs, const bson
 			abort();
 		if (ps->local)
 			lookup_filter(ps, in, &rs->ar, &eq);
-		ctx_init(a, rs, in, &c);
+		ctx_init(a, rs, in, meta_in(a, i), &c);
 		for (int k = 0; k < ps->nlet && !rc; k++) {
 			rc = agg__x_eval(ps->let_x[k], &c, &vars[k].v, err);
 			vars[k].name = ps->let_names[k];
@@ -2637,9 +2830,14 @@ static int facet_next(struct query_agg *a, int i, struct rstage *rs, const bson_
 		return dfs_err_set(err, DFS_EIO, "$facet: cannot create a temporary file");
 	while ((rc = stage_next(a, i - 1, &in, err)) == 0) {
 		uint32_t len = in->len;
+		const double *score = meta_in(a, i);
+		char has = score != NULL;
+		double sc = score ? *score : 0;
 
+		/* each document, then its text score (the sub-pipelines see it) */
 		if (fwrite(&len, sizeof(len), 1, spool) != 1 ||
-		    fwrite(bson_get_data(in), 1, len, spool) != len) {
+		    fwrite(bson_get_data(in), 1, len, spool) != len ||
+		    fwrite(&has, 1, 1, spool) != 1 || fwrite(&sc, sizeof(sc), 1, spool) != 1) {
 			rc = dfs_err_set(err, DFS_EIO, "$facet: cannot write a temporary file");
 			break;
 		}
@@ -2683,6 +2881,7 @@ static int facet_next(struct query_agg *a, int i, struct rstage *rs, const bson_
 		}
 	}
 	set_out(rs, o);
+	meta_set(rs, NULL);
 	*doc = o;
 done:
 	fclose(spool);
@@ -2712,11 +2911,15 @@ static int sample_next(struct query_agg *a, int i, struct rstage *rs, const bson
 
 		rs->started = true;
 		rs->res = calloc(size + 1, sizeof(*rs->res));
-		if (!rs->res)
+		rs->rsc = calloc(size + 1, sizeof(*rs->rsc));
+		if (!rs->res || !rs->rsc)
 			return dfs_err_set(err, DFS_ENOMEM, "out of memory");
 		while ((rc = stage_next(a, i - 1, &in, err)) == 0) {
+			const double *score = meta_in(a, i);
+
 			seen++;
 			if (rs->nres < size) {
+				rs->rsc[rs->nres] = score ? *score : NAN;
 				rs->res[rs->nres++] = bson_copy(in);
 			} else if (size) {
 				uint64_t j = rng_next(&a->rng) % seen;
@@ -2724,6 +2927,7 @@ static int sample_next(struct query_agg *a, int i, struct rstage *rs, const bson
 				if (j < size) {
 					bson_destroy(rs->res[j]);
 					rs->res[j] = bson_copy(in);
+					rs->rsc[j] = score ? *score : NAN;
 				}
 			}
 		}
@@ -2732,13 +2936,17 @@ static int sample_next(struct query_agg *a, int i, struct rstage *rs, const bson
 		for (size_t k = rs->nres; k > 1; k--) {
 			size_t j = (size_t)(rng_next(&a->rng) % k);
 			bson_t *t = rs->res[k - 1];
+			double ts = rs->rsc[k - 1];
 
 			rs->res[k - 1] = rs->res[j];
 			rs->res[j] = t;
+			rs->rsc[k - 1] = rs->rsc[j];
+			rs->rsc[j] = ts;
 		}
 	}
 	if (rs->ri >= rs->nres)
 		return DFS_ENOENT;
+	meta_set(rs, isnan(rs->rsc[rs->ri]) ? NULL : &rs->rsc[rs->ri]);
 	*doc = rs->res[rs->ri++];
 	return 0;
 }
@@ -2765,6 +2973,7 @@ static int count_next(struct query_agg *a, int i, struct rstage *rs, const bson_
 	else
 		BSON_APPEND_INT64(o, rs->ps->as, rs->count);
 	set_out(rs, o);
+	meta_set(rs, NULL);
 	*doc = o;
 	return 0;
 }
@@ -2784,24 +2993,28 @@ static int stage_run(struct query_agg *a, int i, const bson_t **doc, struct dfs_
 	rs = &a->rs[i];
 	ps = rs->ps;
 	switch (ps->kind) {
-	case S_MATCH:
-		/* Only a $match the find runs can answer $text (plan.c note 7). */
-		if (query_filter_has_text(ps->fx))
-			return dfs_err_set(err, DFS_EINVAL,
-					   "$match with $text is only allowed as the first pipeline "
-					   "stage");
+	case S_MATCH: {
+		bool in_find = i == 0 && a->match0_in_find;
+
+		/* Only a $match the find runs can answer $text (plan.c note 7): a $facet
+		 * sub-pipeline's first stage (parse_pipeline refuses the others). */
+		if (!in_find && query_filter_has_text(ps->fx))
+			return dfs_err_set(
+				err, DFS_EINVAL,
+				"$match with $text is only allowed as the first pipeline "
+				"stage");
 		for (;;) {
 			bson_value_t v;
 
 			if ((rc = stage_next(a, i - 1, &in, err)))
 				return rc;
-			if (ps->fx && !query_filter_match(ps->fx, in, NULL))
+			if (!in_find && ps->fx && !query_filter_match(ps->fx, in, NULL))
 				continue;
 			if (ps->nmx) {
 				bool pass = true;
 
 				agg__arena_reset(&rs->ar);
-				ctx_init(a, rs, in, &c);
+				ctx_init(a, rs, in, meta_in(a, i), &c);
 				for (int k = 0; k < ps->nmx && pass; k++) {
 					if ((rc = agg__x_eval(ps->mx[k], &c, &v, err)))
 						return rc;
@@ -2810,9 +3023,11 @@ static int stage_run(struct query_agg *a, int i, const bson_t **doc, struct dfs_
 				if (!pass)
 					continue;
 			}
+			meta_set(rs, meta_in(a, i));
 			*doc = in;
 			return 0;
 		}
+	}
 	case S_PROJECT:
 	case S_ADDFIELDS: {
 		bson_t *o;
@@ -2820,17 +3035,18 @@ static int stage_run(struct query_agg *a, int i, const bson_t **doc, struct dfs_
 		if ((rc = stage_next(a, i - 1, &in, err)))
 			return rc;
 		agg__arena_reset(&rs->ar);
-		ctx_init(a, rs, in, &c);
+		ctx_init(a, rs, in, meta_in(a, i), &c);
 		o = bson_new();
 		if (ps->kind == S_ADDFIELDS)
 			rc = add_fields(&ps->root, in, &c, o, err);
 		else if (ps->inclusion)
 			rc = proj_incl(&ps->root, in, &c, o, err);
 		else
-			proj_excl(&ps->root, in, o);
+			rc = proj_excl_meta(&ps->root, in, &c, o, err);
 		set_out(rs, o);
 		if (rc)
 			return rc;
+		meta_set(rs, c.score); /* the metadata stays with the document */
 		*doc = o;
 		return 0;
 	}
@@ -2841,7 +3057,7 @@ static int stage_run(struct query_agg *a, int i, const bson_t **doc, struct dfs_
 		if ((rc = stage_next(a, i - 1, &in, err)))
 			return rc;
 		agg__arena_reset(&rs->ar);
-		ctx_init(a, rs, in, &c);
+		ctx_init(a, rs, in, meta_in(a, i), &c);
 		if ((rc = agg__x_eval(ps->root_x, &c, &v, err)))
 			return rc;
 		if (v.value_type != BSON_TYPE_DOCUMENT || !agg__doc_view(&v, &view))
@@ -2850,6 +3066,7 @@ static int stage_run(struct query_agg *a, int i, const bson_t **doc, struct dfs_
 					   "resulting value was of type %s",
 					   agg__type_name(&v));
 		set_out(rs, bson_copy(&view));
+		meta_set(rs, c.score);
 		*doc = rs->out;
 		return 0;
 	}
@@ -2857,14 +3074,20 @@ static int stage_run(struct query_agg *a, int i, const bson_t **doc, struct dfs_
 		if (rs->count >= ps->n)
 			return DFS_ENOENT;
 		rs->count++;
-		return stage_next(a, i - 1, doc, err);
+		if ((rc = stage_next(a, i - 1, doc, err)))
+			return rc;
+		meta_set(rs, meta_in(a, i));
+		return 0;
 	case S_SKIP:
 		while (rs->count < ps->n) {
 			if ((rc = stage_next(a, i - 1, &in, err)))
 				return rc;
 			rs->count++;
 		}
-		return stage_next(a, i - 1, doc, err);
+		if ((rc = stage_next(a, i - 1, doc, err)))
+			return rc;
+		meta_set(rs, meta_in(a, i));
+		return 0;
 	case S_GROUP:
 		return group_next(a, i, rs, doc, err);
 	case S_SORT:
@@ -2921,11 +3144,20 @@ static int stage_next(struct query_agg *a, int i, const bson_t **doc, struct dfs
 /* Note 1: a leading $match, then a $sort, go to the find (and a $skip and a $limit right
  * after them, so that the find's top-k sort bounds the memory). Sets them in fo (Borrowed
  * from p) and returns the index of the first stage that runs here. */
-static int find_prefix(const struct query_pipeline *p, int upto, struct query_find_opts *fo)
+static int find_prefix(const struct query_pipeline *p, int upto, struct query_find_opts *fo,
+		       bool *match0_in_find)
 {
 	int i = 0;
 
-	if (i < upto && p->st[i].kind == S_MATCH && !p->st[i].nmx) {
+	*match0_in_find = false;
+	if (i < upto && p->st[i].kind == S_MATCH && p->st[i].nmx) {
+		/* the filter to the find, the $expr evaluated here by stage 0 (so a $text
+		 * next to an $expr is still the find's) */
+		fo->filter = p->st[i].filter;
+		*match0_in_find = true;
+		return 0;
+	}
+	if (i < upto && p->st[i].kind == S_MATCH) {
 		fo->filter = p->st[i].filter;
 		i++;
 	}
@@ -2993,7 +3225,7 @@ static int agg_open(struct store_txn *t, int64_t coll, const struct query_pipeli
 		dfs_buf_init(&a->rs[i].pp);
 	}
 	if (!spool) {
-		a->first = find_prefix(p, upto, &fo);
+		a->first = find_prefix(p, upto, &fo, &a->match0_in_find);
 		fo.sort_mem = mem;
 		fo.count_only = counts_only(p, a->first, upto);
 		if (extra && fo.filter) {
@@ -3075,6 +3307,7 @@ void query_agg_free(struct query_agg *a)
 		for (size_t k = 0; k < rs->nres; k++)
 			bson_destroy(rs->res[k]);
 		free(rs->res);
+		free(rs->rsc);
 	}
 	free(a->rs);
 	dfs_buf_release(&a->sbuf);
@@ -3143,6 +3376,17 @@ static int spool_read(FILE *f, struct dfs_buf *b, bson_t *doc, struct dfs_err *e
 	b->len = len;
 	if (!bson_init_static(doc, (const uint8_t *)b->data, len))
 		return dfs_err_set(err, DFS_ECORRUPT, "a bad spooled document");
+	return 0;
+}
+
+/* Reads the text score that follows each document of a $facet's spool (facet_next). */
+static int spool_read_score(FILE *f, bool *has, double *score, struct dfs_err *err)
+{
+	char h;
+
+	if (fread(&h, 1, 1, f) != 1 || fread(score, sizeof(*score), 1, f) != 1)
+		return dfs_err_set(err, DFS_EIO, "a temporary file is short");
+	*has = h != 0;
 	return 0;
 }
 
@@ -3450,9 +3694,10 @@ int query_agg_explain(struct store_txn *t, int64_t coll, const char *ns,
 	struct query_agg *a = NULL;
 	bson_t fx = BSON_INITIALIZER, stages, sd, cur;
 	bson_iter_t it;
+	bool match0_in_find;
 	int first, rc;
 
-	first = find_prefix(p, upto, &fo);
+	first = find_prefix(p, upto, &fo, &match0_in_find);
 	fo.count_only = counts_only(p, first, upto);
 	fo.in_pipeline = true;
 	if ((rc = query_find_explain(t, coll, ns, &fo, verbosity, &fx, err)))

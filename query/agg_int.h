@@ -40,6 +40,7 @@ struct agg__ctx {
 	const struct agg__var
 		*vars;	       /* user variables ($let, $filter, $map, $reduce, $lookup let) */
 	struct agg__arena *ar; /* where results are built */
+	const double *score;   /* {$meta: "textScore"}: the document's, or NULL (none) */
 };
 
 /* Names in scope while parsing, to reject undefined variables at parse time. */
@@ -61,6 +62,10 @@ int agg__x_eval(const struct agg__x *x, struct agg__ctx *c, bson_value_t *out, s
 const bson_value_t *agg__x_const(const struct agg__x *x);
 /* Is x a plain field path "$a.b"? Then its dotted path (Borrowed from x), else NULL. */
 const char *agg__x_field_path(const struct agg__x *x);
+/* Is x {$meta: "textScore"} itself? Does it use it anywhere (so the pipeline needs text
+ * score metadata)? */
+bool agg__x_is_meta(const struct agg__x *x);
+bool agg__x_uses_score(const struct agg__x *x);
 
 /* Aggregation comparison: MinKey < missing < undefined/null < the store's order. */
 int agg__cmp(const bson_value_t *a, const bson_value_t *b);

@@ -28,7 +28,10 @@
  *     document's entry scores, then fetches the documents in entry id order, applying the
  *     rest of the filter; TEXT_MATCH checks phrases and negations. The working member
  *     carries the score up; a SORT over them keeps it after each key's _id (so ties are
- *     still broken by _id), and PROJECTION gives it to {$meta: "textScore"}.
+ *     still broken by _id), and PROJECTION gives it to {$meta: "textScore"}. Under an OR
+ *     (plan.c note 7) the documents of the other inputs have no score: PROJECTION leaves
+ *     the field out and SORT sorts them as null, after every score (MongoDB's missing
+ *     metadata); the FETCH above the OR reuses the documents TEXT_MATCH fetched.
  */
 #include "plan_int.h"
 
@@ -207,7 +210,8 @@ struct plan__sortbuf {
 	size_t mem;	    /* spill past this many bytes */
 	size_t keep;	    /* limitAmount (0: all) */
 	size_t merged;	    /* records returned from the runs */
-	bool scored;	    /* each key ends with the 8 bytes of the record's text score */
+	bool scored;	    /* each key ends with the 8 bytes of the record's text score (NaN:
+			     * the document has none) */
 };
 
 static void sortbuf_free(struct plan__sortbuf *b)
@@ -329,7 +333,11 @@ static int sortbuf_add(struct plan__sortbuf *b, const struct query_sort *s, cons
 	int rc;
 
 	dfs_buf_reset(&b->key);
-	if ((rc = query_sort_key_score(s, doc, b->scored ? score : NAN, &b->key, err)))
+	if (b->scored)
+		rc = query_sort_key_score(s, doc, isnan(score) ? NULL : &score, &b->key, err);
+	else
+		rc = query_sort_key(s, doc, &b->key, err);
+	if (rc)
 		return rc;
 	if (b->scored) /* after the _id: no effect on the order */
 		dfs_buf_append(&b->key, &score, sizeof(score));
@@ -372,7 +380,7 @@ static int sortbuf_finish(struct plan__sortbuf *b, struct dfs_err *err)
 }
 
 /* The next record in sort order: DFS_ENOENT at the end. *score gets its text score when
- * the buffer keeps them. */
+ * the buffer keeps them (NaN for a document without one). */
 static int sortbuf_next(struct plan__sortbuf *b, bson_t *doc, double *score, struct dfs_err *err)
 {
 	struct run *best = NULL;
@@ -529,8 +537,8 @@ static void covered_doc(struct plan__node *n, const bson_t *vals)
 struct exec_ctx {
 	struct store_txn *t;
 	int64_t coll;
-	bool timed;	 /* plan__set_timed */
-	unsigned works;	 /* plan__work calls, for the stop checks */
+	bool timed;	/* plan__set_timed */
+	unsigned works; /* plan__work calls, for the stop checks */
 };
 
 static __thread struct exec_ctx cur_ctx;
@@ -702,15 +710,25 @@ static int work_stage(struct plan__node *n, struct plan__wm *wm, struct dfs_err 
 		rc = work_node(n->kids[0], &in, err);
 		if (rc != PLAN_ADVANCED)
 			return rc;
-		rc = store_doc_fetch(cur_ctx.t, in.id, true, &doc, err);
-		if (rc == DFS_ENOENT)
-			return PLAN_NEED_TIME;
-		if (rc)
-			return -1;
-		n->st.docs_examined++;
+		if (in.has_doc && !in.has_vals) {
+			/* a stored document already (an OR's TEXT_MATCH or FETCH input, note
+			 * 7): MongoDB's alreadyHasObj; the text score goes on up with it */
+			n->st.already_has_obj++;
+			doc = in.doc;
+		} else {
+			rc = store_doc_fetch(cur_ctx.t, in.id, true, &doc, err);
+			if (rc == DFS_ENOENT)
+				return PLAN_NEED_TIME;
+			if (rc)
+				return -1;
+			n->st.docs_examined++;
+			in.has_score = false;
+		}
 		memset(wm, 0, sizeof(*wm));
 		wm->id = in.id;
 		wm->elem_index = -1;
+		wm->has_score = in.has_score;
+		wm->score = in.score;
 		if (n->filter && !query_filter_match(n->filter, &doc, &wm->elem_index))
 			return PLAN_NEED_TIME;
 		wm_doc(wm, &doc);
@@ -751,8 +769,8 @@ static int work_stage(struct plan__node *n, struct plan__wm *wm, struct dfs_err 
 			if (rc == PLAN_NEED_TIME)
 				return rc;
 			if (rc == PLAN_ADVANCED) {
-				if (sortbuf_add(n->sb, n->sort, &in.doc, in.has_score ? in.score : 0,
-						err))
+				if (sortbuf_add(n->sb, n->sort, &in.doc,
+						in.has_score ? in.score : NAN, err))
 					return -1;
 				return PLAN_NEED_TIME;
 			}
@@ -772,7 +790,7 @@ static int work_stage(struct plan__node *n, struct plan__wm *wm, struct dfs_err 
 				return -1;
 			memset(wm, 0, sizeof(*wm));
 			wm->elem_index = -1;
-			wm->has_score = n->scored;
+			wm->has_score = n->scored && !isnan(score);
 			wm->score = score;
 		}
 		wm_doc(wm, &doc);
@@ -813,8 +831,10 @@ static int work_stage(struct plan__node *n, struct plan__wm *wm, struct dfs_err 
 				query_filter_match(n->filter, &wm->doc, &idx);
 			bson_destroy(n->out);
 			n->out = bson_new();
-			if (query_proj_apply_score(n->proj, &wm->doc, idx,
-						   wm->has_score ? wm->score : NAN, n->out, err))
+			if (n->scored ? query_proj_apply_score(n->proj, &wm->doc, idx,
+							       wm->has_score ? &wm->score : NULL,
+							       n->out, err)
+				      : query_proj_apply(n->proj, &wm->doc, idx, n->out, err))
 				return -1;
 			wm->result = n->out;
 		}
@@ -1089,6 +1109,8 @@ struct query_cursor {
 	bool want_keys;		 /* keep the sort key of each result (tests) */
 	struct dfs_buf key;	 /* the last result's sort key without _id */
 	int64_t entry;		 /* the last result's entry id (0: unknown) */
+	bool has_score;		 /* the last result has a text score */
+	double score;		 /* and this is it */
 	int64_t fetched;	 /* the entry id of the last result when it is a cached
 				  * fetch's document (store_doc_text), else 0 */
 	const char *text;	 /* Borrowed: that document's compact rendering, or NULL */
@@ -1158,6 +1180,8 @@ int query_cursor_next(struct query_cursor *c, const bson_t **doc, struct dfs_err
 			break;
 	}
 	c->entry = wm.id;
+	c->has_score = wm.has_score;
+	c->score = wm.score;
 	if (!wm.result) { /* a count's index scan (count_only) */
 		*doc = NULL;
 		return 0;
@@ -1209,6 +1233,13 @@ int query_cursor_count(struct query_cursor *c, int64_t *count, struct dfs_err *e
 int64_t query_cursor_entry(const struct query_cursor *c)
 {
 	return c->entry;
+}
+
+bool query_cursor_score(const struct query_cursor *c, double *score)
+{
+	if (c->has_score)
+		*score = c->score;
+	return c->has_score;
 }
 
 void query_cursor_free(struct query_cursor *c)

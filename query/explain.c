@@ -205,8 +205,11 @@ static void append_stats(const struct plan__node *n, bson_t *out)
 	BSON_APPEND_INT32(out, "restoreState", 0);
 	BSON_APPEND_INT32(out, "isEOF", st->eof ? 1 : 0); /* MongoDB prints 1 or 0 */
 	switch (n->stage) {
-	case PS_COLLSCAN:
 	case PS_FETCH:
+		APPEND_NUM(out, "docsExamined", st->docs_examined);
+		APPEND_NUM(out, "alreadyHasObj", st->already_has_obj);
+		break;
+	case PS_COLLSCAN:
 	case PS_TEXT_OR:
 		APPEND_NUM(out, "docsExamined", st->docs_examined);
 		break;

@@ -627,6 +627,7 @@ enum xop {
 	X_MAX,
 	X_STDDEVPOP,
 	X_LET,
+	X_META, /* {$meta: "textScore"} */
 };
 
 /* How an operator's operand is parsed. */
@@ -638,6 +639,7 @@ enum xform {
 	F_SWITCH,
 	F_LET,
 	F_DATEPART, /* a date expression or {date, timezone} */
+	F_META,	    /* $meta: a metadata name */
 };
 
 struct xdef {
@@ -751,6 +753,7 @@ static const struct xdef xdefs[] = {
 	{"$max", X_MAX, F_ARGS, 0, -1, {0}, 0},
 	{"$stdDevPop", X_STDDEVPOP, F_ARGS, 0, -1, {0}, 0},
 	{"$let", X_LET, F_LET, 0, 0, {0}, 0},
+	{"$meta", X_META, F_META, 0, 0, {0}, 0},
 	{"$literal", X_LIT, F_LITERAL, 0, 0, {0}, 0},
 };
 
@@ -796,6 +799,23 @@ const bson_value_t *agg__x_const(const struct agg__x *x)
 const char *agg__x_field_path(const struct agg__x *x)
 {
 	return x->op == X_PATH ? x->dotted : NULL;
+}
+
+bool agg__x_is_meta(const struct agg__x *x)
+{
+	return x && x->op == X_META;
+}
+
+bool agg__x_uses_score(const struct agg__x *x)
+{
+	if (!x)
+		return false;
+	if (x->op == X_META)
+		return true;
+	for (int i = 0; i < x->n; i++)
+		if (agg__x_uses_score(x->args[i]))
+			return true;
+	return false;
 }
 
 static struct agg__x *x_new(int op, int n)
@@ -1152,6 +1172,43 @@ static int parse_let(struct agg__x *x, const bson_value_t *v, const struct agg__
 	return rc;
 }
 
+/* {$meta: <name>}: MongoDB's messages for a non-string and an unknown name; of the names it
+ * knows only "textScore" has metadata here (the others are Atlas Search's, $geoNear's,
+ * indexKey, ...). */
+static int parse_meta(const bson_value_t *v, struct agg__x **out, struct dfs_err *err)
+{
+	static const char *const known[] = {"indexKey",
+					    "randVal",
+					    "recordId",
+					    "searchHighlights",
+					    "searchScore",
+					    "searchScoreDetails",
+					    "sortKey",
+					    "geoNearDistance",
+					    "geoNearPoint",
+					    "vectorSearchScore",
+					    "score",
+					    "scoreDetails",
+					    "searchSequenceToken",
+					    "searchRootDocumentId"};
+	const char *name;
+
+	if (v->value_type != BSON_TYPE_UTF8)
+		return dfs_err_set(err, DFS_EINVAL, "$meta only supports string arguments");
+	name = v->value.v_utf8.str;
+	if (!strcmp(name, "textScore")) {
+		*out = x_new(X_META, 0);
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(known) / sizeof(*known); i++)
+		if (!strcmp(name, known[i]))
+			return dfs_err_set(err, DFS_EINVAL,
+					   "$meta \"%s\" is not supported: the only metadata is "
+					   "\"textScore\"",
+					   name);
+	return dfs_err_set(err, DFS_EINVAL, "Unsupported argument to $meta: %s", name);
+}
+
 static int parse_operator(const char *name, const bson_value_t *v, const struct agg__scope *sc,
 			  struct agg__x **out, struct dfs_err *err)
 {
@@ -1169,6 +1226,8 @@ static int parse_operator(const char *name, const bson_value_t *v, const struct 
 		*out = x_lit(v);
 		return 0;
 	}
+	if (d->form == F_META)
+		return parse_meta(v, out, err);
 	x = x_new(d->op, 0);
 	x->def = d;
 	*out = x;
@@ -3816,6 +3875,12 @@ int agg__x_eval(const struct agg__x *x, struct agg__ctx *c, bson_value_t *out, s
 	case X_MAX:
 	case X_STDDEVPOP:
 		return eval_accum(x, c, out, err);
+	case X_META: /* missing for a document without a score, as in MongoDB */
+		if (c->score)
+			set_dbl(out, *c->score);
+		else
+			*out = missing_v;
+		return 0;
 	case X_LET: {
 		int nv = x->n - 1;
 		struct agg__var *vs = calloc((size_t)nv + 1, sizeof(*vs));

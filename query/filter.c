@@ -1100,7 +1100,7 @@ static int parse_logical(struct pctx *pc, const char *op, int kind, const bson_i
 		return dfs_err_set(err, DFS_EINVAL, "%s needs a non-empty array", op);
 	e = node_new(kind, NULL);
 	under = pc->under;
-	if (kind != QK_AND && !(under && !strcmp(under, "$nor")))
+	if (kind != QK_AND && !(under && (!strcmp(under, "$nor") || !strcmp(under, "$elemMatch"))))
 		pc->under = op;
 	while (bson_iter_next(&arr)) {
 		n++;
@@ -1125,8 +1125,8 @@ static int parse_logical(struct pctx *pc, const char *op, int kind, const bson_i
 	return 0;
 }
 
-/* $text: at most one, not under $nor or $elemMatch; under $or it is refused (text plans
- * are built for the top level and $and only). */
+/* $text: at most one, not under $nor or $elemMatch. Under $or its place is checked once the
+ * tree is normalized (text_placed). */
 static int parse_text(struct pctx *pc, const bson_iter_t *it, struct query_expr **out,
 		      struct dfs_err *err)
 {
@@ -1138,10 +1138,6 @@ static int parse_text(struct pctx *pc, const bson_iter_t *it, struct query_expr 
 	if (pc->under && !strcmp(pc->under, "$elemMatch"))
 		return dfs_err_set(err, DFS_EINVAL,
 				   "$text can only be applied to the top-level document");
-	if (pc->under)
-		return dfs_err_set(err, DFS_EINVAL,
-				   "$text under $or is not supported: use it at the top level or "
-				   "in $and");
 	if (pc->ntext && ++*pc->ntext > 1)
 		return dfs_err_set(err, DFS_EINVAL, "Too many text expressions");
 	e = node_new(QK_TEXT, NULL);
@@ -1283,6 +1279,22 @@ static struct query_expr *normalize(struct query_expr *e)
 
 /* ---- public ------------------------------------------------------------------------ */
 
+/* Is the $text of the normalized tree e where a plan can answer it (plan.c note 7): at the
+ * top, in the top-level $and, or in a branch of an $or that is at the top or in the
+ * top-level $and, the branch being the $text or an $and holding it? Normalized, $and and
+ * $or alternate on the way down, so that is: no two $or above it. ors: those passed. */
+static bool text_placed(const struct query_expr *e, int ors)
+{
+	if (e->kind == QK_OR && ++ors > 1)
+		return false;
+	if (e->kind != QK_AND && e->kind != QK_OR)
+		return true; /* the $text itself, or no $text below (not under $nor, $elemMatch) */
+	for (int i = 0; i < e->nkids; i++)
+		if (query_filter_has_text(e->kids[i]) && !text_placed(e->kids[i], ors))
+			return false;
+	return true;
+}
+
 bool query_filter_has_text(const struct query_expr *e)
 {
 	if (!e)
@@ -1316,7 +1328,14 @@ int query_filter_parse(const bson_t *filter, struct query_expr **out, struct dfs
 	bson_destroy(&wrap);
 	if (rc)
 		return rc;
-	*out = normalize(e);
+	e = normalize(e);
+	if (ntext && !text_placed(e, 0)) {
+		query_expr_free(e);
+		return dfs_err_set(err, DFS_EINVAL,
+				   "$text under a nested $or is not supported: use it in an $or at "
+				   "the top level or in the top-level $and");
+	}
+	*out = e;
 	return 0;
 }
 

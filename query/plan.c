@@ -46,7 +46,15 @@
  *     IXSCAN per scan term of the collection's text index, each the byte range of the
  *     prefix fields' equalities then the term (every prefix field needs an equality). No
  *     other plan exists for it (a $text can only be answered by its index), and a text
- *     index serves nothing else.
+ *     index serves nothing else. A $text in a branch of an $or (the root, or a child of
+ *     the root $and; filter.c refuses it deeper) is planned as MongoDB plans TEXT under
+ *     OR: FETCH over OR, whose first input is that text plan (the prefix equalities from
+ *     its own branch) and whose other inputs are an IXSCAN of each other branch, under a
+ *     FETCH with the branch as filter when the bounds are not exact. A branch no index can
+ *     serve fails the query (MongoDB has no collection scan for it). The text branch
+ *     comes first, so a document that both find keeps its score; one only the others
+ *     find has none. The top FETCH reuses the documents its input fetched and applies the
+ *     rest of the root $and, or nothing when the $or is the root.
  */
 #include "plan_int.h"
 
@@ -878,6 +886,10 @@ void plan__node_free(struct plan__node *n)
 	plan__ranges_free(n->ranges, n->nranges);
 	if (n->text_prefix)
 		bson_destroy(n->text_prefix);
+	if (n->rest) {
+		free(n->rest->kids); /* the kids are the filter's */
+		free(n->rest);
+	}
 	free(n);
 }
 
@@ -1449,6 +1461,7 @@ static struct plan__node *finish(const struct plan__query *q, struct plan__node 
 		n->proj_spec = q->proj_spec;
 		n->positional = positional;
 		n->filter = q->filter;
+		n->scored = q->text != NULL;
 	}
 	return n;
 }
@@ -1513,6 +1526,48 @@ static bool ix_allowed(const struct store_index *ix, const struct ixbounds *b,
 	return true;
 }
 
+/* The IXSCAN of one $or branch over the index bounding most of its fields: *out NULL when
+ * no index can serve it. *exact: the bounds decide the branch (note 1). */
+static int branch_ixscan(const struct plan__query *q, const struct query_expr *branch,
+			 struct plan__node **out, bool *exact, struct dfs_err *err)
+{
+	const struct query_expr **bp, *one;
+	int nb, best = -1, best_score = 0, rc;
+	struct ixbounds bb, cur;
+
+	*out = NULL;
+	*exact = false;
+	preds_of(branch, &one, &bp, &nb);
+	for (int i = 0; i < q->nixs; i++) {
+		const struct store_index *ix = &q->ixs[i];
+		int score = 0;
+
+		if (ix->text)
+			continue;
+
+		ixbounds_compute(ix, bp, nb, &cur);
+		if (cur.from_pred[0] && ix_allowed(ix, &cur, bp, nb)) {
+			for (int f = 0; f < ix->nfields; f++)
+				score += cur.applied[f] && cur.from_pred[f];
+			if (score > best_score) {
+				if (best >= 0)
+					ixbounds_release(&bb, q->ixs[best].nfields);
+				bb = cur;
+				best = i;
+				best_score = score;
+				continue;
+			}
+		}
+		ixbounds_release(&cur, ix->nfields);
+	}
+	if (best < 0)
+		return 0;
+	*exact = bb.exact;
+	rc = ixscan_new(q, best, &bb, false, out, err);
+	ixbounds_release(&bb, q->ixs[best].nfields);
+	return rc;
+}
+
 /* $or by index union: one IXSCAN per branch (the index bounding most fields). */
 static int or_cand(const struct plan__query *q, struct plan__cand *c, bool *made,
 		   struct dfs_err *err)
@@ -1524,43 +1579,10 @@ static int or_cand(const struct plan__query *q, struct plan__cand *c, bool *made
 	*made = false;
 	orn = node_new(PS_OR, NULL);
 	for (int k = 0; k < root->nkids; k++) {
-		const struct query_expr **bp;
-		int nb, best = -1, best_score = 0;
-		struct ixbounds bb, cur;
 		struct plan__node *scan;
+		bool exact;
 
-		const struct query_expr *one;
-
-		preds_of(root->kids[k], &one, &bp, &nb);
-		for (int i = 0; i < q->nixs; i++) {
-			const struct store_index *ix = &q->ixs[i];
-			int score = 0;
-
-			if (ix->text)
-				continue;
-
-			ixbounds_compute(ix, bp, nb, &cur);
-			if (cur.from_pred[0] && ix_allowed(ix, &cur, bp, nb)) {
-				for (int f = 0; f < ix->nfields; f++)
-					score += cur.applied[f] && cur.from_pred[f];
-				if (score > best_score) {
-					if (best >= 0)
-						ixbounds_release(&bb, q->ixs[best].nfields);
-					bb = cur;
-					best = i;
-					best_score = score;
-					continue;
-				}
-			}
-			ixbounds_release(&cur, ix->nfields);
-		}
-		if (best < 0) {
-			plan__node_free(orn);
-			return 0;
-		}
-		rc = ixscan_new(q, best, &bb, false, &scan, err);
-		ixbounds_release(&bb, q->ixs[best].nfields);
-		if (rc) {
+		if ((rc = branch_ixscan(q, root->kids[k], &scan, &exact, err)) || !scan) {
 			plan__node_free(orn);
 			return rc;
 		}
@@ -1586,19 +1608,56 @@ static int or_cand(const struct plan__query *q, struct plan__cand *c, bool *made
 
 /* ---- $text (note 7) ------------------------------------------------------------------- */
 
-/* The $text node of the filter: the filter itself or a child of its top-level $and
- * (filter.c refuses it anywhere else). */
-static struct query_expr *text_node(struct query_expr *f)
+static bool holds_text(const struct query_expr *e)
 {
-	if (!f)
-		return NULL;
-	if (f->kind == QK_TEXT)
-		return f;
-	if (f->kind == QK_AND)
-		for (int i = 0; i < f->nkids; i++)
-			if (f->kids[i]->kind == QK_TEXT)
-				return f->kids[i];
+	if (e->kind == QK_TEXT)
+		return true;
+	if (e->kind == QK_AND)
+		for (int i = 0; i < e->nkids; i++)
+			if (e->kids[i]->kind == QK_TEXT)
+				return true;
+	return false;
+}
+
+static struct query_expr *text_of(struct query_expr *e)
+{
+	if (e->kind == QK_TEXT)
+		return e;
+	for (int i = 0; i < e->nkids; i++)
+		if (e->kids[i]->kind == QK_TEXT)
+			return e->kids[i];
 	return NULL;
+}
+
+/* Finds the filter's $text node: the filter itself or a child of its top-level $and, or in
+ * a branch (itself, or a child of the branch's $and) of an $or that is the filter or a child
+ * of its top-level $and (note 7; filter.c refuses it anywhere else). Sets q->text, and
+ * q->text_or / q->text_branch for the $or. */
+static void text_locate(struct plan__query *q)
+{
+	struct query_expr *f = q->filter, *orx = NULL;
+
+	q->text = NULL;
+	q->text_or = q->text_branch = NULL;
+	if (!f)
+		return;
+	if (holds_text(f)) {
+		q->text = text_of(f);
+		return;
+	}
+	if (f->kind == QK_OR)
+		orx = f;
+	else if (f->kind == QK_AND)
+		for (int i = 0; i < f->nkids; i++)
+			if (f->kids[i]->kind == QK_OR && query_filter_has_text(f->kids[i]))
+				orx = f->kids[i];
+	for (int k = 0; orx && k < orx->nkids; k++)
+		if (holds_text(orx->kids[k])) {
+			q->text = text_of(orx->kids[k]);
+			q->text_or = orx;
+			q->text_branch = orx->kids[k];
+			return;
+		}
 }
 
 /* The equality on path among the top-level predicates, or NULL. */
@@ -1618,28 +1677,22 @@ static const bson_value_t *equality_on(const struct query_expr *const *preds, in
 	return NULL;
 }
 
-/* The one plan of a $text query: TEXT_MATCH over TEXT_OR over an IXSCAN of each term, each
- * scan the byte range of (prefix equalities, term). */
-static int text_cand(struct plan__query *q, const struct query_expr *const *preds, int npreds,
-		     struct plan__cand *c, struct dfs_err *err)
+/* The text plan of the $text node under filter (the whole filter, or the $or branch that
+ * holds it), whose top-level predicates give the prefix equalities: TEXT_MATCH over TEXT_OR
+ * over an IXSCAN of each term, each scan the byte range of (prefix equalities, term). The
+ * TEXT_OR applies filter unless it is the $text itself. */
+static int text_plan(const struct plan__query *q, const struct query_expr *filter,
+		     struct plan__node **out, struct dfs_err *err)
 {
+	const struct query_expr **preds, *one;
 	const struct store_index *ix = NULL;
 	struct plan__node *orn, *tm;
 	struct dfs_buf pre;
-	int pos = -1, rc = 0;
-	bson_iter_t it;
+	int npreds, pos = -1, rc = 0;
 	bson_t *prefix = bson_new();
 
-	memset(c, 0, sizeof(*c));
-	if (q->hint || q->hint_name) {
-		bson_destroy(prefix);
-		return dfs_err_set(err, DFS_EINVAL, "text and hint not allowed in same query");
-	}
-	if (q->sort_spec && bson_iter_init_find(&it, q->sort_spec, "$natural")) {
-		bson_destroy(prefix);
-		return dfs_err_set(err, DFS_EINVAL,
-				   "text and $natural sort not allowed in same query");
-	}
+	*out = NULL;
+	preds_of(filter, &one, &preds, &npreds);
 	for (int i = 0; i < q->nixs && pos < 0; i++)
 		if (q->ixs[i].text)
 			pos = i;
@@ -1664,8 +1717,8 @@ static int text_cand(struct plan__query *q, const struct query_expr *const *pred
 		bson_append_value(prefix, ix->field[f].path, -1, v);
 	}
 	orn = node_new(PS_TEXT_OR, NULL);
-	if (q->filter && q->filter->kind != QK_TEXT)
-		orn->filter = q->filter;
+	if (filter->kind != QK_TEXT)
+		orn->filter = filter;
 	for (size_t i = 0; i < query__text_nscan(q->text->text); i++) {
 		const char *term = query__text_scan_term(q->text->text, i);
 		bson_value_t tv = {.value_type = BSON_TYPE_UTF8};
@@ -1697,14 +1750,117 @@ static int text_cand(struct plan__query *q, const struct query_expr *const *pred
 	tm->text = q->text->text;
 	tm->text_prefix = prefix;
 	prefix = NULL;
-	c->has_fetch = true;
-	c->root = finish(q, tm, sortable(q), false, c);
-	snprintf(c->desc, sizeof(c->desc), "text:%s", ix->name);
+	*out = tm;
 done:
 	if (prefix)
 		bson_destroy(prefix);
 	dfs_buf_release(&pre);
 	return rc;
+}
+
+/* What MongoDB refuses in any $text query: a hint, a $natural sort. */
+static int text_refusals(const struct plan__query *q, struct dfs_err *err)
+{
+	bson_iter_t it;
+
+	if (q->hint || q->hint_name)
+		return dfs_err_set(err, DFS_EINVAL, "text and hint not allowed in same query");
+	if (q->sort_spec && bson_iter_init_find(&it, q->sort_spec, "$natural"))
+		return dfs_err_set(err, DFS_EINVAL,
+				   "text and $natural sort not allowed in same query");
+	return 0;
+}
+
+/* The one plan of a $text query (note 7). */
+static int text_cand(struct plan__query *q, struct plan__cand *c, struct dfs_err *err)
+{
+	struct plan__node *tm;
+	int rc;
+
+	memset(c, 0, sizeof(*c));
+	if ((rc = text_refusals(q, err)) || (rc = text_plan(q, q->filter, &tm, err)))
+		return rc;
+	c->has_fetch = true;
+	c->root = finish(q, tm, sortable(q), false, c);
+	snprintf(c->desc, sizeof(c->desc), "text:%s", tm->ix->name);
+	return 0;
+}
+
+/* Sets the filter of FETCH node n to the predicates of the root $and f but orx: the one
+ * left, or an $and of them (n->rest, MongoDB's filter). */
+static void and_rest(const struct query_expr *f, const struct query_expr *orx, struct plan__node *n)
+{
+	struct query_expr *r;
+	int k = 0;
+
+	if (f->nkids == 2) {
+		n->filter = f->kids[f->kids[0] == orx ? 1 : 0];
+		return;
+	}
+	r = xcalloc(1, sizeof(*r));
+	r->kind = QK_AND;
+	r->kids = xcalloc((size_t)f->nkids, sizeof(*r->kids));
+	for (int i = 0; i < f->nkids; i++)
+		if (f->kids[i] != orx)
+			r->kids[k++] = f->kids[i];
+	r->nkids = k;
+	n->rest = r;
+	n->filter = r;
+}
+
+/* The one plan of a $text under $or (note 7): FETCH over OR of the text plan and an index
+ * scan of every other branch. */
+static int text_or_cand(struct plan__query *q, struct plan__cand *c, struct dfs_err *err)
+{
+	const struct query_expr *orx = q->text_or;
+	struct plan__node *orn, *tm, *top;
+	bool all_fetched = true;
+	int rc;
+
+	memset(c, 0, sizeof(*c));
+	if ((rc = text_refusals(q, err)) || (rc = text_plan(q, q->text_branch, &tm, err)))
+		return rc;
+	orn = node_new(PS_OR, tm);
+	snprintf(c->desc, sizeof(c->desc), "textor:%s", tm->ix->name);
+	for (int k = 0; k < orx->nkids; k++) {
+		const struct query_expr *b = orx->kids[k];
+		struct plan__node *scan;
+		bool exact;
+		size_t l = strlen(c->desc);
+
+		if (b == q->text_branch)
+			continue;
+		if ((rc = branch_ixscan(q, b, &scan, &exact, err))) {
+			plan__node_free(orn);
+			return rc;
+		}
+		if (!scan) {
+			plan__node_free(orn);
+			/* MongoDB's words (query_planner.cpp); it says "No query solutions"
+			 * when the $or is inside an $and, which explains nothing */
+			return dfs_err_set(err, DFS_EINVAL,
+					   "Failed to produce a solution for TEXT under OR - "
+					   "other non-TEXT clauses under OR have to be indexed as "
+					   "well");
+		}
+		snprintf(c->desc + l, sizeof(c->desc) - l, ":%s", scan->ix->name);
+		if (!exact) {
+			scan = node_new(PS_FETCH, scan);
+			scan->filter = b;
+		} else {
+			all_fetched = false;
+		}
+		node_add(orn, scan);
+	}
+	top = orn;
+	if (!all_fetched || orx != q->filter) {
+		top = node_new(PS_FETCH, orn);
+		if (orx != q->filter)
+			and_rest(q->filter, orx, top);
+	}
+	c->has_fetch = true;
+	c->root = finish(q, top, sortable(q), false, c);
+	return 0;
 }
 
 static bool key_pattern_equal(const struct store_index *ix, const bson_t *hint)
@@ -1747,12 +1903,12 @@ int plan__enumerate(struct plan__query *q, struct plan__cand **cands, int *n, st
 	*cands = NULL;
 	*n = 0;
 	preds_of(q->filter, &one, &preds, &npreds);
-	q->text = text_node(q->filter);
+	text_locate(q);
 	if (!q->text && (query_sort_has_meta(q->sort) || query_proj_has_meta(q->proj)))
 		return dfs_err_set(err, DFS_EINVAL,
 				   "query requires text score metadata, but it is not available");
 	if (q->text) {
-		if ((rc = text_cand(q, preds, npreds, &c, err)))
+		if ((rc = q->text_or ? text_or_cand(q, &c, err) : text_cand(q, &c, err)))
 			return rc;
 		return add_cand(cands, n, &c);
 	}

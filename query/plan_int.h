@@ -76,7 +76,8 @@ struct plan__stats {
 	int64_t works, advanced, need_time, nreturned;
 	bool eof;
 	int64_t keys_examined, docs_examined, seeks, dups_tested, dups_dropped;
-	int64_t docs_rejected; /* TEXT_MATCH */
+	int64_t docs_rejected;	 /* TEXT_MATCH */
+	int64_t already_has_obj; /* FETCH: inputs that were stored documents already */
 	int64_t ns; /* time in the stage and its inputs, when timed (plan__set_timed) */
 };
 
@@ -108,8 +109,11 @@ struct plan__node {
 	bool positional;	       /* PROJECTION: the projection uses '$' */
 	struct query__text *text;      /* TEXT_MATCH: Borrowed from the filter */
 	bson_t *text_prefix;	       /* TEXT_MATCH: Owned indexPrefix {field: value} */
+	struct query_expr *rest;       /* FETCH over a text OR: Owned node (its kids are
+					* Borrowed): the root $and without that $or */
 	bool text_scan;		       /* IXSCAN: one term's entries under TEXT_OR */
-	bool scored;		       /* SORT: records keep the text score */
+	bool scored; /* SORT: records keep the text score; PROJECTION: the query has text
+		      * score metadata (a $text plan) */
 	/* run state (exec.c) */
 	struct plan__stats st;
 	struct store_cursor *sc; /* COLLSCAN */
@@ -132,13 +136,15 @@ void plan__summary(const struct plan__node *n, struct query_summary *s);
 /* The working member passed up the tree by one work() call. */
 struct plan__wm {
 	int64_t id;	      /* the document's entry id (0 when unknown: after SORT) */
-	bool has_doc;	      /* doc is set */
+	bool has_doc;	      /* doc is set: the stored document, or built from the index
+			       * entry's values when has_vals (covered) */
 	bson_t doc;	      /* a read-only view, valid until the next work() of the same plan */
 	bool has_vals;	      /* vals is set (IXSCAN) */
 	bson_t vals;	      /* the index entry's values, a view */
 	int elem_index;	      /* for positional projection, -1 when unknown */
 	const bson_t *result; /* the document to return (a view of doc or a projection) */
-	bool has_score;	      /* score is set (a $text plan) */
+	bool has_score;	      /* score is set (a $text plan; not for documents a non-$text
+			       * branch of an $or found) */
 	double score;	      /* the textScore */
 };
 
@@ -160,11 +166,13 @@ struct plan__query {
 	int64_t skip, limit;
 	struct store_index *ixs; /* Owned: the collection's indexes */
 	int nixs;
-	const bson_t *hint;    /* Borrowed */
-	const char *hint_name; /* Borrowed */
-	size_t sort_mem;       /* SORT budget */
-	bool count_only;       /* query_find_opts.count_only */
-	struct query_expr *text; /* Borrowed: the filter's $text node, or NULL */
+	const bson_t *hint;		      /* Borrowed */
+	const char *hint_name;		      /* Borrowed */
+	size_t sort_mem;		      /* SORT budget */
+	bool count_only;		      /* query_find_opts.count_only */
+	struct query_expr *text;	      /* Borrowed: the filter's $text node, or NULL */
+	const struct query_expr *text_or;     /* Borrowed: the $or holding it, or NULL */
+	const struct query_expr *text_branch; /* Borrowed: text_or's kid holding it */
 };
 
 /* Builds the candidate plans of q into *cands (Owned array of *n, freed by

@@ -2,7 +2,8 @@
  * project.c - find() projections with MongoDB 4.4+ semantics: parsing a projection
  * document into a tree of path components, and applying it to result documents. It does
  * not evaluate aggregation expressions ($literal, computed fields: rejected at parse
- * time; of $meta only {$meta: "textScore"} at the top level, appended last) and does not match filters itself ($elemMatch calls the filter engine).
+ * time; of $meta only {$meta: "textScore"} at the top level, appended last) and does not match
+ * filters itself ($elemMatch calls the filter engine).
  *
  * Design notes.
  *
@@ -233,7 +234,8 @@ static int parse_meta(struct pnode *leaf, const bson_iter_t *arg, struct dfs_err
 				   leaf->path);
 	if (strchr(leaf->path, '.'))
 		return dfs_err_set(err, DFS_EINVAL,
-				   "$meta at '%s': only top-level fields are supported", leaf->path);
+				   "$meta at '%s': only top-level fields are supported",
+				   leaf->path);
 	leaf->kind = PK_META;
 	return DFS_OK;
 }
@@ -786,10 +788,19 @@ static void excl_array(const struct pnode *n, bson_iter_t *sub, bson_t *out)
 	}
 }
 
+static int proj_apply(const struct query_proj *p, const bson_t *doc, int elem_index,
+		      const double *score, bool have_meta, bson_t *out, struct dfs_err *err);
+
 int query_proj_apply(const struct query_proj *p, const bson_t *doc, int elem_index, bson_t *out,
 		     struct dfs_err *err)
 {
-	return query_proj_apply_score(p, doc, elem_index, NAN, out, err);
+	return proj_apply(p, doc, elem_index, NULL, false, out, err);
+}
+
+int query_proj_apply_score(const struct query_proj *p, const bson_t *doc, int elem_index,
+			   const double *score, bson_t *out, struct dfs_err *err)
+{
+	return proj_apply(p, doc, elem_index, score, true, out, err);
 }
 
 bool query_proj_has_meta(const struct query_proj *p)
@@ -797,23 +808,26 @@ bool query_proj_has_meta(const struct query_proj *p)
 	return p && p->meta;
 }
 
-/* The $meta fields, after all the others (in spec order). */
-static int append_meta(const struct query_proj *p, double score, bson_t *out, struct dfs_err *err)
+/* The $meta fields, after all the others (in spec order); none when the document has no
+ * score (MongoDB's $meta of missing metadata is missing). */
+static int append_meta(const struct query_proj *p, const double *score, bool have_meta, bson_t *out,
+		       struct dfs_err *err)
 {
 	for (const struct pnode *c = p->root.child; c; c = c->next) {
 		if (c->kind != PK_META)
 			continue;
-		if (isnan(score))
+		if (!have_meta)
 			return dfs_err_set(err, DFS_EINVAL,
 					   "query requires text score metadata, but it is not "
 					   "available");
-		bson_append_double(out, c->name, (int)c->name_len, score);
+		if (score)
+			bson_append_double(out, c->name, (int)c->name_len, *score);
 	}
 	return DFS_OK;
 }
 
-int query_proj_apply_score(const struct query_proj *p, const bson_t *doc, int elem_index,
-			   double score, bson_t *out, struct dfs_err *err)
+static int proj_apply(const struct query_proj *p, const bson_t *doc, int elem_index,
+		      const double *score, bool have_meta, bson_t *out, struct dfs_err *err)
 {
 	struct papply a = {.p = p, .elem_index = elem_index, .err = err};
 	const struct pnode *c;
@@ -828,7 +842,7 @@ int query_proj_apply_score(const struct query_proj *p, const bson_t *doc, int el
 		return dfs_err_set(err, DFS_EINVAL, "document to project is not valid bson");
 	if (!p->inclusion) {
 		excl_fields(&p->root, &it, out);
-		if (p->meta && (rc = append_meta(p, score, out, err)))
+		if (p->meta && (rc = append_meta(p, score, have_meta, out, err)))
 			bson_reinit(out);
 		return rc;
 	}
@@ -846,7 +860,7 @@ int query_proj_apply_score(const struct query_proj *p, const bson_t *doc, int el
 			if (c->kind == PK_ELEMMATCH)
 				append_elemmatch(c, doc, out);
 	if (rc == DFS_OK && p->meta)
-		rc = append_meta(p, score, out, err);
+		rc = append_meta(p, score, have_meta, out, err);
 	if (rc)
 		bson_reinit(out);
 	return rc;

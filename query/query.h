@@ -58,10 +58,13 @@ void query_proj_free(struct query_proj *p);
  * positional projection (an error when the projection needs it and it is -1). */
 int query_proj_apply(const struct query_proj *p, const bson_t *doc, int elem_index, bson_t *out,
 		     struct dfs_err *err);
-/* The same with the document's textScore for {$meta: "textScore"} fields (NaN when there is
- * none: such a field is then DFS_EINVAL "query requires text score metadata..."). */
+/* The same in a query that has text score metadata: {$meta: "textScore"} fields get *score,
+ * or are left out when score is NULL (a document without a score, such as one a non-$text
+ * branch of an $or found: MongoDB's missing metadata). query_proj_apply, for queries without
+ * the metadata, fails on such a field with DFS_EINVAL "query requires text score
+ * metadata...". */
 int query_proj_apply_score(const struct query_proj *p, const bson_t *doc, int elem_index,
-			   double score, bson_t *out, struct dfs_err *err);
+			   const double *score, bson_t *out, struct dfs_err *err);
 /* Whether the projection has a {$meta: "textScore"} field. */
 bool query_proj_has_meta(const struct query_proj *p);
 
@@ -80,12 +83,14 @@ struct query_sort;
 
 int query_sort_parse(const bson_t *spec, struct query_sort **out, struct dfs_err *err);
 void query_sort_free(struct query_sort *s);
-/* Appends doc's sort key to key. */
+/* Appends doc's sort key to key. A {$meta: "textScore"} field is DFS_EINVAL "query requires
+ * text score metadata..." (a query without text score metadata). */
 int query_sort_key(const struct query_sort *s, const bson_t *doc, struct dfs_buf *key,
 		   struct dfs_err *err);
-/* The same with the document's textScore for {$meta: "textScore"} fields (descending); NaN
- * when there is none: such a field is then DFS_EINVAL. */
-int query_sort_key_score(const struct query_sort *s, const bson_t *doc, double score,
+/* The same in a query that has text score metadata: {$meta: "textScore"} fields sort by
+ * *score (descending), or as null when score is NULL (a document without a score: MongoDB's
+ * missing metadata, after every score). */
+int query_sort_key_score(const struct query_sort *s, const bson_t *doc, const double *score,
 			 struct dfs_buf *key, struct dfs_err *err);
 /* Whether the sort has a {$meta: "textScore"} field. */
 bool query_sort_has_meta(const struct query_sort *s);
@@ -135,6 +140,10 @@ int query_cursor_next(struct query_cursor *c, const bson_t **doc, struct dfs_err
 /* The store entry id of the last result (store_doc_get reads it), or 0 when the plan does
  * not know it (after a SORT stage). */
 int64_t query_cursor_entry(const struct query_cursor *c);
+/* Whether the last result has a text score (a $text find, except the documents a non-$text
+ * branch of an $or found), and then *score: what {$meta: "textScore"} gives the stages of an
+ * aggregation after the find. */
+bool query_cursor_score(const struct query_cursor *c, double *score);
 /* Whether the last result is a document as an index plan fetched it through the document
  * cache (no projection, sort or other change): then *text is its compact rendering from
  * there (Borrowed: valid until the next fetch of any cursor on the same transaction), or
@@ -200,9 +209,10 @@ struct query_pipeline;
 
 /* Parses pipeline (a BSON array document of stage documents; Borrowed for the call) into *out
  * (Owned, freed by query_pipeline_free). Errors: DFS_EINVAL with a message naming the stage
- * index and the operator, e.g. "stage 2: unknown expression operator '$sumx'". */
-int query_pipeline_parse(const bson_t *pipeline, struct query_pipeline **out,
-			 struct dfs_err *err);
+ * index and the operator, e.g. "stage 2: unknown expression operator '$sumx'"; MongoDB's
+ * refusals of a $match with $text that is not the first stage and of {$meta: "textScore"}
+ * without one ("query requires text score metadata, but it is not available"). */
+int query_pipeline_parse(const bson_t *pipeline, struct query_pipeline **out, struct dfs_err *err);
 void query_pipeline_free(struct query_pipeline *p);
 /* Does p end in $out or $merge (and so must be run with query_agg_run_out)? */
 bool query_pipeline_writes(const struct query_pipeline *p);
@@ -258,8 +268,8 @@ int query_agg_run_out(struct store_txn *t, int64_t coll, const struct query_pipe
  * is shown, and the pipeline runs up to it. Errors: those of running the pipeline.
  */
 int query_agg_explain(struct store_txn *t, int64_t coll, const char *ns,
-		      const struct query_pipeline *p, const struct query_agg_opts *o,
-		      int verbosity, bson_t *out, struct dfs_err *err);
+		      const struct query_pipeline *p, const struct query_agg_opts *o, int verbosity,
+		      bson_t *out, struct dfs_err *err);
 /* Draws an aggregate explain document as an indented text tree (the last stage first, its
  * input under it, the $cursor's plan last), appended to out; a find's explain document is
  * drawn as query_explain_tree does. */
@@ -279,8 +289,8 @@ struct query_update;
  * filter documents for $[<ident>]) into *out (Owned, freed by query_update_free). Errors:
  * DFS_EINVAL with MongoDB-like messages naming operator and path ("unknown update operator
  * '$sett'", "Updating the path 'a' would create a conflict at 'a'"). */
-int query_update_parse(const bson_t *update, const bson_t *array_filters,
-		       struct query_update **out, struct dfs_err *err);
+int query_update_parse(const bson_t *update, const bson_t *array_filters, struct query_update **out,
+		       struct dfs_err *err);
 void query_update_free(struct query_update *u);
 bool query_update_is_replacement(const struct query_update *u);
 

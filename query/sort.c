@@ -324,10 +324,15 @@ static void walk(const struct sort_field *f, bson_iter_t *it, size_t i, struct c
 		offer_value(c, &null_value);
 }
 
+/* The key of a document of a query without text score metadata: a $meta field is an error
+ * (the planner refuses such a find first; shard merges, writes and tailable reads may not). */
+static int sort_key(const struct query_sort *s, const bson_t *doc, const double *score,
+		    bool have_meta, struct dfs_buf *key, struct dfs_err *err);
+
 int query_sort_key(const struct query_sort *s, const bson_t *doc, struct dfs_buf *key,
 		   struct dfs_err *err)
 {
-	return query_sort_key_score(s, doc, NAN, key, err);
+	return sort_key(s, doc, NULL, false, key, err);
 }
 
 bool query_sort_has_meta(const struct query_sort *s)
@@ -338,8 +343,14 @@ bool query_sort_has_meta(const struct query_sort *s)
 	return false;
 }
 
-int query_sort_key_score(const struct query_sort *s, const bson_t *doc, double score,
+int query_sort_key_score(const struct query_sort *s, const bson_t *doc, const double *score,
 			 struct dfs_buf *key, struct dfs_err *err)
+{
+	return sort_key(s, doc, score, true, key, err);
+}
+
+static int sort_key(const struct query_sort *s, const bson_t *doc, const double *score,
+		    bool have_meta, struct dfs_buf *key, struct dfs_err *err)
 {
 	size_t start = key->len, i;
 	bson_iter_t it;
@@ -352,14 +363,17 @@ int query_sort_key_score(const struct query_sort *s, const bson_t *doc, double s
 		if (f->meta) {
 			bson_value_t v = {.value_type = BSON_TYPE_DOUBLE};
 
-			if (isnan(score)) {
+			if (!have_meta) {
 				rc = dfs_err_set(err, DFS_EINVAL,
 						 "query requires text score metadata, but it is "
 						 "not available");
 				goto done;
 			}
-			v.value.v_double = score;
-			if ((rc = store_key_append(key, &v, true, err)))
+			/* a document without a score (from a non-$text branch of an $or, or
+			 * made by $group) sorts as MongoDB's missing metadata: null */
+			if (score)
+				v.value.v_double = *score;
+			if ((rc = store_key_append(key, score ? &v : &null_value, true, err)))
 				goto done;
 			continue;
 		}

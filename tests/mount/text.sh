@@ -2,9 +2,10 @@
 # text.sh - text indexes and $text through the mount: a text index created by writing
 # .indexes/<name> (shown as MongoDB stores it), the manual's $text examples as query/ paths
 # with {$meta: "textScore"} in the projection and the sort (the manual's scores checked
-# with jq), explain's TEXT_MATCH / TEXT_OR / IXSCAN shape, entries kept by writes (docfs
-# check), a bad $text failing with EINVAL and its message in /.docfs/errors, and stop
-# words following each document's language (language_override).
+# with jq), explain's TEXT_MATCH / TEXT_OR / IXSCAN shape, $text under $or (FETCH over OR),
+# entries kept by writes (docfs check), a bad $text failing with EINVAL and its message in
+# /.docfs/errors, {$meta: "textScore"} in aggregation stages after the $text $match, and
+# stop words following each document's language (language_override).
 . "$(dirname "$0")/lib.sh"
 mount_docfs
 C=$MNT/shop/articles
@@ -53,6 +54,23 @@ expect_eq "$(jq -c '.queryPlanner.winningPlan.parsedTextQuery' <<< "$E")" '{"ter
 expect_eq "$(jq -c '.queryPlanner.winningPlan.inputStage.inputStage | [.keyPattern, .isMultiKey, .direction, .indexBounds]' <<< "$E")" '[{"_fts":"text","_ftsx":1},true,"backward",{}]' "the term scan"
 expect_eq "$(jq -c '.executionStats | [.nReturned, .executionStages.docsRejected]' <<< "$E")" '[2,1]' "counters"
 
+step "\$text under \$or: every other clause indexed"
+echo '{"key": {"views": 1}}' > "$C/.indexes/views_1"
+R=$(cat "$C/query/{\$or:[{\$text:{\$search:\"coffee\"}},{views:{\$gt:95}}]}?projection={score:{\$meta:\"textScore\"}}")
+expect_eq "$(jq -s -c '[.[] | [._id, (if has("score") then .score else "none" end)]]' <<< "$R")" '[[1,1],[2,0.75],[7,0.75],[4,"none"],[5,"none"]]' \
+	"the text branch first with MongoDB's scores, the views branch without a score"
+R=$(cat "$C/query/{\$or:[{views:{\$lt:20}},{\$text:{\$search:\"coffee\"}}]}?projection={score:{\$meta:\"textScore\"}}&sort={score:{\$meta:\"textScore\"}}")
+expect_eq "$(jq -s -c '[.[] | [._id, .score]]' <<< "$R")" '[[1,1],[2,0.75],[7,0.75],[8,null]]' \
+	"a document both find keeps its score; sorted by score, the one without last"
+expect_eq "$(cat "$C/query/{\$or:[{\$text:{\$search:\"coffee\"}},{views:{\$gt:95}}]}?count=1")" '5' "a count"
+expect_eq "$(cat "$C/explain/{\$or:[{\$text:{\$search:\"coffee\"}},{views:{\$gt:95}}]}?format=tree" | sed 's/\([^ ]\)  .*/\1/')" \
+	"$(printf 'FETCH\n  OR\n    TEXT_MATCH\n      TEXT_OR\n        IXSCAN subject_text {_fts: "text", _ftsx: 1}\n    IXSCAN views_1 {views: 1} views: (95, inf.0]')" \
+	"explain: FETCH over OR of the text plan and the IXSCAN"
+expect_fail "an unindexed clause" cat "$C/query/{\$or:[{\$text:{\$search:\"coffee\"}},{author:\"xyz\"}]}"
+tail -n1 "$MNT/.docfs/errors" | grep -q "Failed to produce a solution for TEXT under OR - other non-TEXT clauses under OR have to be indexed as well" ||
+	fail "no MongoDB error for an unindexed clause"
+rm "$C/.indexes/views_1"
+
 step "writes keep the entries"
 echo '{"_id": 9, "subject": "iced coffee"}' > "$C/9.json"
 expect_eq "$(ids '{$text:{$search:"coffee"}}')" '[1,2,7,9]' "an insert"
@@ -72,6 +90,32 @@ step "aggregate: \$text in the first \$match only"
 expect_eq "$(cat "$C/aggregate/[{\$match:{\$text:{\$search:\"coffee\"}}},{\$count:\"n\"}]")" '{"n": 2}' "a leading \$match"
 expect_fail "a later \$match" cat "$C/aggregate/[{\$sort:{_id:1}},{\$match:{\$text:{\$search:\"coffee\"}}}]"
 tail -n1 "$MNT/.docfs/errors" | grep -q "only allowed as the first pipeline stage" || fail "no clear error for a later \$match"
+step "aggregate: {\$meta: \"textScore\"} after the \$text \$match (the manual's \$meta example)"
+K=$MNT/shop/cakes
+mkdir -p "$K"
+cat > "$K/.insert" <<'DOCS'
+{"_id": 1, "title": "cakes and ale"}
+{"_id": 2, "title": "more cakes"}
+{"_id": 3, "title": "bread"}
+{"_id": 4, "title": "some cakes"}
+{"_id": 5, "title": "two cakes to go"}
+{"_id": 6, "title": "pie"}
+DOCS
+echo '{"key": {"title": "text"}}' > "$K/.indexes/title_text"
+expect_eq "$(jq -s -c 'map([._id, .count])' "$K/aggregate/[{\$match:{\$text:{\$search:\"cake\"}}},{\$group:{_id:{\$meta:\"textScore\"},count:{\$sum:1}}}]")" \
+	'[[0.6666666666666666,1],[0.75,1],[1,2]]' "\$group by the score: the manual's groups"
+R=$(cat "$K/aggregate/[{\$match:{\$text:{\$search:\"cake\"}}},{\$project:{score:{\$meta:\"textScore\"}}}]")
+expect_eq "$(jq -s -c 'map([._id, .score])' <<< "$R")" '[[1,0.75],[2,1],[4,1],[5,0.6666666666666666]]' \
+	"\$project: the manual's scores (an inclusion of _id and the score)"
+expect_eq "$(jq -s -c 'map(keys_unsorted)' "$K/aggregate/[{\$match:{\$text:{\$search:\"ale\"}}},{\$addFields:{score:{\$meta:\"textScore\"}}}]")" \
+	'[["_id","title","score"]]' "\$addFields appends it"
+expect_eq "$(jq -s -c 'map(._id)' "$K/aggregate/[{\$match:{\$text:{\$search:\"cake\"}}},{\$project:{title:1}},{\$sort:{score:{\$meta:\"textScore\"}}}]")" \
+	'[2,4,1,5]' "\$sort by {\$meta} after a \$project: highest first, ties by _id"
+expect_eq "$(jq -s -c 'map([._id, .s])' "$K/aggregate/[{\$match:{\$text:{\$search:\"cake\"}}},{\$addFields:{s:{\$meta:\"textScore\"}}},{\$sort:{s:1}},{\$project:{s:1}}]")" \
+	'[[5,0.6666666666666666],[1,0.75],[2,1],[4,1]]' "\$sort on a field holding the score"
+expect_fail "{\$meta: \"textScore\"} without a \$text \$match" cat "$K/aggregate/[{\$match:{title:\"pie\"}},{\$project:{s:{\$meta:\"textScore\"}}}]"
+tail -n1 "$MNT/.docfs/errors" | grep -q "query requires text score metadata, but it is not available" ||
+	fail "no MongoDB error for textScore without \$text: $(tail -n1 "$MNT/.docfs/errors")"
 step "stop words by the document's language"
 M=$MNT/shop/menu
 mkdir -p "$M"

@@ -243,7 +243,12 @@ START_TEST(test_search_bad_operands)
 		{"{$text: {$search: \"x\", $foo: 1}}", "extra fields in $text"},
 		{"{$nor: [{$text: {$search: \"x\"}}]}", "text expression not allowed in nor"},
 		{"{a: {$elemMatch: {$text: {$search: \"x\"}}}}", "top-level document"},
-		{"{$or: [{$text: {$search: \"x\"}}, {a: 1}]}", "$text under $or"},
+		{"{$or: [{$and: [{$or: [{$text: {$search: \"x\"}}, {a: 1}]}, {b: 1}]}, {c: 1}]}",
+		 "$text under a nested $or"},
+		{"{a: {$elemMatch: {$or: [{$text: {$search: \"x\"}}, {b: 1}]}}}",
+		 "top-level document"},
+		{"{$nor: [{$or: [{$text: {$search: \"x\"}}, {b: 1}]}]}",
+		 "text expression not allowed in nor"},
 		{"{$and: [{$text: {$search: \"x\"}}, {$text: {$search: \"y\"}}]}",
 		 "Too many text expressions"},
 	};
@@ -290,7 +295,8 @@ static void put(int64_t coll, const char *name, const char *json)
 	ck_assert_int_eq(store_txn_commit(t, &err), 0);
 }
 
-/* The _id and score of each result of the find, "id:score" joined by spaces. */
+/* The _id and score of each result of the find, "id:score" joined by spaces ("id:-" for a
+ * result without a score). */
 static const char *find(int64_t coll, const char *filter, const char *sort)
 {
 	static char out[2048];
@@ -325,8 +331,12 @@ static const char *find(int64_t coll, const char *filter, const char *sort)
 					 (long long)bson_iter_as_int64(&it));
 			if (bson_iter_init_find(&it, d, "s"))
 				sc = bson_iter_double(&it);
-			len += (size_t)snprintf(out + len, sizeof(out) - len, "%s%s:%.4f",
-						len ? " " : "", id, sc);
+			if (isnan(sc)) /* no score: MongoDB leaves the $meta field out */
+				len += (size_t)snprintf(out + len, sizeof(out) - len, "%s%s:-",
+							len ? " " : "", id);
+			else
+				len += (size_t)snprintf(out + len, sizeof(out) - len, "%s%s:%.4f",
+							len ? " " : "", id, sc);
 		}
 		ck_assert_int_eq(rc, DFS_ENOENT);
 		query_cursor_free(c);
@@ -467,6 +477,303 @@ START_TEST(test_find_needs_text_index)
 	ck_assert_str_eq(ids(c, "{$text: {$search: \"coffee\"}, author: \"abc\"}"), "2");
 	ck_assert_str_eq(find(c, "{author: \"abc\"}", NULL),
 			 "error: query requires text score metadata, but it is not available");
+}
+END_TEST
+
+/* ---- $text under $or (plan.c note 7) ---------------------------------------------------- */
+
+static void add_index(int64_t coll, const char *spec)
+{
+	struct dfs_err err = {0};
+	struct store_txn *t;
+	bson_t *b = parse(spec);
+
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	ck_assert_msg(store_index_create(t, coll, b, NULL, 0, NULL, NULL, &err) == 0, "%s",
+		      err.msg);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	bson_destroy(b);
+}
+
+START_TEST(test_find_text_under_or)
+{
+	int64_t c = articles();
+
+	add_index(c, "{key: {views: 1}}");
+	add_index(c, "{key: {author: 1}}");
+	/* the text branch first (entry order), then the other branch in index order; only
+	 * the text branch's documents have a score (MongoDB leaves textScore out) */
+	ck_assert_str_eq(
+		find(c, "{$or: [{$text: {$search: \"coffee\"}}, {views: {$gt: 95}}]}", NULL),
+		"1:1.0000 2:0.7500 7:0.7500 4:- 5:-");
+	/* a document both branches find keeps its score (jstests/core/fts_projection.js) */
+	ck_assert_str_eq(
+		find(c, "{$or: [{$text: {$search: \"coffee\"}}, {views: {$lt: 20}}]}", NULL),
+		"1:1.0000 2:0.7500 7:0.7500 8:-");
+	/* sorted by score: the documents without one last (their key is null), by _id */
+	ck_assert_str_eq(find(c, "{$or: [{views: {$gt: 95}}, {$text: {$search: \"coffee\"}}]}",
+			      "{s: {$meta: \"textScore\"}}"),
+			 "1:1.0000 2:0.7500 7:0.7500 4:- 5:-");
+	/* an inexact branch (a regex's prefix bounds) is filtered before the union */
+	ck_assert_str_eq(find(c, "{$or: [{$text: {$search: \"coffee\"}}, {author: /^ab/}]}", NULL),
+			 "1:1.0000 2:0.7500 7:0.7500 3:- 5:-");
+	/* the $or inside the top-level $and: the rest applies to both branches */
+	ck_assert_str_eq(
+		find(c,
+		     "{author: \"xyz\", $or: [{$text: {$search: \"coffee\"}}, {views: {$gt: 95}}]}",
+		     NULL),
+		"1:1.0000 4:-");
+	ck_assert_str_eq(find(c,
+			      "{author: \"xyz\", views: {$gt: 60}, $or: [{$text: {$search: "
+			      "\"coffee\"}}, {views: {$gt: 95}}]}",
+			      NULL),
+			 "4:-");
+	/* the text branch's own predicates apply to it */
+	ck_assert_str_eq(
+		find(c, "{$or: [{$text: {$search: \"coffee\"}, views: {$gt: 20}}, {views: 100}]}",
+		     NULL),
+		"1:1.0000 4:-");
+	/* MongoDB's refusal of an unindexed branch (also inside an $and) */
+	ck_assert_str_eq(find(c, "{$or: [{$text: {$search: \"coffee\"}}, {subject: \"x\"}]}", NULL),
+			 "error: Failed to produce a solution for TEXT under OR - other non-TEXT "
+			 "clauses under OR have to be indexed as well");
+	ck_assert_str_eq(find(c,
+			      "{views: 5, $or: [{$text: {$search: \"coffee\"}}, {subject: \"x\"}]}",
+			      NULL),
+			 "error: Failed to produce a solution for TEXT under OR - other non-TEXT "
+			 "clauses under OR have to be indexed as well");
+	/* a compound text index: the prefix equality must be in the text branch */
+	{
+		int64_t cc = coll_with_index("compor", "{key: {author: 1, subject: \"text\"}}");
+
+		add_index(cc, "{key: {views: 1}}");
+		put(cc, "1.json", "{_id: 1, subject: \"coffee\", author: \"xyz\", views: 1}");
+		put(cc, "2.json", "{_id: 2, subject: \"coffee\", author: \"abc\", views: 2}");
+		put(cc, "3.json", "{_id: 3, subject: \"tea\", author: \"abc\", views: 3}");
+		ck_assert_str_eq(find(cc,
+				      "{$or: [{$text: {$search: \"coffee\"}, author: \"abc\"}, "
+				      "{views: 3}]}",
+				      NULL),
+				 "2:1.0000 3:-");
+		ck_assert_str_eq(find(cc,
+				      "{author: \"abc\", $or: [{$text: {$search: \"coffee\"}}, "
+				      "{views: 3}]}",
+				      NULL),
+				 "error: need have an equality filter on: author");
+	}
+}
+END_TEST
+
+START_TEST(test_explain_text_under_or)
+{
+	int64_t c = articles();
+	struct dfs_err err = {0};
+	struct query_find_opts o = {0};
+	struct store_txn *t;
+	bson_t out = BSON_INITIALIZER,
+	       *f = parse("{$or: [{$text: {$search: \"coffee\"}}, {views: {$lt: 20}}]}");
+	struct dfs_buf b, tree;
+
+	add_index(c, "{key: {views: 1}}");
+	o.filter = f;
+	ck_assert_int_eq(store_txn_begin(db, false, &t, &err), 0);
+	ck_assert_msg(query_find_explain(t, c, "shop.articles", &o, QUERY_VERB_EXEC, &out, &err) ==
+			      0,
+		      "%s", err.msg);
+	store_txn_abort(t);
+	dfs_buf_init(&tree);
+	ck_assert_int_eq(query_explain_tree(&out, &tree, &err), 0);
+	ck_assert_msg(!strncmp(tree.data,
+			       "FETCH  nReturned=4 docsExamined=1\n"
+			       "  OR  nReturned=4\n"
+			       "    TEXT_MATCH  nReturned=3\n"
+			       "      TEXT_OR  nReturned=3 docsExamined=3\n"
+			       "        IXSCAN subject_text {_fts: \"text\", _ftsx: 1}  "
+			       "keysExamined=3\n"
+			       "    IXSCAN views_1 {views: 1} views: [-inf.0, 20)  "
+			       "keysExamined=3\n",
+			       tree.len),
+		      "%s", tree.data);
+	dfs_buf_init(&b);
+	store_codec_render(&out, STORE_RENDER_COMPACT, &b, &err);
+	/* the two documents both branches found are dropped once each; the top FETCH
+	 * reads only the one document the index branch alone found */
+	ck_assert_msg(strstr(b.data, "\"dupsTested\": 6, \"dupsDropped\": 2"), "%s", b.data);
+	ck_assert_msg(strstr(b.data, "\"docsExamined\": 1, \"alreadyHasObj\": 3"), "%s", b.data);
+	dfs_buf_release(&b);
+	dfs_buf_release(&tree);
+	bson_destroy(&out);
+	bson_destroy(f);
+}
+END_TEST
+
+/* ---- {$meta: "textScore"} in aggregation (agg.c note 7) -------------------------------- */
+
+/* The manual's $meta example ($meta (aggregation), "$meta: textScore"). */
+static int64_t cakes(void)
+{
+	int64_t c = coll_with_index("cakes", "{key: {title: \"text\"}}");
+
+	put(c, "1.json", "{_id: 1, title: \"cakes and ale\"}");
+	put(c, "2.json", "{_id: 2, title: \"more cakes\"}");
+	put(c, "3.json", "{_id: 3, title: \"bread\"}");
+	put(c, "4.json", "{_id: 4, title: \"some cakes\"}");
+	put(c, "5.json", "{_id: 5, title: \"two cakes to go\"}");
+	put(c, "6.json", "{_id: 6, title: \"pie\"}");
+	return c;
+}
+
+/* The results of pipeline (shell syntax) over coll, compact, one per line, or "error: ...". */
+static const char *agg(int64_t coll, const char *pipeline)
+{
+	static char out[4096];
+	struct dfs_err err = {0};
+	struct query_pipeline *p = NULL;
+	struct query_agg *a = NULL;
+	struct store_txn *t;
+	const bson_t *d;
+	struct dfs_buf b;
+	char wrapped[2048];
+	bson_t *w, arr;
+	bson_iter_t it;
+	const uint8_t *data;
+	uint32_t len;
+	int rc;
+
+	snprintf(wrapped, sizeof(wrapped), "{p: %s}", pipeline);
+	w = parse(wrapped);
+	ck_assert(bson_iter_init_find(&it, w, "p") && BSON_ITER_HOLDS_ARRAY(&it));
+	bson_iter_array(&it, &len, &data);
+	ck_assert(bson_init_static(&arr, data, len));
+	dfs_buf_init(&b);
+	ck_assert_int_eq(store_txn_begin(db, false, &t, &err), 0);
+	rc = query_pipeline_parse(&arr, &p, &err);
+	if (!rc)
+		rc = query_agg_open(t, coll, p, NULL, &a, &err);
+	while (!rc && (rc = query_agg_next(a, &d, &err)) == 0) {
+		if (b.len)
+			dfs_buf_putc(&b, '\n');
+		store_codec_render(d, STORE_RENDER_COMPACT, &b, &err);
+	}
+	if (rc != DFS_ENOENT)
+		snprintf(out, sizeof(out), "error: %s", err.msg);
+	else
+		snprintf(out, sizeof(out), "%s", b.data ? b.data : "");
+	query_agg_free(a);
+	query_pipeline_free(p);
+	store_txn_abort(t);
+	dfs_buf_release(&b);
+	bson_destroy(w);
+	return out;
+}
+
+START_TEST(test_agg_meta_text_score)
+{
+	int64_t c = cakes();
+
+	/* the manual's example: 0.75, 0.6666666666666666 and 1 (twice), in group key order */
+	ck_assert_str_eq(agg(c, "[{$match: {$text: {$search: \"cake\"}}}, {$group: {_id: {$meta: "
+				"\"textScore\"}, count: {$sum: 1}}}]"),
+			 "{\"_id\": 0.6666666666666666, \"count\": 1}\n"
+			 "{\"_id\": 0.75, \"count\": 1}\n"
+			 "{\"_id\": 1.0, \"count\": 2}");
+	/* $project: a $meta alone is an inclusion in aggregation */
+	ck_assert_str_eq(
+		agg(c, "[{$match: {$text: {$search: \"cake\"}}}, {$project: {score: {$meta: "
+		       "\"textScore\"}}}]"),
+		"{\"_id\": 1, \"score\": 0.75}\n{\"_id\": 2, \"score\": 1.0}\n"
+		"{\"_id\": 4, \"score\": 1.0}\n{\"_id\": 5, \"score\": 0.6666666666666666}");
+	ck_assert_str_eq(agg(c, "[{$match: {$text: {$search: \"cake\"}}}, {$project: {title: 1, "
+				"_id: 0, score: {$meta: \"textScore\"}}}, {$limit: 1}]"),
+			 "{\"title\": \"cakes and ale\", \"score\": 0.75}");
+	/* an exclusion with a $meta: the score replaces a field of that name, after the rest */
+	ck_assert_str_eq(agg(c,
+			     "[{$match: {$text: {$search: \"ale\"}}}, {$addFields: {title: "
+			     "\"x\", n: 1}}, {$project: {n: 0, title: {$meta: \"textScore\"}}}]"),
+			 "{\"_id\": 1, \"title\": 0.75}");
+	/* $addFields, then a $sort on the field holding it (stable: ties in input order) */
+	ck_assert_str_eq(agg(c, "[{$match: {$text: {$search: \"cake\"}}}, {$addFields: {s: "
+				"{$meta: \"textScore\"}}}, {$sort: {s: 1}}, {$project: {s: 1}}]"),
+			 "{\"_id\": 5, \"s\": 0.6666666666666666}\n{\"_id\": 1, \"s\": 0.75}\n"
+			 "{\"_id\": 2, \"s\": 1.0}\n{\"_id\": 4, \"s\": 1.0}");
+	/* $sort by {$meta} after another stage (not the find's sort): highest first; the
+	 * metadata passes $project, $unwind, $skip and $limit */
+	ck_assert_str_eq(agg(c, "[{$match: {$text: {$search: \"cake\"}}}, {$project: {t: "
+				"[\"$title\"]}}, {$unwind: \"$t\"}, {$sort: {x: {$meta: "
+				"\"textScore\"}, _id: -1}}, {$skip: 1}, {$limit: 3}, {$project: "
+				"{sc: {$meta: \"textScore\"}}}]"),
+			 "{\"_id\": 2, \"sc\": 1.0}\n{\"_id\": 1, \"sc\": 0.75}\n"
+			 "{\"_id\": 5, \"sc\": 0.6666666666666666}");
+	/* the find's own sort ($sort right after the $match) */
+	ck_assert_str_eq(agg(c, "[{$match: {$text: {$search: \"cake\"}}}, {$sort: {x: {$meta: "
+				"\"textScore\"}}}, {$project: {_id: 1}}]"),
+			 "{\"_id\": 2}\n{\"_id\": 4}\n{\"_id\": 1}\n{\"_id\": 5}");
+	/* accumulators, $expr next to the $text, $facet sub-pipelines see the score */
+	ck_assert_str_eq(agg(c, "[{$match: {$text: {$search: \"cake\"}}}, {$group: {_id: null, "
+				"total: {$sum: {$meta: \"textScore\"}}, top: {$max: {$meta: "
+				"\"textScore\"}}}}]"),
+			 "{\"_id\": null, \"total\": 3.4166666666666665, \"top\": 1.0}");
+	ck_assert_str_eq(agg(c, "[{$match: {$text: {$search: \"cake\"}, $expr: {$lt: [{$meta: "
+				"\"textScore\"}, 0.8]}}}, {$project: {_id: 1}}]"),
+			 "{\"_id\": 1}\n{\"_id\": 5}");
+	ck_assert_str_eq(agg(c,
+			     "[{$match: {$text: {$search: \"cake\"}}}, {$facet: {f: [{$match: "
+			     "{$expr: {$eq: [{$meta: \"textScore\"}, 1]}}}, {$count: \"n\"}]}}]"),
+			 "{\"f\": [{\"n\": 2}]}");
+	/* after $group the documents are new: the score is missing (no error) */
+	ck_assert_str_eq(agg(c, "[{$match: {$text: {$search: \"cake\"}}}, {$group: {_id: null}}, "
+				"{$project: {s: {$meta: \"textScore\"}}}]"),
+			 "{\"_id\": null}");
+	/* text under $or: the documents of the other clause have no score */
+	add_index(c, "{key: {title: 1}}");
+	ck_assert_str_eq(agg(c, "[{$match: {$or: [{$text: {$search: \"ale\"}}, {title: "
+				"\"pie\"}]}}, {$addFields: {s: {$meta: \"textScore\"}}}]"),
+			 "{\"_id\": 1, \"title\": \"cakes and ale\", \"s\": 0.75}\n"
+			 "{\"_id\": 6, \"title\": \"pie\"}");
+}
+END_TEST
+
+START_TEST(test_agg_meta_errors)
+{
+	int64_t c = cakes();
+	const char *req = "query requires text score metadata, but it is not available";
+	const char *bad[][2] = {
+		/* no $text in the first $match: MongoDB's error 40218, at parse time */
+		{"[{$project: {s: {$meta: \"textScore\"}}}]", req},
+		{"[{$match: {title: \"pie\"}}, {$addFields: {s: {$meta: \"textScore\"}}}]", req},
+		{"[{$sort: {s: {$meta: \"textScore\"}}}]", req},
+		{"[{$group: {_id: null, s: {$sum: {$meta: \"textScore\"}}}}]", req},
+		{"[{$facet: {f: [{$project: {s: {$meta: \"textScore\"}}}]}}]", req},
+		{"[{$match: {$text: {$search: \"cake\"}}}, {$lookup: {from: \"cakes\", pipeline: "
+		 "[{$project: {s: {$meta: \"textScore\"}}}], as: \"l\"}}]",
+		 req},
+		/* $text only in the first $match (MongoDB's 17313) */
+		{"[{$limit: 5}, {$match: {$text: {$search: \"cake\"}}}]",
+		 "stage 1: $match with $text is only allowed as the first pipeline stage"},
+		{"[{$match: {$text: {$search: \"cake\"}}}, {$match: {$text: {$search: \"pie\"}}}]",
+		 "$match with $text is only allowed as the first pipeline stage"},
+		{"[{$facet: {f: [{$match: {$text: {$search: \"cake\"}}}]}}]",
+		 "$match with $text is only allowed as the first pipeline stage"},
+		/* $meta's own errors (MongoDB's 17307, 17308) */
+		{"[{$match: {$text: {$search: \"cake\"}}}, {$project: {s: {$meta: 1}}}]",
+		 "$meta only supports string arguments"},
+		{"[{$match: {$text: {$search: \"cake\"}}}, {$project: {s: {$meta: \"x\"}}}]",
+		 "Unsupported argument to $meta: x"},
+		{"[{$match: {$text: {$search: \"cake\"}}}, {$project: {s: {$meta: \"indexKey\"}}}]",
+		 "$meta \"indexKey\" is not supported"},
+		{"[{$match: {$text: {$search: \"cake\"}}}, {$project: {a: 0, s: {$add: [1, 2]}}}]",
+		 "exclusion"},
+		{"[{$match: {$text: {$search: \"cake\"}}}, {$project: {a: 0, \"s.t\": {$meta: "
+		 "\"textScore\"}}}]",
+		 "$meta in an exclusion projection is supported at the top level only"},
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *r = agg(c, bad[i][0]);
+
+		ck_assert_msg(!strncmp(r, "error: ", 7) && strstr(r, bad[i][1]), "%s: %s",
+			      bad[i][0], r);
+	}
 }
 END_TEST
 
@@ -637,6 +944,10 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_score_stop_words_by_document_language);
 	tcase_add_test(tc, test_find_manual_examples);
 	tcase_add_test(tc, test_find_needs_text_index);
+	tcase_add_test(tc, test_find_text_under_or);
+	tcase_add_test(tc, test_explain_text_under_or);
+	tcase_add_test(tc, test_agg_meta_text_score);
+	tcase_add_test(tc, test_agg_meta_errors);
 	tcase_add_test(tc, test_index_entries_kept_by_writes);
 	tcase_add_test(tc, test_index_spec_forms);
 	tcase_add_test(tc, test_explain_shape);
