@@ -179,6 +179,8 @@ struct fs_handle {
 	int wrc;		/* FH_WRITE: how it ended (0 or a dfs code) */
 	struct dfs_err werr;	/* FH_WRITE: its error */
 	off_t wend;		/* FH_WRITE: file offset where the request ended */
+	off_t wbase;		/* FH_WRITE: the offset the result is read from (write_read) */
+	bool wbased;		/*   decided at the first read */
 	bool tried;		/* FH_ENTRY: a write reached this handle (fsop_release) */
 	size_t seq_len;		/* FH_ENTRY: bytes written in order from 0 (SIZE_MAX: not) */
 	size_t seq_checked;	/*   their length at the last early check (seq_prefix_bad) */
@@ -1640,7 +1642,8 @@ static int write_apply(struct fs_handle *h)
 }
 
 /* A read of a write path: the result of the request, served from the offset where the
- * request ended (so `cat <&3` after `printf ... >&3` reads it); reading at 0 works too. */
+ * request ended (so `cat <&3` after `printf ... >&3` reads it), or from 0 (a seek back):
+ * the first read decides which, so reading on from either gives the result once. */
 static void write_read(fuse_req_t req, struct fs_handle *h, size_t size, off_t off)
 {
 	char *copy;
@@ -1648,7 +1651,11 @@ static void write_read(fuse_req_t req, struct fs_handle *h, size_t size, off_t o
 
 	pthread_mutex_lock(&h->lock);
 	write_apply(h);
-	start = off >= h->wend ? (size_t)(off - h->wend) : (size_t)off;
+	if (!h->wbased) {
+		h->wbase = off == h->wend ? h->wend : 0;
+		h->wbased = true;
+	}
+	start = off >= h->wbase ? (size_t)(off - h->wbase) : (size_t)off;
 	if (!h->applied || start >= h->wres.len) {
 		pthread_mutex_unlock(&h->lock);
 		fuse_reply_buf(req, NULL, 0);

@@ -54,6 +54,16 @@ expect_eq "$(doc 2 .age),$(doc 4 .age)" "26,26" "updateMany changed both"
 expect_eq "$(req "$C/update/{age: 26}" '{$set: {n: 1}}' | jq -c '[.matchedCount, .modifiedCount]')" \
 	'[1,1]' "updateOne changes one"
 expect_eq "$(req "$C/update/{_id: 3}" '{$set: {age: 40}}' | jq -r '.modifiedCount')" "0" "a no-op update"
+# a reader that seeks back to 0 and reads on to the end gets the result once
+expect_eq "$(python3 -c '
+import sys
+with open(sys.argv[1], "r+") as f:
+    f.write("{$set: {seen: 1}}")
+    f.flush()
+    f.seek(0)
+    sys.stdout.write(f.read())
+' "$C/update/{_id: 3}")" \
+	'{"acknowledged": true, "matchedCount": 1, "modifiedCount": 1, "upsertedCount": 0, "upsertedId": null}' "the result read from 0 to the end"
 
 step "upsert, replacement, arrayFilters"
 expect_eq "$(req "$C/update/{name: 'fay', age: 50}?upsert=true" '{$set: {city: "Paris"}}' | jq -r '.upsertedCount')" "1" "upsert inserts"
