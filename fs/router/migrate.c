@@ -234,7 +234,7 @@ static int catch_up(struct mig *m, struct bulk *b, int *events, struct dfs_err *
 {
 	char rel[ROUTER_PATH_MAX], p[ROUTER_PATH_MAX];
 	struct dfs_buf text;
-	int64_t end;
+	int64_t end = 0;
 	size_t at = 0;
 	int fd, rc;
 

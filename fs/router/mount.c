@@ -210,7 +210,16 @@ static void classify(const char *path, struct rp *p)
 }
 
 /* What a path inside a sharded collection is (note 2). */
-enum sub_kind { SUB_PRIMARY, SUB_QUERY, SUB_EXPLAIN, SUB_INSERT, SUB_DOC, SUB_INDEX };
+enum sub_kind {
+	SUB_PRIMARY,
+	SUB_QUERY,
+	SUB_EXPLAIN,
+	SUB_INSERT,
+	SUB_DOC,
+	SUB_INDEX,
+	SUB_WRITE,    /* update/<q>, delete/<q> */
+	SUB_UNROUTED, /* what the router cannot answer for a sharded collection yet */
+};
 
 static enum sub_kind sub_kind(const char *rest)
 {
@@ -222,6 +231,11 @@ static enum sub_kind sub_kind(const char *rest)
 		return SUB_EXPLAIN;
 	if (!strcmp(rest, ".insert"))
 		return SUB_INSERT;
+	if ((!strncmp(rest, "update/", 7) || !strncmp(rest, "delete/", 7)) && rest[7])
+		return SUB_WRITE;
+	if (!strncmp(rest, ".bulk", 5) || !strncmp(rest, ".stats", 6) ||
+	    !strncmp(rest, ".changes", 8) || (!strncmp(rest, "aggregate/", 10) && rest[10]))
+		return SUB_UNROUTED;
 	if (!strncmp(rest, ".indexes/", 9) && rest[9] && !strchr(rest + 9, '/'))
 		return SUB_INDEX;
 	if (!strchr(rest, '/') && rest[0] != '.' && n > 5 && !strcmp(rest + n - 5, ".json"))
@@ -243,6 +257,7 @@ enum rh_kind {
 	RH_DOC,	   /* a document of a sharded collection being written: buf */
 	RH_INSERT, /* .insert of a sharded collection: buf */
 	RH_INDEX,  /* .indexes/<name> of a sharded collection being written: buf */
+	RH_WRITE,  /* update/ or delete/ of a sharded collection: the request (buf), result (res) */
 };
 
 struct rh {
@@ -251,7 +266,8 @@ struct rh {
 	struct fs_result res;
 	struct dfs_buf buf;
 	bool dirty, ran;
-	off_t base; /* RH_CMD: the offset the reply is read from */
+	off_t base; /* RH_CMD, RH_WRITE: the offset the reply is read from */
+	bool based; /*   decided at the first read after the request ran */
 	struct rp p;
 	char path[ROUTER_PATH_MAX];
 	pthread_mutex_t lock;
@@ -755,6 +771,14 @@ static int open_common(const char *path, struct fuse_file_info *fi, bool create,
 								     &h->res, &err);
 				fi->direct_io = 1;
 			}
+		} else if (k == SUB_UNROUTED) {
+			rc = dfs_err_set(&err, DFS_EPERM,
+					 "'%s' of sharded collection %s.%s is not routed by docfs "
+					 "router yet",
+					 p.rest, p.db, p.coll);
+		} else if (k == SUB_WRITE && wr) {
+			h = rh_new(RH_WRITE, path);
+			fi->direct_io = 1;
 		} else if (k == SUB_INSERT && wr) {
 			h = rh_new(RH_INSERT, path);
 			fi->direct_io = 1;
@@ -827,6 +851,8 @@ static int r_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 	return open_locked(path, fi, true, mode);
 }
 
+static int write_run(struct rh *h, struct dfs_err *err);
+
 static int r_read(const char *path, char *buf, size_t size, off_t off, struct fuse_file_info *fi)
 {
 	struct rh *h = rh_of(fi);
@@ -840,16 +866,24 @@ static int r_read(const char *path, char *buf, size_t size, off_t off, struct fu
 		return n < 0 ? -errno : (int)n;
 	}
 	pthread_mutex_lock(&h->lock);
-	if (h->kind == RH_CMD) {
-		/* the reply from 0, or from where the command's write ended (note 3): the
-		 * first read after the command decides which */
-		if (!h->ran && h->buf.len) {
-			cluster_run(h);
-			h->base = (size_t)off == h->buf.len ? (off_t)h->buf.len : 0;
+	if (h->kind == RH_CMD && !h->ran && h->buf.len)
+		cluster_run(h);
+	if (h->kind == RH_WRITE && !h->ran && h->dirty) {
+		struct dfs_err err = {0};
+
+		if (write_run(h, &err)) {
+			pthread_mutex_unlock(&h->lock);
+			return fail_err(h->path, &err);
 		}
-		off -= h->base;
-		if (off < 0)
-			off = 0;
+	}
+	if ((h->kind == RH_CMD || h->kind == RH_WRITE) && h->ran) {
+		/* the reply from 0, or from where the request's write ended (note 3): the first
+		 * read after it ran decides which, so reading on from either gives it once */
+		if (!h->based) {
+			h->base = (size_t)off == h->buf.len ? (off_t)h->buf.len : 0;
+			h->based = true;
+		}
+		off = off >= h->base ? off - h->base : off;
 	}
 	if (h->kind == RH_DOC || h->kind == RH_INDEX || h->kind == RH_INSERT) {
 		if ((size_t)off < h->buf.len) {
@@ -883,7 +917,7 @@ static int r_write(const char *path, const char *buf, size_t size, off_t off,
 		fs_result_release(&h->res);
 		fs_result_init(&h->res);
 		h->ran = false;
-		h->base = 0;
+		h->based = false;
 		off = 0;
 	}
 	if ((size_t)off + size > h->buf.len) {
@@ -897,8 +931,40 @@ static int r_write(const char *path, const char *buf, size_t size, off_t off,
 	}
 	memcpy(h->buf.data + off, buf, size);
 	h->dirty = true;
+	if (h->kind == RH_WRITE && !h->ran &&
+	    fs_write_complete(h->p.rest, h->buf.data, h->buf.len)) {
+		/* the write that completes the request runs it and fails with its error */
+		struct dfs_err err = {0};
+
+		if (write_run(h, &err)) {
+			pthread_mutex_unlock(&h->lock);
+			return fail_err(h->path, &err);
+		}
+	}
 	pthread_mutex_unlock(&h->lock);
 	return (int)size;
+}
+
+/* Runs the update or delete request of h once (route.c note 6); the result goes to h->res. */
+static int write_run(struct rh *h, struct dfs_err *err)
+{
+	struct router_ns ns;
+	int rc;
+
+	h->ran = true;
+	router_routing_lock(false);
+	rc = ns_load(h->p.db, h->p.coll, &ns, err);
+	if (!rc) {
+		rc = router_write(&ns, h->p.db, h->p.coll, h->p.rest,
+				  h->buf.data ? h->buf.data : "", h->buf.len, &h->res.mem, err);
+		router_ns_release(&ns);
+	}
+	router_routing_unlock();
+	if (rc && !h->res.mem.len)
+		dfs_buf_printf(&h->res.mem, "{\"ok\": 0.0, \"errmsg\": \"%s\"}\n",
+			       "see /.docfs/errors");
+	h->res.size = h->res.mem.len;
+	return rc;
 }
 
 /* Sends what a collecting handle holds to the shards (note 2). */
@@ -955,6 +1021,11 @@ static int r_flush(const char *path, struct fuse_file_info *fi)
 	if (h->kind == RH_CMD) {
 		if (!h->ran && h->buf.len && cluster_run(h))
 			rc = -EINVAL;
+	} else if (h->kind == RH_WRITE) {
+		/* only a request that was written runs (a shell's dup-close of an fd that has
+		 * not been written yet flushes too) */
+		if (!h->ran && h->dirty && write_run(h, &err))
+			rc = fail_err(path, &err);
 	} else if (h->kind != RH_RESULT && h->dirty) {
 		h->dirty = false;
 		router_routing_lock(false);
@@ -1056,7 +1127,7 @@ static int r_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 	if (h && h->kind == RH_FWD)
 		return ftruncate(h->fd, size) ? -errno : 0;
 	if (h && (h->kind == RH_DOC || h->kind == RH_INSERT || h->kind == RH_INDEX ||
-		  h->kind == RH_CMD)) {
+		  h->kind == RH_CMD || h->kind == RH_WRITE)) {
 		pthread_mutex_lock(&h->lock);
 		if ((size_t)size < h->buf.len)
 			h->buf.len = (size_t)size;

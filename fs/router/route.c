@@ -27,6 +27,14 @@
  * 5. A shard that cannot be reached (its directory errors, or is not a docfs mount any
  *    more) fails the operations that need it with EIO and "shard 'X' (<host>) is
  *    unreachable: ..."; operations targeting only other shards go on.
+ * 6. update/ and delete/ go to the shards their filter targets, the request written to
+ *    each shard's same path and the results summed (matchedCount, modifiedCount,
+ *    deletedCount, ...). As MongoDB requires: a single update or delete (not multi, or
+ *    findAndModify) must target one shard or name an _id (then the shards are tried in turn
+ *    until one has it), an upsert and a replacement must target the shard owning their
+ *    shard key, and an update may not touch a shard key field (ImmutableField; even one
+ *    that would set the same value). Several shards are not one transaction: a shard that
+ *    fails after another applied the write leaves the other's part applied.
  */
 #include "router.h"
 
@@ -975,4 +983,299 @@ int router_doc_write(const struct router_ns *ns, const char *db, const char *col
 	if (rc)
 		return rc;
 	return shard_write(s, rel, O_WRONLY | O_CREAT | O_TRUNC, text, len, err);
+}
+
+/* ---- update/ and delete/ (note 6) ------------------------------------------------------ */
+
+/* Whether the raw option name of component is "true" (or "1"). */
+static bool opt_true(const char *component, const char *name)
+{
+	size_t nl = strlen(name);
+
+	for (const char *p = strchr(component, '?'); p && *p; p = strchr(p, '&')) {
+		p++;
+		if (!strncmp(p, name, nl) && p[nl] == '=' &&
+		    (!strncmp(p + nl + 1, "true", 4) || p[nl + 1] == '1'))
+			return true;
+	}
+	return false;
+}
+
+static bool opt_given(const char *component, const char *name)
+{
+	size_t nl = strlen(name);
+
+	for (const char *p = strchr(component, '?'); p && *p; p = strchr(p, '&')) {
+		p++;
+		if (!strncmp(p, name, nl) && (p[nl] == '=' || p[nl] == '&' || !p[nl]))
+			return true;
+	}
+	return false;
+}
+
+/* Whether update path (a dotted field) touches shard key field key. */
+static bool touches(const char *path, const char *key)
+{
+	size_t pl = strlen(path), kl = strlen(key);
+
+	if (pl == kl)
+		return !strcmp(path, key);
+	if (pl < kl)
+		return !strncmp(key, path, pl) && key[pl] == '.';
+	return !strncmp(path, key, kl) && path[kl] == '.';
+}
+
+/* DFS_EINVAL when the update (operators) would change a shard key field. */
+static int key_untouched(const struct router_ns *ns, const bson_t *update, struct dfs_err *err)
+{
+	bson_iter_t op, f;
+
+	if (!bson_iter_init(&op, update))
+		return 0;
+	while (bson_iter_next(&op)) {
+		if (!BSON_ITER_HOLDS_DOCUMENT(&op) || !bson_iter_recurse(&op, &f))
+			continue;
+		while (bson_iter_next(&f)) {
+			for (int k = 0; k < ns->map.key.n; k++) {
+				const char *kp = ns->map.key.f[k].path;
+
+				if (touches(bson_iter_key(&f), kp) ||
+				    (!strcmp(bson_iter_key(&op), "$rename") &&
+				     BSON_ITER_HOLDS_UTF8(&f) &&
+				     touches(bson_iter_utf8(&f, NULL), kp)))
+					return dfs_err_set(
+						err, DFS_EINVAL,
+						"%s of '%s' would change the shard key field '%s' "
+						"(ImmutableField): a document's shard key cannot "
+						"change",
+						bson_iter_key(&op), bson_iter_key(&f), kp);
+			}
+		}
+	}
+	return 0;
+}
+
+/* Writes text to rel of shard s on one descriptor and reads the result back into out. */
+static int shard_request(const struct router_shard *s, const char *rel, const char *text,
+			 size_t len, struct dfs_buf *out, struct dfs_err *err)
+{
+	char p[ROUTER_PATH_MAX];
+	size_t done = 0;
+	int fd;
+
+	router_shard_path(s, rel, p, sizeof(p));
+	if ((fd = open(p, O_RDWR)) < 0)
+		return router_shard_fail(s, rel, errno, err);
+	while (done < len) {
+		ssize_t n = write(fd, text + done, len - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int e = errno;
+
+			close(fd);
+			return router_shard_fail(s, rel, e, err);
+		}
+		done += (size_t)n;
+	}
+	for (off_t off = 0;;) {
+		ssize_t n;
+
+		dfs_buf_reserve(out, 4096);
+		n = pread(fd, out->data + out->len, out->cap - out->len - 1, off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int e = errno;
+
+			close(fd);
+			return router_shard_fail(s, rel, e, err);
+		}
+		if (n == 0)
+			break;
+		out->len += (size_t)n;
+		out->data[out->len] = '\0';
+		off += n;
+	}
+	if (close(fd))
+		return router_shard_fail(s, rel, errno, err);
+	return 0;
+}
+
+/* The count key of a result (matchedCount, deletedCount, ...) summed into sum. */
+static void sum_results(bson_t *sum, const bson_t *one, bool first)
+{
+	bson_t out;
+	bson_iter_t it, prev;
+
+	if (first) {
+		bson_copy_to(one, sum);
+		return;
+	}
+	bson_init(&out);
+	if (bson_iter_init(&it, sum)) {
+		while (bson_iter_next(&it)) {
+			const char *k = bson_iter_key(&it);
+
+			if (BSON_ITER_HOLDS_INT(&it) && bson_iter_init_find(&prev, one, k) &&
+			    BSON_ITER_HOLDS_INT(&prev)) {
+				int64_t v = bson_iter_as_int64(&it) + bson_iter_as_int64(&prev);
+
+				put_count(&out, k, v);
+			} else if (BSON_ITER_HOLDS_NULL(&it) &&
+				   bson_iter_init_find(&prev, one, k)) {
+				bson_append_value(&out, k, -1, bson_iter_value(&prev));
+			} else {
+				bson_append_value(&out, k, -1, bson_iter_value(&it));
+			}
+		}
+	}
+	bson_destroy(sum);
+	bson_steal(sum, &out);
+}
+
+/* How many documents a result says it matched or deleted (or 1 for a findAndModify value). */
+static int64_t result_hits(const bson_t *res)
+{
+	static const char *const keys[] = {"matchedCount", "deletedCount", "upsertedCount", NULL};
+	bson_iter_t it;
+	int64_t n = 0;
+
+	for (int i = 0; keys[i]; i++)
+		if (bson_iter_init_find(&it, res, keys[i]) && BSON_ITER_HOLDS_INT(&it))
+			n += bson_iter_as_int64(&it);
+	if (bson_iter_init_find(&it, res, "value") && !BSON_ITER_HOLDS_NULL(&it))
+		n++;
+	return n;
+}
+
+int router_write(const struct router_ns *ns, const char *db, const char *coll, const char *rest,
+		 const char *text, size_t len, struct dfs_buf *out, struct dfs_err *err)
+{
+	int kind = fs_write_kind_of(rest);
+	const char *component = rest + 7, *qm = strchr(component, '?');
+	const struct router_shard *sh[ROUTER_MAX_SHARDS];
+	struct query_expr *e = NULL;
+	bson_t filter, body, sum;
+	struct dfs_buf fv;
+	bool single, by_id, upsert = opt_true(component, "upsert");
+	char rel[ROUTER_PATH_MAX];
+	int n = 0, rc, hits = 0;
+
+	if (kind != FSW_UPDATE && kind != FSW_DELETE)
+		return dfs_err_set(err, DFS_EINVAL, "'%s': .bulk is not routed yet", rest);
+	if ((rc = fs_write_validate(rest, err)))
+		return rc;
+	bson_init(&filter);
+	bson_init(&body);
+	bson_init(&sum);
+	dfs_buf_init(&fv);
+	rc = fs_path_unescape(component, qm ? (size_t)(qm - component) : strlen(component), &fv,
+			      err);
+	if (!rc && fv.len)
+		rc = store_codec_parse_doc(fv.data, fv.len, &filter, err);
+	if (!rc && kind == FSW_UPDATE)
+		rc = store_codec_parse_doc(text, len, &body, err);
+	if (!rc)
+		rc = query_filter_parse(&filter, &e, err);
+	if (!rc)
+		rc = targets(ns, e, sh, ROUTER_MAX_SHARDS, &n, err);
+	if (rc)
+		goto done;
+	/* updateOne, deleteOne, findAndModify: one document */
+	if (kind == FSW_UPDATE)
+		single = !opt_true(component, "multi");
+	else {
+		bson_iter_t it;
+
+		single = opt_true(component, "justOne");
+		if (!single && len && text[0] == '{') {
+			bson_t b;
+
+			bson_init(&b);
+			if (!store_codec_parse_doc(text, len, &b, NULL) &&
+			    bson_iter_init_find(&it, &b, "justOne"))
+				single = bson_iter_as_bool(&it);
+			bson_destroy(&b);
+		}
+	}
+	if (opt_given(component, "returnDocument"))
+		single = true;
+	by_id = bson_has_field(&filter, "_id");
+	if (ns->sharded && kind == FSW_UPDATE) {
+		bson_iter_t it;
+		bool ops = bson_iter_init(&it, &body) && bson_iter_next(&it) &&
+			   bson_iter_key(&it)[0] == '$';
+
+		if (ops) {
+			rc = key_untouched(ns, &body, err);
+		} else {
+			/* a replacement: its key must stay on the shard the filter names */
+			const struct router_shard *to = NULL;
+			int idx = -1;
+
+			rc = query_chunk_map_find_doc(&ns->map, &body, &idx, err);
+			if (!rc && idx >= 0)
+				to = router_ns_shard(ns, ns->map.c[idx].shard);
+			if (!rc && (n != 1 || to != sh[0]))
+				rc = dfs_err_set(
+					err, DFS_EINVAL,
+					"a replacement on a sharded collection must target the "
+					"shard that owns its shard key: include the shard key "
+					"in the filter, and do not change it (ImmutableField)");
+		}
+		if (!rc && upsert && n != 1)
+			rc = dfs_err_set(err, DFS_EINVAL,
+					 "an upsert on a sharded collection must include the shard "
+					 "key in the filter (it targets %d shards)",
+					 n);
+	}
+	if (!rc && ns->sharded && single && n > 1 && !by_id)
+		rc = dfs_err_set(err, DFS_EINVAL,
+				 "a single %s (not multi) on a sharded collection must target one "
+				 "shard: include the shard key or _id in the filter (it targets %d "
+				 "shards)",
+				 kind == FSW_UPDATE ? "update" : "delete", n);
+	if (rc)
+		goto done;
+	snprintf(rel, sizeof(rel), "%s/%s/%s", db, coll, rest);
+	for (int i = 0; !rc && i < n; i++) {
+		struct dfs_buf one;
+		bson_t res;
+
+		dfs_buf_init(&one);
+		bson_init(&res);
+		rc = shard_request(sh[i], rel, text, len, &one, err);
+		if (!rc && n == 1) {
+			dfs_buf_append(out, one.data, one.len);
+		} else if (!rc) {
+			rc = store_codec_parse_doc(one.data, one.len, &res, err);
+			if (!rc) {
+				sum_results(&sum, &res, i == 0);
+				hits += result_hits(&res) > 0;
+			}
+		}
+		dfs_buf_release(&one);
+		bson_destroy(&res);
+		if (single && hits)
+			break; /* by _id: the one shard that had it */
+	}
+	if (!rc && n > 1) {
+		rc = store_codec_render(&sum, STORE_RENDER_COMPACT, out, err);
+		dfs_buf_putc(out, '\n');
+	} else if (!rc && n == 0) {
+		dfs_buf_puts(out, kind == FSW_UPDATE
+					  ? "{\"acknowledged\": true, \"matchedCount\": 0, "
+					    "\"modifiedCount\": 0, \"upsertedCount\": 0, "
+					    "\"upsertedId\": null}\n"
+					  : "{\"acknowledged\": true, \"deletedCount\": 0}\n");
+	}
+done:
+	query_expr_free(e);
+	bson_destroy(&filter);
+	bson_destroy(&body);
+	bson_destroy(&sum);
+	dfs_buf_release(&fv);
+	return rc;
 }

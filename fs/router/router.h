@@ -115,6 +115,10 @@ int router_explain(const struct router_ns *ns, const char *db, const char *coll,
 /* Writes the documents of text (as .insert takes them) to the shards owning them (note 4). */
 int router_insert(const struct router_ns *ns, const char *db, const char *coll, const char *text,
 		  size_t len, struct dfs_err *err);
+/* update/<q> or delete/<q> (rest) of db.coll with request text through the shards
+ * (route.c note 6); MongoDB's result (one JSON line) appended to out. */
+int router_write(const struct router_ns *ns, const char *db, const char *coll, const char *rest,
+		 const char *text, size_t len, struct dfs_buf *out, struct dfs_err *err);
 /* The shard holding document file name of db.coll (first found), with its attributes;
  * DFS_ENOENT when none. */
 int router_doc_holder(const struct router_ns *ns, const char *db, const char *coll,
