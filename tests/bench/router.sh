@@ -166,6 +166,7 @@ COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "?")
 echo "docfs router benchmark: $VERSION ($DOCFS), $DATE UTC, N=$N" >&2
 echo "machine: $MACHINE" >&2
 T_START=$(date +%s)
+LOAD_START=$(cut -d" " -f1 /proc/loadavg)
 
 ########################################################################################
 # Mounts and data (not timed)
@@ -414,6 +415,7 @@ done
 RSS_END_R=$(vmhwm "$RPID")
 ERRLINES=$(wc -l < "$R/.docfs/errors" 2>/dev/null || echo 0)
 T_END=$(date +%s)
+LOAD_END=$(cut -d" " -f1 /proc/loadavg)
 
 ########################################################################################
 # The report
@@ -423,7 +425,7 @@ cat <<EOF
 ## docfs router over three shards, $(num "$N") generated users
 
 $VERSION at $COMMIT, $DATE UTC, \`tests/bench/router.sh ${DOCFS#"$ROOT"/} $N\`; machine: $MACHINE.
-Whole run: $((T_END - T_START)) s. The data: \`docfs generate examples/users.template.json -n $N
+Whole run: $((T_END - T_START)) s, load average $LOAD_START at the start, $LOAD_END at the end. The data: \`docfs generate examples/users.template.json -n $N
 --seed 42\` ($JSONL_SIZE; ages $E_MINAGE-$E_MAXAGE), inserted in $NBATCH batches of $BATCH lines
 (\`cat BATCH > test/users/.insert\`). Queries: median of $REPEAT timed runs after an untimed one.
 
