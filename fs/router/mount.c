@@ -50,8 +50,11 @@
 #include "fs_int.h"
 
 static struct {
-	struct store *st;    /* the config store */
-	struct store_db *db; /* its config database */
+	struct store *st;	   /* the config store */
+	struct store_db *db;	   /* its config database */
+	struct store *merge;	   /* the scratch store where merged aggregations run */
+	struct store_db *merge_db; /*   its one database */
+	char merge_dir[64];
 	pthread_mutex_t lock;
 	time_t started;
 } R = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -218,6 +221,7 @@ enum sub_kind {
 	SUB_DOC,
 	SUB_INDEX,
 	SUB_WRITE,    /* update/<q>, delete/<q> */
+	SUB_AGG,      /* aggregate/<pipeline> */
 	SUB_UNROUTED, /* what the router cannot answer for a sharded collection yet */
 };
 
@@ -233,8 +237,10 @@ static enum sub_kind sub_kind(const char *rest)
 		return SUB_INSERT;
 	if ((!strncmp(rest, "update/", 7) || !strncmp(rest, "delete/", 7)) && rest[7])
 		return SUB_WRITE;
+	if (!strncmp(rest, "aggregate/", 10) && rest[10])
+		return SUB_AGG;
 	if (!strncmp(rest, ".bulk", 5) || !strncmp(rest, ".stats", 6) ||
-	    !strncmp(rest, ".changes", 8) || (!strncmp(rest, "aggregate/", 10) && rest[10]))
+	    !strncmp(rest, ".changes", 8))
 		return SUB_UNROUTED;
 	if (!strncmp(rest, ".indexes/", 9) && rest[9] && !strchr(rest + 9, '/'))
 		return SUB_INDEX;
@@ -394,7 +400,7 @@ static int r_getattr(const char *path, struct stat *st, struct fuse_file_info *f
 	if (p.kind == RP_IN_COLL && ns.sharded) {
 		enum sub_kind k = sub_kind(p.rest);
 
-		if (k == SUB_QUERY || k == SUB_EXPLAIN) {
+		if (k == SUB_QUERY || k == SUB_EXPLAIN || k == SUB_AGG) {
 			file_stat(st, 0444);
 			rc = 0;
 		} else if (k == SUB_DOC) {
@@ -759,7 +765,17 @@ static int open_common(const char *path, struct fuse_file_info *fi, bool create,
 	if (ns.sharded) {
 		enum sub_kind k = sub_kind(p.rest);
 
-		if (k == SUB_QUERY || k == SUB_EXPLAIN) {
+		if (k == SUB_AGG) {
+			if (wr) {
+				rc = dfs_err_set(&err, DFS_EPERM, "'%s': results are read-only",
+						 p.rest);
+			} else {
+				h = rh_new(RH_RESULT, path);
+				rc = router_aggregate(&ns, p.db, p.coll, p.rest + 10, R.merge_db,
+						      &h->res, &err);
+				fi->direct_io = 1;
+			}
+		} else if (k == SUB_QUERY || k == SUB_EXPLAIN) {
 			if (wr) {
 				rc = dfs_err_set(&err, DFS_EPERM, "'%s': results are read-only",
 						 p.rest);
@@ -1365,6 +1381,14 @@ int router_mount_run(const struct router_mount_opts *o, struct dfs_err *err)
 		fs_errlog_add("router: %s", err->msg);
 		goto unmount;
 	}
+	snprintf(R.merge_dir, sizeof(R.merge_dir), "/tmp/docfs-router-XXXXXX");
+	if (!mkdtemp(R.merge_dir) || (rc = store_open(R.merge_dir, true, &R.merge, err)) ||
+	    (rc = store_db_get(R.merge, "merge", true, &R.merge_db, err))) {
+		if (!rc)
+			rc = dfs_err_set(err, DFS_EIO, "scratch store: %s", strerror(errno));
+		fs_errlog_add("router: %s", err->msg);
+		goto unmount;
+	}
 	R.started = time(NULL);
 	{
 		pthread_rwlockattr_t a;
@@ -1391,6 +1415,25 @@ done:
 	fuse_opt_free_args(&args);
 	store_free(R.st);
 	R.st = NULL;
+	if (R.merge) {
+		/* the scratch store goes with the mount */
+		DIR *d = opendir(R.merge_dir);
+		struct dirent *de;
+
+		store_free(R.merge);
+		R.merge = NULL;
+		while (d && (de = readdir(d))) {
+			char p[sizeof(R.merge_dir) + 260];
+
+			if (de->d_name[0] == '.')
+				continue;
+			snprintf(p, sizeof(p), "%s/%s", R.merge_dir, de->d_name);
+			unlink(p);
+		}
+		if (d)
+			closedir(d);
+		rmdir(R.merge_dir);
+	}
 	fs_errlog_open(NULL, NULL);
 	free(opts);
 	return rc;

@@ -27,6 +27,16 @@
  * 5. A shard that cannot be reached (its directory errors, or is not a docfs mount any
  *    more) fails the operations that need it with EIO and "shard 'X' (<host>) is
  *    unreachable: ..."; operations targeting only other shards go on.
+ * 7. aggregate/ on several shards: the leading per-document stages ($match, $project,
+ *    $addFields, $set, $unset, $unwind, $replaceRoot) run on the shards, then a $group
+ *    whose accumulators decompose ($sum, $count, $min, $max, $avg as a sum and a count of
+ *    the numbers, $push as arrays concatenated after) is split into a shard part and a
+ *    merge part, a $count becomes a sum, a $sort runs on both sides; everything after runs
+ *    in the router over the shards' results, put into a scratch collection of the router's
+ *    own store, with the same engine a mount uses. Each shard's part is saved in its
+ *    .queries/ for the read (a pipeline may be longer than a file name) and removed after.
+ *    While a chunk of the collection is being migrated nothing is pushed down, so the
+ *    router can keep each document from its owner only.
  * 6. update/ and delete/ go to the shards their filter targets, the request written to
  *    each shard's same path and the results summed (matchedCount, modifiedCount,
  *    deletedCount, ...). As MongoDB requires: a single update or delete (not multi, or
@@ -1277,5 +1287,468 @@ done:
 	bson_destroy(&body);
 	bson_destroy(&sum);
 	dfs_buf_release(&fv);
+	return rc;
+}
+
+/* ---- aggregate/ (note 7) -------------------------------------------------------------- */
+
+/* Stages that work on each document alone: they run on the shards. */
+static bool per_document(const char *stage)
+{
+	static const char *const ok[] = {"$match",	 "$project",	 "$addFields",
+					 "$set",	 "$unset",	 "$unwind",
+					 "$replaceRoot", "$replaceWith", NULL};
+
+	for (int i = 0; ok[i]; i++)
+		if (!strcmp(stage, ok[i]))
+			return true;
+	return false;
+}
+
+static void put_str_doc(bson_t *out, const char *key, const char *op, const char *val)
+{
+	bson_t d;
+
+	BSON_APPEND_DOCUMENT_BEGIN(out, key, &d);
+	BSON_APPEND_UTF8(&d, op, val);
+	bson_append_document_end(out, &d);
+}
+
+/* Splits {$group: spec} into a shard part and merge stages (note 7); false when an
+ * accumulator does not decompose ($first, $last, $stdDev..., $addToSet). */
+static bool split_group(const bson_t *spec, bson_t *shard, bson_t *merge, int *nmerge)
+{
+	bson_t sg, mg, fix, fixdoc;
+	bson_iter_t it, acc;
+	bool need_fix = false;
+	char key[16];
+
+	bson_init(&fix);
+	bson_init(&sg);
+	bson_init(&mg);
+	if (!bson_iter_init(&it, spec))
+		return false;
+	while (bson_iter_next(&it)) {
+		const char *f = bson_iter_key(&it);
+		char ref[300], s_name[300], c_name[300];
+		const char *op;
+
+		snprintf(ref, sizeof(ref), "$%s", f);
+		if (!strcmp(f, "_id")) {
+			bson_append_value(&sg, "_id", 3, bson_iter_value(&it));
+			BSON_APPEND_UTF8(&mg, "_id", "$_id");
+			BSON_APPEND_UTF8(&fix, "_id", "$_id");
+			continue;
+		}
+		if (!BSON_ITER_HOLDS_DOCUMENT(&it) || !bson_iter_recurse(&it, &acc) ||
+		    !bson_iter_next(&acc))
+			goto no;
+		op = bson_iter_key(&acc);
+		if (!strcmp(op, "$sum") || !strcmp(op, "$min") || !strcmp(op, "$max")) {
+			bson_t a;
+
+			BSON_APPEND_DOCUMENT_BEGIN(&sg, f, &a);
+			bson_append_value(&a, op, -1, bson_iter_value(&acc));
+			bson_append_document_end(&sg, &a);
+			put_str_doc(&mg, f, op, ref);
+			BSON_APPEND_UTF8(&fix, f, ref);
+		} else if (!strcmp(op, "$count")) {
+			bson_t a;
+
+			BSON_APPEND_DOCUMENT_BEGIN(&sg, f, &a);
+			BSON_APPEND_INT32(&a, "$sum", 1);
+			bson_append_document_end(&sg, &a);
+			put_str_doc(&mg, f, "$sum", ref);
+			BSON_APPEND_UTF8(&fix, f, ref);
+		} else if (!strcmp(op, "$avg")) {
+			/* the sum and the count of the numbers, divided after the merge */
+			bson_t a, cond, arr, isn;
+
+			snprintf(s_name, sizeof(s_name), "%s__docfs_sum", f);
+			snprintf(c_name, sizeof(c_name), "%s__docfs_n", f);
+			BSON_APPEND_DOCUMENT_BEGIN(&sg, s_name, &a);
+			bson_append_value(&a, "$sum", 4, bson_iter_value(&acc));
+			bson_append_document_end(&sg, &a);
+			BSON_APPEND_DOCUMENT_BEGIN(&sg, c_name, &a);
+			BSON_APPEND_DOCUMENT_BEGIN(&a, "$sum", &cond);
+			BSON_APPEND_ARRAY_BEGIN(&cond, "$cond", &arr);
+			BSON_APPEND_DOCUMENT_BEGIN(&arr, "0", &isn);
+			bson_append_value(&isn, "$isNumber", 9, bson_iter_value(&acc));
+			bson_append_document_end(&arr, &isn);
+			BSON_APPEND_INT32(&arr, "1", 1);
+			BSON_APPEND_INT32(&arr, "2", 0);
+			bson_append_array_end(&cond, &arr);
+			bson_append_document_end(&a, &cond);
+			bson_append_document_end(&sg, &a);
+			snprintf(ref, sizeof(ref), "$%s", s_name);
+			put_str_doc(&mg, s_name, "$sum", ref);
+			snprintf(ref, sizeof(ref), "$%s", c_name);
+			put_str_doc(&mg, c_name, "$sum", ref);
+			{
+				/* {$cond: [{$eq: ["$n", 0]}, null, {$divide: ["$s", "$n"]}]} */
+				bson_t e, ca, eq, ea, dv, da;
+				char sref[310], cref[310];
+
+				snprintf(sref, sizeof(sref), "$%s", s_name);
+				snprintf(cref, sizeof(cref), "$%s", c_name);
+				BSON_APPEND_DOCUMENT_BEGIN(&fix, f, &e);
+				BSON_APPEND_ARRAY_BEGIN(&e, "$cond", &ca);
+				BSON_APPEND_DOCUMENT_BEGIN(&ca, "0", &eq);
+				BSON_APPEND_ARRAY_BEGIN(&eq, "$eq", &ea);
+				BSON_APPEND_UTF8(&ea, "0", cref);
+				BSON_APPEND_INT32(&ea, "1", 0);
+				bson_append_array_end(&eq, &ea);
+				bson_append_document_end(&ca, &eq);
+				BSON_APPEND_NULL(&ca, "1");
+				BSON_APPEND_DOCUMENT_BEGIN(&ca, "2", &dv);
+				BSON_APPEND_ARRAY_BEGIN(&dv, "$divide", &da);
+				BSON_APPEND_UTF8(&da, "0", sref);
+				BSON_APPEND_UTF8(&da, "1", cref);
+				bson_append_array_end(&dv, &da);
+				bson_append_document_end(&ca, &dv);
+				bson_append_array_end(&e, &ca);
+				bson_append_document_end(&fix, &e);
+			}
+			need_fix = true;
+		} else if (!strcmp(op, "$push")) {
+			/* arrays of arrays, concatenated after the merge */
+			bson_t a, e, r, in, ca;
+
+			BSON_APPEND_DOCUMENT_BEGIN(&sg, f, &a);
+			bson_append_value(&a, "$push", 5, bson_iter_value(&acc));
+			bson_append_document_end(&sg, &a);
+			put_str_doc(&mg, f, "$push", ref);
+			BSON_APPEND_DOCUMENT_BEGIN(&fix, f, &e);
+			BSON_APPEND_DOCUMENT_BEGIN(&e, "$reduce", &r);
+			BSON_APPEND_UTF8(&r, "input", ref);
+			BSON_APPEND_ARRAY_BEGIN(&r, "initialValue", &a);
+			bson_append_array_end(&r, &a);
+			BSON_APPEND_DOCUMENT_BEGIN(&r, "in", &in);
+			BSON_APPEND_ARRAY_BEGIN(&in, "$concatArrays", &ca);
+			BSON_APPEND_UTF8(&ca, "0", "$$value");
+			BSON_APPEND_UTF8(&ca, "1", "$$this");
+			bson_append_array_end(&in, &ca);
+			bson_append_document_end(&r, &in);
+			bson_append_document_end(&e, &r);
+			bson_append_document_end(&fix, &e);
+			need_fix = true;
+		} else {
+			goto no;
+		}
+	}
+	BSON_APPEND_DOCUMENT(shard, "$group", &sg);
+	snprintf(key, sizeof(key), "%d", (*nmerge)++);
+	{
+		bson_t st;
+
+		BSON_APPEND_DOCUMENT_BEGIN(merge, key, &st);
+		BSON_APPEND_DOCUMENT(&st, "$group", &mg);
+		bson_append_document_end(merge, &st);
+	}
+	if (need_fix) {
+		snprintf(key, sizeof(key), "%d", (*nmerge)++);
+		bson_init(&fixdoc);
+		BSON_APPEND_DOCUMENT(&fixdoc, "$replaceWith", &fix);
+		BSON_APPEND_DOCUMENT(merge, key, &fixdoc);
+		bson_destroy(&fixdoc);
+	}
+	bson_destroy(&sg);
+	bson_destroy(&mg);
+	bson_destroy(&fix);
+	return true;
+no:
+	bson_destroy(&sg);
+	bson_destroy(&mg);
+	bson_destroy(&fix);
+	return false;
+}
+
+/* The stages of bson array arr as the JSON array text a saved pipeline holds. */
+static void array_text(const bson_t *arr, struct dfs_buf *out)
+{
+	bson_iter_t it;
+	bool first = true;
+
+	dfs_buf_putc(out, '[');
+	if (bson_iter_init(&it, arr)) {
+		while (bson_iter_next(&it)) {
+			const uint8_t *d;
+			uint32_t l;
+			bson_t st;
+
+			if (!BSON_ITER_HOLDS_DOCUMENT(&it))
+				continue;
+			bson_iter_document(&it, &l, &d);
+			if (!bson_init_static(&st, d, l))
+				continue;
+			if (!first)
+				dfs_buf_puts(out, ", ");
+			store_codec_render(&st, STORE_RENDER_COMPACT, out, NULL);
+			first = false;
+		}
+	}
+	dfs_buf_putc(out, ']');
+}
+
+int router_aggregate(const struct router_ns *ns, const char *db, const char *coll,
+		     const char *component, struct store_db *merge_db, struct fs_result *r,
+		     struct dfs_err *err)
+{
+	static const struct store_attrs scratch_attrs = {0600, 0, 0, 0};
+	static unsigned long seq;
+	const char *qm = strchr(component, '?');
+	const struct router_shard *sh[ROUTER_MAX_SHARDS];
+	bson_t pipeline, shard_p, merge_p, first_match;
+	struct query_pipeline *check = NULL;
+	struct query_expr *e = NULL;
+	struct dfs_buf pv, text;
+	char name[96], tmpcoll[96];
+	bson_iter_t it;
+	int n = 0, ns_ = 0, nm = 0, rc;
+	bool split_done = false;
+
+	bson_init(&pipeline);
+	bson_init(&shard_p);
+	bson_init(&merge_p);
+	bson_init(&first_match);
+	dfs_buf_init(&pv);
+	dfs_buf_init(&text);
+	rc = fs_path_unescape(component, qm ? (size_t)(qm - component) : strlen(component), &pv,
+			      err);
+	if (!rc && pv.len && pv.data[0] == '@')
+		rc = dfs_err_set(err, DFS_EINVAL,
+				 "saved pipelines (@name) are not run through the router yet");
+	if (!rc)
+		rc = fs_pipeline_from_text(pv.data ? pv.data : "", pv.len, &pipeline, err);
+	if (!rc)
+		rc = query_pipeline_parse(&pipeline, &check, err); /* its errors, as a mount's */
+	if (!rc && query_pipeline_writes(check))
+		rc = dfs_err_set(err, DFS_EINVAL,
+				 "$out and $merge of a sharded collection are not routed yet");
+	if (rc)
+		goto done;
+	/* the split (note 7): per-document stages go to the shards, then a $group split in
+	 * two, or a $sort (and its $limit) run on both sides, or $count as a sum */
+	if (bson_iter_init(&it, &pipeline)) {
+		/* while a chunk is copied the shards hold it twice: everything runs here,
+		 * over the documents each shard owns */
+		bool shard_side = !router_migration_of(db, coll, NULL, 0);
+
+		while (bson_iter_next(&it)) {
+			bson_iter_t st;
+			const char *op;
+			const uint8_t *d;
+			uint32_t l;
+			bson_t stage;
+			char key[16];
+
+			if (!BSON_ITER_HOLDS_DOCUMENT(&it) || !bson_iter_recurse(&it, &st) ||
+			    !bson_iter_next(&st))
+				continue;
+			op = bson_iter_key(&st);
+			bson_iter_document(&it, &l, &d);
+			bson_init_static(&stage, d, l);
+			if (!strcmp(op, "$lookup") || !strcmp(op, "$graphLookup") ||
+			    !strcmp(op, "$unionWith")) {
+				rc = dfs_err_set(err, DFS_EINVAL,
+						 "%s in a pipeline of a sharded collection is not "
+						 "routed yet",
+						 op);
+				goto done;
+			}
+			if (shard_side && per_document(op)) {
+				snprintf(key, sizeof(key), "%d", ns_++);
+				BSON_APPEND_DOCUMENT(&shard_p, key, &stage);
+				if (!strcmp(op, "$match") && ns_ == 1 &&
+				    BSON_ITER_HOLDS_DOCUMENT(&st)) {
+					bson_iter_document(&st, &l, &d);
+					bson_destroy(&first_match);
+					bson_init_static(&first_match, d, l);
+				}
+				continue;
+			}
+			if (shard_side && !split_done && !strcmp(op, "$group") &&
+			    BSON_ITER_HOLDS_DOCUMENT(&st)) {
+				bson_t spec, sstage;
+
+				bson_iter_document(&st, &l, &d);
+				bson_init_static(&spec, d, l);
+				bson_init(&sstage);
+				if (split_group(&spec, &sstage, &merge_p, &nm)) {
+					snprintf(key, sizeof(key), "%d", ns_++);
+					BSON_APPEND_DOCUMENT(&shard_p, key, &sstage);
+					split_done = true;
+					shard_side = false;
+					bson_destroy(&sstage);
+					continue;
+				}
+				bson_destroy(&sstage);
+			}
+			if (shard_side && !split_done && !strcmp(op, "$count") &&
+			    BSON_ITER_HOLDS_UTF8(&st)) {
+				/* each shard counts, the router sums: {$group: {_id: null, f:
+				 * {$sum:
+				 * "$f"}}}, {$project: {_id: 0}} */
+				const char *f = bson_iter_utf8(&st, NULL);
+				bson_t g, gs, p, ps;
+				char ref[300];
+
+				snprintf(key, sizeof(key), "%d", ns_++);
+				BSON_APPEND_DOCUMENT(&shard_p, key, &stage);
+				snprintf(ref, sizeof(ref), "$%s", f);
+				snprintf(key, sizeof(key), "%d", nm++);
+				BSON_APPEND_DOCUMENT_BEGIN(&merge_p, key, &g);
+				BSON_APPEND_DOCUMENT_BEGIN(&g, "$group", &gs);
+				BSON_APPEND_NULL(&gs, "_id");
+				put_str_doc(&gs, f, "$sum", ref);
+				bson_append_document_end(&g, &gs);
+				bson_append_document_end(&merge_p, &g);
+				snprintf(key, sizeof(key), "%d", nm++);
+				BSON_APPEND_DOCUMENT_BEGIN(&merge_p, key, &p);
+				BSON_APPEND_DOCUMENT_BEGIN(&p, "$project", &ps);
+				BSON_APPEND_INT32(&ps, "_id", 0);
+				bson_append_document_end(&p, &ps);
+				bson_append_document_end(&merge_p, &p);
+				split_done = true;
+				shard_side = false;
+				continue;
+			}
+			if (shard_side && !split_done && !strcmp(op, "$sort")) {
+				/* sorted on both sides: the shards' order is only a head start */
+				snprintf(key, sizeof(key), "%d", ns_++);
+				BSON_APPEND_DOCUMENT(&shard_p, key, &stage);
+			}
+			shard_side = false;
+			snprintf(key, sizeof(key), "%d", nm++);
+			BSON_APPEND_DOCUMENT(&merge_p, key, &stage);
+		}
+	}
+	if ((rc = query_filter_parse(&first_match, &e, err)))
+		goto done;
+	if (query_filter_has_text(e)) {
+		rc = dfs_err_set(err, DFS_EINVAL,
+				 "$text in a pipeline of a sharded collection is not routed yet");
+		goto done;
+	}
+	if ((rc = targets(ns, e, sh, ROUTER_MAX_SHARDS, &n, err)))
+		goto done;
+	if (n == 1) {
+		/* one shard answers it all, as written */
+		char rel[ROUTER_PATH_MAX];
+		struct dfs_buf comp;
+
+		dfs_buf_init(&comp);
+		dfs_buf_puts(&comp, component);
+		rc = sub_path(db, coll, "aggregate", &comp, rel, sizeof(rel), err);
+		dfs_buf_release(&comp);
+		if (!rc)
+			rc = shard_read(sh[0], rel, &r->mem, err);
+		r->size = r->mem.len;
+		goto done;
+	}
+	/* each shard's part, saved on the shard (a pipeline can be longer than a file name)
+	 * and read through aggregate/@name; the documents go into a scratch collection of
+	 * the router's own store, where the merge part runs */
+	snprintf(name, sizeof(name), "docfs-router-%d-%lu", (int)getpid(),
+		 __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED));
+	snprintf(tmpcoll, sizeof(tmpcoll), "m%lu", __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED));
+	array_text(&shard_p, &text);
+	{
+		struct store_txn *t = NULL;
+		struct store_coll c;
+		int64_t id = 0;
+
+		rc = store_txn_begin(merge_db, true, &t, err);
+		if (!rc)
+			rc = store_coll_create(t, tmpcoll, 0700, 0, 0, &c, err);
+		for (int i = 0; !rc && i < n; i++) {
+			char rel[ROUTER_PATH_MAX];
+			struct stream st = {.line = 1, .ns = ns, .shard = sh[i]->name};
+			const bson_t *doc;
+
+			dfs_buf_init(&st.text);
+			snprintf(rel, sizeof(rel), "%s/%s/.queries/%s", db, coll, name);
+			rc = shard_write(sh[i], rel, O_WRONLY | O_CREAT | O_TRUNC, text.data,
+					 text.len, err);
+			if (!rc) {
+				char arel[ROUTER_PATH_MAX], p[ROUTER_PATH_MAX];
+
+				snprintf(arel, sizeof(arel), "%s/%s/aggregate/@%s", db, coll, name);
+				rc = shard_read(sh[i], arel, &st.text, err);
+				router_shard_path(sh[i], rel, p, sizeof(p));
+				unlink(p);
+			}
+			/* a merged document is {_id: n, d: <document>}: shard results may have no
+			 * _id or repeat one; after a $group nothing is a document to filter */
+			st.ns = split_done ? NULL : ns;
+			while (!rc && stream_next(&st, &doc, NULL) == 0) {
+				bson_t w;
+
+				bson_init(&w);
+				BSON_APPEND_INT64(&w, "_id", ++id);
+				BSON_APPEND_DOCUMENT(&w, "d", doc);
+				rc = store_doc_insert(t, c.id, &w, &scratch_attrs, NULL, err);
+				bson_destroy(&w);
+			}
+			if (st.has)
+				bson_destroy(&st.doc);
+			dfs_buf_release(&st.text);
+		}
+		if (!rc)
+			rc = store_txn_commit(t, err);
+		else if (t)
+			store_txn_abort(t);
+		if (!rc) {
+			struct dfs_buf comp;
+			bson_t full, first;
+			char key[16];
+			bson_iter_t mi;
+			int k = 0;
+
+			/* the merge part, after unwrapping the documents */
+			bson_init(&full);
+			bson_init(&first);
+			BSON_APPEND_UTF8(&first, "$replaceWith", "$d");
+			BSON_APPEND_DOCUMENT(&full, "0", &first);
+			bson_destroy(&first);
+			if (bson_iter_init(&mi, &merge_p)) {
+				while (bson_iter_next(&mi)) {
+					snprintf(key, sizeof(key), "%d", ++k);
+					bson_append_value(&full, key, -1, bson_iter_value(&mi));
+				}
+			}
+			dfs_buf_init(&comp);
+			dfs_buf_reset(&text);
+			array_text(&full, &text);
+			for (size_t i = 0; i < text.len; i++) {
+				if (text.data[i] == '%')
+					dfs_buf_puts(&comp, "%25");
+				else if (text.data[i] == '?')
+					dfs_buf_puts(&comp, "%3F");
+				else
+					dfs_buf_putc(&comp, text.data[i]);
+			}
+			if (qm)
+				dfs_buf_puts(&comp, qm);
+			rc = fs_agg_run(merge_db, c.id, comp.data, r, err);
+			dfs_buf_release(&comp);
+			bson_destroy(&full);
+		}
+		if (!store_txn_begin(merge_db, true, &t, NULL)) {
+			if (store_coll_find(t, tmpcoll, &c, NULL) || store_coll_drop(t, c.id, NULL))
+				store_txn_abort(t);
+			else
+				store_txn_commit(t, NULL);
+		}
+	}
+done:
+	query_pipeline_free(check);
+	query_expr_free(e);
+	bson_destroy(&pipeline);
+	bson_destroy(&shard_p);
+	bson_destroy(&merge_p);
+	bson_destroy(&first_match);
+	dfs_buf_release(&pv);
+	dfs_buf_release(&text);
 	return rc;
 }

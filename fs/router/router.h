@@ -115,6 +115,11 @@ int router_explain(const struct router_ns *ns, const char *db, const char *coll,
 /* Writes the documents of text (as .insert takes them) to the shards owning them (note 4). */
 int router_insert(const struct router_ns *ns, const char *db, const char *coll, const char *text,
 		  size_t len, struct dfs_err *err);
+/* aggregate/<component> of db.coll through the shards (route.c note 7); the merge part
+ * runs in merge_db (the router's scratch store). */
+int router_aggregate(const struct router_ns *ns, const char *db, const char *coll,
+		     const char *component, struct store_db *merge_db, struct fs_result *r,
+		     struct dfs_err *err);
 /* update/<q> or delete/<q> (rest) of db.coll with request text through the shards
  * (route.c note 6); MongoDB's result (one JSON line) appended to out. */
 int router_write(const struct router_ns *ns, const char *db, const char *coll, const char *rest,

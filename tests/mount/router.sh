@@ -132,6 +132,24 @@ same '{"user.age": {$lt: 30}}?distinct=user.age'
 same '{"user.age": 30}?sort={_id: 1}'
 expect_eq "$(cat "$R/test/users/query/{\"user.age\": {\$gt: 25, \$lt: 20}}?count=1")" "0" "a filter no chunk can match"
 
+step "aggregate/ across shards: the plain mount's answers"
+same_agg() {
+	local a b
+	a=$(cat "$R/test/users/aggregate/$1") || fail "router: $1: $(tail -n1 "$R/.docfs/errors")"
+	b=$(cat "$MNT/test/users/aggregate/$1") || fail "plain: $1"
+	[ "$a" == "$b" ] || fail "$1: the router's answer differs from the plain mount's:
+$(diff <(echo "$a") <(echo "$b") | head -20)"
+}
+same_agg '[{$match: {"user.age": {$gte: 10}}}, {$group: {_id: "$user.city", n: {$sum: 1}, c: {$count: {}}, avg: {$avg: "$user.age"}, mn: {$min: "$name"}, mx: {$max: "$user.age"}}}, {$sort: {_id: 1}}]'
+same_agg '[{$group: {_id: {$mod: ["$user.age", 3]}, ages: {$push: "$user.age"}}}, {$project: {n: {$size: "$ages"}, s: {$sum: "$ages"}}}, {$sort: {_id: 1}}]'
+same_agg '[{$match: {"user.age": {$lt: 50}}}, {$count: "n"}]'
+same_agg '[{$sort: {"user.age": -1, _id: 1}}, {$limit: 5}, {$project: {name: 1}}]'
+same_agg '[{$match: {"user.age": 30}}, {$project: {name: 1}}, {$sort: {_id: 1}}]'
+same_agg '[{$project: {c: "$user.city", a: "$user.age"}}, {$group: {_id: "$c", ages: {$addToSet: "$a"}}}, {$project: {k: {$size: "$ages"}}}, {$sort: {_id: 1}}]?format=json'
+jq -e '.queryPlanner' "$R/test/users/explain/{}" > /dev/null || fail "explain after aggregates"
+expect_fail "\$lookup across shards" cat "$R/test/users/aggregate/[{\$lookup: {from: \"notes\", localField: \"_id\", foreignField: \"_id\", as: \"x\"}}]"
+ls "$T"/m*/test/users/.queries/ 2>/dev/null | grep -q docfs-router && fail "the shards' saved pipelines were left behind"
+
 step "documents: read, sed -i, and the refusals"
 expect_eq "$(jq -c '[.name, .user.age]' "$R/test/users/42.json")" '["u42",42]' "a document read through the router"
 sed -i 's/"u42"/"forty-two"/' "$R/test/users/42.json" || fail "sed -i through the router: $(tail -n1 "$R/.docfs/errors")"
