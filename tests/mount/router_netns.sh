@@ -4,9 +4,10 @@
 # and the router reaches it only through an sshfs mount of it. What router.sh checks on
 # local shard mounts, a subset here across the network: the zones and splits, .insert split
 # by owner (per-shard counts read through sshfs), targeted explains, merged finds compared
-# with a plain mount, a document read and sed -i, a migration; then one shard's link goes
-# down: what needs it fails with EIO naming it, within sshfs's keepalive timeout, while
-# queries targeting the others still work.
+# with a plain mount, a document read and sed -i, a migration; a shard's refusals (a
+# unique index) reaching the router's caller as they do on local shards; then one shard's
+# link goes down: what needs it fails with EIO naming it, within sshfs's keepalive
+# timeout, while queries targeting the others still work.
 #
 # The shard's docfs and its sshd are started by one `ip netns exec`, so they share a mount
 # namespace of their own: the shard's mount is not visible on the router's side at all, and
@@ -295,6 +296,56 @@ expect_eq "$(count "$T/remote1/test/log" '{k: {$gte: 500}}')" "500" "B (through 
 expect_eq "$(count "$R/test/log" '{}')" "1000" "the router counts every document once"
 grep -q '"shard": "B"' "$R/.cluster/chunks" || fail "no chunk of test.log on B: $(cat "$R/.cluster/chunks")"
 
+step "a shard's refusal reaches the router's caller, as on local shards"
+# sshfs drops the status of an SFTP close, and a shard commits a document file or a
+# .bulk at its close: what each check needs is in its message. A wrong answer here is
+# noted and the test goes on (the link-down checks below do not depend on it), failing
+# at the end with every one.
+REFUSALS=()
+refused() {
+	echo "FAIL (noted): $*" >&2
+	REFUSALS+=("$*")
+}
+echo '{key: {name: 1}, unique: true}' > "$R/test/users/.indexes/name_u" ||
+	fail "a unique index through the router: $(rerr)"
+for i in 0 1 2; do [ -e "$T/remote$i/test/users/.indexes/name_u" ] || fail "no index name_u on shard $i"; done
+# 42.json and 43.json are both on C: the shard refuses a second "u43"
+if /usr/bin/printf '{"name": "u43", "user": {"age": 42}}' > "$R/test/users/42.json" 2> "$T/w.err"; then
+	refused "a document write that C refuses (E11000 on name_u) succeeded through the router;" \
+		"C's /.docfs/errors: $(tail -n1 "$T/remote2/.docfs/errors"); the router's: $(rerr)"
+elif ! rerr | grep -q "shard 'C'.*E11000"; then
+	refused "the refused document write's error does not carry C's E11000: $(rerr)"
+fi
+expect_eq "$(jq -r .name "$T/remote2/test/users/42.json")" "forty-two" "the refused write changed nothing"
+if /usr/bin/printf '{"_id": 5000, "name": "u43", "user": {"age": 43}}\n' > "$R/test/users/.insert" 2> /dev/null; then
+	fail "an insert that C refuses (E11000 on name_u) was accepted"
+fi
+rerr | grep -q "shard 'C'" || fail "the refused insert's error does not name C: $(rerr)"
+rerr | grep -q "E11000" || refused "the refused insert's error does not carry C's E11000: $(rerr)"
+expect_eq "$(count "$R/test/users" '{}')" "1000" "the refused insert wrote nothing"
+# a migration whose destination refuses the copy (a unique index on B's own mount only)
+# must fail and keep the donor's documents
+mkdir "$R/test/mig"
+ok '{shardCollection: "test.mig", key: {k: 1}}'
+ok '{split: "test.mig", middle: {k: 500}}'
+python3 -c '
+import json
+for i in range(1000):
+    print(json.dumps({"_id": "m%d" % i, "k": i, "u": 1}))
+' > "$R/test/mig/.insert"
+echo '{key: {u: 1}, unique: true}' > "$T/remote1/test/mig/.indexes/u_1" || fail "an index on B"
+out=$(cmd '{moveChunk: "test.mig", find: {k: 700}, to: "B"}') || true
+if ! grep -q '"ok": 0.0' <<< "$out"; then
+	refused "a moveChunk whose copy B refused (E11000 in B's /.docfs/errors:" \
+		"$(tail -n1 "$T/remote1/.docfs/errors")) replied: $(jq -c . <<< "$out");" \
+		"documents left: A $(count "$T/remote0/test/mig" '{}'), B $(count "$T/remote1/test/mig" '{}')," \
+		"the router $(count "$R/test/mig" '{}') of 1000"
+else
+	grep -q "shard 'B'.*E11000" <<< "$out" || refused "the failed moveChunk does not say B refused: $out"
+	expect_eq "$(count "$R/test/mig" '{}')" "1000" "the failed migration lost nothing"
+	expect_eq "$(count "$T/remote0/test/mig" '{}')" "1000" "the donor A kept the chunk"
+fi
+
 step "a shard whose link goes down: EIO naming it, the other shards still answer"
 ip -n "${NS[2]}" link set dev "${NV[2]}" down
 start=$SECONDS
@@ -333,4 +384,5 @@ if /usr/bin/printf '{"_id": 7000, "user": {"age": 77}}\n' > "$R/test/users/.inse
 	fail "an insert for the unreachable shard C was accepted"
 fi
 expect_eq "$(find "$T/remote2" -mindepth 1 | wc -l)" "0" "nothing written into C's dead mount point"
+[ "${#REFUSALS[@]}" -eq 0 ] || fail "${#REFUSALS[@]} refusal(s) of a shard did not reach the router's caller (above)"
 echo ok
