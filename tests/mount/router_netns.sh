@@ -27,7 +27,7 @@ done
 R=$T/router
 CFG=$T/config
 SFX=${T##*.}          # mktemp's random suffix: names unique to this run
-NS=() HV=() NV=() HA=() NA=() SSHD_PID=() SHARD_PID=()
+NS=() HV=() NV=() HA=() NA=() SHARD_PID=()
 names=(A B C)
 mkdir -p "$R"
 
@@ -134,7 +134,6 @@ EOF
 	SHARD_PID[$i]=$(pgrep -f -- "docfs mount .*$T/s$i $T/m$i\$" | head -n1 || true)
 	[ -n "${SHARD_PID[$i]}" ] || fail "shard $i's docfs is not running: $(cat "$T/log$i" 2> /dev/null)"
 	wait_file "$T/sshd$i.pid" || skip "sshd did not start in ${NS[$i]}: $(cat "$T/sshd$i.log")"
-	SSHD_PID[$i]=$(cat "$T/sshd$i.pid")
 done
 # the shards' mounts are not on this side: only sshfs reaches them
 for i in 0 1 2; do
