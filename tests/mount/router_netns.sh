@@ -190,7 +190,7 @@ ok() {
 	grep -q '"ok": 1.0' <<< "$out" || fail "$1: not ok: $out"
 }
 rerr() {
-	tail -n "${1:-1}" "$R/.docfs/errors"
+	tail -n1 "$R/.docfs/errors"
 }
 # count DIR FILTER: the count of FILTER in DIR/test/users (a router or a shard through sshfs)
 count() {
