@@ -23,6 +23,9 @@
  * 3. One migration at a time in a router (MongoDB allows one per shard; a router here has
  *    one balancer and one command file, so one is enough and simpler): a second moveChunk
  *    meanwhile is refused with ConflictingOperationInProgress (117).
+ * 5. Before the owner changes, the critical section counts the chunk's documents on both
+ *    shards: a copy the destination refused without saying so (a .bulk runs at its close,
+ *    whose status sshfs drops) fails the migration, which changes nothing.
  * 4. Writes made to a shard's own mount, not through the router, are caught up only when
  *    they happen before (d); documents written to the source's chunk after (d) are
  *    orphans there (hidden from merged reads, as MongoDB's are).
@@ -198,6 +201,15 @@ static int chunk_docs(struct mig *m, const struct router_shard *s,
 	return rc;
 }
 
+static int count_one(struct mig *m, const bson_t *doc, void *ctx, struct dfs_err *err)
+{
+	(void)m;
+	(void)doc;
+	(void)err;
+	(*(int64_t *)ctx)++;
+	return 0;
+}
+
 static int copy_one(struct mig *m, const bson_t *doc, void *ctx, struct dfs_err *err)
 {
 	m->copied++;
@@ -368,6 +380,28 @@ int router_migrate(const struct router_ns *ns, const char *db, const char *coll,
 		/* the critical section (note 1d) */
 		router_routing_lock(true);
 		rc = catch_up(&m, &b, &events, err);
+		if (!rc) {
+			/* the copy must be whole before the owner changes: a refusal the
+			 * destination could not report (sshfs drops the status of a close, where
+			 * a .bulk runs) shows here (note 5) */
+			int64_t have = 0, want = 0;
+
+			rc = chunk_docs(&m, m.from, count_one, &want, err);
+			if (!rc)
+				rc = chunk_docs(&m, m.to, count_one, &have, err);
+			if (!rc && have != want) {
+				char last[600];
+
+				router_shard_last_error(m.to, last, sizeof(last));
+				rc = dfs_err_set(
+					err, DFS_EIO,
+					"the copy of the chunk on shard '%s' holds %lld of its "
+					"%lld documents: the chunk stays on '%s'; shard '%s' "
+					"said: %s",
+					m.to->name, (long long)have, (long long)want, m.from->name,
+					m.to->name, last[0] ? last : "nothing");
+			}
+		}
 		if (!rc)
 			rc = commit(ctx, err);
 		if (!rc) {

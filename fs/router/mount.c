@@ -1008,8 +1008,12 @@ static int flush_routed(struct rh *h, struct dfs_err *err)
 
 			shard_abs(&ns.shards[i], h->p.rel, a);
 			fd = open(a, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-			if (fd < 0 || (h->buf.len &&
-				       write(fd, h->buf.data, h->buf.len) != (ssize_t)h->buf.len))
+			/* the fsync makes the shard create it now and report it, even through
+			 * sshfs, which drops the status of a close */
+			if (fd < 0 ||
+			    (h->buf.len &&
+			     write(fd, h->buf.data, h->buf.len) != (ssize_t)h->buf.len) ||
+			    fsync(fd))
 				rc = router_shard_fail(&ns.shards[i], h->p.rel, errno, err);
 			if (fd >= 0 && close(fd) && !rc)
 				rc = router_shard_fail(&ns.shards[i], h->p.rel, errno, err);

@@ -156,7 +156,7 @@ int router_shard_ok(const struct router_shard *s, struct dfs_err *err)
 }
 
 /* The last line of the shard's /.docfs/errors (what it said about a failed request). */
-static void shard_last_error(const struct router_shard *s, char *out, size_t cap)
+void router_shard_last_error(const struct router_shard *s, char *out, size_t cap)
 {
 	char p[ROUTER_PATH_MAX];
 	struct dfs_buf b;
@@ -185,8 +185,11 @@ int router_shard_fail(const struct router_shard *s, const char *what, int e, str
 		   : e == ENAMETOOLONG ? DFS_ENAMETOOLONG
 				       : DFS_EIO;
 
-	shard_last_error(s, last, sizeof(last));
-	if (e == ENOTCONN || e == ECONNABORTED || e == EIO || e == ENOENT || !last[0])
+	router_shard_last_error(s, last, sizeof(last));
+	/* a network filesystem between (sshfs) turns a shard's refusal into EIO: its own
+	 * message is then the shard's last error, when the shard still answers */
+	if (e == ENOTCONN || e == ECONNABORTED || e == ENOENT || !last[0] ||
+	    (e == EIO && router_shard_ok(s, NULL) != 0))
 		return dfs_err_set(err, code, "shard '%s' (%s): %s: %s", s->name, s->host, what,
 				   strerror(e));
 	/* the shard's own message, without its time stamp */
@@ -259,6 +262,14 @@ static int shard_write(const struct router_shard *s, const char *rel, int flags,
 			return router_shard_fail(s, rel, e, err);
 		}
 		done += (size_t)n;
+	}
+	/* the shard commits at the close, but a network filesystem between (sshfs) drops the
+	 * close's status: an fsync makes the shard commit now and report it */
+	if (fsync(fd) != 0 && errno != EINVAL && errno != ENOSYS) {
+		int e = errno;
+
+		close(fd);
+		return router_shard_fail(s, rel, e, err);
 	}
 	if (close(fd) != 0)
 		return router_shard_fail(s, rel, errno, err);

@@ -103,6 +103,8 @@ int router_shard_ok(const struct router_shard *s, struct dfs_err *err);
 /* The error of a failed request what to shard s (errno e), with the shard's own message
  * from its /.docfs/errors when it has one; returns the dfs code. */
 int router_shard_fail(const struct router_shard *s, const char *what, int e, struct dfs_err *err);
+/* The last line of shard s's /.docfs/errors (its time stamp kept), or "". */
+void router_shard_last_error(const struct router_shard *s, char *out, size_t cap);
 /* The whole file at path appended to out (errno kept on failure). */
 int router_read_file(const char *path, struct dfs_buf *out, struct dfs_err *err);
 
