@@ -112,7 +112,7 @@ static const char usage_text[] =
 	"      the cluster config in CONFIG_STORE (created if absent) and print MongoDB's\n"
 	"      reply; a failed command (ok: 0, exit status 1) changes nothing. status prints\n"
 	"      sh.status(). No documents move yet (README.md, Sharding).\n"
-	"  router CONFIG_STORE MOUNTPOINT [-f] [-o log=FILE,balancer_ms=N,...]\n"
+	"  router CONFIG_STORE MOUNTPOINT [-f] [-o log=FILE,balancer_ms=N,chunk_mb=N,...]\n"
 	"      Mount the cluster of CONFIG_STORE: one namespace over the shards' mounted\n"
 	"      directories (config.shards hosts), writes sent to the shard owning each\n"
 	"      shard key, queries to the shards their filter targets; /.cluster/command\n"
@@ -1302,6 +1302,14 @@ static int cmd_router(int argc, char **argv)
 				if (!strncmp(tok, "log=", 4)) {
 					free(log);
 					log = strdup(tok + 4);
+				} else if (!strncmp(tok, "chunk_mb=", 9)) {
+					char *end;
+					long v = strtol(tok + 9, &end, 10);
+
+					if (!tok[9] || *end || v <= 0 || v > 1024)
+						rc = fail("router", "chunk_mb needs a number of MB "
+								    "(1-1024)");
+					o.chunk_mb = v;
 				} else if (!strncmp(tok, "balancer_ms=", 12)) {
 					char *end;
 					long v = strtol(tok + 12, &end, 10);

@@ -14,6 +14,12 @@
  *    below 80, else 8), one such chunk moves from the fullest to the emptiest.
  * 2. One migration at a time (migrate.c note 3): a round that finds a migration running
  *    (a user's moveChunk) waits for the next round.
+ * 4. Before anything else, a chunk that holds more than the chunk size (-o chunk_mb=, else
+ *    config.settings chunksize, 64 MB as MongoDB 3.4) is split at the median shard key of
+ *    its documents: a shard whose collection (its .stats) is over the chunk size has its
+ *    documents' keys read, counted per chunk, and its biggest chunk (documents times the
+ *    shard's average size) split when over. MongoDB splits as inserts come; here it
+ *    happens at the next round, so a chunk can grow past the size in between.
  * 3. What it did is logged ("balancer: moved chunk ... from A to B") to the log file and
  *    counted in /.cluster/balancer's docfs figures (rounds, moves, splits, lastError).
  */
@@ -34,6 +40,7 @@ static struct {
 	pthread_cond_t wake;
 	bool running, stop;
 	int interval_ms;
+	int64_t chunk_mb; /* -o chunk_mb (0: config.settings chunksize) */
 	int64_t rounds, moves, splits;
 	char last_error[512];
 } B = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
@@ -162,6 +169,155 @@ static int move(const struct router_ns *rns, const char *ns, const char *db, con
 	return rc;
 }
 
+/* The chunk size in bytes: -o chunk_mb, else config.settings chunksize (MB), else 64 MB. */
+static int64_t chunk_bytes(void)
+{
+	bson_t **docs = NULL, f;
+	int64_t mb = B.chunk_mb > 0 ? B.chunk_mb : ROUTER_CHUNKSIZE_MB;
+	int n = 0;
+
+	if (B.chunk_mb > 0)
+		return mb << 20;
+	bson_init(&f);
+	BSON_APPEND_UTF8(&f, "_id", "chunksize");
+	if (!router_cfg_read_list("settings", &f, &docs, &n, NULL) && n > 0) {
+		bson_iter_t it;
+
+		if (bson_iter_init_find(&it, docs[0], "value") && BSON_ITER_HOLDS_NUMBER(&it) &&
+		    bson_iter_as_int64(&it) > 0)
+			mb = bson_iter_as_int64(&it);
+	}
+	router_docs_free(docs, n);
+	bson_destroy(&f);
+	return mb << 20;
+}
+
+/* Splits the largest chunk of ns on shard s at its median key when it holds more than the
+ * chunk size (note 4); *did tells whether it did. */
+static int split_big(const struct router_ns *rns, const char *ns, const char *db, const char *coll,
+		     const struct router_shard *s, int64_t limit, bool *did, struct dfs_err *err)
+{
+	char rel[ROUTER_PATH_MAX], p[ROUTER_PATH_MAX];
+	struct dfs_buf text, proj;
+	int64_t size = 0, count = 0, *per;
+	bson_t **keys = NULL;
+	int nkeys = 0, capk = 0, big = -1, rc = 0;
+	size_t at = 0;
+	bson_t stats;
+
+	*did = false;
+	dfs_buf_init(&text);
+	dfs_buf_init(&proj);
+	bson_init(&stats);
+	/* the shard's figures first: most rounds stop here */
+	snprintf(rel, sizeof(rel), "%s/%s/.stats", db, coll);
+	router_shard_path(s, rel, p, sizeof(p));
+	if (!router_read_file(p, &text, NULL) &&
+	    !store_codec_parse_doc(text.data, text.len, &stats, NULL)) {
+		bson_iter_t it;
+
+		if (bson_iter_init_find(&it, &stats, "size"))
+			size = bson_iter_as_int64(&it);
+		if (bson_iter_init_find(&it, &stats, "count"))
+			count = bson_iter_as_int64(&it);
+	}
+	bson_destroy(&stats);
+	if (size <= limit || count < 2) {
+		dfs_buf_release(&text);
+		return 0;
+	}
+	/* the shard keys of its documents, counted per chunk */
+	dfs_buf_puts(&proj, "{");
+	for (int k = 0; k < rns->map.key.n; k++)
+		dfs_buf_printf(&proj, "%s\"%s\": 1", k ? ", " : "", rns->map.key.f[k].path);
+	dfs_buf_puts(&proj, "}");
+	snprintf(rel, sizeof(rel), "%s/%s/query/{}?projection=%s", db, coll, proj.data);
+	router_shard_path(s, rel, p, sizeof(p));
+	dfs_buf_reset(&text);
+	if (router_read_file(p, &text, NULL)) {
+		rc = router_shard_fail(s, rel, errno, err);
+		goto done;
+	}
+	per = calloc((size_t)rns->map.n + 1, sizeof(*per));
+	if (!per)
+		abort();
+	for (int pass = 0; pass < 2 && !rc; pass++) {
+		/* pass 0 counts per chunk, pass 1 keeps the keys of the biggest */
+		at = 0;
+		while (at < text.len) {
+			size_t used;
+			bson_t doc, key;
+			int idx = -1;
+
+			bson_init(&doc);
+			if (store_codec_parse_next(text.data + at, text.len - at, 1, &used, &doc,
+						   NULL)) {
+				bson_destroy(&doc);
+				break;
+			}
+			at += used;
+			bson_init(&key);
+			if (!query_shard_key_of(&rns->map.key, &doc, &key, NULL) &&
+			    (idx = query_chunk_map_find(&rns->map, &key)) >= 0) {
+				if (pass == 0) {
+					per[idx]++;
+				} else if (idx == big) {
+					if (nkeys == capk) {
+						capk = capk ? 2 * capk : 1024;
+						keys = realloc(keys, (size_t)capk * sizeof(*keys));
+						if (!keys)
+							abort();
+					}
+					keys[nkeys++] = bson_copy(&key);
+				}
+			}
+			bson_destroy(&key);
+			bson_destroy(&doc);
+		}
+		if (pass == 0) {
+			for (int c = 0; c < rns->map.n; c++)
+				if (!strcmp(rns->map.c[c].shard, s->name) && !rns->map.c[c].jumbo &&
+				    (big < 0 || per[c] > per[big]))
+					big = c;
+			/* the chunk's bytes: its documents at the shard's average size */
+			if (big < 0 || per[big] < 2 || per[big] * (size / count) <= limit)
+				break;
+		}
+	}
+	if (!rc && nkeys >= 2) {
+		bson_t middle, cmd, reply;
+		struct dfs_err e = {0};
+
+		bson_init(&middle);
+		if (!query_chunk_middle(&rns->map, big, (const bson_t *const *)keys, nkeys, &middle,
+					&e)) {
+			bson_init(&cmd);
+			bson_init(&reply);
+			BSON_APPEND_UTF8(&cmd, "split", ns);
+			BSON_APPEND_DOCUMENT(&cmd, "middle", &middle);
+			if (!router_config_command(&cmd, &reply, &e)) {
+				*did = true;
+				B.splits++;
+				fs_log_info(
+					"balancer: split a chunk of %s on %s: %lld documents over "
+					"the chunk size",
+					ns, s->name, (long long)per[big]);
+			}
+			bson_destroy(&cmd);
+			bson_destroy(&reply);
+		}
+		bson_destroy(&middle);
+	}
+	free(per);
+done:
+	for (int i = 0; i < nkeys; i++)
+		bson_destroy(keys[i]);
+	free(keys);
+	dfs_buf_release(&text);
+	dfs_buf_release(&proj);
+	return rc;
+}
+
 /* One collection's round (note 1); *changed tells whether it split or moved a chunk. */
 static int balance_coll(const char *ns, bool *changed, struct dfs_err *err)
 {
@@ -220,6 +376,19 @@ static int balance_coll(const char *ns, bool *changed, struct dfs_err *err)
 			bson_iter_init_find(&it, shards[i], "draining") && bson_iter_as_bool(&it);
 		for (int c = 0; c < rns.map.n; c++)
 			si[i].chunks += !strcmp(rns.map.c[c].shard, si[i].name);
+	}
+	/* chunks past the chunk size are split first (note 4) */
+	{
+		int64_t limit = chunk_bytes();
+
+		for (int i = 0; !did && !rc && i < rns.nshards; i++) {
+			bool split = false;
+
+			if (router_shard_ok(&rns.shards[i], NULL))
+				continue;
+			rc = split_big(&rns, ns, db, coll, &rns.shards[i], limit, &split, err);
+			did = split;
+		}
 	}
 	/* splits at zone bounds, then chunks in the wrong place (note 1) */
 	for (int c = 0; !did && !rc && c < rns.map.n; c++) {
@@ -351,9 +520,10 @@ static void *balancer_main(void *arg)
 	return NULL;
 }
 
-void router_balancer_start(int interval_ms)
+void router_balancer_start(int interval_ms, int64_t chunk_mb)
 {
 	B.interval_ms = interval_ms > 0 ? interval_ms : 10000;
+	B.chunk_mb = chunk_mb;
 	B.stop = false;
 	if (pthread_create(&B.th, NULL, balancer_main, NULL) == 0)
 		B.running = true;

@@ -1406,7 +1406,7 @@ int router_mount_run(const struct router_mount_opts *o, struct dfs_err *err)
 		rc = dfs_err_set(err, DFS_EIO, "cannot install signal handlers");
 		goto unmount;
 	}
-	router_balancer_start(o->balancer_ms);
+	router_balancer_start(o->balancer_ms, o->chunk_mb);
 	if (fuse_loop_mt(f, &lc) != 0)
 		fs_errlog_add("router: request loop ended with an error");
 	router_balancer_stop();

@@ -165,8 +165,9 @@ int router_cfg_read_list(const char *coll, const bson_t *filter, bson_t ***docs,
 int router_config_command(const bson_t *cmd, bson_t *reply, struct dfs_err *err);
 /* Whether balancerStop is in force (config.settings). */
 bool router_balancer_stopped(void);
-/* The balancer thread (balance.c): a round every interval_ms. */
-void router_balancer_start(int interval_ms);
+/* The balancer thread (balance.c): a round every interval_ms; chunk_mb overrides the
+ * config's chunk size (0: config.settings chunksize). */
+void router_balancer_start(int interval_ms, int64_t chunk_mb);
 void router_balancer_stop(void);
 /* Appends {docfs: {threadRunning, intervalMs, rounds, moves, splits, lastError}} to out. */
 void router_balancer_figures(bson_t *out);
@@ -176,6 +177,7 @@ struct router_mount_opts {
 	const char *config, *mountpoint, *log, *fuse_opts;
 	bool foreground, debug;
 	int balancer_ms; /* the balancer's round (0: 10 s) */
+	int64_t chunk_mb; /* -o chunk_mb (0: config.settings chunksize) */
 };
 int router_mount_run(const struct router_mount_opts *o, struct dfs_err *err);
 

@@ -37,7 +37,7 @@ for i in 0 1 2; do
 done
 # the balancer waits until its own step (balancerStart there)
 "$DOCFS" cluster "$CFG" '{balancerStop: 1}' > /dev/null || fail "balancerStop"
-"$DOCFS" router -o "log=$T/rlog,balancer_ms=200" "$CFG" "$R" || fail "docfs router did not start"
+"$DOCFS" router -o "log=$T/rlog,balancer_ms=200,chunk_mb=1" "$CFG" "$R" || fail "docfs router did not start"
 mountpoint -q "$R" || fail "the router is not mounted"
 
 # cmd COMMAND: runs it through /.cluster/command, reply read back on the same descriptor
@@ -295,6 +295,21 @@ done
 zone_ok || fail "the balancer did not split at the zone bound and move its chunks to A: $(grep test.bal "$R/.cluster/chunks")"
 expect_eq "$(cat "$R/test/bal/query/{b: {\$lt: 150}}?count=1")" "150" "the zone's documents after the moves"
 jq -e '.docfs.moves >= 4 and .docfs.splits >= 1' "$R/.cluster/balancer" > /dev/null || fail "balancer figures: $(cat "$R/.cluster/balancer")"
+step "the balancer splits a chunk past the chunk size (chunk_mb=1)"
+mkdir "$R/test/big"
+ok '{shardCollection: "test.big", key: {k: 1}}'
+python3 -c '
+import json
+for i in range(3000):
+    print(json.dumps({"_id": i, "k": i, "pad": "x" * 600}))
+' > "$R/test/big/.insert"
+nbig() { jq -r 'select(.ns == "test.big") | .shard' "$R/.cluster/chunks" | wc -l; }
+for _ in $(seq 150); do
+	[ "$(nbig)" -ge 2 ] && break
+	sleep 0.2
+done
+[ "$(nbig)" -ge 2 ] || fail "a 1.9 MB chunk was not split at chunk_mb=1: $(grep test.big "$R/.cluster/chunks")"
+expect_eq "$(cat "$R/test/big/query/{}?count=1")" "3000" "the split chunk's documents"
 ok '{balancerStop: 1}'
 
 step "a shard that is gone: EIO naming it; the other shards still answer"
