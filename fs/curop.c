@@ -414,6 +414,20 @@ void fs_curop_render_current(struct dfs_buf *out)
 			BSON_APPEND_UTF8(&one, "planSummary", op->plan);
 		if (op->client)
 			put_num(&one, "client_pid", op->client);
+		if (atomic_load(&op->total) > 0) {
+			/* an index build, as MongoDB shows one */
+			int64_t done = atomic_load(&op->done), total = atomic_load(&op->total);
+			char msg[128];
+			bson_t pr;
+
+			snprintf(msg, sizeof(msg), "Index Build: scanning collection %lld/%lld %lld%%",
+				 (long long)done, (long long)total, (long long)(done * 100 / total));
+			BSON_APPEND_UTF8(&one, "msg", msg);
+			BSON_APPEND_DOCUMENT_BEGIN(&one, "progress", &pr);
+			put_num(&pr, "done", done);
+			put_num(&pr, "total", total);
+			bson_append_document_end(&one, &pr);
+		}
 		BSON_APPEND_BOOL(&one, "killPending", atomic_load(&op->killed));
 		put_num(&one, "numYields", 0);
 		bson_append_document_end(&arr, &one);

@@ -607,6 +607,7 @@ struct fs_curop {
 	int64_t nreturned, ninserted, nmatched, nmodified, ndeleted;
 	int64_t reslen;		       /* responseLength: bytes of the result */
 	int client;		       /* the caller's pid (0: unknown) */
+	atomic_llong done, total;      /* an index build's progress (total 0: none) */
 	int64_t start_ns, deadline_ns; /* CLOCK_MONOTONIC; deadline 0: none */
 	atomic_bool killed;	       /* killOp asked: stop at the next check */
 	struct fs_curop *prev, *next;  /* the registry's list (curop.c's lock) */

@@ -70,12 +70,15 @@ struct build_progress {
 	const char *ns;	  /* Borrowed: "<db>.<coll>" */
 	int64_t next;	  /* documents at which the next line is due */
 	int64_t lines;	  /* progress lines written */
+	struct fs_curop *op; /* the build as currentOp shows it */
 };
 
 static void build_progress(void *ctx, int64_t done, int64_t total)
 {
 	struct build_progress *p = ctx;
 
+	atomic_store(&p->op->total, total > 0 ? total : 1);
+	atomic_store(&p->op->done, done);
 	if (done < p->next)
 		return;
 	p->next = (done / PROGRESS_EVERY + 1) * PROGRESS_EVERY;
@@ -131,13 +134,16 @@ static int spec_check(const char *name, const bson_t *in, bson_t *spec, struct d
 int fs_index_create(struct store_db *db, int64_t coll, const char *name, const bson_t *in,
 		    char *name_out, size_t name_cap, struct dfs_err *err)
 {
-	struct build_progress p = {name, NULL, PROGRESS_EVERY, 0};
+	struct fs_curop op;
+	struct build_progress p = {name, NULL, PROGRESS_EVERY, 0, &op};
 	char ns[2 * DFS_MAX_NS_NAME + 2], used[128];
 	struct store_txn *t = NULL;
 	bson_t spec;
 	int rc;
 
 	bson_init(&spec);
+	/* currentOp lists the build (with its progress) and killOp can stop it */
+	fs_curop_begin(&op, FS_OP_COMMAND, db, coll, 0);
 	if ((rc = spec_check(name, in, &spec, err)))
 		goto done;
 	if (!name) {
@@ -152,6 +158,20 @@ int fs_index_create(struct store_db *db, int64_t coll, const char *name, const b
 	if ((rc = fs_coll_ns(t, coll, ns, sizeof(ns), err)))
 		goto done;
 	p.ns = ns;
+	{
+		struct store_coll c;
+		bson_t cmd, arr;
+
+		bson_init(&cmd);
+		if (!store_coll_by_id(t, coll, &c, NULL))
+			BSON_APPEND_UTF8(&cmd, "createIndexes", c.name);
+		BSON_APPEND_ARRAY_BEGIN(&cmd, "indexes", &arr);
+		BSON_APPEND_DOCUMENT(&arr, "0", &spec);
+		bson_append_array_end(&cmd, &arr);
+		BSON_APPEND_UTF8(&cmd, "$db", store_db_name(db));
+		fs_curop_describe(&cmd, 0);
+		bson_destroy(&cmd);
+	}
 	used[0] = '\0';
 	rc = store_index_create(t, coll, &spec, used, sizeof(used), build_progress, &p, err);
 	if (!rc) {
@@ -164,6 +184,7 @@ int fs_index_create(struct store_db *db, int64_t coll, const char *name, const b
 		snprintf(name_out, name_cap, "%s", used);
 done:
 	store_txn_abort(t);
+	fs_curop_end(&op, rc);
 	bson_destroy(&spec);
 	return rc;
 }

@@ -81,6 +81,28 @@ expect_eq "$(close_err "$MNT/.docfs/killOp" '{killOp: 1}')" "Invalid argument" "
 expect_eq "$(close_err "$MNT/.docfs/killOp" 'abc')" "Invalid argument" "killOp of garbage"
 expect_fail "currentOp is read-only" sh -c "echo x > '$MNT/.docfs/currentOp'"
 
+step "currentOp lists an index build with its progress"
+seen=""
+for n in 100000 300000 900000; do # a bigger collection, a longer build, until it is seen
+	mkdir "$MNT/shop/ix$n"
+	python3 -c "
+import sys
+for i in range($n):
+    sys.stdout.write('{\"_id\": %d, \"v\": %d}\n' % (i, (i * 7919) % 100003))
+" > "$T/ix.jsonl"
+	cat "$T/ix.jsonl" > "$MNT/shop/ix$n/.insert" # cat writes a MiB at a time: few commits
+	echo '{key: {v: 1}}' > "$MNT/shop/ix$n/.indexes/v_1" &
+	build=$!
+	while kill -0 "$build" 2>/dev/null; do
+		seen=$(jq -c --arg c "ix$n" '[.inprog[] | select(.command.createIndexes == $c) | [.op, (.ns | startswith("shop.ix")), .command.indexes[0].key.v, (.msg | startswith("Index Build: scanning collection")), (.progress.total > 0)]][0] // empty' "$MNT/.docfs/currentOp")
+		[ -n "$seen" ] && break
+		sleep 0.02
+	done
+	wait "$build" || fail "the index build failed: $(tail -n1 "$MNT/.docfs/errors")"
+	[ -n "$seen" ] && { echo "   seen building over $n documents"; break; }
+done
+expect_eq "$seen" '["command",true,1,true,true]' "the build in currentOp (createIndexes, msg, progress)"
+
 step "maxTimeMS: ETIMEDOUT and error 50"
 if cat "$C/$SLOW?maxTimeMS=100" > /dev/null 2> "$T/mt.err"; then fail "a slow aggregate under maxTimeMS=100 succeeded"; fi
 grep -q "Connection timed out" "$T/mt.err" || fail "maxTimeMS is not ETIMEDOUT: $(cat "$T/mt.err")"
