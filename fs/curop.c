@@ -420,8 +420,10 @@ void fs_curop_render_current(struct dfs_buf *out)
 			char msg[128];
 			bson_t pr;
 
-			snprintf(msg, sizeof(msg), "Index Build: scanning collection %lld/%lld %lld%%",
-				 (long long)done, (long long)total, (long long)(done * 100 / total));
+			snprintf(msg, sizeof(msg),
+				 "Index Build: scanning collection %lld/%lld %lld%%",
+				 (long long)done, (long long)total,
+				 (long long)(done * 100 / total));
 			BSON_APPEND_UTF8(&one, "msg", msg);
 			BSON_APPEND_DOCUMENT_BEGIN(&one, "progress", &pr);
 			put_num(&pr, "done", done);

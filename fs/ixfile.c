@@ -66,10 +66,10 @@ int fs_index_render(struct store_txn *t, int64_t coll, const char *name, bool pr
 }
 
 struct build_progress {
-	const char *name; /* Borrowed: the index */
-	const char *ns;	  /* Borrowed: "<db>.<coll>" */
-	int64_t next;	  /* documents at which the next line is due */
-	int64_t lines;	  /* progress lines written */
+	const char *name;    /* Borrowed: the index */
+	const char *ns;	     /* Borrowed: "<db>.<coll>" */
+	int64_t next;	     /* documents at which the next line is due */
+	int64_t lines;	     /* progress lines written */
 	struct fs_curop *op; /* the build as currentOp shows it */
 };
 
