@@ -235,12 +235,12 @@ static enum sub_kind sub_kind(const char *rest)
 		return SUB_EXPLAIN;
 	if (!strcmp(rest, ".insert"))
 		return SUB_INSERT;
-	if ((!strncmp(rest, "update/", 7) || !strncmp(rest, "delete/", 7)) && rest[7])
+	if (((!strncmp(rest, "update/", 7) || !strncmp(rest, "delete/", 7)) && rest[7]) ||
+	    !strcmp(rest, ".bulk") || !strncmp(rest, ".bulk?", 6))
 		return SUB_WRITE;
 	if (!strncmp(rest, "aggregate/", 10) && rest[10])
 		return SUB_AGG;
-	if (!strncmp(rest, ".bulk", 5) || !strncmp(rest, ".stats", 6) ||
-	    !strncmp(rest, ".changes", 8))
+	if (!strncmp(rest, ".stats", 6) || !strncmp(rest, ".changes", 8))
 		return SUB_UNROUTED;
 	if (!strncmp(rest, ".indexes/", 9) && rest[9] && !strchr(rest + 9, '/'))
 		return SUB_INDEX;

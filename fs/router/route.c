@@ -31,12 +31,18 @@
  *    $addFields, $set, $unset, $unwind, $replaceRoot) run on the shards, then a $group
  *    whose accumulators decompose ($sum, $count, $min, $max, $avg as a sum and a count of
  *    the numbers, $push as arrays concatenated after) is split into a shard part and a
- *    merge part, a $count becomes a sum, a $sort runs on both sides; everything after runs
+ *    merge part, a $count becomes a sum, a $sort runs on both sides (with the $limit that
+ *    follows it); everything after runs
  *    in the router over the shards' results, put into a scratch collection of the router's
  *    own store, with the same engine a mount uses. Each shard's part is saved in its
  *    .queries/ for the read (a pipeline may be longer than a file name) and removed after.
  *    While a chunk of the collection is being migrated nothing is pushed down, so the
  *    router can keep each document from its owner only.
+ * 8. .bulk: each operation is routed by the same rules as update/ and delete/ (an
+ *    insertOne to the owner of its document's key, with the _id the router gives it) and
+ *    sent as a one-operation .bulk to its shards, the results summed into one
+ *    BulkWriteResult with MongoDB's indexes; ordered stops at the first error, as a plain
+ *    mount's. atomic=true cannot span shards and is refused.
  * 6. update/ and delete/ go to the shards their filter targets, the request written to
  *    each shard's same path and the results summed (matchedCount, modifiedCount,
  *    deletedCount, ...). As MongoDB requires: a single update or delete (not multi, or
@@ -1171,6 +1177,9 @@ static int64_t result_hits(const bson_t *res)
 	return n;
 }
 
+int router_bulk(const struct router_ns *ns, const char *db, const char *coll, const char *rest,
+		const char *text, size_t len, struct dfs_buf *out, struct dfs_err *err);
+
 int router_write(const struct router_ns *ns, const char *db, const char *coll, const char *rest,
 		 const char *text, size_t len, struct dfs_buf *out, struct dfs_err *err)
 {
@@ -1184,8 +1193,10 @@ int router_write(const struct router_ns *ns, const char *db, const char *coll, c
 	char rel[ROUTER_PATH_MAX];
 	int n = 0, rc, hits = 0;
 
+	if (kind == FSW_BULK)
+		return router_bulk(ns, db, coll, rest, text, len, out, err);
 	if (kind != FSW_UPDATE && kind != FSW_DELETE)
-		return dfs_err_set(err, DFS_EINVAL, "'%s': .bulk is not routed yet", rest);
+		return dfs_err_set(err, DFS_EINVAL, "'%s' is not a write path", rest);
 	if ((rc = fs_write_validate(rest, err)))
 		return rc;
 	bson_init(&filter);
@@ -1543,7 +1554,7 @@ int router_aggregate(const struct router_ns *ns, const char *db, const char *col
 	if (bson_iter_init(&it, &pipeline)) {
 		/* while a chunk is copied the shards hold it twice: everything runs here,
 		 * over the documents each shard owns */
-		bool shard_side = !router_migration_of(db, coll, NULL, 0);
+		bool shard_side = !router_migration_of(db, coll, NULL, 0), sort_pushed = false;
 
 		while (bson_iter_next(&it)) {
 			bson_iter_t st;
@@ -1628,6 +1639,14 @@ int router_aggregate(const struct router_ns *ns, const char *db, const char *col
 				/* sorted on both sides: the shards' order is only a head start */
 				snprintf(key, sizeof(key), "%d", ns_++);
 				BSON_APPEND_DOCUMENT(&shard_p, key, &stage);
+				sort_pushed = true;
+			} else if (sort_pushed && !strcmp(op, "$limit")) {
+				/* and each shard needs no more than the limit right after it */
+				snprintf(key, sizeof(key), "%d", ns_++);
+				BSON_APPEND_DOCUMENT(&shard_p, key, &stage);
+				sort_pushed = false;
+			} else {
+				sort_pushed = false;
 			}
 			shard_side = false;
 			snprintf(key, sizeof(key), "%d", nm++);
@@ -1761,5 +1780,321 @@ done:
 	bson_destroy(&first_match);
 	dfs_buf_release(&pv);
 	dfs_buf_release(&text);
+	return rc;
+}
+
+/* ---- .bulk (note 8) ------------------------------------------------------------------- */
+
+struct bulk_sum {
+	int64_t inserted, matched, modified, deleted, upserted;
+	bson_t inserted_ids, upserted_ids, errors;
+	int nerrors;
+};
+
+static void bulk_err(struct bulk_sum *b, int index, int code, const char *msg, const bson_t *op)
+{
+	char key[16];
+	bson_t d;
+
+	snprintf(key, sizeof(key), "%d", b->nerrors++);
+	BSON_APPEND_DOCUMENT_BEGIN(&b->errors, key, &d);
+	BSON_APPEND_INT32(&d, "index", index);
+	BSON_APPEND_INT32(&d, "code", code);
+	BSON_APPEND_UTF8(&d, "errmsg", msg);
+	BSON_APPEND_DOCUMENT(&d, "op", op);
+	bson_append_document_end(&b->errors, &d);
+}
+
+/* Adds a shard's one-operation BulkWriteResult for operation index; returns whether it
+ * had a write error. */
+static bool bulk_add_result(struct bulk_sum *b, int index, const bson_t *res, int64_t *hits)
+{
+	static const char *const counts[] = {"insertedCount", "matchedCount", "modifiedCount",
+					     "deletedCount", "upsertedCount"};
+	int64_t *to[] = {&b->inserted, &b->matched, &b->modified, &b->deleted, &b->upserted};
+	bson_iter_t it, e, f;
+	char key[16];
+	bool failed = false;
+
+	snprintf(key, sizeof(key), "%d", index);
+	for (int i = 0; i < 5; i++)
+		if (bson_iter_init_find(&it, res, counts[i]) && BSON_ITER_HOLDS_NUMBER(&it)) {
+			*to[i] += bson_iter_as_int64(&it);
+			if (i)
+				*hits += bson_iter_as_int64(&it);
+		}
+	if (bson_iter_init_find(&it, res, "insertedIds") && bson_iter_recurse(&it, &e) &&
+	    bson_iter_next(&e))
+		bson_append_value(&b->inserted_ids, key, -1, bson_iter_value(&e));
+	if (bson_iter_init_find(&it, res, "upsertedIds") && bson_iter_recurse(&it, &e) &&
+	    bson_iter_next(&e))
+		bson_append_value(&b->upserted_ids, key, -1, bson_iter_value(&e));
+	if (bson_iter_init_find(&it, res, "writeErrors") && bson_iter_recurse(&it, &e)) {
+		while (bson_iter_next(&e)) {
+			bson_t one, op;
+			int code = 8; /* UnknownError, when the shard gave none */
+			const char *msg = "a write error";
+
+			bson_init(&op);
+			if (bson_iter_recurse(&e, &f)) {
+				while (bson_iter_next(&f)) {
+					if (!strcmp(bson_iter_key(&f), "code"))
+						code = (int)bson_iter_as_int64(&f);
+					else if (!strcmp(bson_iter_key(&f), "errmsg") &&
+						 BSON_ITER_HOLDS_UTF8(&f))
+						msg = bson_iter_utf8(&f, NULL);
+					else if (!strcmp(bson_iter_key(&f), "op") &&
+						 BSON_ITER_HOLDS_DOCUMENT(&f)) {
+						const uint8_t *d;
+						uint32_t l;
+
+						bson_iter_document(&f, &l, &d);
+						bson_destroy(&op);
+						bson_init_static(&one, d, l);
+						bson_copy_to(&one, &op);
+					}
+				}
+			}
+			bulk_err(b, index, code, msg, &op);
+			bson_destroy(&op);
+			failed = true;
+		}
+	}
+	return failed;
+}
+
+/* The filter and body of a bulk operation {<kind>: {filter, update|replacement, upsert}}. */
+static const char *bulk_op(const bson_t *op, bson_t *args)
+{
+	bson_iter_t it;
+	const uint8_t *d;
+	uint32_t l;
+
+	if (!bson_iter_init(&it, op) || !bson_iter_next(&it) || !BSON_ITER_HOLDS_DOCUMENT(&it))
+		return NULL;
+	bson_iter_document(&it, &l, &d);
+	if (!bson_init_static(args, d, l))
+		return NULL;
+	return bson_iter_key(&it);
+}
+
+static bson_t *sub_doc(const bson_t *d, const char *key)
+{
+	bson_iter_t it;
+	const uint8_t *data;
+	uint32_t len;
+
+	if (!bson_iter_init_find(&it, d, key) || !BSON_ITER_HOLDS_DOCUMENT(&it))
+		return NULL;
+	bson_iter_document(&it, &len, &data);
+	return bson_new_from_data(data, len);
+}
+
+/* One operation's shards, or an error message for it (MongoDB's rules, note 6). */
+static int bulk_targets(const struct router_ns *ns, const char *kind, const bson_t *args,
+			bson_t *insert_doc, const struct router_shard **sh, int *n, bool *single,
+			struct dfs_err *err)
+{
+	bson_t *filter = NULL, *body = NULL;
+	struct query_expr *e = NULL;
+	bson_iter_t it;
+	bool upsert = false;
+	int rc = 0;
+
+	*n = 0;
+	*single = true;
+	if (!strcmp(kind, "insertOne")) {
+		bson_t *doc = sub_doc(args, "document");
+		const struct router_shard *s = NULL;
+
+		if (!doc)
+			return dfs_err_set(err, DFS_EINVAL, "insertOne needs a document");
+		if (!bson_has_field(doc, "_id")) {
+			bson_oid_t oid;
+
+			bson_oid_init(&oid, NULL);
+			BSON_APPEND_OID(insert_doc, "_id", &oid);
+		}
+		append_fields(insert_doc, doc);
+		bson_destroy(doc);
+		rc = owner_of(ns, insert_doc, &s, err);
+		if (!rc) {
+			sh[0] = s;
+			*n = 1;
+		}
+		return rc;
+	}
+	filter = sub_doc(args, "filter");
+	if (!filter)
+		filter = bson_new();
+	if (bson_iter_init_find(&it, args, "upsert"))
+		upsert = bson_iter_as_bool(&it);
+	*single = !strcmp(kind, "updateOne") || !strcmp(kind, "replaceOne") ||
+		  !strcmp(kind, "deleteOne");
+	if (strcmp(kind, "updateOne") && strcmp(kind, "updateMany") && strcmp(kind, "replaceOne") &&
+	    strcmp(kind, "deleteOne") && strcmp(kind, "deleteMany"))
+		rc = dfs_err_set(err, DFS_EINVAL, "unknown bulk operation '%s'", kind);
+	if (!rc)
+		rc = query_filter_parse(filter, &e, err);
+	if (!rc)
+		rc = targets(ns, e, sh, ROUTER_MAX_SHARDS, n, err);
+	if (!rc && !strcmp(kind, "replaceOne") && (body = sub_doc(args, "replacement"))) {
+		const struct router_shard *to = NULL;
+		int idx = -1;
+
+		rc = query_chunk_map_find_doc(&ns->map, body, &idx, err);
+		if (!rc && idx >= 0)
+			to = router_ns_shard(ns, ns->map.c[idx].shard);
+		if (!rc && (*n != 1 || to != sh[0]))
+			rc = dfs_err_set(
+				err, DFS_EINVAL,
+				"a replacement on a sharded collection must target the shard "
+				"that owns its shard key (ImmutableField)");
+	} else if (!rc && !strncmp(kind, "update", 6) && (body = sub_doc(args, "update"))) {
+		rc = key_untouched(ns, body, err);
+	}
+	if (!rc && upsert && *n != 1)
+		rc = dfs_err_set(err, DFS_EINVAL,
+				 "an upsert on a sharded collection must include the shard key in "
+				 "the filter");
+	if (!rc && *single && *n > 1 && !bson_has_field(filter, "_id"))
+		rc = dfs_err_set(err, DFS_EINVAL,
+				 "%s on a sharded collection must target one shard: include the "
+				 "shard key or _id in the filter",
+				 kind);
+	query_expr_free(e);
+	bson_destroy(filter);
+	if (body)
+		bson_destroy(body);
+	return rc;
+}
+
+int router_bulk(const struct router_ns *ns, const char *db, const char *coll, const char *rest,
+		const char *text, size_t len, struct dfs_buf *out, struct dfs_err *err)
+{
+	bool ordered = !opt_given(rest, "ordered") || opt_true(rest, "ordered");
+	char rel[ROUTER_PATH_MAX];
+	struct bulk_sum b = {0};
+	struct dfs_err first = {0};
+	unsigned line = 1;
+	size_t at = 0;
+	int index = 0, rc = 0;
+	bson_t res;
+
+	if (opt_true(rest, "atomic"))
+		return dfs_err_set(
+			err, DFS_EINVAL,
+			".bulk?atomic=true cannot span the shards of a sharded collection");
+	bson_init(&b.inserted_ids);
+	bson_init(&b.upserted_ids);
+	bson_init(&b.errors);
+	snprintf(rel, sizeof(rel), "%s/%s/.bulk", db, coll);
+	while (at < len) {
+		const struct router_shard *sh[ROUTER_MAX_SHARDS];
+		struct dfs_err e = {0};
+		bson_t op, args, ins, one_op;
+		const char *kind;
+		size_t used;
+		int n = 0, orc;
+		bool single = true, failed = false;
+		int64_t hits = 0;
+
+		bson_init(&op);
+		orc = store_codec_parse_next(text + at, len - at, line, &used, &op, &e);
+		if (orc == DFS_ENOENT) {
+			bson_destroy(&op);
+			break;
+		}
+		if (orc) {
+			/* the rest cannot be read: MongoDB refuses the whole request */
+			bson_destroy(&op);
+			rc = orc;
+			dfs_err_set(err, orc, "%s", e.msg);
+			break;
+		}
+		for (size_t i = at; i < at + used; i++)
+			line += text[i] == '\n';
+		at += used;
+		bson_init(&ins);
+		bson_init(&one_op);
+		kind = bulk_op(&op, &args);
+		if (!kind)
+			orc = dfs_err_set(&e, DFS_EINVAL, "operation %d is not {<kind>: {...}}",
+					  index);
+		else
+			orc = bulk_targets(ns, kind, &args, &ins, sh, &n, &single, &e);
+		if (!orc && !strcmp(kind, "insertOne")) {
+			/* the document with the _id the router gave it */
+			bson_t in;
+
+			BSON_APPEND_DOCUMENT_BEGIN(&one_op, "insertOne", &in);
+			BSON_APPEND_DOCUMENT(&in, "document", &ins);
+			bson_append_document_end(&one_op, &in);
+		} else if (!orc) {
+			bson_copy_to_excluding_noinit(&op, &one_op, "", NULL);
+		}
+		if (orc) {
+			bulk_err(&b, index, 2 /* BadValue */, e.msg, &op);
+			failed = true;
+		}
+		for (int i = 0; !orc && i < n; i++) {
+			struct dfs_buf reply, line_text;
+
+			dfs_buf_init(&reply);
+			dfs_buf_init(&line_text);
+			store_codec_render(&one_op, STORE_RENDER_COMPACT, &line_text, NULL);
+			dfs_buf_putc(&line_text, '\n');
+			bson_init(&res);
+			orc = shard_request(sh[i], rel, line_text.data, line_text.len, &reply, &e);
+			/* a refused operation fails the close, but the result was read back */
+			if (reply.len &&
+			    !store_codec_parse_doc(reply.data, reply.len, &res, NULL)) {
+				orc = 0;
+				failed |= bulk_add_result(&b, index, &res, &hits);
+			} else if (orc) {
+				bulk_err(&b, index, 8, e.msg, &op);
+				failed = true;
+			}
+			bson_destroy(&res);
+			dfs_buf_release(&reply);
+			dfs_buf_release(&line_text);
+			if (failed || (single && hits))
+				break; /* by _id: the one shard that had it */
+		}
+		if (failed && !first.code)
+			dfs_err_set(&first, DFS_EINVAL, "operation %d: %s", index,
+				    e.msg[0] ? e.msg : "a write error");
+		bson_destroy(&op);
+		bson_destroy(&ins);
+		bson_destroy(&one_op);
+		index++;
+		if (failed && ordered)
+			break;
+	}
+	if (!rc) {
+		bson_t out_doc;
+
+		bson_init(&out_doc);
+		BSON_APPEND_BOOL(&out_doc, "acknowledged", true);
+		put_count(&out_doc, "insertedCount", b.inserted);
+		put_count(&out_doc, "matchedCount", b.matched);
+		put_count(&out_doc, "modifiedCount", b.modified);
+		put_count(&out_doc, "deletedCount", b.deleted);
+		put_count(&out_doc, "upsertedCount", b.upserted);
+		BSON_APPEND_DOCUMENT(&out_doc, "insertedIds", &b.inserted_ids);
+		BSON_APPEND_DOCUMENT(&out_doc, "upsertedIds", &b.upserted_ids);
+		BSON_APPEND_ARRAY(&out_doc, "writeErrors", &b.errors);
+		store_codec_render(&out_doc, STORE_RENDER_COMPACT, out, NULL);
+		dfs_buf_putc(out, '\n');
+		bson_destroy(&out_doc);
+		if (first.code) {
+			rc = first.code;
+			if (err)
+				*err = first;
+		}
+	}
+	bson_destroy(&b.inserted_ids);
+	bson_destroy(&b.upserted_ids);
+	bson_destroy(&b.errors);
 	return rc;
 }

@@ -122,8 +122,8 @@ int router_insert(const struct router_ns *ns, const char *db, const char *coll, 
 int router_aggregate(const struct router_ns *ns, const char *db, const char *coll,
 		     const char *component, struct store_db *merge_db, struct fs_result *r,
 		     struct dfs_err *err);
-/* update/<q> or delete/<q> (rest) of db.coll with request text through the shards
- * (route.c note 6); MongoDB's result (one JSON line) appended to out. */
+/* update/<q>, delete/<q> or .bulk (rest) of db.coll with request text through the shards
+ * (route.c notes 6, 8); MongoDB's result (one JSON line) appended to out. */
 int router_write(const struct router_ns *ns, const char *db, const char *coll, const char *rest,
 		 const char *text, size_t len, struct dfs_buf *out, struct dfs_err *err);
 /* The shard holding document file name of db.coll (first found), with its attributes;

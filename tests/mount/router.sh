@@ -200,7 +200,23 @@ refuse 'update/{"user.city": "c1"}' '{$set: {x: 1}}' "must target one shard"
 refuse 'update/{_id: 8}' '{$set: {"user.age": 99}}' "would change the shard key field 'user.age'"
 refuse 'update/{_id: 8}' '{$inc: {user: 1}}' "would change the shard key field 'user.age'"
 refuse 'update/{name: "nobody"}?upsert=true' '{$set: {x: 1}}' "must include the shard key"
-refuse '.bulk' '{"insertOne": {"document": {"user": {"age": 1}}}}' "not routed by docfs router yet"
+ops='{"insertOne": {"document": {"_id": 5001, "name": "b1", "user": {"age": 5}}}}
+{"insertOne": {"document": {"_id": 5002, "name": "b2", "user": {"age": 95}}}}
+{"updateMany": {"filter": {"user.age": {"$gte": 90}}, "update": {"$set": {"b": 1}}}}
+{"deleteOne": {"filter": {"_id": 3}}}
+{"replaceOne": {"filter": {"_id": 5001, "user.age": 5}, "replacement": {"name": "b1r", "user": {"age": 5}}}}'
+for d in "$R" "$MNT"; do
+	req "$d" '.bulk' "$ops" > "$T/bulk.$(basename "$d")" || fail ".bulk through $d: $(tail -n1 "$d/.docfs/errors")"
+done
+expect_eq "$(cat "$T/bulk.router")" "$(cat "$T/bulk.mnt")" ".bulk across the shards: the plain mount's BulkWriteResult"
+same '{b: 1}?sort={_id: 1}&projection={b: 1}'
+expect_eq "$(jq -r .name "$T/m0/test/users/5001.json")" "b1r" "the bulk's insert and replacement on A"
+refuse '.bulk' '{"insertOne": {"document": {"_id": 5003, "user": {"age": 50}}}}
+{"updateOne": {"filter": {"user.city": "c1"}, "update": {"$set": {"x": 1}}}}
+{"insertOne": {"document": {"_id": 5004, "user": {"age": 51}}}}' "operation 1: updateOne on a sharded collection must target one shard"
+[ -e "$T/m2/test/users/5003.json" ] || fail "the op before the error did not run"
+[ ! -e "$T/m2/test/users/5004.json" ] || fail "the op after the error ran"
+refuse '.bulk?atomic=true' '{"insertOne": {"document": {"user": {"age": 1}}}}' "cannot span the shards"
 expect_fail ".stats of a sharded collection" cat "$R/test/users/.stats"
 out=$(req "$R" 'update/{"user.age": 77, name: "upserted"}?upsert=true' '{$set: {flag: 2}}') || fail "an upsert with the shard key: $(tail -n1 "$R/.docfs/errors")"
 expect_eq "$(jq -c .upsertedCount <<<"$out")" "1" "an upsert with the shard key"
