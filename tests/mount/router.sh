@@ -326,6 +326,19 @@ for _ in $(seq 150); do
 done
 [ "$(nbig)" -ge 2 ] || fail "a 1.9 MB chunk was not split at chunk_mb=1: $(grep test.big "$R/.cluster/chunks")"
 expect_eq "$(cat "$R/test/big/query/{}?count=1")" "3000" "the split chunk's documents"
+
+step "removeShard drains: the balancer moves the shard's chunks away"
+out=$(cmd '{removeShard: "B"}')
+grep -q 'draining started successfully' <<<"$out" || fail "removeShard B: $out"
+on_b() { jq -r 'select(.ns == "test.bal" and .shard == "B") | .shard' "$R/.cluster/chunks" | wc -l; }
+for _ in $(seq 200); do
+	[ "$(on_b)" == "0" ] && break
+	sleep 0.2
+done
+expect_eq "$(on_b)" "0" "test.bal's chunks left the draining shard B"
+expect_eq "$(cat "$R/test/bal/query/{}?count=1")" "600" "and its documents with them"
+expect_eq "$(cat "$T/m1/test/bal/query/{}?count=1")" "0" "B holds none of them"
+grep -q 'draining ongoing' <<<"$(cmd '{removeShard: "B"}')" || fail "removeShard B again: not draining ongoing"
 ok '{balancerStop: 1}'
 
 step "a shard that is gone: EIO naming it; the other shards still answer"
