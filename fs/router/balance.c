@@ -71,18 +71,6 @@ static bool shard_in_zone(const struct shard_info *s, const char *tag)
 	return false;
 }
 
-static bson_t *doc_field(const bson_t *d, const char *key)
-{
-	bson_iter_t it;
-	const uint8_t *data;
-	uint32_t len;
-
-	if (!bson_iter_init_find(&it, d, key) || !BSON_ITER_HOLDS_DOCUMENT(&it))
-		return NULL;
-	bson_iter_document(&it, &len, &data);
-	return bson_new_from_data(data, len);
-}
-
 /* The zone of chunk [min, max), or NULL when it lies in none; *straddle gets a zone bound
  * strictly inside the chunk (to split at), or NULL. */
 static const struct zone *zone_of(const struct zone *z, int nz, const struct query_chunk *c,
@@ -354,8 +342,8 @@ static int balance_coll(const char *ns, bool *changed, struct dfs_err *err)
 	for (int i = 0; i < ntags; i++) {
 		bson_iter_t it;
 
-		z[nz].min = doc_field(tags[i], "min");
-		z[nz].max = doc_field(tags[i], "max");
+		z[nz].min = router_doc_field(tags[i], "min");
+		z[nz].max = router_doc_field(tags[i], "max");
 		if (z[nz].min && z[nz].max && bson_iter_init_find(&it, tags[i], "tag") &&
 		    BSON_ITER_HOLDS_UTF8(&it)) {
 			z[nz].tag = bson_iter_utf8(&it, NULL);

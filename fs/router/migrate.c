@@ -79,7 +79,6 @@ struct bulk {
 static int bulk_flush(struct bulk *b, struct dfs_err *err)
 {
 	char p[ROUTER_PATH_MAX];
-	size_t at = 0;
 	int fd;
 
 	if (!b->n)
@@ -87,18 +86,11 @@ static int bulk_flush(struct bulk *b, struct dfs_err *err)
 	router_shard_path(b->s, b->rel, p, sizeof(p));
 	if ((fd = open(p, O_WRONLY)) < 0)
 		return router_shard_fail(b->s, b->rel, errno, err);
-	while (at < b->ops.len) {
-		ssize_t w = write(fd, b->ops.data + at, b->ops.len - at);
+	if (router_write_all(fd, b->ops.data, b->ops.len)) {
+		int e = errno;
 
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0) {
-			int e = errno;
-
-			close(fd);
-			return router_shard_fail(b->s, b->rel, e, err);
-		}
-		at += (size_t)w;
+		close(fd);
+		return router_shard_fail(b->s, b->rel, e, err);
 	}
 	if (close(fd))
 		return router_shard_fail(b->s, b->rel, errno, err);

@@ -203,6 +203,34 @@ int router_shard_fail(const struct router_shard *s, const char *what, int e, str
 			   strchr(last, ' ') ? strchr(last, ' ') + 1 : last);
 }
 
+int router_write_all(int fd, const char *text, size_t len)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = write(fd, text + done, len - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+bson_t *router_doc_field(const bson_t *d, const char *key)
+{
+	bson_iter_t it;
+	const uint8_t *data;
+	uint32_t len;
+
+	if (!bson_iter_init_find(&it, d, key) || !BSON_ITER_HOLDS_DOCUMENT(&it))
+		return NULL;
+	bson_iter_document(&it, &len, &data);
+	return bson_new_from_data(data, len);
+}
+
 int router_read_file(const char *path, struct dfs_buf *out, struct dfs_err *err)
 {
 	int fd = open(path, O_RDONLY);
@@ -250,24 +278,16 @@ static int shard_write(const struct router_shard *s, const char *rel, int flags,
 		       size_t len, struct dfs_err *err)
 {
 	char p[ROUTER_PATH_MAX];
-	size_t done = 0;
 	int fd;
 
 	router_shard_path(s, rel, p, sizeof(p));
 	if ((fd = open(p, flags, 0644)) < 0)
 		return router_shard_fail(s, rel, errno, err);
-	while (done < len) {
-		ssize_t n = write(fd, text + done, len - done);
+	if (router_write_all(fd, text, len)) {
+		int e = errno;
 
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			int e = errno;
-
-			close(fd);
-			return router_shard_fail(s, rel, e, err);
-		}
-		done += (size_t)n;
+		close(fd);
+		return router_shard_fail(s, rel, e, err);
 	}
 	/* the shard commits at the close, but a network filesystem between (sshfs) drops the
 	 * close's status: an fsync makes the shard commit now and report it */
@@ -1087,24 +1107,16 @@ static int shard_request(const struct router_shard *s, const char *rel, const ch
 			 size_t len, struct dfs_buf *out, struct dfs_err *err)
 {
 	char p[ROUTER_PATH_MAX];
-	size_t done = 0;
 	int fd;
 
 	router_shard_path(s, rel, p, sizeof(p));
 	if ((fd = open(p, O_RDWR)) < 0)
 		return router_shard_fail(s, rel, errno, err);
-	while (done < len) {
-		ssize_t n = write(fd, text + done, len - done);
+	if (router_write_all(fd, text, len)) {
+		int e = errno;
 
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			int e = errno;
-
-			close(fd);
-			return router_shard_fail(s, rel, e, err);
-		}
-		done += (size_t)n;
+		close(fd);
+		return router_shard_fail(s, rel, e, err);
 	}
 	for (off_t off = 0;;) {
 		ssize_t n;
@@ -1878,18 +1890,6 @@ static const char *bulk_op(const bson_t *op, bson_t *args)
 	return bson_iter_key(&it);
 }
 
-static bson_t *sub_doc(const bson_t *d, const char *key)
-{
-	bson_iter_t it;
-	const uint8_t *data;
-	uint32_t len;
-
-	if (!bson_iter_init_find(&it, d, key) || !BSON_ITER_HOLDS_DOCUMENT(&it))
-		return NULL;
-	bson_iter_document(&it, &len, &data);
-	return bson_new_from_data(data, len);
-}
-
 /* One operation's shards, or an error message for it (MongoDB's rules, note 6). */
 static int bulk_targets(const struct router_ns *ns, const char *kind, const bson_t *args,
 			bson_t *insert_doc, const struct router_shard **sh, int *n, bool *single,
@@ -1904,7 +1904,7 @@ static int bulk_targets(const struct router_ns *ns, const char *kind, const bson
 	*n = 0;
 	*single = true;
 	if (!strcmp(kind, "insertOne")) {
-		bson_t *doc = sub_doc(args, "document");
+		bson_t *doc = router_doc_field(args, "document");
 		const struct router_shard *s = NULL;
 
 		if (!doc)
@@ -1924,7 +1924,7 @@ static int bulk_targets(const struct router_ns *ns, const char *kind, const bson
 		}
 		return rc;
 	}
-	filter = sub_doc(args, "filter");
+	filter = router_doc_field(args, "filter");
 	if (!filter)
 		filter = bson_new();
 	if (bson_iter_init_find(&it, args, "upsert"))
@@ -1938,7 +1938,7 @@ static int bulk_targets(const struct router_ns *ns, const char *kind, const bson
 		rc = query_filter_parse(filter, &e, err);
 	if (!rc)
 		rc = targets(ns, e, sh, ROUTER_MAX_SHARDS, n, err);
-	if (!rc && !strcmp(kind, "replaceOne") && (body = sub_doc(args, "replacement"))) {
+	if (!rc && !strcmp(kind, "replaceOne") && (body = router_doc_field(args, "replacement"))) {
 		const struct router_shard *to = NULL;
 		int idx = -1;
 
@@ -1950,7 +1950,8 @@ static int bulk_targets(const struct router_ns *ns, const char *kind, const bson
 				err, DFS_EINVAL,
 				"a replacement on a sharded collection must target the shard "
 				"that owns its shard key (ImmutableField)");
-	} else if (!rc && !strncmp(kind, "update", 6) && (body = sub_doc(args, "update"))) {
+	} else if (!rc && !strncmp(kind, "update", 6) &&
+		   (body = router_doc_field(args, "update"))) {
 		rc = key_untouched(ns, body, err);
 	}
 	if (!rc && upsert && *n != 1)

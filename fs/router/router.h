@@ -105,6 +105,10 @@ int router_shard_ok(const struct router_shard *s, struct dfs_err *err);
 int router_shard_fail(const struct router_shard *s, const char *what, int e, struct dfs_err *err);
 /* The last line of shard s's /.docfs/errors (its time stamp kept), or "". */
 void router_shard_last_error(const struct router_shard *s, char *out, size_t cap);
+/* Writes all len bytes of text to fd (retrying short writes): 0, or -1 with errno. */
+int router_write_all(int fd, const char *text, size_t len);
+/* A copy of the sub-document d.key (NULL when it is not a document); bson_destroy it. */
+bson_t *router_doc_field(const bson_t *d, const char *key);
 /* The whole file at path appended to out (errno kept on failure). */
 int router_read_file(const char *path, struct dfs_buf *out, struct dfs_err *err);
 

@@ -113,13 +113,15 @@ jq -e '.executionStats.nReturned == 740 and (.executionStats.executionStages.sha
 	fail "executionStats across shards: $(cat "$R/test/users/explain/{\"user.age\": {\$gt: 25}}?verbosity=executionStats")"
 
 step "merged finds equal the plain mount's"
-same() {
+# same_at DIR Q: DIR/Q (query/ or aggregate/) reads the same through the router and the plain mount
+same_at() {
 	local a b
-	a=$(cat "$R/test/users/query/$1") || fail "router: $1: $(tail -n1 "$R/.docfs/errors")"
-	b=$(cat "$MNT/test/users/query/$1") || fail "plain: $1"
-	[ "$a" == "$b" ] || fail "$1: the router's answer differs from the plain mount's:
+	a=$(cat "$R/test/users/$1/$2") || fail "router: $1/$2: $(tail -n1 "$R/.docfs/errors")"
+	b=$(cat "$MNT/test/users/$1/$2") || fail "plain: $1/$2"
+	[ "$a" == "$b" ] || fail "$1/$2: the router's answer differs from the plain mount's:
 $(diff <(echo "$a") <(echo "$b") | head -20)"
 }
+same() { same_at query "$1"; }
 same '{"user.age": {$gte: 15}}?sort={"user.age": -1, _id: 1}&skip=7&limit=25&projection={name: 1, "user.age": 1}'
 same '{"user.age": {$lt: 60}}?sort={name: 1}&limit=10'
 same '{"user.city": "c3"}?sort={_id: -1}&format=json'
@@ -133,13 +135,7 @@ same '{"user.age": 30}?sort={_id: 1}'
 expect_eq "$(cat "$R/test/users/query/{\"user.age\": {\$gt: 25, \$lt: 20}}?count=1")" "0" "a filter no chunk can match"
 
 step "aggregate/ across shards: the plain mount's answers"
-same_agg() {
-	local a b
-	a=$(cat "$R/test/users/aggregate/$1") || fail "router: $1: $(tail -n1 "$R/.docfs/errors")"
-	b=$(cat "$MNT/test/users/aggregate/$1") || fail "plain: $1"
-	[ "$a" == "$b" ] || fail "$1: the router's answer differs from the plain mount's:
-$(diff <(echo "$a") <(echo "$b") | head -20)"
-}
+same_agg() { same_at aggregate "$1"; }
 same_agg '[{$match: {"user.age": {$gte: 10}}}, {$group: {_id: "$user.city", n: {$sum: 1}, c: {$count: {}}, avg: {$avg: "$user.age"}, mn: {$min: "$name"}, mx: {$max: "$user.age"}}}, {$sort: {_id: 1}}]'
 same_agg '[{$group: {_id: {$mod: ["$user.age", 3]}, ages: {$push: "$user.age"}}}, {$project: {n: {$size: "$ages"}, s: {$sum: "$ages"}}}, {$sort: {_id: 1}}]'
 same_agg '[{$match: {"user.age": {$lt: 50}}}, {$count: "n"}]'
