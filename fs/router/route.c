@@ -1364,7 +1364,7 @@ static bool split_group(const bson_t *spec, bson_t *shard, bson_t *merge, int *n
 		return false;
 	while (bson_iter_next(&it)) {
 		const char *f = bson_iter_key(&it);
-		char ref[300], s_name[300], c_name[300];
+		char ref[310], s_name[300], c_name[300];
 		const char *op;
 
 		snprintf(ref, sizeof(ref), "$%s", f);
