@@ -94,7 +94,8 @@ for i in range($n):
 	echo '{key: {v: 1}}' > "$MNT/shop/ix$n/.indexes/v_1" &
 	build=$!
 	while kill -0 "$build" 2>/dev/null; do
-		seen=$(jq -c --arg c "ix$n" '[.inprog[] | select(.command.createIndexes == $c) | [.op, (.ns | startswith("shop.ix")), .command.indexes[0].key.v, (.msg | startswith("Index Build: scanning collection")), (.progress.total > 0)]][0] // empty' "$MNT/.docfs/currentOp")
+		# msg and progress appear with the build's first progress report
+		seen=$(jq -c --arg c "ix$n" '[.inprog[] | select(.command.createIndexes == $c and .msg != null) | [.op, (.ns | startswith("shop.ix")), .command.indexes[0].key.v, (.msg | startswith("Index Build: scanning collection")), (.progress.total > 0)]][0] // empty' "$MNT/.docfs/currentOp")
 		[ -n "$seen" ] && break
 		sleep 0.02
 	done
