@@ -2016,6 +2016,36 @@ static void fsop_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t 
 	fuse_reply_write(req, size);
 }
 
+/* What flush and fsync do to an .insert or a write path (h->lock held): insert the rest,
+ * or run the request (once: later calls give its result again). 0, or a dfs code with
+ * *err to report, or with *plain set when it was already reported (logged once, every
+ * close of the file fails). */
+static int stream_commit(struct fs_handle *h, struct dfs_err *err, bool *plain)
+{
+	int rc;
+
+	*plain = false;
+	if (h->kind == FH_WRITE) {
+		*plain = true;
+		return write_apply(h);
+	}
+	rc = fs_inserter_feed(&h->ins, "", 0, true);
+	/* The next listing shows what was inserted, without waiting for the notifier (note
+	 * 8); an insert that failed midway kept the documents before it. A close that
+	 * inserted nothing (grep -r reads .insert) keeps the listing. */
+	if (h->ins.ndocs != h->ins_shown) {
+		h->ins_shown = h->ins.ndocs;
+		fs_node_touch_ino(fs_ino_entry(h->node->db, h->node->coll));
+	}
+	if (rc && h->reported)
+		*plain = true;
+	else if (rc) {
+		h->reported = true;
+		*err = h->ins.err;
+	}
+	return rc;
+}
+
 static void fsop_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
@@ -2023,28 +2053,11 @@ static void fsop_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	int rc = 0;
 
 	pthread_mutex_lock(&h->lock);
-	if (h->kind == FH_INSERT) {
-		rc = fs_inserter_feed(&h->ins, "", 0, true);
-		/* The next listing shows what was inserted, without waiting for the notifier
-		 * (note 8); an insert that failed midway kept the documents before it. A
-		 * close that inserted nothing (grep -r reads .insert) keeps the listing. */
-		if (h->ins.ndocs != h->ins_shown) {
-			h->ins_shown = h->ins.ndocs;
-			fs_node_touch_ino(fs_ino_entry(h->node->db, h->node->coll));
-		}
-		if (rc && h->reported) {
-			pthread_mutex_unlock(&h->lock);
-			fuse_reply_err(req, fs_errno(rc));
-			return;
-		}
-		if (rc) {
-			h->reported = true;
-			err = h->ins.err;
-		}
-	} else if (h->kind == FH_WRITE) {
-		rc = write_apply(h);
-		if (rc) {
-			/* Logged once by write_apply; every close of the file fails. */
+	if (h->kind == FH_INSERT || h->kind == FH_WRITE) {
+		bool plain;
+
+		rc = stream_commit(h, &err, &plain);
+		if (rc && plain) {
 			pthread_mutex_unlock(&h->lock);
 			fuse_reply_err(req, fs_errno(rc));
 			return;
@@ -2083,10 +2096,22 @@ static void fsop_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse
 	int rc = 0;
 
 	pthread_mutex_lock(&h->lock);
-	if (h->kind == FH_ENTRY)
+	if (h->kind == FH_ENTRY) {
 		rc = handle_commit(req, h, &err);
-	else if (h->kind == FH_IXSPEC)
+	} else if (h->kind == FH_IXSPEC) {
 		rc = ix_commit(h, &err);
+	} else if (h->kind == FH_INSERT || h->kind == FH_WRITE) {
+		/* what the close would do, done now with its status: a network filesystem
+		 * between (sshfs) passes an fsync's status on and drops a close's */
+		bool plain;
+
+		rc = stream_commit(h, &err, &plain);
+		if (rc && plain) {
+			pthread_mutex_unlock(&h->lock);
+			fuse_reply_err(req, fs_errno(rc));
+			return;
+		}
+	}
 	pthread_mutex_unlock(&h->lock);
 	if (!rc && h->node->db)
 		rc = store_db_sync(h->node->db, &err);

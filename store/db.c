@@ -991,6 +991,12 @@ static int sync_path(const char *path, struct dfs_err *err)
 	return 0;
 }
 
+/* The WAL only: a commit is durable once its frames are, and a checkpoint syncs the database
+ * file itself (synchronous=NORMAL). The database file must not be opened here: closing any
+ * descriptor of it drops every POSIX lock this process holds on it, SQLite's SHARED lock
+ * included, and another process closing its last connection then takes the file for its
+ * own, checkpoints and deletes the WAL this process goes on writing to (its later commits
+ * unseen by others, "disk I/O error" for their readers). */
 int store_db_sync(struct store_db *db, struct dfs_err *err)
 {
 	char *wal;
@@ -1000,8 +1006,6 @@ int store_db_sync(struct store_db *db, struct dfs_err *err)
 		abort();
 	rc = sync_path(wal, err);
 	free(wal);
-	if (!rc)
-		rc = sync_path(db->path, err);
 	return rc;
 }
 

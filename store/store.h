@@ -268,7 +268,8 @@ int64_t store_db_ctime(const struct store_db *db);    /* ns since the epoch */
  * system holding them (statvfs). */
 int store_db_usage(const struct store_db *db, int64_t *file_bytes, int64_t *fs_used,
 		   int64_t *fs_total, struct dfs_err *err);
-/* Makes committed writes durable against power loss (fsyncs the database and its WAL). */
+/* Makes committed writes durable against power loss (fsyncs the WAL; db.c says why not the
+ * database file). */
 int store_db_sync(struct store_db *db, struct dfs_err *err);
 
 /* Begins a transaction. A write transaction takes the database's write lock (waiting up to

@@ -133,6 +133,44 @@ bad "$C/.bulk" '{"insertOne": {"document": {"_id": 23}}}
 lasterr | grep -q "explode" || fail "unknown bulk operation: $(lasterr)"
 [ -e "$C/23.json" ] || fail "the operation before the bad one is kept (ordered, not atomic)"
 
+step "fsync applies a .bulk, a write path or an .insert before the close, with its status"
+# what a network filesystem between (sshfs) needs: it drops a close's status and closes
+# after the writer's close returned, but passes an fsync's on
+expect_eq "$(python3 - "$C" << 'EOF'
+import os, sys
+c = sys.argv[1]
+out = []
+def fsync_then_look(path, text, look):
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    except OSError as e:
+        out.append("write: " + os.strerror(e.errno))
+    try:
+        os.fsync(fd)
+        out.append("ok")
+    except OSError as e:
+        out.append(os.strerror(e.errno))
+    out.append(str(os.path.exists(os.path.join(c, look))))  # before the close
+    try:
+        os.close(fd)
+        out.append("closed")
+    except OSError as e:
+        out.append("close: " + os.strerror(e.errno))
+fsync_then_look(c + "/.bulk", '{"insertOne": {"document": {"_id": 30}}}\n', "30.json")
+fsync_then_look(c + "/.bulk", '{"insertOne": {"document": {"_id": 30}}}\n', "30.json")
+fsync_then_look(c + "/.insert", '{"_id": 31}\n', "31.json")
+fsync_then_look(c + "/.insert", '{"_id": 31}\n', "31.json")
+fsync_then_look(c + "/update/{_id: 31}", '{"$set": {"f": 1}}', "31.json")
+fsync_then_look(c + "/update/{_id: 31}", '{"$bad": {"f": 1}}', "31.json")
+print(" ".join(out))
+EOF
+)" "ok True closed File exists True close: File exists ok True closed write: File exists File exists True close: File exists ok True closed write: Invalid argument Invalid argument True close: Invalid argument" \
+	"fsync results (the second .bulk and .insert repeat _id 30 and 31; \$bad is refused at the write)"
+expect_eq "$(jq -c . "$C/31.json")" '{"_id":31,"f":1}' "the update applied at the fsync, once"
+grep -q "operation 0: duplicate _id 30" "$MNT/.docfs/errors" || fail "the bulk refused at the fsync is not in /.docfs/errors"
+rm "$C/30.json" "$C/31.json"
+
 step "docfs update / delete / bulk"
 "$DOCFS" update "$STORE" shop.users '{_id: 21}' '{$set: {cli: true}}' > "$T/out"
 expect_eq "$(jq -r '.modifiedCount' "$T/out")" "1" "docfs update"
