@@ -23,9 +23,13 @@
  * 3. One migration at a time in a router (MongoDB allows one per shard; a router here has
  *    one balancer and one command file, so one is enough and simpler): a second moveChunk
  *    meanwhile is refused with ConflictingOperationInProgress (117).
- * 5. Before the owner changes, the critical section counts the chunk's documents on both
- *    shards: a copy the destination refused without saying so (a .bulk runs at its close,
- *    whose status sshfs drops) fails the migration, which changes nothing.
+ * 5. Every batch is written with an fsync before the close (router_shard_write): a shard
+ *    applies a .bulk at the first of the two, and sshfs passes an fsync's status on where it
+ *    drops a close's (and runs the close after the router's close returned). So a refusal
+ *    fails the step that made it, and the donor's copy is gone when moveChunk replies.
+ *    Before the owner changes, the critical section also counts the chunk's documents on
+ *    both shards: a copy that is not whole however it happened fails the migration, which
+ *    changes nothing.
  * 4. Writes made to a shard's own mount, not through the router, are caught up only when
  *    they happen before (d); documents written to the source's chunk after (d) are
  *    orphans there (hidden from merged reads, as MongoDB's are).
@@ -78,22 +82,14 @@ struct bulk {
 
 static int bulk_flush(struct bulk *b, struct dfs_err *err)
 {
-	char p[ROUTER_PATH_MAX];
-	int fd;
+	int rc;
 
 	if (!b->n)
 		return 0;
-	router_shard_path(b->s, b->rel, p, sizeof(p));
-	if ((fd = open(p, O_WRONLY)) < 0)
-		return router_shard_fail(b->s, b->rel, errno, err);
-	if (router_write_all(fd, b->ops.data, b->ops.len)) {
-		int e = errno;
-
-		close(fd);
-		return router_shard_fail(b->s, b->rel, e, err);
-	}
-	if (close(fd))
-		return router_shard_fail(b->s, b->rel, errno, err);
+	/* the fsync of router_shard_write: the batch is applied (or refused, with the
+	 * shard's message) when it returns, through sshfs as well (note 5) */
+	if ((rc = router_shard_write(b->s, b->rel, O_WRONLY, b->ops.data, b->ops.len, err)))
+		return rc;
 	b->done += b->n;
 	b->n = 0;
 	dfs_buf_reset(&b->ops);

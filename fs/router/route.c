@@ -272,9 +272,7 @@ static int shard_read(const struct router_shard *s, const char *rel, struct dfs_
 	return 0;
 }
 
-/* Writes len bytes of text to rel of shard s in one open-write-close (the shard commits at
- * the close); flags are open's (O_WRONLY and more). */
-static int shard_write(const struct router_shard *s, const char *rel, int flags, const char *text,
+int router_shard_write(const struct router_shard *s, const char *rel, int flags, const char *text,
 		       size_t len, struct dfs_err *err)
 {
 	char p[ROUTER_PATH_MAX];
@@ -959,7 +957,8 @@ int router_insert(const struct router_ns *ns, const char *db, const char *coll, 
 	for (int i = 0; !rc && i < ns->nshards; i++) {
 		if (!per[i].len)
 			continue;
-		rc = shard_write(&ns->shards[i], rel, O_WRONLY, per[i].data, per[i].len, err);
+		rc = router_shard_write(&ns->shards[i], rel, O_WRONLY, per[i].data, per[i].len,
+					err);
 		if (rc && done[0])
 			dfs_err_prefix(err, "(the documents for %s were written) ", done);
 		else if (!rc)
@@ -1029,7 +1028,7 @@ int router_doc_write(const struct router_ns *ns, const char *db, const char *col
 	bson_destroy(&doc);
 	if (rc)
 		return rc;
-	return shard_write(s, rel, O_WRONLY | O_CREAT | O_TRUNC, text, len, err);
+	return router_shard_write(s, rel, O_WRONLY | O_CREAT | O_TRUNC, text, len, err);
 }
 
 /* ---- update/ and delete/ (note 6) ------------------------------------------------------ */
@@ -1710,8 +1709,8 @@ int router_aggregate(const struct router_ns *ns, const char *db, const char *col
 
 			dfs_buf_init(&st.text);
 			snprintf(rel, sizeof(rel), "%s/%s/.queries/%s", db, coll, name);
-			rc = shard_write(sh[i], rel, O_WRONLY | O_CREAT | O_TRUNC, text.data,
-					 text.len, err);
+			rc = router_shard_write(sh[i], rel, O_WRONLY | O_CREAT | O_TRUNC, text.data,
+						text.len, err);
 			if (!rc) {
 				char arel[ROUTER_PATH_MAX], p[ROUTER_PATH_MAX];
 

@@ -84,9 +84,9 @@ struct router_shard {
 struct router_ns {
 	struct router_shard *shards; /* Owned: every shard, in config.shards order */
 	int nshards;
-	char primary[65];	      /* the database's primary shard */
-	bool sharded;		      /* the collection is sharded: */
-	struct query_chunk_map map;   /*   its chunks */
+	char primary[65];	    /* the database's primary shard */
+	bool sharded;		    /* the collection is sharded: */
+	struct query_chunk_map map; /*   its chunks */
 };
 
 /* The shards and the placement of db.coll (db, coll may be NULL: the shards only) read
@@ -105,6 +105,11 @@ int router_shard_ok(const struct router_shard *s, struct dfs_err *err);
 int router_shard_fail(const struct router_shard *s, const char *what, int e, struct dfs_err *err);
 /* The last line of shard s's /.docfs/errors (its time stamp kept), or "". */
 void router_shard_last_error(const struct router_shard *s, char *out, size_t cap);
+/* Writes len bytes of text to rel of shard s in one open-write-fsync-close (the shard
+ * commits at the fsync, which a network filesystem between passes on with its status,
+ * where it drops a close's); flags are open's (O_WRONLY and more). */
+int router_shard_write(const struct router_shard *s, const char *rel, int flags, const char *text,
+		       size_t len, struct dfs_err *err);
 /* Writes all len bytes of text to fd (retrying short writes): 0, or -1 with errno. */
 int router_write_all(int fd, const char *text, size_t len);
 /* A copy of the sub-document d.key (NULL when it is not a document); bson_destroy it. */
@@ -113,8 +118,8 @@ bson_t *router_doc_field(const bson_t *d, const char *key);
 int router_read_file(const char *path, struct dfs_buf *out, struct dfs_err *err);
 
 /* query/<component> of db.coll through the shards (route.c notes 2, 3) into r. */
-int router_find(const struct router_ns *ns, const char *db, const char *coll,
-		const char *component, struct fs_result *r, struct dfs_err *err);
+int router_find(const struct router_ns *ns, const char *db, const char *coll, const char *component,
+		struct fs_result *r, struct dfs_err *err);
 /* explain/<component>: MongoDB's SINGLE_SHARD / SHARD_MERGE / SHARD_MERGE_SORT shape. */
 int router_explain(const struct router_ns *ns, const char *db, const char *coll,
 		   const char *component, struct fs_result *r, struct dfs_err *err);
@@ -136,8 +141,8 @@ int router_doc_holder(const struct router_ns *ns, const char *db, const char *co
 		      const char *name, const struct router_shard **out, struct stat *st);
 /* Writes document file name of a sharded db.coll to the shard owning its key; a write that
  * would change a document's shard key is DFS_EPERM/DFS_EINVAL. */
-int router_doc_write(const struct router_ns *ns, const char *db, const char *coll,
-		     const char *name, const char *text, size_t len, struct dfs_err *err);
+int router_doc_write(const struct router_ns *ns, const char *db, const char *coll, const char *name,
+		     const char *text, size_t len, struct dfs_err *err);
 
 /* ---- migrations (migrate.c) --------------------------------------------------------- */
 
@@ -180,7 +185,7 @@ void router_balancer_figures(bson_t *out);
 struct router_mount_opts {
 	const char *config, *mountpoint, *log, *fuse_opts;
 	bool foreground, debug;
-	int balancer_ms; /* the balancer's round (0: 10 s) */
+	int balancer_ms;  /* the balancer's round (0: 10 s) */
 	int64_t chunk_mb; /* -o chunk_mb (0: config.settings chunksize) */
 };
 int router_mount_run(const struct router_mount_opts *o, struct dfs_err *err);

@@ -170,6 +170,10 @@ for i in 0 1 2; do
 	"$DOCFS" cluster "$CFG" "{addShard: '$T/remote$i', name: '${names[$i]}'}" > /dev/null ||
 		fail "addShard ${names[$i]}"
 done
+# the balancer stays off: this test moves chunks itself, and a balancer round in between
+# (under load the steps take longer than its 10 s) moved test.log's other chunk away from A
+# and took the migration slot of the test's own moveChunks (117)
+"$DOCFS" cluster "$CFG" '{balancerStop: 1}' > /dev/null || fail "balancerStop"
 "$DOCFS" router -o "log=$T/rlog" "$CFG" "$R" || fail "docfs router did not start"
 mountpoint -q "$R" || fail "the router is not mounted"
 
@@ -332,7 +336,14 @@ import json
 for i in range(1000):
     print(json.dumps({"_id": "m%d" % i, "k": i, "u": 1}))
 ' > "$R/test/mig/.insert"
-echo '{key: {u: 1}, unique: true}' > "$T/remote1/test/mig/.indexes/u_1" || fail "an index on B"
+# with an fsync: sshfs runs the close (where B builds the index) after echo's returned
+python3 -c '
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644)
+os.write(fd, b"{key: {u: 1}, unique: true}")
+os.fsync(fd)
+os.close(fd)
+' "$T/remote1/test/mig/.indexes/u_1" || fail "an index on B"
 out=$(cmd '{moveChunk: "test.mig", find: {k: 700}, to: "B"}') || true
 if ! grep -q '"ok": 0.0' <<< "$out"; then
 	refused "a moveChunk whose copy B refused (E11000 in B's /.docfs/errors:" \
