@@ -1347,6 +1347,14 @@ static int cmd_router(int argc, char **argv)
 	return rc;
 }
 
+/* Whether the first field of d is named key. */
+static bool first_key_is(const bson_t *d, const char *key)
+{
+	bson_iter_t it;
+
+	return bson_iter_init(&it, d) && bson_iter_next(&it) && !strcmp(bson_iter_key(&it), key);
+}
+
 /* docfs cluster CONFIG_STORE COMMAND|status: one write transaction, committed only when
  * the command succeeded. */
 static int cmd_cluster(int argc, char **argv)
@@ -1362,24 +1370,35 @@ static int cmd_cluster(int argc, char **argv)
 	if (strcmp(argv[2], "status") != 0 &&
 	    store_codec_parse_doc(argv[2], strlen(argv[2]), &cmd, &err))
 		return fail("cluster", "command: %s", err.msg);
-	if ((rc = router_cfg_open(argv[1], &c, &err))) {
-		bson_destroy(&cmd);
-		return fail("cluster", "%s", err.msg);
-	}
 	dfs_buf_init(&out);
-	if (strcmp(argv[2], "status") == 0) {
-		rc = router_cluster_status(&c, &out, &err);
-	} else {
-		rc = router_cluster_command(&c, &cmd, &reply, &err);
-		if (rc == 0)
-			rc = router_cfg_commit(&c, &err);
-		if (!bson_empty(&reply)) {
-			store_codec_render(&reply, STORE_RENDER_PRETTY, &out, NULL);
-			fputs(out.data, stdout);
-			dfs_buf_reset(&out);
+	if (strcmp(argv[2], "status") != 0 && first_key_is(&cmd, "moveChunk")) {
+		/* the documents move too, unless a router serves this config */
+		rc = router_cli_move_chunk(argv[1], &cmd, &reply, &err);
+		if (rc && !bson_has_field(&reply, "ok")) {
+			BSON_APPEND_DOUBLE(&reply, "ok", 0.0);
+			BSON_APPEND_UTF8(&reply, "errmsg", err.msg);
+			BSON_APPEND_INT32(&reply, "code", rc == DFS_EBUSY ? 117 : 96);
+			BSON_APPEND_UTF8(&reply, "codeName",
+					 rc == DFS_EBUSY ? "ConflictingOperationInProgress"
+							 : "OperationFailed");
 		}
+		store_codec_render(&reply, STORE_RENDER_PRETTY, &out, NULL);
+	} else if ((rc = router_cfg_open(argv[1], &c, &err))) {
+		bson_destroy(&cmd);
+		dfs_buf_release(&out);
+		return fail("cluster", "%s", err.msg);
+	} else {
+		if (strcmp(argv[2], "status") == 0) {
+			rc = router_cluster_status(&c, &out, &err);
+		} else {
+			rc = router_cluster_command(&c, &cmd, &reply, &err);
+			if (rc == 0)
+				rc = router_cfg_commit(&c, &err);
+			if (!bson_empty(&reply))
+				store_codec_render(&reply, STORE_RENDER_PRETTY, &out, NULL);
+		}
+		router_cfg_close(&c);
 	}
-	router_cfg_close(&c);
 	if (out.len)
 		fputs(out.data, stdout);
 	dfs_buf_release(&out);

@@ -3,9 +3,10 @@
  * enableSharding, shardCollection, addShardToZone, removeShardFromZone, updateZoneKeyRange,
  * addTagRange, split, moveChunk, balancerStart/Stop/Status) run against the config
  * (config.c), with MongoDB's reply shapes, and sh.status()'s text. `docfs cluster` calls
- * it; the router mount's /.cluster/command is meant to. It moves no documents: draining a
- * shard and moveChunk change the config only, and say so in their replies (the migrations
- * belong to the router and its balancer, not built yet).
+ * it, and so does the router mount's /.cluster/command. Its moveChunk changes the owner in
+ * the config only: the callers move the documents first (migrate.c, from the router mount
+ * or from `docfs cluster`, mount.c note 5), and draining a shard is the work of a router's
+ * balancer (balance.c).
  *
  * Design notes
  *  1. A command runs inside the one write transaction of its struct router_cfg and the
@@ -40,10 +41,6 @@
 #define E_OPTIONS 72, "InvalidOptions"
 #define E_FAILED 96, "OperationFailed"
 #define E_NOTSHARDED 118, "NamespaceNotSharded"
-
-#define NOT_MOVED                                                                                  \
-	"docfs moves no documents yet: the chunk ownership changed in the config only; the "       \
-	"router mount will migrate them (not built yet)"
 
 static int fail(bson_t *reply, struct dfs_err *err, int code, const char *name, const char *fmt,
 		...) __attribute__((format(printf, 5, 6)));
@@ -286,8 +283,8 @@ static int cmd_remove_shard(struct router_cfg *c, const bson_t *cmd, bson_t *rep
 		BSON_APPEND_ARRAY(reply, "dbsToMove", &dbs);
 		if (chunks)
 			BSON_APPEND_UTF8(reply, "docfsNote",
-					 "draining moves chunks through the balancer, which docfs "
-					 "does not have yet: move them with moveChunk");
+					 "a docfs router's balancer moves the chunks away (or "
+					 "moveChunk them)");
 	} else if (chunks || !bson_empty(&dbs)) {
 		bson_t rem;
 
@@ -301,7 +298,8 @@ static int cmd_remove_shard(struct router_cfg *c, const bson_t *cmd, bson_t *rep
 		BSON_APPEND_UTF8(reply, "note", "you need to drop or movePrimary these databases");
 		BSON_APPEND_ARRAY(reply, "dbsToMove", &dbs);
 		BSON_APPEND_UTF8(reply, "docfsNote",
-				 "no balancer yet: the chunks stay until moveChunk moves them");
+				 "the chunks move once a docfs router's balancer runs (or "
+				 "with moveChunk)");
 	} else {
 		bson_t *f = by_id(name);
 
@@ -991,7 +989,6 @@ static int cmd_move_chunk(struct router_cfg *c, const bson_t *cmd, bson_t *reply
 		goto done;
 	}
 	BSON_APPEND_INT32(reply, "millis", 0);
-	BSON_APPEND_UTF8(reply, "docfsNote", NOT_MOVED);
 done:
 	query_chunk_map_release(&m);
 	return rc;
@@ -1027,14 +1024,16 @@ static int cmd_balancer(struct router_cfg *c, const char *name, bson_t *reply, s
 		if (rc)
 			return fail_err(reply, err, rc);
 		BSON_APPEND_UTF8(reply, "docfsNote",
-				 "the balancer's state only: docfs has no balancer thread yet");
+				 "every docfs router's balancer reads this state at each round");
 		return 0;
 	}
 	stopped = balancer_stopped(c, err);
 	BSON_APPEND_UTF8(reply, "mode", stopped ? "off" : "full");
 	BSON_APPEND_BOOL(reply, "inBalancerRound", false);
 	BSON_APPEND_INT32(reply, "numBalancerRounds", 0);
-	BSON_APPEND_UTF8(reply, "docfsNote", "no balancer thread yet: no rounds run");
+	BSON_APPEND_UTF8(
+		reply, "docfsNote",
+		"the rounds are each docfs router's own: its /.cluster/balancer counts them");
 	return 0;
 }
 
@@ -1119,7 +1118,7 @@ int router_cluster_status(struct router_cfg *c, struct dfs_buf *out, struct dfs_
 	}
 	dfs_buf_printf(out,
 		       "  balancer:\n        Currently enabled:  %s\n"
-		       "        Currently running:  no (docfs has no balancer yet)\n",
+		       "        Currently running:  (each docfs router's /.cluster/balancer)\n",
 		       balancer_stopped(c, err) ? "no" : "yes");
 	dfs_buf_puts(out, "  databases:\n");
 	for (int i = 0; i < nd; i++) {

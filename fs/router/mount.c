@@ -29,6 +29,11 @@
  * 4. Errors: a failed operation returns the shard's errno; its message (the shard's own,
  *    from the shard's /.docfs/errors, prefixed with the shard's name) goes to the router's
  *    /.docfs/errors, as does "shard 'X' (<host>) is unreachable: ..." (EIO).
+ * 5. A router holds a shared flock of <CONFIG_STORE>/.router-lock while it serves; `docfs
+ *    cluster` runs a moveChunk itself (router_cli_move_chunk) only holding it exclusively.
+ *    A migration's critical section must hold off every writer of the collection, and the
+ *    CLI cannot hold off a router's: with a router mounted the CLI refuses and names
+ *    /.cluster/command, and a router does not start during a CLI migration.
  */
 #define FUSE_USE_VERSION 34
 #include <fuse.h>
@@ -43,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
@@ -1339,6 +1345,60 @@ static const struct fuse_operations router_ops = {
 	.statfs = r_statfs,
 };
 
+/* The lock of note 5 on config store dir, LOCK_SH or LOCK_EX (never waiting): the
+ * descriptor, or -1 with err set. */
+static int config_lock(const char *dir, int how, struct dfs_err *err)
+{
+	char p[PATH_MAX];
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/.router-lock", dir);
+	if ((fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0) {
+		dfs_err_set(err, DFS_EIO, "'%s': %s", p, strerror(errno));
+		return -1;
+	}
+	if (flock(fd, how | LOCK_NB) == 0)
+		return fd;
+	close(fd);
+	if (errno != EWOULDBLOCK) {
+		dfs_err_set(err, DFS_EIO, "flock '%s': %s", p, strerror(errno));
+		return -1;
+	}
+	dfs_err_set(
+		err, DFS_EBUSY,
+		how == LOCK_EX
+			? "ConflictingOperationInProgress (117): a docfs router is mounted over "
+			  "the config store '%s': run moveChunk through its /.cluster/command "
+			  "(its writes must wait for the migration's critical section)"
+			: "ConflictingOperationInProgress (117): a moveChunk of docfs cluster is "
+			  "running on the config store '%s': start the router when it ends",
+		dir);
+	return -1;
+}
+
+int router_cli_move_chunk(const char *config, const bson_t *cmd, bson_t *reply, struct dfs_err *err)
+{
+	int lock, rc;
+
+	if ((lock = config_lock(config, LOCK_EX, err)) < 0)
+		return err->code;
+	if ((rc = store_open(config, true, &R.st, err)) ||
+	    (rc = store_db_get(R.st, ROUTER_CONFIG_DB, true, &R.db, err))) {
+		store_free(R.st);
+		R.st = NULL;
+		close(lock);
+		return rc;
+	}
+	pthread_rwlock_init(&routing, NULL); /* no routed operations in this process */
+	rc = move_chunk(cmd, reply, err);
+	pthread_rwlock_destroy(&routing);
+	store_free(R.st);
+	R.st = NULL;
+	R.db = NULL;
+	close(lock);
+	return rc;
+}
+
 int router_mount_run(const struct router_mount_opts *o, struct dfs_err *err)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
@@ -1346,7 +1406,7 @@ int router_mount_run(const struct router_mount_opts *o, struct dfs_err *err)
 	struct fuse *f = NULL;
 	char *opts = NULL, config[PATH_MAX];
 	struct router_cfg probe;
-	int rc = 0;
+	int rc = 0, lock;
 
 	/* the config must open (and is created) before the mount goes live; the daemon
 	 * leaves the working directory, so it keeps the absolute path */
@@ -1356,8 +1416,14 @@ int router_mount_run(const struct router_mount_opts *o, struct dfs_err *err)
 	if (!realpath(o->config, config))
 		return dfs_err_set(err, DFS_EIO, "config store '%s': %s", o->config,
 				   strerror(errno));
-	if (o->log && (rc = fs_errlog_open(o->log, err)))
+	/* kept across the daemon's fork (an flock belongs to the open file), released when
+	 * the process ends */
+	if ((lock = config_lock(config, LOCK_SH, err)) < 0)
+		return err->code;
+	if (o->log && (rc = fs_errlog_open(o->log, err))) {
+		close(lock);
 		return rc;
+	}
 	if (asprintf(&opts, "fsname=docfs-router:%s,subtype=docfs-router%s%s", config,
 		     o->fuse_opts && o->fuse_opts[0] ? "," : "",
 		     o->fuse_opts ? o->fuse_opts : "") < 0)
@@ -1440,5 +1506,6 @@ done:
 	}
 	fs_errlog_open(NULL, NULL);
 	free(opts);
+	close(lock);
 	return rc;
 }
