@@ -1374,14 +1374,6 @@ static int cmd_cluster(int argc, char **argv)
 	if (strcmp(argv[2], "status") != 0 && first_key_is(&cmd, "moveChunk")) {
 		/* the documents move too, unless a router serves this config */
 		rc = router_cli_move_chunk(argv[1], &cmd, &reply, &err);
-		if (rc && !bson_has_field(&reply, "ok")) {
-			BSON_APPEND_DOUBLE(&reply, "ok", 0.0);
-			BSON_APPEND_UTF8(&reply, "errmsg", err.msg);
-			BSON_APPEND_INT32(&reply, "code", rc == DFS_EBUSY ? 117 : 96);
-			BSON_APPEND_UTF8(&reply, "codeName",
-					 rc == DFS_EBUSY ? "ConflictingOperationInProgress"
-							 : "OperationFailed");
-		}
 		store_codec_render(&reply, STORE_RENDER_PRETTY, &out, NULL);
 	} else if ((rc = router_cfg_open(argv[1], &c, &err))) {
 		bson_destroy(&cmd);

@@ -2016,11 +2016,14 @@ static void fsop_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t 
 	fuse_reply_write(req, size);
 }
 
-/* What flush and fsync do to an .insert or a write path (h->lock held): insert the rest,
- * or run the request (once: later calls give its result again). 0, or a dfs code with
- * *err to report, or with *plain set when it was already reported (logged once, every
- * close of the file fails). */
-static int stream_commit(struct fs_handle *h, struct dfs_err *err, bool *plain)
+/* What flush and fsync commit of open file h (h->lock held): an .insert inserts the rest,
+ * a write path runs its request (once: later calls give its result again), an index spec
+ * builds its index, and a document (or at a flush any other file) is committed. fsync does
+ * what the close would, with its status: a network filesystem between (sshfs) passes an
+ * fsync's status on and drops a close's. 0, or a dfs code with *err to report, or with
+ * *plain set when it was already reported (logged once, every close of the file fails). */
+static int open_file_commit(fuse_req_t req, struct fs_handle *h, bool flush, struct dfs_err *err,
+			    bool *plain)
 {
 	int rc;
 
@@ -2029,6 +2032,10 @@ static int stream_commit(struct fs_handle *h, struct dfs_err *err, bool *plain)
 		*plain = true;
 		return write_apply(h);
 	}
+	if (h->kind == FH_IXSPEC)
+		return ix_commit(h, err);
+	if (h->kind != FH_INSERT)
+		return flush || h->kind == FH_ENTRY ? handle_commit(req, h, err) : 0;
 	rc = fs_inserter_feed(&h->ins, "", 0, true);
 	/* The next listing shows what was inserted, without waiting for the notifier (note
 	 * 8); an insert that failed midway kept the documents before it. A close that
@@ -2050,24 +2057,16 @@ static void fsop_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
 	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
 	struct dfs_err err = {0};
-	int rc = 0;
+	bool plain;
+	int rc;
 
 	pthread_mutex_lock(&h->lock);
-	if (h->kind == FH_INSERT || h->kind == FH_WRITE) {
-		bool plain;
-
-		rc = stream_commit(h, &err, &plain);
-		if (rc && plain) {
-			pthread_mutex_unlock(&h->lock);
-			fuse_reply_err(req, fs_errno(rc));
-			return;
-		}
-	} else if (h->kind == FH_IXSPEC) {
-		rc = ix_commit(h, &err);
-	} else {
-		rc = handle_commit(req, h, &err);
-	}
+	rc = open_file_commit(req, h, true, &err, &plain);
 	pthread_mutex_unlock(&h->lock);
+	if (rc && plain) {
+		fuse_reply_err(req, fs_errno(rc));
+		return;
+	}
 	if (rc && h->kind == FH_ENTRY) {
 		/* No document was made: the name is gone by the time close() fails, not only
 		 * once the release arrives (note 2). A later successful flush on another
@@ -2093,26 +2092,16 @@ static void fsop_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse
 {
 	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
 	struct dfs_err err = {0};
-	int rc = 0;
+	bool plain;
+	int rc;
 
 	pthread_mutex_lock(&h->lock);
-	if (h->kind == FH_ENTRY) {
-		rc = handle_commit(req, h, &err);
-	} else if (h->kind == FH_IXSPEC) {
-		rc = ix_commit(h, &err);
-	} else if (h->kind == FH_INSERT || h->kind == FH_WRITE) {
-		/* what the close would do, done now with its status: a network filesystem
-		 * between (sshfs) passes an fsync's status on and drops a close's */
-		bool plain;
-
-		rc = stream_commit(h, &err, &plain);
-		if (rc && plain) {
-			pthread_mutex_unlock(&h->lock);
-			fuse_reply_err(req, fs_errno(rc));
-			return;
-		}
-	}
+	rc = open_file_commit(req, h, false, &err, &plain);
 	pthread_mutex_unlock(&h->lock);
+	if (rc && plain) {
+		fuse_reply_err(req, fs_errno(rc));
+		return;
+	}
 	if (!rc && h->node->db)
 		rc = store_db_sync(h->node->db, &err);
 	if (rc) {

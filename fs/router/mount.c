@@ -610,6 +610,16 @@ static int move_commit(void *ctx, struct dfs_err *err)
 	return router_config_command(mc->cmd, mc->reply, err);
 }
 
+/* The reply of a moveChunk that failed with rc before the config command could give one. */
+static void move_failed(bson_t *reply, int rc, const struct dfs_err *err)
+{
+	BSON_APPEND_DOUBLE(reply, "ok", 0.0);
+	BSON_APPEND_UTF8(reply, "errmsg", err->msg);
+	BSON_APPEND_INT32(reply, "code", rc == DFS_EBUSY ? 117 : 96);
+	BSON_APPEND_UTF8(reply, "codeName",
+			 rc == DFS_EBUSY ? "ConflictingOperationInProgress" : "OperationFailed");
+}
+
 /* moveChunk through the router: the documents move (migrate.c), then the owner. A
  * command the migration cannot start (bad namespace, shard, chunk) runs as a plain config
  * command, which gives MongoDB's error. */
@@ -649,12 +659,7 @@ static int move_chunk(const bson_t *cmd, bson_t *reply, struct dfs_err *err)
 	rc = router_migrate(&rns, db, coll, idx, to, move_commit, &mc, &stats, err);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	if (rc && !bson_has_field(&got, "ok")) {
-		BSON_APPEND_DOUBLE(reply, "ok", 0.0);
-		BSON_APPEND_UTF8(reply, "errmsg", err->msg);
-		BSON_APPEND_INT32(reply, "code", rc == DFS_EBUSY ? 117 : 96);
-		BSON_APPEND_UTF8(reply, "codeName",
-				 rc == DFS_EBUSY ? "ConflictingOperationInProgress"
-						 : "OperationFailed");
+		move_failed(reply, rc, err);
 	} else if (rc) {
 		bson_concat(reply, &got);
 	} else {
@@ -1380,10 +1385,13 @@ int router_cli_move_chunk(const char *config, const bson_t *cmd, bson_t *reply, 
 {
 	int lock, rc;
 
-	if ((lock = config_lock(config, LOCK_EX, err)) < 0)
+	if ((lock = config_lock(config, LOCK_EX, err)) < 0) {
+		move_failed(reply, err->code, err);
 		return err->code;
+	}
 	if ((rc = store_open(config, true, &R.st, err)) ||
 	    (rc = store_db_get(R.st, ROUTER_CONFIG_DB, true, &R.db, err))) {
+		move_failed(reply, rc, err);
 		store_free(R.st);
 		R.st = NULL;
 		close(lock);

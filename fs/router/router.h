@@ -190,7 +190,8 @@ struct router_mount_opts {
 };
 int router_mount_run(const struct router_mount_opts *o, struct dfs_err *err);
 /* docfs cluster CONFIG_STORE '{moveChunk: ...}': the migration of the router's moveChunk
- * (migrate.c) run by the CLI, refused while a router serves the config (mount.c note 5). */
+ * (migrate.c) run by the CLI, refused while a router serves the config (mount.c note 5);
+ * reply gets MongoDB's reply, failed ones included. */
 int router_cli_move_chunk(const char *config, const bson_t *cmd, bson_t *reply,
 			  struct dfs_err *err);
 
