@@ -86,7 +86,13 @@ static int pread_line(void *ctx, const struct store_event *e)
 		dfs_buf_putc(p->out, ' ');
 		p->off++;
 	}
-	if (to > from) {
+	if (to > from && e->hidden) {
+		/* An event of a document its reader may not read keeps its place, as blanks
+		 * ending in a newline, like trimmed history. */
+		for (int64_t i = from; i < to; i++)
+			dfs_buf_putc(p->out, i == e->off + (int64_t)e->len - 1 ? '\n' : ' ');
+		p->off = to;
+	} else if (to > from) {
 		dfs_buf_append(p->out, e->line + (from - e->off), (size_t)(to - from));
 		p->off = to;
 	}
@@ -132,6 +138,7 @@ struct pending {
 	char *coll; /* Owned, or NULL */
 	char *line; /* Owned */
 	size_t len;
+	bool hidden; /* about a document the reader may not read: given out as nothing */
 };
 
 struct source {
@@ -196,6 +203,7 @@ static int fill_one(void *ctx, const struct store_event *e)
 		abort();
 	memcpy(p->line, e->line, e->len);
 	p->len = e->len;
+	p->hidden = e->hidden;
 	return s->qn == BATCH ? 1 : 0;
 }
 
@@ -628,6 +636,7 @@ static int emit(struct fs_changes *c, struct source *s, const struct pending *p,
 		    bson_iter_init_find(&it, &ev, "documentKey") && bson_iter_recurse(&it, &id) &&
 		    bson_iter_find(&id, "_id") &&
 		    store_doc_find_id(t, coll.id, bson_iter_value(&id), &e, NULL) == 0 &&
+		    store_txn_allows(t, e.mode, e.uid, e.gid) &&
 		    store_doc_get(t, e.id, &doc, NULL) == 0)
 			have = true;
 		store_txn_abort(t);
@@ -679,7 +688,8 @@ int fs_changes_next(struct fs_changes *c, size_t want, struct dfs_buf *out,
 		p = &s->q[s->qi++];
 		s->after = p->seq;
 		rc = 0;
-		if ((!s->after_ts || p->ts > s->after_ts) && (!c->start_ts || p->ts >= c->start_ts)) {
+		if (!p->hidden && (!s->after_ts || p->ts > s->after_ts) &&
+		    (!c->start_ts || p->ts >= c->start_ts)) {
 			if (p->op == STORE_EV_INVALIDATE) {
 				dfs_buf_append(out, p->line, p->len);
 				c->ended = c->coll[0] != '\0';

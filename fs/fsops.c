@@ -185,6 +185,8 @@ struct fs_handle {
 	size_t seq_len;		/* FH_ENTRY: bytes written in order from 0 (SIZE_MAX: not) */
 	size_t seq_checked;	/*   their length at the last early check (seq_prefix_bad) */
 	bool listing;		/* FH_DIR: a listing from offset 0 began, not yet ended */
+	bool has_cred;		/* cred is who opened it (not root): what it reads is */
+	struct store_cred cred; /*   filtered by the documents cred may read (note 9) */
 	struct fs_handle *prev, *next; /* the list of live handles (handles_lock) */
 };
 
@@ -530,7 +532,9 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 		*timeout = 0;
 		return 0;
 	case FSN_SNAP_ROOT:
-		dir_attr(st, FS_INO_SNAPS, 0555, getuid(), getgid(), 0, 0);
+		/* Snapshots do not keep each document's mode and owner yet (README
+		 * "Permissions"): only the mount's owner (and root) may look in. */
+		dir_attr(st, FS_INO_SNAPS, 0500, getuid(), getgid(), 0, 0);
 		*timeout = 0;
 		return 0;
 	case FSN_SNAP_DIR:
@@ -953,6 +957,48 @@ static void fsop_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
 static pthread_mutex_t handles_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct fs_handle *handles;
 
+/* ---- callers (note 9) -------------------------------------------------------------- */
+
+/* The caller of the open or create this thread is serving (caller_enter), which a handle
+ * made meanwhile keeps for its later reads, writes and closes. */
+static _Thread_local bool cur_has_cred;
+static _Thread_local struct store_cred cur_cred;
+
+/* Serves req's request as its caller: the queries it runs see only what it may read. */
+static void caller_enter(fuse_req_t req)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	gid_t groups[STORE_CRED_GROUPS];
+	int n;
+
+	cur_has_cred = ctx->uid != 0;
+	if (!cur_has_cred)
+		return;
+	memset(&cur_cred, 0, sizeof(cur_cred));
+	cur_cred.uid = ctx->uid;
+	cur_cred.gid = ctx->gid;
+	n = fuse_req_getgroups(req, STORE_CRED_GROUPS, groups);
+	if (n > STORE_CRED_GROUPS)
+		n = STORE_CRED_GROUPS;
+	for (int i = 0; i < n; i++)
+		cur_cred.groups[cur_cred.ngroups++] = groups[i];
+	store_thread_cred_set(&cur_cred, STORE_MAY_READ);
+}
+
+/* Serves a request on h as the caller that opened it; need: what a document must allow. */
+static void caller_enter_handle(const struct fs_handle *h, int need)
+{
+	cur_has_cred = false;
+	if (h && h->has_cred)
+		store_thread_cred_set(&h->cred, need);
+}
+
+static void caller_leave(void)
+{
+	cur_has_cred = false;
+	store_thread_cred_set(NULL, 0);
+}
+
 static struct fs_handle *handle_new(int kind, struct fs_node *n)
 {
 	struct fs_handle *h = calloc(1, sizeof(*h));
@@ -961,6 +1007,9 @@ static struct fs_handle *handle_new(int kind, struct fs_node *n)
 		abort();
 	h->kind = kind;
 	h->node = n;
+	h->has_cred = cur_has_cred;
+	if (h->has_cred)
+		h->cred = cur_cred;
 	h->loaded = true;
 	pthread_mutex_init(&h->lock, NULL);
 	dfs_buf_init(&h->buf);
@@ -1262,7 +1311,7 @@ done:
 	return kept;
 }
 
-static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static void fsop_open_as(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs_node *n = fs_node_get(ino);
 	struct dfs_err err = {0};
@@ -1790,8 +1839,8 @@ static void changes_read(fuse_req_t req, struct fs_handle *h, size_t size, off_t
 	}
 }
 
-static void fsop_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		      struct fuse_file_info *fi)
+static void fsop_read_as(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			 struct fuse_file_info *fi)
 {
 	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
 
@@ -1924,8 +1973,8 @@ static bool seq_prefix_bad(struct fs_handle *h, size_t off, size_t size, struct 
 	return true;
 }
 
-static void fsop_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t size, off_t off,
-		       struct fuse_file_info *fi)
+static void fsop_write_as(fuse_req_t req, fuse_ino_t ino, const char *data, size_t size, off_t off,
+			  struct fuse_file_info *fi)
 {
 	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
 	size_t end = (size_t)off + size;
@@ -2053,7 +2102,7 @@ static int open_file_commit(fuse_req_t req, struct fs_handle *h, bool flush, str
 	return rc;
 }
 
-static void fsop_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static void fsop_flush_as(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
 	struct dfs_err err = {0};
@@ -2088,7 +2137,7 @@ static void fsop_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_err(req, 0);
 }
 
-static void fsop_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+static void fsop_fsync_as(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
 	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
 	struct dfs_err err = {0};
@@ -2111,7 +2160,7 @@ static void fsop_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse
 	fuse_reply_err(req, 0);
 }
 
-static void fsop_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static void fsop_release_as(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
 	struct fs_node *n = h->node;
@@ -2199,8 +2248,8 @@ static void ix_create(fuse_req_t req, struct fs_node *p, const char *name,
 	}
 }
 
-static void fsop_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-			struct fuse_file_info *fi)
+static void fsop_create_as(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+			   struct fuse_file_info *fi)
 {
 	struct fs_node *p = fs_node_get(parent), *n;
 	struct store_attrs a = caller_attrs(req, mode);
@@ -3253,6 +3302,67 @@ static void fsop_statfs(fuse_req_t req, fuse_ino_t ino)
 	}
 	sv.f_namemax = 255;
 	fuse_reply_statfs(req, &sv);
+}
+
+/* ---- the handlers above, each served as its caller (note 9) -------------------------- */
+
+static int handle_need(const struct fuse_file_info *fi)
+{
+	const struct fs_handle *h = (const struct fs_handle *)(uintptr_t)fi->fh;
+
+	return h && h->kind == FH_WRITE ? STORE_MAY_READ | STORE_MAY_WRITE : STORE_MAY_READ;
+}
+
+static void fsop_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	caller_enter(req);
+	fsop_open_as(req, ino, fi);
+	caller_leave();
+}
+
+static void fsop_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+			struct fuse_file_info *fi)
+{
+	caller_enter(req);
+	fsop_create_as(req, parent, name, mode, fi);
+	caller_leave();
+}
+
+static void fsop_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		      struct fuse_file_info *fi)
+{
+	caller_enter_handle((const struct fs_handle *)(uintptr_t)fi->fh, handle_need(fi));
+	fsop_read_as(req, ino, size, off, fi);
+	caller_leave();
+}
+
+static void fsop_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	caller_enter_handle((const struct fs_handle *)(uintptr_t)fi->fh, handle_need(fi));
+	fsop_write_as(req, ino, data, size, off, fi);
+	caller_leave();
+}
+
+static void fsop_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	caller_enter_handle((const struct fs_handle *)(uintptr_t)fi->fh, handle_need(fi));
+	fsop_flush_as(req, ino, fi);
+	caller_leave();
+}
+
+static void fsop_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	caller_enter_handle((const struct fs_handle *)(uintptr_t)fi->fh, handle_need(fi));
+	fsop_fsync_as(req, ino, datasync, fi);
+	caller_leave();
+}
+
+static void fsop_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	caller_enter_handle((const struct fs_handle *)(uintptr_t)fi->fh, handle_need(fi));
+	fsop_release_as(req, ino, fi);
+	caller_leave();
 }
 
 static void fsop_init(void *userdata, struct fuse_conn_info *conn)

@@ -200,7 +200,8 @@ static int look(struct fs_tail *tl, size_t want, struct dfs_buf *out, bool *end,
 		if (rc)
 			break;
 		tl->after = id;
-		if (!query_filter_match(tl->match, &doc, &elem))
+		/* what its reader may not read is not there for it (store.h "callers") */
+		if (!store_cursor_allowed(cur) || !query_filter_match(tl->match, &doc, &elem))
 			continue;
 		if (tl->skip > 0) {
 			tl->skip--;

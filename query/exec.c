@@ -441,6 +441,18 @@ static void wm_doc(struct plan__wm *wm, const bson_t *doc)
 	wm->result = &wm->doc;
 }
 
+/* The next document of a COLLSCAN's cursor that its caller may read: the others are not
+ * there for it, not even as work (store.h "callers"). */
+static int scan_next(struct plan__node *n, bson_t *doc, int64_t *id, struct dfs_err *err)
+{
+	int rc;
+
+	while ((rc = store_cursor_next(n->sc, doc, id, err)) == 0 && !n->sees_all &&
+	       !store_cursor_allowed(n->sc))
+		;
+	return rc;
+}
+
 static int collscan_next(struct store_txn *t, int64_t coll, struct plan__node *n, bson_t *doc,
 			 int64_t *id, struct dfs_err *err)
 {
@@ -448,12 +460,13 @@ static int collscan_next(struct store_txn *t, int64_t coll, struct plan__node *n
 
 	if (!n->opened) {
 		n->opened = true;
-		if ((rc = store_cursor_open(t, coll, &n->sc, err)))
+		if ((rc = store_txn_sees_all(t, coll, &n->sees_all, err)) ||
+		    (rc = store_cursor_open(t, coll, &n->sc, err)))
 			return rc;
 		if (n->backward) {
 			size_t cap = 0;
 
-			while ((rc = store_cursor_next(n->sc, doc, id, err)) == 0) {
+			while ((rc = scan_next(n, doc, id, err)) == 0) {
 				if (n->nids == cap) {
 					cap = cap ? 2 * cap : 256;
 					n->ids = realloc(n->ids, cap * sizeof(*n->ids));
@@ -469,7 +482,7 @@ static int collscan_next(struct store_txn *t, int64_t coll, struct plan__node *n
 		}
 	}
 	if (!n->backward)
-		return store_cursor_next(n->sc, doc, id, err);
+		return scan_next(n, doc, id, err);
 	for (;;) {
 		if (n->next_id == 0)
 			return DFS_ENOENT;
@@ -552,7 +565,8 @@ static int work_ixscan(struct plan__node *n, struct plan__wm *wm, struct dfs_err
 
 	if (!n->opened) {
 		n->opened = true;
-		if (store_ixscan_open(cur_ctx.t, cur_ctx.coll, n->ix, n->backward, &n->is, err))
+		if (store_txn_sees_all(cur_ctx.t, cur_ctx.coll, &n->sees_all, err) ||
+		    store_ixscan_open(cur_ctx.t, cur_ctx.coll, n->ix, n->backward, &n->is, err))
 			return -1;
 		n->cur_range = -1;
 	}
@@ -596,6 +610,16 @@ static int work_ixscan(struct plan__node *n, struct plan__wm *wm, struct dfs_err
 		}
 		if (rc)
 			return -1;
+		if (!n->sees_all) {
+			/* A key of a document the caller may not read is not there for it:
+			 * neither examined nor counted (store.h "callers"). */
+			bool ok;
+
+			if (store_doc_allowed(cur_ctx.t, k.id, &ok, err))
+				return -1;
+			if (!ok)
+				continue;
+		}
 		break;
 	}
 	n->st.keys_examined++;
@@ -694,11 +718,13 @@ static int work_stage(struct plan__node *n, struct plan__wm *wm, struct dfs_err 
 		return work_ixscan(n, wm, err);
 	case PS_FAST_COUNT: /* the row count once, then one advance per document (no document) */
 		if (!n->opened) {
-			int64_t nfiles;
+			int64_t nfiles, hidden;
 
 			n->opened = true;
-			if (store_coll_count(cur_ctx.t, cur_ctx.coll, &n->amount, &nfiles, err))
+			if (store_coll_count(cur_ctx.t, cur_ctx.coll, &n->amount, &nfiles, err) ||
+			    store_coll_hidden_count(cur_ctx.t, cur_ctx.coll, &hidden, err))
 				return -1;
+			n->amount -= hidden;
 		}
 		if (n->count >= n->amount)
 			return PLAN_EOF;

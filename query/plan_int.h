@@ -128,6 +128,7 @@ struct plan__node {
 	struct plan__tscores *ts; /* TEXT_OR */
 	bson_t *out;		  /* PROJECTION: Owned result */
 	bool opened;
+	bool sees_all; /* COLLSCAN, IXSCAN: the caller may read every document (store.h) */
 };
 
 /* Adds the plan rooted at n to s (explain.c): its counters and its planSummary leaves. */

@@ -231,7 +231,7 @@ static int events_trim(struct store_txn *t, int64_t end, struct dfs_err *err)
  * clusterTime and wallTime. coll NULL: a database event; in_db false: only in coll's stream
  * (an invalidate). */
 static int event_add(struct store_txn *t, int op, const char *coll, bool in_db,
-		     const bson_t *body, struct dfs_err *err)
+		     const struct store__perm *perm, const bson_t *body, struct dfs_err *err)
 {
 	int64_t seq, ts, now_s, off_db = -1, off_coll = -1, len;
 	struct timespec now;
@@ -306,6 +306,14 @@ static int event_add(struct store_txn *t, int op, const char *coll, bool in_db,
 		sqlite3_bind_int64(st, 6, off_db);
 	if (off_coll >= 0)
 		sqlite3_bind_int64(st, 7, off_coll);
+	/* Only what not everyone may read keeps its attributes (cred.c note 1). */
+	if (perm)
+		sqlite3_bind_int64(st, 8, perm->id);
+	if (perm && (perm->mode & 0444) != 0444) {
+		sqlite3_bind_int64(st, 9, perm->mode);
+		sqlite3_bind_int64(st, 10, perm->uid);
+		sqlite3_bind_int64(st, 11, perm->gid);
+	}
 	rc = sqlite3_step(st);
 	sqlite3_reset(st);
 	len = (int64_t)line.len;
@@ -455,8 +463,8 @@ static void diff_docs(const bson_t *a, const bson_t *b, bool arrays, const char 
 	}
 }
 
-int store__ev_doc(struct store_txn *t, int op, int64_t coll, const bson_t *old, const bson_t *doc,
-		  struct dfs_err *err)
+int store__ev_doc(struct store_txn *t, int op, int64_t coll, const struct store__perm *perm,
+		  const bson_t *old, const bson_t *doc, struct dfs_err *err)
 {
 	char name[DFS_MAX_NS_NAME + 1];
 	bson_iter_t it;
@@ -490,7 +498,7 @@ int store__ev_doc(struct store_txn *t, int op, int64_t coll, const bson_t *old, 
 		bson_destroy(&tr);
 		bson_append_document_end(&body, &ud);
 	}
-	rc = event_add(t, op, name, true, &body, err);
+	rc = event_add(t, op, name, true, perm, &body, err);
 	bson_destroy(&body);
 	return rc;
 }
@@ -505,10 +513,10 @@ int store__ev_coll(struct store_txn *t, int op, const char *coll, const char *to
 	append_ns(&body, "ns", t->db->name, coll);
 	if (to)
 		append_ns(&body, "to", t->db->name, to);
-	rc = event_add(t, op, coll, true, &body, err);
+	rc = event_add(t, op, coll, true, NULL, &body, err);
 	bson_destroy(&body);
 	if (!rc && (op == STORE_EV_DROP || op == STORE_EV_RENAME))
-		rc = event_add(t, STORE_EV_INVALIDATE, coll, false, NULL, err);
+		rc = event_add(t, STORE_EV_INVALIDATE, coll, false, NULL, NULL, err);
 	return rc;
 }
 
@@ -528,14 +536,14 @@ int store__ev_index(struct store_txn *t, int op, int64_t coll, const bson_t *spe
 	BSON_APPEND_DOCUMENT(&arr, "0", spec);
 	bson_append_array_end(&od, &arr);
 	bson_append_document_end(&body, &od);
-	rc = event_add(t, op, name, true, &body, err);
+	rc = event_add(t, op, name, true, NULL, &body, err);
 	bson_destroy(&body);
 	return rc;
 }
 
 /* ---- reading ------------------------------------------------------------------------ */
 
-static void event_from_row(sqlite3_stmt *st, struct store_event *e)
+static void event_from_row(struct store_txn *t, sqlite3_stmt *st, struct store_event *e)
 {
 	e->seq = sqlite3_column_int64(st, 0);
 	e->ts = (uint64_t)sqlite3_column_int64(st, 1);
@@ -544,6 +552,14 @@ static void event_from_row(sqlite3_stmt *st, struct store_event *e)
 	e->line = sqlite3_column_blob(st, 4);
 	e->len = (size_t)sqlite3_column_bytes(st, 4);
 	e->off = sqlite3_column_int64(st, 5);
+	/* Hidden when its document was not for the reader then, or is not now (db.c's
+	 * EV_PERM). */
+	e->hidden = false;
+	for (int c = 6; c <= 9 && !e->hidden; c += 3)
+		e->hidden = sqlite3_column_type(st, c) != SQLITE_NULL &&
+			    !store_txn_allows(t, (uint32_t)sqlite3_column_int64(st, c),
+					      (uint32_t)sqlite3_column_int64(st, c + 1),
+					      (uint32_t)sqlite3_column_int64(st, c + 2));
 }
 
 static int events_run(struct store_txn *t, sqlite3_stmt *st,
@@ -554,7 +570,7 @@ static int events_run(struct store_txn *t, sqlite3_stmt *st,
 	int rc;
 
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		event_from_row(st, &e);
+		event_from_row(t, st, &e);
 		if ((rc = cb(ctx, &e))) {
 			sqlite3_reset(st);
 			return rc > 0 ? 0 : rc;

@@ -80,7 +80,8 @@ struct store {
  * whose index rebuilds record events. */
 #define EVENTS_SQL                                                                                 \
 	"CREATE TABLE IF NOT EXISTS events(seq INTEGER PRIMARY KEY, ts INTEGER NOT NULL,"          \
-	" coll TEXT, op INTEGER NOT NULL, line BLOB NOT NULL, off_db INTEGER, off_coll INTEGER);"  \
+	" coll TEXT, op INTEGER NOT NULL, line BLOB NOT NULL, off_db INTEGER, off_coll INTEGER,"   \
+	" docid INTEGER, pmode INTEGER, puid INTEGER, pgid INTEGER);"                              \
 	"CREATE INDEX IF NOT EXISTS events_db ON events(off_db);"                                  \
 	"CREATE INDEX IF NOT EXISTS events_coll ON events(coll, off_coll);"                        \
 	"CREATE TABLE IF NOT EXISTS evends(coll TEXT PRIMARY KEY, endoff INTEGER) WITHOUT ROWID;"
@@ -99,6 +100,7 @@ static const char *const schema_sql =
 	" key BLOB NOT NULL, name TEXT, size INTEGER, mode INTEGER, uid INTEGER, gid INTEGER,"
 	" mtime INTEGER, ctime INTEGER, bson BLOB NOT NULL);"
 	"CREATE UNIQUE INDEX IF NOT EXISTS docs_key ON docs(coll, key);"
+	"CREATE INDEX IF NOT EXISTS docs_private ON docs(coll) WHERE (mode & 292) != 292;"
 	"CREATE TABLE IF NOT EXISTS runs(coll INTEGER NOT NULL, lo INTEGER NOT NULL,"
 	" hi INTEGER NOT NULL, PRIMARY KEY(coll, lo)) WITHOUT ROWID;"
 	"CREATE TABLE IF NOT EXISTS files(id INTEGER PRIMARY KEY, coll INTEGER NOT NULL,"
@@ -129,6 +131,15 @@ static const char *const migrate_3_4_sql =
 	"INSERT OR REPLACE INTO runs(coll, lo, hi) SELECT coll, min(id), max(id) FROM docs"
 	" GROUP BY coll;"
 	"DROP INDEX IF EXISTS docs_coll;";
+
+/* What the readers of events select: the event, its offset in the stream read, then the
+ * attributes its document had when it was written (NULL: anyone could read it) and has now
+ * (NULL: gone), for cred.c: a document made private after its events were written hides
+ * them too. */
+#define EV_COLS "e.seq, e.ts, e.coll, e.op, e.line,"
+#define EV_PERM                                                                                    \
+	" e.pmode, e.puid, e.pgid, d.mode, d.uid, d.gid FROM events e LEFT JOIN docs d"            \
+	" ON d.id = e.docid"
 
 static const char *const stmt_sql[ST__COUNT] = {
 	[ST_META_GET] = "SELECT v FROM meta WHERE k = ?1",
@@ -183,8 +194,8 @@ static const char *const stmt_sql[ST__COUNT] = {
 	[ST_CHANGE_SINCE] = "SELECT seq, coll, op, id, name FROM changes WHERE seq > ?1"
 			    " ORDER BY seq LIMIT 1024",
 	[ST_CHANGE_LAST] = "SELECT max(seq) FROM changes",
-	[ST_EV_ADD] = "INSERT INTO events(seq, ts, coll, op, line, off_db, off_coll)"
-		      " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+	[ST_EV_ADD] = "INSERT INTO events(seq, ts, coll, op, line, off_db, off_coll, docid, pmode,"
+		      " puid, pgid) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
 	[ST_EV_LAST_SEQ] = "SELECT max(coalesce((SELECT max(seq) FROM events), 0),"
 			   " coalesce((SELECT v FROM meta WHERE k = 'events_cut'), 0))",
 	[ST_EV_LAST_TS] = "SELECT ts FROM events ORDER BY seq DESC LIMIT 1",
@@ -198,17 +209,24 @@ static const char *const stmt_sql[ST__COUNT] = {
 	[ST_EV_START_COLL] = "SELECT min(off_coll) FROM events WHERE coll = ?1 AND off_coll IS NOT NULL",
 	[ST_EV_CUT_AT] = "SELECT seq FROM events WHERE off_db IS NOT NULL AND off_db <= ?1"
 			 " ORDER BY off_db DESC LIMIT 1",
-	[ST_EV_LIST_DB] = "SELECT seq, ts, coll, op, line, off_db FROM events WHERE seq > ?1"
+	[ST_EV_LIST_DB] = "SELECT " EV_COLS " off_db," EV_PERM " WHERE seq > ?1"
 			  " AND off_db IS NOT NULL ORDER BY seq",
-	[ST_EV_LIST_COLL] = "SELECT seq, ts, coll, op, line, off_coll FROM events WHERE coll = ?2"
+	[ST_EV_LIST_COLL] = "SELECT " EV_COLS " off_coll," EV_PERM " WHERE e.coll = ?2"
 			    " AND off_coll IS NOT NULL AND seq > ?1 ORDER BY off_coll",
-	[ST_EV_FROM_DB] = "SELECT seq, ts, coll, op, line, off_db FROM events WHERE off_db >="
+	[ST_EV_FROM_DB] = "SELECT " EV_COLS " off_db," EV_PERM " WHERE off_db >="
 			  " coalesce((SELECT max(off_db) FROM events WHERE off_db <= ?1), 0)"
 			  " ORDER BY off_db",
-	[ST_EV_FROM_COLL] = "SELECT seq, ts, coll, op, line, off_coll FROM events WHERE coll = ?2"
+	[ST_EV_FROM_COLL] = "SELECT " EV_COLS " off_coll," EV_PERM " WHERE e.coll = ?2"
 			    " AND off_coll >= coalesce((SELECT max(off_coll) FROM events WHERE"
 			    " coll = ?2 AND off_coll <= ?1), 0) ORDER BY off_coll",
 	[ST_DOC_FETCH] = "SELECT bson FROM docs WHERE id = ?1",
+	[ST_DOC_PERM] = "SELECT mode, uid, gid FROM docs WHERE id = ?1",
+	/* The expression of docs_private, word for word: SQLite uses a partial index only
+	 * for a query whose WHERE names its condition as written (cred.c note 1). */
+	[ST_COLL_PRIVATE] = "SELECT 1 FROM docs WHERE coll = ?1 AND (mode & 292) != 292 LIMIT 1",
+	[ST_COLL_PRIVATE_LIST] = "SELECT mode, uid, gid FROM docs WHERE coll = ?1"
+				 " AND (mode & 292) != 292",
+	[ST_COLL_PERM_LIST] = "SELECT mode, uid, gid FROM docs WHERE coll = ?1",
 	[ST_IX_LIST] = "SELECT name, spec, ixid, multikey, created, build_ms FROM indexes"
 		       " WHERE coll = ?1 ORDER BY ixid",
 	[ST_IX_INSERT] = "INSERT INTO indexes(coll, name, spec, ixid, multikey, created, build_ms)"
@@ -743,6 +761,15 @@ static int db_init_schema(struct store *s, struct store__conn *c, const char *na
 		}
 		if (uv >= 1 && exec_sql(c->h, EVENTS_SQL, err))
 			goto fail;
+		/* 5 -> 6: the attributes of a document an event shows, when not everyone may
+		 * read it (cred.c), and the partial index docs_private (in schema_sql). */
+		if (uv == 5 && exec_sql(c->h,
+					"ALTER TABLE events ADD COLUMN docid INTEGER;"
+					"ALTER TABLE events ADD COLUMN pmode INTEGER;"
+					"ALTER TABLE events ADD COLUMN puid INTEGER;"
+					"ALTER TABLE events ADD COLUMN pgid INTEGER;",
+					err))
+			goto fail;
 		if (uv == 1 && exec_sql(c->h, migrate_1_2_sql, err))
 			goto fail;
 		/* Before the index rebuild below: its scan reads the runs. */
@@ -1134,6 +1161,7 @@ int store_txn_begin(struct store_db *db, bool write, struct store_txn **out, str
 	}
 	t->db = db;
 	t->write = write;
+	store__txn_take_cred(t);
 	pthread_mutex_lock(&db->pool_lock);
 	t->c = db->pool;
 	if (t->c)

@@ -698,8 +698,12 @@ static int doc_insert_row(struct store_txn *t, int64_t coll, const bson_t *doc, 
 	}
 	if ((rc = store__ix_apply(t, err)))
 		return rc;
-	if ((rc = store__ev_doc(t, STORE_EV_INSERT, coll, NULL, doc, err)))
-		return rc;
+	{
+		struct store__perm pm = {id, a->mode & 07777, a->uid, a->gid};
+
+		if ((rc = store__ev_doc(t, STORE_EV_INSERT, coll, &pm, NULL, doc, err)))
+			return rc;
+	}
 	{
 		bool capped;
 
@@ -816,8 +820,9 @@ static int doc_update(struct store_txn *t, struct store_entry *e, const bson_t *
 	e->ctime_ns = now;
 	{
 		bool as_update = t->ev_update && t->ev_old;
+		struct store__perm pm = {e->id, e->mode, e->uid, e->gid};
 
-		rc = store__ev_doc(t, as_update ? STORE_EV_UPDATE : STORE_EV_REPLACE, e->coll,
+		rc = store__ev_doc(t, as_update ? STORE_EV_UPDATE : STORE_EV_REPLACE, e->coll, &pm,
 				   as_update ? t->ev_old : NULL, doc, err);
 		t->ev_update = false;
 		t->ev_old = NULL;
@@ -896,7 +901,9 @@ static int row_delete(struct store_txn *t, const struct store_entry *e, struct d
 
 		if ((rc = store_doc_get(t, e->id, &old, err)))
 			return rc;
-		rc = store__ev_doc(t, STORE_EV_DELETE, e->coll, NULL, &old, err);
+		struct store__perm pm = {e->id, e->mode, e->uid, e->gid};
+
+		rc = store__ev_doc(t, STORE_EV_DELETE, e->coll, &pm, NULL, &old, err);
 		bson_destroy(&old);
 		if (rc)
 			return rc;
@@ -1053,6 +1060,7 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 		sqlite3_stmt *st;
 		bool cap_src, cap_dst;
 		int64_t oldlen;
+		struct store__perm src_perm = {id, src.mode, src.uid, src.gid};
 
 		/* A capped collection keeps its documents in insertion order and counts
 		 * them (capped.c): a document cannot move in or out of one. */
@@ -1067,7 +1075,8 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 		if ((rc = store_doc_get(t, id, &doc, err)))
 			return rc;
 		/* To a change stream the _id changed: the old document went, a new one came. */
-		if ((rc = store__ev_doc(t, STORE_EV_DELETE, src.coll, NULL, &doc, err))) {
+		if ((rc = store__ev_doc(t, STORE_EV_DELETE, src.coll, &src_perm, NULL, &doc,
+					err))) {
 			bson_destroy(&doc);
 			return rc;
 		}
@@ -1117,7 +1126,8 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 		}
 		if ((rc = store__ix_apply(t, err)))
 			goto doc_done;
-		if ((rc = store__ev_doc(t, STORE_EV_INSERT, newcoll, NULL, &renamed, err)))
+		if ((rc = store__ev_doc(t, STORE_EV_INSERT, newcoll, &src_perm, NULL, &renamed,
+					err)))
 			goto doc_done;
 		if (cap_src && (rc = store__capped_note(t, src.coll, 0,
 							(int64_t)renamed.len - oldlen, id, err)))
@@ -1279,8 +1289,9 @@ int store_entry_setattr(struct store_txn *t, int64_t id, int mask, const struct 
 /* ---- cursors ----------------------------------------------------------------------- */
 
 struct store_cursor {
-	struct store_txn *t; /* Borrowed */
-	sqlite3_stmt *st;    /* Owned: its own statement, so cursors can nest */
+	struct store_txn *t;	 /* Borrowed */
+	sqlite3_stmt *st;	 /* Owned: its own statement, so cursors can nest */
+	uint32_t mode, uid, gid; /* the attributes of the document returned last */
 };
 
 static int cursor_open(struct store_txn *t, int64_t coll, int64_t after, struct store_cursor **out,
@@ -1297,9 +1308,10 @@ static int cursor_open(struct store_txn *t, int64_t coll, int64_t after, struct 
 		return rc;
 	}
 	rc = sqlite3_prepare_v3(t->c->h,
-				after ? "SELECT d.id, d.bson" STORE__DOCS_OF_COLL_AFTER
+				after ? "SELECT d.id, d.bson, d.mode, d.uid, d.gid" STORE__DOCS_OF_COLL_AFTER
 					" ORDER BY r.lo, d.id"
-				      : "SELECT d.id, d.bson" STORE__DOCS_OF_COLL " ORDER BY r.lo, d.id",
+				      : "SELECT d.id, d.bson, d.mode, d.uid, d.gid" STORE__DOCS_OF_COLL
+					" ORDER BY r.lo, d.id",
 				-1, 0, &c->st, NULL);
 	if (rc != SQLITE_OK) {
 		free(c);
@@ -1335,12 +1347,20 @@ int store_cursor_next(struct store_cursor *c, bson_t *doc, int64_t *id, struct d
 	if (rc != SQLITE_ROW)
 		return store__sqlerr(c->t, rc, "read documents", err);
 	*id = sqlite3_column_int64(c->st, 0);
+	c->mode = (uint32_t)sqlite3_column_int64(c->st, 2);
+	c->uid = (uint32_t)sqlite3_column_int64(c->st, 3);
+	c->gid = (uint32_t)sqlite3_column_int64(c->st, 4);
 	data = sqlite3_column_blob(c->st, 1);
 	n = sqlite3_column_bytes(c->st, 1);
 	if (n < 5 || !bson_init_static(doc, data, (size_t)n))
 		return dfs_err_set(err, DFS_ECORRUPT, "document %lld is not valid BSON",
 				   (long long)*id);
 	return 0;
+}
+
+bool store_cursor_allowed(struct store_cursor *c)
+{
+	return store_txn_allows(c->t, c->mode, c->uid, c->gid);
 }
 
 void store_cursor_free(struct store_cursor *c)

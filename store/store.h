@@ -424,6 +424,44 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 int store_entry_setattr(struct store_txn *t, int64_t id, int mask, const struct store_attrs *a,
 			struct dfs_err *err);
 
+/* ---- callers and the documents they may read (cred.c) ------------------------------ */
+
+/*
+ * A document is a file with a mode, an owner and a group, and what a caller may not read
+ * through the file must not reach it through a query either (README "Permissions"). A
+ * caller is set per thread (store_thread_cred_set); every transaction begun on that thread
+ * while it is set carries it, and the readers of the query layer (a find's scans, counts,
+ * the change events) ask the transaction what it may see. The store's own work in such a
+ * transaction (index builds, capped removal, unique checks, TTL) always sees everything:
+ * only the functions below and the callers that use them filter.
+ */
+#define STORE_CRED_GROUPS 64 /* supplementary groups kept (more: the rest are ignored) */
+#define STORE_MAY_READ 4
+#define STORE_MAY_WRITE 2
+struct store_cred {
+	uint32_t uid, gid;		    /* the caller's file-system uid and gid */
+	int ngroups;			    /* supplementary groups in groups */
+	uint32_t groups[STORE_CRED_GROUPS]; /* its supplementary groups */
+};
+/* Whether c may do need (STORE_MAY_READ, STORE_MAY_WRITE, or both) to a file of mode, uid
+ * and gid: the kernel's rule (owner bits for the owner, else group bits for a member of
+ * the group, else the other bits); uid 0 may do anything. */
+bool store_cred_allows(const struct store_cred *c, int need, uint32_t mode, uint32_t uid,
+		       uint32_t gid);
+/* Sets the calling thread's caller (c NULL: none, every document visible) and what it
+ * needs of a document for it to take part (STORE_MAY_READ; | STORE_MAY_WRITE for the
+ * documents an update or delete may change). c is copied. */
+void store_thread_cred_set(const struct store_cred *c, int need);
+/* Whether t may read a file of these attributes (true when t has no caller). */
+bool store_txn_allows(struct store_txn *t, uint32_t mode, uint32_t uid, uint32_t gid);
+/* *all: whether t sees every document of coll (no caller, uid 0, or no document of coll
+ * it could be refused), so that a scan may skip asking per document. Cached in t. */
+int store_txn_sees_all(struct store_txn *t, int64_t coll, bool *all, struct dfs_err *err);
+/* *ok: whether t may see document id (false when it is gone). */
+int store_doc_allowed(struct store_txn *t, int64_t id, bool *ok, struct dfs_err *err);
+/* *n: the documents of coll that t may not see (0 when it sees all). */
+int store_coll_hidden_count(struct store_txn *t, int64_t coll, int64_t *n, struct dfs_err *err);
+
 /* A forward cursor over the documents of a collection in id order, inside a transaction.
  * Not thread-safe; must be freed before its transaction ends. */
 struct store_cursor;
@@ -432,6 +470,8 @@ int store_cursor_open(struct store_txn *t, int64_t coll, struct store_cursor **o
 /* The next document: 0 with doc a read-only view (Borrowed: valid until the next call or
  * free) and *id its entry id; DFS_ENOENT at the end. */
 int store_cursor_next(struct store_cursor *c, bson_t *doc, int64_t *id, struct dfs_err *err);
+/* Whether the transaction of c may see the document c returned last (store_txn_allows). */
+bool store_cursor_allowed(struct store_cursor *c);
 void store_cursor_free(struct store_cursor *c);
 /* The same from after entry id after on (0: from the start): $natural order resumed. */
 int store_cursor_open_after(struct store_txn *t, int64_t coll, int64_t after,
@@ -503,6 +543,8 @@ struct store_event {
 	const char *line; /* Borrowed: the event as one JSON line, "\n" included */
 	size_t len;	  /* bytes of line */
 	int64_t off;	  /* offset of line in the stream read (store_events_from only) */
+	bool hidden;	  /* about a document the reading transaction's caller may not read
+			   * (cred.c): show nothing of it but its place */
 };
 /* Where a stream stands (changes.c notes 2, 3). */
 struct store_events_span {

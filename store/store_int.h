@@ -54,6 +54,10 @@ enum store__st {
 	ST_CHANGE_SINCE,
 	ST_CHANGE_LAST,
 	ST_DOC_FETCH,
+	ST_DOC_PERM,
+	ST_COLL_PRIVATE,
+	ST_COLL_PRIVATE_LIST,
+	ST_COLL_PERM_LIST,
 	ST_IX_LIST,
 	ST_IX_INSERT,
 	ST_IX_BUILT,
@@ -166,6 +170,12 @@ struct store_txn {
 	char ev_coll[DFS_MAX_NS_NAME + 1]; /* the collection whose stream end is ev_cend */
 	int64_t ev_cend;	    /*   (ev_coll "": none known) */
 	const bson_t *ev_old;	    /*   Borrowed: the document before it */
+	bool has_cred;			   /* cred below is the caller (cred.c); else t sees all */
+	int cred_need;			   /*   STORE_MAY_READ, | STORE_MAY_WRITE for write paths */
+	struct store_cred cred;		   /*   who asks */
+	int64_t cred_coll[4];		   /*   collections whose restriction is known (cred.c) */
+	bool cred_all[4];		   /*   ... and whether t sees all of each */
+	int cred_next;			   /*   the slot the next one takes */
 };
 
 /* ---- the document cache (dcache.c) ---- */
@@ -186,6 +196,8 @@ void store__dcache_stats(struct store__dcache *dc, struct store_dcache_stats *ou
 /* Returns the statement slot, reset and unbound, or NULL with err set. Borrowed: valid
  * until the transaction ends. */
 sqlite3_stmt *store__stmt(struct store_txn *t, enum store__st which, struct dfs_err *err);
+/* Copies the calling thread's caller into t, as it begins (cred.c note 3). */
+void store__txn_take_cred(struct store_txn *t);
 /* Closes store_doc_fetch's blob handle and frees its buffer: the handle's statement must
  * not outlive the transaction. */
 void store__txn_close_fetch(struct store_txn *t);
@@ -209,10 +221,16 @@ int store__change(struct store_txn *t, int64_t coll, int op, int64_t id, const c
 int64_t store__now_ns(void);
 
 /* ---- change events (changes.c), appended in the writing transaction ---- */
+/* The attributes of a document an event is about (cred.c decides who may read it). */
+struct store__perm {
+	int64_t id;		 /* the document's entry */
+	uint32_t mode, uid, gid; /* its attributes as the event is written */
+};
 /* A document event of coll: insert, replace, delete (doc: the old document, or just its
- * _id) or update (old: the document before, for updateDescription). */
-int store__ev_doc(struct store_txn *t, int op, int64_t coll, const bson_t *old, const bson_t *doc,
-		  struct dfs_err *err);
+ * _id) or update (old: the document before, for updateDescription). perm: the document's
+ * attributes, kept with the event when not every caller may read it. */
+int store__ev_doc(struct store_txn *t, int op, int64_t coll, const struct store__perm *perm,
+		  const bson_t *old, const bson_t *doc, struct dfs_err *err);
 /* drop or rename (to: the new name) of collection coll, each followed by an invalidate in
  * its stream. */
 int store__ev_coll(struct store_txn *t, int op, const char *coll, const char *to,
@@ -237,7 +255,7 @@ void store__capped_decode(const void *blob, int len, struct store_coll *c);
 int store__conn_open(const char *path, bool create, struct store__conn **out, struct dfs_err *err);
 void store__conn_close(struct store__conn *c);
 
-#define STORE__SCHEMA_VERSION 5
+#define STORE__SCHEMA_VERSION 6
 
 /* The FROM and WHERE of a scan of collection ?1's documents (d) in run order (doc.c note
  * 5): runs in lo order, each a rowid range of docs filtered on coll (a run may hold other

@@ -1219,6 +1219,85 @@ START_TEST(test_store_db_get_migrates_schema_3)
 }
 END_TEST
 
+START_TEST(test_store_cred_allows_the_kernels_classes)
+{
+	struct store_cred nobody = {65534, 65534, 0, {0}}, member = {1, 1, 1, {4242}};
+	struct store_cred root = {0, 0, 0, {0}};
+
+	/* owner bits for the owner, even when others may do more */
+	ck_assert(store_cred_allows(&nobody, STORE_MAY_READ, 0600, 65534, 0));
+	ck_assert(!store_cred_allows(&nobody, STORE_MAY_READ, 0044, 65534, 0));
+	/* group bits for a supplementary group's member */
+	ck_assert(store_cred_allows(&member, STORE_MAY_READ, 0640, 0, 4242));
+	ck_assert(!store_cred_allows(&member, STORE_MAY_WRITE, 0640, 0, 4242));
+	ck_assert(!store_cred_allows(&nobody, STORE_MAY_READ, 0640, 0, 4242));
+	/* other bits, both needs at once */
+	ck_assert(store_cred_allows(&nobody, STORE_MAY_READ, 0644, 0, 0));
+	ck_assert(!store_cred_allows(&nobody, STORE_MAY_READ | STORE_MAY_WRITE, 0644, 0, 0));
+	ck_assert(store_cred_allows(&nobody, STORE_MAY_READ | STORE_MAY_WRITE, 0666, 0, 0));
+	ck_assert(store_cred_allows(&root, STORE_MAY_READ | STORE_MAY_WRITE, 0, 5, 5));
+}
+END_TEST
+
+/* A transaction begun while a caller is set sees only what it may read: the cursor says
+ * which, and the counts of what it may not see come from the private documents only. */
+START_TEST(test_store_txn_cred_hides_private_documents)
+{
+	static const struct store_attrs priv = {0600, 1000, 1000, 0};
+	struct store_cred nobody = {65534, 65534, 0, {0}}, owner = {1000, 1000, 0, {0}};
+	struct dfs_err err = {0};
+	struct store_txn *t;
+	struct store_cursor *cur;
+	bson_t doc, v;
+	int64_t c = make_coll("users"), id, hidden, n;
+	bool all;
+
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	for (int i = 0; i < 4; i++) {
+		bson_init(&doc);
+		BSON_APPEND_INT32(&doc, "_id", i);
+		ck_assert_int_eq(store_doc_insert(t, c, &doc, i == 2 ? &priv : &attrs, NULL, &err),
+				 0);
+		bson_destroy(&doc);
+	}
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+
+	store_thread_cred_set(&nobody, STORE_MAY_READ);
+	ck_assert_int_eq(store_txn_begin(db, false, &t, &err), 0);
+	store_thread_cred_set(NULL, 0); /* the transaction keeps what was set when it began */
+	ck_assert_int_eq(store_txn_sees_all(t, c, &all, &err), 0);
+	ck_assert(!all);
+	ck_assert_int_eq(store_coll_hidden_count(t, c, &hidden, &err), 0);
+	ck_assert_int_eq(hidden, 1);
+	ck_assert_int_eq(store_cursor_open(t, c, &cur, &err), 0);
+	n = 0;
+	while (store_cursor_next(cur, &v, &id, &err) == 0)
+		n += store_cursor_allowed(cur);
+	ck_assert_int_eq(n, 3);
+	store_cursor_free(cur);
+	store_txn_abort(t);
+
+	store_thread_cred_set(&owner, STORE_MAY_READ);
+	ck_assert_int_eq(store_txn_begin(db, false, &t, &err), 0);
+	ck_assert_int_eq(store_coll_hidden_count(t, c, &hidden, &err), 0);
+	ck_assert_int_eq(hidden, 0);
+	store_txn_abort(t);
+	/* a writer may be refused what it may read: 0644 documents of uid 1000 are not
+	 * nobody's to change */
+	store_thread_cred_set(&nobody, STORE_MAY_READ | STORE_MAY_WRITE);
+	ck_assert_int_eq(store_txn_begin(db, false, &t, &err), 0);
+	store_thread_cred_set(NULL, 0);
+	ck_assert_int_eq(store_coll_hidden_count(t, c, &hidden, &err), 0);
+	ck_assert_int_eq(hidden, 4);
+	store_txn_abort(t);
+	/* no caller: everything */
+	ck_assert_int_eq(store_txn_begin(db, false, &t, &err), 0);
+	ck_assert_int_eq(store_txn_sees_all(t, c, &all, &err), 0);
+	ck_assert(all);
+	store_txn_abort(t);
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
 	Suite *s = suite_create("store");
@@ -1227,6 +1306,8 @@ static Suite *store_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_store_db_get_numbers_are_stable);
+	tcase_add_test(tc, test_store_cred_allows_the_kernels_classes);
+	tcase_add_test(tc, test_store_txn_cred_hides_private_documents);
 	tcase_add_test(tc, test_store_db_name_check_rejects_bad_names);
 	tcase_add_test(tc, test_store_db_drop_refuses_non_empty);
 	tcase_add_test(tc, test_store_db_dropped_by_another_handle);
