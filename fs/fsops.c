@@ -445,6 +445,12 @@ static struct fs_node *snap_lookup(struct fs_node *p, const char *name, struct d
 	}
 	n = snap_node(e.is_dir ? FSN_SNAP_DIR : FSN_SNAP_FILE, key, e.size);
 	free(key);
+	/* A document keeps its mode and owner in the snapshot (the kernel enforces them,
+	 * README "Permissions"); a snapshot made before they were kept shows its files as the
+	 * mount owner's only. */
+	n->pend.mode = e.has_attrs ? e.mode : 0400;
+	n->pend.uid = e.has_attrs ? e.uid : (uint32_t)getuid();
+	n->pend.gid = e.has_attrs ? e.gid : (uint32_t)getgid();
 	return n;
 }
 
@@ -532,9 +538,7 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 		*timeout = 0;
 		return 0;
 	case FSN_SNAP_ROOT:
-		/* Snapshots do not keep each document's mode and owner yet (README
-		 * "Permissions"): only the mount's owner (and root) may look in. */
-		dir_attr(st, FS_INO_SNAPS, 0500, getuid(), getgid(), 0, 0);
+		dir_attr(st, FS_INO_SNAPS, 0555, getuid(), getgid(), 0, 0);
 		*timeout = 0;
 		return 0;
 	case FSN_SNAP_DIR:
@@ -542,7 +546,10 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 		dir_attr(st, n->ino, 0555, getuid(), getgid(), 0, 0);
 		return 0;
 	case FSN_SNAP_FILE:
-		file_attr(st, n->ino, 0444, n->result_size, 0);
+		/* no write bit: a snapshot is read-only whatever mode it kept */
+		file_attr(st, n->ino, n->pend.mode & 07555, n->result_size, 0);
+		st->st_uid = n->pend.uid;
+		st->st_gid = n->pend.gid;
 		return 0;
 	default:
 		break;

@@ -25,4 +25,17 @@ int store__git_open(struct store *s, const char *path, bool create, const char *
 /* Frees repo (NULL allowed) and drops the libgit2 reference taken by store__git_open. */
 void store__git_close(git_repository *repo);
 
+/*
+ * Reads the bytes of a collection's ".attrs.json" (snapshot.c note 8): *duid and *dgid get
+ * the owner of a document it does not list (whose mode is 0644), and cb each listed
+ * document's name and attributes, in the blob's order (sorted by name); a nonzero return
+ * from cb stops and is returned. Errors: DFS_EINVAL (not the blob's format).
+ */
+#define STORE__ATTRS_NAME ".attrs.json"
+#define STORE__ATTRS_MODE 0644
+int store__attrs_parse(const char *data, size_t len, uint32_t *duid, uint32_t *dgid,
+		       int (*cb)(void *ctx, const char *name, uint32_t mode, uint32_t uid,
+				 uint32_t gid),
+		       void *ctx, struct dfs_err *err);
+
 #endif

@@ -27,7 +27,89 @@ struct store_git {
 	char *where;			    /* Owned: the repository path, for messages */
 	struct tree_slot cache[TREE_CACHE]; /* directory trees by (commit, path) */
 	unsigned next;			    /* next slot to replace */
+	git_oid attrs_oid;		    /* the .attrs.json blob parsed last (zero: none) */
+	uint32_t attrs_uid, attrs_gid;	    /*   its default owner */
+	struct git_attr *attrs;		    /*   Owned: its entries, sorted by name */
+	size_t nattrs, capattrs;
 };
+
+struct git_attr {
+	char *name; /* Owned */
+	uint32_t mode, uid, gid;
+};
+
+static void attrs_clear(struct store_git *g)
+{
+	for (size_t i = 0; i < g->nattrs; i++)
+		free(g->attrs[i].name);
+	g->nattrs = 0;
+	memset(&g->attrs_oid, 0, sizeof(g->attrs_oid));
+}
+
+static int attr_take(void *ctx, const char *name, uint32_t mode, uint32_t uid, uint32_t gid)
+{
+	struct store_git *g = ctx;
+
+	if (g->nattrs == g->capattrs) {
+		g->capattrs = g->capattrs ? 2 * g->capattrs : 16;
+		g->attrs = realloc(g->attrs, g->capattrs * sizeof(*g->attrs));
+		if (!g->attrs)
+			abort();
+	}
+	g->attrs[g->nattrs].name = strdup(name);
+	if (!g->attrs[g->nattrs].name)
+		abort();
+	g->attrs[g->nattrs].mode = mode;
+	g->attrs[g->nattrs].uid = uid;
+	g->attrs[g->nattrs].gid = gid;
+	g->nattrs++;
+	return 0;
+}
+
+static int attr_cmp(const void *x, const void *y)
+{
+	return strcmp(((const struct git_attr *)x)->name, ((const struct git_attr *)y)->name);
+}
+
+/* Fills out's attributes from the .attrs.json of tree t, the tree holding it (none: the
+ * snapshot predates them, and out says so). Under g->lock. */
+static void entry_attrs(struct store_git *g, git_tree *t, struct store_git_entry *out)
+{
+	const git_tree_entry *ae = t ? git_tree_entry_byname(t, STORE__ATTRS_NAME) : NULL;
+	struct git_attr key = {out->name, 0, 0, 0};
+	const struct git_attr *a;
+
+	out->has_attrs = false;
+	if (!ae || out->is_dir)
+		return;
+	if (!git_oid_equal(&g->attrs_oid, git_tree_entry_id(ae))) {
+		git_blob *b;
+		int rc;
+
+		attrs_clear(g);
+		if (git_blob_lookup(&b, g->repo, git_tree_entry_id(ae)) != 0)
+			return;
+		rc = store__attrs_parse(git_blob_rawcontent(b), (size_t)git_blob_rawsize(b),
+					&g->attrs_uid, &g->attrs_gid, attr_take, g, NULL);
+		git_blob_free(b);
+		if (rc) {
+			attrs_clear(g);
+			return;
+		}
+		qsort(g->attrs, g->nattrs, sizeof(*g->attrs), attr_cmp);
+		g->attrs_oid = *git_tree_entry_id(ae);
+	}
+	out->has_attrs = true;
+	out->mode = STORE__ATTRS_MODE;
+	out->uid = g->attrs_uid;
+	out->gid = g->attrs_gid;
+	a = g->nattrs ? bsearch(&key, g->attrs, g->nattrs, sizeof(*g->attrs), attr_cmp) : NULL;
+	if (a) {
+		out->mode = a->mode;
+		out->uid = a->uid;
+		out->gid = a->gid;
+	}
+}
 
 int store_git_open(struct store *s, const char *repo, struct store_git **out, struct dfs_err *err)
 {
@@ -53,6 +135,8 @@ void store_git_free(struct store_git *g)
 		free(g->cache[i].key);
 		git_tree_free(g->cache[i].tree);
 	}
+	attrs_clear(g);
+	free(g->attrs);
 	pthread_mutex_destroy(&g->lock);
 	store__git_close(g->repo);
 	free(g->where);
@@ -233,9 +317,10 @@ static void entry_fill(struct store_git *g, const git_tree_entry *e, struct stor
 	}
 }
 
-/* Finds path's entry under the lock; *e Borrowed from a cached tree. */
+/* Finds path's entry under the lock; *e Borrowed from a cached tree, *in (may be NULL)
+ * that tree. */
 static int find_entry(struct store_git *g, const char *commit, const char *path,
-		      const git_tree_entry **e, struct dfs_err *err)
+		      const git_tree_entry **e, git_tree **in, struct dfs_err *err)
 {
 	char dir[4096];
 	const char *base = split_path(path, dir, sizeof(dir));
@@ -246,6 +331,8 @@ static int find_entry(struct store_git *g, const char *commit, const char *path,
 		return rc == DFS_ENOTDIR ? dfs_err_set(err, DFS_ENOENT, "no '%s' in snapshot", path)
 					 : rc;
 	*e = git_tree_entry_byname(t, base);
+	if (in)
+		*in = t;
 	if (!*e)
 		return dfs_err_set(err, DFS_ENOENT, "no '%s' in snapshot %.12s", path, commit);
 	return 0;
@@ -268,8 +355,9 @@ int store_git_stat(struct store_git *g, const char *commit, const char *path,
 			out->is_dir = true;
 			git_oid_tostr(out->oid, sizeof(out->oid), git_tree_id(t));
 		}
-	} else if ((rc = find_entry(g, commit, path, &e, err)) == 0) {
+	} else if ((rc = find_entry(g, commit, path, &e, &t, err)) == 0) {
 		entry_fill(g, e, out);
+		entry_attrs(g, t, out);
 	}
 	pthread_mutex_unlock(&g->lock);
 	return rc;
@@ -296,6 +384,7 @@ int store_git_list(struct store_git *g, const char *commit, const char *path,
 	for (size_t i = 0; i < n && !rc; i++) {
 		pthread_mutex_lock(&g->lock);
 		entry_fill(g, git_tree_entry_byindex(own, i), &ent);
+		entry_attrs(g, own, &ent);
 		pthread_mutex_unlock(&g->lock);
 		rc = cb(ctx, &ent);
 	}
@@ -313,7 +402,7 @@ int store_git_read(struct store_git *g, const char *commit, const char *path, st
 	int rc;
 
 	pthread_mutex_lock(&g->lock);
-	rc = find_entry(g, commit, path, &e, err);
+	rc = find_entry(g, commit, path, &e, NULL, err);
 	if (!rc && git_tree_entry_type(e) != GIT_OBJECT_BLOB)
 		rc = dfs_err_set(err, DFS_EISDIR, "'%s' is a directory", path);
 	if (!rc && git_blob_lookup(&b, g->repo, git_tree_entry_id(e)) != 0)

@@ -64,6 +64,15 @@
  *    CPU's SHA instructions when it has them and they agree with the portable code on a
  *    self-test, else the portable code. The same bytes always give the same ids: only
  *    speed depends on the CPU.
+ * 8. Git keeps no owners and no modes but 644/755, so each collection tree has a blob
+ *    ".attrs.json": the collection's owner (the default owner of its documents), the default
+ *    mode 0644, and every document whose mode or owner differs, by name in byte order, so
+ *    a walk and a patch write the same bytes. A walk collects them as it reads the rows; a
+ *    patch starts from the cached tree's blob (snap_colls.attrs), drops every name the feed
+ *    names and adds the changed documents (a chmod or chown is in the feed: setattr logs a
+ *    put). A cached tree without the blob, or made while the collection had another owner
+ *    (snap_colls.owner), is walked again. /.snapshots shows these attributes (snapgit.c)
+ *    and restore puts them back.
  */
 #include "snap_int.h"
 
@@ -910,6 +919,9 @@ static const char *const cache_sql =
 /* Columns added after the first release of the cache (NULL in older rows: a full walk). */
 static const char *const cache_sql_v2 = "ALTER TABLE snap_colls ADD COLUMN seq INTEGER;"
 					"ALTER TABLE snap_colls ADD COLUMN next_id INTEGER;";
+/* note 8: the .attrs.json blob and the collection's owner it was made for */
+static const char *const cache_sql_v3 = "ALTER TABLE snap_colls ADD COLUMN attrs BLOB;"
+					"ALTER TABLE snap_colls ADD COLUMN owner INTEGER;";
 
 static int cache_ensure(struct store_db *db, struct dfs_err *err)
 {
@@ -920,8 +932,9 @@ static int cache_ensure(struct store_db *db, struct dfs_err *err)
 
 	if ((rc = store_txn_begin(db, false, &t, err)))
 		return rc;
-	rc = sqlite3_prepare_v2(t->c->h, "SELECT seq, next_id FROM snap_colls, snap_docs LIMIT 0",
-				-1, &st, NULL);
+	rc = sqlite3_prepare_v2(
+		t->c->h, "SELECT seq, next_id, attrs, owner FROM snap_colls, snap_docs LIMIT 0", -1,
+		&st, NULL);
 	sqlite3_finalize(st);
 	st = NULL;
 	store_txn_abort(t);
@@ -933,6 +946,11 @@ static int cache_ensure(struct store_db *db, struct dfs_err *err)
 	    sqlite3_prepare_v2(t->c->h, "SELECT seq FROM snap_colls LIMIT 0", -1, &st, NULL) !=
 		    SQLITE_OK)
 		sqlite3_exec(t->c->h, cache_sql_v2, NULL, NULL, &msg);
+	sqlite3_finalize(st);
+	st = NULL;
+	if (!msg && sqlite3_prepare_v2(t->c->h, "SELECT attrs FROM snap_colls LIMIT 0", -1, &st,
+				       NULL) != SQLITE_OK)
+		sqlite3_exec(t->c->h, cache_sql_v3, NULL, NULL, &msg);
 	sqlite3_finalize(st);
 	if (msg) {
 		rc = dfs_err_set(err, DFS_EIO, "create snapshot cache: %s", msg ? msg : "?");
@@ -974,6 +992,8 @@ struct coll_row {
 	bool have_fp;	      /* max_ctime and fp known (else NULL in the cache) */
 	int64_t seq, next_id; /* the snapshot's struct snap seq and next_id */
 	git_oid idx, tree;
+	git_oid attrs; /* its .attrs.json blob (note 8) */
+	int64_t owner; /* the collection's uid << 32 | gid it was made for */
 };
 
 struct snap {
@@ -1147,6 +1167,27 @@ static int flat_cmp_names(const struct flat_tree *f, size_t i, size_t j)
 	return flat_name_cmp(f, i, f->names.data + f->v[j].off, f->v[j].len);
 }
 
+/* Whether f (sorted by flat_sort) has an entry called name. */
+static bool flat_has(const struct flat_tree *f, const char *name)
+{
+	size_t lo = 0, hi = f->n, len = strlen(name);
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2, n = f->v[mid].len < len ? f->v[mid].len : len;
+		int c = memcmp(f->names.data + f->v[mid].off, name, n);
+
+		if (!c)
+			c = f->v[mid].len < len ? -1 : f->v[mid].len > len;
+		if (!c)
+			return true;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
+}
+
 static void flat_sort(struct flat_tree *f)
 {
 	static pthread_mutex_t sort_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -1187,6 +1228,9 @@ struct coll_cache {
 	double fp;		  /* total of the ids */
 	int64_t seq, next_id;	  /* the change feed's last seq and the id counter then */
 	git_oid idx, tree;	  /* .indexes.json blob, collection tree */
+	bool have_attrs;	  /* attrs and owner are set (note 8) */
+	git_oid attrs;		  /* .attrs.json blob */
+	int64_t owner;		  /* the collection's owner it was made for */
 };
 
 static int cache_read(struct snap *sn, int64_t coll, struct coll_cache *cc, struct dfs_err *err)
@@ -1196,7 +1240,8 @@ static int cache_read(struct snap *sn, int64_t coll, struct coll_cache *cc, stru
 
 	memset(cc, 0, sizeof(*cc));
 	if ((rc = sql_prepare(sn->t,
-			      "SELECT ndocs, max_ctime, fp, idx, tree, seq, next_id FROM snap_colls"
+			      "SELECT ndocs, max_ctime, fp, idx, tree, seq, next_id, attrs, owner"
+			      " FROM snap_colls"
 			      " WHERE repo = ?1 AND coll = ?2",
 			      &st, err)))
 		return rc;
@@ -1217,6 +1262,11 @@ static int cache_read(struct snap *sn, int64_t coll, struct coll_cache *cc, stru
 			       sqlite3_column_type(st, 6) != SQLITE_NULL;
 		cc->seq = sqlite3_column_int64(st, 5);
 		cc->next_id = sqlite3_column_int64(st, 6);
+		cc->have_attrs = sqlite3_column_bytes(st, 7) == GIT_OID_RAWSZ &&
+				 sqlite3_column_type(st, 8) != SQLITE_NULL;
+		if (cc->have_attrs)
+			git_oid_fromraw(&cc->attrs, sqlite3_column_blob(st, 7));
+		cc->owner = sqlite3_column_int64(st, 8);
 		rc = 0;
 	} else if (rc == SQLITE_ROW || rc == SQLITE_DONE) {
 		rc = 0;
@@ -1257,11 +1307,187 @@ static void coll_reuse(struct snap *sn, const struct coll_cache *cc, struct coll
 {
 	*tree = cc->tree;
 	row->tree = cc->tree;
+	row->attrs = cc->attrs;
 	row->ndocs = cc->ndocs;
 	sn->r->colls_reused++;
 	sn->r->docs += cc->ndocs;
 	sn->r->blobs_reused += cc->ndocs;
 	PUSH(sn->colls, sn->ncolls, sn->capcolls, *row);
+}
+
+/* ---- .attrs.json: the modes and owners of a collection's documents (note 8) --------- */
+
+#define ATTRS_NAME STORE__ATTRS_NAME
+#define ATTRS_MODE STORE__ATTRS_MODE /* the mode of a document not listed */
+
+struct attr_ent {
+	char *name; /* Owned: the file name */
+	uint32_t mode, uid, gid;
+};
+
+struct attrs {
+	uint32_t uid, gid;  /* the owner of a document not listed: the collection's */
+	struct attr_ent *v; /* Owned: the documents that differ, by name once sorted */
+	size_t n, cap;
+};
+
+static int64_t coll_owner(const struct store_coll *c)
+{
+	return (int64_t)c->uid << 32 | c->gid;
+}
+
+static void attrs_free(struct attrs *a)
+{
+	for (size_t i = 0; i < a->n; i++)
+		free(a->v[i].name);
+	free(a->v);
+	memset(a, 0, sizeof(*a));
+}
+
+/* Notes a document's attributes when they differ from the default. */
+static void attrs_put(struct attrs *a, const char *name, size_t len, uint32_t mode, uint32_t uid,
+		      uint32_t gid)
+{
+	struct attr_ent e = {strndup(name, len), mode & 07777, uid, gid};
+
+	if (e.mode == ATTRS_MODE && uid == a->uid && gid == a->gid) {
+		free(e.name);
+		return;
+	}
+	if (!e.name)
+		abort();
+	PUSH(a->v, a->n, a->cap, e);
+}
+
+static int attr_cmp(const void *x, const void *y)
+{
+	return strcmp(((const struct attr_ent *)x)->name, ((const struct attr_ent *)y)->name);
+}
+
+/* The entry of name in a (sorted), or NULL. */
+static const struct attr_ent *attrs_find(const struct attrs *a, const char *name)
+{
+	struct attr_ent key = {(char *)name, 0, 0, 0};
+
+	return a->n ? bsearch(&key, a->v, a->n, sizeof(*a->v), attr_cmp) : NULL;
+}
+
+/* Packs the blob of a (sorted here) into *oid: {"owner": {uid, gid}, "mode": "0644",
+ * "files": {name: {mode, uid, gid}, ...}}, names in byte order, so that a walk and a patch
+ * write the same bytes. */
+static int attrs_write(struct snap *sn, struct attrs *a, git_oid *oid, struct dfs_err *err)
+{
+	bson_t b, o, files, f;
+	char mode[16];
+	int rc;
+
+	if (a->n)
+		qsort(a->v, a->n, sizeof(*a->v), attr_cmp);
+	bson_init(&b);
+	BSON_APPEND_DOCUMENT_BEGIN(&b, "owner", &o);
+	BSON_APPEND_INT64(&o, "uid", a->uid);
+	BSON_APPEND_INT64(&o, "gid", a->gid);
+	bson_append_document_end(&b, &o);
+	snprintf(mode, sizeof(mode), "%04o", ATTRS_MODE);
+	BSON_APPEND_UTF8(&b, "mode", mode);
+	BSON_APPEND_DOCUMENT_BEGIN(&b, "files", &files);
+	for (size_t i = 0; i < a->n; i++) {
+		bson_append_document_begin(&files, a->v[i].name, -1, &f);
+		snprintf(mode, sizeof(mode), "%04o", (unsigned)a->v[i].mode);
+		BSON_APPEND_UTF8(&f, "mode", mode);
+		BSON_APPEND_INT64(&f, "uid", a->v[i].uid);
+		BSON_APPEND_INT64(&f, "gid", a->v[i].gid);
+		bson_append_document_end(&files, &f);
+	}
+	bson_append_document_end(&b, &files);
+	dfs_buf_reset(&sn->text);
+	rc = store_codec_render(&b, STORE_RENDER_PRETTY, &sn->text, err);
+	bson_destroy(&b);
+	if (rc)
+		return rc;
+	obj_hash(oid, sn->text.data, sn->text.len, GIT_OBJECT_BLOB);
+	return pack_add(&sn->pack, GIT_OBJECT_BLOB, sn->text.data, sn->text.len, oid, err);
+}
+
+static uint32_t attr_num(bson_iter_t *it)
+{
+	return BSON_ITER_HOLDS_NUMBER(it) ? (uint32_t)bson_iter_as_int64(it) : 0;
+}
+
+/* Reads the bytes of an .attrs.json blob into a (initialised, empty; sorted as written). */
+int store__attrs_parse(const char *data, size_t len, uint32_t *duid, uint32_t *dgid,
+		       int (*cb)(void *ctx, const char *name, uint32_t mode, uint32_t uid,
+				 uint32_t gid),
+		       void *ctx, struct dfs_err *err)
+{
+	bson_iter_t it, sub, f;
+	bson_t b;
+	int rc;
+
+	bson_init(&b);
+	if ((rc = store_codec_parse_doc(data, len, &b, err))) {
+		bson_destroy(&b);
+		return dfs_err_prefix(err, ATTRS_NAME ": ");
+	}
+	*duid = *dgid = 0;
+	if (bson_iter_init_find(&it, &b, "owner") && BSON_ITER_HOLDS_DOCUMENT(&it) &&
+	    bson_iter_recurse(&it, &sub)) {
+		while (bson_iter_next(&sub)) {
+			if (strcmp(bson_iter_key(&sub), "uid") == 0)
+				*duid = attr_num(&sub);
+			else if (strcmp(bson_iter_key(&sub), "gid") == 0)
+				*dgid = attr_num(&sub);
+		}
+	}
+	if (bson_iter_init_find(&it, &b, "files") && BSON_ITER_HOLDS_DOCUMENT(&it) &&
+	    bson_iter_recurse(&it, &sub)) {
+		while (!rc && bson_iter_next(&sub)) {
+			uint32_t mode = ATTRS_MODE, uid = *duid, gid = *dgid;
+
+			if (!BSON_ITER_HOLDS_DOCUMENT(&sub) || !bson_iter_recurse(&sub, &f))
+				continue;
+			while (bson_iter_next(&f)) {
+				const char *k = bson_iter_key(&f);
+
+				if (strcmp(k, "mode") == 0 && BSON_ITER_HOLDS_UTF8(&f))
+					mode = (uint32_t)strtoul(bson_iter_utf8(&f, NULL), NULL,
+								 8) &
+					       07777;
+				else if (strcmp(k, "uid") == 0)
+					uid = attr_num(&f);
+				else if (strcmp(k, "gid") == 0)
+					gid = attr_num(&f);
+			}
+			rc = cb(ctx, bson_iter_key(&sub), mode, uid, gid);
+		}
+	}
+	bson_destroy(&b);
+	return rc;
+}
+
+static int attrs_take(void *ctx, const char *name, uint32_t mode, uint32_t uid, uint32_t gid)
+{
+	attrs_put(ctx, name, strlen(name), mode, uid, gid);
+	return 0;
+}
+
+/* Reads blob oid of the odb into a (its default owner replaced by what the blob says). */
+static int attrs_read(git_odb *odb, const git_oid *oid, struct attrs *a, struct dfs_err *err)
+{
+	git_odb_object *o;
+	uint32_t uid, gid;
+	int rc;
+
+	if (git_odb_read(&o, odb, oid) != 0)
+		return store__git_err(err, DFS_EIO, "read " ATTRS_NAME);
+	/* every listed entry differs from the blob's default: keep them all */
+	a->uid = a->gid = UINT32_MAX;
+	rc = store__attrs_parse(git_odb_object_data(o), git_odb_object_size(o), &uid, &gid,
+				attrs_take, a, err);
+	a->uid = uid;
+	a->gid = gid;
+	git_odb_object_free(o);
+	return rc;
 }
 
 /* Where a patched tree goes: straight into the pack, hashed on the way (no copy of 57 MB). */
@@ -1409,6 +1635,7 @@ static int coll_patch(struct snap *sn, const struct store_coll *c, const struct 
 	int64_t *ids = NULL;
 	size_t nids = 0, capids = 0, nents = 0, size = 0;
 	bool inserts = false;
+	struct attrs at = {0};
 	int rc;
 
 	*walk = true;
@@ -1416,6 +1643,10 @@ static int coll_patch(struct snap *sn, const struct store_coll *c, const struct 
 	dfs_buf_init(&dels.names);
 	if (cc->seq > sn->seq)
 		return 0; /* a cache from a later state than this transaction's: not ours */
+	/* A tree without .attrs.json, or made for another owner of the collection: walk. */
+	if (!cc->have_attrs || cc->owner != coll_owner(c))
+		return 0;
+	row->owner = coll_owner(c);
 	/* The feed is pruned from its oldest record, and seqs have no gaps. */
 	if ((rc = sql_prepare(t, "SELECT seq FROM changes WHERE seq > ?1 ORDER BY seq LIMIT 1", &st,
 			      err)))
@@ -1452,7 +1683,7 @@ static int coll_patch(struct snap *sn, const struct store_coll *c, const struct 
 		if (id < cc->next_id)
 			PUSH(ids, nids, capids, id);
 		/* Whatever the entry was called since: no unchanged document had that name. */
-		if (name && strcmp(name, ".indexes.json") != 0)
+		if (name && strcmp(name, ".indexes.json") != 0 && strcmp(name, ATTRS_NAME) != 0)
 			flat_add(&dels, name, (size_t)sqlite3_column_bytes(st, 2), &zero);
 	}
 	if (rc != SQLITE_DONE) {
@@ -1481,7 +1712,29 @@ static int coll_patch(struct snap *sn, const struct store_coll *c, const struct 
 	flat_add(&adds, ".indexes.json", 13, &row->idx);
 	if (nids)
 		qsort(ids, nids, sizeof(*ids), cmp_i64);
-	if ((rc = sql_prepare(t, "SELECT name, ctime, bson FROM docs WHERE id = ?1 AND coll = ?2",
+	/* The attributes of the cached tree, less every name that changed (note 8). */
+	{
+		struct attrs prev = {0};
+		size_t keep = 0;
+
+		if ((rc = attrs_read(sn->odb, &cc->attrs, &prev, err)))
+			goto done;
+		flat_sort(&dels);
+		at.uid = c->uid;
+		at.gid = c->gid;
+		for (size_t i = 0; i < prev.n; i++) {
+			if (flat_has(&dels, prev.v[i].name))
+				continue;
+			attrs_put(&at, prev.v[i].name, strlen(prev.v[i].name), prev.v[i].mode,
+				  prev.v[i].uid, prev.v[i].gid);
+			keep++;
+		}
+		(void)keep;
+		attrs_free(&prev);
+	}
+	if ((rc = sql_prepare(t,
+			      "SELECT name, ctime, bson, mode, uid, gid FROM docs WHERE id = ?1"
+			      " AND coll = ?2",
 			      &st, err)))
 		goto done;
 	for (size_t i = 0; i < nids; i++) {
@@ -1510,12 +1763,19 @@ static int coll_patch(struct snap *sn, const struct store_coll *c, const struct 
 			goto done;
 		flat_add(&adds, (const char *)sqlite3_column_text(st, 0),
 			 (size_t)sqlite3_column_bytes(st, 0), &oid);
+		attrs_put(&at, (const char *)sqlite3_column_text(st, 0),
+			  (size_t)sqlite3_column_bytes(st, 0),
+			  (uint32_t)sqlite3_column_int64(st, 3),
+			  (uint32_t)sqlite3_column_int64(st, 4),
+			  (uint32_t)sqlite3_column_int64(st, 5));
 	}
 	sqlite3_finalize(st);
-	if ((rc = sql_prepare(t,
-			      "SELECT d.id, d.name, d.ctime, d.bson" STORE__DOCS_OF_COLL_FROM(
-				      "max(r.lo, ?2)") " AND r.hi >= ?2 ORDER BY r.lo, d.id",
-			      &st, err)))
+	if ((rc = sql_prepare(
+		     t,
+		     "SELECT d.id, d.name, d.ctime, d.bson, d.mode, d.uid, "
+		     "d.gid" STORE__DOCS_OF_COLL_FROM("max(r.lo, ?2)") " AND r.hi >= ?2"
+								       " ORDER BY r.lo, d.id",
+		     &st, err)))
 		goto done;
 	sqlite3_bind_int64(st, 1, c->id);
 	sqlite3_bind_int64(st, 2, cc->next_id);
@@ -1533,6 +1793,11 @@ static int coll_patch(struct snap *sn, const struct store_coll *c, const struct 
 			goto done;
 		flat_add(&adds, (const char *)sqlite3_column_text(st, 1),
 			 (size_t)sqlite3_column_bytes(st, 1), &oid);
+		attrs_put(&at, (const char *)sqlite3_column_text(st, 1),
+			  (size_t)sqlite3_column_bytes(st, 1),
+			  (uint32_t)sqlite3_column_int64(st, 4),
+			  (uint32_t)sqlite3_column_int64(st, 5),
+			  (uint32_t)sqlite3_column_int64(st, 6));
 	}
 	if (rc != SQLITE_DONE) {
 		rc = store__sqlerr(t, rc, "read documents", err);
@@ -1540,6 +1805,9 @@ static int coll_patch(struct snap *sn, const struct store_coll *c, const struct 
 	}
 	sqlite3_finalize(st);
 	st = NULL;
+	if ((rc = attrs_write(sn, &at, &row->attrs, err)))
+		goto done;
+	flat_add(&adds, ATTRS_NAME, strlen(ATTRS_NAME), &row->attrs);
 
 	if ((rc = tree_changes_sort(&adds, &dels, err)) ||
 	    (rc = tree_merge(old, &adds, &dels, NULL, &size, &nents, err)))
@@ -1554,7 +1822,7 @@ static int coll_patch(struct snap *sn, const struct store_coll *c, const struct 
 			rc = store__sqlerr(t, rc, "count documents", err);
 			goto done;
 		}
-		if (sqlite3_column_int64(st, 0) + 1 != (int64_t)nents) {
+		if (sqlite3_column_int64(st, 0) + 2 != (int64_t)nents) {
 			rc = 0;
 			goto done;
 		}
@@ -1576,11 +1844,11 @@ static int coll_patch(struct snap *sn, const struct store_coll *c, const struct 
 			goto done;
 	}
 	row->tree = *tree;
-	row->ndocs = (int64_t)nents - 1;
+	row->ndocs = (int64_t)nents - 2; /* less .indexes.json and .attrs.json */
 	PUSH(sn->colls, sn->ncolls, sn->capcolls, *row);
 	sn->r->docs += row->ndocs;
-	sn->r->blobs_written += (int64_t)adds.n - 1;
-	sn->r->blobs_reused += row->ndocs - ((int64_t)adds.n - 1);
+	sn->r->blobs_written += (int64_t)adds.n - 2;
+	sn->r->blobs_reused += row->ndocs - ((int64_t)adds.n - 2);
 	*walk = false;
 	rc = 0;
 done:
@@ -1591,6 +1859,7 @@ done:
 	free(adds.v);
 	free(dels.v);
 	free(ids);
+	attrs_free(&at);
 	return rc;
 }
 
@@ -1605,6 +1874,7 @@ static int coll_walk(struct snap *sn, const struct store_coll *c, const struct c
 	struct store_txn *t = sn->t;
 	sqlite3_stmt *st = NULL, *bst = NULL, *cst = NULL;
 	struct flat_tree tb = {0};
+	struct attrs at = {.uid = c->uid, .gid = c->gid};
 	int cst_rc = SQLITE_DONE;
 	int rc;
 
@@ -1621,10 +1891,12 @@ static int coll_walk(struct snap *sn, const struct store_coll *c, const struct c
 	row->max_ctime = sqlite3_column_int64(st, 1);
 	row->fp = sqlite3_column_double(st, 2);
 	row->have_fp = true;
+	row->owner = coll_owner(c);
 	sqlite3_finalize(st);
 	st = NULL;
 	if (cc->have && cc->have_fp && cc->ndocs == row->ndocs && cc->max_ctime == row->max_ctime &&
-	    cc->fp == row->fp && git_oid_equal(&cc->idx, &row->idx)) {
+	    cc->fp == row->fp && git_oid_equal(&cc->idx, &row->idx) && cc->have_attrs &&
+	    cc->owner == row->owner) {
 		coll_reuse(sn, cc, row, tree);
 		rc = 0;
 		goto done;
@@ -1638,11 +1910,13 @@ static int coll_walk(struct snap *sn, const struct store_coll *c, const struct c
 	 * cheaper than a lookup per document, and a row's BSON (mostly in overflow pages) read
 	 * only when it must be rendered: a selected column is materialised whether or not it
 	 * is looked at. */
-	rc = sql_prepare(t,
-			 cc->have ? "SELECT d.id, d.name, d.ctime" STORE__DOCS_OF_COLL
-				    " ORDER BY r.lo, d.id"
-				  : "SELECT d.id, d.name, d.ctime, d.bson" STORE__DOCS_OF_COLL,
-			 &st, err);
+	rc = sql_prepare(
+		t,
+		cc->have ? "SELECT d.id, d.name, d.ctime, d.mode, d.uid, d.gid" STORE__DOCS_OF_COLL
+			   " ORDER BY r.lo, d.id"
+			 : "SELECT d.id, d.name, d.ctime, d.mode, d.uid, d.gid, "
+			   "d.bson" STORE__DOCS_OF_COLL,
+		&st, err);
 	if (!rc && cc->have)
 		rc = sql_prepare(t, "SELECT bson FROM docs WHERE id = ?1", &bst, err);
 	if (!rc && cc->have)
@@ -1685,8 +1959,8 @@ static int coll_walk(struct snap *sn, const struct store_coll *c, const struct c
 				goto done;
 			sn->r->blobs_written++;
 		} else {
-			if ((rc = doc_blob(sn, docid, ctime, sqlite3_column_blob(st, 3),
-					   sqlite3_column_bytes(st, 3), true, &oid, err)))
+			if ((rc = doc_blob(sn, docid, ctime, sqlite3_column_blob(st, 6),
+					   sqlite3_column_bytes(st, 6), true, &oid, err)))
 				goto done;
 			sn->r->blobs_written++;
 		}
@@ -1696,12 +1970,19 @@ static int coll_walk(struct snap *sn, const struct store_coll *c, const struct c
 			goto done;
 		}
 		flat_add(&tb, name, (size_t)sqlite3_column_bytes(st, 1), &oid);
+		attrs_put(&at, name, (size_t)sqlite3_column_bytes(st, 1),
+			  (uint32_t)sqlite3_column_int64(st, 3),
+			  (uint32_t)sqlite3_column_int64(st, 4),
+			  (uint32_t)sqlite3_column_int64(st, 5));
 		sn->r->docs++;
 	}
 	if (rc != SQLITE_DONE) {
 		rc = store__sqlerr(t, rc, "read documents", err);
 		goto done;
 	}
+	if ((rc = attrs_write(sn, &at, &row->attrs, err)))
+		goto done;
+	flat_add(&tb, ATTRS_NAME, strlen(ATTRS_NAME), &row->attrs);
 	if ((rc = flat_write(sn, &tb, tree, err)))
 		goto done;
 	row->tree = *tree;
@@ -1712,6 +1993,7 @@ done:
 	sqlite3_finalize(cst);
 	dfs_buf_release(&tb.names);
 	free(tb.v);
+	attrs_free(&at);
 	return rc;
 }
 
@@ -1754,8 +2036,8 @@ static int cache_write(struct store_db *db, struct snap *sn, struct dfs_err *err
 			      &sd, err)) ||
 	    (rc = sql_prepare(t,
 			      "INSERT OR REPLACE INTO snap_colls(repo, coll, ndocs, max_ctime,"
-			      " fp, idx, tree, seq, next_id) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,"
-			      " ?9)",
+			      " fp, idx, tree, seq, next_id, attrs, owner) VALUES(?1, ?2, ?3, ?4,"
+			      " ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
 			      &sc, err)))
 		goto done;
 	for (size_t i = 0; i < sn->ndocs; i++) {
@@ -1787,6 +2069,8 @@ static int cache_write(struct store_db *db, struct snap *sn, struct dfs_err *err
 		sqlite3_bind_blob(sc, 7, c->tree.id, GIT_OID_RAWSZ, SQLITE_STATIC);
 		sqlite3_bind_int64(sc, 8, c->seq);
 		sqlite3_bind_int64(sc, 9, c->next_id);
+		sqlite3_bind_blob(sc, 10, c->attrs.id, GIT_OID_RAWSZ, SQLITE_STATIC);
+		sqlite3_bind_int64(sc, 11, c->owner);
 		if ((rc = sqlite3_step(sc)) != SQLITE_DONE) {
 			rc = store__sqlerr(t, rc, "write snapshot cache", err);
 			goto done;
@@ -2245,6 +2529,8 @@ static int64_t coll_docs(git_repository *repo, const git_oid *oid, struct count_
 	n = (int64_t)git_tree_entrycount(t);
 	if (git_tree_entry_byname(t, ".indexes.json"))
 		n--;
+	if (git_tree_entry_byname(t, ATTRS_NAME))
+		n--;
 	git_tree_free(t);
 	if (cc->n == cc->cap) {
 		cc->cap = cc->cap ? cc->cap * 2 : 64;
@@ -2487,6 +2773,8 @@ int store_restore(struct store *s, const char *repo_path, const char *ref, const
 	struct store_txn *t = NULL;
 	struct store_coll c;
 	struct store_attrs a = {0644, (uint32_t)getuid(), (uint32_t)getgid(), 0};
+	struct attrs at = {0};
+	bool have_at = false;
 	char path[2 * DFS_MAX_NS_NAME + 2], *where = NULL;
 	int64_t n = 0;
 	bool created = false;
@@ -2563,6 +2851,27 @@ int store_restore(struct store *s, const char *repo_path, const char *ref, const
 		rc = store_coll_find(t, into_coll, &c, err);
 		goto done;
 	}
+	/* The documents' modes and owners, when the snapshot kept them (note 8); else each
+	 * restored document is the restoring user's, 0644, as before. */
+	{
+		const git_tree_entry *ae = git_tree_entry_byname(ct, ATTRS_NAME);
+
+		if (ae) {
+			git_odb *odb;
+
+			if (git_repository_odb(&odb, repo) != 0) {
+				rc = store__git_err(err, DFS_EIO, "read snapshot");
+				goto done;
+			}
+			rc = attrs_read(odb, git_tree_entry_id(ae), &at, err);
+			git_odb_free(odb);
+			if (rc)
+				goto done;
+			if (at.n)
+				qsort(at.v, at.n, sizeof(*at.v), attr_cmp);
+			have_at = true;
+		}
+	}
 	for (size_t i = 0; i < git_tree_entrycount(ct); i++) {
 		const git_tree_entry *e = git_tree_entry_byindex(ct, i);
 		const char *name = git_tree_entry_name(e);
@@ -2570,7 +2879,7 @@ int store_restore(struct store *s, const char *repo_path, const char *ref, const
 		git_blob *b;
 
 		if (git_tree_entry_type(e) != GIT_OBJECT_BLOB || len <= 5 ||
-		    strcmp(name + len - 5, ".json") != 0)
+		    strcmp(name + len - 5, ".json") != 0 || strcmp(name, ATTRS_NAME) == 0)
 			continue;
 		if (git_blob_lookup(&b, repo, git_tree_entry_id(e)) != 0) {
 			rc = store__git_err(err, DFS_EIO, "read snapshot");
@@ -2579,9 +2888,19 @@ int store_restore(struct store *s, const char *repo_path, const char *ref, const
 		if (strcmp(name, ".indexes.json") == 0)
 			rc = restore_indexes(git_blob_rawcontent(b), (size_t)git_blob_rawsize(b),
 					     &specs, err);
-		else if ((rc = restore_doc(t, c.id, name, git_blob_rawcontent(b),
-					   (size_t)git_blob_rawsize(b), &a, err)) == 0)
-			n++;
+		else {
+			struct store_attrs da = a;
+			const struct attr_ent *ae = have_at ? attrs_find(&at, name) : NULL;
+
+			if (have_at) {
+				da.mode = ae ? ae->mode : ATTRS_MODE;
+				da.uid = ae ? ae->uid : at.uid;
+				da.gid = ae ? ae->gid : at.gid;
+			}
+			if ((rc = restore_doc(t, c.id, name, git_blob_rawcontent(b),
+					      (size_t)git_blob_rawsize(b), &da, err)) == 0)
+				n++;
+		}
 		git_blob_free(b);
 		if (rc)
 			goto done;
@@ -2618,5 +2937,6 @@ done:
 	git_object_free(obj);
 	store__git_close(repo);
 	free(where);
+	attrs_free(&at);
 	return rc;
 }

@@ -652,6 +652,8 @@ struct store_git_entry {
 	bool is_dir;	/* a tree */
 	int64_t size;	/* blob size (0 for trees) */
 	char oid[41];	/* object id (hex): stable, usable as an inode seed */
+	bool has_attrs;	/* the snapshot kept the file's mode and owner (snapshot.c note 8): */
+	uint32_t mode, uid, gid; /* its permission bits and owner */
 };
 /* Looks path ("" for the root, "db/coll/x.json") up in commit's tree. DFS_ENOENT when absent. */
 int store_git_stat(struct store_git *g, const char *commit, const char *path,

@@ -115,11 +115,34 @@ chmod 600 "$L/1.json"
 expect_eq "$(as_nobody timeout 10 cat "$L/query/{}?tailable=1&limit=1" | jq -c ._id)" "2" \
 	"nobody's tailable read skips the 600 document"
 
-step "/.snapshots: only the mount's owner looks in (modes are not kept in snapshots yet)"
+step "snapshots keep each document's mode and owner; /.snapshots enforces them"
 "$DOCFS" snapshot "$STORE" db -m "perms" --tag p1 > "$T/out" || fail "snapshot: $(cat "$T/out")"
-expect_eq "$(jq -c .card "$MNT/.snapshots/p1/db/c/secret.json")" '"4111-1111"' "root reads the snapshot"
-expect_fail "nobody reads the secret in a snapshot" as_nobody cat "$MNT/.snapshots/p1/db/c/secret.json"
-expect_fail "nobody lists the snapshots" as_nobody ls "$MNT/.snapshots/"
+S=$MNT/.snapshots/p1/db/c
+expect_eq "$(stat -c '%a %u %g' "$S/secret.json")" "400 0 0" "the secret in the snapshot (write bits dropped)"
+expect_eq "$(stat -c '%a %g' "$S/group.json")" "440 4242" "the group document in the snapshot"
+expect_eq "$(stat -c '%a %u' "$S/mine.json")" "400 65534" "nobody's document in the snapshot"
+expect_eq "$(jq -c .card "$S/secret.json")" '"4111-1111"' "root reads the snapshot"
+expect_fail "nobody reads the secret in a snapshot" as_nobody cat "$S/secret.json"
+as_nobody cat "$S/pub.json" > /dev/null || fail "nobody cannot read a 644 document in a snapshot"
+as_nobody cat "$S/mine.json" > /dev/null || fail "nobody cannot read its own document in a snapshot"
+"${MEMBER[@]}" cat "$S/group.json" > /dev/null || fail "the member cannot read group.json in a snapshot"
+as_nobody grep -rq 4111 "$MNT/.snapshots/p1/" 2> /dev/null && fail "nobody's grep -r finds the secret in a snapshot"
+# the next snapshot is patched from the change feed: a chmod since is in it
+chmod 600 "$C/pub.json"
+chmod 644 "$C/secret.json"
+"$DOCFS" snapshot "$STORE" db -m "perms 2" --tag p2 > "$T/out" || fail "snapshot 2: $(cat "$T/out")"
+expect_eq "$(stat -c '%a' "$MNT/.snapshots/p2/db/c/pub.json" "$MNT/.snapshots/p2/db/c/secret.json" | tr '\n' ' ')" \
+	"400 444 " "modes after chmod, in the incremental snapshot"
+expect_eq "$(stat -c '%a' "$S/pub.json")" "444" "the first snapshot keeps its modes"
+chmod 600 "$C/secret.json"
+chmod 644 "$C/pub.json"
+# restore brings the modes and owners back
+unmount_docfs
+"$DOCFS" restore "$STORE" p1 db.c --into db.back > "$T/out" 2>&1 || fail "restore: $(cat "$T/out")"
+mount_docfs allow_other
+expect_eq "$(stat -c '%a %u:%g' "$MNT/db/back/secret.json" "$MNT/db/back/group.json" "$MNT/db/back/mine.json" | tr '\n' ' ')" \
+	"600 0:0 640 0:4242 600 65534:65534 " "modes and owners restored"
+expect_eq "$(as_nobody cat "$MNT/db/back/query/{}" | ids)" "mine pub pub2 " "nobody's find in the restored collection"
 
 step "docfs check is clean"
 unmount_docfs

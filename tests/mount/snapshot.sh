@@ -16,7 +16,7 @@ export GIT_AUTHOR_NAME="Test Author" GIT_AUTHOR_EMAIL=author@example.com
 step "a first snapshot is a real commit with <db>/<coll>/<name>.json blobs"
 "$DOCFS" snapshot "$STORE" shop -m "first state" --tag first > "$T/out" || fail "snapshot: $(cat "$T/out")"
 expect_eq "$(git -C "$REPO" ls-tree -r --name-only first | tr '\n' ' ')" \
-	"shop/orders/.indexes.json shop/orders/1.json shop/users/.indexes.json shop/users/a.json shop/users/b.json shop/users/c.json shop/users/d.json " "tree of the first snapshot"
+	"shop/orders/.attrs.json shop/orders/.indexes.json shop/orders/1.json shop/users/.attrs.json shop/users/.indexes.json shop/users/a.json shop/users/b.json shop/users/c.json shop/users/d.json " "tree of the first snapshot"
 for f in a b c d; do
 	cmp -s <(git -C "$REPO" show "first:shop/users/$f.json") "$C/$f.json" || fail "blob $f.json differs from the mount"
 done
@@ -33,7 +33,7 @@ expect_eq "$(git -C "$REPO" diff --no-renames --name-status first second | tr '\
 expect_eq "$(git -C "$REPO" diff --no-renames --stat first second | tail -n 1 | sed 's/^ *//')" \
 	"5 files changed, 10 insertions(+), 10 deletions(-)" "git diff --stat"
 expect_eq "$(git -C "$REPO" ls-tree --name-only second shop/orders/ | tr '\n' ' ')" \
-	"shop/orders/.indexes.json shop/orders/1.json " "a one-collection snapshot keeps the others"
+	"shop/orders/.attrs.json shop/orders/.indexes.json shop/orders/1.json " "a one-collection snapshot keeps the others"
 grep -q "(3 written, 1 reused" "$T/out" || fail "the second snapshot should render only b, dd and e: $(cat "$T/out")"
 
 step "an unchanged collection reuses its tree"
@@ -54,7 +54,7 @@ for ref in first second main~1 "$(git -C "$REPO" rev-parse --short=8 first)" "$(
 	cmp -s "$f" <(git -C "$REPO" show "$ref:shop/users/b.json") || fail "$ref: b.json differs from git show"
 done
 expect_eq "$(ls "$MNT/.snapshots/first/shop/users" | tr '\n' ' ')" "a.json b.json c.json d.json " "ls of a snapshot"
-expect_eq "$(find "$MNT/.snapshots/second/shop" -type f | wc -l)" "7" "find in a snapshot"
+expect_eq "$(find "$MNT/.snapshots/second/shop" -type f | wc -l)" "9" "find in a snapshot (and two .attrs.json)"
 expect_fail "snapshots are read-only" cp "$C/a.json" "$MNT/.snapshots/first/shop/users/x.json"
 expect_fail "a missing ref" ls "$MNT/.snapshots/nosuchref"
 

@@ -24,6 +24,7 @@ static char repo[300];
 static struct store *st;
 static struct store_db *db;
 static const struct store_attrs attrs = {0644, 1000, 1000, 0};
+/* collections are made by the owner of their documents: .attrs.json lists none of them */
 static char main_key[32]; /* snap_colls.repo of the default repository (patched()) */
 
 static void setup(void)
@@ -81,7 +82,7 @@ static int64_t make_coll(const char *name)
 	struct store_coll c;
 
 	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
-	ck_assert_msg(store_coll_create(t, name, 0755, 0, 0, &c, &err) == 0, "%s", err.msg);
+	ck_assert_msg(store_coll_create(t, name, 0755, 1000, 1000, &c, &err) == 0, "%s", err.msg);
 	ck_assert_int_eq(store_txn_commit(t, &err), 0);
 	return c.id;
 }
@@ -197,7 +198,7 @@ START_TEST(test_store_snapshot_tree_and_blobs)
 	ck_assert_int_eq(r.blobs_reused, 0);
 	ck_assert_int_eq(r.colls_reused, 0);
 	out = run("git -C %s ls-tree -r --name-only main", repo);
-	ck_assert_int_eq(count_lines(out), 21);
+	ck_assert_int_eq(count_lines(out), 22); /* and .indexes.json, .attrs.json */
 	ck_assert_ptr_nonnull(strstr(out, "shop/users/.indexes.json\n"));
 	ck_assert_ptr_nonnull(strstr(out, "shop/users/13.json\n"));
 	free(out);
@@ -310,7 +311,7 @@ START_TEST(test_store_snapshot_one_coll_keeps_others)
 
 		ck_assert_int_eq(store_db_get(st, "other", true, &other, &err), 0);
 		ck_assert_int_eq(store_txn_begin(other, true, &t, &err), 0);
-		ck_assert_int_eq(store_coll_create(t, "c", 0755, 0, 0, &c, &err), 0);
+		ck_assert_int_eq(store_coll_create(t, "c", 0755, 1000, 1000, &c, &err), 0);
 		ck_assert_int_eq(store_txn_commit(t, &err), 0);
 		ck_assert_msg(store_snapshot(st, &o, &r, &err) == 0, "%s", err.msg);
 		ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);

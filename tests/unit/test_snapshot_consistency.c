@@ -71,7 +71,7 @@ static int check_entry(void *ctx, const struct store_git_entry *e)
 	bson_t doc;
 	bson_iter_t it;
 
-	if (strcmp(e->name, ".indexes.json") == 0)
+	if (strcmp(e->name, ".indexes.json") == 0 || strcmp(e->name, ".attrs.json") == 0)
 		return 0;
 	snprintf(path, sizeof(path), "db/c/%s", e->name);
 	dfs_buf_init(&b);
