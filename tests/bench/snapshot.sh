@@ -190,8 +190,8 @@ T_SNAP1=$T
 [ "$RC" -eq 0 ] || problem "docfs snapshot (first) exited $RC: $(tail -n 3 "$B/snap1.out")"
 SNAP1_OUT=$(tail -n 1 "$B/snap1.out")
 C_SNAP1=$(git --git-dir="$REPO" ls-tree -r main 2>/dev/null | wc -l)
-[ "$C_SNAP1" -eq $((N + 1)) ] ||
-	problem "the first snapshot's tree has $C_SNAP1 entries, expected $((N + 1)) ($N documents and test/users/.indexes.json)"
+[ "$C_SNAP1" -eq $((N + 2)) ] ||
+	problem "the first snapshot's tree has $C_SNAP1 entries, expected $((N + 2)) ($N documents, test/users/.indexes.json and .attrs.json)"
 echo "   ${T_SNAP1}s: $SNAP1_OUT" >&2
 
 echo "== git init && git add -A && git commit (first)" >&2
@@ -251,7 +251,7 @@ T_SNAP2=$T
 [ "$RC" -eq 0 ] || problem "docfs snapshot (second) exited $RC: $(tail -n 3 "$B/snap2.out")"
 SNAP2_OUT=$(tail -n 1 "$B/snap2.out")
 C_SNAP2=$(git --git-dir="$REPO" ls-tree -r main 2>/dev/null | wc -l)
-[ "$C_SNAP2" -eq $((N + 1)) ] || problem "the second snapshot's tree has $C_SNAP2 entries, expected $((N + 1))"
+[ "$C_SNAP2" -eq $((N + 2)) ] || problem "the second snapshot's tree has $C_SNAP2 entries, expected $((N + 2))"
 D_SNAP=$(git --git-dir="$REPO" diff --name-only main~1 main 2>/dev/null | wc -l)
 [ "$D_SNAP" -eq "$NCHG" ] || problem "git diff --name-only between the two snapshots lists $D_SNAP files, expected $NCHG"
 echo "   ${T_SNAP2}s: $SNAP2_OUT" >&2
@@ -312,7 +312,7 @@ them (every 100th name of \`ls -f\`) rewritten through the mount with \`user.age
   commit\` starts a background \`gc\`) and \`git add -A && git commit -q\` (second).
 - docfs output, first: \`$SNAP1_OUT\`; second: \`$SNAP2_OUT\`.
 - Checked: both snapshot trees hold $C_SNAP1 / $C_SNAP2 entries ($NFMT documents +
-  \`.indexes.json\`), \`git diff --name-only main~1 main\` lists $D_SNAP; the plain commits hold
+  \`.indexes.json\`, \`.attrs.json\`), \`git diff --name-only main~1 main\` lists $D_SNAP; the plain commits hold
   $C_GIT1 / $C_GIT2 files, \`git diff --name-only HEAD~1 HEAD\` lists $D_GIT; the documents'
   blob ids are the same in both routes, in both commits: $SAME_BLOBS.
 
