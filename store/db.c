@@ -66,6 +66,7 @@
 #define CKPT_BACKSTOP (4 * CKPT_PAGES)
 /* The checkpointer stops when a pass found fewer new frames than this (note 6). */
 #define CKPT_REST 1024
+#define CKPT_TIGHT 256 /* the threshold on a disk that was found full (space.c note 5) */
 
 struct store {
 	char *dir;		  /* Owned: the store directory */
@@ -74,7 +75,13 @@ struct store {
 	struct store_db *dropped; /* Owned: dropped ones, kept until store_free: borrowers
 				   * (the mount's nodes, its notifier) may still hold them */
 	size_t dc_budget;	  /* each database's document cache (dcache.c), in bytes */
+	struct store__space space; /* a full disk (space.c) */
 };
+
+struct store__space *store__space_of(struct store *s)
+{
+	return &s->space;
+}
 
 /* Version 4 -> 5: change streams (changes.c notes 1, 2). Made before the older migrations,
  * whose index rebuilds record events. */
@@ -298,8 +305,10 @@ static int conn_err(sqlite3 *h, int rc, const char *what, struct dfs_err *err)
 		code = DFS_EBUSY;
 	else if ((rc & 0xff) == SQLITE_CONSTRAINT)
 		code = DFS_EEXIST;
-	else if (rc == SQLITE_FULL)
-		code = DFS_EFBIG;
+	else if ((rc & 0xff) == SQLITE_FULL ||
+		 ((rc & 0xff) == SQLITE_IOERR && h && sqlite3_system_errno(h) == ENOSPC))
+		return dfs_err_set(err, DFS_ENOSPC, "%s: no space left on the store's file system (%s)",
+				   what, h ? sqlite3_errmsg(h) : sqlite3_errstr(rc));
 	else if (rc == SQLITE_CORRUPT || rc == SQLITE_NOTADB)
 		code = DFS_ECORRUPT;
 	return dfs_err_set(err, code, "%s: %s", what, h ? sqlite3_errmsg(h) : sqlite3_errstr(rc));
@@ -307,7 +316,28 @@ static int conn_err(sqlite3 *h, int rc, const char *what, struct dfs_err *err)
 
 int store__sqlerr(struct store_txn *t, int rc, const char *what, struct dfs_err *err)
 {
-	return conn_err(t->c->h, rc, what, err);
+	rc = conn_err(t->c->h, rc, what, err);
+	if (rc == DFS_ENOSPC)
+		t->enospc = true;
+	return rc;
+}
+
+/* After the rollback of a write that found the disk full (space.c note 1): gives the
+ * reserve back, and copies the WAL into the database and truncates it, waiting a moment
+ * for readers at most, so that what the WAL held on disk is free again. */
+static void space_reclaim(struct store_txn *t)
+{
+	if (t->db->s)
+		store__space_exhausted(t->db->s);
+	sqlite3_busy_timeout(t->c->h, 200);
+	sqlite3_wal_checkpoint_v2(t->c->h, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+	sqlite3_busy_timeout(t->c->h, 10000);
+}
+
+static bool is_full(sqlite3 *h, int rc)
+{
+	return (rc & 0xff) == SQLITE_FULL ||
+	       ((rc & 0xff) == SQLITE_IOERR && sqlite3_system_errno(h) == ENOSPC);
 }
 
 static int exec_sql(sqlite3 *h, const char *sql, struct dfs_err *err)
@@ -316,10 +346,16 @@ static int exec_sql(sqlite3 *h, const char *sql, struct dfs_err *err)
 	int rc = sqlite3_exec(h, sql, NULL, NULL, &msg);
 
 	if (rc != SQLITE_OK) {
-		if ((rc & 0xff) != SQLITE_INTERRUPT || !store_thread_stopped(err))
+		if (is_full(h, rc))
+			dfs_err_set(err, DFS_ENOSPC,
+				    "no space left on the store's file system (sqlite: %s)",
+				    msg ? msg : sqlite3_errstr(rc));
+		else if ((rc & 0xff) != SQLITE_INTERRUPT || !store_thread_stopped(err))
 			dfs_err_set(err, (rc & 0xff) == SQLITE_BUSY ? DFS_EBUSY : DFS_EIO,
 				    "sqlite: %s", msg ? msg : sqlite3_errstr(rc));
 		sqlite3_free(msg);
+		if (is_full(h, rc))
+			return DFS_ENOSPC;
 		return err ? err->code : DFS_EIO;
 	}
 	return 0;
@@ -1133,8 +1169,11 @@ static bool ckpt_wake(struct store_db *db)
 static int wal_hook(void *arg, sqlite3 *h, const char *name, int pages)
 {
 	struct store_db *db = arg;
+	/* A store whose disk was found full copies its WAL back in small steps: a WAL left
+	 * to grow to CKPT_PAGES could fill that disk again by itself (space.c note 5). */
+	int limit = atomic_load(&store__space_of(db->s)->tight) ? CKPT_TIGHT : CKPT_PAGES;
 
-	if (pages < CKPT_PAGES) {
+	if (pages < limit) {
 		/* The WAL started over since the thread last finished: what it left is no
 		 * longer a small rest for the next writer over the threshold to copy. One
 		 * uncontended lock per commit. */
@@ -1277,6 +1316,8 @@ int store_txn_commit(struct store_txn *t, struct dfs_err *err)
 	tls_ending = false;
 	if (rc)
 		goto fail;
+	if (t->write && t->db->s)
+		store__reserve_keep(t->db->s);
 	txn_end(t);
 	return 0;
 fail:
@@ -1284,6 +1325,8 @@ fail:
 	tls_ending = true;
 	exec_sql(t->c->h, "ROLLBACK", NULL);
 	tls_ending = false;
+	if (rc == DFS_ENOSPC || t->enospc)
+		space_reclaim(t);
 	txn_end(t);
 	return rc;
 }
@@ -1297,6 +1340,8 @@ void store_txn_abort(struct store_txn *t)
 	tls_ending = true;
 	exec_sql(t->c->h, "ROLLBACK", NULL);
 	tls_ending = false;
+	if (t->enospc)
+		space_reclaim(t);
 	txn_end(t);
 }
 
@@ -1443,7 +1488,7 @@ int store_coll_create(struct store_txn *t, const char *name, uint32_t mode, uint
 {
 	int rc;
 
-	if ((rc = store_coll_name_check(name, err)))
+	if ((rc = store_coll_name_check(name, err)) || (rc = store__space_check(t, err)))
 		return rc;
 	return coll_create(t, name, mode, uid, gid, out, err);
 }

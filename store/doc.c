@@ -656,7 +656,7 @@ static int doc_insert_row(struct store_txn *t, int64_t coll, const bson_t *doc, 
 	int64_t now = store__now_ns();
 	int rc;
 
-	if ((rc = coll_exists(t, coll, err)))
+	if ((rc = store__space_check(t, err)) || (rc = coll_exists(t, coll, err)))
 		return rc;
 	if (!id && (rc = doc_id_for(t, coll, &id, err)))
 		return rc;
@@ -791,7 +791,8 @@ static int doc_update(struct store_txn *t, struct store_entry *e, const bson_t *
 	bool capped;
 	int rc;
 
-	if ((rc = store_doc_rendered_len(doc, &t->scratch, &size, err)))
+	if ((rc = store__space_check(t, err)) ||
+	    (rc = store_doc_rendered_len(doc, &t->scratch, &size, err)))
 		return rc;
 	if ((rc = store__capped_is(t, e->coll, &capped, err)))
 		return rc;
@@ -989,11 +990,14 @@ int store_file_create(struct store_txn *t, int64_t coll, const char *name, int k
 		      struct store_entry *out, struct dfs_err *err)
 {
 	bson_t id;
+	int rc;
 
 	if (doc_name_decode(name, &id) == 0) {
 		bson_destroy(&id);
 		return dfs_err_set(err, DFS_EINVAL, "'%s' is a document name", name);
 	}
+	if ((rc = store__space_check(t, err)))
+		return rc;
 	return file_insert(t, coll, name, kind, 0, a, data, len, out, err);
 }
 
@@ -1007,6 +1011,8 @@ int store_file_write(struct store_txn *t, int64_t id, const void *data, size_t l
 	if ((rc = by_id(t, ST_FILE_BY_ID, id, &e, err)))
 		return rc == DFS_ENOENT ? dfs_err_set(err, rc, "file %lld not found", (long long)id)
 					: rc;
+	if ((int64_t)len > e.size && (rc = store__space_check(t, err)))
+		return rc;
 	st = store__stmt(t, ST_FILE_WRITE, err);
 	if (!st)
 		return err ? err->code : DFS_EIO;

@@ -2274,6 +2274,8 @@ int store_index_create(struct store_txn *t, int64_t coll, const bson_t *spec, ch
 	bson_iter_t it;
 	int rc, src;
 
+	if ((rc = store__space_check(t, err)))
+		return rc;
 	if (bson_iter_init_find(&it, spec, "expireAfterSeconds")) {
 		bool capped;
 

@@ -40,6 +40,7 @@ enum dfs_code {
 	DFS_EINTR,  /* the caller stopped waiting (an interrupted read), or killOp */
 	DFS_ETIMEDOUT, /* an operation ran past its time limit (maxTimeMS) */
 	DFS_ESTALE,    /* a position is gone: a tailable read overtaken (CappedPositionLost) */
+	DFS_ENOSPC,    /* the store's file system is full (space.c) */
 };
 
 struct dfs_err {

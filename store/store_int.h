@@ -170,6 +170,7 @@ struct store_txn {
 	char ev_coll[DFS_MAX_NS_NAME + 1]; /* the collection whose stream end is ev_cend */
 	int64_t ev_cend;	    /*   (ev_coll "": none known) */
 	const bson_t *ev_old;	    /*   Borrowed: the document before it */
+	bool enospc;		    /* a statement found the disk full (space.c) */
 	bool has_cred;			   /* cred below is the caller (cred.c); else t sees all */
 	int cred_need;			   /*   STORE_MAY_READ, | STORE_MAY_WRITE for write paths */
 	struct store_cred cred;		   /*   who asks */
@@ -196,6 +197,19 @@ void store__dcache_stats(struct store__dcache *dc, struct store_dcache_stats *ou
 /* Returns the statement slot, reset and unbound, or NULL with err set. Borrowed: valid
  * until the transaction ends. */
 sqlite3_stmt *store__stmt(struct store_txn *t, enum store__st which, struct dfs_err *err);
+/* ---- a full disk (space.c) ---- */
+#define STORE_RESERVE ((int64_t)8 << 20) /* bytes of the reserve file (space.c note 1) */
+struct store__space {
+	atomic_bool low_space;	   /* the disk was found full (space.c note 2) */
+	atomic_bool reserve_known; /* the reserve was made or looked for (note 1) */
+	atomic_bool tight;	   /* the disk was full once: checkpoint often (note 5) */
+};
+struct store__space *store__space_of(struct store *s); /* Borrowed: lives with s */
+void store__reserve_keep(struct store *s);
+void store__space_exhausted(struct store *s);
+/* 0, or DFS_ENOSPC while the store is short of space: called by every write that adds
+ * (space.c note 2). */
+int store__space_check(struct store_txn *t, struct dfs_err *err);
 /* Copies the calling thread's caller into t, as it begins (cred.c note 3). */
 void store__txn_take_cred(struct store_txn *t);
 /* Closes store_doc_fetch's blob handle and frees its buffer: the handle's statement must
