@@ -2034,14 +2034,15 @@ static void fsop_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t 
 		return;
 	}
 	h->tried = true; /* even a write that fails: then no empty document at the release */
+	if (fi->flags & O_APPEND) {
+		off = (off_t)h->buf.len;
+		end = h->buf.len + size;
+	}
+	/* The write that crosses the limit fails, not the close (README: scratch files). */
 	if (off < 0 || end > (h->is_doc || h->kind == FH_IXSPEC ? MAX_TEXT : MAX_SCRATCH)) {
 		pthread_mutex_unlock(&h->lock);
 		reply_msg(req, DFS_EFBIG, "write: file would be %zu bytes, over the limit", end);
 		return;
-	}
-	if (fi->flags & O_APPEND) {
-		off = (off_t)h->buf.len;
-		end = h->buf.len + size;
 	}
 	if (end > h->buf.len) {
 		dfs_buf_reserve(&h->buf, end - h->buf.len);

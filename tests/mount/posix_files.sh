@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # posix_files.sh - the POSIX behaviour of open files, times and truncation that real programs
-# rely on (issue 28, items 1-5), each checked with the program that failed before:
+# rely on (issue 28, items 1-5 and 7), each checked with the program that failed before:
 #  1. a file unlinked (or renamed over) while open keeps working for its open descriptors
 #     until they close, with st_nlink 0 (Python's tempfile.TemporaryFile, pjdfstest's
 #     unlink/14.t operations, mmap, ftruncate, fchmod);
@@ -10,7 +10,8 @@
 #     document, as touch does on a new name);
 #  4. atime is kept (touch -a, utimensat with only atime), across a remount;
 #  5. creating an entry updates the collection's mtime and ctime; a file's ctime changes on
-#     chmod, chown, rename and write.
+#     chmod, chown, rename and write;
+#  7. a scratch file stops at 256 MiB with EFBIG at the write that crosses the limit.
 # The store is checked (docfs check) after the unmount.
 . "$(dirname "$0")/lib.sh"
 mount_docfs
@@ -259,6 +260,29 @@ sleep 0.02
 echo '{"v": 2}' > "$C/ct.json"
 after=$(stat -c %.9Z "$C/ct.json")
 [ "${after/./}" -gt "${before/./}" ] || fail "document write: ctime $before -> $after"
+
+step "7. a scratch file stops at 256 MiB: the write that crosses it fails with EFBIG"
+if out=$(dd if=/dev/zero of="$C/big.bin" bs=1M count=257 2>&1); then
+	fail "dd of 257 MiB into a scratch file succeeded"
+fi
+case $out in
+*"File too large"*"256+0 records out"*) ;;
+*) fail "dd did not stop with EFBIG at the 257th MiB: $out" ;;
+esac
+expect_eq "$(stat -c %s "$C/big.bin")" "268435456" "the 256 MiB before the limit are kept"
+if out=$(printf x 2>&1 >> "$C/big.bin"); then
+	fail "an append past the limit succeeded"
+fi
+expect_eq "$(python3 -c "
+import os
+fd = os.open('$C/big.bin', os.O_WRONLY)
+try:
+    os.ftruncate(fd, 256 * 1024 * 1024 + 1)
+    print('ok')
+except OSError as e:
+    print(e.strerror)
+os.close(fd)")" "File too large" "ftruncate past the limit"
+rm "$C/big.bin"
 
 step "4. atime survives a remount"
 unmount_docfs
