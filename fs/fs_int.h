@@ -363,8 +363,10 @@ enum fs_node_kind {
 	FSN_UDIR,	/* "/<db>/<coll>/update/": lists empty, any name is an update path */
 	FSN_DDIR,	/* "/<db>/<coll>/delete/": lists empty, any name is a delete path */
 	FSN_WRITE,	/* a write path: pending_name is "update/<q>", "delete/<q>", ".bulk?.." */
-	FSN_DEAD,	/* unlinked or replaced while the kernel still holds it: writes to it
-			 * go nowhere, as on any unlinked file */
+	FSN_DEAD,	/* unlinked or replaced while the kernel still holds it: its open
+			 * files keep their content (read, write, truncate) until they close,
+			 * and their writes go nowhere, as on any unlinked file; attr holds
+			 * its attributes (st_nlink 0) once orphan is set */
 	FSN_OPTIONS,	/* "/<db>/<coll>/.options": the collection's options (options.c) */
 	FSN_PROFILE,	/* "<db>/.profile": the profiler's settings (profile.c) */
 	FSN_STATS,	/* ".stats[?scale=N]" of a collection (coll) or a database (coll 0);
@@ -394,7 +396,13 @@ struct fs_node {
 	struct stat attr;	  /* FSN_ENTRY: attributes as last read from the store */
 	struct store_attrs pend;  /* FSN_PENDING: what its first commit stores (the create's
 				   * mode and caller, setattrs since; mtime 0: the commit's) */
+	int64_t pend_atime_ns;	  /*   and its atime (-1: none set) */
 	uint64_t attr_gen;	  /* data_gen when attr was read (0: none) */
+	bool orphan;		  /* FSN_DEAD: attr holds its attributes (fs_node_orphan) */
+	const void *wowner;	  /* the open file whose written size and time follow (NULL:
+				   * none): what an open file wrote shows in stat before its
+				   * commit (fs_node_written_set) */
+	int64_t wsize, wtime_ns;  /*   that size and the time of that write */
 	bool in_ino_table;	  /* reachable by st_ino (the current node for it) */
 	struct fs_node *next_id;  /* hash chain by nodeid */
 	struct fs_node *next_ino; /* hash chain by st_ino */
@@ -448,7 +456,10 @@ void fs_node_forget(uint64_t nodeid, uint64_t n);
 void fs_node_repoint(struct fs_node *node, int kind, int64_t coll, int64_t id, uint64_t ino);
 /* A pending document's attributes (node.pend), read and changed under the nodes' lock. */
 struct store_attrs fs_node_pend_get(struct fs_node *node);
-void fs_node_pend_set(struct fs_node *node, int mask, const struct store_attrs *a);
+int64_t fs_node_pend_atime(struct fs_node *node); /* -1: none set */
+/* atime_ns: the atime its first commit sets (-1: none, it is the mtime). */
+void fs_node_pend_set(struct fs_node *node, int mask, const struct store_attrs *a,
+		      int64_t atime_ns);
 /* The nodeid currently standing for st_ino (0 when the kernel holds none); bumps data_gen. */
 uint64_t fs_node_touch_ino(uint64_t ino);
 /* The nodeid of db's directory while its node stands for db (0 when the kernel holds none,
@@ -461,6 +472,22 @@ bool fs_node_attr_get(struct fs_node *node, struct stat *st);
 /* Caches st as the node's attributes for its current data_gen. */
 void fs_node_attr_put(struct fs_node *node, const struct stat *st, uint64_t gen);
 uint64_t fs_node_gen(struct fs_node *node);
+/* An open file (owner, never dereferenced) wrote or truncated node's content to size bytes,
+ * not yet committed: stat shows that size and time until fs_node_written_clear of the same
+ * owner (its commit, or its release). */
+void fs_node_written_set(struct fs_node *node, const void *owner, int64_t size);
+void fs_node_written_clear(struct fs_node *node, const void *owner);
+/* Applies what an open file wrote (fs_node_written_set) to st: its size, mtime and ctime. */
+void fs_node_written_apply(struct fs_node *node, struct stat *st);
+/* Makes node FSN_DEAD, unlinked while the kernel holds it, with the attributes st (st_nlink
+ * set to 0 here) that stat shows until the kernel forgets it. */
+void fs_node_orphan(struct fs_node *node, const struct stat *st);
+/* The attributes of an orphaned node (fs_node_orphan): true and *st filled, else false. */
+bool fs_node_orphan_get(struct fs_node *node, struct stat *st);
+/* Changes an orphaned node's attributes (mask of STORE_SET_*, as store_entry_setattr, and
+ * atime_ns unless -1). */
+void fs_node_orphan_set(struct fs_node *node, int mask, const struct store_attrs *a,
+			int64_t atime_ns);
 /* Records that the kernel caches node's content (a collection: its listing) as of gen, a
  * value fs_node_gen returned before the content was read. */
 void fs_node_cache_set(struct fs_node *node, uint64_t gen);

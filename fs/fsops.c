@@ -61,6 +61,16 @@
  *    .insert and the first commit of a created document themselves, and the kernel resets
  *    the cache on its own for creates, unlinks and renames through the mount. So a listing
  *    that read an older state is never kept.
+ * 9. POSIX files (issue 28). What an open file wrote and has not committed is what stat
+ *    shows (fs_node_written_set: its size and time, until its commit or release), so a
+ *    file read back on the descriptor that wrote it is not cut at the stored size. A file
+ *    unlinked or renamed over while open keeps working for its open files until they
+ *    close: orphan_prepare loads the content of every open file of it before the store
+ *    drops it, and the node becomes FSN_DEAD with its last attributes and st_nlink 0
+ *    (orphan_keep); reads, writes, truncates, mmap and fchmod then work on those buffers
+ *    and commit nowhere. O_TRUNC empties a scratch file at the open; a document opened
+ *    with O_TRUNC and closed unwritten becomes the empty document, as a created one does.
+ *    Creating an entry touches the collection's mtime and ctime, as unlink and rename do.
  */
 #define FUSE_USE_VERSION 34
 #include "fs_int.h"
@@ -182,6 +192,7 @@ struct fs_handle {
 	off_t wbase;		/* FH_WRITE: the offset the result is read from (write_read) */
 	bool wbased;		/*   decided at the first read */
 	bool tried;		/* FH_ENTRY: a write reached this handle (fsop_release) */
+	bool trunc;		/* FH_ENTRY: a document opened with O_TRUNC (fsop_release) */
 	size_t seq_len;		/* FH_ENTRY: bytes written in order from 0 (SIZE_MAX: not) */
 	size_t seq_checked;	/*   their length at the last early check (seq_prefix_bad) */
 	bool listing;		/* FH_DIR: a listing from offset 0 began, not yet ended */
@@ -330,7 +341,7 @@ static void entry_attr(struct stat *st, uint64_t ino, const struct store_entry *
 	st->st_blksize = 4096;
 	ts_from_ns(&st->st_mtim, e->mtime_ns);
 	ts_from_ns(&st->st_ctim, e->ctime_ns);
-	st->st_atim = st->st_mtim;
+	ts_from_ns(&st->st_atim, e->atime_ns);
 }
 
 static void file_attr(struct stat *st, uint64_t ino, uint32_t mode, size_t size, int64_t mtime)
@@ -530,11 +541,17 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 		file_attr(st, n->ino, a.mode, 0, a.mtime_ns ? a.mtime_ns : now_ns());
 		st->st_uid = a.uid;
 		st->st_gid = a.gid;
+		fs_node_written_apply(n, st);
+		if (fs_node_pend_atime(n) >= 0)
+			ts_from_ns(&st->st_atim, fs_node_pend_atime(n));
 		*timeout = 0;
 		return 0;
 	}
 	case FSN_DEAD:
-		file_attr(st, n->ino, 0644, 0, now_ns());
+		/* Unlinked while open (note 9): what stat showed, with st_nlink 0. */
+		if (!fs_node_orphan_get(n, st))
+			file_attr(st, n->ino, 0644, 0, now_ns());
+		fs_node_written_apply(n, st);
 		*timeout = 0;
 		return 0;
 	case FSN_SNAP_ROOT:
@@ -556,8 +573,10 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 	}
 	/* An entry's attributes come from the node while nothing changed it (every change,
 	 * ours or another process's, bumps data_gen); a warm grep -r stats every file. */
-	if (n->kind == FSN_ENTRY && fs_node_attr_get(n, st))
+	if (n->kind == FSN_ENTRY && fs_node_attr_get(n, st)) {
+		fs_node_written_apply(n, st); /* note 9 */
 		return 0;
+	}
 	gen = fs_node_gen(n);
 	if ((rc = store_txn_begin(n->db, false, &t, err)))
 		return rc;
@@ -594,7 +613,7 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 				st->st_blksize = FS_MAX_WRITE;
 			*timeout = 0;
 		} else if (!rc && n->kind == FSN_COLL)
-			dir_attr(st, n->ino, c.mode, c.uid, c.gid, c.mtime_ns, c.ctime_ns);
+			dir_attr(st, n->ino, c.mode, c.uid, c.gid, c.mtime_ns, c.chtime_ns);
 		else if (!rc && (n->kind == FSN_QDIR || n->kind == FSN_XDIR || n->kind == FSN_ADIR))
 			dir_attr(st, n->ino, 0555, c.uid, c.gid, c.ctime_ns, c.ctime_ns);
 		else if (!rc && (n->kind == FSN_UDIR || n->kind == FSN_DDIR))
@@ -632,6 +651,7 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 			entry_attr(st, n->ino, &e);
 			if (n->kind == FSN_ENTRY)
 				fs_node_attr_put(n, st, gen);
+			fs_node_written_apply(n, st); /* note 9 */
 		}
 	}
 	store_txn_abort(t);
@@ -1050,6 +1070,8 @@ static void handle_free(struct fs_handle *h)
 	if (h->next)
 		h->next->prev = h->prev;
 	pthread_mutex_unlock(&handles_lock);
+	if (h->node)
+		fs_node_written_clear(h->node, h); /* written bytes not committed are gone */
 	fs_curop_handle(false);
 	if (h->ins_init && h->ins.ndocs) /* one insert a document, as MongoDB counts them */
 		fs_curop_count_doc(h->node->db, h->node->coll, true, h->ins.ndocs, 0);
@@ -1135,6 +1157,13 @@ static int handle_commit_ordered(fuse_req_t req, struct fs_handle *h, struct dfs
 
 		rc = store_doc_write_text(t, n->coll, n->pending_name,
 					  h->buf.data ? h->buf.data : "", h->buf.len, &a, &e, err);
+		if (!rc && fs_node_pend_atime(n) >= 0) { /* touch -a, tar: before the commit */
+			e.atime_ns = fs_node_pend_atime(n);
+			rc = store_entry_set_atime(t, e.id, e.atime_ns, err);
+		}
+		/* A new entry: the directory changed (note 9). */
+		if (!rc)
+			rc = store_coll_touch(t, n->coll, 0, err);
 		if (rc)
 			dfs_err_prefix(err, "'%s': ", n->pending_name);
 	} else {
@@ -1175,6 +1204,7 @@ static int handle_commit_ordered(fuse_req_t req, struct fs_handle *h, struct dfs
 		return rc;
 	h->dirty = false;
 	h->written = false;
+	fs_node_written_clear(n, h); /* the store has it now (note 9) */
 	if (n->kind == FSN_PENDING) {
 		/* A new name in the collection: a listing the kernel keeps may predate it (the
 		 * kernel saw the create, not this commit; note 8). */
@@ -1612,6 +1642,21 @@ static void fsop_open_as(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
 			return;
 		}
 		handle_loaded(h, gen, (fi->flags & O_TRUNC) ? NULL : &e);
+		if ((fi->flags & O_TRUNC) && h->is_doc) {
+			/* the empty document at the release, if nothing is written */
+			h->trunc = true;
+		} else if ((fi->flags & O_TRUNC) && !is_saved_query(e.name)) {
+			/* A scratch file is empty from the open on (`: > log.txt`). */
+			pthread_mutex_lock(&h->lock);
+			h->written = true;
+			rc = handle_commit(req, h, &err);
+			pthread_mutex_unlock(&h->lock);
+			if (rc) {
+				handle_free(h);
+				reply_dfs(req, &err, "open");
+				return;
+			}
+		}
 		/* note 3: the kernel's cache is kept only if it holds what was read here; else
 		 * it is refilled from this read, of gen. */
 		if (!(fi->flags & O_TRUNC) && fs_node_cache_is(n, gen))
@@ -1909,7 +1954,7 @@ static void fsop_read_as(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	/* note 3: this reply goes into the page cache the node's other files share. From a
 	 * file that read an older content, it must not stay there for the opens to come. */
-	if (h->kind == FH_ENTRY && !h->direct) {
+	if (h->kind == FH_ENTRY && !h->direct && h->node->kind != FSN_DEAD) {
 		uint64_t gen = fs_node_gen(h->node);
 
 		if (h->gen != gen && !still_current(h, gen))
@@ -2045,14 +2090,15 @@ static void fsop_write_as(fuse_req_t req, fuse_ino_t ino, const char *data, size
 		return;
 	}
 	h->tried = true; /* even a write that fails: then no empty document at the release */
+	if (fi->flags & O_APPEND) {
+		off = (off_t)h->buf.len;
+		end = h->buf.len + size;
+	}
+	/* The write that crosses the limit fails, not the close (README: scratch files). */
 	if (off < 0 || end > (h->is_doc || h->kind == FH_IXSPEC ? MAX_TEXT : MAX_SCRATCH)) {
 		pthread_mutex_unlock(&h->lock);
 		reply_msg(req, DFS_EFBIG, "write: file would be %zu bytes, over the limit", end);
 		return;
-	}
-	if (fi->flags & O_APPEND) {
-		off = (off_t)h->buf.len;
-		end = h->buf.len + size;
 	}
 	if (end > h->buf.len) {
 		dfs_buf_reserve(&h->buf, end - h->buf.len);
@@ -2063,6 +2109,8 @@ static void fsop_write_as(fuse_req_t req, fuse_ino_t ino, const char *data, size
 	memcpy(h->buf.data + off, data, size);
 	h->dirty = true;
 	h->written = true;
+	if (h->kind == FH_ENTRY) /* stat shows it before the commit (note 9) */
+		fs_node_written_set(h->node, h, (int64_t)h->buf.len);
 	if (h->is_doc && seq_prefix_bad(h, (size_t)off, size, &werr)) {
 		pthread_mutex_unlock(&h->lock);
 		reply_dfs(req, &werr, "write");
@@ -2097,7 +2145,19 @@ static int open_file_commit(fuse_req_t req, struct fs_handle *h, bool flush, str
 	 * 8); an insert that failed midway kept the documents before it. A close that
 	 * inserted nothing (grep -r reads .insert) keeps the listing. */
 	if (h->ins.ndocs != h->ins_shown) {
+		struct store_txn *t;
+		struct dfs_err terr = {0};
+
 		h->ins_shown = h->ins.ndocs;
+		/* New entries: the directory's mtime and ctime (note 9). */
+		if (store_txn_begin(h->node->db, true, &t, &terr) == 0) {
+			if (store_coll_touch(t, h->node->coll, 0, &terr) == 0)
+				store_txn_commit(t, &terr);
+			else
+				store_txn_abort(t);
+		}
+		if (terr.code)
+			fs_errlog_add(".insert: %s", terr.msg);
 		fs_node_touch_ino(fs_ino_entry(h->node->db, h->node->coll));
 	}
 	if (rc && h->reported)
@@ -2173,11 +2233,12 @@ static void fsop_release_as(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
 	struct fs_node *n = h->node;
 	char name[FS_PENDING_NAME_CAP];
 
-	if (h->kind == FH_ENTRY && !h->tried && n->kind == FSN_PENDING) {
+	if (h->kind == FH_ENTRY && !h->tried && (n->kind == FSN_PENDING || h->trunc)) {
 		/* Created and closed without a write (touch, `: > new.json`, cp of an empty
 		 * file): the empty document {_id: <from the name>}, so that a create that
-		 * succeeded leaves its file. Done at the release, not the flush: a shell
-		 * flushes a redirection's file before the command writes to it. */
+		 * succeeded leaves its file; the same for a document opened with O_TRUNC
+		 * (`: > a.json`). Done at the release, not the flush: a shell flushes a
+		 * redirection's file before the command writes to it. */
 		struct dfs_err err = {0};
 
 		pthread_mutex_lock(&h->lock);
@@ -2302,8 +2363,9 @@ static void fsop_create_as(fuse_req_t req, fuse_ino_t parent, const char *name, 
 			return;
 		}
 		n = fs_node_pending(FSN_PENDING, p->db, p->coll, name);
-		fs_node_pend_set(
-			n, STORE_SET_MODE | STORE_SET_UID | STORE_SET_GID | STORE_SET_MTIME, &a);
+		fs_node_pend_set(n,
+				 STORE_SET_MODE | STORE_SET_UID | STORE_SET_GID | STORE_SET_MTIME,
+				 &a, -1);
 		pending_add(n);
 		h = handle_new(FH_ENTRY, n);
 		h->dirty = true;
@@ -2322,6 +2384,8 @@ static void fsop_create_as(fuse_req_t req, fuse_ino_t parent, const char *name, 
 		if (!rc) {
 			rc = store_file_create(t, p->coll, store_name(p, name, full, sizeof(full)),
 					       STORE_KIND_FILE, &a, NULL, 0, &e, &err);
+			if (!rc)
+				rc = store_coll_touch(t, p->coll, 0, &err); /* note 9 */
 			if (!rc)
 				rc = store_txn_commit(t, &err);
 			else
@@ -2374,6 +2438,8 @@ static void fsop_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 	rc = store_txn_begin(p->db, true, &t, &err);
 	if (!rc) {
 		rc = store_file_create(t, p->coll, name, STORE_KIND_FILE, &a, NULL, 0, &e, &err);
+		if (!rc)
+			rc = store_coll_touch(t, p->coll, 0, &err); /* note 9 */
 		rc = rc ? (store_txn_abort(t), rc) : store_txn_commit(t, &err);
 	}
 	if (rc) {
@@ -2468,10 +2534,12 @@ static void fsop_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int 
 				h->buf.data[size] = '\0';
 			h->dirty = true;
 			h->written = true;
-			if (h == &tmp)
+			if (h == &tmp) {
 				rc = handle_commit(req, h, &err);
-			else
+			} else {
+				fs_node_written_set(n, h, (int64_t)size); /* note 9 */
 				pthread_mutex_unlock(&h->lock);
+			}
 		}
 		if (h == &tmp)
 			dfs_buf_release(&tmp.buf);
@@ -2481,11 +2549,14 @@ static void fsop_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int 
 		}
 	}
 attrs:
-	if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID |
-		      FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)) {
+	if (to_set &
+	    (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID | FUSE_SET_ATTR_MTIME |
+	     FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_ATIME_NOW)) {
 		struct store_attrs a = {(uint32_t)attr->st_mode, attr->st_uid, attr->st_gid,
 					(int64_t)attr->st_mtim.tv_sec * 1000000000 +
 						attr->st_mtim.tv_nsec};
+		/* the atime to keep (touch -a; -1: unchanged) */
+		int64_t atime = (int64_t)attr->st_atim.tv_sec * 1000000000 + attr->st_atim.tv_nsec;
 		int mask = 0;
 
 		if (to_set & FUSE_SET_ATTR_MODE)
@@ -2498,11 +2569,18 @@ attrs:
 			a.mtime_ns = now_ns();
 		if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW))
 			mask |= STORE_SET_MTIME;
+		if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+			atime = now_ns();
+		else if (!(to_set & FUSE_SET_ATTR_ATIME))
+			atime = -1;
 		if (n->kind == FSN_ENTRY || n->kind == FSN_COLL) {
 			t = NULL; /* store_txn_begin leaves it alone when it fails */
 			rc = store_txn_begin(n->db, true, &t, &err);
 			if (!rc && n->kind == FSN_ENTRY) {
-				rc = store_entry_setattr(t, n->id, mask, &a, &err);
+				if (mask || atime < 0)
+					rc = store_entry_setattr(t, n->id, mask, &a, &err);
+				if (!rc && atime >= 0)
+					rc = store_entry_set_atime(t, n->id, atime, &err);
 			} else if (!rc) {
 				struct store_coll c;
 
@@ -2521,7 +2599,10 @@ attrs:
 			else if (t)
 				store_txn_abort(t);
 		} else if (n->kind == FSN_PENDING) {
-			fs_node_pend_set(n, mask, &a); /* for its first commit */
+			fs_node_pend_set(n, mask, &a, atime); /* for its first commit */
+		} else if (n->kind == FSN_DEAD) {
+			/* fchmod of an unlinked file (note 9) */
+			fs_node_orphan_set(n, mask, &a, atime);
 		} else if (n->kind != FSN_INSERT && n->kind != FSN_IXPENDING) {
 			rc = dfs_err_set(&err, DFS_EPERM, "attributes of this file are fixed");
 		}
@@ -3031,11 +3112,65 @@ static void ix_unlink(fuse_req_t req, struct fs_node *p, const char *name)
 	fuse_reply_err(req, 0);
 }
 
+/* note 9: the entry called name in p's collection is about to be unlinked or replaced.
+ * Returns the node the kernel holds for it (Borrowed: the kernel holds it for the request),
+ * or NULL, with *e its entry; every open file of that node has its content loaded first, so
+ * that it keeps reading it once the store has none. Read in a transaction of its own before
+ * the writing one: a commit takes a handle's lock and then the store's write lock, so this
+ * must never hold the write lock while it waits for a handle's lock. */
+static struct fs_node *orphan_prepare(struct fs_node *p, const char *name, struct store_entry *e)
+{
+	struct dfs_err err = {0};
+	struct store_txn *t;
+	struct fs_handle *h;
+	struct fs_node *n;
+	uint64_t nodeid;
+
+	if (store_txn_begin(p->db, false, &t, &err))
+		return NULL;
+	if (store_entry_lookup(t, p->coll, name, e, &err) ||
+	    !(nodeid = fs_node_touch_ino(fs_ino_entry(p->db, e->id))) ||
+	    !(n = fs_node_get(nodeid)) || n->kind != FSN_ENTRY || n->id != e->id) {
+		store_txn_abort(t);
+		return NULL;
+	}
+	pthread_mutex_lock(&handles_lock);
+	for (h = handles; h; h = h->next) {
+		if (h->node != n || h->kind != FH_ENTRY)
+			continue;
+		pthread_mutex_lock(&h->lock);
+		if (!h->loaded) {
+			dfs_buf_reset(&h->buf);
+			if (store_entry_read(t, e->id, &h->buf, &err) == 0) {
+				h->loaded = true;
+				handle_loaded(h, fs_node_gen(n), e);
+			}
+		}
+		pthread_mutex_unlock(&h->lock);
+	}
+	pthread_mutex_unlock(&handles_lock);
+	store_txn_abort(t);
+	return n;
+}
+
+/* note 9: n (orphan_prepare's node of entry e) is gone from the store: it stays, with its
+ * attributes and st_nlink 0, for its open files. */
+static void orphan_keep(struct fs_node *n, const struct store_entry *e)
+{
+	struct stat st;
+
+	if (!n || n->kind != FSN_ENTRY || n->id != e->id)
+		return;
+	entry_attr(&st, n->ino, e);
+	ts_from_ns(&st.st_ctim, now_ns()); /* its link count changed */
+	fs_node_orphan(n, &st);
+}
+
 static void fsop_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	struct fs_node *p = fs_node_get(parent);
+	struct fs_node *p = fs_node_get(parent), *on;
 	struct dfs_err err = {0};
-	struct store_entry e;
+	struct store_entry e, oe;
 	struct store_txn *t;
 	int rc;
 
@@ -3058,6 +3193,7 @@ static void fsop_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	name = store_name(p, name, full, sizeof(full));
+	on = orphan_prepare(p, name, &oe);
 	rc = store_txn_begin(p->db, true, &t, &err);
 	if (rc) {
 		reply_dfs(req, &err, "unlink");
@@ -3069,9 +3205,15 @@ static void fsop_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 		if (pn) {
 			/* A created document never written: forget its name, and make sure an
-			 * open file of it can no longer bring it into being. */
+			 * open file of it can no longer bring it into being. Its open files
+			 * keep what they wrote (note 9). */
+			struct stat st;
+			double timeout;
+
 			pending_del(pn);
+			node_attr(pn, &st, &timeout, &err);
 			fs_node_repoint(pn, FSN_DEAD, pn->coll, 0, pn->ino);
+			fs_node_orphan(pn, &st);
 			fs_node_forget(pn->nodeid, 1);
 			store_txn_abort(t);
 			fuse_reply_err(req, 0);
@@ -3087,15 +3229,17 @@ static void fsop_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		reply_dfs(req, &err, "unlink");
 		return;
 	}
+	if (on && oe.id == e.id)
+		orphan_keep(on, &e);
 	fuse_reply_err(req, 0);
 }
 
 static void fsop_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 			const char *newname, unsigned int flags)
 {
-	struct fs_node *p = fs_node_get(parent), *np = fs_node_get(newparent);
+	struct fs_node *p = fs_node_get(parent), *np = fs_node_get(newparent), *dn;
 	struct dfs_err err = {0};
-	struct store_entry src, dst, out;
+	struct store_entry src, dst, out, de;
 	char src_full[300], dst_full[300];
 	struct store_txn *t;
 	bson_t id;
@@ -3189,6 +3333,7 @@ static void fsop_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fus
 			return;
 		}
 	}
+	dn = orphan_prepare(np, newname, &de); /* what the rename replaces (note 9) */
 	rc = store_txn_begin(p->db, true, &t, &err);
 	if (rc) {
 		reply_dfs(req, &err, "rename");
@@ -3215,6 +3360,8 @@ static void fsop_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fus
 		reply_dfs(req, &err, "rename");
 		return;
 	}
+	if (dn && de.id != src.id)
+		orphan_keep(dn, &de);
 	/* The kernel's inode for the source now has the new name: point it at what the
 	 * store has there (design note 1 of inode.c). */
 	{
@@ -3259,6 +3406,8 @@ static void fsop_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, co
 	if (!rc) {
 		rc = store_file_create(t, p->coll, name, STORE_KIND_SYMLINK, &a, link, strlen(link),
 				       &e, &err);
+		if (!rc)
+			rc = store_coll_touch(t, p->coll, 0, &err); /* note 9 */
 		rc = rc ? (store_txn_abort(t), rc) : store_txn_commit(t, &err);
 	}
 	if (rc) {

@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define BUCKETS 65536
 
@@ -149,6 +150,7 @@ static struct fs_node *node_new(int kind, struct store_db *db, int64_t coll, int
 	n->ino = ino;
 	n->nlookup = 1;
 	n->data_gen = 1;
+	n->pend_atime_ns = -1;
 	live_nodes++;
 	h = hash64(n->nodeid);
 	n->next_id = by_id[h];
@@ -324,7 +326,17 @@ struct store_attrs fs_node_pend_get(struct fs_node *node)
 	return a;
 }
 
-void fs_node_pend_set(struct fs_node *node, int mask, const struct store_attrs *a)
+int64_t fs_node_pend_atime(struct fs_node *node)
+{
+	int64_t a;
+
+	pthread_mutex_lock(&nodes_lock);
+	a = node->pend_atime_ns;
+	pthread_mutex_unlock(&nodes_lock);
+	return a;
+}
+
+void fs_node_pend_set(struct fs_node *node, int mask, const struct store_attrs *a, int64_t atime_ns)
 {
 	pthread_mutex_lock(&nodes_lock);
 	if (mask & STORE_SET_MODE)
@@ -335,6 +347,8 @@ void fs_node_pend_set(struct fs_node *node, int mask, const struct store_attrs *
 		node->pend.gid = a->gid;
 	if (mask & STORE_SET_MTIME)
 		node->pend.mtime_ns = a->mtime_ns;
+	if (atime_ns >= 0)
+		node->pend_atime_ns = atime_ns;
 	pthread_mutex_unlock(&nodes_lock);
 }
 
@@ -449,5 +463,89 @@ void fs_node_bump(struct fs_node *node)
 {
 	pthread_mutex_lock(&nodes_lock);
 	node->data_gen++;
+	pthread_mutex_unlock(&nodes_lock);
+}
+
+void fs_node_written_set(struct fs_node *node, const void *owner, int64_t size)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	pthread_mutex_lock(&nodes_lock);
+	node->wowner = owner;
+	node->wsize = size;
+	node->wtime_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	pthread_mutex_unlock(&nodes_lock);
+}
+
+void fs_node_written_clear(struct fs_node *node, const void *owner)
+{
+	pthread_mutex_lock(&nodes_lock);
+	if (node->wowner == owner)
+		node->wowner = NULL;
+	pthread_mutex_unlock(&nodes_lock);
+}
+
+void fs_node_written_apply(struct fs_node *node, struct stat *st)
+{
+	pthread_mutex_lock(&nodes_lock);
+	if (node->wowner) {
+		st->st_size = (off_t)node->wsize;
+		st->st_blocks = (node->wsize + 511) / 512;
+		st->st_mtim.tv_sec = st->st_ctim.tv_sec = (time_t)(node->wtime_ns / 1000000000);
+		st->st_mtim.tv_nsec = st->st_ctim.tv_nsec = (long)(node->wtime_ns % 1000000000);
+	}
+	pthread_mutex_unlock(&nodes_lock);
+}
+
+void fs_node_orphan(struct fs_node *node, const struct stat *st)
+{
+	pthread_mutex_lock(&nodes_lock);
+	ino_unlink(node); /* its st_ino names nothing in the store any more */
+	node->kind = FSN_DEAD;
+	node->attr = *st;
+	node->attr.st_nlink = 0;
+	node->attr_gen = 0;
+	node->orphan = true;
+	node->data_gen++;
+	pthread_mutex_unlock(&nodes_lock);
+}
+
+bool fs_node_orphan_get(struct fs_node *node, struct stat *st)
+{
+	bool ok;
+
+	pthread_mutex_lock(&nodes_lock);
+	ok = node->kind == FSN_DEAD && node->orphan;
+	if (ok)
+		*st = node->attr;
+	pthread_mutex_unlock(&nodes_lock);
+	return ok;
+}
+
+void fs_node_orphan_set(struct fs_node *node, int mask, const struct store_attrs *a,
+			int64_t atime_ns)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	pthread_mutex_lock(&nodes_lock);
+	if (node->kind == FSN_DEAD && node->orphan) {
+		if (mask & STORE_SET_MODE)
+			node->attr.st_mode = (node->attr.st_mode & S_IFMT) | (a->mode & 07777);
+		if (mask & STORE_SET_UID)
+			node->attr.st_uid = a->uid;
+		if (mask & STORE_SET_GID)
+			node->attr.st_gid = a->gid;
+		if (mask & STORE_SET_MTIME) {
+			node->attr.st_mtim.tv_sec = (time_t)(a->mtime_ns / 1000000000);
+			node->attr.st_mtim.tv_nsec = (long)(a->mtime_ns % 1000000000);
+		}
+		if (atime_ns >= 0) {
+			node->attr.st_atim.tv_sec = (time_t)(atime_ns / 1000000000);
+			node->attr.st_atim.tv_nsec = (long)(atime_ns % 1000000000);
+		}
+		node->attr.st_ctim = now;
+	}
 	pthread_mutex_unlock(&nodes_lock);
 }

@@ -97,7 +97,7 @@ static const char *const schema_sql =
 	"CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v) WITHOUT ROWID;"
 	"CREATE TABLE IF NOT EXISTS colls(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE,"
 	" options BLOB, ctime INTEGER, mtime INTEGER, mode INTEGER, uid INTEGER, gid INTEGER,"
-	" ixver INTEGER NOT NULL DEFAULT 0);"
+	" ixver INTEGER NOT NULL DEFAULT 0, chtime INTEGER);"
 	"CREATE TABLE IF NOT EXISTS indexes(coll INTEGER, name TEXT, spec BLOB, ixid INTEGER,"
 	" multikey INTEGER NOT NULL DEFAULT 0, created INTEGER, build_ms INTEGER,"
 	" PRIMARY KEY(coll, name)) WITHOUT ROWID;"
@@ -105,14 +105,14 @@ static const char *const schema_sql =
 	" PRIMARY KEY(ix, key, id)) WITHOUT ROWID;"
 	"CREATE TABLE IF NOT EXISTS docs(id INTEGER PRIMARY KEY, coll INTEGER NOT NULL,"
 	" key BLOB NOT NULL, name TEXT, size INTEGER, mode INTEGER, uid INTEGER, gid INTEGER,"
-	" mtime INTEGER, ctime INTEGER, bson BLOB NOT NULL);"
+	" mtime INTEGER, ctime INTEGER, bson BLOB NOT NULL, atime INTEGER);"
 	"CREATE UNIQUE INDEX IF NOT EXISTS docs_key ON docs(coll, key);"
 	"CREATE INDEX IF NOT EXISTS docs_private ON docs(coll) WHERE (mode & 292) != 292;"
 	"CREATE TABLE IF NOT EXISTS runs(coll INTEGER NOT NULL, lo INTEGER NOT NULL,"
 	" hi INTEGER NOT NULL, PRIMARY KEY(coll, lo)) WITHOUT ROWID;"
 	"CREATE TABLE IF NOT EXISTS files(id INTEGER PRIMARY KEY, coll INTEGER NOT NULL,"
 	" name TEXT NOT NULL, kind INTEGER, mode INTEGER, uid INTEGER, gid INTEGER,"
-	" mtime INTEGER, ctime INTEGER, data BLOB, UNIQUE(coll, name));"
+	" mtime INTEGER, ctime INTEGER, data BLOB, atime INTEGER, UNIQUE(coll, name));"
 	"CREATE TABLE IF NOT EXISTS vacated(coll INTEGER, key BLOB, id INTEGER, time INTEGER,"
 	" PRIMARY KEY(coll, key)) WITHOUT ROWID;"
 	"CREATE TABLE IF NOT EXISTS changes(seq INTEGER PRIMARY KEY, coll INTEGER, op INTEGER,"
@@ -147,25 +147,40 @@ static const char *const migrate_3_4_sql =
 #define EV_PERM                                                                                    \
 	" e.pmode, e.puid, e.pgid, d.mode, d.uid, d.gid FROM events e LEFT JOIN docs d"            \
 	" ON d.id = e.docid"
+/* Versions 5 -> 7: atime of documents and scratch files, set only by utimensat (NULL: the
+ * mtime, so that an insert writes nothing more); chtime, the last status change of a
+ * collection directory (its ctime column is its creation, which its fixed entries show);
+ * the attributes of the document an event is about, when not everyone may read it
+ * (cred.c; the partial index docs_private is in schema_sql). Each column is added unless
+ * there (migrate_5_6), so a version-6 file of either half of this step is completed. */
+static const char *const migrate_5_6_cols[][2] = {
+	{"docs", "atime"},    {"files", "atime"}, {"colls", "chtime"}, {"events", "docid"},
+	{"events", "pmode"}, {"events", "puid"}, {"events", "pgid"}};
 
 static const char *const stmt_sql[ST__COUNT] = {
 	[ST_META_GET] = "SELECT v FROM meta WHERE k = ?1",
 	[ST_META_SET] = "INSERT OR REPLACE INTO meta(k, v) VALUES(?1, ?2)",
-	[ST_COLL_FIND] = "SELECT id, name, ctime, mtime, mode, uid, gid, options FROM colls WHERE name = ?1",
-	[ST_COLL_BY_ID] = "SELECT id, name, ctime, mtime, mode, uid, gid, options FROM colls WHERE id = ?1",
-	[ST_COLL_LIST] = "SELECT id, name, ctime, mtime, mode, uid, gid, options FROM colls ORDER BY name",
+	[ST_COLL_FIND] = "SELECT id, name, ctime, mtime, mode, uid, gid, options,"
+			 " coalesce(chtime, mtime) FROM colls WHERE name = ?1",
+	[ST_COLL_BY_ID] = "SELECT id, name, ctime, mtime, mode, uid, gid, options,"
+			  " coalesce(chtime, mtime) FROM colls WHERE id = ?1",
+	[ST_COLL_LIST] = "SELECT id, name, ctime, mtime, mode, uid, gid, options,"
+			 " coalesce(chtime, mtime) FROM colls ORDER BY name",
 	[ST_COLL_INSERT] = "INSERT INTO colls(id, name, ctime, mtime, mode, uid, gid)"
 			   " VALUES(?1, ?2, ?3, ?3, ?4, ?5, ?6)",
-	[ST_COLL_RENAME] = "UPDATE colls SET name = ?2, mtime = ?3 WHERE id = ?1",
-	[ST_COLL_TOUCH] = "UPDATE colls SET mtime = ?2 WHERE id = ?1",
-	[ST_COLL_SETATTR] = "UPDATE colls SET mode = ?2, uid = ?3, gid = ?4 WHERE id = ?1",
+	[ST_COLL_RENAME] = "UPDATE colls SET name = ?2, mtime = ?3, chtime = ?3 WHERE id = ?1",
+	[ST_COLL_TOUCH] = "UPDATE colls SET mtime = ?2, chtime = ?3 WHERE id = ?1",
+	[ST_COLL_SETATTR] = "UPDATE colls SET mode = ?2, uid = ?3, gid = ?4, chtime = ?5"
+			    " WHERE id = ?1",
 	[ST_COLL_NDOCS] = "SELECT count(*) FROM docs WHERE coll = ?1",
 	[ST_COLL_NFILES] = "SELECT count(*) FROM files WHERE coll = ?1",
 	[ST_COLL_OPTIONS] = "UPDATE colls SET options = ?2 WHERE id = ?1",
 	[ST_DOC_BSON_LEN] = "SELECT length(bson) FROM docs WHERE id = ?1",
-	[ST_DOC_BY_KEY] = "SELECT id, coll, name, size, mode, uid, gid, mtime, ctime FROM docs"
+	[ST_DOC_BY_KEY] = "SELECT id, coll, name, size, mode, uid, gid, mtime, ctime,"
+			  " coalesce(atime, mtime) FROM docs"
 			  " WHERE coll = ?1 AND key = ?2",
-	[ST_DOC_BY_ID] = "SELECT id, coll, name, size, mode, uid, gid, mtime, ctime FROM docs"
+	[ST_DOC_BY_ID] = "SELECT id, coll, name, size, mode, uid, gid, mtime, ctime,"
+			 " coalesce(atime, mtime) FROM docs"
 			 " WHERE id = ?1",
 	[ST_DOC_BSON] = "SELECT bson FROM docs WHERE id = ?1",
 	[ST_DOC_INSERT] = "INSERT INTO docs(id, coll, key, name, size, mode, uid, gid, mtime,"
@@ -174,24 +189,29 @@ static const char *const stmt_sql[ST__COUNT] = {
 			  " WHERE id = ?1",
 	[ST_DOC_DELETE] = "DELETE FROM docs WHERE id = ?1",
 	[ST_DOC_LIST] = "SELECT d.id, d.coll, d.name, d.size, d.mode, d.uid, d.gid, d.mtime,"
-			" d.ctime" STORE__DOCS_OF_COLL_AFTER " ORDER BY r.lo, d.id LIMIT 256",
-	[ST_DOC_SETATTR] = "UPDATE docs SET mode = ?2, uid = ?3, gid = ?4, mtime = ?5, ctime = ?6"
-			   " WHERE id = ?1",
+			" d.ctime, coalesce(d.atime, d.mtime)" STORE__DOCS_OF_COLL_AFTER
+			" ORDER BY r.lo, d.id LIMIT 256",
+	[ST_DOC_SETATTR] = "UPDATE docs SET mode = ?2, uid = ?3, gid = ?4, mtime = ?5, ctime = ?6,"
+			   " atime = ?7 WHERE id = ?1",
+	[ST_DOC_ATIME] = "UPDATE docs SET atime = ?2, ctime = ?3 WHERE id = ?1",
 	[ST_DOC_RENAME] = "UPDATE docs SET coll = ?2, key = ?3, name = ?4, size = ?5, ctime = ?6,"
 			  " bson = ?7 WHERE id = ?1",
 	[ST_FILE_BY_NAME] = "SELECT id, coll, name, kind, length(data), mode, uid, gid, mtime,"
-			    " ctime FROM files WHERE coll = ?1 AND name = ?2",
+			    " ctime, coalesce(atime, mtime) FROM files"
+			    " WHERE coll = ?1 AND name = ?2",
 	[ST_FILE_BY_ID] = "SELECT id, coll, name, kind, length(data), mode, uid, gid, mtime,"
-			  " ctime FROM files WHERE id = ?1",
+			  " ctime, coalesce(atime, mtime) FROM files WHERE id = ?1",
 	[ST_FILE_DATA] = "SELECT data FROM files WHERE id = ?1",
 	[ST_FILE_INSERT] = "INSERT INTO files(id, coll, name, kind, mode, uid, gid, mtime, ctime,"
 			   " data) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9)",
 	[ST_FILE_WRITE] = "UPDATE files SET data = ?2, mtime = ?3, ctime = ?3 WHERE id = ?1",
 	[ST_FILE_DELETE] = "DELETE FROM files WHERE id = ?1",
-	[ST_FILE_LIST] = "SELECT id, coll, name, kind, length(data), mode, uid, gid, mtime, ctime"
-			 " FROM files WHERE coll = ?1 AND id > ?2 ORDER BY id LIMIT 256",
+	[ST_FILE_LIST] = "SELECT id, coll, name, kind, length(data), mode, uid, gid, mtime, ctime,"
+			 " coalesce(atime, mtime) FROM files WHERE coll = ?1 AND id > ?2"
+			 " ORDER BY id LIMIT 256",
 	[ST_FILE_SETATTR] = "UPDATE files SET mode = ?2, uid = ?3, gid = ?4, mtime = ?5,"
-			    " ctime = ?6 WHERE id = ?1",
+			    " ctime = ?6, atime = ?7 WHERE id = ?1",
+	[ST_FILE_ATIME] = "UPDATE files SET atime = ?2, ctime = ?3 WHERE id = ?1",
 	[ST_FILE_RENAME] = "UPDATE files SET coll = ?2, name = ?3, ctime = ?4 WHERE id = ?1",
 	[ST_VAC_GET] = "SELECT id FROM vacated WHERE coll = ?1 AND key = ?2 AND time > ?3",
 	[ST_VAC_PUT] = "INSERT OR REPLACE INTO vacated(coll, key, id, time) VALUES(?1, ?2, ?3, ?4)",
@@ -754,6 +774,35 @@ static uint32_t max_db_number(struct store *s)
 	return max;
 }
 
+/* The columns of version 6 (migrate_5_6_cols), added to tables that lack them. */
+static int migrate_5_6(sqlite3 *h, struct dfs_err *err)
+{
+	for (size_t i = 0; i < sizeof(migrate_5_6_cols) / sizeof(migrate_5_6_cols[0]); i++) {
+		char sql[160];
+		sqlite3_stmt *st;
+		bool has = false;
+		int rc;
+
+		snprintf(sql, sizeof(sql),
+			 "SELECT 1 FROM pragma_table_info('%s') WHERE name = '%s'",
+			 migrate_5_6_cols[i][0], migrate_5_6_cols[i][1]);
+		if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) != SQLITE_OK)
+			return dfs_err_set(err, DFS_EIO, "sqlite: %s", sqlite3_errmsg(h));
+		rc = sqlite3_step(st);
+		has = rc == SQLITE_ROW;
+		sqlite3_finalize(st);
+		if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+			return dfs_err_set(err, DFS_EIO, "sqlite: %s", sqlite3_errstr(rc));
+		if (has)
+			continue;
+		snprintf(sql, sizeof(sql), "ALTER TABLE %s ADD COLUMN %s INTEGER",
+			 migrate_5_6_cols[i][0], migrate_5_6_cols[i][1]);
+		if ((rc = exec_sql(h, sql, err)))
+			return rc;
+	}
+	return 0;
+}
+
 /* Creates the schema of a new database file (or checks the version of an existing one). */
 static int db_init_schema(struct store *s, struct store__conn *c, const char *name,
 			  struct dfs_err *err)
@@ -797,14 +846,8 @@ static int db_init_schema(struct store *s, struct store__conn *c, const char *na
 		}
 		if (uv >= 1 && exec_sql(c->h, EVENTS_SQL, err))
 			goto fail;
-		/* 5 -> 6: the attributes of a document an event shows, when not everyone may
-		 * read it (cred.c), and the partial index docs_private (in schema_sql). */
-		if (uv == 5 && exec_sql(c->h,
-					"ALTER TABLE events ADD COLUMN docid INTEGER;"
-					"ALTER TABLE events ADD COLUMN pmode INTEGER;"
-					"ALTER TABLE events ADD COLUMN puid INTEGER;"
-					"ALTER TABLE events ADD COLUMN pgid INTEGER;",
-					err))
+		/* Before the index rebuild below: its statements read the new columns. */
+		if (uv >= 1 && uv <= 6 && migrate_5_6(c->h, err))
 			goto fail;
 		if (uv == 1 && exec_sql(c->h, migrate_1_2_sql, err))
 			goto fail;
@@ -1410,6 +1453,7 @@ static void coll_from_row(sqlite3_stmt *st, struct store_coll *c)
 	c->uid = (uint32_t)sqlite3_column_int64(st, 5);
 	c->gid = (uint32_t)sqlite3_column_int64(st, 6);
 	store__capped_decode(sqlite3_column_blob(st, 7), sqlite3_column_bytes(st, 7), c);
+	c->chtime_ns = sqlite3_column_int64(st, 8);
 }
 
 static int coll_get(struct store_txn *t, enum store__st which, const char *name, int64_t id,
@@ -1694,6 +1738,7 @@ int store_coll_touch(struct store_txn *t, int64_t id, int64_t mtime_ns, struct d
 		return err ? err->code : DFS_EIO;
 	sqlite3_bind_int64(st, 1, id);
 	sqlite3_bind_int64(st, 2, mtime_ns ? mtime_ns : store__now_ns());
+	sqlite3_bind_int64(st, 3, store__now_ns());
 	return step_done(t, st, "touch collection", err);
 }
 
@@ -1708,6 +1753,7 @@ int store_coll_setattr(struct store_txn *t, int64_t id, uint32_t mode, uint32_t 
 	sqlite3_bind_int64(st, 2, mode);
 	sqlite3_bind_int64(st, 3, uid);
 	sqlite3_bind_int64(st, 4, gid);
+	sqlite3_bind_int64(st, 5, store__now_ns());
 	return step_done(t, st, "collection attributes", err);
 }
 

@@ -122,6 +122,7 @@ static void entry_from_doc_row(sqlite3_stmt *st, struct store_entry *e)
 	e->gid = (uint32_t)sqlite3_column_int64(st, 6);
 	e->mtime_ns = sqlite3_column_int64(st, 7);
 	e->ctime_ns = sqlite3_column_int64(st, 8);
+	e->atime_ns = sqlite3_column_int64(st, 9);
 }
 
 static void entry_from_file_row(sqlite3_stmt *st, struct store_entry *e)
@@ -138,6 +139,7 @@ static void entry_from_file_row(sqlite3_stmt *st, struct store_entry *e)
 	e->gid = (uint32_t)sqlite3_column_int64(st, 7);
 	e->mtime_ns = sqlite3_column_int64(st, 8);
 	e->ctime_ns = sqlite3_column_int64(st, 9);
+	e->atime_ns = sqlite3_column_int64(st, 10);
 }
 
 /* Runs a one-row lookup statement already bound; 0 with *e filled, DFS_ENOENT, or error. */
@@ -726,6 +728,7 @@ static int doc_insert_row(struct store_txn *t, int64_t coll, const bson_t *doc, 
 		out->gid = a->gid;
 		out->size = size;
 		out->mtime_ns = a->mtime_ns ? a->mtime_ns : now;
+		out->atime_ns = out->mtime_ns;
 		out->ctime_ns = now;
 		snprintf(out->name, sizeof(out->name), "%s", name);
 	}
@@ -980,6 +983,7 @@ static int file_insert(struct store_txn *t, int64_t coll, const char *name, int 
 		out->gid = a->gid;
 		out->size = (int64_t)len;
 		out->mtime_ns = out->ctime_ns = a->mtime_ns ? a->mtime_ns : now;
+		out->atime_ns = out->mtime_ns;
 		snprintf(out->name, sizeof(out->name), "%s", name);
 	}
 	return 0;
@@ -1286,9 +1290,31 @@ int store_entry_setattr(struct store_txn *t, int64_t id, int mask, const struct 
 	sqlite3_bind_int64(st, 4, (mask & STORE_SET_GID) ? a->gid : e.gid);
 	sqlite3_bind_int64(st, 5, (mask & STORE_SET_MTIME) ? a->mtime_ns : e.mtime_ns);
 	sqlite3_bind_int64(st, 6, store__now_ns());
+	/* An atime never set shows the mtime (db.c, version 6): kept where it shows now. */
+	sqlite3_bind_int64(st, 7, e.atime_ns);
 	rc = sqlite3_step(st);
 	if (rc != SQLITE_DONE)
 		return store__sqlerr(t, rc, "set attributes", err);
+	return store__change(t, e.coll, STORE_CH_PUT, id, e.name, err);
+}
+
+int store_entry_set_atime(struct store_txn *t, int64_t id, int64_t atime_ns, struct dfs_err *err)
+{
+	struct store_entry e;
+	sqlite3_stmt *st;
+	int rc;
+
+	if ((rc = store_entry_get(t, id, &e, err)))
+		return rc;
+	st = store__stmt(t, e.kind == STORE_KIND_DOC ? ST_DOC_ATIME : ST_FILE_ATIME, err);
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_int64(st, 2, atime_ns);
+	sqlite3_bind_int64(st, 3, store__now_ns());
+	rc = sqlite3_step(st);
+	if (rc != SQLITE_DONE)
+		return store__sqlerr(t, rc, "set atime", err);
 	return store__change(t, e.coll, STORE_CH_PUT, id, e.name, err);
 }
 

@@ -285,6 +285,7 @@ struct store_coll {
 	int64_t id;			/* stable, shares the id space of entries */
 	char name[DFS_MAX_NS_NAME + 1]; /* collection name */
 	int64_t ctime_ns, mtime_ns;	/* creation, last change of the directory */
+	int64_t chtime_ns;		/* last change of the directory or its attributes */
 	uint32_t mode, uid, gid;	/* directory attributes */
 	bool capped;			/* a capped collection (capped.c): */
 	int64_t cap_size, cap_max;	/*   its size in bytes and most documents (0: any) */
@@ -314,6 +315,8 @@ int store_coll_count(struct store_txn *t, int64_t id, int64_t *ndocs, int64_t *n
 /* The documents of collection id and the bytes of their BSON (collStats count and size). */
 int store_coll_data_size(struct store_txn *t, int64_t id, int64_t *count, int64_t *bytes,
 			 struct dfs_err *err);
+/* Sets the mtime of collection id (0: now) and its chtime to now: an entry was added,
+ * removed or renamed (or utimensat). */
 int store_coll_touch(struct store_txn *t, int64_t id, int64_t mtime_ns, struct dfs_err *err);
 int store_coll_setattr(struct store_txn *t, int64_t id, uint32_t mode, uint32_t uid, uint32_t gid,
 		       struct dfs_err *err);
@@ -332,7 +335,8 @@ struct store_entry {
 	uint32_t mode, uid, gid; /* permission bits only in mode, no S_IFMT */
 	int64_t size;		 /* rendered JSON length (documents) or byte length */
 	int64_t mtime_ns, ctime_ns;
-	char name[256]; /* the file name in the directory */
+	char name[256];	  /* the file name in the directory */
+	int64_t atime_ns; /* last access as set (utimensat): the mtime until set */
 };
 
 struct store_attrs {
@@ -424,6 +428,9 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 #define STORE_SET_MTIME 8
 int store_entry_setattr(struct store_txn *t, int64_t id, int mask, const struct store_attrs *a,
 			struct dfs_err *err);
+/* Sets the atime of entry id (utimensat, touch -a); a new entry's atime is its mtime, and
+ * stays where it shows when its other attributes are set. */
+int store_entry_set_atime(struct store_txn *t, int64_t id, int64_t atime_ns, struct dfs_err *err);
 
 /* ---- callers and the documents they may read (cred.c) ------------------------------ */
 

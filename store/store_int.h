@@ -36,6 +36,7 @@ enum store__st {
 	ST_DOC_DELETE,
 	ST_DOC_LIST,
 	ST_DOC_SETATTR,
+	ST_DOC_ATIME,
 	ST_DOC_RENAME,
 	ST_FILE_BY_NAME,
 	ST_FILE_BY_ID,
@@ -45,6 +46,7 @@ enum store__st {
 	ST_FILE_DELETE,
 	ST_FILE_LIST,
 	ST_FILE_SETATTR,
+	ST_FILE_ATIME,
 	ST_FILE_RENAME,
 	ST_VAC_GET,
 	ST_VAC_PUT,
@@ -269,7 +271,7 @@ void store__capped_decode(const void *blob, int len, struct store_coll *c);
 int store__conn_open(const char *path, bool create, struct store__conn **out, struct dfs_err *err);
 void store__conn_close(struct store__conn *c);
 
-#define STORE__SCHEMA_VERSION 6
+#define STORE__SCHEMA_VERSION 7
 
 /* The FROM and WHERE of a scan of collection ?1's documents (d) in run order (doc.c note
  * 5): runs in lo order, each a rowid range of docs filtered on coll (a run may hold other

@@ -1298,6 +1298,48 @@ START_TEST(test_store_txn_cred_hides_private_documents)
 }
 END_TEST
 
+/* issue 28: atime is kept apart from mtime (set only by store_entry_set_atime, never moved
+ * by other attributes or a write); a collection's chtime follows its changes. */
+START_TEST(test_store_entry_set_atime_keeps_it_apart)
+{
+	struct dfs_err err = {0};
+	struct store_entry e, f;
+	struct store_coll c0, c1;
+	struct store_txn *t;
+	struct store_attrs mode = {0600, 0, 0, 0};
+	int64_t c = make_coll("times");
+
+	ck_assert_msg(write_doc(c, "a.json", "{}", &e, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(e.atime_ns, e.mtime_ns);
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	ck_assert_int_eq(store_coll_by_id(t, c, &c0, &err), 0);
+	ck_assert_int_eq(
+		store_file_create(t, c, "s.txt", STORE_KIND_FILE, &attrs, "x", 1, &f, &err), 0);
+	ck_assert_int_eq(f.atime_ns, f.mtime_ns);
+	ck_assert_int_eq(store_entry_set_atime(t, e.id, 123456789, &err), 0);
+	ck_assert_int_eq(store_entry_set_atime(t, f.id, 987654321, &err), 0);
+	ck_assert_int_eq(store_entry_setattr(t, e.id, STORE_SET_MODE, &mode, &err), 0);
+	ck_assert_int_eq(store_file_write(t, f.id, "yz", 2, &err), 0);
+	ck_assert_int_eq(store_coll_touch(t, c, 5, &err), 0);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+
+	ck_assert_int_eq(store_txn_begin(db, false, &t, &err), 0);
+	ck_assert_int_eq(store_entry_get(t, e.id, &e, &err), 0);
+	ck_assert_int_eq(e.atime_ns, 123456789);
+	ck_assert_uint_eq(e.mode, 0600);
+	ck_assert_int_gt(e.mtime_ns, 123456789);
+	ck_assert_int_eq(store_entry_lookup(t, c, "s.txt", &f, &err), 0);
+	ck_assert_int_eq(f.atime_ns, 987654321);
+	ck_assert_int_eq(f.size, 2);
+	ck_assert_int_gt(f.ctime_ns, 987654321);
+	ck_assert_int_eq(store_coll_by_id(t, c, &c1, &err), 0);
+	store_txn_abort(t);
+	ck_assert_int_eq(c1.mtime_ns, 5);	      /* as set (utimensat) */
+	ck_assert_int_gt(c1.chtime_ns, c0.chtime_ns); /* the change itself: now */
+	ck_assert_int_eq(c1.ctime_ns, c0.ctime_ns);   /* the creation stays */
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
 	Suite *s = suite_create("store");
@@ -1336,6 +1378,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_store_index_create_failed_keeps_runs_of_txn);
 	tcase_add_test(tc, test_store_check_finds_doc_outside_runs);
 	tcase_add_test(tc, test_store_db_get_migrates_schema_3);
+	tcase_add_test(tc, test_store_entry_set_atime_keeps_it_apart);
 	tcase_add_test(tc, test_store_thread_stop_interrupts_and_never_commits);
 	suite_add_tcase(s, tc);
 	return s;
