@@ -170,6 +170,11 @@ int fs_options_apply(struct store_db *db, int64_t coll, const char *text, size_t
 /* Parses the text of an index file (a spec in the shell-literal syntax) into out
  * (initialised, empty). */
 int fs_index_spec_parse(const char *text, size_t len, bson_t *out, struct dfs_err *err);
+/* Checks a spec (as an index file named name holds it) as fs_index_create would before
+ * building, without a transaction. */
+int fs_index_spec_check(const char *name, const bson_t *in, struct dfs_err *err);
+/* Checks the text of `.options` as fs_options_apply would before applying it. */
+int fs_options_check(const char *text, size_t len, struct dfs_err *err);
 /*
  * Creates index name on collection coll of db from spec {"key": {...}, ...} (Borrowed),
  * whose "name", when present, must be name (name NULL: the spec's or the default name); a

@@ -195,7 +195,14 @@ struct fs_handle {
 	bool trunc;		/* FH_ENTRY: a document opened with O_TRUNC (fsop_release) */
 	size_t seq_len;		/* FH_ENTRY: bytes written in order from 0 (SIZE_MAX: not) */
 	size_t seq_checked;	/*   their length at the last early check (seq_prefix_bad) */
+	int scan_depth;		/*   brackets open at seq_len (seq_closes), -1: not begun */
+	char scan_quote;	/*   the quote of the string seq_len is in, or 0 */
+	bool scan_esc;		/*   the byte at seq_len is escaped */
+	char logged[256];	/* the message the last failed write logged: a close failing
+				 * with the same one does not log it again */
 	bool listing;		/* FH_DIR: a listing from offset 0 began, not yet ended */
+	bool saved;		/* FH_ENTRY: a saved query (.queries/<name>) */
+	bool created;		/* FH_ENTRY: made empty by this handle's create */
 	bool has_cred;		/* cred is who opened it (not root): what it reads is */
 	struct store_cred cred; /*   filtered by the documents cred may read (note 9) */
 	struct fs_handle *prev, *next; /* the list of live handles (handles_lock) */
@@ -1630,6 +1637,7 @@ static void fsop_open_as(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
 		if (!rc) {
 			rc = store_entry_get(t, n->id, &e, &err);
 			h->is_doc = !rc && e.kind == STORE_KIND_DOC;
+			h->saved = !rc && is_saved_query(e.name);
 			if (!rc && (fi->flags & O_TRUNC))
 				h->dirty = true;
 			else if (!rc)
@@ -1999,26 +2007,150 @@ static bool blank(const char *data, size_t size)
  * time they doubled, so a large document costs at most two parses more; the close checks
  * everything anyway. The written bytes stay in the buffer, so the close fails with the
  * same message. */
+/* Whether the bytes of h->buf from `from` on, appended in order, close the document's
+ * top-level braces (scanning strings in either quote and their escapes). A regex literal
+ * holding a brace can only make this say so too early or too late: the parse that follows
+ * decides, and the close checks everything anyway. */
+static bool seq_closes(struct fs_handle *h, size_t from)
+{
+	bool closed = false;
+
+	for (size_t i = from; i < h->buf.len; i++) {
+		char c = h->buf.data[i];
+
+		if (h->scan_quote) {
+			if (h->scan_esc)
+				h->scan_esc = false;
+			else if (c == '\\')
+				h->scan_esc = true;
+			else if (c == h->scan_quote)
+				h->scan_quote = 0;
+			continue;
+		}
+		if (c == '"' || c == '\'') {
+			h->scan_quote = c;
+		} else if (c == '{' || c == '[') {
+			h->scan_depth = h->scan_depth < 0 ? 1 : h->scan_depth + 1;
+		} else if ((c == '}' || c == ']') && h->scan_depth > 0) {
+			if (--h->scan_depth == 0)
+				closed = true;
+		}
+	}
+	return closed;
+}
+
+/* Runs the write of a whole document h holds as the close would, and rolls it back: the
+ * checks of the commit (its _id against the name, field names, sizes, unique keys against
+ * what is committed) fail the write() that completed it (h->lock held). */
+static int doc_dry_run(struct fs_handle *h, struct dfs_err *err)
+{
+	struct fs_node *n = h->node;
+	struct store_txn *t;
+	struct store_entry e;
+	int rc;
+
+	if (n->kind != FSN_PENDING && n->kind != FSN_ENTRY)
+		return 0;
+	if ((rc = store_txn_begin(n->db, true, &t, err)))
+		return rc == DFS_EBUSY ? (dfs_err_clear(err), 0) : rc; /* the close decides */
+	if (n->kind == FSN_PENDING) {
+		struct store_attrs a = fs_node_pend_get(n);
+
+		rc = store_doc_write_text(t, n->coll, n->pending_name, h->buf.data, h->buf.len,
+					  &a, &e, err);
+		if (rc)
+			dfs_err_prefix(err, "'%s': ", n->pending_name);
+	} else if ((rc = store_entry_get(t, n->id, &e, err)) == 0 && e.kind == STORE_KIND_DOC) {
+		rc = store_doc_write_text(t, n->coll, e.name, h->buf.data, h->buf.len, NULL, &e,
+					  err);
+		if (rc)
+			dfs_err_prefix(err, "'%s': ", e.name);
+	} else if (rc == DFS_ENOENT) {
+		rc = 0; /* removed meanwhile: the close decides */
+		dfs_err_clear(err);
+	}
+	store_txn_abort(t);
+	/* Only what the content decides: the store being busy or full is the close's. */
+	if (rc == DFS_EBUSY || rc == DFS_EIO || rc == DFS_ENOSPC) {
+		dfs_err_clear(err);
+		rc = 0;
+	}
+	return rc;
+}
+
+/* The check the close makes of the whole value a file other than a document holds (h->lock
+ * held): an index spec (without building it), `.options`, a saved query. */
+static int value_check(struct fs_handle *h, struct dfs_err *err)
+{
+	struct fs_node *n = h->node;
+	const char *text = h->buf.data ? h->buf.data : "";
+	int rc = 0;
+
+	if (h->kind == FH_IXSPEC && (n->kind == FSN_IXPENDING || n->kind == FSN_INDEX)) {
+		bson_t spec = BSON_INITIALIZER;
+
+		rc = fs_index_spec_parse(text, h->buf.len, &spec, err);
+		if (!rc)
+			rc = fs_index_spec_check(n->pending_name, &spec, err);
+		bson_destroy(&spec);
+		if (rc && rc != DFS_EINCOMPLETE)
+			dfs_err_prefix(err, "'.indexes/%s': ", n->pending_name);
+	} else if (h->kind == FH_IXSPEC && n->kind == FSN_OPTIONS) {
+		rc = fs_options_check(text, h->buf.len, err);
+		if (rc && rc != DFS_EINCOMPLETE)
+			dfs_err_prefix(err, "'.options': ");
+	} else if (h->kind == FH_ENTRY && n->kind == FSN_ENTRY && h->saved) {
+		struct fs_query q;
+
+		fs_query_init(&q);
+		rc = fs_query_parse_saved(text, h->buf.len, &q, err);
+		fs_query_release(&q);
+		if (rc && rc != DFS_EINCOMPLETE)
+			dfs_err_prefix(err, "'.queries/%s': ", n->name ? n->name : "?");
+	}
+	return rc;
+}
+
 static bool seq_prefix_bad(struct fs_handle *h, size_t off, size_t size, struct dfs_err *err)
 {
 	bson_t doc = BSON_INITIALIZER;
+	bool closes;
 	int rc;
 
-	if (off == 0 && h->buf.len == size) /* from the start again (after O_TRUNC) */
+	if (off == 0 && h->buf.len == size) { /* from the start again (after O_TRUNC) */
 		h->seq_len = h->seq_checked = 0;
+		h->scan_depth = -1;
+		h->scan_quote = 0;
+		h->scan_esc = false;
+	}
 	if (off != h->seq_len || h->buf.len != off + size) {
 		h->seq_len = SIZE_MAX; /* not sequential from 0: the close decides */
 		return false;
 	}
 	h->seq_len = off + size;
-	if (h->seq_checked && h->seq_len < 2 * h->seq_checked)
+	closes = seq_closes(h, off);
+	if (!h->is_doc) {
+		/* an index spec, .options or a saved query: checked once it is whole */
+		rc = closes ? value_check(h, err) : 0;
+		if (rc == DFS_EINCOMPLETE) {
+			dfs_err_clear(err);
+			rc = 0;
+		}
+		return rc != 0;
+	}
+	if (!closes && h->seq_checked && h->seq_len < 2 * h->seq_checked)
 		return false;
 	h->seq_checked = h->seq_len;
 	rc = store_codec_parse_doc(h->buf.data, h->buf.len, &doc, err);
 	bson_destroy(&doc);
-	if (rc == 0 || rc == DFS_EINCOMPLETE) {
+	if (rc == DFS_EINCOMPLETE) {
 		dfs_err_clear(err);
 		return false;
+	}
+	if (rc == 0) {
+		/* a whole document: every check the close makes (bash's echo ignores close) */
+		dfs_err_clear(err);
+		return closes && doc_dry_run(h, err) != 0;
 	}
 	if (h->node->kind == FSN_PENDING && h->node->pending_name)
 		dfs_err_prefix(err, "'%s': ", h->node->pending_name);
@@ -2111,7 +2243,9 @@ static void fsop_write_as(fuse_req_t req, fuse_ino_t ino, const char *data, size
 	h->written = true;
 	if (h->kind == FH_ENTRY) /* stat shows it before the commit (note 9) */
 		fs_node_written_set(h->node, h, (int64_t)h->buf.len);
-	if (h->is_doc && seq_prefix_bad(h, (size_t)off, size, &werr)) {
+	if ((h->is_doc || h->kind == FH_IXSPEC || h->saved) &&
+	    seq_prefix_bad(h, (size_t)off, size, &werr)) {
+		snprintf(h->logged, sizeof(h->logged), "%s", werr.msg);
 		pthread_mutex_unlock(&h->lock);
 		reply_dfs(req, &werr, "write");
 		return;
@@ -2169,6 +2303,38 @@ static int open_file_commit(fuse_req_t req, struct fs_handle *h, bool flush, str
 	return rc;
 }
 
+/* A saved query this handle created and that failed its check is not kept: its name goes
+ * as a refused document's does (note 2), unless something was committed to it since. */
+static void saved_discard(struct fs_handle *h)
+{
+	struct fs_node *n = h->node;
+	struct dfs_err err = {0};
+	struct store_entry e;
+	struct store_txn *t;
+	char name[FS_PENDING_NAME_CAP];
+	uint64_t parent;
+
+	if (!h->saved || !h->created || n->kind != FSN_ENTRY || !n->name)
+		return;
+	if (store_txn_begin(n->db, true, &t, &err))
+		return;
+	if (store_entry_get(t, n->id, &e, &err) || e.size != 0 ||
+	    store_entry_delete(t, n->id, &err)) {
+		store_txn_abort(t);
+		return;
+	}
+	if (store_txn_commit(t, &err))
+		return;
+	snprintf(name, sizeof(name), "%s", n->name);
+	pthread_mutex_lock(&h->lock);
+	h->dirty = h->written = false;
+	pthread_mutex_unlock(&h->lock);
+	fs_node_repoint(n, FSN_DEAD, n->coll, 0, n->ino);
+	parent = fs_node_touch_ino(fs_ino_special(n->db, n->coll, 3)); /* .queries */
+	if (parent)
+		fs_notify_entry_wait(parent, name);
+}
+
 static void fsop_flush_as(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
@@ -2197,6 +2363,12 @@ static void fsop_flush_as(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 				fs_notify_entry_wait(parent, name);
 		}
 	}
+	if (rc && h->saved)
+		saved_discard(h);
+	if (rc && h->logged[0] && strcmp(err.msg, h->logged) == 0) {
+		fuse_reply_err(req, fs_errno(rc)); /* the failed write logged it */
+		return;
+	}
 	if (rc) {
 		reply_dfs(req, &err, h->kind == FH_INSERT ? ".insert" : "write");
 		return;
@@ -2220,6 +2392,10 @@ static void fsop_fsync_as(fuse_req_t req, fuse_ino_t ino, int datasync, struct f
 	}
 	if (!rc && h->node->db)
 		rc = store_db_sync(h->node->db, &err);
+	if (rc && h->logged[0] && strcmp(err.msg, h->logged) == 0) {
+		fuse_reply_err(req, fs_errno(rc)); /* the failed write logged it */
+		return;
+	}
 	if (rc) {
 		reply_dfs(req, &err, "fsync");
 		return;
@@ -2397,6 +2573,8 @@ static void fsop_create_as(fuse_req_t req, fuse_ino_t parent, const char *name, 
 		}
 		n = fs_node_ref(FSN_ENTRY, p->db, p->coll, e.id, fs_ino_entry(p->db, e.id), name);
 		h = handle_new(FH_ENTRY, n);
+		h->saved = is_saved_query(e.name);
+		h->created = true; /* a saved query that turns out invalid leaves nothing */
 		handle_loaded(h, fs_node_gen(n), &e); /* empty, as in the store */
 		entry_attr(&ep.attr, n->ino, &e);
 		ep.attr_timeout = LONG_TIMEOUT;

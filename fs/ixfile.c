@@ -131,6 +131,17 @@ static int spec_check(const char *name, const bson_t *in, bson_t *spec, struct d
 	return rc;
 }
 
+int fs_index_spec_check(const char *name, const bson_t *in, struct dfs_err *err)
+{
+	bson_t spec = BSON_INITIALIZER;
+	int rc = spec_check(name, in, &spec, err);
+
+	if (!rc)
+		rc = store_index_spec_check(&spec, err);
+	bson_destroy(&spec);
+	return rc;
+}
+
 int fs_index_create(struct store_db *db, int64_t coll, const char *name, const bson_t *in,
 		    char *name_out, size_t name_cap, struct dfs_err *err)
 {

@@ -53,14 +53,14 @@ static int count_opt(bson_iter_t *it, int64_t *out, struct dfs_err *err)
 	return 0;
 }
 
-int fs_options_apply(struct store_db *db, int64_t coll, const char *text, size_t len,
-		     struct dfs_err *err)
+/* Reads the options text into capped, size and max, checking them as MongoDB's create does.
+ * Errors: DFS_EINVAL. */
+static int options_parse(const char *text, size_t len, bool *capped_out, int64_t *size_out,
+			 int64_t *max_out, struct dfs_err *err)
 {
 	bson_t doc = BSON_INITIALIZER;
 	bool capped = false, has_size = false;
-	int64_t size = 0, max = 0, ndocs = 0, nfiles = 0;
-	struct store_txn *t = NULL;
-	struct store_coll c;
+	int64_t size = 0, max = 0;
 	bson_iter_t it;
 	int rc;
 
@@ -68,7 +68,7 @@ int fs_options_apply(struct store_db *db, int64_t coll, const char *text, size_t
 	if (rc == DFS_EINCOMPLETE)
 		rc = dfs_err_set(err, DFS_EINVAL, "%s", err ? err->msg : "incomplete options");
 	if (rc)
-		goto done;
+		goto out;
 	bson_iter_init(&it, &doc);
 	while (!rc && bson_iter_next(&it)) {
 		const char *k = bson_iter_key(&it);
@@ -91,16 +91,43 @@ int fs_options_apply(struct store_db *db, int64_t coll, const char *text, size_t
 		}
 	}
 	if (rc)
-		goto done;
+		goto out;
 	if (capped && (!has_size || size == 0)) {
 		rc = dfs_err_set(err, DFS_EINVAL, "the 'size' field is required when 'capped' is "
 						  "true");
-		goto done;
+		goto out;
 	}
 	if (!capped && (has_size || max)) {
 		rc = dfs_err_set(err, DFS_EINVAL, "'size' and 'max' need 'capped': true");
-		goto done;
+		goto out;
 	}
+	*capped_out = capped;
+	*size_out = size;
+	*max_out = max;
+out:
+	bson_destroy(&doc);
+	return rc;
+}
+
+int fs_options_check(const char *text, size_t len, struct dfs_err *err)
+{
+	bool capped;
+	int64_t size, max;
+
+	return options_parse(text, len, &capped, &size, &max, err);
+}
+
+int fs_options_apply(struct store_db *db, int64_t coll, const char *text, size_t len,
+		     struct dfs_err *err)
+{
+	bool capped = false;
+	int64_t size = 0, max = 0, ndocs = 0, nfiles = 0;
+	struct store_txn *t = NULL;
+	struct store_coll c;
+	int rc;
+
+	if ((rc = options_parse(text, len, &capped, &size, &max, err)))
+		return rc;
 	if ((rc = store_txn_begin(db, true, &t, err)))
 		goto done;
 	if ((rc = store_coll_by_id(t, coll, &c, err)))
@@ -136,6 +163,5 @@ done:
 		else
 			rc = store_txn_commit(t, err);
 	}
-	bson_destroy(&doc);
 	return rc;
 }

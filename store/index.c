@@ -155,6 +155,19 @@ void store_index_release(struct store_index *ix)
 	ix->text = NULL;
 }
 
+static int ix_parse(const bson_t *spec, bool strict, struct store_index *ix,
+		    struct dfs_err *err);
+
+int store_index_spec_check(const bson_t *spec, struct dfs_err *err)
+{
+	struct store_index ix;
+	int rc = ix_parse(spec, true, &ix, err);
+
+	if (!rc)
+		store_index_release(&ix);
+	return rc;
+}
+
 void store_index_list_free(struct store_index *ixs, int n)
 {
 	if (!ixs)

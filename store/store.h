@@ -759,6 +759,9 @@ void store_index_release(struct store_index *ix);
 int store_index_create(struct store_txn *t, int64_t coll, const bson_t *spec, char *name_out,
 		       size_t name_cap, void (*progress)(void *ctx, int64_t done, int64_t total),
 		       void *ctx, struct dfs_err *err);
+/* Checks spec as store_index_create would before building (the key, the options, text
+ * options, the name), without a transaction. Errors: DFS_EINVAL. */
+int store_index_spec_check(const bson_t *spec, struct dfs_err *err);
 /* Drops an index (DFS_EPERM for "_id_", DFS_ENOENT when absent). */
 int store_index_drop(struct store_txn *t, int64_t coll, const char *name, struct dfs_err *err);
 /* Bumped by every index create and drop of coll (for plan caches). */
