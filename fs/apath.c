@@ -182,7 +182,7 @@ static void describe_op(struct store_txn *t, int64_t coll, const struct apath *a
 static int apath_parse(struct store_db *db, int64_t coll, const char *component, struct apath *a,
 		       struct dfs_err *err)
 {
-	const char *q = strchr(component, '?');
+	const char *q = fs_path_split(component, "?");
 	size_t plen = q ? (size_t)(q - component) : strlen(component);
 	struct dfs_buf v;
 	int rc;
@@ -204,7 +204,7 @@ static int apath_parse(struct store_db *db, int64_t coll, const char *component,
 			rc = dfs_err_set(err, rc, "%s", perr.msg);
 	}
 	for (const char *p = q ? q + 1 : NULL; !rc && p && *p;) {
-		const char *amp = strchr(p, '&');
+		const char *amp = fs_path_split(p, "&");
 		size_t n = amp ? (size_t)(amp - p) : strlen(p);
 
 		if (n == 12 && strncmp(p, "format=jsonl", 12) == 0)
@@ -325,7 +325,7 @@ done:
 static int explain_pipeline(struct store_db *db, int64_t coll, const char *component, bson_t *out,
 			    bool *is_pipeline, struct dfs_err *err)
 {
-	const char *q = strchr(component, '?');
+	const char *q = fs_path_split(component, "?");
 	size_t plen = q ? (size_t)(q - component) : strlen(component), i = 0;
 	struct dfs_buf v;
 	int rc;
@@ -371,7 +371,7 @@ static int explain_opts(const char *q, int *verbosity, int *format, struct dfs_e
 	*format = FSQ_PRETTY;
 	dfs_buf_init(&v);
 	for (const char *p = q; !rc && p && *p;) {
-		const char *amp = strchr(p, '&'), *eq;
+		const char *amp = fs_path_split(p, "&"), *eq;
 		size_t n = amp ? (size_t)(amp - p) : strlen(p);
 
 		eq = memchr(p, '=', n);
@@ -404,7 +404,7 @@ int fs_explain_path_run(struct store_db *db, int64_t coll, const char *component
 			struct fs_result *r, struct dfs_err *err)
 {
 	struct query_agg_opts o = {.mem = fs_sort_mem, .now_ms = wall_ms()};
-	const char *qm = strchr(component, '?');
+	const char *qm = fs_path_split(component, "?");
 	struct query_pipeline *qp = NULL;
 	char ns[2 * DFS_MAX_NS_NAME + 2];
 	struct store_txn *t = NULL;

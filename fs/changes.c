@@ -473,7 +473,7 @@ int fs_changes_open(struct store *s, struct store_db *db, const char *coll, cons
 		rc = store_db_list(s, add_db, &d, err);
 	}
 	for (const char *p = opts ? opts : ""; !rc && *p;) {
-		const char *amp = strchr(p, '&'), *eq;
+		const char *amp = fs_path_split(p, "&"), *eq;
 		size_t n = amp ? (size_t)(amp - p) : strlen(p);
 
 		eq = memchr(p, '=', n);

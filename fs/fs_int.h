@@ -230,6 +230,12 @@ void fs_render_free(struct fs_render *p);
  * %XX-decoding of n bytes of p into out, and option values that are documents or booleans
  * (1, 0, true, false, or empty for true). Errors: DFS_EINVAL naming what. */
 int fs_path_unescape(const char *p, size_t n, struct dfs_buf *out, struct dfs_err *err);
+/* The first byte of stops in a path's text s outside a string or regex literal (so a '?'
+ * or '&' inside `"a?b"` or `/colou?r/` is the value's), or NULL. */
+const char *fs_path_split(const char *s, const char *stops);
+/* Whether text, a query, explain, pipeline or write path joined so far, ends inside its
+ * leading value: then the next path component continues it (a '/' in a query). */
+bool fs_path_incomplete(const char *text);
 int fs_path_doc_opt(const char *what, const struct dfs_buf *v, bson_t *out, struct dfs_err *err);
 int fs_path_bool_opt(const char *what, const struct dfs_buf *v, bool *out, struct dfs_err *err);
 /* format= (jsonl, json, pretty, ids, tree: an FSQ_* value) and verbosity= (a QUERY_VERB_*). */
@@ -368,6 +374,10 @@ enum fs_node_kind {
 	FSN_UDIR,	/* "/<db>/<coll>/update/": lists empty, any name is an update path */
 	FSN_DDIR,	/* "/<db>/<coll>/delete/": lists empty, any name is a delete path */
 	FSN_WRITE,	/* a write path: pending_name is "update/<q>", "delete/<q>", ".bulk?.." */
+	FSN_QPART,	/* the start of a query path with a '/' in it: a directory whose
+			 * children continue it; pending_name is a letter for the family
+			 * (q, x, a, u, d: query/ explain/ aggregate/ update/ delete/) and
+			 * the text so far */
 	FSN_DEAD,	/* unlinked or replaced while the kernel still holds it: its open
 			 * files keep their content (read, write, truncate) until they close,
 			 * and their writes go nowhere, as on any unlinked file; attr holds

@@ -591,7 +591,8 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 	    n->kind == FSN_SAVED_DIR || n->kind == FSN_XDIR || n->kind == FSN_IXDIR ||
 	    n->kind == FSN_UDIR || n->kind == FSN_DDIR || n->kind == FSN_ADIR ||
 	    n->kind == FSN_WRITE || n->kind == FSN_QUERY || n->kind == FSN_EXPLAIN ||
-	    n->kind == FSN_AGG || n->kind == FSN_IXPENDING || n->kind == FSN_OPTIONS) {
+	    n->kind == FSN_AGG || n->kind == FSN_IXPENDING || n->kind == FSN_OPTIONS ||
+	    n->kind == FSN_QPART) {
 		/* The fixed entries and computed files of a collection show its times and
 		 * owner, not 1970 and the daemon's. */
 		struct store_coll c;
@@ -623,6 +624,11 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 			dir_attr(st, n->ino, c.mode, c.uid, c.gid, c.mtime_ns, c.chtime_ns);
 		else if (!rc && (n->kind == FSN_QDIR || n->kind == FSN_XDIR || n->kind == FSN_ADIR))
 			dir_attr(st, n->ino, 0555, c.uid, c.gid, c.ctime_ns, c.ctime_ns);
+		else if (!rc && n->kind == FSN_QPART)
+			dir_attr(st, n->ino,
+				 n->pending_name[0] == 'u' || n->pending_name[0] == 'd' ? 0755
+											: 0555,
+				 c.uid, c.gid, c.ctime_ns, c.ctime_ns);
 		else if (!rc && (n->kind == FSN_UDIR || n->kind == FSN_DDIR))
 			dir_attr(st, n->ino, 0755, c.uid, c.gid, c.ctime_ns, c.ctime_ns);
 		else if (!rc && (n->kind == FSN_SAVED_DIR || n->kind == FSN_IXDIR))
@@ -741,6 +747,81 @@ static struct fs_node *write_node(struct fs_node *p, const char *name)
 	return fs_node_keyed(FSN_WRITE, p->db, p->coll, name,
 			     fs_ino_db(p->db) | (3ULL << 37) | (1ULL << 36) |
 				     (h & ((1ULL << 36) - 1)));
+}
+
+/* ---- queries that span path components (a '/' in a query) -------------------------- */
+
+static const struct {
+	int dir;    /* the family's directory kind */
+	char tag;   /* its letter in an FSN_QPART's pending_name */
+	const char *what; /* for messages */
+} qfamilies[] = {{FSN_QDIR, 'q', "query"},	 {FSN_XDIR, 'x', "explain"},
+		 {FSN_ADIR, 'a', "aggregate"}, {FSN_UDIR, 'u', "update"},
+		 {FSN_DDIR, 'd', "delete"}};
+
+static int qfamily_of_dir(int kind)
+{
+	for (size_t i = 0; i < sizeof(qfamilies) / sizeof(qfamilies[0]); i++)
+		if (qfamilies[i].dir == kind)
+			return (int)i;
+	return -1;
+}
+
+static int qfamily_of_tag(char tag)
+{
+	for (size_t i = 0; i < sizeof(qfamilies) / sizeof(qfamilies[0]); i++)
+		if (qfamilies[i].tag == tag)
+			return (int)i;
+	return -1;
+}
+
+static struct fs_node *write_node(struct fs_node *p, const char *name);
+
+/* The file of a whole query path text in family f under collection node p. */
+static struct fs_node *qpath_node(struct fs_node *p, int f, const char *text)
+{
+	switch (qfamilies[f].dir) {
+	case FSN_QDIR:
+		return fs_node_query(FSN_QUERY, p->db, p->coll, text);
+	case FSN_XDIR:
+		return fs_node_query(FSN_EXPLAIN, p->db, p->coll, text);
+	case FSN_ADIR: {
+		uint64_t h = 14695981039346656037ULL;
+
+		for (const char *c = text; *c; c++)
+			h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+		h ^= (uint64_t)p->coll * 0x9e3779b97f4a7c15ULL;
+		return fs_node_keyed(FSN_AGG, p->db, p->coll, text,
+				     fs_ino_db(p->db) | (3ULL << 37) | (2ULL << 35) |
+					     (h & ((1ULL << 35) - 1)));
+	}
+	default: {
+		char *full;
+		struct fs_node *n;
+
+		if (asprintf(&full, "%s/%s", qfamilies[f].what, text) < 0)
+			abort();
+		n = write_node(p, full);
+		free(full);
+		return n;
+	}
+	}
+}
+
+/* The node of text in family f: a directory while the text is not yet whole (its next
+ * path component continues it), the family's file once it is. */
+static struct fs_node *qpath_lookup(struct fs_node *p, int f, const char *text)
+{
+	char *key;
+	struct fs_node *n;
+
+	if (!fs_path_incomplete(text))
+		return qpath_node(p, f, text);
+	if (asprintf(&key, "%c%s", qfamilies[f].tag, text) < 0)
+		abort();
+	n = fs_node_query(FSN_QPART, p->db, p->coll, key);
+	free(key);
+	return n;
 }
 
 /* Whether name is ".changes" or ".changes?<options>". */
@@ -862,10 +943,26 @@ static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct d
 	case FSN_SNAP_DIR:
 		return snap_lookup(p, name, err);
 	case FSN_QDIR:
-		/* Any name is a query; it runs when opened (never on lookup or listing). */
-		return fs_node_query(FSN_QUERY, p->db, p->coll, name);
 	case FSN_XDIR:
-		return fs_node_query(FSN_EXPLAIN, p->db, p->coll, name);
+	case FSN_ADIR:
+	case FSN_UDIR:
+	case FSN_DDIR:
+		/* Any name is a query (a pipeline, a write path); it runs when opened, never
+		 * on lookup or listing. One that is not whole yet is continued by the next
+		 * path component (a '/' in it). */
+		return qpath_lookup(p, qfamily_of_dir(p->kind), name);
+	case FSN_QPART: {
+		int f = qfamily_of_tag(p->pending_name[0]);
+		char *text;
+
+		if (f < 0 || asprintf(&text, "%s/%s", p->pending_name + 1, name) < 0) {
+			dfs_err_set(err, DFS_ENOENT, "no such query");
+			return NULL;
+		}
+		n = qpath_lookup(p, f, text);
+		free(text);
+		return n;
+	}
 	case FSN_IXDIR: {
 		struct store_index ix;
 
@@ -881,25 +978,7 @@ static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct d
 		store_txn_abort(t);
 		return n;
 	}
-	case FSN_ADIR: {
-		/* Any name is a pipeline; it runs when opened. */
-		uint64_t h = 14695981039346656037ULL;
 
-		for (const char *c = name; *c; c++)
-			h = (h ^ (unsigned char)*c) * 1099511628211ULL;
-		h ^= (uint64_t)p->coll * 0x9e3779b97f4a7c15ULL;
-		return fs_node_keyed(FSN_AGG, p->db, p->coll, name,
-				     fs_ino_db(p->db) | (3ULL << 37) | (2ULL << 35) |
-					     (h & ((1ULL << 35) - 1)));
-	}
-	case FSN_UDIR:
-	case FSN_DDIR: {
-		char full[300];
-
-		snprintf(full, sizeof(full), "%s/%s", p->kind == FSN_UDIR ? "update" : "delete",
-			 name);
-		return write_node(p, full);
-	}
 	case FSN_SAVED_DIR: {
 		struct store_entry e;
 		char full[300];
@@ -3076,7 +3155,8 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 		goto reply;
 	if (off < 2 && dir_add(&f, "..", NULL, &st, 0, 2))
 		goto reply;
-	if (d->kind == FSN_UDIR || d->kind == FSN_DDIR || d->kind == FSN_ADIR)
+	if (d->kind == FSN_UDIR || d->kind == FSN_DDIR || d->kind == FSN_ADIR ||
+	    d->kind == FSN_QPART)
 		goto reply; /* aggregate/ and the write paths list empty, like query/ */
 	if (d->kind == FSN_COLL || d->kind == FSN_SAVED_DIR || d->kind == FSN_QDIR ||
 	    d->kind == FSN_XDIR) {
@@ -3231,6 +3311,15 @@ static void fsop_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
 	struct fs_node *d = fs_node_get(ino);
 	struct fs_handle *dh = NULL;
 
+	if (d && d->kind == FSN_QPART) {
+		/* `cat` of a query that never became whole (`cat 'query/{a: "x'`) ends here:
+		 * the message says what the path holds. */
+		int f = qfamily_of_tag(d->pending_name[0]);
+
+		fs_errlog_add("%s '%s': not a whole query yet (a path component with a '/' "
+			      "continues it)",
+			      f >= 0 ? qfamilies[f].what : "query", d->pending_name + 1);
+	}
 	if (d && d->kind == FSN_COLL) {
 		dh = handle_new(FH_DIR, d);
 		fi->cache_readdir = 1;

@@ -54,16 +54,14 @@ static int hexval(int c)
 /* Percent-decodes p[0..n) into out. */
 int fs_path_unescape(const char *p, size_t n, struct dfs_buf *out, struct dfs_err *err)
 {
+	(void)err;
 	dfs_buf_reset(out);
 	for (size_t i = 0; i < n; i++) {
-		if (p[i] == '%') {
-			int hi = i + 2 < n ? hexval((unsigned char)p[i + 1]) : -1;
-			int lo = i + 2 < n ? hexval((unsigned char)p[i + 2]) : -1;
+		int hi = p[i] == '%' && i + 2 < n ? hexval((unsigned char)p[i + 1]) : -1;
+		int lo = hi >= 0 ? hexval((unsigned char)p[i + 2]) : -1;
 
-			if (hi < 0 || lo < 0)
-				return dfs_err_set(err, DFS_EINVAL,
-						   "bad %%-escape at byte %zu of the query path",
-						   i + 1);
+		/* %XX escapes a byte; any other '%' is itself (a query pastes as written) */
+		if (hi >= 0 && lo >= 0) {
 			dfs_buf_putc(out, (char)(hi * 16 + lo));
 			i += 2;
 		} else {
@@ -71,6 +69,73 @@ int fs_path_unescape(const char *p, size_t n, struct dfs_buf *out, struct dfs_er
 		}
 	}
 	return 0;
+}
+
+/* The scanner behind fs_path_split and fs_path_incomplete: from s on, the first byte of
+ * stops outside a string ('...' or "...") or a regex literal (/.../, where a value may
+ * start), or the end; *inside says whether the text ended inside such a literal. */
+static const char *path_scan(const char *s, const char *stops, bool *inside)
+{
+	char quote = 0, prev = 0;
+	bool regex = false, cls = false, esc = false;
+
+	for (; *s; s++) {
+		char c = *s;
+
+		if (quote || regex) {
+			if (esc)
+				esc = false;
+			else if (c == '\\')
+				esc = true;
+			else if (quote && c == quote)
+				quote = 0;
+			else if (regex && c == '[')
+				cls = true;
+			else if (regex && c == ']')
+				cls = false;
+			else if (regex && !cls && c == '/')
+				regex = false;
+			continue;
+		}
+		if (strchr(stops, c))
+			break;
+		if (c == '"' || c == '\'')
+			quote = c;
+		else if (c == '/' && (prev == ':' || prev == '[' || prev == ',' || prev == '('))
+			regex = true;
+		if (c != ' ' && c != '\t' && c != '\n')
+			prev = c;
+	}
+	if (inside)
+		*inside = quote || regex;
+	return s;
+}
+
+const char *fs_path_split(const char *s, const char *stops)
+{
+	const char *e = path_scan(s, stops, NULL);
+
+	return *e ? e : NULL;
+}
+
+bool fs_path_incomplete(const char *text)
+{
+	const char *end;
+	struct dfs_buf v;
+	bson_t b = BSON_INITIALIZER;
+	bool inside;
+	int rc;
+
+	end = path_scan(text, "?", &inside);
+	if (inside)
+		return true;
+	dfs_buf_init(&v);
+	fs_path_unescape(text, (size_t)(end - text), &v, NULL);
+	rc = v.len && v.data[0] != '@' ? store_codec_parse_value(v.data, v.len, &b, "v", NULL)
+				       : 0;
+	dfs_buf_release(&v);
+	bson_destroy(&b);
+	return rc == DFS_EINCOMPLETE;
 }
 
 int fs_path_doc_opt(const char *what, const struct dfs_buf *v, bson_t *out, struct dfs_err *err)
@@ -227,7 +292,7 @@ static int set_option(struct fs_query *q, const char *name, const struct dfs_buf
 
 int fs_query_parse(const char *component, struct fs_query *q, struct dfs_err *err)
 {
-	const char *qm = strchr(component, '?');
+	const char *qm = fs_path_split(component, "?");
 	size_t flen = qm ? (size_t)(qm - component) : strlen(component);
 	struct dfs_buf v;
 	int rc = 0;
@@ -247,7 +312,7 @@ int fs_query_parse(const char *component, struct fs_query *q, struct dfs_err *er
 			goto done;
 	}
 	while (qm) {
-		const char *opt = qm + 1, *amp = strchr(opt, '&'), *eq;
+		const char *opt = qm + 1, *amp = fs_path_split(opt, "&"), *eq;
 		size_t olen = amp ? (size_t)(amp - opt) : strlen(opt);
 		char name[32];
 		size_t nlen;

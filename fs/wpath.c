@@ -158,7 +158,7 @@ static int wreq_parse(const char *name, struct wreq *w, struct dfs_err *err)
 	wreq_init(w, kind);
 	dfs_buf_init(&v);
 	dfs_buf_init(&k);
-	opts = strchr(q, '?');
+	opts = fs_path_split(q, "?");
 	if (kind != FSW_BULK) {
 		size_t flen = opts ? (size_t)(opts - q) : strlen(q);
 
@@ -168,7 +168,7 @@ static int wreq_parse(const char *name, struct wreq *w, struct dfs_err *err)
 			goto done;
 	}
 	for (const char *p = opts ? opts + 1 : NULL; p && *p;) {
-		const char *amp = strchr(p, '&'), *eq;
+		const char *amp = fs_path_split(p, "&"), *eq;
 		size_t n = amp ? (size_t)(amp - p) : strlen(p);
 
 		eq = memchr(p, '=', n);

@@ -306,6 +306,57 @@ START_TEST(test_fs_explain_run_formats)
 }
 END_TEST
 
+/* issue 29: a '?' or '&' inside a string or a regex literal belongs to the value. */
+START_TEST(test_fs_path_split_skips_literals)
+{
+	const char *s = "{url: \"/a?x&y\", n: /colou?r/}?limit=2&sort={a: 'b&c'}";
+	const char *q = fs_path_split(s, "?"), *amp;
+
+	ck_assert_ptr_nonnull(q);
+	ck_assert_str_eq(q, "?limit=2&sort={a: 'b&c'}");
+	amp = fs_path_split(q + 1, "&");
+	ck_assert_ptr_nonnull(amp);
+	ck_assert_str_eq(amp, "&sort={a: 'b&c'}");
+	ck_assert_ptr_null(fs_path_split(amp + 1, "&"));
+	/* a '/' after an operator's colon starts a regex; in a key it does not */
+	ck_assert_ptr_null(fs_path_split("{a: /x?/}", "?"));
+	ck_assert_ptr_null(fs_path_split("{a: /[/?]/}", "?"));
+}
+END_TEST
+
+/* issue 29: whether a query path's text so far needs the next component. */
+START_TEST(test_fs_path_incomplete_joins_components)
+{
+	ck_assert(fs_path_incomplete("{ item: "));
+	ck_assert(fs_path_incomplete("{ item: /^P"));
+	ck_assert(!fs_path_incomplete("{ item: /^P/i }"));
+	ck_assert(fs_path_incomplete("{url: \""));
+	ck_assert(fs_path_incomplete("{url: \"/a"));
+	ck_assert(!fs_path_incomplete("{url: \"/a/b\"}"));
+	ck_assert(!fs_path_incomplete("{url: \"/a?b\"}?limit=1"));
+	ck_assert(fs_path_incomplete("[{$match: {u: "));
+	ck_assert(!fs_path_incomplete("[{$match: {u: /^\\/a/}}]"));
+	/* whole, or wrong in a way no later component can fix: not continued */
+	ck_assert(!fs_path_incomplete("{a: 1}}"));
+	ck_assert(!fs_path_incomplete("@saved"));
+	ck_assert(!fs_path_incomplete(""));
+}
+END_TEST
+
+/* issue 29: a '%' not followed by two hex digits is itself. */
+START_TEST(test_fs_path_unescape_keeps_lone_percent)
+{
+	struct dfs_buf b;
+
+	dfs_buf_init(&b);
+	ck_assert_int_eq(fs_path_unescape("100%", 4, &b, NULL), 0);
+	ck_assert_str_eq(b.data, "100%");
+	ck_assert_int_eq(fs_path_unescape("a%2Fb%zz%4", 10, &b, NULL), 0);
+	ck_assert_str_eq(b.data, "a/b%zz%4");
+	dfs_buf_release(&b);
+}
+END_TEST
+
 static Suite *qpath_suite(void)
 {
 	Suite *s = suite_create("qpath");
@@ -313,6 +364,9 @@ static Suite *qpath_suite(void)
 
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_fs_query_parse_hint_name);
+	tcase_add_test(tc, test_fs_path_split_skips_literals);
+	tcase_add_test(tc, test_fs_path_incomplete_joins_components);
+	tcase_add_test(tc, test_fs_path_unescape_keeps_lone_percent);
 	tcase_add_test(tc, test_fs_query_parse_hint_pattern);
 	tcase_add_test(tc, test_fs_query_parse_hint_errors);
 	tcase_add_test(tc, test_fs_query_parse_verbosity_and_format);
