@@ -14,7 +14,8 @@ echo '{"u": 5}' > "$C/x.json"
 # must_fail WHAT TEXT PATH MESSAGE: `echo TEXT > PATH` in bash fails (its own status), the
 # message is in /.docfs/errors exactly once, with no other new line.
 must_fail() {
-	local what=$1 text=$2 path=$3 msg=$4 before after
+	local what=$1 text=$2 path=$3 msg=$4 before after mark
+	mark=$(errors_mark)
 	before=$(wc -l < "$MNT/.docfs/errors")
 	if bash -c 'echo "$1" > "$2"' sh "$text" "$path" 2> "$T/echo.err"; then
 		fail "$what: echo succeeded"
@@ -22,8 +23,8 @@ must_fail() {
 	grep -q "write error" "$T/echo.err" || fail "$what: bash did not report a write error: $(cat "$T/echo.err")"
 	after=$(wc -l < "$MNT/.docfs/errors")
 	expect_eq "$((after - before))" "1" "$what: lines added to /.docfs/errors"
-	tail -n 1 "$MNT/.docfs/errors" | grep -qF -- "$msg" ||
-		fail "$what: expected '$msg' in /.docfs/errors, got: $(tail -n 1 "$MNT/.docfs/errors")"
+	errors_since "$MNT/.docfs/errors" "$mark" | grep -qF -- "$msg" ||
+		fail "$what: expected '$msg' in /.docfs/errors, got: $(errors_since "$MNT/.docfs/errors" "$mark")"
 }
 
 step "documents"

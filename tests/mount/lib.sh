@@ -172,3 +172,15 @@ expect_fail() {
 step() {
 	echo "-- $*"
 }
+
+# errors_mark: a time stamp to pass to errors_since.
+errors_mark() {
+	date -u +%Y-%m-%dT%H:%M:%S.%3NZ
+}
+# errors_since FILE MARK: the lines of an errors file (/.docfs/errors) stamped at or after
+# MARK, so a test looks for its own message among what came after its step, never at "the
+# last line" (other threads, the balancer or the TTL sweeper, write there too; the file is
+# a ring of the last 256 messages, so a count of lines would not do).
+errors_since() {
+	awk -v m="$2" '$1 >= m' "$1"
+}

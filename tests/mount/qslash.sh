@@ -31,8 +31,9 @@ echo > "$C/delete/{url: \"/a/b\"}" || fail "delete/{url: \"/a/b\"}"
 [ ! -e "$C/1.json" ] || fail "1.json left after its delete"
 
 step "a path that never becomes a whole query"
+nerr=$(errors_mark)
 expect_fail "cat of a cut query" cat "$C/query/{a: \"x"
-tail -n 1 "$MNT/.docfs/errors" | grep -qF "query '{a: \"x': not a whole query yet" ||
-	fail "no message naming the cut query: $(tail -n 1 "$MNT/.docfs/errors")"
+errors_since "$MNT/.docfs/errors" "$nerr" | grep -qF "query '{a: \"x': not a whole query yet" ||
+	fail "no message naming the cut query: $(errors_since "$MNT/.docfs/errors" "$nerr")"
 expect_eq "$(ls "$C/query/" | wc -l)" "0" "query/ still lists empty"
 expect_eq "$(find "$C" -path '*query*' | wc -l)" "1" "find sees query/ only, never a query"

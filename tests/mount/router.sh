@@ -157,10 +157,12 @@ if /usr/bin/printf '{"name": "moved", "user": {"age": 5}}' > "$R/test/users/new.
 	fail "a write that changes the shard key was accepted"
 fi
 expect_eq "$(jq -r .name "$R/test/users/new.json")" "new" "the refused write changed nothing"
+nerr=$(errors_mark)
 if /usr/bin/printf '{"_id": 5000, "user": {"age": 1}}\n{"_id": 5001, "name": "no key"}\n' > "$R/test/users/.insert" 2>/dev/null; then
 	fail "an insert without the shard key was accepted"
 fi
-tail -n1 "$R/.docfs/errors" | grep -q "shard key" || fail "no shard key message: $(tail -n1 "$R/.docfs/errors")"
+errors_since "$R/.docfs/errors" "$nerr" | grep -q "shard key" ||
+	fail "no shard key message: $(errors_since "$R/.docfs/errors" "$nerr")"
 expect_eq "$(cat "$R/test/users/query/{}?count=1")" "1001" "the refused batch wrote nothing"
 rm "$R/test/users/new.json"
 [ ! -e "$T/m1/test/users/new.json" ] || fail "rm through the router left the document"
@@ -187,10 +189,13 @@ out=$(exec 3<>"$R/test/users/update/{_id: 7}"; echo '{$set: {name: "seven"}}' >&
 expect_eq "$(jq -c .matchedCount <<<"$out")" "1" "updateOne by _id finds the one shard"
 expect_eq "$(jq -r .name "$R/test/users/7.json")" "seven" "the update by _id"
 refuse() { # path body message
+	local nerr
+	nerr=$(errors_mark)
 	if (/usr/bin/printf '%s' "$2" > "$R/test/users/$1") 2>/dev/null; then
 		fail "$1 <- $2: accepted"
 	fi
-	tail -n1 "$R/.docfs/errors" | grep -qF "$3" || fail "$1: no '$3' in: $(tail -n1 "$R/.docfs/errors")"
+	errors_since "$R/.docfs/errors" "$nerr" | grep -qF "$3" ||
+		fail "$1: no '$3' in: $(errors_since "$R/.docfs/errors" "$nerr")"
 }
 refuse 'update/{"user.city": "c1"}' '{$set: {x: 1}}' "must target one shard"
 refuse 'update/{_id: 8}' '{$set: {"user.age": 99}}' "would change the shard key field 'user.age'"
@@ -343,8 +348,10 @@ step "a shard that is gone: EIO naming it; the other shards still answer"
 for _ in $(seq 20); do fusermount3 -u "$T/m2" 2>/dev/null && break; sleep 0.2; done
 mountpoint -q "$T/m2" && fusermount3 -uz "$T/m2"
 expect_eq "$(cat "$R/test/users/query/{\"user.age\": 30}?count=1")" "$(cat "$MNT/test/users/query/{\"user.age\": 30}?count=1")" "a query targeting B only"
+nerr=$(errors_mark)
 if cat "$R/test/users/query/{\"user.age\": 50}" > /dev/null 2>&1; then
 	fail "a query targeting the missing shard succeeded"
 fi
-tail -n1 "$R/.docfs/errors" | grep -q "shard 'C' ($T/m2) is unreachable" || fail "no message naming shard C: $(tail -n1 "$R/.docfs/errors")"
+errors_since "$R/.docfs/errors" "$nerr" | grep -q "shard 'C' ($T/m2) is unreachable" ||
+	fail "no message naming shard C: $(errors_since "$R/.docfs/errors" "$nerr")"
 echo ok
