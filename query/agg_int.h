@@ -100,13 +100,7 @@ void agg__num_set(int kind, long double d, bson_value_t *out);
 long double agg__num_ld(const bson_value_t *v);
 bool agg__is_number(const bson_value_t *v);
 
-/* dec.c: a op b for op '+', '-', '*', '/' in exact decimal128 arithmetic (34 digits, half to
- * even). -1 when it cannot be done exactly (NaN, infinities, a zero divisor, intermediates
- * over 128 bits): the caller falls back to long double. */
-int agg__dec_op(char op, const bson_decimal128_t *a, const bson_decimal128_t *b,
-		bson_decimal128_t *out);
-/* A number as a decimal128: integers exactly, doubles with 15 significant digits. */
-void agg__dec_from_value(const bson_value_t *v, bson_decimal128_t *out);
+#include "dec.h"
 
 /* tz.c: the UTC offset (ms) of the Olson zone name at the UTC instant utc_ms, from the
  * system's TZif files. DFS_EINVAL "unrecognized time zone identifier '<name>'". Thread-safe. */

@@ -1,16 +1,25 @@
 /*
- * dec.c - exact decimal128 arithmetic for the aggregation expressions and accumulators:
- * +, -, * and / on IEEE 754-2008 decimal128 values with 34 significant digits, rounding half
- * to even, keeping the exponents the standard prescribes (1.10 + 1 = 2.10, 10 / 4 = 2.5).
- * It does not parse or render text beyond libbson's own decimal strings, and it does not
- * decide when decimal arithmetic applies (expr.c does: when an operand is a decimal).
+ * dec.c - exact decimal128 arithmetic for the aggregation expressions, the accumulators and
+ * the update operators: +, -, * and / on IEEE 754-2008 decimal128 values with 34
+ * significant digits, rounding half to even, keeping the exponents the standard prescribes
+ * (1.10 + 1 = 2.10, 10 / 4 = 2.5), and rounding to a number of places ($round, $trunc,
+ * $ceil, $floor). It does not parse or render text beyond libbson's own decimal strings, and
+ * it does not decide when decimal arithmetic applies (expr.c and update.c do: when an
+ * operand is a decimal).
  *
  * Design notes
- * 1. A finite value is (sign, coefficient < 10^34, exponent), the coefficient held in an
- *    unsigned __int128 (10^34 < 2^113), read from and written to libbson's decimal strings.
- * 2. When an exact intermediate would not fit 128 bits (operands whose exponents are far
- *    apart, products of two long coefficients) the operation returns -1 and the caller falls
- *    back to long double arithmetic, as it did before this file; infinities and NaN too.
+ * 1. The arithmetic is the compiler's _Decimal128 (GCC on x86-64 and AArch64: libgcc's
+ *    implementation of IEEE 754-2008 decimal floating point, in the BID encoding that BSON
+ *    uses too, so a value moves between the two by copying its 16 bytes). It is exact to 34
+ *    digits for every operand, infinities and NaN included: no intermediate is ever too
+ *    large, as it was for the hand-written arithmetic this replaced (its products of two
+ *    long coefficients and sums of far-apart exponents fell back to long double).
+ * 2. Rounding to places works on (sign, coefficient < 10^34, exponent), the coefficient in
+ *    an unsigned __int128 (10^34 < 2^113), read from libbson's decimal strings: dropping
+ *    digits of an exact value needs no wider intermediate.
+ * 3. A compiler without _Decimal128 (clang, for the fuzzing build) gets the hand-written
+ *    arithmetic below DEC_NO_DFP, which returns -1 when an intermediate does not fit 128
+ *    bits (the caller then uses long double). The test command builds with GCC.
  */
 #include "agg_int.h"
 
@@ -125,6 +134,7 @@ static bool dec_write(struct dnum v, bson_decimal128_t *out)
 	}
 }
 
+#if !defined(__DEC128_MANT_DIG__)
 static bool dec_add(struct dnum a, struct dnum b, bool sub, struct dnum *r)
 {
 	int e = a.exp < b.exp ? a.exp : b.exp;
@@ -203,9 +213,53 @@ static bool dec_div(struct dnum a, struct dnum b, struct dnum *r)
 	return true;
 }
 
+#endif /* !__DEC128_MANT_DIG__ */
+
+#if defined(__DEC128_MANT_DIG__)
+/* note 1: BSON's decimal128 and the compiler's are the same 16 bytes (BID, little-endian
+ * words low then high on these machines). */
+static _Decimal128 dfp_of(const bson_decimal128_t *d)
+{
+	uint64_t w[2] = {d->low, d->high};
+	_Decimal128 x;
+
+	memcpy(&x, w, sizeof(x));
+	return x;
+}
+
+static void dfp_to(_Decimal128 x, bson_decimal128_t *out)
+{
+	uint64_t w[2];
+
+	memcpy(w, &x, sizeof(w));
+	out->low = w[0];
+	out->high = w[1];
+}
+#endif
+
 int agg__dec_op(char op, const bson_decimal128_t *a, const bson_decimal128_t *b,
 		bson_decimal128_t *out)
 {
+#if defined(__DEC128_MANT_DIG__)
+	_Decimal128 x = dfp_of(a), y = dfp_of(b);
+
+	switch (op) {
+	case '+':
+		dfp_to(x + y, out);
+		return 0;
+	case '-':
+		dfp_to(x - y, out);
+		return 0;
+	case '*':
+		dfp_to(x * y, out);
+		return 0;
+	default:
+		if (y == 0)
+			return -1; /* the caller's error ($divide by zero) */
+		dfp_to(x / y, out);
+		return 0;
+	}
+#else
 	struct dnum x, y, r;
 	bool ok;
 
@@ -225,6 +279,57 @@ int agg__dec_op(char op, const bson_decimal128_t *a, const bson_decimal128_t *b,
 		ok = dec_div(x, y, &r);
 	}
 	return ok && dec_write(r, out) ? 0 : -1;
+#endif
+}
+
+int agg__dec_round(const bson_decimal128_t *a, int64_t place, char mode, bson_decimal128_t *out)
+{
+	struct dnum v;
+	int64_t k;
+	u128 div, q, rem;
+	bool up;
+
+	if (!dec_read(a, &v))
+		return -1; /* NaN and infinities stay as they are */
+	k = -place - v.exp; /* digits to drop */
+	if (k <= 0) {
+		*out = *a;
+		return 0;
+	}
+	if (k > DEC_DIGITS) {
+		q = 0;
+		rem = v.coef;
+		div = 0; /* rem is below any half of 10^k */
+	} else {
+		div = pow10u((int)k);
+		q = v.coef / div;
+		rem = v.coef % div;
+	}
+	switch (mode) {
+	case 'r': /* half to even */
+		up = div && (rem > div / 2 || (rem == div / 2 && rem && (q & 1)));
+		break;
+	case 'c': /* toward +infinity */
+		up = rem && !v.neg;
+		break;
+	case 'f': /* toward -infinity */
+		up = rem && v.neg;
+		break;
+	default: /* toward zero */
+		up = false;
+	}
+	if (up)
+		q++;
+	v.coef = q;
+	v.exp = (int)-place;
+	/* places below zero keep the value's digits in an exponent 0 form (1234 -> 1200) */
+	while (v.exp > 0 && v.coef && digits(v.coef) < DEC_DIGITS) {
+		v.coef *= 10;
+		v.exp--;
+	}
+	if (!v.coef && v.exp > 0)
+		v.exp = 0;
+	return dec_write(v, out) ? 0 : -1;
 }
 
 void agg__dec_from_value(const bson_value_t *v, bson_decimal128_t *out)

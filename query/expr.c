@@ -15,10 +15,11 @@
  *    absent), so evaluation never looks names up.
  * 3. Variables are checked at parse time against the scope (struct agg__scope) and looked
  *    up by name at run time in a linked list of bindings on the C stack.
- * 4. Decimal128 arithmetic ($add $subtract $multiply $divide, $sum, $avg) is exact decimal
- *    arithmetic (dec.c) when any operand is a decimal; where dec.c cannot stay exact
- *    (infinities, NaN, intermediates over 128 bits) it falls back to long double (about 18
- *    significant digits). The other operators compute decimals in long double.
+ * 4. Decimal128 arithmetic ($add $subtract $multiply $divide, $sum, $avg) is IEEE 754-2008
+ *    decimal arithmetic (dec.c) when any operand is a decimal, exact to 34 digits for every
+ *    operand; $round $trunc $ceil $floor $abs of a decimal work on its own digits. The
+ *    transcendental operators ($sqrt $exp $ln $log10 $pow) compute decimals in long double
+ *    (about 18 significant digits).
  */
 #include "agg_int.h"
 
@@ -2212,12 +2213,26 @@ static int eval_unary_math(const struct agg__x *x, struct agg__ctx *c, bson_valu
 				set_i64(out, llabs(a.value.v_int64));
 			return 0;
 		}
+		if (k == 4) { /* the sign bit off: exact */
+			*out = a;
+			out->value.v_decimal128.high &= ~(1ULL << 63);
+			return 0;
+		}
 		agg__num_set(k, fabsl(d), out);
 		return 0;
 	case X_CEIL:
 	case X_FLOOR:
 		if (k <= 2) {
 			*out = a;
+			return 0;
+		}
+		if (k == 4) {
+			bson_decimal128_t r4;
+
+			*out = a;
+			if (!agg__dec_round(&a.value.v_decimal128, 0, x->op == X_CEIL ? 'c' : 'f',
+					    &r4))
+				out->value.v_decimal128 = r4;
 			return 0;
 		}
 		agg__num_set(k, x->op == X_CEIL ? ceill(d) : floorl(d), out);
@@ -2274,6 +2289,16 @@ static int eval_round(const struct agg__x *x, struct agg__ctx *c, bson_value_t *
 	k = num_kind(&a);
 	if (k <= 2 && place >= 0) {
 		*out = a;
+		return 0;
+	}
+	if (k == 4) {
+		/* exactly, on the decimal's own digits (dec.c); NaN and infinities stay */
+		bson_decimal128_t r4;
+
+		*out = a;
+		if (!agg__dec_round(&a.value.v_decimal128, place, x->op == X_TRUNC ? 't' : 'r',
+				    &r4))
+			out->value.v_decimal128 = r4;
 		return 0;
 	}
 	d = agg__num_ld(&a);

@@ -40,15 +40,15 @@
  * 6. Numbers: $inc/$mul widen int32 -> int64 -> double -> decimal128 by the wider operand;
  *    an int32 result that overflows becomes int64, an int64 overflow is an error (MongoDB:
  *    integer operations that exceed the 64-bit range produce an error). Decimal128 results
- *    follow IEEE 754-2008 (34 digits, half to even) while the exact product fits a 128-bit
- *    integer (sums always do, see align()); a larger product is computed in long double
- *    (about 18 significant digits). A double meets a decimal as its 15-digit decimal.
+ *    follow IEEE 754-2008 (34 digits, half to even) through dec.c, exactly for every
+ *    operand. A double meets a decimal as its 15-digit decimal.
  * 7. Memory is bounded before validation: every leaf counts (a lower bound of) the bytes it
  *    adds, nulls of padding included, and applying stops with DFS_EFBIG once that passes the
  *    size limit plus the input's size (what a storable result can have added, since at most
  *    the whole input is removed). '$[]' copying a large value into every element of a large
  *    array would otherwise allocate without bound. The exact check is store_doc_validate.
  */
+#include "dec.h"
 #include "query_int.h"
 
 #include <math.h>
@@ -1618,8 +1618,18 @@ static int num_arith(bool mul, const bson_value_t *a, const bson_value_t *b, bso
 		out->value.v_double = mul ? x * y : x + y;
 		return 0;
 	}
-	if (dnum_arith(mul, a, b, out))
-		return 0;
+	{
+		/* decimal128 (dec.c): exact to 34 digits, IEEE 754 rounding */
+		bson_decimal128_t x, y;
+
+		agg__dec_from_value(a, &x);
+		agg__dec_from_value(b, &y);
+		out->value_type = BSON_TYPE_DECIMAL128;
+		if (!agg__dec_op(mul ? '*' : '+', &x, &y, &out->value.v_decimal128))
+			return 0;
+		if (dnum_arith(mul, a, b, out)) /* a compiler without _Decimal128 (dec.c note 3) */
+			return 0;
+	}
 	{
 		long double r = mul ? num_ld(a) * num_ld(b) : num_ld(a) + num_ld(b);
 		char s[64];
