@@ -274,6 +274,10 @@ void fs_tail_free(struct fs_tail *tl);
  * DFS_EINVAL naming a bad option. */
 int fs_stats_render(struct store_db *db, int64_t coll, const char *opts, struct dfs_buf *out,
 		    struct dfs_err *err);
+/* The same document into out (initialised, empty), figures divided by scale (>= 1): what
+ * the wire protocol's collStats and dbStats answer. */
+int fs_stats_doc(struct store_db *db, int64_t coll, int64_t scale, bson_t *out,
+		 struct dfs_err *err);
 
 /* ---- apath.c: aggregate/ paths and saved pipelines ----------------------------------- */
 
