@@ -110,13 +110,9 @@ static void op_ns(struct fs_curop *op, struct store_db *db, int64_t coll)
 	store_txn_abort(t);
 }
 
-void fs_curop_begin(struct fs_curop *op, int kind, struct store_db *db, int64_t coll, int client)
+/* Starts the clock of op, lists it and makes it the thread's operation. */
+static void op_register(struct fs_curop *op)
 {
-	memset(op, 0, sizeof(*op));
-	op->kind = kind;
-	op->client = client;
-	bson_init(&op->command);
-	op_ns(op, db, coll);
 	op->start_ns = mono_ns(CLOCK_MONOTONIC);
 	pthread_mutex_lock(&lock);
 	op->opid = next_opid++;
@@ -127,6 +123,31 @@ void fs_curop_begin(struct fs_curop *op, int kind, struct store_db *db, int64_t 
 	pthread_mutex_unlock(&lock);
 	cur = op;
 	store_thread_stop_set(op_stop, op);
+}
+
+void fs_curop_begin(struct fs_curop *op, int kind, struct store_db *db, int64_t coll, int client)
+{
+	memset(op, 0, sizeof(*op));
+	op->kind = kind;
+	op->client = client;
+	bson_init(&op->command);
+	op_ns(op, db, coll);
+	op_register(op);
+}
+
+void fs_curop_begin_ns(struct fs_curop *op, int kind, const char *db, const char *coll,
+		       int client)
+{
+	memset(op, 0, sizeof(*op));
+	op->kind = kind;
+	op->client = client;
+	bson_init(&op->command);
+	snprintf(op->db, sizeof(op->db), "%s", db ? db : "");
+	if (coll && coll[0])
+		snprintf(op->ns, sizeof(op->ns), "%s.%s", op->db, coll);
+	else
+		snprintf(op->ns, sizeof(op->ns), "%s", op->db);
+	op_register(op);
 }
 
 struct fs_curop *fs_curop_current(void)

@@ -44,7 +44,7 @@ void fs_errlog_render(struct dfs_buf *out);
 /* Writes line to the log file as it is (no stamp, no length limit): the JSON lines of the
  * slow-query log. */
 void fs_log_raw(const char *line);
-/* Sends log lines also to path (append); NULL turns it off. */
+/* Sends log lines also to path (append; "-": standard error); NULL turns it off. */
 int fs_errlog_open(const char *path, struct dfs_err *err);
 
 /* ---- insert.c: streaming insertion of concatenated / line-separated documents ------- */
@@ -321,6 +321,8 @@ int fs_write_run(struct store_db *db, int64_t coll, const char *name, const char
 
 /* ---- mount.c / fsops.c / inode.c / notify.c: the FUSE file system ------------------ */
 
+#define FS_MAX_LISTEN 16 /* listen= addresses of a mount or serve */
+
 struct fs_mount_opts {
 	const char *store;	/* store directory */
 	const char *mountpoint; /* where to mount */
@@ -335,6 +337,10 @@ struct fs_mount_opts {
 	int ttl_s;		/* seconds between TTL sweeps (0: none) */
 	size_t dirplus_nodes;	/* listings give attributes only below this many nodes */
 	bool uring;		/* serve requests through FUSE over io_uring (ring.c) */
+	const char *listen[FS_MAX_LISTEN]; /* wire protocol addresses (fs/wire/server.c) */
+	int nlisten;
+	bool noauth;		/* a non-loopback listen address is allowed */
+	int cursor_timeout_s;	/* wire cursors idle this long are closed (0: default) */
 };
 
 /*
@@ -620,6 +626,10 @@ struct fs_curop {
 /* Starts op: registers it, and makes its kill and deadline this thread's stop hook. db may
  * be NULL; coll 0 for a database-wide operation (the ns is then "<db>"). */
 void fs_curop_begin(struct fs_curop *op, int kind, struct store_db *db, int64_t coll, int client);
+/* The same for a caller that knows the names (the wire protocol): db and coll may be NULL
+ * or ""; no transaction is opened to find them. */
+void fs_curop_begin_ns(struct fs_curop *op, int kind, const char *db, const char *coll,
+		       int client);
 /* The thread's running operation, or NULL. */
 struct fs_curop *fs_curop_current(void);
 /* Sets the thread's operation's command (copied) and, when max_ms > 0, its deadline

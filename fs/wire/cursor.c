@@ -1,0 +1,434 @@
+/*
+ * cursor.c - the cursors of the wire protocol: a find's or aggregate's first batch read
+ * straight from the engine's cursor, and the rest kept for getMore as one snapshot. The
+ * rest is read at once, in the transaction of the first batch, into a struct fs_result
+ * (qpath.c's: memory, then an unlinked temporary file past result_mem), as a result file
+ * of the mount is: so a cursor's documents never mix two states of the collection while
+ * writers go on, and no read transaction stays open between getMores (an idle client
+ * would otherwise hold back the WAL's checkpoints for up to ten minutes).
+ *
+ * Design notes
+ * 1. The registry is one list under one lock; a cursor being read by a getMore is marked
+ *    busy and taken off the lock meanwhile, so a killCursors or the idle reaper of another
+ *    thread waits for nothing: it marks the cursor dead and the getMore frees it.
+ * 2. Ids are random positive int64s (never 0, which means "exhausted"), so a client cannot
+ *    guess another's cursor; a getMore must also name the cursor's namespace.
+ * 3. A cursor is closed when it is exhausted, killed, idle for wire_cursor_timeout_s, or
+ *    when its session (lsid) ends.
+ */
+#include "wire.h"
+#include "fs_int.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+int wire_cursor_timeout_s = WIRE_CURSOR_TIMEOUT_S;
+
+struct cursor {
+	int64_t id;
+	char ns[2 * DFS_MAX_NS_NAME + 2]; /* "<db>.<coll>" */
+	struct fs_result res;		  /* the documents left, BSON one after the other */
+	size_t off;			  /* the next document's offset in res */
+	uint8_t lsid[16];		  /* the session's id, when has_lsid */
+	bool has_lsid;
+	bool busy;	 /* a getMore reads it (note 1) */
+	bool dead;	 /* killed while busy: the getMore frees it */
+	time_t last;	 /* last use (CLOCK_MONOTONIC seconds) */
+	struct cursor *next;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct cursor *cursors; /* guarded by lock */
+static int ncursors;
+
+static time_t now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec;
+}
+
+static int64_t new_id(void)
+{
+	uint64_t v = 0;
+
+	while (v == 0) {
+		if (getrandom(&v, sizeof(v), 0) != sizeof(v)) {
+			static uint64_t ctr = 0x9e3779b97f4a7c15ull;
+
+			v = __atomic_add_fetch(&ctr, 0x9e3779b97f4a7c15ull, __ATOMIC_RELAXED);
+			v ^= (uint64_t)time(NULL) << 20;
+		}
+		v &= (uint64_t)INT64_MAX;
+	}
+	return (int64_t)v;
+}
+
+static void cursor_free(struct cursor *cu)
+{
+	if (!cu)
+		return;
+	fs_result_release(&cu->res);
+	free(cu);
+}
+
+/* The 16 bytes of lsid's "id" (a UUID): true when it has one. */
+static bool lsid_bytes(const bson_t *lsid, uint8_t out[16])
+{
+	bson_iter_t it;
+	bson_subtype_t st;
+	const uint8_t *data;
+	uint32_t len;
+
+	if (!lsid || !bson_iter_init_find(&it, lsid, "id") || !BSON_ITER_HOLDS_BINARY(&it))
+		return false;
+	bson_iter_binary(&it, &st, &len, &data);
+	if (len != 16)
+		return false;
+	memcpy(out, data, 16);
+	return true;
+}
+
+/* Appends documents of res from *off to arr (a batch): at most max (0: no count limit)
+ * and under WIRE_BATCH_BYTES (at least one). Returns 0 or DFS_EIO. */
+static int batch_from_result(struct fs_result *res, size_t *off, int64_t max, bson_t *arr,
+			     int64_t *n, struct dfs_err *err)
+{
+	struct dfs_buf b;
+	size_t bytes = 0;
+	int rc = 0;
+
+	dfs_buf_init(&b);
+	*n = 0;
+	while (*off < res->size && (max <= 0 || *n < max)) {
+		uint8_t lb[4];
+		size_t got;
+		uint32_t len;
+		bson_t doc;
+		char key[24];
+
+		if (fs_result_read(res, (char *)lb, 4, (off_t)*off, &got) || got != 4) {
+			rc = dfs_err_set(err, DFS_EIO, "cannot read a cursor's documents");
+			break;
+		}
+		len = (uint32_t)lb[0] | (uint32_t)lb[1] << 8 | (uint32_t)lb[2] << 16 |
+		      (uint32_t)lb[3] << 24;
+		if (*n && bytes + len > WIRE_BATCH_BYTES)
+			break;
+		dfs_buf_reset(&b);
+		dfs_buf_reserve(&b, len);
+		if (fs_result_read(res, b.data, len, (off_t)*off, &got) || got != len ||
+		    !bson_init_static(&doc, (const uint8_t *)b.data, len)) {
+			rc = dfs_err_set(err, DFS_EIO, "cannot read a cursor's documents");
+			break;
+		}
+		snprintf(key, sizeof(key), "%lld", (long long)*n);
+		bson_append_document(arr, key, -1, &doc);
+		bytes += len;
+		*off += len;
+		(*n)++;
+	}
+	dfs_buf_release(&b);
+	return rc;
+}
+
+static void cursor_doc(bson_t *reply, const char *batch_key, bson_t *batch, int64_t id,
+		       const char *ns)
+{
+	bson_t cur;
+
+	BSON_APPEND_DOCUMENT_BEGIN(reply, "cursor", &cur);
+	BSON_APPEND_ARRAY(&cur, batch_key, batch);
+	BSON_APPEND_INT64(&cur, "id", id);
+	BSON_APPEND_UTF8(&cur, "ns", ns);
+	bson_append_document_end(reply, &cur);
+}
+
+int wire_cursor_reply(struct wire_ctx *c, const char *ns, const struct wire_source *src,
+		      int64_t batch, bool single, const bson_t *lsid, bson_t *reply,
+		      struct dfs_err *err)
+{
+	struct cursor *cu = NULL;
+	bson_t arr = BSON_INITIALIZER;
+	const bson_t *doc;
+	size_t bytes = 0;
+	int64_t n = 0, max = batch < 0 ? WIRE_BATCH_DOCS : batch;
+	int rc = 0;
+	bool more = false;
+
+	(void)c;
+	while (n < max) {
+		char key[24];
+
+		rc = src->next(src->ctx, &doc, err);
+		if (rc == DFS_ENOENT) {
+			rc = 0;
+			goto reply;
+		}
+		if (rc)
+			goto done;
+		if (n && bytes + doc->len > WIRE_BATCH_BYTES) {
+			more = true; /* doc opens the rest */
+			break;
+		}
+		snprintf(key, sizeof(key), "%lld", (long long)n);
+		bson_append_document(&arr, key, -1, doc);
+		bytes += doc->len;
+		n++;
+	}
+	if (single)
+		goto reply;
+	/* The rest, now, in the source's transaction (the file's note). */
+	if (!more) {
+		rc = src->next(src->ctx, &doc, err);
+		if (rc == DFS_ENOENT) {
+			rc = 0;
+			goto reply;
+		}
+		if (rc)
+			goto done;
+	}
+	cu = calloc(1, sizeof(*cu));
+	if (!cu)
+		abort();
+	fs_result_init(&cu->res);
+	snprintf(cu->ns, sizeof(cu->ns), "%s", ns);
+	cu->has_lsid = lsid_bytes(lsid, cu->lsid);
+	for (;;) {
+		dfs_buf_append(&cu->res.mem, bson_get_data(doc), doc->len);
+		if ((rc = fs_result_spill(&cu->res, false, err)))
+			goto done;
+		rc = src->next(src->ctx, &doc, err);
+		if (rc == DFS_ENOENT)
+			break;
+		if (rc)
+			goto done;
+	}
+	if ((rc = fs_result_finish(&cu->res, err)))
+		goto done;
+	cu->id = new_id();
+	cu->last = now_s();
+	pthread_mutex_lock(&lock);
+	cu->next = cursors;
+	cursors = cu;
+	ncursors++;
+	pthread_mutex_unlock(&lock);
+reply:
+	cursor_doc(reply, "firstBatch", &arr, cu ? cu->id : 0, ns);
+	cu = NULL;
+done:
+	cursor_free(cu);
+	bson_destroy(&arr);
+	return rc;
+}
+
+/* Takes cursor id off the list (lock held); NULL when absent. */
+static struct cursor *unlink_cursor(int64_t id)
+{
+	for (struct cursor **p = &cursors; *p; p = &(*p)->next)
+		if ((*p)->id == id) {
+			struct cursor *cu = *p;
+
+			*p = cu->next;
+			ncursors--;
+			return cu;
+		}
+	return NULL;
+}
+
+int wire_cursor_more(struct wire_ctx *c, int64_t id, const char *ns, int64_t batch,
+		     bson_t *reply)
+{
+	struct dfs_err err = {0};
+	struct cursor *cu;
+	bson_t arr = BSON_INITIALIZER;
+	int64_t n = 0;
+	int rc;
+	bool done;
+
+	pthread_mutex_lock(&lock);
+	for (cu = cursors; cu && cu->id != id; cu = cu->next)
+		;
+	if (cu && (cu->busy || cu->dead || strcmp(cu->ns, ns) != 0)) {
+		bool busy = cu->busy || cu->dead;
+
+		pthread_mutex_unlock(&lock);
+		bson_destroy(&arr);
+		if (busy)
+			return wire_fail(c, 43, "CursorNotFound",
+					 "cursor id %lld is in use by another getMore",
+					 (long long)id);
+		return wire_fail(c, 13, "Unauthorized",
+				 "Requested getMore on namespace '%s', but cursor belongs to a "
+				 "different namespace %s",
+				 ns, cu->ns);
+	}
+	if (!cu) {
+		pthread_mutex_unlock(&lock);
+		bson_destroy(&arr);
+		return wire_fail(c, 43, "CursorNotFound", "cursor id %lld not found",
+				 (long long)id);
+	}
+	cu->busy = true;
+	pthread_mutex_unlock(&lock);
+
+	rc = batch_from_result(&cu->res, &cu->off, batch, &arr, &n, &err);
+	{
+		struct fs_curop *op = fs_curop_current();
+
+		if (op)
+			fs_curop_note(NULL, n);
+	}
+
+	pthread_mutex_lock(&lock);
+	cu->busy = false;
+	cu->last = now_s();
+	done = rc || cu->dead || cu->off >= cu->res.size;
+	if (done && !cu->dead)
+		unlink_cursor(id);
+	pthread_mutex_unlock(&lock);
+	if (!rc)
+		cursor_doc(reply, "nextBatch", &arr, done ? 0 : id, ns);
+	if (done)
+		cursor_free(cu);
+	bson_destroy(&arr);
+	return rc ? wire_fail_dfs(c, &err) : 0;
+}
+
+bool wire_cursor_kill(int64_t id)
+{
+	struct cursor *cu;
+
+	pthread_mutex_lock(&lock);
+	cu = unlink_cursor(id);
+	if (cu && cu->busy) {
+		cu->dead = true; /* the getMore frees it (note 1) */
+		cu = (struct cursor *)1;
+	}
+	pthread_mutex_unlock(&lock);
+	if (cu == (struct cursor *)1)
+		return true;
+	cursor_free(cu);
+	return cu != NULL;
+}
+
+/* Takes off the list (lock held) every cursor that pred selects; the idle ones are
+ * returned as a chain to free, busy ones marked dead. */
+static struct cursor *take_if(bool (*pred)(const struct cursor *cu, const void *arg),
+			      const void *arg, int *n)
+{
+	struct cursor *out = NULL;
+
+	for (struct cursor **p = &cursors; *p;) {
+		struct cursor *cu = *p;
+
+		if (!pred(cu, arg)) {
+			p = &cu->next;
+			continue;
+		}
+		*p = cu->next;
+		ncursors--;
+		(*n)++;
+		if (cu->busy) {
+			cu->dead = true;
+			continue;
+		}
+		cu->next = out;
+		out = cu;
+	}
+	return out;
+}
+
+static void free_chain(struct cursor *cu)
+{
+	while (cu) {
+		struct cursor *next = cu->next;
+
+		cursor_free(cu);
+		cu = next;
+	}
+}
+
+static bool of_session(const struct cursor *cu, const void *arg)
+{
+	return cu->has_lsid && !memcmp(cu->lsid, arg, 16);
+}
+
+void wire_cursor_kill_session(const bson_t *lsid)
+{
+	uint8_t id[16];
+	struct cursor *chain;
+	int n = 0;
+
+	if (!lsid_bytes(lsid, id))
+		return;
+	pthread_mutex_lock(&lock);
+	chain = take_if(of_session, id, &n);
+	pthread_mutex_unlock(&lock);
+	free_chain(chain);
+}
+
+static bool idle_since(const struct cursor *cu, const void *arg)
+{
+	return !cu->busy && cu->last < *(const time_t *)arg;
+}
+
+int wire_cursor_reap(int timeout_s)
+{
+	time_t before = now_s() - timeout_s;
+	struct cursor *chain;
+	int n = 0;
+
+	pthread_mutex_lock(&lock);
+	chain = take_if(idle_since, &before, &n);
+	pthread_mutex_unlock(&lock);
+	free_chain(chain);
+	if (n)
+		fs_log_info("wire: closed %d cursors idle for %d s", n, timeout_s);
+	return n;
+}
+
+int wire_cursor_count(void)
+{
+	int n;
+
+	pthread_mutex_lock(&lock);
+	n = ncursors;
+	pthread_mutex_unlock(&lock);
+	return n;
+}
+
+void wire_docs_take(struct wire_docs *w, bson_t *doc)
+{
+	if (w->n == w->cap) {
+		w->cap = w->cap ? w->cap * 2 : 16;
+		w->d = realloc(w->d, w->cap * sizeof(*w->d));
+		if (!w->d)
+			abort();
+	}
+	w->d[w->n++] = doc;
+}
+
+int wire_docs_next(void *ctx, const bson_t **doc, struct dfs_err *err)
+{
+	struct wire_docs *w = ctx;
+
+	(void)err;
+	if (w->pos >= w->n)
+		return DFS_ENOENT;
+	*doc = w->d[w->pos++];
+	return 0;
+}
+
+void wire_docs_release(struct wire_docs *w)
+{
+	for (size_t i = 0; i < w->n; i++)
+		bson_destroy(w->d[i]);
+	free(w->d);
+	memset(w, 0, sizeof(*w));
+}
