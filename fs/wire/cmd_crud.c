@@ -113,9 +113,13 @@ static void make_ns(char *out, size_t cap, const char *db, const char *coll)
 }
 
 /* The documents of a write command: the kind-1 section named id, else the array id of the
- * command; each a view. *docs Owned (free). */
+ * command; each as its bytes in the message (not as bson_t: a bson_init_static view points
+ * into itself and must not be moved by a realloc). d Owned (free). */
 struct doc_list {
-	bson_t *d;
+	struct {
+		const uint8_t *data;
+		uint32_t len;
+	} *d;
 	size_t n, cap;
 };
 
@@ -127,9 +131,17 @@ static void list_add(struct doc_list *l, const uint8_t *data, uint32_t len)
 		if (!l->d)
 			abort();
 	}
-	if (!bson_init_static(&l->d[l->n], data, len))
-		bson_init(&l->d[l->n]);
+	l->d[l->n].data = data;
+	l->d[l->n].len = len;
 	l->n++;
+}
+
+/* Document i of l as a view in *view (valid with the message). */
+static const bson_t *list_doc(const struct doc_list *l, size_t i, bson_t *view)
+{
+	if (!bson_init_static(view, l->d[i].data, l->d[i].len))
+		bson_init(view); /* cannot happen: frame.c checked every document */
+	return view;
 }
 
 static int list_seq_cb(void *ctx, const bson_t *doc)
@@ -226,9 +238,9 @@ static int insert_range(struct wire_ctx *c, const char *name, struct doc_list *d
 	if ((rc = coll_open(c, name, COLL_CREATE, &x)))
 		return dfs_err_set(err, DFS_EIO, "%s", c->errmsg);
 	for (size_t i = from; i < to; i++) {
-		bson_t prepared;
+		bson_t prepared, view;
 
-		if ((rc = store_doc_prepare(&docs->d[i], NULL, &prepared, err))) {
+		if ((rc = store_doc_prepare(list_doc(docs, i, &view), NULL, &prepared, err))) {
 			*bad = (int64_t)i;
 			break;
 		}
@@ -385,8 +397,9 @@ int wire_cmd_update(struct wire_ctx *c, bson_t *reply)
 	for (size_t i = 0; i < sts.n; i++) {
 		struct query_write_result r = {0};
 		struct dfs_err err = {0};
+		bson_t view;
 
-		if (update_one(c, name, &sts.d[i], &r, &err)) {
+		if (update_one(c, name, list_doc(&sts, i, &view), &r, &err)) {
 			write_error(&errs, &nerrs, (int64_t)i, &err, NULL);
 			query_write_result_release(&r);
 			c->code = 0;
@@ -484,9 +497,10 @@ int wire_cmd_delete(struct wire_ctx *c, bson_t *reply)
 	wire_arg_bool(c, "ordered", &ordered);
 	for (size_t i = 0; i < sts.n; i++) {
 		struct dfs_err err = {0};
+		bson_t view;
 		int64_t k;
 
-		if (delete_one(c, name, &sts.d[i], &k, &err)) {
+		if (delete_one(c, name, list_doc(&sts, i, &view), &k, &err)) {
 			write_error(&errs, &nerrs, (int64_t)i, &err, NULL);
 			c->code = 0;
 			if (ordered)
