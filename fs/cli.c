@@ -1494,8 +1494,10 @@ static int cmd_serve(int argc, char **argv)
 		return fail("serve", "%s", err.msg);
 	}
 	fs_curop_start();
+	fs_store = s; /* the profiler writes <db>.system.profile of the served store */
 	if (wire_server_start(w, &err)) {
 		wire_server_stop(w);
+		fs_store = NULL;
 		store_free(s);
 		return fail("serve", "%s", err.msg);
 	}
@@ -1505,6 +1507,7 @@ static int cmd_serve(int argc, char **argv)
 	sigwait(&sigs, &sig);
 	fs_log_info("serve: signal %d: stopping", sig);
 	wire_server_stop(w);
+	fs_store = NULL;
 	store_free(s);
 	fs_errlog_open(NULL, NULL);
 	return 0;

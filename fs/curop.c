@@ -408,7 +408,7 @@ static void render(bson_t *doc, struct dfs_buf *out)
 		dfs_buf_printf(out, "{\"ok\": 0, \"errmsg\": \"%s\"}\n", err.msg);
 }
 
-void fs_curop_render_current(struct dfs_buf *out)
+void fs_curop_current_doc(bson_t *out)
 {
 	int64_t now = mono_ns(CLOCK_MONOTONIC);
 	bson_t doc, arr, one;
@@ -458,6 +458,15 @@ void fs_curop_render_current(struct dfs_buf *out)
 	pthread_mutex_unlock(&lock);
 	bson_append_array_end(&doc, &arr);
 	BSON_APPEND_DOUBLE(&doc, "ok", 1.0);
+	bson_concat(out, &doc);
+	bson_destroy(&doc);
+}
+
+void fs_curop_render_current(struct dfs_buf *out)
+{
+	bson_t doc = BSON_INITIALIZER;
+
+	fs_curop_current_doc(&doc);
 	render(&doc, out);
 	bson_destroy(&doc);
 }
@@ -501,7 +510,7 @@ static int cache_add(void *ctx, const char *name)
 	return 0;
 }
 
-void fs_curop_render_status(struct dfs_buf *out)
+void fs_curop_status_doc(bson_t *out)
 {
 	static const char *const lat_names[] = {"reads", "writes", "commands"};
 	int64_t now_real = mono_ns(CLOCK_REALTIME), up_ms;
@@ -607,6 +616,15 @@ void fs_curop_render_status(struct dfs_buf *out)
 	bson_append_document_end(&sub, &sub2);
 	bson_append_document_end(&doc, &sub);
 	BSON_APPEND_DOUBLE(&doc, "ok", 1.0);
+	bson_concat(out, &doc);
+	bson_destroy(&doc);
+}
+
+void fs_curop_render_status(struct dfs_buf *out)
+{
+	bson_t doc = BSON_INITIALIZER;
+
+	fs_curop_status_doc(&doc);
 	render(&doc, out);
 	bson_destroy(&doc);
 }
@@ -616,7 +634,7 @@ void fs_curop_count_listing(bool kept)
 	atomic_fetch_add(kept ? &listings_kept : &listings_refused, 1);
 }
 
-void fs_curop_render_top(struct dfs_buf *out)
+void fs_curop_top_doc(bson_t *out)
 {
 	bson_t doc, totals, ns, col;
 
@@ -637,6 +655,15 @@ void fs_curop_render_top(struct dfs_buf *out)
 	pthread_mutex_unlock(&lock);
 	bson_append_document_end(&doc, &totals);
 	BSON_APPEND_DOUBLE(&doc, "ok", 1.0);
+	bson_concat(out, &doc);
+	bson_destroy(&doc);
+}
+
+void fs_curop_render_top(struct dfs_buf *out)
+{
+	bson_t doc = BSON_INITIALIZER;
+
+	fs_curop_top_doc(&doc);
 	render(&doc, out);
 	bson_destroy(&doc);
 }

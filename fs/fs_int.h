@@ -662,6 +662,11 @@ void fs_curop_count_listing(bool kept);
 void fs_curop_render_current(struct dfs_buf *out);
 void fs_curop_render_status(struct dfs_buf *out);
 void fs_curop_render_top(struct dfs_buf *out);
+/* The same documents appended to out (initialised): the wire protocol's currentOp,
+ * serverStatus and top. */
+void fs_curop_current_doc(bson_t *out);
+void fs_curop_status_doc(bson_t *out);
+void fs_curop_top_doc(bson_t *out);
 /* Starts the uptime clock (at mount). */
 void fs_curop_start(void);
 
@@ -702,6 +707,10 @@ void fs_profile_render(const char *db, struct dfs_buf *out);
 /* Applies a write to <db>/.profile: a level (0, 1, 2), or {level|profile, slowms,
  * sampleRate, filter|"unset"}. Errors: DFS_EINVAL, nothing changed. */
 int fs_profile_apply(const char *db, const char *text, size_t len, struct dfs_err *err);
+/* The same as documents: the settings appended to out (initialised), and a settings
+ * document applied (the wire protocol's profile command). */
+void fs_profile_doc(const char *db, bson_t *out);
+int fs_profile_apply_doc(const char *db, const bson_t *doc, struct dfs_err *err);
 /* The profiler's and the slow-query log's look at an operation that ended (curop.c). */
 void fs_profile_op(const struct fs_curop *op, int rc, int64_t micros);
 

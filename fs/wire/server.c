@@ -359,6 +359,7 @@ static void *conn_main(void *arg)
 		cn->next->prev = cn->prev;
 	w->nconns--;
 	atomic_fetch_sub(&open_conns, 1);
+	fs_curop_handle(false);
 	pthread_cond_broadcast(&w->gone);
 	pthread_mutex_unlock(&w->lock);
 	free(cn);
@@ -389,6 +390,7 @@ static void conn_start(struct wire_server *w, int fd, const struct sockaddr *sa)
 	w->nconns++;
 	atomic_fetch_add(&open_conns, 1);
 	pthread_mutex_unlock(&w->lock);
+	fs_curop_handle(true); /* serverStatus's connections count clients too */
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	sigfillset(&all); /* signals go to the main thread */
@@ -409,6 +411,7 @@ static void conn_start(struct wire_server *w, int fd, const struct sockaddr *sa)
 		w->nconns--;
 		atomic_fetch_sub(&open_conns, 1);
 		pthread_mutex_unlock(&w->lock);
+		fs_curop_handle(false);
 		close(fd);
 		free(cn);
 	}

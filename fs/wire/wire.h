@@ -189,7 +189,7 @@ int wire_cursor_count(void);
 /* The idle timeout (-o cursor_timeout_s=; WIRE_CURSOR_TIMEOUT_S by default). */
 extern int wire_cursor_timeout_s;
 
-/* ---- the command handlers (cmd_admin.c, cmd_crud.c, cmd_index.c) -------------------- */
+/* ---- the command handlers (cmd_admin.c, cmd_crud.c, cmd_index.c, cmd_ops.c) ---------- */
 
 int wire_cmd_hello(struct wire_ctx *c, bson_t *reply);
 int wire_cmd_ping(struct wire_ctx *c, bson_t *reply);
@@ -220,6 +220,14 @@ int wire_cmd_count(struct wire_ctx *c, bson_t *reply);
 int wire_cmd_distinct(struct wire_ctx *c, bson_t *reply);
 int wire_cmd_aggregate(struct wire_ctx *c, bson_t *reply);
 int wire_cmd_explain(struct wire_ctx *c, bson_t *reply);
+
+int wire_cmd_server_status(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_top(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_current_op(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_kill_op(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_profile(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_rename_collection(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_validate(struct wire_ctx *c, bson_t *reply);
 
 int wire_cmd_create_indexes(struct wire_ctx *c, bson_t *reply);
 int wire_cmd_list_indexes(struct wire_ctx *c, bson_t *reply);

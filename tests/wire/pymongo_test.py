@@ -298,6 +298,32 @@ def run(sock, port):
     cl.drop_database("other")
     check("other" not in cl.list_database_names(), "dropDatabase")
 
+    # operations: serverStatus, currentOp, killOp, top, the profiler
+    ss = cl.admin.command("serverStatus")
+    check(ss["connections"]["current"] >= 2 and ss["opcounters"]["insert"] >= 500,
+          "serverStatus %r" % {k: ss[k] for k in ("connections", "opcounters")})
+    check(isinstance(cl.admin.command("currentOp")["inprog"], list), "currentOp")
+    expect_code(2, cl.admin.command, "killOp", op=987654321)
+    check("shop.items" in cl.admin.command("top")["totals"], "top")
+    db.set_profiling_level(pymongo.ALL)
+    check(db.profiling_level() == pymongo.ALL, "profiling level 2")
+    c.find_one({"_id": 33})
+    db.set_profiling_level(pymongo.OFF)
+    prof = list(db.system.profile.find({"op": "query", "ns": "shop.items"}))
+    check(len(prof) >= 1 and prof[-1]["command"]["filter"] == {"_id": 33},
+          "system.profile %r" % prof[-1:])
+    # renameCollection, validate
+    db.tmp1.insert_one({"_id": 1})
+    cl.admin.command("renameCollection", "shop.tmp1", to="shop.tmp2")
+    check(db.tmp2.find_one() == {"_id": 1} and "tmp1" not in db.list_collection_names(),
+          "renameCollection")
+    expect_code(48, cl.admin.command, "renameCollection", "shop.tmp2", to="shop.items")
+    expect_code(238, cl.admin.command, "renameCollection", "shop.tmp2", to="other.tmp2")
+    db.tmp2.drop()
+    v = db.command("validate", "items")
+    check(v["valid"] is True and v["nrecords"] == c.count_documents({}), "validate %r" % v)
+    expect_code(238, db.command, "collMod", "items")
+
     # errors
     expect_code(59, db.command, "noSuchCommand")
     e = expect_code(2, lambda: list(c.find({"x": {"$foo": 1}})))
