@@ -292,21 +292,21 @@ START_TEST(test_wire_msg_parse_sections)
 	refused(two, sizeof(two), "two kind-0 sections");
 	/* nesting deeper than 200 levels */
 	{
-		bson_t inner = BSON_INITIALIZER;
+		bson_t *inner = bson_new(); /* (a bson_t must not be copied by assignment) */
 
 		for (int i = 0; i < 250; i++) {
-			bson_t outer = BSON_INITIALIZER;
+			bson_t *outer = bson_new();
 
-			BSON_APPEND_DOCUMENT(&outer, "a", &inner);
-			bson_destroy(&inner);
+			BSON_APPEND_DOCUMENT(outer, "a", inner);
+			bson_destroy(inner);
 			inner = outer;
 		}
 		bson_init(&body);
-		BSON_APPEND_DOCUMENT(&body, "ping", &inner);
+		BSON_APPEND_DOCUMENT(&body, "ping", inner);
 		BSON_APPEND_UTF8(&body, "$db", "admin");
 		build_msg(&m, 0, &body, 1);
 		refused((const uint8_t *)m.data, m.len, "invalid BSON");
-		bson_destroy(&inner);
+		bson_destroy(inner);
 		bson_destroy(&body);
 	}
 	dfs_buf_release(&m);

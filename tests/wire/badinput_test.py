@@ -81,13 +81,18 @@ def main():
     port = s.getsockname()[1]
     s.close()
     srv = subprocess.Popen([DOCFS, "serve", store, "--listen", "127.0.0.1:%d" % port,
-                            "--log", log], stdout=subprocess.PIPE, text=True)
+                            "--log", log], stdout=subprocess.PIPE,
+                           stderr=open(log + ".err", "w"), text=True)
     try:
         line = srv.stdout.readline()
         check("listening on" in line, "docfs serve did not start: %r" % line)
         run(port, log, srv)
         srv.terminate()
-        check(srv.wait(timeout=30) == 0, "docfs serve exit status")
+        rc = srv.wait(timeout=30)
+        err = open(log + ".err").read()
+        check("Sanitizer" not in err and "runtime error" not in err,
+              "sanitizer report from docfs serve:\n" + err)
+        check(rc == 0, "docfs serve exit status %d: %s" % (rc, err))
         r = subprocess.run([DOCFS, "check", store], capture_output=True, text=True)
         check(r.returncode == 0, "docfs check: %s %s" % (r.stdout, r.stderr))
         print("badinput_test: %d checks passed" % checks)

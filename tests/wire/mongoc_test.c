@@ -103,10 +103,14 @@ int main(void)
 	}
 	cl = mongoc_client_new(uri);
 	CHECK(cl, "client for %s", uri);
-	CHECK(mongoc_client_command_simple(cl, "admin", BCON_NEW("ping", BCON_INT32(1)), NULL,
-					   &reply, &e),
-	      "ping: %s", e.message);
-	bson_destroy(&reply);
+	{
+		bson_t *ping = BCON_NEW("ping", BCON_INT32(1));
+
+		CHECK(mongoc_client_command_simple(cl, "admin", ping, NULL, &reply, &e),
+		      "ping: %s", e.message);
+		bson_destroy(&reply);
+		bson_destroy(ping);
+	}
 	c = mongoc_client_get_collection(cl, "lib", "c");
 
 	/* insert_many */
@@ -235,10 +239,13 @@ int main(void)
 		      "message %s", e.message);
 		bson_destroy(dup);
 	}
-	CHECK(!mongoc_client_command_simple(cl, "lib", BCON_NEW("noSuchCommand", BCON_INT32(1)),
-					    NULL, NULL, &e) &&
-		      e.code == 59,
-	      "CommandNotFound: %u %s", e.code, e.message);
+	{
+		bson_t *bad = BCON_NEW("noSuchCommand", BCON_INT32(1));
+
+		CHECK(!mongoc_client_command_simple(cl, "lib", bad, NULL, NULL, &e) && e.code == 59,
+		      "CommandNotFound: %u %s", e.code, e.message);
+		bson_destroy(bad);
+	}
 	{
 		bson_t *filter = BCON_NEW("x", "{", "$bogus", BCON_INT32(1), "}");
 

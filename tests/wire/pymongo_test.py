@@ -71,7 +71,11 @@ def main():
         run(sock, port)
         # the store is sound after all of it
         srv.terminate()
-        srv.wait(timeout=30)
+        rc = srv.wait(timeout=30)
+        log = open(store + ".log").read()
+        check("Sanitizer" not in log and "runtime error" not in log,
+              "sanitizer report from docfs serve:\n" + log)
+        check(rc == 0, "docfs serve exit status %d: %s" % (rc, log))
         r = subprocess.run([DOCFS, "check", store], capture_output=True, text=True)
         check(r.returncode == 0, "docfs check: %s %s" % (r.stdout, r.stderr))
         print("pymongo_test: %d checks passed" % checks)
