@@ -254,8 +254,9 @@ static int mount_args(int argc, char **argv, struct mount_strs *ms)
 					long v = strtol(tok + 17, &end, 10);
 
 					if (!tok[17] || *end || v <= 0)
-						return fail("mount", "cursor_timeout_s needs a positive "
-								     "number of seconds");
+						return fail("mount",
+							    "cursor_timeout_s needs a positive "
+							    "number of seconds");
 					o.cursor_timeout_s = (int)v;
 				} else if (strncmp(tok, "sort_mem=", 9) == 0 ||
 					   strncmp(tok, "result_mem=", 11) == 0 ||

@@ -135,8 +135,7 @@ void fs_curop_begin(struct fs_curop *op, int kind, struct store_db *db, int64_t 
 	op_register(op);
 }
 
-void fs_curop_begin_ns(struct fs_curop *op, int kind, const char *db, const char *coll,
-		       int client)
+void fs_curop_begin_ns(struct fs_curop *op, int kind, const char *db, const char *coll, int client)
 {
 	memset(op, 0, sizeof(*op));
 	op->kind = kind;

@@ -339,8 +339,8 @@ struct fs_mount_opts {
 	bool uring;		/* serve requests through FUSE over io_uring (ring.c) */
 	const char *listen[FS_MAX_LISTEN]; /* wire protocol addresses (fs/wire/server.c) */
 	int nlisten;
-	bool noauth;		/* a non-loopback listen address is allowed */
-	int cursor_timeout_s;	/* wire cursors idle this long are closed (0: default) */
+	bool noauth;	      /* a non-loopback listen address is allowed */
+	int cursor_timeout_s; /* wire cursors idle this long are closed (0: default) */
 };
 
 /*
@@ -628,8 +628,7 @@ struct fs_curop {
 void fs_curop_begin(struct fs_curop *op, int kind, struct store_db *db, int64_t coll, int client);
 /* The same for a caller that knows the names (the wire protocol): db and coll may be NULL
  * or ""; no transaction is opened to find them. */
-void fs_curop_begin_ns(struct fs_curop *op, int kind, const char *db, const char *coll,
-		       int client);
+void fs_curop_begin_ns(struct fs_curop *op, int kind, const char *db, const char *coll, int client);
 /* The thread's running operation, or NULL. */
 struct fs_curop *fs_curop_current(void);
 /* Sets the thread's operation's command (copied) and, when max_ms > 0, its deadline

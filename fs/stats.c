@@ -184,8 +184,7 @@ static int db_stats(struct store_txn *t, int64_t scale, bson_t *out, struct dfs_
 	return 0;
 }
 
-int fs_stats_doc(struct store_db *db, int64_t coll, int64_t scale, bson_t *out,
-		 struct dfs_err *err)
+int fs_stats_doc(struct store_db *db, int64_t coll, int64_t scale, bson_t *out, struct dfs_err *err)
 {
 	struct store_txn *t;
 	int rc;

@@ -31,8 +31,7 @@ int wire_cmd_hello(struct wire_ctx *c, bson_t *reply)
 	wire_arg_bool(c, "helloOk", &hello_ok);
 	if (hello_ok)
 		BSON_APPEND_BOOL(reply, "helloOk", true);
-	BSON_APPEND_BOOL(reply, strcmp(c->name, "hello") ? "ismaster" : "isWritablePrimary",
-			 true);
+	BSON_APPEND_BOOL(reply, strcmp(c->name, "hello") ? "ismaster" : "isWritablePrimary", true);
 	BSON_APPEND_INT32(reply, "maxBsonObjectSize", WIRE_MAX_BSON);
 	BSON_APPEND_INT32(reply, "maxMessageSizeBytes", WIRE_MAX_MSG);
 	BSON_APPEND_INT32(reply, "maxWriteBatchSize", WIRE_MAX_WRITE_BATCH);
@@ -392,8 +391,15 @@ done:
 
 /* Options of create that docfs has no such thing for: refused by name, not ignored. */
 static const char *const create_refused[] = {
-	"viewOn", "pipeline", "timeseries", "validator", "collation", "clusteredIndex",
-	"changeStreamPreAndPostImages", "expireAfterSeconds", "encryptedFields",
+	"viewOn",
+	"pipeline",
+	"timeseries",
+	"validator",
+	"collation",
+	"clusteredIndex",
+	"changeStreamPreAndPostImages",
+	"expireAfterSeconds",
+	"encryptedFields",
 };
 
 int wire_cmd_create(struct wire_ctx *c, bson_t *reply)
@@ -553,9 +559,9 @@ int wire_cmd_db_stats(struct wire_ctx *c, bson_t *reply)
 	if ((rc = stats_scale(c, &scale)))
 		return rc;
 	if ((rc = wire_db(c, false, &db)) == DFS_ENOENT) {
-		static const char *const zero[] = {"collections", "views",	 "objects",
-						   "avgObjSize",  "dataSize",	 "storageSize",
-						   "indexes",	  "indexSize",	 "totalSize"};
+		static const char *const zero[] = {"collections", "views",     "objects",
+						   "avgObjSize",  "dataSize",  "storageSize",
+						   "indexes",	  "indexSize", "totalSize"};
 
 		BSON_APPEND_UTF8(reply, "db", c->db);
 		for (size_t i = 0; i < sizeof(zero) / sizeof(*zero); i++)
@@ -598,6 +604,5 @@ int wire_cmd_coll_stats(struct wire_ctx *c, bson_t *reply)
 		return wire_fail_dfs(c, &err);
 	return 0;
 missing:
-	return wire_fail(c, 26, "NamespaceNotFound", "Collection [%s.%s] not found.", c->db,
-			 name);
+	return wire_fail(c, 26, "NamespaceNotFound", "Collection [%s.%s] not found.", c->db, name);
 }

@@ -119,7 +119,7 @@ struct doc_list {
 	struct {
 		const uint8_t *data;
 		uint32_t len;
-	} *d;
+	} * d;
 	size_t n, cap;
 };
 
@@ -169,10 +169,11 @@ static int doc_list(struct wire_ctx *c, const char *id, struct doc_list *l)
 			uint32_t len;
 
 			if (!BSON_ITER_HOLDS_DOCUMENT(&arr))
-				return wire_fail(c, 14, "TypeMismatch",
-						 "BSON field '%s.%s.%s' is the wrong type, expected "
-						 "type 'object'",
-						 c->name, id, bson_iter_key(&arr));
+				return wire_fail(
+					c, 14, "TypeMismatch",
+					"BSON field '%s.%s.%s' is the wrong type, expected "
+					"type 'object'",
+					c->name, id, bson_iter_key(&arr));
 			bson_iter_document(&arr, &len, &data);
 			list_add(l, data, len);
 		}
@@ -225,8 +226,8 @@ static void write_error(bson_t *errs, int *nerrs, int64_t i, const struct dfs_er
 
 /* Inserts docs [from, to) into name in one transaction (note 1): 0, or the error with *bad
  * the failing document's index (-1: the transaction itself failed). */
-static int insert_range(struct wire_ctx *c, const char *name, struct doc_list *docs,
-			size_t from, size_t to, int64_t *bad, struct dfs_err *err)
+static int insert_range(struct wire_ctx *c, const char *name, struct doc_list *docs, size_t from,
+			size_t to, int64_t *bad, struct dfs_err *err)
 {
 	struct store_attrs a = {0644, getuid(), getgid(), 0};
 	struct coll_txn x;
@@ -462,8 +463,9 @@ static int delete_one(struct wire_ctx *c, const char *name, const bson_t *st, in
 	if (bson_iter_init_find(&it, st, "limit"))
 		limit = bson_iter_as_int64(&it);
 	if (limit != 0 && limit != 1)
-		return dfs_err_set(err, DFS_EINVAL, "The limit field in delete objects must be 0 "
-						    "or 1. Got %lld",
+		return dfs_err_set(err, DFS_EINVAL,
+				   "The limit field in delete objects must be 0 "
+				   "or 1. Got %lld",
 				   (long long)limit);
 	o.filter = &q;
 	o.multi = limit == 0;
@@ -602,8 +604,9 @@ struct find_args {
 };
 
 /* Options of find that docfs does not have yet: refused by name. */
-static const char *const find_refused[] = {"min", "max", "tailable", "awaitData", "collation",
-					   "let", "returnKey", "showRecordId", "oplogReplay"};
+static const char *const find_refused[] = {"min",	"max",		"tailable",
+					   "awaitData", "collation",	"let",
+					   "returnKey", "showRecordId", "oplogReplay"};
 
 static int find_args(struct wire_ctx *c, struct find_args *a, bool count)
 {
@@ -614,8 +617,8 @@ static int find_args(struct wire_ctx *c, struct find_args *a, bool count)
 	memset(a, 0, sizeof(*a));
 	a->batch = -1;
 	for (size_t i = 0; !count && i < sizeof(find_refused) / sizeof(*find_refused); i++)
-		if (bson_iter_init_find(&it, c->cmd, find_refused[i]) &&
-		    bson_iter_as_bool(&it) && !BSON_ITER_HOLDS_DOCUMENT(&it))
+		if (bson_iter_init_find(&it, c->cmd, find_refused[i]) && bson_iter_as_bool(&it) &&
+		    !BSON_ITER_HOLDS_DOCUMENT(&it))
 			return wire_fail(c, 238, "NotImplemented",
 					 "find: option '%s' is not supported by docfs yet",
 					 find_refused[i]);
@@ -968,9 +971,10 @@ static int verbosity_of(struct wire_ctx *c, const bson_t *cmd, int *out)
 	else if (!strcmp(v, "allPlansExecution"))
 		*out = QUERY_VERB_ALL;
 	else
-		return wire_fail(c, 2, "BadValue", "verbosity string must be one of "
-						   "{'queryPlanner', 'executionStats', "
-						   "'allPlansExecution'}");
+		return wire_fail(c, 2, "BadValue",
+				 "verbosity string must be one of "
+				 "{'queryPlanner', 'executionStats', "
+				 "'allPlansExecution'}");
 	return 0;
 }
 
@@ -1083,8 +1087,7 @@ int wire_cmd_explain(struct wire_ctx *c, bson_t *reply)
 	if ((rc = verbosity_of(c, outer, &verbosity)))
 		return rc;
 	if ((rc = wire_arg_doc(c, "explain", &inner)))
-		return rc == 1 ? wire_fail(c, 9, "FailedToParse", "explain needs a command")
-			       : rc;
+		return rc == 1 ? wire_fail(c, 9, "FailedToParse", "explain needs a command") : rc;
 	if (!bson_iter_init(&it, &inner) || !bson_iter_next(&it))
 		return wire_fail(c, 9, "FailedToParse", "explain needs a command");
 	c->cmd = &inner;

@@ -88,7 +88,8 @@ int wire_cmd_create_indexes(struct wire_ctx *c, bson_t *reply)
 		bson_iter_t f;
 
 		if (!BSON_ITER_HOLDS_DOCUMENT(&arr))
-			return wire_fail(c, 14, "TypeMismatch", "each index spec must be a document");
+			return wire_fail(c, 14, "TypeMismatch",
+					 "each index spec must be a document");
 		bson_iter_document(&arr, &len, &data);
 		if (!bson_init_static(&spec, data, len))
 			return wire_fail(c, 2, "BadValue", "invalid index spec");
@@ -203,9 +204,9 @@ int wire_cmd_drop_indexes(struct wire_ctx *c, bson_t *reply)
 			bson_iter_recurse(&it, &names);
 		while (!rc && (one || bson_iter_next(&names))) {
 			const char *ix = one ? bson_iter_utf8(&it, NULL)
-					     : BSON_ITER_HOLDS_UTF8(&names)
-						       ? bson_iter_utf8(&names, NULL)
-						       : "";
+					 : BSON_ITER_HOLDS_UTF8(&names)
+						 ? bson_iter_utf8(&names, NULL)
+						 : "";
 
 			if (!strcmp(ix, "_id_"))
 				rc = wire_fail(c, 72, "InvalidOptions", "cannot drop _id index");

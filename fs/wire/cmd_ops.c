@@ -29,9 +29,9 @@ int wire_cmd_top(struct wire_ctx *c, bson_t *reply)
 /* Fields of a currentOp command that are its options or generic arguments, not a filter. */
 static bool currentop_option(const char *k)
 {
-	static const char *const opts[] = {"currentOp", "lsid",	     "comment",	  "apiVersion",
-					   "apiStrict", "maxTimeMS", "$all",	  "$ownOps",
-					   "apiDeprecationErrors"};
+	static const char *const opts[] = {"currentOp",	 "lsid",      "comment",
+					   "apiVersion", "apiStrict", "maxTimeMS",
+					   "$all",	 "$ownOps",   "apiDeprecationErrors"};
 
 	if (k[0] == '$' && strcmp(k, "$all") && strcmp(k, "$ownOps"))
 		return true; /* $db, $readPreference, $clusterTime... */
@@ -70,7 +70,8 @@ int wire_cmd_current_op(struct wire_ctx *c, bson_t *reply)
 			if (!BSON_ITER_HOLDS_DOCUMENT(&ops))
 				continue;
 			bson_iter_document(&ops, &len, &data);
-			if (!bson_init_static(&one, data, len) || !query_filter_match(e, &one, NULL))
+			if (!bson_init_static(&one, data, len) ||
+			    !query_filter_match(e, &one, NULL))
 				continue;
 			snprintf(key, sizeof(key), "%d", n++);
 			BSON_APPEND_DOCUMENT(&arr, key, &one);
@@ -159,7 +160,8 @@ int wire_cmd_rename_collection(struct wire_ctx *c, bson_t *reply)
 	int rc;
 
 	(void)reply;
-	if ((rc = split_ns(c, "renameCollection", fdb, fcoll)) || (rc = split_ns(c, "to", tdb, tcoll)))
+	if ((rc = split_ns(c, "renameCollection", fdb, fcoll)) ||
+	    (rc = split_ns(c, "to", tdb, tcoll)))
 		return rc;
 	wire_arg_bool(c, "dropTarget", &drop_target);
 	if (strcmp(fdb, tdb))
@@ -169,14 +171,14 @@ int wire_cmd_rename_collection(struct wire_ctx *c, bson_t *reply)
 	if (store_coll_name_check(tcoll, &err))
 		return wire_fail(c, 73, "InvalidNamespace", "%s", err.msg);
 	if (store_db_get(c->store, fdb, false, &db, &err))
-		return wire_fail(c, 26, "NamespaceNotFound", "Source collection %s.%s does not exist",
-				 fdb, fcoll);
+		return wire_fail(c, 26, "NamespaceNotFound",
+				 "Source collection %s.%s does not exist", fdb, fcoll);
 	if ((rc = store_txn_begin(db, true, &t, &err)))
 		return wire_fail_dfs(c, &err);
 	if (store_coll_find(t, fcoll, &from, &err)) {
 		store_txn_abort(t);
-		return wire_fail(c, 26, "NamespaceNotFound", "Source collection %s.%s does not exist",
-				 fdb, fcoll);
+		return wire_fail(c, 26, "NamespaceNotFound",
+				 "Source collection %s.%s does not exist", fdb, fcoll);
 	}
 	dfs_err_clear(&err);
 	if (!store_coll_find(t, tcoll, &to, &err)) {
@@ -227,10 +229,10 @@ int wire_cmd_validate(struct wire_ctx *c, bson_t *reply)
 	if ((rc = wire_arg_coll(c, name, sizeof(name))))
 		return rc;
 	snprintf(ns, sizeof(ns), "%s.%s", c->db, name);
-	if (store_db_get(c->store, c->db, false, &db, &err) ||
-	    store_txn_begin(db, false, &t, &err))
-		return wire_fail(c, 26, "NamespaceNotFound", "Collection '%s' does not exist to "
-							     "validate.",
+	if (store_db_get(c->store, c->db, false, &db, &err) || store_txn_begin(db, false, &t, &err))
+		return wire_fail(c, 26, "NamespaceNotFound",
+				 "Collection '%s' does not exist to "
+				 "validate.",
 				 ns);
 	rc = store_coll_find(t, name, &co, &err);
 	if (!rc)

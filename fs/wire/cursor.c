@@ -35,9 +35,9 @@ struct cursor {
 	size_t off;			  /* the next document's offset in res */
 	uint8_t lsid[16];		  /* the session's id, when has_lsid */
 	bool has_lsid;
-	bool busy;	 /* a getMore reads it (note 1) */
-	bool dead;	 /* killed while busy: the getMore frees it */
-	time_t last;	 /* last use (CLOCK_MONOTONIC seconds) */
+	bool busy;   /* a getMore reads it (note 1) */
+	bool dead;   /* killed while busy: the getMore frees it */
+	time_t last; /* last use (CLOCK_MONOTONIC seconds) */
 	struct cursor *next;
 };
 
@@ -241,8 +241,7 @@ static struct cursor *unlink_cursor(int64_t id)
 	return NULL;
 }
 
-int wire_cursor_more(struct wire_ctx *c, int64_t id, const char *ns, int64_t batch,
-		     bson_t *reply)
+int wire_cursor_more(struct wire_ctx *c, int64_t id, const char *ns, int64_t batch, bson_t *reply)
 {
 	struct dfs_err err = {0};
 	struct cursor *cu;

@@ -54,11 +54,9 @@ static const struct command commands[] = {
 	{"create", wire_cmd_create, FS_OP_COMMAND, false, false,
 	 "creates a collection (capped, size, max)"},
 	{"drop", wire_cmd_drop, FS_OP_COMMAND, false, false, "drops a collection"},
-	{"dropDatabase", wire_cmd_drop_database, FS_OP_COMMAND, false, false,
-	 "drops a database"},
+	{"dropDatabase", wire_cmd_drop_database, FS_OP_COMMAND, false, false, "drops a database"},
 	{"dbStats", wire_cmd_db_stats, FS_OP_COMMAND, false, false, "a database's figures"},
-	{"collStats", wire_cmd_coll_stats, FS_OP_COMMAND, false, false,
-	 "a collection's figures"},
+	{"collStats", wire_cmd_coll_stats, FS_OP_COMMAND, false, false, "a collection's figures"},
 	{"insert", wire_cmd_insert, FS_OP_INSERT, false, false, "inserts documents"},
 	{"update", wire_cmd_update, FS_OP_UPDATE, false, false, "updates documents"},
 	{"delete", wire_cmd_delete, FS_OP_REMOVE, false, false, "deletes documents"},
@@ -67,8 +65,7 @@ static const struct command commands[] = {
 	{"findandmodify", wire_cmd_find_and_modify, FS_OP_COMMAND, false, false,
 	 "updates or deletes one document and returns it"},
 	{"find", wire_cmd_find, FS_OP_QUERY, false, false, "a query"},
-	{"getMore", wire_cmd_get_more, FS_OP_GETMORE, false, false,
-	 "the next batch of a cursor"},
+	{"getMore", wire_cmd_get_more, FS_OP_GETMORE, false, false, "the next batch of a cursor"},
 	{"killCursors", wire_cmd_kill_cursors, OP_NONE, false, false, "closes cursors"},
 	{"count", wire_cmd_count, FS_OP_COMMAND, false, false, "counts documents"},
 	{"distinct", wire_cmd_distinct, FS_OP_COMMAND, false, false, "the distinct values"},
@@ -98,15 +95,48 @@ static const struct command commands[] = {
 /* MongoDB commands that docfs does not have yet: 238 NotImplemented (naming them), not
  * 59, so a client tells "not here yet" from a typo. */
 static const char *const not_yet[] = {
-	"collMod",	 "convertToCapped", "compact",	      "mapReduce",	 "bulkWrite",
-	"createUser",	 "updateUser",	    "dropUser",	      "usersInfo",	 "createRole",
-	"saslStart",	 "saslContinue",    "authenticate",   "logout",		 "getnonce",
-	"startSession",	 "refreshSessions", "commitTransaction", "abortTransaction",
-	"shutdown",	 "fsync",	    "setParameter",   "setFeatureCompatibilityVersion",
-	"dataSize",	 "cloneCollectionAsCapped", "reIndex", "shardCollection", "enableSharding",
-	"addShard",	 "listShards",	    "balancerStatus", "getShardMap",	 "checkShardingIndex",
-	"planCacheClear", "planCacheClearFilters", "planCacheListFilters", "filemd5",
-	"getLastError",	 "resetError",	    "whatsmyuri",     "lockInfo",	 "getCmdLineOpts",
+	"collMod",
+	"convertToCapped",
+	"compact",
+	"mapReduce",
+	"bulkWrite",
+	"createUser",
+	"updateUser",
+	"dropUser",
+	"usersInfo",
+	"createRole",
+	"saslStart",
+	"saslContinue",
+	"authenticate",
+	"logout",
+	"getnonce",
+	"startSession",
+	"refreshSessions",
+	"commitTransaction",
+	"abortTransaction",
+	"shutdown",
+	"fsync",
+	"setParameter",
+	"setFeatureCompatibilityVersion",
+	"dataSize",
+	"cloneCollectionAsCapped",
+	"reIndex",
+	"shardCollection",
+	"enableSharding",
+	"addShard",
+	"listShards",
+	"balancerStatus",
+	"getShardMap",
+	"checkShardingIndex",
+	"planCacheClear",
+	"planCacheClearFilters",
+	"planCacheListFilters",
+	"filemd5",
+	"getLastError",
+	"resetError",
+	"whatsmyuri",
+	"lockInfo",
+	"getCmdLineOpts",
 	"aggregateClusterRole",
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -191,9 +221,11 @@ int wire_arg_int(struct wire_ctx *c, const char *key, int64_t *v)
 	default:
 		break;
 	}
-	return wire_fail(c, 14, "TypeMismatch", "BSON field '%s.%s' is the wrong type '%s', "
-		"expected a number", c->name, key, bson_iter_type(&it) == BSON_TYPE_UTF8 ? "string"
-		: "non-number");
+	return wire_fail(c, 14, "TypeMismatch",
+			 "BSON field '%s.%s' is the wrong type '%s', "
+			 "expected a number",
+			 c->name, key,
+			 bson_iter_type(&it) == BSON_TYPE_UTF8 ? "string" : "non-number");
 }
 
 int wire_arg_doc(struct wire_ctx *c, const char *key, bson_t *view)
@@ -229,13 +261,12 @@ int wire_arg_coll(struct wire_ctx *c, char *out, size_t cap)
 	struct dfs_err err = {0};
 
 	if (!bson_iter_init(&it, c->cmd) || !bson_iter_next(&it) || !BSON_ITER_HOLDS_UTF8(&it))
-		return wire_fail(c, 73, "InvalidNamespace",
-				 "collection name has invalid type %s",
+		return wire_fail(c, 73, "InvalidNamespace", "collection name has invalid type %s",
 				 "(not a string)");
 	snprintf(out, cap, "%s", bson_iter_utf8(&it, NULL));
 	if (strcmp(out, STORE_PROFILE_COLL) != 0 && store_coll_name_check(out, &err))
-		return wire_fail(c, 73, "InvalidNamespace", "Invalid namespace specified '%s.%s': %s",
-				 c->db, out, err.msg);
+		return wire_fail(c, 73, "InvalidNamespace",
+				 "Invalid namespace specified '%s.%s': %s", c->db, out, err.msg);
 	return 0;
 }
 
@@ -247,8 +278,8 @@ int wire_db(struct wire_ctx *c, bool create, struct store_db **out)
 	if (rc == DFS_ENOENT && !create)
 		return DFS_ENOENT;
 	if (rc == DFS_EINVAL || rc == DFS_ENAMETOOLONG)
-		return wire_fail(c, 73, "InvalidNamespace", "Invalid database name '%s': %s",
-				 c->db, err.msg);
+		return wire_fail(c, 73, "InvalidNamespace", "Invalid database name '%s': %s", c->db,
+				 err.msg);
 	if (rc)
 		return wire_fail_dfs(c, &err);
 	return 0;
@@ -328,8 +359,8 @@ void wire_dispatch(struct store *s, struct wire_conn *conn, int64_t conn_id,
 		const char *dot = strchr(m->ns, '.');
 
 		c.cmd = query_command(m, &qview);
-		c.name = bson_iter_init(&it, c.cmd) && bson_iter_next(&it) ? bson_iter_key(&it)
-									 : "";
+		c.name =
+			bson_iter_init(&it, c.cmd) && bson_iter_next(&it) ? bson_iter_key(&it) : "";
 		snprintf(c.db, sizeof(c.db), "%.*s", dot ? (int)(dot - m->ns) : 0, m->ns);
 		cmd = command_find(c.name);
 		if (!dot || strcmp(dot, ".$cmd") != 0 || !cmd || !cmd->handshake) {

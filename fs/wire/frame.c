@@ -87,7 +87,8 @@ static int walk(const bson_t *doc, int depth)
 				bson_iter_document(&it, &len, &data);
 			else
 				bson_iter_array(&it, &len, &data);
-			if (!data || !bson_init_static(&child, data, len) || walk(&child, depth + 1))
+			if (!data || !bson_init_static(&child, data, len) ||
+			    walk(&child, depth + 1))
 				return -1;
 		}
 	}
@@ -105,8 +106,8 @@ static int doc_check(const uint8_t *p, size_t n, const char *what, bson_t *view,
 		return dfs_err_set(err, DFS_EINVAL, "%s: truncated document", what);
 	l = get32(p);
 	if (l < 5 || (size_t)l > n)
-		return dfs_err_set(err, DFS_EINVAL, "%s: document length %d does not fit in %zu bytes",
-				   what, l, n);
+		return dfs_err_set(err, DFS_EINVAL,
+				   "%s: document length %d does not fit in %zu bytes", what, l, n);
 	if (!bson_init_static(view, p, (size_t)l) || walk(view, 1) ||
 	    !bson_validate(view, BSON_VALIDATE_NONE, &off))
 		return dfs_err_set(err, DFS_EINVAL, "%s: invalid BSON", what);
@@ -151,9 +152,10 @@ static int parse_msg(const uint8_t *p, size_t n, struct wire_msg *m, struct dfs_
 				return dfs_err_set(err, DFS_EINVAL, "OP_MSG: truncated section");
 			size = get32(p + off);
 			if (size < 5 || (size_t)size > end - off)
-				return dfs_err_set(err, DFS_EINVAL,
-						   "OP_MSG: section size %d does not fit in %zu bytes",
-						   size, end - off);
+				return dfs_err_set(
+					err, DFS_EINVAL,
+					"OP_MSG: section size %d does not fit in %zu bytes", size,
+					end - off);
 			if (m->nseq == WIRE_MAX_SEQS)
 				return dfs_err_set(err, DFS_EINVAL, "OP_MSG: more than %d sections",
 						   WIRE_MAX_SEQS);
@@ -275,8 +277,7 @@ static void header(struct dfs_buf *out, int32_t request_id, int32_t response_to,
 	dfs_buf_append(out, h, sizeof(h));
 }
 
-void wire_reply_msg(struct dfs_buf *out, int32_t request_id, int32_t response_to,
-		    const bson_t *doc)
+void wire_reply_msg(struct dfs_buf *out, int32_t request_id, int32_t response_to, const bson_t *doc)
 {
 	size_t at = out->len;
 	uint8_t b[5] = {0, 0, 0, 0, 0};

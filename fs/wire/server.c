@@ -49,8 +49,8 @@ struct listener {
 
 struct wire_conn {
 	int fd;
-	int64_t id;	     /* connectionId */
-	char peer[128];	     /* "127.0.0.1:51234" or "unix" */
+	int64_t id;	/* connectionId */
+	char peer[128]; /* "127.0.0.1:51234" or "unix" */
 	struct wire_server *w;
 	struct wire_conn *prev, *next; /* the server's list (w->lock) */
 };
@@ -487,7 +487,8 @@ void wire_server_stop(struct wire_server *w)
 		char b = 1;
 
 		if (write(w->wake[1], &b, 1) < 0)
-			fs_errlog_add("wire: cannot wake the accepting thread: %s", strerror(errno));
+			fs_errlog_add("wire: cannot wake the accepting thread: %s",
+				      strerror(errno));
 		pthread_join(w->th, NULL);
 	}
 	for (int i = 0; i < w->n; i++) {

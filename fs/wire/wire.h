@@ -20,9 +20,9 @@
 /* ---- frame.c: messages as bytes (pure functions, no sockets) ------------------------ */
 
 #define WIRE_HEADER_LEN 16
-#define WIRE_MAX_MSG 48000000		   /* maxMessageSizeBytes */
-#define WIRE_MAX_BSON (16 * 1024 * 1024)   /* maxBsonObjectSize */
-#define WIRE_MAX_WRITE_BATCH 100000	   /* maxWriteBatchSize */
+#define WIRE_MAX_MSG 48000000		 /* maxMessageSizeBytes */
+#define WIRE_MAX_BSON (16 * 1024 * 1024) /* maxBsonObjectSize */
+#define WIRE_MAX_WRITE_BATCH 100000	 /* maxWriteBatchSize */
 #define WIRE_OP_REPLY 1
 #define WIRE_OP_QUERY 2004
 #define WIRE_OP_COMPRESSED 2012
@@ -49,11 +49,11 @@ struct wire_seq {
 /* A parsed request: views into the message's bytes (Borrowed: valid while they are). */
 struct wire_msg {
 	struct wire_header h;
-	uint32_t flags;	   /* OP_MSG flagBits */
-	bson_t body;	   /* OP_MSG kind-0 document, or OP_QUERY's query (read-only view) */
-	int nseq;	   /* kind-1 sections */
+	uint32_t flags; /* OP_MSG flagBits */
+	bson_t body;	/* OP_MSG kind-0 document, or OP_QUERY's query (read-only view) */
+	int nseq;	/* kind-1 sections */
 	struct wire_seq seq[WIRE_MAX_SEQS];
-	const char *ns;	   /* OP_QUERY: fullCollectionName ("admin.$cmd"), else NULL */
+	const char *ns;		/* OP_QUERY: fullCollectionName ("admin.$cmd"), else NULL */
 	int32_t nskip, nreturn; /* OP_QUERY: numberToSkip, numberToReturn */
 };
 
@@ -83,17 +83,17 @@ struct wire_conn;
 
 /* A command being run: what a handler reads, and the error it leaves. */
 struct wire_ctx {
-	struct store *store;	    /* Borrowed: the served store */
-	struct wire_conn *conn;	    /* Borrowed: the connection (NULL in unit tests) */
-	int64_t conn_id;	    /* its connectionId */
-	const struct wire_msg *msg; /* Borrowed: the request */
-	const bson_t *cmd;	    /* Borrowed: the command document */
-	const char *name;	    /* Borrowed: the command's name (its first key) */
+	struct store *store;	      /* Borrowed: the served store */
+	struct wire_conn *conn;	      /* Borrowed: the connection (NULL in unit tests) */
+	int64_t conn_id;	      /* its connectionId */
+	const struct wire_msg *msg;   /* Borrowed: the request */
+	const bson_t *cmd;	      /* Borrowed: the command document */
+	const char *name;	      /* Borrowed: the command's name (its first key) */
 	char db[DFS_MAX_NS_NAME + 1]; /* $db */
-	int code;		    /* the error's MongoDB code (0: none) */
-	const char *code_name;	    /* its codeName (static) */
-	char errmsg[512];	    /* its message */
-	int dfs_code;		    /* the engine's code behind it (DFS_EINVAL when none) */
+	int code;		      /* the error's MongoDB code (0: none) */
+	const char *code_name;	      /* its codeName (static) */
+	char errmsg[512];	      /* its message */
+	int dfs_code;		      /* the engine's code behind it (DFS_EINVAL when none) */
 };
 
 /* A command handler: fills reply (initialised, empty; "ok" is added by the dispatch) and
@@ -138,9 +138,9 @@ void wire_append_count(bson_t *b, const char *key, int64_t v);
 
 /* ---- cursor.c: cursors kept between getMores ---------------------------------------- */
 
-#define WIRE_BATCH_DOCS 101	      /* a first batch's default number of documents */
+#define WIRE_BATCH_DOCS 101		    /* a first batch's default number of documents */
 #define WIRE_BATCH_BYTES (16 * 1024 * 1024) /* a batch stops before this many bytes */
-#define WIRE_CURSOR_TIMEOUT_S 600     /* idle cursors are closed after this */
+#define WIRE_CURSOR_TIMEOUT_S 600	    /* idle cursors are closed after this */
 
 /* A source of documents a cursor answers from: next gives 0 with *doc (Borrowed: valid
  * until the next call), DFS_ENOENT at the end, or an error. */
@@ -176,8 +176,7 @@ void wire_docs_release(struct wire_docs *w);
 /* getMore: the next batch of cursor id (batch 0: as many as fit in WIRE_BATCH_BYTES) into
  * reply's {cursor: {nextBatch, id, ns}}. Errors (wire_fail): 43 CursorNotFound, 13
  * Unauthorized (another namespace). */
-int wire_cursor_more(struct wire_ctx *c, int64_t id, const char *ns, int64_t batch,
-		     bson_t *reply);
+int wire_cursor_more(struct wire_ctx *c, int64_t id, const char *ns, int64_t batch, bson_t *reply);
 /* Closes cursor id; true when it existed. */
 bool wire_cursor_kill(int64_t id);
 /* Closes the cursors of session lsid ({id: UUID}). */

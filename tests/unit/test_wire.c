@@ -18,15 +18,15 @@
 
 /* OP_QUERY {isMaster: 1} on admin.$cmd, requestID 1, numberToReturn -1. */
 static const uint8_t op_query_ismaster[] = {
-	0x3a, 0x00, 0x00, 0x00, /* messageLength 58 */
-	0x01, 0x00, 0x00, 0x00, /* requestID 1 */
-	0x00, 0x00, 0x00, 0x00, /* responseTo 0 */
-	0xd4, 0x07, 0x00, 0x00, /* opCode 2004 */
-	0x00, 0x00, 0x00, 0x00, /* flags */
-	'a',  'd',  'm',  'i',	'n', '.', '$', 'c', 'm', 'd', 0x00, /* fullCollectionName */
-	0x00, 0x00, 0x00, 0x00, /* numberToSkip */
-	0xff, 0xff, 0xff, 0xff, /* numberToReturn -1 */
-	0x13, 0x00, 0x00, 0x00, /* {isMaster: 1}: 19 bytes */
+	0x3a, 0x00, 0x00, 0x00,					     /* messageLength 58 */
+	0x01, 0x00, 0x00, 0x00,					     /* requestID 1 */
+	0x00, 0x00, 0x00, 0x00,					     /* responseTo 0 */
+	0xd4, 0x07, 0x00, 0x00,					     /* opCode 2004 */
+	0x00, 0x00, 0x00, 0x00,					     /* flags */
+	'a',  'd',  'm',  'i',	'n', '.', '$', 'c', 'm', 'd',  0x00, /* fullCollectionName */
+	0x00, 0x00, 0x00, 0x00,					     /* numberToSkip */
+	0xff, 0xff, 0xff, 0xff,					     /* numberToReturn -1 */
+	0x13, 0x00, 0x00, 0x00,					     /* {isMaster: 1}: 19 bytes */
 	0x10, 'i',  's',  'M',	'a', 's', 't', 'e', 'r', 0x00, 0x01, 0x00, 0x00, 0x00, 0x00,
 };
 
@@ -39,13 +39,12 @@ static const uint8_t op_msg_insert[] = {
 	0x00, 0x00, 0x00, 0x00, /* flagBits */
 	0x00,			/* kind 0 */
 	0x21, 0x00, 0x00, 0x00, /* 33 bytes */
-	0x02, 'i',  'n',  's',	'e', 'r', 't', 0x00, 0x02, 0x00, 0x00, 0x00, 'c', 0x00,
-	0x02, '$',  'd',  'b',	0x00, 0x05, 0x00, 0x00, 0x00, 't', 'e', 's', 't', 0x00,
-	0x00,
-	0x01,			/* kind 1 */
-	0x1c, 0x00, 0x00, 0x00, /* section size 28 */
-	'd',  'o',  'c',  'u',	'm', 'e', 'n', 't', 's', 0x00,
-	0x0e, 0x00, 0x00, 0x00, 0x10, '_', 'i', 'd', 0x00, 0x01, 0x00, 0x00, 0x00, 0x00,
+	0x02, 'i',  'n',  's',	'e',  'r',  't',  0x00, 0x02, 0x00, 0x00, 0x00,
+	'c',  0x00, 0x02, '$',	'd',  'b',  0x00, 0x05, 0x00, 0x00, 0x00, 't',
+	'e',  's',  't',  0x00, 0x00, 0x01, /* kind 1 */
+	0x1c, 0x00, 0x00, 0x00,		    /* section size 28 */
+	'd',  'o',  'c',  'u',	'm',  'e',  'n',  't',	's',  0x00, 0x0e, 0x00,
+	0x00, 0x00, 0x10, '_',	'i',  'd',  0x00, 0x01, 0x00, 0x00, 0x00, 0x00,
 };
 
 static void put32(uint8_t *p, uint32_t v)
@@ -184,8 +183,7 @@ START_TEST(test_wire_msg_parse_op_query_ismaster)
 	struct wire_msg m;
 	bson_iter_t it;
 
-	ck_assert_int_eq(wire_msg_parse(op_query_ismaster, sizeof(op_query_ismaster), &m, &err),
-			 0);
+	ck_assert_int_eq(wire_msg_parse(op_query_ismaster, sizeof(op_query_ismaster), &m, &err), 0);
 	ck_assert_str_eq(m.ns, "admin.$cmd");
 	ck_assert_int_eq(m.nreturn, -1);
 	ck_assert(bson_iter_init(&it, &m.body) && bson_iter_next(&it));
@@ -275,8 +273,8 @@ START_TEST(test_wire_msg_parse_sections)
 	dfs_buf_init(&m);
 	/* no kind-0 section: a kind-1 alone */
 	{
-		uint8_t b[] = {0x00, 0x00, 0x00, 0x00, 1, 0, 0, 0, 0, 0, 0, 0, 0xdd, 0x07, 0, 0,
-			       0,    0,	   0,	 0,    1, 11, 0, 0, 0, 'x', 0, 5, 0, 0, 0, 0};
+		uint8_t b[] = {0x00, 0x00, 0x00, 0x00, 1, 0,  0, 0, 0, 0,   0, 0, 0xdd, 0x07, 0, 0,
+			       0,    0,	   0,	 0,    1, 11, 0, 0, 0, 'x', 0, 5, 0,	0,    0, 0};
 
 		put32(b, sizeof(b));
 		refused(b, sizeof(b), "no kind-0 section");
@@ -345,7 +343,7 @@ START_TEST(test_wire_dispatch_handshake_op_query)
 	dfs_buf_append(&in, op_query_ismaster, sizeof(op_query_ismaster));
 	dispatch(NULL, &in, &out);
 	ck_assert_int_eq(get32((const uint8_t *)out.data + 12), WIRE_OP_REPLY);
-	ck_assert_int_eq(get32((const uint8_t *)out.data + 8), 1); /* responseTo */
+	ck_assert_int_eq(get32((const uint8_t *)out.data + 8), 1);  /* responseTo */
 	ck_assert_int_eq(get32((const uint8_t *)out.data + 32), 1); /* numberReturned */
 	reply_doc(&out, &r);
 	ck_assert(bson_iter_init_find(&it, &r, "ismaster") && bson_iter_as_bool(&it));
@@ -535,9 +533,10 @@ START_TEST(test_wire_dispatch_find_get_more)
 	{
 		char text[160];
 
-		snprintf(text, sizeof(text),
-			 "{getMore: NumberLong(%lld), collection: 'c', batchSize: 100, $db: 'test'}",
-			 (long long)id);
+		snprintf(
+			text, sizeof(text),
+			"{getMore: NumberLong(%lld), collection: 'c', batchSize: 100, $db: 'test'}",
+			(long long)id);
 		command(s, text, NULL, &r);
 		ck_assert_int_eq(get_int(&r, "cursor.nextBatch.0._id"), 101);
 		ck_assert_int_eq(get_int(&r, "cursor.nextBatch.99._id"), 200);

@@ -106,8 +106,8 @@ int main(void)
 	{
 		bson_t *ping = BCON_NEW("ping", BCON_INT32(1));
 
-		CHECK(mongoc_client_command_simple(cl, "admin", ping, NULL, &reply, &e),
-		      "ping: %s", e.message);
+		CHECK(mongoc_client_command_simple(cl, "admin", ping, NULL, &reply, &e), "ping: %s",
+		      e.message);
 		bson_destroy(&reply);
 		bson_destroy(ping);
 	}
@@ -204,12 +204,12 @@ int main(void)
 
 	/* an index, and the plan that uses it */
 	{
-		bson_t *ci = BCON_NEW("createIndexes", BCON_UTF8("c"), "indexes", "[", "{", "key",
-				      "{", "x", BCON_INT32(1), "}", "name", BCON_UTF8("x_1"), "}",
-				      "]");
-		bson_t *ex = BCON_NEW("explain", "{", "find", BCON_UTF8("c"), "filter", "{", "x",
-				      BCON_INT32(3), "}", "}", "verbosity",
-				      BCON_UTF8("queryPlanner"));
+		bson_t *ci =
+			BCON_NEW("createIndexes", BCON_UTF8("c"), "indexes", "[", "{", "key", "{",
+				 "x", BCON_INT32(1), "}", "name", BCON_UTF8("x_1"), "}", "]");
+		bson_t *ex =
+			BCON_NEW("explain", "{", "find", BCON_UTF8("c"), "filter", "{", "x",
+				 BCON_INT32(3), "}", "}", "verbosity", BCON_UTF8("queryPlanner"));
 		bson_iter_t it;
 
 		CHECK(mongoc_client_command_simple(cl, "lib", ci, NULL, &reply, &e),
@@ -218,9 +218,8 @@ int main(void)
 		CHECK(mongoc_client_command_simple(cl, "lib", ex, NULL, &reply, &e), "explain: %s",
 		      e.message);
 		CHECK(bson_iter_init(&it, &reply) &&
-			      bson_iter_find_descendant(&it,
-							"queryPlanner.winningPlan.inputStage.stage",
-							&it) &&
+			      bson_iter_find_descendant(
+				      &it, "queryPlanner.winningPlan.inputStage.stage", &it) &&
 			      !strcmp(bson_iter_utf8(&it, NULL), "IXSCAN"),
 		      "IXSCAN");
 		bson_destroy(&reply);
