@@ -115,7 +115,7 @@ int wire_cmd_get_log(struct wire_ctx *c, bson_t *reply)
 		return 0;
 	}
 	if (strcmp(which, "startupWarnings") && strcmp(which, "global"))
-		return wire_fail(c, 0, "OperationFailed", "No log named '%s'", which);
+		return wire_fail(c, 96, "OperationFailed", "no RamLog named '%s'", which);
 	/* docfs keeps no log in memory here: the mount's log file and /.docfs/errors hold it */
 	BSON_APPEND_INT32(reply, "totalLinesWritten", 0);
 	BSON_APPEND_ARRAY_BEGIN(reply, "log", &arr);

@@ -183,11 +183,11 @@ int wire_fail(struct wire_ctx *c, int code, const char *code_name, const char *f
 	va_start(ap, fmt);
 	vsnprintf(c->errmsg, sizeof(c->errmsg), fmt, ap);
 	va_end(ap);
-	c->code = code;
-	c->code_name = code_name;
+	c->code = code ? code : 1; /* 0 would read as success */
+	c->code_name = code ? code_name : "InternalError";
 	if (!c->dfs_code)
 		c->dfs_code = DFS_EINVAL;
-	return code;
+	return c->code;
 }
 
 int wire_fail_dfs(struct wire_ctx *c, const struct dfs_err *e)
