@@ -32,6 +32,11 @@ if [ ! -d tests/query/diff/node_modules/mingo ]; then
 	echo "== installing mingo (npm ci)"
 	npm ci --prefix tests/query/diff --no-audit --no-fund --loglevel=error >/dev/null
 fi
+# mongosh for the wire protocol's transcript test (tests/wire/mongosh.sh).
+if [ ! -x tests/wire/node_modules/.bin/mongosh ]; then
+	echo "== installing mongosh (npm ci)"
+	npm ci --prefix tests/wire --no-audit --no-fund --loglevel=error >/dev/null
+fi
 
 total_ok=0
 total_fail=0

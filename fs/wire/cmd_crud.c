@@ -978,6 +978,113 @@ static int verbosity_of(struct wire_ctx *c, const bson_t *cmd, int *out)
 	return 0;
 }
 
+/* A pipeline made of one $collStats stage ({storageStats: {scale}, count: {}}), which the
+ * engine has no stage for: its one document, with the figures of fs_stats_doc (the .stats
+ * file's). -1 when the pipeline does not start with $collStats, else 0 or a wire_fail. */
+static int coll_stats_stage(struct wire_ctx *c, const char *name, const char *ns, bson_t *reply)
+{
+	struct dfs_err err = {0};
+	bson_iter_t it, st, opt;
+	bson_t arr, one = BSON_INITIALIZER, spec, stats = BSON_INITIALIZER, batch;
+	struct coll_txn x;
+	int64_t scale = 1, count = 0, bytes = 0;
+	bool storage = false, want_count = false;
+	int rc;
+
+	if (!bson_iter_init_find(&it, c->cmd, "pipeline") || !BSON_ITER_HOLDS_ARRAY(&it) ||
+	    !bson_iter_recurse(&it, &st) || !bson_iter_next(&st) ||
+	    !BSON_ITER_HOLDS_DOCUMENT(&st) || !sub_view(c->cmd, "pipeline", true, &arr))
+		return -1;
+	{
+		bson_t stage;
+		const uint8_t *data;
+		uint32_t len;
+
+		bson_iter_document(&st, &len, &data);
+		if (!bson_init_static(&stage, data, len) ||
+		    !bson_iter_init_find(&opt, &stage, "$collStats"))
+			return -1;
+		if (!BSON_ITER_HOLDS_DOCUMENT(&opt) ||
+		    !sub_view(&stage, "$collStats", false, &spec))
+			return wire_fail(c, 9, "FailedToParse", "$collStats must take an object");
+	}
+	if (bson_iter_next(&st))
+		return wire_fail(c, 238, "NotImplemented",
+				 "$collStats followed by other stages is not supported by docfs "
+				 "yet");
+	if (bson_iter_init(&opt, &spec))
+		while (bson_iter_next(&opt)) {
+			const char *k = bson_iter_key(&opt);
+			bson_t sub;
+
+			if (!strcmp(k, "storageStats")) {
+				storage = true;
+				if (sub_view(&spec, "storageStats", false, &sub) &&
+				    bson_iter_init_find(&it, &sub, "scale") &&
+				    BSON_ITER_HOLDS_NUMBER(&it))
+					scale = bson_iter_as_int64(&it);
+			} else if (!strcmp(k, "count")) {
+				want_count = true;
+			} else {
+				return wire_fail(c, 238, "NotImplemented",
+						 "$collStats: '%s' is not supported by docfs yet",
+						 k);
+			}
+		}
+	if (scale < 1)
+		return wire_fail(c, 2, "BadValue", "scale has to be > 0");
+	rc = coll_open(c, name, COLL_READ, &x);
+	if (rc == DFS_ENOENT)
+		return wire_fail(c, 26, "NamespaceNotFound",
+				 "Unable to retrieve storageStats in $collStats stage :: caused by "
+				 ":: Collection [%s] not found.",
+				 ns);
+	if (rc)
+		return rc;
+	rc = store_coll_data_size(x.t, x.co.id, &count, &bytes, &err);
+	coll_close(c, &x, false);
+	if (rc || (storage && fs_stats_doc(x.db, x.co.id, scale, &stats, &err))) {
+		bson_destroy(&stats);
+		bson_destroy(&one);
+		return wire_fail_dfs(c, &err);
+	}
+	BSON_APPEND_UTF8(&one, "ns", ns);
+	BSON_APPEND_DATE_TIME(&one, "localTime", now_ms());
+	if (storage) {
+		bson_t ss;
+
+		BSON_APPEND_DOCUMENT_BEGIN(&one, "storageStats", &ss);
+		if (bson_iter_init(&it, &stats))
+			while (bson_iter_next(&it))
+				if (strcmp(bson_iter_key(&it), "ok") &&
+				    strcmp(bson_iter_key(&it), "ns"))
+					bson_append_iter(&ss, NULL, 0, &it);
+		bson_append_document_end(&one, &ss);
+	}
+	if (want_count) {
+		bson_t cnt;
+
+		BSON_APPEND_DOCUMENT_BEGIN(&one, "count", &cnt);
+		wire_append_count(&cnt, "count", count);
+		bson_append_document_end(&one, &cnt);
+	}
+	bson_init(&batch);
+	BSON_APPEND_DOCUMENT(&batch, "0", &one);
+	{
+		bson_t cur;
+
+		BSON_APPEND_DOCUMENT_BEGIN(reply, "cursor", &cur);
+		BSON_APPEND_ARRAY(&cur, "firstBatch", &batch);
+		BSON_APPEND_INT64(&cur, "id", 0);
+		BSON_APPEND_UTF8(&cur, "ns", ns);
+		bson_append_document_end(reply, &cur);
+	}
+	bson_destroy(&batch);
+	bson_destroy(&one);
+	bson_destroy(&stats);
+	return 0;
+}
+
 int wire_cmd_aggregate(struct wire_ctx *c, bson_t *reply)
 {
 	struct dfs_err err = {0};
@@ -1011,9 +1118,11 @@ int wire_cmd_aggregate(struct wire_ctx *c, bson_t *reply)
 			batch = bson_iter_as_int64(&it);
 		}
 	}
+	make_ns(ns, sizeof(ns), c->db, name);
+	if (!explain && (rc = coll_stats_stage(c, name, ns, reply)) != -1)
+		return rc;
 	if ((rc = agg_pipeline(c, &p)))
 		return rc;
-	make_ns(ns, sizeof(ns), c->db, name);
 	if (explain) {
 		rc = coll_open(c, name, COLL_GHOST, &x);
 		if (rc == DFS_ENOENT)

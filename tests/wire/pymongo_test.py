@@ -291,6 +291,11 @@ def run(sock, port):
     check("shop" in cl.list_database_names(), "list_database_names")
     st = db.command("collStats", "items")
     check(st["count"] == c.count_documents({}) and st["ns"] == "shop.items", "collStats")
+    cs = list(c.aggregate([{"$collStats": {"storageStats": {"scale": 1}, "count": {}}}]))
+    check(len(cs) == 1 and cs[0]["storageStats"]["count"] == c.count_documents({}) and
+          cs[0]["count"]["count"] == c.count_documents({}) and cs[0]["ns"] == "shop.items",
+          "$collStats %r" % cs)
+    expect_code(238, lambda: list(c.aggregate([{"$collStats": {"latencyStats": {}}}])))
     ds = db.command("dbStats")
     check(ds["collections"] == 3 and ds["db"] == "shop", "dbStats %r" % ds)
     expect_code(26, db.command, "collStats", "nosuch")
