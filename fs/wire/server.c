@@ -427,9 +427,10 @@ static void *accept_main(void *arg)
 		pf[i] = (struct pollfd){.fd = w->l[i].fd, .events = POLLIN};
 	pf[w->n] = (struct pollfd){.fd = w->wake[0], .events = POLLIN};
 	for (;;) {
-		int k = poll(pf, (nfds_t)w->n + 1, 5000);
+		int k = poll(pf, (nfds_t)w->n + 1, 1000);
 
-		if (time(NULL) - last_reap >= 5) {
+		/* a look each second, at most a tenth of the timeout late (note 4) */
+		if (time(NULL) - last_reap >= (wire_cursor_timeout_s < 10 ? 1 : 5)) {
 			wire_cursor_reap(wire_cursor_timeout_s);
 			last_reap = time(NULL);
 		}

@@ -69,6 +69,7 @@ def main():
     srv = start(store, sock, "127.0.0.1:%d" % port)
     try:
         run(sock, port)
+        idle_cursors(tmp)
         # the store is sound after all of it
         srv.terminate()
         rc = srv.wait(timeout=30)
@@ -83,6 +84,31 @@ def main():
         if srv.poll() is None:
             srv.kill()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def idle_cursors(tmp):
+    """--cursor-timeout-s closes a cursor left idle; a used one lives on."""
+    store = os.path.join(tmp, "store2")
+    os.mkdir(store)
+    sock = os.path.join(tmp, "idle.sock")
+    args = [DOCFS, "serve", store, "--listen", sock, "--cursor-timeout-s", "2"]
+    srv = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        check("listening on" in srv.stdout.readline(), "the idle server did not start")
+        cl = pymongo.MongoClient("mongodb://" + sock.replace("/", "%2F"),
+                                 serverSelectionTimeoutMS=5000)
+        db = cl.t
+        db.c.insert_many([{"_id": i} for i in range(10)])
+        idle = db.command("find", "c", batchSize=1)["cursor"]["id"]
+        busy = db.command("find", "c", batchSize=1)["cursor"]["id"]
+        for _ in range(5):
+            time.sleep(1)
+            db.command("getMore", Int64(busy), collection="c", batchSize=1)
+        expect_code(43, db.command, "getMore", Int64(idle), collection="c")
+        cl.close()
+    finally:
+        srv.terminate()
+        srv.wait(timeout=30)
 
 
 def run(sock, port):
@@ -193,6 +219,11 @@ def run(sock, port):
     zero = db.command("find", "items", batchSize=0)
     check(zero["cursor"]["firstBatch"] == [] and zero["cursor"]["id"] != 0, "batchSize 0")
     db.command("killCursors", "items", cursors=[zero["cursor"]["id"]])
+    # endSessions closes the session's cursors
+    with cl.start_session() as sess:
+        raw = db.command("find", "items", batchSize=2, session=sess)
+        cl.admin.command("endSessions", [sess.session_id])
+        expect_code(43, db.command, "getMore", Int64(raw["cursor"]["id"]), collection="items")
     # a cursor's results are one snapshot while writers go on
     snap = c.find({"x": 5}).sort("_id", 1).batch_size(4)
     first = [next(snap)["_id"] for _ in range(4)]
