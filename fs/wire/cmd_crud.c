@@ -43,7 +43,8 @@ struct coll_txn {
 	struct store_db *db;
 	struct store_txn *t;
 	struct store_coll co;
-	bool ghost; /* the collection exists only in t */
+	bool ghost;   /* the collection exists only in t */
+	bool created; /* COLL_CREATE made the collection in t */
 };
 
 /* Opens name of c->db as mode says: 0, DFS_ENOENT (nothing open, no error recorded), or a
@@ -75,6 +76,7 @@ static int coll_open(struct wire_ctx *c, const char *name, int mode, struct coll
 	} else if (rc == DFS_ENOENT && mode == COLL_CREATE) {
 		dfs_err_clear(&err);
 		rc = store_coll_create(x->t, name, 0755, getuid(), getgid(), &x->co, &err);
+		x->created = rc == 0;
 	}
 	if (rc == DFS_ENOENT) {
 		store_txn_abort(x->t);
@@ -178,7 +180,7 @@ static int doc_list(struct wire_ctx *c, const char *id, struct doc_list *l)
 			list_add(l, data, len);
 		}
 	}
-	if (l->n > WIRE_MAX_WRITE_BATCH)
+	if (l->n == 0 || l->n > WIRE_MAX_WRITE_BATCH)
 		return wire_fail(c, 16, "InvalidLength",
 				 "Write batch sizes must be between 1 and %d. Got %zu operations.",
 				 WIRE_MAX_WRITE_BATCH, l->n);
@@ -1145,6 +1147,15 @@ int wire_cmd_aggregate(struct wire_ctx *c, bson_t *reply)
 		if (query_agg_run_out(x.t, x.co.id, p, &ao, &nw, &err)) {
 			rc = wire_fail_dfs(c, &err);
 			goto done;
+		}
+		if (x.created) { /* the source made for the run goes again, unless $out wrote it */
+			int64_t ndocs = 0, nfiles = 0;
+
+			if (!store_coll_count(x.t, x.co.id, &ndocs, &nfiles, &err) && ndocs == 0 &&
+			    store_coll_drop(x.t, x.co.id, &err)) {
+				rc = wire_fail_dfs(c, &err);
+				goto done;
+			}
 		}
 		if ((rc = coll_close(c, &x, true)))
 			goto done;

@@ -275,6 +275,10 @@ def run(sock, port):
     c.aggregate([{"$match": {"x": 0}}, {"$project": {"name": 1}}, {"$out": "zeros"}])
     check(db.zeros.count_documents({}) == c.count_documents({"x": 0}), "$out")
     check(list(db.missing.aggregate([{"$count": "n"}])) == [], "aggregate of nothing")
+    db.missing.aggregate([{"$match": {}}, {"$out": "fromnothing"}])
+    check("missing" not in db.list_collection_names(), "$out of nothing made its source")
+    db.fromnothing.drop()
+    expect_code(16, db.command, "insert", "items", documents=[])
     aex = db.command("aggregate", "items", pipeline=[{"$group": {"_id": "$x"}}], explain=True)
     check("stages" in aex or "queryPlanner" in aex, "aggregate explain")
 
