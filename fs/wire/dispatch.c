@@ -339,7 +339,7 @@ static int run(struct wire_ctx *c, const struct command *cmd, bson_t *reply)
 	if (max_ms < 0)
 		return wire_fail(c, 2, "BadValue", "%s must be a non-negative integer",
 				 "maxTimeMS");
-	fs_curop_begin_ns(&op, cmd->op, c->db, coll, 0);
+	fs_curop_begin_ns(&op, cmd->op, c->db, coll, wire_conn_pid(c->conn));
 	fs_curop_describe(c->cmd, max_ms);
 	rc = cmd->fn(c, reply);
 	fs_curop_end(&op, rc ? (c->dfs_code ? c->dfs_code : DFS_EINVAL) : 0);

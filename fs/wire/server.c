@@ -51,6 +51,7 @@ struct wire_conn {
 	int fd;
 	int64_t id;	/* connectionId */
 	char peer[128]; /* "127.0.0.1:51234" or "unix" */
+	int pid;	/* a Unix socket peer's process id (SO_PEERCRED), else 0 */
 	struct wire_server *w;
 	struct wire_conn *prev, *next; /* the server's list (w->lock) */
 };
@@ -70,6 +71,11 @@ struct wire_server {
 
 static atomic_llong next_conn_id = 1;
 static atomic_int open_conns;
+
+int wire_conn_pid(const struct wire_conn *cn)
+{
+	return cn ? cn->pid : 0;
+}
 
 int wire_server_connections(void)
 {
@@ -380,8 +386,17 @@ static void conn_start(struct wire_server *w, int fd, const struct sockaddr *sa)
 	cn->w = w;
 	cn->id = atomic_fetch_add(&next_conn_id, 1);
 	addr_text(sa, cn->peer, sizeof(cn->peer));
-	if (sa->sa_family != AF_UNIX)
+	if (sa->sa_family != AF_UNIX) {
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	} else {
+		struct ucred cr;
+		socklen_t cl = sizeof(cr);
+
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0) {
+			cn->pid = cr.pid;
+			snprintf(cn->peer, sizeof(cn->peer), "unix (pid %d)", (int)cr.pid);
+		}
+	}
 	pthread_mutex_lock(&w->lock);
 	cn->next = w->conns;
 	if (w->conns)

@@ -253,6 +253,9 @@ const char *wire_server_addr(const struct wire_server *w, int i);
 /* Stops accepting, closes every connection, waits for their threads and frees w (NULL:
  * no-op). Unix socket files it made are removed. */
 void wire_server_stop(struct wire_server *w);
+/* The process id of a Unix socket connection's client (0: TCP, unknown, or cn NULL): the
+ * "client" of its operations in currentOp and system.profile, as a FUSE caller's pid. */
+int wire_conn_pid(const struct wire_conn *cn);
 /* Connections open now (serverStatus connections.current). */
 int wire_server_connections(void);
 

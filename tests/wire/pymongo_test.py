@@ -356,6 +356,8 @@ def run(sock, port):
     prof = list(db.system.profile.find({"op": "query", "ns": "shop.items"}))
     check(len(prof) >= 1 and prof[-1]["command"]["filter"] == {"_id": 33},
           "system.profile %r" % prof[-1:])
+    check(prof[-1]["client"] == "pid %d" % os.getpid(), "the profile's client: %r" %
+          prof[-1].get("client"))
     # renameCollection, validate
     db.tmp1.insert_one({"_id": 1})
     cl.admin.command("renameCollection", "shop.tmp1", to="shop.tmp2")
