@@ -219,6 +219,17 @@ def run(sock, port):
     zero = db.command("find", "items", batchSize=0)
     check(zero["cursor"]["firstBatch"] == [] and zero["cursor"]["id"] != 0, "batchSize 0")
     db.command("killCursors", "items", cursors=[zero["cursor"]["id"]])
+    # batches stop before 16 MiB: three 7 MB documents come as 2 + 1
+    big = "x" * (7 * 1024 * 1024)
+    db.big.insert_many([{"_id": i, "s": big} for i in range(3)])
+    raw = db.command("find", "big")
+    check(len(raw["cursor"]["firstBatch"]) == 2 and raw["cursor"]["id"] != 0,
+          "a first batch under 16 MiB: %d" % len(raw["cursor"]["firstBatch"]))
+    more = db.command("getMore", Int64(raw["cursor"]["id"]), collection="big")
+    check([d["_id"] for d in more["cursor"]["nextBatch"]] == [2] and
+          more["cursor"]["id"] == 0, "the rest in a getMore")
+    check(sum(len(d["s"]) for d in db.big.find()) == 3 * len(big), "big documents intact")
+    db.big.drop()
     # endSessions closes the session's cursors
     with cl.start_session() as sess:
         raw = db.command("find", "items", batchSize=2, session=sess)
