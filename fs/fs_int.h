@@ -79,7 +79,9 @@ int fs_inserter_feed(struct fs_inserter *in, const char *data, size_t len, bool 
 
 /* ---- qpath.c: the query path grammar and result files -------------------------------- */
 
-enum fs_query_format { FSQ_JSONL, FSQ_JSON, FSQ_PRETTY, FSQ_IDS, FSQ_TREE };
+/* FSQ_BSON: documents as BSON one after the other, no path gives it (the wire protocol's
+ * tailable cursors read fs_tail so). */
+enum fs_query_format { FSQ_JSONL, FSQ_JSON, FSQ_PRETTY, FSQ_IDS, FSQ_TREE, FSQ_BSON };
 
 /* A parsed "query/<q>" or "explain/<q>" path component. */
 struct fs_query {
@@ -266,6 +268,8 @@ int fs_tail_open(struct store_db *db, int64_t coll, const struct fs_query *q, st
 int fs_tail_next(struct fs_tail *tl, size_t want, struct dfs_buf *out, bool (*stop)(void *ctx),
 		 void *ctx, struct dfs_err *err);
 void fs_tail_free(struct fs_tail *tl);
+/* Whether the read has ended: its limit was reached. */
+bool fs_tail_done(const struct fs_tail *tl);
 
 /* ---- stats.c: the .stats files ------------------------------------------------------ */
 

@@ -606,8 +606,7 @@ struct find_args {
 };
 
 /* Options of find that docfs does not have yet: refused by name. */
-static const char *const find_refused[] = {"min",	"max",		"tailable",
-					   "awaitData", "collation",	"let",
+static const char *const find_refused[] = {"min",	"max",		"collation",  "let",
 					   "returnKey", "showRecordId", "oplogReplay"};
 
 static int find_args(struct wire_ctx *c, struct find_args *a, bool count)
@@ -708,6 +707,51 @@ static void empty_cursor(bson_t *reply, const char *ns, const char *key)
 	bson_append_document_end(reply, &cur);
 }
 
+/* A tailable find (cursor.c note 4): the mount's tailable read (fs/tail.c) of a capped
+ * collection, which refuses what MongoDB's does (a sort other than $natural, an index hint,
+ * a collection that is not capped). */
+static int find_tailable(struct wire_ctx *c, const char *name, const char *ns,
+			 const struct find_args *a, bson_t *reply)
+{
+	struct dfs_err err = {0};
+	struct fs_query q;
+	struct fs_tail *tl = NULL;
+	struct coll_txn x;
+	bson_t lsid;
+	bool await = false;
+	int rc;
+
+	wire_arg_bool(c, "awaitData", &await);
+	rc = coll_open(c, name, COLL_READ, &x);
+	if (rc == DFS_ENOENT) {
+		empty_cursor(reply, ns, "firstBatch");
+		return 0;
+	}
+	if (rc)
+		return rc;
+	coll_close(c, &x, false);
+	fs_query_init(&q);
+	if (a->o.filter)
+		bson_concat(&q.filter, a->o.filter);
+	if ((q.has_sort = a->o.sort != NULL))
+		bson_concat(&q.sort, a->o.sort);
+	if ((q.has_projection = a->o.projection != NULL))
+		bson_concat(&q.projection, a->o.projection);
+	if ((q.has_hint = a->o.hint != NULL))
+		bson_concat(&q.hint, a->o.hint);
+	if (a->o.hint_name && !(q.hint_name = strdup(a->o.hint_name)))
+		abort();
+	q.skip = a->o.skip;
+	q.limit = a->o.limit;
+	q.format = FSQ_BSON;
+	rc = fs_tail_open(x.db, x.co.id, &q, &tl, &err);
+	fs_query_release(&q);
+	if (rc)
+		return wire_fail_dfs(c, &err);
+	return wire_cursor_tail_reply(c, ns, tl, await, a->single ? -1 : a->batch,
+				      cmd_lsid(c, &lsid), reply);
+}
+
 int wire_cmd_find(struct wire_ctx *c, bson_t *reply)
 {
 	struct dfs_err err = {0};
@@ -717,11 +761,15 @@ int wire_cmd_find(struct wire_ctx *c, bson_t *reply)
 	struct wire_source src = {find_next, &f};
 	struct coll_txn x;
 	bson_t lsid;
+	bool tailable = false;
 	int rc;
 
 	if ((rc = wire_arg_coll(c, name, sizeof(name))) || (rc = find_args(c, &a, false)))
 		return rc;
 	make_ns(ns, sizeof(ns), c->db, name);
+	wire_arg_bool(c, "tailable", &tailable);
+	if (tailable)
+		return find_tailable(c, name, ns, &a, reply);
 	rc = coll_open(c, name, COLL_READ, &x);
 	if (rc == DFS_ENOENT) {
 		struct query_expr *e = NULL;
@@ -764,7 +812,7 @@ int wire_cmd_get_more(struct wire_ctx *c, bson_t *reply)
 {
 	char ns[2 * DFS_MAX_NS_NAME + 2];
 	bson_iter_t it;
-	int64_t batch = 0;
+	int64_t batch = 0, await_ms = 1000;
 	int rc;
 
 	if (!bson_iter_init_find(&it, c->cmd, "getMore") || !BSON_ITER_HOLDS_INT64(&it))
@@ -779,8 +827,10 @@ int wire_cmd_get_more(struct wire_ctx *c, bson_t *reply)
 	if (batch < 0)
 		return wire_fail(c, 51024, "Location51024",
 				 "BSON field 'batchSize' value must be >= 0");
+	if ((rc = wire_arg_int(c, "maxTimeMS", &await_ms)) > 1)
+		return rc;
 	bson_iter_init_find(&it, c->cmd, "getMore");
-	return wire_cursor_more(c, bson_iter_int64(&it), ns, batch, reply);
+	return wire_cursor_more(c, bson_iter_int64(&it), ns, batch, await_ms, reply);
 }
 
 int wire_cmd_kill_cursors(struct wire_ctx *c, bson_t *reply)

@@ -15,6 +15,11 @@
  *    guess another's cursor; a getMore must also name the cursor's namespace.
  * 3. A cursor is closed when it is exhausted, killed, idle for wire_cursor_timeout_s, or
  *    when its session (lsid) ends.
+ * 4. A tailable cursor (a find with tailable on a capped collection) is not a snapshot: it
+ *    keeps the mount's tailable read (fs/tail.c: its position, CappedPositionLost) and
+ *    reads on at each getMore, waiting for new documents with awaitData up to the
+ *    getMore's maxTimeMS (1 s by default). It stays open with empty batches until its
+ *    limit is reached, it fails, or it is killed or idle.
  */
 #include "wire.h"
 #include "fs_int.h"
@@ -35,9 +40,13 @@ struct cursor {
 	size_t off;			  /* the next document's offset in res */
 	uint8_t lsid[16];		  /* the session's id, when has_lsid */
 	bool has_lsid;
-	bool busy;   /* a getMore reads it (note 1) */
-	bool dead;   /* killed while busy: the getMore frees it */
-	time_t last; /* last use (CLOCK_MONOTONIC seconds) */
+	struct fs_tail *tail;	/* Owned: a tailable cursor's read (note 4), else NULL */
+	bool await;		/* awaitData: a getMore waits for documents */
+	struct dfs_buf pending; /* a tailable cursor's documents read but not yet sent */
+	size_t poff;		/* the next of them */
+	bool busy;		/* a getMore reads it (note 1) */
+	bool dead;		/* killed while busy: the getMore frees it */
+	time_t last;		/* last use (CLOCK_MONOTONIC seconds) */
 	struct cursor *next;
 };
 
@@ -74,6 +83,8 @@ static void cursor_free(struct cursor *cu)
 	if (!cu)
 		return;
 	fs_result_release(&cu->res);
+	fs_tail_free(cu->tail);
+	dfs_buf_release(&cu->pending);
 	free(cu);
 }
 
@@ -227,6 +238,116 @@ done:
 	return rc;
 }
 
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static bool past(void *ctx)
+{
+	return mono_ns() >= *(const int64_t *)ctx;
+}
+
+/* A tailable cursor's next batch into arr: at most max documents (0: any), under
+ * WIRE_BATCH_BYTES, reading on (and waiting until deadline, CLOCK_MONOTONIC ns) when none
+ * is pending. 0 (also for an empty batch), or the read's error. */
+static int tail_batch(struct cursor *cu, int64_t max, int64_t deadline, bson_t *arr, int64_t *n,
+		      struct dfs_err *err)
+{
+	size_t bytes = 0;
+
+	*n = 0;
+	while (max <= 0 || *n < max) {
+		const uint8_t *p;
+		uint32_t len;
+		bson_t doc;
+		char key[24];
+
+		if (cu->poff >= cu->pending.len) {
+			int rc;
+
+			if (*n || fs_tail_done(cu->tail))
+				break;
+			dfs_buf_reset(&cu->pending);
+			cu->poff = 0;
+			rc = fs_tail_next(cu->tail, 1 << 20, &cu->pending, past, &deadline, err);
+			if (rc == DFS_EINTR) { /* the deadline: an empty batch */
+				dfs_err_clear(err);
+				break;
+			}
+			if (rc)
+				return rc;
+			if (!cu->pending.len)
+				break;
+		}
+		p = (const uint8_t *)cu->pending.data + cu->poff;
+		len = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+		      (uint32_t)p[3] << 24;
+		if (*n && bytes + len > WIRE_BATCH_BYTES)
+			break;
+		if (!bson_init_static(&doc, p, len))
+			return dfs_err_set(err, DFS_EIO, "a tailable cursor's document is damaged");
+		snprintf(key, sizeof(key), "%lld", (long long)*n);
+		bson_append_document(arr, key, -1, &doc);
+		bytes += len;
+		cu->poff += len;
+		(*n)++;
+	}
+	return 0;
+}
+
+/* Whether tailable cursor cu has nothing more to give. */
+static bool tail_ended(const struct cursor *cu)
+{
+	return cu->poff >= cu->pending.len && fs_tail_done(cu->tail);
+}
+
+int wire_cursor_tail_reply(struct wire_ctx *c, const char *ns, struct fs_tail *tl, bool await,
+			   int64_t batch, const bson_t *lsid, bson_t *reply)
+{
+	struct dfs_err err = {0};
+	struct cursor *cu = calloc(1, sizeof(*cu));
+	bson_t arr = BSON_INITIALIZER;
+	int64_t n = 0;
+	int rc;
+
+	if (!cu)
+		abort();
+	fs_result_init(&cu->res);
+	dfs_buf_init(&cu->pending);
+	cu->tail = tl;
+	cu->await = await;
+	snprintf(cu->ns, sizeof(cu->ns), "%s", ns);
+	cu->has_lsid = lsid_bytes(lsid, cu->lsid);
+	/* the first batch waits for nothing */
+	rc = tail_batch(cu, batch < 0 ? WIRE_BATCH_DOCS : batch, 0, &arr, &n, &err);
+	if (rc) {
+		cursor_free(cu);
+		bson_destroy(&arr);
+		if (rc == DFS_ESTALE)
+			return wire_fail(c, 136, "CappedPositionLost", "%s", err.msg);
+		return wire_fail_dfs(c, &err);
+	}
+	if (tail_ended(cu)) {
+		cursor_doc(reply, "firstBatch", &arr, 0, ns);
+		cursor_free(cu);
+	} else {
+		cu->id = new_id();
+		cu->last = now_s();
+		cursor_doc(reply, "firstBatch", &arr, cu->id, ns);
+		pthread_mutex_lock(&lock);
+		cu->next = cursors;
+		cursors = cu;
+		ncursors++;
+		pthread_mutex_unlock(&lock);
+	}
+	bson_destroy(&arr);
+	return 0;
+}
+
 /* Takes cursor id off the list (lock held); NULL when absent. */
 static struct cursor *unlink_cursor(int64_t id)
 {
@@ -241,7 +362,8 @@ static struct cursor *unlink_cursor(int64_t id)
 	return NULL;
 }
 
-int wire_cursor_more(struct wire_ctx *c, int64_t id, const char *ns, int64_t batch, bson_t *reply)
+int wire_cursor_more(struct wire_ctx *c, int64_t id, const char *ns, int64_t batch,
+		     int64_t await_ms, bson_t *reply)
 {
 	struct dfs_err err = {0};
 	struct cursor *cu;
@@ -276,7 +398,11 @@ int wire_cursor_more(struct wire_ctx *c, int64_t id, const char *ns, int64_t bat
 	cu->busy = true;
 	pthread_mutex_unlock(&lock);
 
-	rc = batch_from_result(&cu->res, &cu->off, batch, &arr, &n, &err);
+	if (cu->tail)
+		rc = tail_batch(cu, batch, cu->await ? mono_ns() + await_ms * 1000000 : 0, &arr, &n,
+				&err);
+	else
+		rc = batch_from_result(&cu->res, &cu->off, batch, &arr, &n, &err);
 	{
 		struct fs_curop *op = fs_curop_current();
 
@@ -287,7 +413,7 @@ int wire_cursor_more(struct wire_ctx *c, int64_t id, const char *ns, int64_t bat
 	pthread_mutex_lock(&lock);
 	cu->busy = false;
 	cu->last = now_s();
-	done = rc || cu->dead || cu->off >= cu->res.size;
+	done = rc || cu->dead || (cu->tail ? tail_ended(cu) : cu->off >= cu->res.size);
 	if (done && !cu->dead)
 		unlink_cursor(id);
 	pthread_mutex_unlock(&lock);
@@ -296,6 +422,10 @@ int wire_cursor_more(struct wire_ctx *c, int64_t id, const char *ns, int64_t bat
 	if (done)
 		cursor_free(cu);
 	bson_destroy(&arr);
+	if (rc == DFS_ESTALE)
+		return wire_fail(c, 136, "CappedPositionLost", "%s", err.msg);
+	if (rc == DFS_ENOENT)
+		return wire_fail(c, 175, "QueryPlanKilled", "%s", err.msg);
 	return rc ? wire_fail_dfs(c, &err) : 0;
 }
 

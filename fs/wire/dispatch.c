@@ -340,7 +340,8 @@ static int run(struct wire_ctx *c, const struct command *cmd, bson_t *reply)
 		return wire_fail(c, 2, "BadValue", "%s must be a non-negative integer",
 				 "maxTimeMS");
 	fs_curop_begin_ns(&op, cmd->op, c->db, coll, wire_conn_pid(c->conn));
-	fs_curop_describe(c->cmd, max_ms);
+	/* a getMore's maxTimeMS is how long a tailable awaitData cursor waits (cursor.c) */
+	fs_curop_describe(c->cmd, cmd->fn == wire_cmd_get_more ? 0 : max_ms);
 	rc = cmd->fn(c, reply);
 	fs_curop_end(&op, rc ? (c->dfs_code ? c->dfs_code : DFS_EINVAL) : 0);
 	return rc;

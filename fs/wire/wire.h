@@ -173,10 +173,20 @@ void wire_docs_take(struct wire_docs *w, bson_t *doc);
 int wire_docs_next(void *ctx, const bson_t **doc, struct dfs_err *err);
 void wire_docs_release(struct wire_docs *w);
 
+/* A tailable find's cursor over tl (taken: freed with the cursor, or here on an error):
+ * its first batch (what is there now, at most batch documents, -1: 101) into reply; the
+ * cursor stays open, empty batches included, until tl's limit is reached (cursor.c note
+ * 4). await: awaitData. 0 or a wire_fail code (136 CappedPositionLost). */
+struct fs_tail;
+int wire_cursor_tail_reply(struct wire_ctx *c, const char *ns, struct fs_tail *tl, bool await,
+			   int64_t batch, const bson_t *lsid, bson_t *reply);
 /* getMore: the next batch of cursor id (batch 0: as many as fit in WIRE_BATCH_BYTES) into
- * reply's {cursor: {nextBatch, id, ns}}. Errors (wire_fail): 43 CursorNotFound, 13
- * Unauthorized (another namespace). */
-int wire_cursor_more(struct wire_ctx *c, int64_t id, const char *ns, int64_t batch, bson_t *reply);
+ * reply's {cursor: {nextBatch, id, ns}}; a tailable awaitData cursor waits up to await_ms
+ * for documents. Errors (wire_fail): 43 CursorNotFound, 13 Unauthorized (another
+ * namespace), 136 CappedPositionLost, 175 QueryPlanKilled (a tailed collection dropped). */
+int wire_cursor_more(struct wire_ctx *c, int64_t id, const char *ns, int64_t batch,
+		     int64_t await_ms, bson_t *reply);
+
 /* Closes cursor id; true when it existed. */
 bool wire_cursor_kill(int64_t id);
 /* Closes the cursors of session lsid ({id: UUID}). */

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import pymongo
@@ -369,6 +370,34 @@ def run(sock, port):
           "system.profile %r" % prof[-1:])
     check(prof[-1]["client"] == "pid %d" % os.getpid(), "the profile's client: %r" %
           prof[-1].get("client"))
+    # tailable cursors on a capped collection (awaitData waits for the next insert)
+    db.create_collection("log", capped=True, size=100000)
+    db.log.insert_many([{"_id": i} for i in range(3)])
+    t0 = db.command("find", "log", tailable=True, awaitData=True, batchSize=2)
+    tid = t0["cursor"]["id"]
+    check([d["_id"] for d in t0["cursor"]["firstBatch"]] == [0, 1] and tid != 0,
+          "tailable first batch %r" % t0)
+    m = db.command("getMore", Int64(tid), collection="log", maxTimeMS=200)
+    check([d["_id"] for d in m["cursor"]["nextBatch"]] == [2], "tailable getMore")
+    started = time.time()
+    m = db.command("getMore", Int64(tid), collection="log", maxTimeMS=300)
+    waited = time.time() - started
+    check(m["cursor"]["nextBatch"] == [] and m["cursor"]["id"] == tid and waited >= 0.25,
+          "an empty awaitData batch after maxTimeMS (%.2f s)" % waited)
+    threading.Timer(0.3, lambda: db.log.insert_one({"_id": 3})).start()
+    started = time.time()
+    m = db.command("getMore", Int64(tid), collection="log", maxTimeMS=5000)
+    check([d["_id"] for d in m["cursor"]["nextBatch"]] == [3] and time.time() - started < 4,
+          "awaitData returns the document inserted meanwhile")
+    db.command("killCursors", "log", cursors=[Int64(tid)])
+    lim = db.command("find", "log", tailable=True, limit=2)
+    check(lim["cursor"]["id"] == 0 and len(lim["cursor"]["firstBatch"]) == 2,
+          "a tailable find ends at its limit")
+    expect_code(2, db.command, "find", "items", tailable=True)
+    expect_code(2, db.command, "find", "log", tailable=True, sort={"_id": -1})
+    got = [d["_id"] for d in db.log.find(cursor_type=pymongo.CursorType.TAILABLE)]
+    check(got == [0, 1, 2, 3], "PyMongo's TAILABLE cursor %r" % got)
+    db.log.drop()
     # renameCollection, validate
     db.tmp1.insert_one({"_id": 1})
     cl.admin.command("renameCollection", "shop.tmp1", to="shop.tmp2")
