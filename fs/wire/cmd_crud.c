@@ -707,6 +707,38 @@ static void empty_cursor(bson_t *reply, const char *ns, const char *key)
 	bson_append_document_end(reply, &cur);
 }
 
+static int tail_next(void *src, struct dfs_buf *out, bool (*stop)(void *ctx), void *ctx,
+		     struct dfs_err *err)
+{
+	return fs_tail_next(src, 1 << 20, out, stop, ctx, err);
+}
+
+static bool tail_done(void *src)
+{
+	return fs_tail_done(src);
+}
+
+static void tail_free(void *src)
+{
+	fs_tail_free(src);
+}
+
+/* A heap wire_stream of next, free and src. */
+static struct wire_stream *stream_new(int (*next)(void *, struct dfs_buf *, bool (*)(void *),
+						  void *, struct dfs_err *),
+				      bool (*done)(void *), void (*fr)(void *), void *src)
+{
+	struct wire_stream *st = malloc(sizeof(*st));
+
+	if (!st)
+		abort();
+	st->next = next;
+	st->done = done;
+	st->free = fr;
+	st->src = src;
+	return st;
+}
+
 /* A tailable find (cursor.c note 4): the mount's tailable read (fs/tail.c) of a capped
  * collection, which refuses what MongoDB's does (a sort other than $natural, an index hint,
  * a collection that is not capped). */
@@ -748,8 +780,9 @@ static int find_tailable(struct wire_ctx *c, const char *name, const char *ns,
 	fs_query_release(&q);
 	if (rc)
 		return wire_fail_dfs(c, &err);
-	return wire_cursor_tail_reply(c, ns, tl, await, a->single ? -1 : a->batch,
-				      cmd_lsid(c, &lsid), reply);
+	return wire_cursor_stream_reply(c, ns, stream_new(tail_next, tail_done, tail_free, tl),
+					await, a->single ? -1 : a->batch, cmd_lsid(c, &lsid),
+					reply);
 }
 
 int wire_cmd_find(struct wire_ctx *c, bson_t *reply)

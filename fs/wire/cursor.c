@@ -15,11 +15,12 @@
  *    guess another's cursor; a getMore must also name the cursor's namespace.
  * 3. A cursor is closed when it is exhausted, killed, idle for wire_cursor_timeout_s, or
  *    when its session (lsid) ends.
- * 4. A tailable cursor (a find with tailable on a capped collection) is not a snapshot: it
- *    keeps the mount's tailable read (fs/tail.c: its position, CappedPositionLost) and
- *    reads on at each getMore, waiting for new documents with awaitData up to the
- *    getMore's maxTimeMS (1 s by default). It stays open with empty batches until its
- *    limit is reached, it fails, or it is killed or idle.
+ * 4. A stream cursor (a tailable find on a capped collection, a $changeStream) is not a
+ *    snapshot: it keeps the mount's reader of that stream (fs/tail.c, fs/changes.c: their
+ *    positions, CappedPositionLost, resume tokens) and reads on at each getMore, waiting
+ *    for more with awaitData up to the getMore's maxTimeMS (1 s by default). It stays open
+ *    with empty batches until the stream ends (a limit, an invalidate), fails, or is
+ *    killed or idle.
  */
 #include "wire.h"
 #include "fs_int.h"
@@ -40,13 +41,14 @@ struct cursor {
 	size_t off;			  /* the next document's offset in res */
 	uint8_t lsid[16];		  /* the session's id, when has_lsid */
 	bool has_lsid;
-	struct fs_tail *tail;	/* Owned: a tailable cursor's read (note 4), else NULL */
-	bool await;		/* awaitData: a getMore waits for documents */
-	struct dfs_buf pending; /* a tailable cursor's documents read but not yet sent */
-	size_t poff;		/* the next of them */
-	bool busy;		/* a getMore reads it (note 1) */
-	bool dead;		/* killed while busy: the getMore frees it */
-	time_t last;		/* last use (CLOCK_MONOTONIC seconds) */
+	struct wire_stream *stream; /* Owned: a stream cursor's reader (note 4), else NULL */
+	bool ended;		    /* the stream appended nothing: it has ended */
+	bool await;		    /* awaitData: a getMore waits for documents */
+	struct dfs_buf pending;	    /* a stream cursor's documents read but not yet sent */
+	size_t poff;		    /* the next of them */
+	bool busy;		    /* a getMore reads it (note 1) */
+	bool dead;		    /* killed while busy: the getMore frees it */
+	time_t last;		    /* last use (CLOCK_MONOTONIC seconds) */
 	struct cursor *next;
 };
 
@@ -83,7 +85,10 @@ static void cursor_free(struct cursor *cu)
 	if (!cu)
 		return;
 	fs_result_release(&cu->res);
-	fs_tail_free(cu->tail);
+	if (cu->stream) {
+		cu->stream->free(cu->stream->src);
+		free(cu->stream);
+	}
 	dfs_buf_release(&cu->pending);
 	free(cu);
 }
@@ -251,11 +256,18 @@ static bool past(void *ctx)
 	return mono_ns() >= *(const int64_t *)ctx;
 }
 
-/* A tailable cursor's next batch into arr: at most max documents (0: any), under
+/* Whether stream cursor cu has nothing more to give. */
+static bool stream_ended(const struct cursor *cu)
+{
+	return cu->poff >= cu->pending.len &&
+	       (cu->ended || (cu->stream->done && cu->stream->done(cu->stream->src)));
+}
+
+/* A stream cursor's next batch into arr: at most max documents (0: any), under
  * WIRE_BATCH_BYTES, reading on (and waiting until deadline, CLOCK_MONOTONIC ns) when none
  * is pending. 0 (also for an empty batch), or the read's error. */
-static int tail_batch(struct cursor *cu, int64_t max, int64_t deadline, bson_t *arr, int64_t *n,
-		      struct dfs_err *err)
+static int stream_batch(struct cursor *cu, int64_t max, int64_t deadline, bson_t *arr, int64_t *n,
+			struct dfs_err *err)
 {
 	size_t bytes = 0;
 
@@ -269,19 +281,21 @@ static int tail_batch(struct cursor *cu, int64_t max, int64_t deadline, bson_t *
 		if (cu->poff >= cu->pending.len) {
 			int rc;
 
-			if (*n || fs_tail_done(cu->tail))
+			if (*n || stream_ended(cu))
 				break;
 			dfs_buf_reset(&cu->pending);
 			cu->poff = 0;
-			rc = fs_tail_next(cu->tail, 1 << 20, &cu->pending, past, &deadline, err);
+			rc = cu->stream->next(cu->stream->src, &cu->pending, past, &deadline, err);
 			if (rc == DFS_EINTR) { /* the deadline: an empty batch */
 				dfs_err_clear(err);
 				break;
 			}
 			if (rc)
 				return rc;
-			if (!cu->pending.len)
+			if (!cu->pending.len) {
+				cu->ended = true;
 				break;
+			}
 		}
 		p = (const uint8_t *)cu->pending.data + cu->poff;
 		len = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
@@ -289,7 +303,7 @@ static int tail_batch(struct cursor *cu, int64_t max, int64_t deadline, bson_t *
 		if (*n && bytes + len > WIRE_BATCH_BYTES)
 			break;
 		if (!bson_init_static(&doc, p, len))
-			return dfs_err_set(err, DFS_EIO, "a tailable cursor's document is damaged");
+			return dfs_err_set(err, DFS_EIO, "a stream cursor's document is damaged");
 		snprintf(key, sizeof(key), "%lld", (long long)*n);
 		bson_append_document(arr, key, -1, &doc);
 		bytes += len;
@@ -299,14 +313,8 @@ static int tail_batch(struct cursor *cu, int64_t max, int64_t deadline, bson_t *
 	return 0;
 }
 
-/* Whether tailable cursor cu has nothing more to give. */
-static bool tail_ended(const struct cursor *cu)
-{
-	return cu->poff >= cu->pending.len && fs_tail_done(cu->tail);
-}
-
-int wire_cursor_tail_reply(struct wire_ctx *c, const char *ns, struct fs_tail *tl, bool await,
-			   int64_t batch, const bson_t *lsid, bson_t *reply)
+int wire_cursor_stream_reply(struct wire_ctx *c, const char *ns, struct wire_stream *st, bool await,
+			     int64_t batch, const bson_t *lsid, bson_t *reply)
 {
 	struct dfs_err err = {0};
 	struct cursor *cu = calloc(1, sizeof(*cu));
@@ -318,12 +326,12 @@ int wire_cursor_tail_reply(struct wire_ctx *c, const char *ns, struct fs_tail *t
 		abort();
 	fs_result_init(&cu->res);
 	dfs_buf_init(&cu->pending);
-	cu->tail = tl;
+	cu->stream = st;
 	cu->await = await;
 	snprintf(cu->ns, sizeof(cu->ns), "%s", ns);
 	cu->has_lsid = lsid_bytes(lsid, cu->lsid);
 	/* the first batch waits for nothing */
-	rc = tail_batch(cu, batch < 0 ? WIRE_BATCH_DOCS : batch, 0, &arr, &n, &err);
+	rc = stream_batch(cu, batch < 0 ? WIRE_BATCH_DOCS : batch, 0, &arr, &n, &err);
 	if (rc) {
 		cursor_free(cu);
 		bson_destroy(&arr);
@@ -331,7 +339,7 @@ int wire_cursor_tail_reply(struct wire_ctx *c, const char *ns, struct fs_tail *t
 			return wire_fail(c, 136, "CappedPositionLost", "%s", err.msg);
 		return wire_fail_dfs(c, &err);
 	}
-	if (tail_ended(cu)) {
+	if (stream_ended(cu)) {
 		cursor_doc(reply, "firstBatch", &arr, 0, ns);
 		cursor_free(cu);
 	} else {
@@ -398,9 +406,9 @@ int wire_cursor_more(struct wire_ctx *c, int64_t id, const char *ns, int64_t bat
 	cu->busy = true;
 	pthread_mutex_unlock(&lock);
 
-	if (cu->tail)
-		rc = tail_batch(cu, batch, cu->await ? mono_ns() + await_ms * 1000000 : 0, &arr, &n,
-				&err);
+	if (cu->stream)
+		rc = stream_batch(cu, batch, cu->await ? mono_ns() + await_ms * 1000000 : 0, &arr,
+				  &n, &err);
 	else
 		rc = batch_from_result(&cu->res, &cu->off, batch, &arr, &n, &err);
 	{
@@ -413,7 +421,7 @@ int wire_cursor_more(struct wire_ctx *c, int64_t id, const char *ns, int64_t bat
 	pthread_mutex_lock(&lock);
 	cu->busy = false;
 	cu->last = now_s();
-	done = rc || cu->dead || (cu->tail ? tail_ended(cu) : cu->off >= cu->res.size);
+	done = rc || cu->dead || (cu->stream ? stream_ended(cu) : cu->off >= cu->res.size);
 	if (done && !cu->dead)
 		unlink_cursor(id);
 	pthread_mutex_unlock(&lock);

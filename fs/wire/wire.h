@@ -173,15 +173,26 @@ void wire_docs_take(struct wire_docs *w, bson_t *doc);
 int wire_docs_next(void *ctx, const bson_t **doc, struct dfs_err *err);
 void wire_docs_release(struct wire_docs *w);
 
-/* A tailable find's cursor over tl (taken: freed with the cursor, or here on an error):
- * its first batch (what is there now, at most batch documents, -1: 101) into reply; the
- * cursor stays open, empty batches included, until tl's limit is reached (cursor.c note
- * 4). await: awaitData. 0 or a wire_fail code (136 CappedPositionLost). */
-struct fs_tail;
-int wire_cursor_tail_reply(struct wire_ctx *c, const char *ns, struct fs_tail *tl, bool await,
-			   int64_t batch, const bson_t *lsid, bson_t *reply);
+/* A stream a cursor reads on (a tailable find, a change stream; cursor.c note 4). */
+struct wire_stream {
+	/* Appends the next documents (BSON, one after the other) to out, waiting for some
+	 * and asking stop(ctx) between looks (true: DFS_EINTR); appends nothing at the
+	 * stream's end. */
+	int (*next)(void *src, struct dfs_buf *out, bool (*stop)(void *ctx), void *ctx,
+		    struct dfs_err *err);
+	/* Whether the stream has ended without asking next (NULL: only next tells). */
+	bool (*done)(void *src);
+	void (*free)(void *src);
+	void *src; /* Owned: freed by free */
+};
+/* A stream's cursor over st (heap, taken: freed with the cursor, or here on an error): its
+ * first batch (what is there now, at most batch documents, -1: 101) into reply; the cursor
+ * stays open, empty batches included, until the stream ends. await: awaitData. 0 or a
+ * wire_fail code (136 CappedPositionLost). */
+int wire_cursor_stream_reply(struct wire_ctx *c, const char *ns, struct wire_stream *st, bool await,
+			     int64_t batch, const bson_t *lsid, bson_t *reply);
 /* getMore: the next batch of cursor id (batch 0: as many as fit in WIRE_BATCH_BYTES) into
- * reply's {cursor: {nextBatch, id, ns}}; a tailable awaitData cursor waits up to await_ms
+ * reply's {cursor: {nextBatch, id, ns}}; an awaitData stream cursor waits up to await_ms
  * for documents. Errors (wire_fail): 43 CursorNotFound, 13 Unauthorized (another
  * namespace), 136 CappedPositionLost, 175 QueryPlanKilled (a tailed collection dropped). */
 int wire_cursor_more(struct wire_ctx *c, int64_t id, const char *ns, int64_t batch,
