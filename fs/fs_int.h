@@ -253,6 +253,10 @@ int fs_changes_open(struct store *s, struct store_db *db, const char *coll, cons
 int fs_changes_next(struct fs_changes *c, size_t want, struct dfs_buf *out, bool (*stop)(void *ctx),
 		    void *ctx, struct dfs_err *err);
 void fs_changes_free(struct fs_changes *c);
+/* The resume token of where a stream over one database stands (after the last event it
+ * read, or where it started): the wire protocol's postBatchResumeToken. false for a
+ * stream over several databases. */
+bool fs_changes_token(const struct fs_changes *c, char out[STORE_TOKEN_LEN + 1]);
 
 /* ---- tail.c: tailable reads of capped collections ------------------------------------ */
 

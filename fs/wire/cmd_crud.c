@@ -728,7 +728,7 @@ static struct wire_stream *stream_new(int (*next)(void *, struct dfs_buf *, bool
 						  void *, struct dfs_err *),
 				      bool (*done)(void *), void (*fr)(void *), void *src)
 {
-	struct wire_stream *st = malloc(sizeof(*st));
+	struct wire_stream *st = calloc(1, sizeof(*st));
 
 	if (!st)
 		abort();
@@ -1002,6 +1002,209 @@ done:
 	return rc;
 }
 
+/* ---- change streams ----------------------------------------------------------------- */
+
+/* Appends s %-escaped (every byte but letters and digits) to out: an option value of the
+ * mount's change stream names, which fs_changes_open decodes. */
+static void opt_escape(struct dfs_buf *out, const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+
+		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		    (ch >= '0' && ch <= '9'))
+			dfs_buf_putc(out, (char)ch);
+		else
+			dfs_buf_printf(out, "%%%02X", ch);
+	}
+}
+
+/* "&name=<value as compact JSON, escaped>" appended to out. */
+static int opt_json(struct dfs_buf *out, const char *name, const bson_value_t *v,
+		    struct dfs_err *err)
+{
+	struct dfs_buf j;
+	int rc;
+
+	dfs_buf_init(&j);
+	rc = store_codec_render_value(v, &j, err);
+	if (!rc) {
+		dfs_buf_printf(out, "&%s=", name);
+		opt_escape(out, j.data ? j.data : "", j.len);
+	}
+	dfs_buf_release(&j);
+	return rc;
+}
+
+static int changes_next(void *src, struct dfs_buf *out, bool (*stop)(void *ctx), void *ctx,
+			struct dfs_err *err)
+{
+	struct dfs_buf lines;
+	size_t at = 0;
+	int rc;
+
+	dfs_buf_init(&lines);
+	rc = fs_changes_next(src, 1 << 20, &lines, stop, ctx, err);
+	/* each event is a line of type-exact JSON (fs/changes.c): back to the same BSON */
+	while (!rc && at < lines.len) {
+		const char *nl = memchr(lines.data + at, '\n', lines.len - at);
+		size_t n = nl ? (size_t)(nl - (lines.data + at)) : lines.len - at;
+		bson_t ev = BSON_INITIALIZER;
+
+		if (n && !(rc = store_codec_parse_doc(lines.data + at, n, &ev, err)))
+			dfs_buf_append(out, bson_get_data(&ev), ev.len);
+		bson_destroy(&ev);
+		at += n + 1;
+	}
+	dfs_buf_release(&lines);
+	return rc;
+}
+
+static void changes_free(void *src)
+{
+	fs_changes_free(src);
+}
+
+static bool changes_token(void *src, bson_t *out)
+{
+	char token[STORE_TOKEN_LEN + 1];
+
+	if (!fs_changes_token(src, token))
+		return false;
+	BSON_APPEND_UTF8(out, "_data", token);
+	return true;
+}
+
+/* An aggregate whose first stage is $changeStream (watch()): the mount's change stream
+ * (fs/changes.c: resume tokens, fullDocument, $match stages) with follow=1, read by a
+ * stream cursor (cursor.c note 4). -1 when the pipeline does not start with
+ * $changeStream, else 0 or a wire_fail code. */
+static int change_stream(struct wire_ctx *c, bson_t *reply)
+{
+	struct dfs_err err = {0};
+	struct fs_changes *ch = NULL;
+	struct store_db *db = NULL;
+	struct dfs_buf opts, rest;
+	bson_iter_t it, st, o;
+	bson_t stage, spec, cur, lsid;
+	const char *coll = NULL;
+	char ns[2 * DFS_MAX_NS_NAME + 32];
+	bool cluster = false;
+	int64_t batch = -1;
+	int nrest = 0, rc = 0;
+
+	if (!bson_iter_init_find(&it, c->cmd, "pipeline") || !BSON_ITER_HOLDS_ARRAY(&it) ||
+	    !bson_iter_recurse(&it, &st) || !bson_iter_next(&st) || !BSON_ITER_HOLDS_DOCUMENT(&st))
+		return -1;
+	{
+		const uint8_t *data;
+		uint32_t len;
+
+		bson_iter_document(&st, &len, &data);
+		if (!bson_init_static(&stage, data, len) ||
+		    !bson_iter_init_find(&o, &stage, "$changeStream"))
+			return -1;
+	}
+	if (!sub_view(&stage, "$changeStream", false, &spec))
+		return wire_fail(c, 14, "TypeMismatch",
+				 "the $changeStream stage specification must be an object");
+	if (wire_arg_doc(c, "cursor", &cur) == 0 && bson_iter_init_find(&o, &cur, "batchSize") &&
+	    BSON_ITER_HOLDS_NUMBER(&o))
+		batch = bson_iter_as_int64(&o);
+	dfs_buf_init(&opts);
+	dfs_buf_init(&rest);
+	dfs_buf_puts(&opts, "follow=1");
+	if (bson_iter_init(&o, &spec))
+		while (!rc && bson_iter_next(&o)) {
+			const char *k = bson_iter_key(&o);
+
+			if (!strcmp(k, "resumeAfter") || !strcmp(k, "startAfter")) {
+				if (opt_json(&opts, k, bson_iter_value(&o), &err))
+					rc = wire_fail_dfs(c, &err);
+			} else if (!strcmp(k, "startAtOperationTime")) {
+				uint32_t t, i;
+
+				if (!BSON_ITER_HOLDS_TIMESTAMP(&o)) {
+					rc = wire_fail(c, 14, "TypeMismatch",
+						       "startAtOperationTime must be a Timestamp");
+					break;
+				}
+				bson_iter_timestamp(&o, &t, &i);
+				dfs_buf_printf(&opts, "&startAtOperationTime=%u.%u", t, i);
+			} else if (!strcmp(k, "fullDocument")) {
+				if (!BSON_ITER_HOLDS_UTF8(&o)) {
+					rc = wire_fail(c, 14, "TypeMismatch",
+						       "fullDocument must be a string");
+					break;
+				}
+				dfs_buf_puts(&opts, "&fullDocument=");
+				opt_escape(&opts, bson_iter_utf8(&o, NULL),
+					   strlen(bson_iter_utf8(&o, NULL)));
+			} else if (!strcmp(k, "allChangesForCluster")) {
+				cluster = bson_iter_as_bool(&o);
+			} else if (!strcmp(k, "fullDocumentBeforeChange")) {
+				if (!BSON_ITER_HOLDS_UTF8(&o) ||
+				    strcmp(bson_iter_utf8(&o, NULL), "off"))
+					rc = wire_fail(c, 238, "NotImplemented",
+						       "fullDocumentBeforeChange needs pre-images, "
+						       "which docfs does not record");
+			} else if (strcmp(k, "showExpandedEvents")) {
+				rc = wire_fail(c, 40415, "Location40415",
+					       "BSON field '$changeStream.%s' is an unknown field",
+					       k);
+			}
+		}
+	/* the stages after it: the mount's streams take $match stages (fs/changes.c) */
+	dfs_buf_putc(&rest, '[');
+	while (!rc && bson_iter_next(&st)) {
+		if (nrest++)
+			dfs_buf_putc(&rest, ',');
+		if (store_codec_render_value(bson_iter_value(&st), &rest, &err))
+			rc = wire_fail_dfs(c, &err);
+	}
+	dfs_buf_putc(&rest, ']');
+	if (!rc && nrest) {
+		dfs_buf_puts(&opts, "&pipeline=");
+		opt_escape(&opts, rest.data, rest.len);
+	}
+	if (rc)
+		goto done;
+	if (bson_iter_init(&it, c->cmd) && bson_iter_next(&it) && BSON_ITER_HOLDS_UTF8(&it)) {
+		char name[DFS_MAX_NS_NAME + 1];
+
+		if ((rc = wire_arg_coll(c, name, sizeof(name))))
+			goto done;
+		coll = bson_iter_utf8(&it, NULL);
+		snprintf(ns, sizeof(ns), "%s.%s", c->db, coll);
+	} else {
+		snprintf(ns, sizeof(ns), "%s.$cmd.aggregate", c->db);
+	}
+	if (cluster && strcmp(c->db, "admin")) {
+		rc = wire_fail(c, 73, "InvalidNamespace",
+			       "$changeStream may not be opened on the internal %s database with "
+			       "allChangesForCluster: use admin",
+			       c->db);
+		goto done;
+	}
+	/* watching a database that does not exist yet makes it (its events are recorded) */
+	if (!cluster && (rc = wire_db(c, true, &db)))
+		goto done;
+	if (fs_changes_open(c->store, cluster ? NULL : db, coll, opts.data, &ch, &err)) {
+		rc = wire_fail_dfs(c, &err);
+		goto done;
+	}
+	{
+		struct wire_stream *sw = stream_new(changes_next, NULL, changes_free, ch);
+
+		sw->token = changes_token;
+		rc = wire_cursor_stream_reply(c, ns, sw, true, batch, cmd_lsid(c, &lsid), reply);
+	}
+done:
+	dfs_buf_release(&opts);
+	dfs_buf_release(&rest);
+	return rc;
+}
+
 /* ---- aggregate ------------------------------------------------------------------------ */
 
 struct agg_src {
@@ -1184,9 +1387,11 @@ int wire_cmd_aggregate(struct wire_ctx *c, bson_t *reply)
 	int64_t batch = -1;
 	int rc;
 
+	wire_arg_bool(c, "explain", &explain);
+	if (!explain && (rc = change_stream(c, reply)) != -1)
+		return rc;
 	if ((rc = agg_collection(c, name, sizeof(name))))
 		return rc;
-	wire_arg_bool(c, "explain", &explain);
 	if ((rc = wire_arg_doc(c, "cursor", &cur)) > 1)
 		return rc;
 	if (rc == 1 && !explain)

@@ -153,8 +153,8 @@ static int batch_from_result(struct fs_result *res, size_t *off, int64_t max, bs
 	return rc;
 }
 
-static void cursor_doc(bson_t *reply, const char *batch_key, bson_t *batch, int64_t id,
-		       const char *ns)
+static void cursor_doc_pbrt(bson_t *reply, const char *batch_key, bson_t *batch, int64_t id,
+			    const char *ns, const bson_t *pbrt)
 {
 	bson_t cur;
 
@@ -162,7 +162,15 @@ static void cursor_doc(bson_t *reply, const char *batch_key, bson_t *batch, int6
 	BSON_APPEND_ARRAY(&cur, batch_key, batch);
 	BSON_APPEND_INT64(&cur, "id", id);
 	BSON_APPEND_UTF8(&cur, "ns", ns);
+	if (pbrt && !bson_empty(pbrt))
+		BSON_APPEND_DOCUMENT(&cur, "postBatchResumeToken", pbrt);
 	bson_append_document_end(reply, &cur);
+}
+
+static void cursor_doc(bson_t *reply, const char *batch_key, bson_t *batch, int64_t id,
+		       const char *ns)
+{
+	cursor_doc_pbrt(reply, batch_key, batch, id, ns, NULL);
 }
 
 int wire_cursor_reply(struct wire_ctx *c, const char *ns, const struct wire_source *src,
@@ -256,6 +264,33 @@ static bool past(void *ctx)
 	return mono_ns() >= *(const int64_t *)ctx;
 }
 
+/* A change stream cursor's postBatchResumeToken after a batch of n documents (the last
+ * in arr) into out: the last document's _id while documents read are still pending, else
+ * where the stream stands. */
+static void stream_pbrt(struct cursor *cu, const bson_t *arr, int64_t n, bson_t *out)
+{
+	if (!cu->stream->token)
+		return;
+	if (n > 0 && cu->poff < cu->pending.len) {
+		bson_iter_t it, id;
+		char path[40];
+
+		snprintf(path, sizeof(path), "%lld._id", (long long)(n - 1));
+		if (bson_iter_init(&it, arr) && bson_iter_find_descendant(&it, path, &id) &&
+		    BSON_ITER_HOLDS_DOCUMENT(&id)) {
+			const uint8_t *data;
+			uint32_t len;
+			bson_t v;
+
+			bson_iter_document(&id, &len, &data);
+			if (bson_init_static(&v, data, len))
+				bson_concat(out, &v);
+			return;
+		}
+	}
+	cu->stream->token(cu->stream->src, out);
+}
+
 /* Whether stream cursor cu has nothing more to give. */
 static bool stream_ended(const struct cursor *cu)
 {
@@ -343,9 +378,13 @@ int wire_cursor_stream_reply(struct wire_ctx *c, const char *ns, struct wire_str
 		cursor_doc(reply, "firstBatch", &arr, 0, ns);
 		cursor_free(cu);
 	} else {
+		bson_t pbrt = BSON_INITIALIZER;
+
 		cu->id = new_id();
 		cu->last = now_s();
-		cursor_doc(reply, "firstBatch", &arr, cu->id, ns);
+		stream_pbrt(cu, &arr, n, &pbrt);
+		cursor_doc_pbrt(reply, "firstBatch", &arr, cu->id, ns, &pbrt);
+		bson_destroy(&pbrt);
 		pthread_mutex_lock(&lock);
 		cu->next = cursors;
 		cursors = cu;
@@ -425,8 +464,14 @@ int wire_cursor_more(struct wire_ctx *c, int64_t id, const char *ns, int64_t bat
 	if (done && !cu->dead)
 		unlink_cursor(id);
 	pthread_mutex_unlock(&lock);
-	if (!rc)
-		cursor_doc(reply, "nextBatch", &arr, done ? 0 : id, ns);
+	if (!rc) {
+		bson_t pbrt = BSON_INITIALIZER;
+
+		if (cu->stream)
+			stream_pbrt(cu, &arr, n, &pbrt);
+		cursor_doc_pbrt(reply, "nextBatch", &arr, done ? 0 : id, ns, &pbrt);
+		bson_destroy(&pbrt);
+	}
 	if (done)
 		cursor_free(cu);
 	bson_destroy(&arr);

@@ -333,6 +333,9 @@ static int run(struct wire_ctx *c, const struct command *cmd, bson_t *reply)
 
 		if (bson_iter_init(&it, c->cmd) && bson_iter_next(&it) && BSON_ITER_HOLDS_UTF8(&it))
 			snprintf(coll, sizeof(coll), "%s", bson_iter_utf8(&it, NULL));
+		else if (bson_iter_init_find(&it, c->cmd, "collection") &&
+			 BSON_ITER_HOLDS_UTF8(&it)) /* getMore */
+			snprintf(coll, sizeof(coll), "%s", bson_iter_utf8(&it, NULL));
 	}
 	if ((rc = wire_arg_int(c, "maxTimeMS", &max_ms)) > 1)
 		return rc;

@@ -182,6 +182,9 @@ struct wire_stream {
 		    struct dfs_err *err);
 	/* Whether the stream has ended without asking next (NULL: only next tells). */
 	bool (*done)(void *src);
+	/* The resume token of where the stream stands, as {_data: "..."} into out
+	 * (initialised, empty): a change stream's postBatchResumeToken (NULL: none). */
+	bool (*token)(void *src, bson_t *out);
 	void (*free)(void *src);
 	void *src; /* Owned: freed by free */
 };

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # wire.sh - the wire protocol served by the mounting daemon itself (-o listen=): a document
 # written with PyMongo is a file at once, a file written with echo or edited with sed -i is
-# what the next PyMongo find returns, .changes shows the wire's writes, a query/ file and a
-# wire find agree, the daemon's counters count wire operations; the mount stays responsive
-# while a wire client writes; `docfs serve` in another process on the same store is seen by
-# the mount; a non-loopback listen address is refused without noauth; the listeners end
-# with the mount.
+# what the next PyMongo find returns, .changes shows the wire's writes and a wire watch()
+# sees a file written in the mount, a query/ file and a wire find agree, the daemon's
+# counters count wire operations; the mount stays responsive while a wire client writes;
+# `docfs serve` in another process on the same store is seen by the mount; a non-loopback
+# listen address is refused without noauth; the listeners end with the mount.
 . "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 $PY -c 'import pymongo' 2>/dev/null || { echo "SKIP: no python3-pymongo"; exit 77; }
@@ -59,6 +59,15 @@ step ".changes shows the wire's writes"
 expect_eq "$(jq -r .operationType "$C/.changes" | tr '\n' ' ')" \
 	"insert insert insert insert insert insert insert insert insert insert insert insert replace delete update delete delete delete delete delete " \
 	"the events"
+
+step "a wire change stream sees a file written in the mount"
+out=$(pym "import threading
+with db.items.watch(max_await_time_ms=200) as cs:
+    threading.Timer(0.3, lambda: open('$C/watched.json', 'w').write('{\"_id\": \"watched\", \"v\": 7}')).start()
+    ev = cs.next()
+    print(ev['operationType'], ev['documentKey']['_id'], ev['fullDocument']['v'])")
+expect_eq "$out" "insert watched 7" "watch() of a file write"
+rm "$C/watched.json"
 
 step "a query/ file and a wire find agree"
 q=$(jq -c '._id' "$C/query/{n: {\$gte: 11}}?sort={n: -1}" | tr '\n' ' ')

@@ -398,6 +398,42 @@ def run(sock, port):
     got = [d["_id"] for d in db.log.find(cursor_type=pymongo.CursorType.TAILABLE)]
     check(got == [0, 1, 2, 3], "PyMongo's TAILABLE cursor %r" % got)
     db.log.drop()
+    # change streams: watch() on a collection and a database, resume, updateLookup, $match
+    ch = db.chg
+    ch.insert_one({"_id": 0})
+    with ch.watch(max_await_time_ms=200) as cs:
+        threading.Timer(0.2, lambda: ch.insert_one({"_id": "w1", "v": 1})).start()
+        ev = cs.next()
+        check(ev["operationType"] == "insert" and ev["documentKey"] == {"_id": "w1"} and
+              ev["fullDocument"] == {"_id": "w1", "v": 1} and
+              ev["ns"] == {"db": "shop", "coll": "chg"}, "watch(): the insert %r" % ev)
+        token = cs.resume_token
+    ch.update_one({"_id": "w1"}, {"$set": {"a": 1}})
+    with ch.watch(resume_after=token, full_document="updateLookup",
+                  max_await_time_ms=200) as cs:
+        ev = cs.next()
+        check(ev["operationType"] == "update" and
+              ev["updateDescription"]["updatedFields"] == {"a": 1} and
+              ev["fullDocument"] == {"_id": "w1", "v": 1, "a": 1},
+              "resumed with updateLookup %r" % ev)
+    with ch.watch([{"$match": {"operationType": "delete"}}], max_await_time_ms=200) as cs:
+        ch.insert_one({"_id": "w2"})
+        ch.delete_one({"_id": "w2"})
+        ev = cs.next()
+        check(ev["operationType"] == "delete" and ev["documentKey"] == {"_id": "w2"},
+              "a $match after $changeStream %r" % ev)
+    with db.watch(max_await_time_ms=200) as cs:
+        db.chg2.insert_one({"_id": 5})
+        ev = cs.next()
+        check(ev["ns"] == {"db": "shop", "coll": "chg2"}, "a database's stream %r" % ev)
+    raw = db.command("aggregate", "chg", pipeline=[{"$changeStream": {}}], cursor={})
+    check(raw["cursor"]["firstBatch"] == [] and "_data" in
+          raw["cursor"]["postBatchResumeToken"], "postBatchResumeToken %r" % raw)
+    db.command("killCursors", "chg", cursors=[raw["cursor"]["id"]])
+    expect_code(238, db.command, "aggregate", "chg", cursor={},
+                pipeline=[{"$changeStream": {"fullDocumentBeforeChange": "required"}}])
+    ch.drop()
+    db.chg2.drop()
     # renameCollection, validate
     db.tmp1.insert_one({"_id": 1})
     cl.admin.command("renameCollection", "shop.tmp1", to="shop.tmp2")
