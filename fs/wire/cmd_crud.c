@@ -1205,6 +1205,75 @@ done:
 	return rc;
 }
 
+/* An aggregate: 1 whose first stage is $currentOp (mongosh's db.currentOp()): the running
+ * operations of /.docfs/currentOp (curop.c), then $match stages over them. -1 when the
+ * pipeline does not start with $currentOp, else 0 or a wire_fail code. */
+static int current_op_stage(struct wire_ctx *c, bson_t *reply)
+{
+	struct dfs_err err = {0};
+	struct query_expr *e = NULL;
+	struct wire_docs docs = {0};
+	struct wire_source src = {wire_docs_next, &docs};
+	bson_iter_t it, st, ops;
+	bson_t all = BSON_INITIALIZER, ands = BSON_INITIALIZER, filter = BSON_INITIALIZER;
+	char ns[DFS_MAX_NS_NAME + 32];
+	int nands = 0, rc = 0;
+
+	if (!bson_iter_init_find(&it, c->cmd, "pipeline") || !BSON_ITER_HOLDS_ARRAY(&it) ||
+	    !bson_iter_recurse(&it, &st) || !bson_iter_next(&st) ||
+	    !BSON_ITER_HOLDS_DOCUMENT(&st) || !bson_iter_recurse(&st, &ops) ||
+	    !bson_iter_next(&ops) || strcmp(bson_iter_key(&ops), "$currentOp"))
+		return -1;
+	if (strcmp(c->db, "admin"))
+		return wire_fail(c, 73, "InvalidNamespace",
+				 "$currentOp must be run against the 'admin' database with "
+				 "{aggregate: 1}");
+	while (bson_iter_next(&st)) {
+		bson_iter_t m;
+		char key[16];
+
+		if (!BSON_ITER_HOLDS_DOCUMENT(&st) || !bson_iter_recurse(&st, &m) ||
+		    !bson_iter_next(&m) || strcmp(bson_iter_key(&m), "$match") ||
+		    !BSON_ITER_HOLDS_DOCUMENT(&m)) {
+			rc = wire_fail(c, 238, "NotImplemented",
+				       "after $currentOp docfs takes $match stages only");
+			goto done;
+		}
+		snprintf(key, sizeof(key), "%d", nands++);
+		bson_append_iter(&ands, key, -1, &m);
+	}
+	BSON_APPEND_ARRAY(&filter, "$and", &ands);
+	if (nands && query_filter_parse(&filter, &e, &err)) {
+		rc = wire_fail_dfs(c, &err);
+		goto done;
+	}
+	fs_curop_current_doc(&all);
+	if (bson_iter_init_find(&it, &all, "inprog") && bson_iter_recurse(&it, &ops))
+		while (bson_iter_next(&ops)) {
+			const uint8_t *data;
+			uint32_t len;
+			bson_t one;
+
+			if (!BSON_ITER_HOLDS_DOCUMENT(&ops))
+				continue;
+			bson_iter_document(&ops, &len, &data);
+			if (!bson_init_static(&one, data, len) ||
+			    (e && !query_filter_match(e, &one, NULL)))
+				continue;
+			wire_docs_take(&docs, bson_copy(&one));
+		}
+	snprintf(ns, sizeof(ns), "%s.$cmd.aggregate", c->db);
+	if (wire_cursor_reply(c, ns, &src, -1, false, NULL, reply, &err))
+		rc = wire_fail_dfs(c, &err);
+done:
+	query_expr_free(e);
+	wire_docs_release(&docs);
+	bson_destroy(&all);
+	bson_destroy(&ands);
+	bson_destroy(&filter);
+	return rc;
+}
+
 /* ---- aggregate ------------------------------------------------------------------------ */
 
 struct agg_src {
@@ -1389,6 +1458,8 @@ int wire_cmd_aggregate(struct wire_ctx *c, bson_t *reply)
 
 	wire_arg_bool(c, "explain", &explain);
 	if (!explain && (rc = change_stream(c, reply)) != -1)
+		return rc;
+	if (!explain && (rc = current_op_stage(c, reply)) != -1)
 		return rc;
 	if ((rc = agg_collection(c, name, sizeof(name))))
 		return rc;

@@ -360,6 +360,10 @@ def run(sock, port):
           "serverStatus %r" % {k: ss[k] for k in ("connections", "opcounters")})
     check(isinstance(cl.admin.command("currentOp")["inprog"], list), "currentOp")
     expect_code(2, cl.admin.command, "killOp", op=987654321)
+    ops = list(cl.admin.aggregate([{"$currentOp": {"allUsers": True}},
+                                   {"$match": {"op": "command"}}]))
+    check(any(o.get("command", {}).get("aggregate") == 1 for o in ops) and
+          all(o["op"] == "command" for o in ops), "$currentOp %r" % ops)
     check("shop.items" in cl.admin.command("top")["totals"], "top")
     db.set_profiling_level(pymongo.ALL)
     check(db.profiling_level() == pymongo.ALL, "profiling level 2")

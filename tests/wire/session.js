@@ -1,7 +1,8 @@
 // session.js - a mongosh session against docfs (tests/wire/mongosh.sh compares what it
 // prints with session.golden): inserts, a find, the explain walkthrough (COLLSCAN, then
 // createIndex and IXSCAN with its counters, then a covered query), aggregate, updates,
-// deletes, findOneAndUpdate, distinct, indexes, stats, the profiler, and errors.
+// deletes, findOneAndUpdate, distinct, indexes, stats, the profiler, errors, currentOp and
+// a change stream.
 db = db.getSiblingDB('book');
 db.products.drop();
 const cats = ['books', 'games', 'music'];
@@ -68,5 +69,12 @@ try {
 } catch (err) {
   print('error', err.code, err.codeName);
 }
+print('currentOp', db.currentOp().inprog.some((o) => o.command && o.command.aggregate === 1));
+const w = db.products.watch();
+db.products.insertOne({ _id: 200, name: 'watched' });
+const ev = w.tryNext();
+print('watch', ev.operationType, ev.documentKey._id, ev.fullDocument.name);
+w.close();
+
 db.products.drop();
 print('dropped', db.getCollectionNames().length);
