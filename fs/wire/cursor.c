@@ -26,6 +26,7 @@
 #include "fs_int.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -259,9 +260,16 @@ static int64_t mono_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+static atomic_bool stopping; /* the server stops: no getMore waits any more */
+
+void wire_cursor_stop_waits(bool stop)
+{
+	atomic_store(&stopping, stop);
+}
+
 static bool past(void *ctx)
 {
-	return mono_ns() >= *(const int64_t *)ctx;
+	return atomic_load(&stopping) || mono_ns() >= *(const int64_t *)ctx;
 }
 
 /* A change stream cursor's postBatchResumeToken after a batch of n documents (the last

@@ -512,12 +512,14 @@ void wire_server_stop(struct wire_server *w)
 		if (w->l[i].is_unix)
 			unlink(w->l[i].addr);
 	}
+	wire_cursor_stop_waits(true);
 	pthread_mutex_lock(&w->lock);
 	for (struct wire_conn *cn = w->conns; cn; cn = cn->next)
 		shutdown(cn->fd, SHUT_RDWR); /* its thread's read ends; it frees itself */
 	while (w->nconns)
 		pthread_cond_wait(&w->gone, &w->lock);
 	pthread_mutex_unlock(&w->lock);
+	wire_cursor_stop_waits(false);
 	if (w->wake[0] >= 0)
 		close(w->wake[0]);
 	if (w->wake[1] >= 0)

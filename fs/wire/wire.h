@@ -201,6 +201,8 @@ int wire_cursor_stream_reply(struct wire_ctx *c, const char *ns, struct wire_str
 int wire_cursor_more(struct wire_ctx *c, int64_t id, const char *ns, int64_t batch,
 		     int64_t await_ms, bson_t *reply);
 
+/* While stop, no awaitData getMore waits (a server stopping must not wait for them). */
+void wire_cursor_stop_waits(bool stop);
 /* Closes cursor id; true when it existed. */
 bool wire_cursor_kill(int64_t id);
 /* Closes the cursors of session lsid ({id: UUID}). */
