@@ -560,9 +560,13 @@ int wire_cmd_find_and_modify(struct wire_ctx *c, bson_t *reply)
 	if (!o.remove && !o.update)
 		return wire_fail(c, 9, "FailedToParse",
 				 "Either an update or remove=true must be specified");
-	if (o.remove && (o.upsert || o.return_new))
+	if (o.remove && o.upsert)
 		return wire_fail(c, 9, "FailedToParse",
 				 "Cannot specify both upsert=true and remove=true");
+	if (o.remove && o.return_new)
+		return wire_fail(c, 9, "FailedToParse",
+				 "Cannot specify both new=true and remove=true; 'remove' always "
+				 "returns the deleted document");
 	rc = coll_open(c, name, o.upsert ? COLL_CREATE : COLL_WRITE, &x);
 	if (rc == DFS_ENOENT) {
 		rc = 0;

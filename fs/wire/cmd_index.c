@@ -93,11 +93,12 @@ int wire_cmd_create_indexes(struct wire_ctx *c, bson_t *reply)
 		bson_iter_document(&arr, &len, &data);
 		if (!bson_init_static(&spec, data, len))
 			return wire_fail(c, 2, "BadValue", "invalid index spec");
-		/* "v" (the index version: docfs has one) is MongoDB's, not an option */
+		/* "v" (the index version: docfs has one) and "ns" (old drivers' namespace) are
+		 * MongoDB's, not options */
 		bson_init(&clean);
 		if (bson_iter_init(&f, &spec))
 			while (bson_iter_next(&f))
-				if (strcmp(bson_iter_key(&f), "v") != 0)
+				if (strcmp(bson_iter_key(&f), "v") && strcmp(bson_iter_key(&f), "ns"))
 					bson_append_iter(&clean, NULL, 0, &f);
 		rc = fs_index_create(db, coll, NULL, &clean, NULL, 0, &err);
 		bson_destroy(&clean);
