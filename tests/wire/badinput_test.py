@@ -95,11 +95,32 @@ def main():
         check(rc == 0, "docfs serve exit status %d: %s" % (rc, err))
         r = subprocess.run([DOCFS, "check", store], capture_output=True, text=True)
         check(r.returncode == 0, "docfs check: %s %s" % (r.stdout, r.stderr))
+        noauth(store, port)
         print("badinput_test: %d checks passed" % checks)
     finally:
         if srv.poll() is None:
             srv.kill()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def noauth(store, port):
+    """A non-loopback address is refused without --noauth, and taken with it (warned)."""
+    r = subprocess.run([DOCFS, "serve", store, "--listen", "0.0.0.0:%d" % port],
+                       capture_output=True, text=True, timeout=30)
+    check(r.returncode == 1 and "without authentication" in r.stderr,
+          "0.0.0.0 without --noauth: %d %r" % (r.returncode, r.stderr))
+    p = subprocess.Popen([DOCFS, "serve", store, "--listen", "0.0.0.0:%d" % port, "--noauth"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline()
+        check("listening on 0.0.0.0:%d" % port in line, "--noauth: %r" % line)
+        cl = pymongo.MongoClient("127.0.0.1", port, serverSelectionTimeoutMS=5000)
+        check(cl.admin.command("ping")["ok"] == 1.0, "ping over 0.0.0.0")
+        cl.close()
+    finally:
+        p.terminate()
+        err = p.communicate(timeout=30)[1]
+    check("WARNING" in err and "without authentication" in err, "no warning: %r" % err)
 
 
 def run(port, log, srv):
