@@ -146,6 +146,7 @@ struct source {
 	int64_t after;		 /* the last seq read */
 	int64_t upto;		 /* without follow: the newest seq at open (else 0) */
 	uint64_t after_ts;	 /* events at or before this clusterTime are skipped (0: none) */
+	uint64_t last_ts;	 /* the clusterTime of the event at after (0: not read here) */
 	struct pending q[BATCH]; /* read, not yet given out */
 	size_t qn, qi;		 /* q[qi..qn) are waiting */
 	bool exhausted;		 /* without follow: nothing after upto */
@@ -661,6 +662,14 @@ done:
 	return rc;
 }
 
+bool fs_changes_token(const struct fs_changes *c, char out[STORE_TOKEN_LEN + 1])
+{
+	if (c->nsrc != 1)
+		return false;
+	store_event_token(store_db_number(c->src[0].db), c->src[0].last_ts, c->src[0].after, out);
+	return true;
+}
+
 int fs_changes_next(struct fs_changes *c, size_t want, struct dfs_buf *out,
 		    bool (*stop)(void *ctx), void *ctx, struct dfs_err *err)
 {
@@ -687,6 +696,7 @@ int fs_changes_next(struct fs_changes *c, size_t want, struct dfs_buf *out,
 		}
 		p = &s->q[s->qi++];
 		s->after = p->seq;
+		s->last_ts = p->ts;
 		rc = 0;
 		if (!p->hidden && (!s->after_ts || p->ts > s->after_ts) &&
 		    (!c->start_ts || p->ts >= c->start_ts)) {

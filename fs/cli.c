@@ -8,8 +8,11 @@
 #include "fs.h"
 #include "query.h"
 #include "router/router.h"
+#include "wire/wire.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +39,15 @@ static const char usage_text[] =
 	"      node, for documents only while it holds fewer than N nodes, 200000),\n"
 	"      uring (serve requests through FUSE over io_uring, a queue per CPU: Linux 6.14+\n"
 	"      with /sys/module/fuse/parameters/enable_uring set to Y).\n"
+	"      listen=ADDR (also serve MongoDB's wire protocol from the mount's daemon on\n"
+	"      HOST:PORT, :PORT or a Unix socket path; several allowed; empty: 127.0.0.1:27017),\n"
+	"      noauth (allow a non-loopback listen address: there is no authentication yet),\n"
+	"      cursor_timeout_s=N (close wire cursors idle for N seconds, 600).\n"
+	"  serve STORE [--listen ADDR]... [--noauth] [--log FILE] [--cursor-timeout-s N]\n"
+	"      Serve the store to MongoDB clients (mongosh, drivers) over the wire protocol,\n"
+	"      without FUSE, until SIGINT or SIGTERM. ADDR is HOST:PORT, :PORT or a Unix socket\n"
+	"      path (default 127.0.0.1:27017); a non-loopback HOST needs --noauth. Prints\n"
+	"      'listening on ADDR' for each. Log lines go to FILE (default: standard error).\n"
 	"  import STORE DB.COLL [FILE|-] [--jsonArray] [--drop]\n"
 	"      Insert documents (Extended JSON, one or many per line, or one JSON array with\n"
 	"      --jsonArray) from FILE or standard input; --drop empties the collection first.\n"
@@ -192,7 +204,8 @@ static int open_coll(const char *path, const char *ns, bool create, struct store
 
 /* The options' strings, freed whatever mount_args() returns. */
 struct mount_strs {
-	char *optcopy;		  /* Owned: the -o argument being split */
+	char *copies[FS_MAX_LISTEN]; /* Owned: the -o arguments, split in place */
+	int ncopies;
 	char *log;		  /* Owned: log=FILE */
 	struct dfs_buf fuse_opts; /* options passed on to libfuse */
 };
@@ -216,15 +229,35 @@ static int mount_args(int argc, char **argv, struct mount_strs *ms)
 		} else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) {
 			char *save = NULL, *tok;
 
-			free(ms->optcopy);
-			ms->optcopy = strdup(argv[++i]);
-			for (tok = strtok_r(ms->optcopy, ",", &save); tok;
+			char *copy = strdup(argv[++i]);
+
+			if (!copy || ms->ncopies == FS_MAX_LISTEN)
+				return fail("mount", "too many -o options");
+			ms->copies[ms->ncopies++] = copy; /* listen= values point into it */
+			for (tok = strtok_r(copy, ",", &save); tok;
 			     tok = strtok_r(NULL, ",", &save)) {
 				if (strncmp(tok, "log=", 4) == 0) {
 					free(ms->log);
 					ms->log = strdup(tok + 4);
 				} else if (strcmp(tok, "uring") == 0) {
 					o.uring = true;
+				} else if (strcmp(tok, "listen") == 0 ||
+					   strncmp(tok, "listen=", 7) == 0) {
+					if (o.nlisten == FS_MAX_LISTEN)
+						return fail("mount", "at most %d listen= options",
+							    FS_MAX_LISTEN);
+					o.listen[o.nlisten++] = tok[6] ? tok + 7 : "";
+				} else if (strcmp(tok, "noauth") == 0) {
+					o.noauth = true;
+				} else if (strncmp(tok, "cursor_timeout_s=", 17) == 0) {
+					char *end;
+					long v = strtol(tok + 17, &end, 10);
+
+					if (!tok[17] || *end || v <= 0)
+						return fail("mount",
+							    "cursor_timeout_s needs a positive "
+							    "number of seconds");
+					o.cursor_timeout_s = (int)v;
 				} else if (strncmp(tok, "sort_mem=", 9) == 0 ||
 					   strncmp(tok, "result_mem=", 11) == 0 ||
 					   strncmp(tok, "dirplus_nodes=", 14) == 0) {
@@ -296,7 +329,8 @@ static int cmd_mount(int argc, char **argv)
 
 	dfs_buf_init(&ms.fuse_opts);
 	rc = mount_args(argc, argv, &ms);
-	free(ms.optcopy);
+	for (int i = 0; i < ms.ncopies; i++)
+		free(ms.copies[i]);
 	free(ms.log);
 	dfs_buf_release(&ms.fuse_opts);
 	return rc;
@@ -1401,6 +1435,85 @@ static int cmd_cluster(int argc, char **argv)
 	return fflush(stdout) == 0 ? 0 : fail("cluster", "write error: %s", strerror(errno));
 }
 
+/* ---- serve ------------------------------------------------------------------------- */
+
+/* docfs serve STORE [--listen ADDR]... [--noauth] [--log FILE] [--cursor-timeout-s N] */
+static int cmd_serve(int argc, char **argv)
+{
+	const char *addrs[FS_MAX_LISTEN], *store_dir = NULL, *log = "-";
+	struct dfs_err err = {0};
+	struct wire_server *w = NULL;
+	struct store *s = NULL;
+	sigset_t sigs;
+	bool noauth = false;
+	int n = 0, sig = 0;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--listen") && i + 1 < argc) {
+			if (n == FS_MAX_LISTEN)
+				return fail("serve", "at most %d --listen", FS_MAX_LISTEN);
+			addrs[n++] = argv[++i];
+		} else if (!strncmp(argv[i], "--listen=", 9)) {
+			if (n == FS_MAX_LISTEN)
+				return fail("serve", "at most %d --listen", FS_MAX_LISTEN);
+			addrs[n++] = argv[i] + 9;
+		} else if (!strcmp(argv[i], "--noauth")) {
+			noauth = true;
+		} else if (!strcmp(argv[i], "--log") && i + 1 < argc) {
+			log = argv[++i];
+		} else if (!strcmp(argv[i], "--cursor-timeout-s") && i + 1 < argc) {
+			char *end;
+			long v = strtol(argv[++i], &end, 10);
+
+			if (*end || v <= 0)
+				return fail("serve", "--cursor-timeout-s needs a positive number");
+			wire_cursor_timeout_s = (int)v;
+		} else if (argv[i][0] == '-') {
+			return fail("serve", "unknown option '%s' (see docfs --help)", argv[i]);
+		} else if (!store_dir) {
+			store_dir = argv[i];
+		} else {
+			return fail("serve", "too many arguments (see docfs --help)");
+		}
+	}
+	if (!store_dir)
+		return fail("serve", "needs STORE (see docfs --help)");
+	if (n == 0)
+		addrs[n++] = "";
+	if (fs_errlog_open(log, &err))
+		return fail("serve", "%s", err.msg);
+	/* the signals that end the server are taken by sigwait below, in this thread only */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	if (store_open(store_dir, false, &s, &err) ||
+	    wire_server_bind(s, addrs, n, noauth, &w, &err)) {
+		store_free(s);
+		return fail("serve", "%s", err.msg);
+	}
+	fs_curop_start();
+	fs_store = s; /* the profiler writes <db>.system.profile of the served store */
+	if (wire_server_start(w, &err)) {
+		wire_server_stop(w);
+		fs_store = NULL;
+		store_free(s);
+		return fail("serve", "%s", err.msg);
+	}
+	for (int i = 0; i < n; i++)
+		printf("docfs serve: listening on %s\n", wire_server_addr(w, i));
+	fflush(stdout);
+	sigwait(&sigs, &sig);
+	fs_log_info("serve: signal %d: stopping", sig);
+	wire_server_stop(w);
+	fs_store = NULL;
+	store_free(s);
+	fs_errlog_open(NULL, NULL);
+	return 0;
+}
+
 int fs_main(int argc, char **argv)
 {
 	const char *cmd = argc > 1 ? argv[1] : NULL;
@@ -1416,6 +1529,8 @@ int fs_main(int argc, char **argv)
 	}
 	if (strcmp(cmd, "mount") == 0)
 		return cmd_mount(argc - 1, argv + 1);
+	if (strcmp(cmd, "serve") == 0)
+		return cmd_serve(argc - 1, argv + 1);
 	if (strcmp(cmd, "import") == 0)
 		return cmd_import(argc - 1, argv + 1);
 	if (strcmp(cmd, "export") == 0)

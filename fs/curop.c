@@ -110,13 +110,9 @@ static void op_ns(struct fs_curop *op, struct store_db *db, int64_t coll)
 	store_txn_abort(t);
 }
 
-void fs_curop_begin(struct fs_curop *op, int kind, struct store_db *db, int64_t coll, int client)
+/* Starts the clock of op, lists it and makes it the thread's operation. */
+static void op_register(struct fs_curop *op)
 {
-	memset(op, 0, sizeof(*op));
-	op->kind = kind;
-	op->client = client;
-	bson_init(&op->command);
-	op_ns(op, db, coll);
 	op->start_ns = mono_ns(CLOCK_MONOTONIC);
 	pthread_mutex_lock(&lock);
 	op->opid = next_opid++;
@@ -127,6 +123,30 @@ void fs_curop_begin(struct fs_curop *op, int kind, struct store_db *db, int64_t 
 	pthread_mutex_unlock(&lock);
 	cur = op;
 	store_thread_stop_set(op_stop, op);
+}
+
+void fs_curop_begin(struct fs_curop *op, int kind, struct store_db *db, int64_t coll, int client)
+{
+	memset(op, 0, sizeof(*op));
+	op->kind = kind;
+	op->client = client;
+	bson_init(&op->command);
+	op_ns(op, db, coll);
+	op_register(op);
+}
+
+void fs_curop_begin_ns(struct fs_curop *op, int kind, const char *db, const char *coll, int client)
+{
+	memset(op, 0, sizeof(*op));
+	op->kind = kind;
+	op->client = client;
+	bson_init(&op->command);
+	snprintf(op->db, sizeof(op->db), "%s", db ? db : "");
+	if (coll && coll[0])
+		snprintf(op->ns, sizeof(op->ns), "%s.%s", op->db, coll);
+	else
+		snprintf(op->ns, sizeof(op->ns), "%s", op->db);
+	op_register(op);
 }
 
 struct fs_curop *fs_curop_current(void)
@@ -387,7 +407,7 @@ static void render(bson_t *doc, struct dfs_buf *out)
 		dfs_buf_printf(out, "{\"ok\": 0, \"errmsg\": \"%s\"}\n", err.msg);
 }
 
-void fs_curop_render_current(struct dfs_buf *out)
+void fs_curop_current_doc(bson_t *out)
 {
 	int64_t now = mono_ns(CLOCK_MONOTONIC);
 	bson_t doc, arr, one;
@@ -437,6 +457,15 @@ void fs_curop_render_current(struct dfs_buf *out)
 	pthread_mutex_unlock(&lock);
 	bson_append_array_end(&doc, &arr);
 	BSON_APPEND_DOUBLE(&doc, "ok", 1.0);
+	bson_concat(out, &doc);
+	bson_destroy(&doc);
+}
+
+void fs_curop_render_current(struct dfs_buf *out)
+{
+	bson_t doc = BSON_INITIALIZER;
+
+	fs_curop_current_doc(&doc);
 	render(&doc, out);
 	bson_destroy(&doc);
 }
@@ -480,7 +509,7 @@ static int cache_add(void *ctx, const char *name)
 	return 0;
 }
 
-void fs_curop_render_status(struct dfs_buf *out)
+void fs_curop_status_doc(bson_t *out)
 {
 	static const char *const lat_names[] = {"reads", "writes", "commands"};
 	int64_t now_real = mono_ns(CLOCK_REALTIME), up_ms;
@@ -586,6 +615,15 @@ void fs_curop_render_status(struct dfs_buf *out)
 	bson_append_document_end(&sub, &sub2);
 	bson_append_document_end(&doc, &sub);
 	BSON_APPEND_DOUBLE(&doc, "ok", 1.0);
+	bson_concat(out, &doc);
+	bson_destroy(&doc);
+}
+
+void fs_curop_render_status(struct dfs_buf *out)
+{
+	bson_t doc = BSON_INITIALIZER;
+
+	fs_curop_status_doc(&doc);
 	render(&doc, out);
 	bson_destroy(&doc);
 }
@@ -595,7 +633,7 @@ void fs_curop_count_listing(bool kept)
 	atomic_fetch_add(kept ? &listings_kept : &listings_refused, 1);
 }
 
-void fs_curop_render_top(struct dfs_buf *out)
+void fs_curop_top_doc(bson_t *out)
 {
 	bson_t doc, totals, ns, col;
 
@@ -616,6 +654,15 @@ void fs_curop_render_top(struct dfs_buf *out)
 	pthread_mutex_unlock(&lock);
 	bson_append_document_end(&doc, &totals);
 	BSON_APPEND_DOUBLE(&doc, "ok", 1.0);
+	bson_concat(out, &doc);
+	bson_destroy(&doc);
+}
+
+void fs_curop_render_top(struct dfs_buf *out)
+{
+	bson_t doc = BSON_INITIALIZER;
+
+	fs_curop_top_doc(&doc);
 	render(&doc, out);
 	bson_destroy(&doc);
 }

@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define ERRLOG_SLOTS 256
 
@@ -133,7 +134,14 @@ int fs_errlog_open(const char *path, struct dfs_err *err)
 {
 	FILE *f = NULL;
 
-	if (path) {
+	if (path && !strcmp(path, "-")) {
+		int fd = dup(2);
+
+		f = fd >= 0 ? fdopen(fd, "a") : NULL;
+		if (!f)
+			return dfs_err_set(err, DFS_EIO, "cannot log to standard error: %s",
+					   strerror(errno));
+	} else if (path) {
 		f = fopen(path, "a");
 		if (!f)
 			return dfs_err_set(err, DFS_EIO, "cannot open log '%s': %s", path,

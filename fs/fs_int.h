@@ -44,7 +44,7 @@ void fs_errlog_render(struct dfs_buf *out);
 /* Writes line to the log file as it is (no stamp, no length limit): the JSON lines of the
  * slow-query log. */
 void fs_log_raw(const char *line);
-/* Sends log lines also to path (append); NULL turns it off. */
+/* Sends log lines also to path (append; "-": standard error); NULL turns it off. */
 int fs_errlog_open(const char *path, struct dfs_err *err);
 
 /* ---- insert.c: streaming insertion of concatenated / line-separated documents ------- */
@@ -79,7 +79,9 @@ int fs_inserter_feed(struct fs_inserter *in, const char *data, size_t len, bool 
 
 /* ---- qpath.c: the query path grammar and result files -------------------------------- */
 
-enum fs_query_format { FSQ_JSONL, FSQ_JSON, FSQ_PRETTY, FSQ_IDS, FSQ_TREE };
+/* FSQ_BSON: documents as BSON one after the other, no path gives it (the wire protocol's
+ * tailable cursors read fs_tail so). */
+enum fs_query_format { FSQ_JSONL, FSQ_JSON, FSQ_PRETTY, FSQ_IDS, FSQ_TREE, FSQ_BSON };
 
 /* A parsed "query/<q>" or "explain/<q>" path component. */
 struct fs_query {
@@ -262,6 +264,10 @@ int fs_changes_open(struct store *s, struct store_db *db, const char *coll, cons
 int fs_changes_next(struct fs_changes *c, size_t want, struct dfs_buf *out, bool (*stop)(void *ctx),
 		    void *ctx, struct dfs_err *err);
 void fs_changes_free(struct fs_changes *c);
+/* The resume token of where a stream over one database stands (after the last event it
+ * read, or where it started): the wire protocol's postBatchResumeToken. false for a
+ * stream over several databases. */
+bool fs_changes_token(const struct fs_changes *c, char out[STORE_TOKEN_LEN + 1]);
 
 /* ---- tail.c: tailable reads of capped collections ------------------------------------ */
 
@@ -277,6 +283,8 @@ int fs_tail_open(struct store_db *db, int64_t coll, const struct fs_query *q, st
 int fs_tail_next(struct fs_tail *tl, size_t want, struct dfs_buf *out, bool (*stop)(void *ctx),
 		 void *ctx, struct dfs_err *err);
 void fs_tail_free(struct fs_tail *tl);
+/* Whether the read has ended: its limit was reached. */
+bool fs_tail_done(const struct fs_tail *tl);
 
 /* ---- stats.c: the .stats files ------------------------------------------------------ */
 
@@ -285,6 +293,10 @@ void fs_tail_free(struct fs_tail *tl);
  * DFS_EINVAL naming a bad option. */
 int fs_stats_render(struct store_db *db, int64_t coll, const char *opts, struct dfs_buf *out,
 		    struct dfs_err *err);
+/* The same document into out (initialised, empty), figures divided by scale (>= 1): what
+ * the wire protocol's collStats and dbStats answer. */
+int fs_stats_doc(struct store_db *db, int64_t coll, int64_t scale, bson_t *out,
+		 struct dfs_err *err);
 
 /* ---- apath.c: aggregate/ paths and saved pipelines ----------------------------------- */
 
@@ -328,6 +340,8 @@ int fs_write_run(struct store_db *db, int64_t coll, const char *name, const char
 
 /* ---- mount.c / fsops.c / inode.c / notify.c: the FUSE file system ------------------ */
 
+#define FS_MAX_LISTEN 16 /* listen= addresses of a mount or serve */
+
 struct fs_mount_opts {
 	const char *store;	/* store directory */
 	const char *mountpoint; /* where to mount */
@@ -342,6 +356,10 @@ struct fs_mount_opts {
 	int ttl_s;		/* seconds between TTL sweeps (0: none) */
 	size_t dirplus_nodes;	/* listings give attributes only below this many nodes */
 	bool uring;		/* serve requests through FUSE over io_uring (ring.c) */
+	const char *listen[FS_MAX_LISTEN]; /* wire protocol addresses (fs/wire/server.c) */
+	int nlisten;
+	bool noauth;	      /* a non-loopback listen address is allowed */
+	int cursor_timeout_s; /* wire cursors idle this long are closed (0: default) */
 };
 
 /*
@@ -658,6 +676,9 @@ struct fs_curop {
 /* Starts op: registers it, and makes its kill and deadline this thread's stop hook. db may
  * be NULL; coll 0 for a database-wide operation (the ns is then "<db>"). */
 void fs_curop_begin(struct fs_curop *op, int kind, struct store_db *db, int64_t coll, int client);
+/* The same for a caller that knows the names (the wire protocol): db and coll may be NULL
+ * or ""; no transaction is opened to find them. */
+void fs_curop_begin_ns(struct fs_curop *op, int kind, const char *db, const char *coll, int client);
 /* The thread's running operation, or NULL. */
 struct fs_curop *fs_curop_current(void);
 /* Sets the thread's operation's command (copied) and, when max_ms > 0, its deadline
@@ -690,6 +711,11 @@ void fs_curop_count_listing(bool kept);
 void fs_curop_render_current(struct dfs_buf *out);
 void fs_curop_render_status(struct dfs_buf *out);
 void fs_curop_render_top(struct dfs_buf *out);
+/* The same documents appended to out (initialised): the wire protocol's currentOp,
+ * serverStatus and top. */
+void fs_curop_current_doc(bson_t *out);
+void fs_curop_status_doc(bson_t *out);
+void fs_curop_top_doc(bson_t *out);
 /* Starts the uptime clock (at mount). */
 void fs_curop_start(void);
 
@@ -730,6 +756,10 @@ void fs_profile_render(const char *db, struct dfs_buf *out);
 /* Applies a write to <db>/.profile: a level (0, 1, 2), or {level|profile, slowms,
  * sampleRate, filter|"unset"}. Errors: DFS_EINVAL, nothing changed. */
 int fs_profile_apply(const char *db, const char *text, size_t len, struct dfs_err *err);
+/* The same as documents: the settings appended to out (initialised), and a settings
+ * document applied (the wire protocol's profile command). */
+void fs_profile_doc(const char *db, bson_t *out);
+int fs_profile_apply_doc(const char *db, const bson_t *doc, struct dfs_err *err);
 /* The profiler's and the slow-query log's look at an operation that ended (curop.c). */
 void fs_profile_op(const struct fs_curop *op, int rc, int64_t micros);
 

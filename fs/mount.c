@@ -33,6 +33,7 @@
  */
 #define FUSE_USE_VERSION 34
 #include "fs_int.h"
+#include "wire/wire.h"
 
 #include <errno.h>
 #include <fuse_lowlevel.h>
@@ -474,6 +475,7 @@ int fs_mount_run(const struct fs_mount_opts *o, struct dfs_err *err)
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct fuse_session *se = NULL;
 	struct store *s = NULL;
+	struct wire_server *wire = NULL;
 	char *opts = NULL;
 	int rc = 0;
 
@@ -487,6 +489,12 @@ int fs_mount_run(const struct fs_mount_opts *o, struct dfs_err *err)
 		return rc;
 	store_set_doc_cache(s, o->doc_cache);
 	if (o->log && (rc = fs_errlog_open(o->log, err)))
+		goto done;
+	/* the wire protocol's listeners are bound now, so that a taken port fails the mount
+	 * command; their threads start in the daemon (wire/server.c note 3) */
+	if (o->cursor_timeout_s > 0)
+		wire_cursor_timeout_s = o->cursor_timeout_s;
+	if (o->nlisten && (rc = wire_server_bind(s, o->listen, o->nlisten, o->noauth, &wire, err)))
 		goto done;
 	if (asprintf(&opts, "default_permissions,fsname=docfs:%s,subtype=docfs%s%s", store_path(s),
 		     o->fuse_opts && o->fuse_opts[0] ? "," : "",
@@ -527,6 +535,12 @@ int fs_mount_run(const struct fs_mount_opts *o, struct dfs_err *err)
 		fs_notify_stop();
 		goto unmount;
 	}
+	if (wire && (rc = wire_server_start(wire, err))) {
+		fs_errlog_add("mount: %s", err->msg);
+		fs_ttl_stop();
+		fs_notify_stop();
+		goto unmount;
+	}
 	if (request_loop(se) != 0)
 		fs_errlog_add("mount: request loop ended with an error");
 	{
@@ -537,6 +551,8 @@ int fs_mount_run(const struct fs_mount_opts *o, struct dfs_err *err)
 				      "written to files after their last close is not kept",
 				      open_files);
 	}
+	wire_server_stop(wire); /* its connections end before the store is freed */
+	wire = NULL;
 	fs_ttl_stop();
 	fs_notify_stop();
 unmount:
@@ -547,6 +563,7 @@ done:
 		fuse_session_destroy(se);
 	fuse_opt_free_args(&args);
 	fs_snapshots_close();
+	wire_server_stop(wire);
 	fs_nodes_release();
 	fs_store = NULL;
 	store_free(s);

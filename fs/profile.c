@@ -55,6 +55,16 @@ static struct prof_db *prof_get(const char *db, bool add)
 void fs_profile_render(const char *db, struct dfs_buf *out)
 {
 	struct dfs_err err = {0};
+	bson_t doc = BSON_INITIALIZER;
+
+	fs_profile_doc(db, &doc);
+	if (store_codec_render(&doc, STORE_RENDER_PRETTY, out, &err))
+		dfs_buf_printf(out, "{\"ok\": 0, \"errmsg\": \"%s\"}\n", err.msg);
+	bson_destroy(&doc);
+}
+
+void fs_profile_doc(const char *db, bson_t *out)
+{
 	struct prof_db *d;
 	bson_t doc;
 
@@ -76,8 +86,7 @@ void fs_profile_render(const char *db, struct dfs_buf *out)
 	}
 	pthread_mutex_unlock(&lock);
 	BSON_APPEND_DOUBLE(&doc, "ok", 1.0);
-	if (store_codec_render(&doc, STORE_RENDER_PRETTY, out, &err))
-		dfs_buf_printf(out, "{\"ok\": 0, \"errmsg\": \"%s\"}\n", err.msg);
+	bson_concat(out, &doc);
 	bson_destroy(&doc);
 }
 
@@ -97,13 +106,6 @@ static int whole(bson_iter_t *it, const char *what, int64_t *out, struct dfs_err
 
 int fs_profile_apply(const char *db, const char *text, size_t len, struct dfs_err *err)
 {
-	int64_t level = -1, new_slowms = -1;
-	double rate = -1;
-	bool set_filter = false, unset_filter = false;
-	struct query_expr *expr = NULL;
-	bson_t *filter = NULL;
-	struct prof_db *d;
-	bson_iter_t it;
 	bson_t doc;
 	size_t i = 0;
 	int rc = 0;
@@ -119,9 +121,26 @@ int fs_profile_apply(const char *db, const char *text, size_t len, struct dfs_er
 	}
 	if (rc) {
 		dfs_err_prefix(err, "'.profile': ");
-		goto done;
+		bson_destroy(&doc);
+		return rc;
 	}
-	if (!bson_iter_init(&it, &doc))
+	rc = fs_profile_apply_doc(db, &doc, err);
+	bson_destroy(&doc);
+	return rc;
+}
+
+int fs_profile_apply_doc(const char *db, const bson_t *doc, struct dfs_err *err)
+{
+	int64_t level = -1, new_slowms = -1;
+	double rate = -1;
+	bool set_filter = false, unset_filter = false;
+	struct query_expr *expr = NULL;
+	bson_t *filter = NULL;
+	struct prof_db *d;
+	bson_iter_t it;
+	int rc = 0;
+
+	if (!bson_iter_init(&it, doc))
 		goto done;
 	while (!rc && bson_iter_next(&it)) {
 		const char *k = bson_iter_key(&it);
@@ -197,7 +216,6 @@ int fs_profile_apply(const char *db, const char *text, size_t len, struct dfs_er
 done:
 	bson_destroy(filter);
 	query_expr_free(expr);
-	bson_destroy(&doc);
 	return rc;
 }
 

@@ -564,60 +564,6 @@ int fs_result_read(struct fs_result *r, char *buf, size_t n, off_t off, size_t *
 	return 0;
 }
 
-struct distinct_set {
-	bson_value_t *vals; /* Owned: copies (bson_value_destroy) */
-	size_t n, cap;
-};
-
-static int distinct_cmp(const void *a, const void *b)
-{
-	return store_value_compare(a, b);
-}
-
-static void distinct_add(struct distinct_set *s, const bson_value_t *v)
-{
-	if (s->n == s->cap) {
-		s->cap = s->cap ? s->cap * 2 : 64;
-		s->vals = realloc(s->vals, s->cap * sizeof(*s->vals));
-		if (!s->vals)
-			abort();
-	}
-	bson_value_copy(v, &s->vals[s->n++]);
-}
-
-/* Collects the values at a dotted path, unwinding arrays as MongoDB's distinct does. */
-static void distinct_collect(struct distinct_set *s, bson_iter_t *it, const char *path)
-{
-	const char *dot = strchr(path, '.');
-	size_t n = dot ? (size_t)(dot - path) : strlen(path);
-
-	while (bson_iter_next(it)) {
-		bson_iter_t child;
-
-		if (strlen(bson_iter_key(it)) != n || memcmp(bson_iter_key(it), path, n) != 0)
-			continue;
-		if (!dot) {
-			if (BSON_ITER_HOLDS_ARRAY(it) && bson_iter_recurse(it, &child)) {
-				while (bson_iter_next(&child))
-					distinct_add(s, bson_iter_value(&child));
-			} else {
-				distinct_add(s, bson_iter_value(it));
-			}
-		} else if (BSON_ITER_HOLDS_DOCUMENT(it) && bson_iter_recurse(it, &child)) {
-			distinct_collect(s, &child, dot + 1);
-		} else if (BSON_ITER_HOLDS_ARRAY(it) && bson_iter_recurse(it, &child)) {
-			while (bson_iter_next(&child)) {
-				bson_iter_t grand;
-
-				if (BSON_ITER_HOLDS_DOCUMENT(&child) &&
-				    bson_iter_recurse(&child, &grand))
-					distinct_collect(s, &grand, dot + 1);
-			}
-		}
-		return;
-	}
-}
-
 /* A number as the shell shows it: int32 when it fits. */
 static void append_count(bson_t *b, const char *key, int64_t v)
 {
@@ -682,7 +628,7 @@ int fs_query_run(struct store_db *db, int64_t coll, const struct fs_query *q, st
 		.hint_name = q->hint_name,
 		.count_only = q->count,
 	};
-	struct distinct_set ds = {0};
+	struct query_distinct ds;
 	struct fs_render *rd = NULL;
 	struct query_cursor *c = NULL;
 	struct store_txn *t;
@@ -690,6 +636,7 @@ int fs_query_run(struct store_db *db, int64_t coll, const struct fs_query *q, st
 	int64_t n = 0;
 	int rc;
 
+	query_distinct_init(&ds);
 	if (q->verbosity >= 0)
 		return dfs_err_set(err, DFS_EINVAL, "verbosity is an option of explain/ paths");
 	if (q->format == FSQ_TREE)
@@ -718,10 +665,7 @@ int fs_query_run(struct store_db *db, int64_t coll, const struct fs_query *q, st
 		goto done;
 	while ((rc = query_cursor_next(c, &doc, err)) == 0) {
 		if (q->distinct) {
-			bson_iter_t it;
-
-			if (bson_iter_init(&it, doc))
-				distinct_collect(&ds, &it, q->distinct);
+			query_distinct_add(&ds, doc, q->distinct);
 			continue;
 		}
 		if ((rc = fs_render_put_fetched(rd, c, doc, err)))
@@ -740,10 +684,8 @@ int fs_query_run(struct store_db *db, int64_t coll, const struct fs_query *q, st
 	}
 	rc = 0;
 	if (q->distinct) {
-		qsort(ds.vals, ds.n, sizeof(*ds.vals), distinct_cmp);
+		query_distinct_finish(&ds);
 		for (size_t i = 0; i < ds.n; i++) {
-			if (i && distinct_cmp(&ds.vals[i - 1], &ds.vals[i]) == 0)
-				continue;
 			if ((rc = store_codec_render_value(&ds.vals[i], &r->mem, err)))
 				goto done;
 			dfs_buf_putc(&r->mem, '\n');
@@ -759,9 +701,7 @@ done:
 		fs_curop_note(&sum, q->count ? 0 : n); /* a count returns no documents */
 	}
 	fs_render_free(rd);
-	for (size_t i = 0; i < ds.n; i++)
-		bson_value_destroy(&ds.vals[i]);
-	free(ds.vals);
+	query_distinct_release(&ds);
 	query_cursor_free(c);
 	store_txn_abort(t);
 	return rc;

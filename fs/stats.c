@@ -184,21 +184,31 @@ static int db_stats(struct store_txn *t, int64_t scale, bson_t *out, struct dfs_
 	return 0;
 }
 
+int fs_stats_doc(struct store_db *db, int64_t coll, int64_t scale, bson_t *out, struct dfs_err *err)
+{
+	struct store_txn *t;
+	int rc;
+
+	if (scale < 1)
+		return dfs_err_set(err, DFS_EINVAL, "scale has to be > 0");
+	if ((rc = store_txn_begin(db, false, &t, err)))
+		return rc;
+	rc = coll ? coll_stats(t, coll, scale, out, err) : db_stats(t, scale, out, err);
+	store_txn_abort(t);
+	return rc;
+}
+
 int fs_stats_render(struct store_db *db, int64_t coll, const char *opts, struct dfs_buf *out,
 		    struct dfs_err *err)
 {
-	struct store_txn *t;
 	int64_t scale;
 	bson_t doc;
 	int rc;
 
 	if ((rc = parse_opts(opts, &scale, err)))
 		return rc;
-	if ((rc = store_txn_begin(db, false, &t, err)))
-		return rc;
 	bson_init(&doc);
-	rc = coll ? coll_stats(t, coll, scale, &doc, err) : db_stats(t, scale, &doc, err);
-	store_txn_abort(t);
+	rc = fs_stats_doc(db, coll, scale, &doc, err);
 	if (!rc)
 		rc = store_codec_render(&doc, STORE_RENDER_PRETTY, out, err);
 	bson_destroy(&doc);

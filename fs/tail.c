@@ -46,7 +46,7 @@ struct fs_tail {
 	struct query_proj *proj;  /* Owned: the projection, or NULL */
 	int64_t skip, limit;	  /* left to skip; left to print (0: any) */
 	bool limited;		  /* a limit was given */
-	int format;		  /* FSQ_JSONL or FSQ_PRETTY */
+	int format;		  /* FSQ_JSONL, FSQ_PRETTY or FSQ_BSON */
 };
 
 /* Whether spec is {$natural: 1} (the only order of a tailable read). */
@@ -112,7 +112,7 @@ int fs_tail_open(struct store_db *db, int64_t coll, const struct fs_query *q, st
 	tl->skip = q->skip;
 	tl->limit = q->limit;
 	tl->limited = q->limit > 0;
-	tl->format = q->format == FSQ_PRETTY ? FSQ_PRETTY : FSQ_JSONL;
+	tl->format = q->format == FSQ_PRETTY || q->format == FSQ_BSON ? q->format : FSQ_JSONL;
 	rc = query_filter_parse(&q->filter, &tl->match, err);
 	if (!rc && query_filter_has_text(tl->match))
 		rc = dfs_err_set(
@@ -135,6 +135,18 @@ static int put_doc(struct fs_tail *tl, const bson_t *doc, int elem, struct dfs_b
 	bson_t shaped;
 	int rc;
 
+	if (tl->format == FSQ_BSON) {
+		if (!tl->proj) {
+			dfs_buf_append(out, bson_get_data(doc), doc->len);
+			return 0;
+		}
+		bson_init(&shaped);
+		rc = query_proj_apply(tl->proj, doc, elem, &shaped, err);
+		if (!rc)
+			dfs_buf_append(out, bson_get_data(&shaped), shaped.len);
+		bson_destroy(&shaped);
+		return rc;
+	}
 	if (!tl->proj)
 		rc = store_codec_render(
 			doc, tl->format == FSQ_PRETTY ? STORE_RENDER_PRETTY : STORE_RENDER_COMPACT,
@@ -244,6 +256,11 @@ int fs_tail_next(struct fs_tail *tl, size_t want, struct dfs_buf *out, bool (*st
 		if (end)
 			nanosleep(&ts, NULL);
 	}
+}
+
+bool fs_tail_done(const struct fs_tail *tl)
+{
+	return tl->limited && tl->limit == 0;
 }
 
 void fs_tail_free(struct fs_tail *tl)

@@ -262,11 +262,13 @@ static void render_line(const bson_t *doc, struct dfs_buf *out)
 static void render_error(const struct dfs_err *e, struct dfs_buf *out)
 {
 	bson_t d = BSON_INITIALIZER;
+	const char *name;
+	int code = query_error_code(e, &name);
 
 	BSON_APPEND_DOUBLE(&d, "ok", 0.0);
 	BSON_APPEND_UTF8(&d, "errmsg", e->msg);
-	BSON_APPEND_INT32(&d, "code", e->code == DFS_EEXIST ? 11000 : 2);
-	BSON_APPEND_UTF8(&d, "codeName", e->code == DFS_EEXIST ? "DuplicateKey" : "BadValue");
+	BSON_APPEND_INT32(&d, "code", code);
+	BSON_APPEND_UTF8(&d, "codeName", name);
 	render_line(&d, out);
 	bson_destroy(&d);
 }

@@ -375,6 +375,29 @@ void query_write_result_describe(const struct query_write_result *r, const char 
 int query_bulk_run(struct store_db *db, int64_t coll, const bson_t *ops, bool ordered, bool atomic,
 		   bson_t *out, struct dfs_err *err);
 
+/* ---- distinct (distinct.c) ----------------------------------------------------------- */
+
+/* The values of a distinct: collected from each document found, then sorted and unique. */
+struct query_distinct {
+	bson_value_t *vals; /* Owned: copies, the values (sorted and unique after _finish) */
+	size_t n, cap;
+};
+void query_distinct_init(struct query_distinct *d);
+void query_distinct_release(struct query_distinct *d);
+/* Adds the values at dotted path of doc (arrays unwound as MongoDB's distinct does). */
+void query_distinct_add(struct query_distinct *d, const bson_t *doc, const char *path);
+/* Sorts the values in MongoDB's order and drops duplicates (numbers by value); returns n. */
+size_t query_distinct_finish(struct query_distinct *d);
+
+/* ---- MongoDB's error codes (write.c) ---------------------------------------------- */
+
+/* The MongoDB error code of an engine error (11000 DuplicateKey for a unique key clash, 66
+ * ImmutableField, 40 ConflictingUpdateOperators, 10334 BSONObjectTooLarge, 26
+ * NamespaceNotFound, 50 MaxTimeMSExpired, 11601 Interrupted, 136 CappedPositionLost, 2
+ * BadValue for bad input...) and its codeName in *name (Borrowed: static; may be NULL).
+ * The one mapping both front ends (.bulk results, the wire protocol) use. */
+int query_error_code(const struct dfs_err *e, const char **name);
+
 /* ---- sharding: keys, hashes, chunk maps, targeting, merging (shard.c) --------------- */
 
 /*

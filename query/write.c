@@ -440,18 +440,75 @@ struct bulk_acc {
 	int nerrors;
 };
 
-/* MongoDB's error code for a failure (the ones scripts test for). */
-static int mongo_code(const struct dfs_err *e)
+int query_error_code(const struct dfs_err *e, const char **name)
 {
-	if (e->code == DFS_EEXIST)
-		return 11000; /* DuplicateKey */
-	if (strstr(e->msg, "immutable"))
-		return 66; /* ImmutableField */
-	if (strstr(e->msg, "conflict"))
-		return 40; /* ConflictingUpdateOperators */
-	if (e->code == DFS_EFBIG)
-		return 10334; /* BSONObjectTooLarge */
-	return 2;	      /* BadValue */
+	static const struct {
+		int code;
+		const char *name;
+	} tab[] = {
+		{2, "BadValue"},
+		{11000, "DuplicateKey"},
+		{66, "ImmutableField"},
+		{40, "ConflictingUpdateOperators"},
+		{10334, "BSONObjectTooLarge"},
+		{26, "NamespaceNotFound"},
+		{50, "MaxTimeMSExpired"},
+		{11601, "Interrupted"},
+		{136, "CappedPositionLost"},
+		{73, "InvalidNamespace"},
+		{46, "LockBusy"},
+		{1, "InternalError"},
+		{72, "InvalidOptions"},
+		{146, "ExceededMemoryLimit"},
+	};
+	int code;
+
+	switch (e->code) {
+	case DFS_EEXIST:
+		code = 11000;
+		break;
+	case DFS_EFBIG:
+		code = 10334;
+		break;
+	case DFS_ENOENT:
+		code = 26;
+		break;
+	case DFS_ETIMEDOUT:
+		code = 50;
+		break;
+	case DFS_EINTR:
+		code = 11601;
+		break;
+	case DFS_ESTALE:
+		code = 136;
+		break;
+	case DFS_ENAMETOOLONG:
+		code = 73;
+		break;
+	case DFS_EBUSY:
+		code = 46;
+		break;
+	case DFS_EPERM:
+		code = 72;
+		break;
+	case DFS_ENOMEM:
+		code = 146;
+		break;
+	case DFS_EIO:
+	case DFS_ECORRUPT:
+		code = 1;
+		break;
+	default:
+		code = strstr(e->msg, "immutable") ? 66 : strstr(e->msg, "conflict") ? 40 : 2;
+		break;
+	}
+	if (name) {
+		*name = "BadValue";
+		for (size_t i = 0; i < sizeof(tab) / sizeof(tab[0]); i++)
+			if (tab[i].code == code)
+				*name = tab[i].name;
+	}
+	return code;
 }
 
 static const bson_t *sub_doc(const bson_t *d, const char *key, bson_t *view)
@@ -608,7 +665,7 @@ static void bulk_error(struct bulk_acc *acc, uint32_t index, const bson_t *op,
 	snprintf(key, sizeof(key), "%d", acc->nerrors++);
 	BSON_APPEND_DOCUMENT_BEGIN(&acc->errors, key, &d);
 	BSON_APPEND_INT32(&d, "index", (int32_t)index);
-	BSON_APPEND_INT32(&d, "code", mongo_code(e));
+	BSON_APPEND_INT32(&d, "code", query_error_code(e, NULL));
 	BSON_APPEND_UTF8(&d, "errmsg", e->msg);
 	BSON_APPEND_DOCUMENT(&d, "op", op);
 	bson_append_document_end(&acc->errors, &d);

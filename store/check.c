@@ -61,6 +61,9 @@ static void check_docs(struct check_ctx *cc, const char *db, sqlite3 *h)
 	struct dfs_buf key, stem, text;
 	int rc;
 
+	/* the profiler's entries hold commands as they were, $-names ($db) and all */
+	int64_t profile = one_int(h, "SELECT id FROM colls WHERE name = '" STORE_PROFILE_COLL "'");
+
 	if (sqlite3_prepare_v2(h, "SELECT id, coll, key, name, size, bson FROM docs", -1, &st,
 			       NULL) != SQLITE_OK) {
 		problem(cc, "%s: cannot read documents: %s", db, sqlite3_errmsg(h));
@@ -83,7 +86,7 @@ static void check_docs(struct check_ctx *cc, const char *db, sqlite3 *h)
 			problem(cc, "%s: document %lld is not valid BSON", db, id);
 			continue;
 		}
-		if (store_doc_validate(&doc, &e)) {
+		if (sqlite3_column_int64(st, 1) != profile && store_doc_validate(&doc, &e)) {
 			problem(cc, "%s: document %lld: %s", db, id, e.msg);
 			continue;
 		}

@@ -719,7 +719,8 @@ int store_db_list(struct store *s, int (*cb)(void *ctx, const char *name), void 
 		names[n++] = strdup(name);
 	}
 	closedir(d);
-	qsort(names, n, sizeof(*names), name_cmp);
+	if (n) /* names is NULL then, which qsort must not get */
+		qsort(names, n, sizeof(*names), name_cmp);
 	for (size_t i = 0; i < n; i++) {
 		if (!rc)
 			rc = cb(ctx, names[i]);

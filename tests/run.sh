@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 packages=(build-essential pkg-config meson ninja-build libfuse3-dev fuse3 liburing-dev libbson-dev libpcre2-dev
 	libsqlite3-dev libgit2-dev libstemmer-dev check sqlite3 jq vim perl python3 bindfs strace rsync
-	openssh-server sshfs fio autoconf automake)
+	openssh-server sshfs fio autoconf automake python3-pymongo libmongoc-dev)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -31,6 +31,11 @@ fi
 if [ ! -d tests/query/diff/node_modules/mingo ]; then
 	echo "== installing mingo (npm ci)"
 	npm ci --prefix tests/query/diff --no-audit --no-fund --loglevel=error >/dev/null
+fi
+# mongosh for the wire protocol's transcript test (tests/wire/mongosh.sh).
+if [ ! -x tests/wire/node_modules/.bin/mongosh ]; then
+	echo "== installing mongosh (npm ci)"
+	npm ci --prefix tests/wire --no-audit --no-fund --loglevel=error >/dev/null
 fi
 
 total_ok=0

@@ -1,0 +1,288 @@
+/*
+ * wire.h - what the files of the wire protocol front end (fs/wire/) share: the framing of
+ * MongoDB's messages (frame.c), the server's connections (server.c), the command dispatch
+ * and its replies (dispatch.c), cursors (cursor.c) and the command handlers (cmd_*.c).
+ * The front end runs the same engine as the mount (query/ and store/); nothing here
+ * includes FUSE headers, and the FUSE files never include this one except mount.c and
+ * cli.c, which start a server.
+ *
+ * Thread-safety: the framing functions are pure; a server and the cursor registry are
+ * thread-safe; a struct wire_ctx belongs to its connection's thread.
+ */
+#ifndef DOCFS_WIRE_H
+#define DOCFS_WIRE_H
+
+#include "store.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* ---- frame.c: messages as bytes (pure functions, no sockets) ------------------------ */
+
+#define WIRE_HEADER_LEN 16
+#define WIRE_MAX_MSG 48000000		 /* maxMessageSizeBytes */
+#define WIRE_MAX_BSON (16 * 1024 * 1024) /* maxBsonObjectSize */
+#define WIRE_MAX_WRITE_BATCH 100000	 /* maxWriteBatchSize */
+#define WIRE_OP_REPLY 1
+#define WIRE_OP_QUERY 2004
+#define WIRE_OP_COMPRESSED 2012
+#define WIRE_OP_MSG 2013
+#define WIRE_MSG_CHECKSUM 0x1u	  /* checksumPresent: a CRC-32C ends the message */
+#define WIRE_MSG_MORE 0x2u	  /* moreToCome: the sender wants no reply */
+#define WIRE_MSG_EXHAUST 0x10000u /* exhaustAllowed (ignored) */
+#define WIRE_MAX_SEQS 8		  /* kind-1 sections of one message */
+
+struct wire_header {
+	int32_t len;	     /* messageLength: the whole message, header included */
+	int32_t request_id;  /* requestID */
+	int32_t response_to; /* responseTo */
+	int32_t opcode;	     /* opCode */
+};
+
+/* A kind-1 section: documents one after the other, views into the message. */
+struct wire_seq {
+	char id[64];	     /* its identifier ("documents", "updates", "deletes") */
+	const uint8_t *data; /* Borrowed: the documents' bytes (valid with the message) */
+	size_t len;	     /* bytes of data */
+};
+
+/* A parsed request: views into the message's bytes (Borrowed: valid while they are). */
+struct wire_msg {
+	struct wire_header h;
+	uint32_t flags; /* OP_MSG flagBits */
+	bson_t body;	/* OP_MSG kind-0 document, or OP_QUERY's query (read-only view) */
+	int nseq;	/* kind-1 sections */
+	struct wire_seq seq[WIRE_MAX_SEQS];
+	const char *ns;		/* OP_QUERY: fullCollectionName ("admin.$cmd"), else NULL */
+	int32_t nskip, nreturn; /* OP_QUERY: numberToSkip, numberToReturn */
+};
+
+/* Reads the 16-byte header at p (n >= 16 bytes). Errors (DFS_EINVAL, a message saying
+ * why): a length below 16 + the smallest body, or above WIRE_MAX_MSG. */
+int wire_header_parse(const uint8_t *p, size_t n, struct wire_header *h, struct dfs_err *err);
+/* Parses a whole message (header included, n bytes: its messageLength) into m. OP_MSG and
+ * OP_QUERY only; every error is DFS_EINVAL with the reason (unknown opcode, flag bits,
+ * section kind, truncated or overlong section, invalid BSON, bad checksum, no kind-0
+ * section or two of them), after which the connection is closed. */
+int wire_msg_parse(const uint8_t *p, size_t n, struct wire_msg *m, struct dfs_err *err);
+/* Appends an OP_MSG reply holding doc (flagBits 0, one kind-0 section) to out. */
+void wire_reply_msg(struct dfs_buf *out, int32_t request_id, int32_t response_to,
+		    const bson_t *doc);
+/* Appends an OP_REPLY holding doc (one document, cursorID 0; responseFlags flags) to out. */
+void wire_reply_op_reply(struct dfs_buf *out, int32_t request_id, int32_t response_to,
+			 int32_t flags, const bson_t *doc);
+/* CRC-32C (Castagnoli) of n bytes, as OP_MSG's checksum. */
+uint32_t wire_crc32c(const uint8_t *p, size_t n);
+/* Calls cb for each document of seq (views valid for the call); a nonzero return of cb
+ * stops and is returned. The documents were checked by wire_msg_parse. */
+int wire_seq_each(const struct wire_seq *seq, int (*cb)(void *ctx, const bson_t *doc), void *ctx);
+
+/* ---- dispatch.c: commands ------------------------------------------------------------ */
+
+struct wire_conn;
+
+/* A command being run: what a handler reads, and the error it leaves. */
+struct wire_ctx {
+	struct store *store;	      /* Borrowed: the served store */
+	struct wire_conn *conn;	      /* Borrowed: the connection (NULL in unit tests) */
+	int64_t conn_id;	      /* its connectionId */
+	const struct wire_msg *msg;   /* Borrowed: the request */
+	const bson_t *cmd;	      /* Borrowed: the command document */
+	const char *name;	      /* Borrowed: the command's name (its first key) */
+	char db[DFS_MAX_NS_NAME + 1]; /* $db */
+	int code;		      /* the error's MongoDB code (0: none) */
+	const char *code_name;	      /* its codeName (static) */
+	char errmsg[512];	      /* its message */
+	int dfs_code;		      /* the engine's code behind it (DFS_EINVAL when none) */
+};
+
+/* A command handler: fills reply (initialised, empty; "ok" is added by the dispatch) and
+ * returns 0, or the error's code after wire_fail / wire_fail_dfs. */
+typedef int (*wire_handler)(struct wire_ctx *c, bson_t *reply);
+
+/* Records an error in c: MongoDB's code, codeName (static) and message. Returns code. */
+int wire_fail(struct wire_ctx *c, int code, const char *code_name, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* Records an engine error with its MongoDB code (query_error_code). Returns that code. */
+int wire_fail_dfs(struct wire_ctx *c, const struct dfs_err *e);
+
+/*
+ * Runs the command of request m for a connection and appends the whole reply message to
+ * out (nothing when m has moreToCome). OP_QUERY answers only the handshake (hello,
+ * isMaster, ismaster) on "<db>.$cmd", anything else with an OP_REPLY {$err, code}.
+ */
+void wire_dispatch(struct store *s, struct wire_conn *conn, int64_t conn_id,
+		   const struct wire_msg *m, int32_t reply_id, struct dfs_buf *out);
+/* Whether name is a command docfs answers (for listCommands and tests). */
+bool wire_command_known(const char *name);
+/* Appends {<name>: {help, adminOnly, ...}} for every command to out (listCommands). */
+void wire_command_list(bson_t *out);
+
+/* Helpers of the handlers (dispatch.c). */
+/* The value of key in the command as a whole number: 0 with *v, 1 when absent, else a
+ * wire_fail (TypeMismatch 14) code. */
+int wire_arg_int(struct wire_ctx *c, const char *key, int64_t *v);
+/* The document under key ({} allowed) as a view into the command: 0, 1 when absent, else
+ * a wire_fail code (TypeMismatch 14). */
+int wire_arg_doc(struct wire_ctx *c, const char *key, bson_t *view);
+/* The boolean (or number) under key: *v unchanged when absent. */
+int wire_arg_bool(struct wire_ctx *c, const char *key, bool *v);
+/* The collection named by the command's first field (a string), checked; else a wire_fail
+ * code (InvalidNamespace 73). */
+int wire_arg_coll(struct wire_ctx *c, char *out, size_t cap);
+/* Opens c->db (create: make it when missing). 0, DFS_ENOENT (no error recorded) when it
+ * does not exist and create is false, else a wire_fail code. */
+int wire_db(struct wire_ctx *c, bool create, struct store_db **out);
+/* A number as MongoDB writes counts: int32 when it fits. */
+void wire_append_count(bson_t *b, const char *key, int64_t v);
+
+/* ---- cursor.c: cursors kept between getMores ---------------------------------------- */
+
+#define WIRE_BATCH_DOCS 101		    /* a first batch's default number of documents */
+#define WIRE_BATCH_BYTES (16 * 1024 * 1024) /* a batch stops before this many bytes */
+#define WIRE_CURSOR_TIMEOUT_S 600	    /* idle cursors are closed after this */
+
+/* A source of documents a cursor answers from: next gives 0 with *doc (Borrowed: valid
+ * until the next call), DFS_ENOENT at the end, or an error. */
+struct wire_source {
+	int (*next)(void *ctx, const bson_t **doc, struct dfs_err *err);
+	void *ctx;
+};
+
+/*
+ * Answers a find, aggregate or listing with a cursor: the first batch (batch documents,
+ * -1 for the default 101; bytes under WIRE_BATCH_BYTES) read from src into reply's
+ * {cursor: {firstBatch, id, ns}}; unless single, what is left is read now (so the cursor's
+ * results are one snapshot, as a result file's are, while src's transaction is still
+ * open) into a cursor kept for getMore, whose id the reply gives (0 when nothing is left).
+ * lsid (may be NULL) is the session, whose end closes the cursor. Returns 0 or the
+ * source's error (reply then unchanged but for the partial cursor, which the caller drops
+ * with the reply).
+ */
+int wire_cursor_reply(struct wire_ctx *c, const char *ns, const struct wire_source *src,
+		      int64_t batch, bool single, const bson_t *lsid, bson_t *reply,
+		      struct dfs_err *err);
+/* A wire_source over documents built in memory (listCollections, listIndexes). */
+struct wire_docs {
+	bson_t **d; /* Owned: each freed by wire_docs_release */
+	size_t n, cap, pos;
+};
+/* Adds doc (taken: wire_docs_release destroys it). */
+void wire_docs_take(struct wire_docs *w, bson_t *doc);
+/* wire_source's next over w. */
+int wire_docs_next(void *ctx, const bson_t **doc, struct dfs_err *err);
+void wire_docs_release(struct wire_docs *w);
+
+/* A stream a cursor reads on (a tailable find, a change stream; cursor.c note 4). */
+struct wire_stream {
+	/* Appends the next documents (BSON, one after the other) to out, waiting for some
+	 * and asking stop(ctx) between looks (true: DFS_EINTR); appends nothing at the
+	 * stream's end. */
+	int (*next)(void *src, struct dfs_buf *out, bool (*stop)(void *ctx), void *ctx,
+		    struct dfs_err *err);
+	/* Whether the stream has ended without asking next (NULL: only next tells). */
+	bool (*done)(void *src);
+	/* The resume token of where the stream stands, as {_data: "..."} into out
+	 * (initialised, empty): a change stream's postBatchResumeToken (NULL: none). */
+	bool (*token)(void *src, bson_t *out);
+	void (*free)(void *src);
+	void *src; /* Owned: freed by free */
+};
+/* A stream's cursor over st (heap, taken: freed with the cursor, or here on an error): its
+ * first batch (what is there now, at most batch documents, -1: 101) into reply; the cursor
+ * stays open, empty batches included, until the stream ends. await: awaitData. 0 or a
+ * wire_fail code (136 CappedPositionLost). */
+int wire_cursor_stream_reply(struct wire_ctx *c, const char *ns, struct wire_stream *st, bool await,
+			     int64_t batch, const bson_t *lsid, bson_t *reply);
+/* getMore: the next batch of cursor id (batch 0: as many as fit in WIRE_BATCH_BYTES) into
+ * reply's {cursor: {nextBatch, id, ns}}; an awaitData stream cursor waits up to await_ms
+ * for documents. Errors (wire_fail): 43 CursorNotFound, 13 Unauthorized (another
+ * namespace), 136 CappedPositionLost, 175 QueryPlanKilled (a tailed collection dropped). */
+int wire_cursor_more(struct wire_ctx *c, int64_t id, const char *ns, int64_t batch,
+		     int64_t await_ms, bson_t *reply);
+
+/* While stop, no awaitData getMore waits (a server stopping must not wait for them). */
+void wire_cursor_stop_waits(bool stop);
+/* Closes cursor id; true when it existed. */
+bool wire_cursor_kill(int64_t id);
+/* Closes the cursors of session lsid ({id: UUID}). */
+void wire_cursor_kill_session(const bson_t *lsid);
+/* Closes cursors idle for more than timeout_s; returns how many. */
+int wire_cursor_reap(int timeout_s);
+/* Open cursors. */
+int wire_cursor_count(void);
+/* The idle timeout (-o cursor_timeout_s=; WIRE_CURSOR_TIMEOUT_S by default). */
+extern int wire_cursor_timeout_s;
+
+/* ---- the command handlers (cmd_admin.c, cmd_crud.c, cmd_index.c, cmd_ops.c) ---------- */
+
+int wire_cmd_hello(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_ping(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_build_info(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_get_parameter(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_get_log(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_end_sessions(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_connection_status(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_host_info(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_list_commands(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_repl_status(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_list_databases(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_list_collections(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_create(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_drop(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_drop_database(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_db_stats(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_coll_stats(struct wire_ctx *c, bson_t *reply);
+
+int wire_cmd_insert(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_update(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_delete(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_find_and_modify(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_find(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_get_more(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_kill_cursors(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_count(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_distinct(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_aggregate(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_explain(struct wire_ctx *c, bson_t *reply);
+
+int wire_cmd_server_status(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_top(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_current_op(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_kill_op(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_profile(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_rename_collection(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_validate(struct wire_ctx *c, bson_t *reply);
+
+int wire_cmd_create_indexes(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_list_indexes(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_drop_indexes(struct wire_ctx *c, bson_t *reply);
+
+/* ---- server.c: listeners and connections --------------------------------------------- */
+
+/* The server's listening addresses, parsed: "HOST:PORT", ":PORT" / "PORT" (127.0.0.1),
+ * "" (127.0.0.1:27017), or a Unix socket path (anything with a '/'). */
+struct wire_server;
+
+/*
+ * Binds every address of addrs (n of them) for store s (Borrowed: must outlive the
+ * server). A TCP address other than loopback is refused (DFS_EPERM, saying so) unless
+ * noauth, which logs a warning: there is no authentication yet. No thread is started
+ * (so a daemon may bind before it forks). *out Owned, freed by wire_server_stop.
+ */
+int wire_server_bind(struct store *s, const char *const *addrs, int n, bool noauth,
+		     struct wire_server **out, struct dfs_err *err);
+/* Starts the accepting thread (after a fork). */
+int wire_server_start(struct wire_server *w, struct dfs_err *err);
+/* The address listener i is bound to ("127.0.0.1:40123", "/tmp/x.sock"), Borrowed. */
+const char *wire_server_addr(const struct wire_server *w, int i);
+/* Stops accepting, closes every connection, waits for their threads and frees w (NULL:
+ * no-op). Unix socket files it made are removed. */
+void wire_server_stop(struct wire_server *w);
+/* The process id of a Unix socket connection's client (0: TCP, unknown, or cn NULL): the
+ * "client" of its operations in currentOp and system.profile, as a FUSE caller's pid. */
+int wire_conn_pid(const struct wire_conn *cn);
+/* Connections open now (serverStatus connections.current). */
+int wire_server_connections(void);
+
+#endif
