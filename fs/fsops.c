@@ -3169,9 +3169,10 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 			struct fs_node *n = NULL;
 			double timeout;
 
-			/* .changes holds copies of documents: grep -r, cp -r and rsync of a
-			 * collection must not read it unasked. It is there by name. */
-			if (coll_fixed[i].kind == FSN_CHANGES)
+			/* .changes holds copies of documents and .stats figures computed at
+			 * each open: grep -r, cp -r and rsync of a collection must not read
+			 * them unasked, nor a copy carry them. They are there by name. */
+			if (coll_fixed[i].kind == FSN_CHANGES || coll_fixed[i].kind == FSN_STATS)
 				continue;
 			st.st_ino = fs_ino_special(d->db, d->coll, coll_fixed[i].k);
 			st.st_mode = coll_fixed[i].kind == FSN_INSERT ||

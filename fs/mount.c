@@ -470,6 +470,48 @@ static int uring_check(struct dfs_err *err)
 	return 0;
 }
 
+/* DFS_EEXIST when dir is a docfs mount already: a second mount would stack on it (and hide
+ * the first one's files from everyone but its open descriptors). From /proc/self/mounts,
+ * whose mount points have ' ', '\t', '\n' and '\\' written as octal escapes. */
+static int already_mounted(const char *dir, struct dfs_err *err)
+{
+	char *real = realpath(dir, NULL), line[8192];
+	FILE *f;
+	int rc = 0;
+
+	if (!real || !(f = fopen("/proc/self/mounts", "re"))) {
+		free(real);
+		return 0;
+	}
+	while (!rc && fgets(line, sizeof(line), f)) {
+		char src[4096], mnt[4096], type[64], un[4096];
+		size_t j = 0;
+
+		if (sscanf(line, "%4095s %4095s %63s", src, mnt, type) != 3 ||
+		    strcmp(type, "fuse.docfs") != 0)
+			continue;
+		for (size_t i = 0; mnt[i] && j + 1 < sizeof(un); i++) {
+			if (mnt[i] == '\\' && mnt[i + 1] >= '0' && mnt[i + 1] <= '3' && mnt[i + 2] &&
+			    mnt[i + 3]) {
+				un[j++] = (char)((mnt[i + 1] - '0') * 64 + (mnt[i + 2] - '0') * 8 +
+						 (mnt[i + 3] - '0'));
+				i += 3;
+			} else {
+				un[j++] = mnt[i];
+			}
+		}
+		un[j] = '\0';
+		if (strcmp(un, real) == 0)
+			rc = dfs_err_set(err, DFS_EEXIST,
+					 "'%s' is a docfs mount already (of %s): unmount it first "
+					 "(fusermount3 -u '%s')",
+					 dir, strncmp(src, "docfs:", 6) == 0 ? src + 6 : src, dir);
+	}
+	fclose(f);
+	free(real);
+	return rc;
+}
+
 int fs_mount_run(const struct fs_mount_opts *o, struct dfs_err *err)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
@@ -485,6 +527,8 @@ int fs_mount_run(const struct fs_mount_opts *o, struct dfs_err *err)
 	if (o->uring && (rc = uring_check(err)))
 		return rc;
 	mount_cpus_ok = sched_getaffinity(0, sizeof(mount_cpus), &mount_cpus) == 0;
+	if ((rc = already_mounted(o->mountpoint, err)))
+		return rc;
 	if ((rc = store_open(o->store, false, &s, err)))
 		return rc;
 	store_set_doc_cache(s, o->doc_cache);

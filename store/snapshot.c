@@ -2239,6 +2239,10 @@ static int coll_collect(void *ctx, const struct store_coll *c)
 {
 	struct coll_list *l = ctx;
 
+	/* The profiler's system.profile is the server's record, not data: a snapshot of the
+	 * database leaves it out (as mongodump does). */
+	if (strncmp(c->name, "system.", 7) == 0)
+		return 0;
 	PUSH(l->v, l->n, l->cap, *c);
 	return 0;
 }

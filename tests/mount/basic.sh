@@ -72,4 +72,12 @@ jq -e '[.queues, .queuesLive, .ringRequests, .starvedBoosts] | map(type) == ["nu
 
 step "docfs check passes while mounted"
 "$DOCFS" check "$STORE" >/dev/null || fail "docfs check"
+
+step "a second mount on the same directory is refused, naming the first"
+if "$DOCFS" mount -o "log=$T/log2" "$STORE" "$MNT" 2> "$T/second"; then
+	fail "a second docfs mount stacked on $MNT"
+fi
+grep -qF "is a docfs mount already (of $(realpath "$STORE"))" "$T/second" ||
+	fail "the refusal does not name the first mount: $(cat "$T/second")"
+expect_eq "$(grep -c " $MNT fuse.docfs " /proc/self/mounts)" "1" "docfs mounts on $MNT"
 echo "ok"

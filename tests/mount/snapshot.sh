@@ -92,4 +92,14 @@ msg=$("$DOCFS" snapshot "$STORE" shop --repo "$T/notgit" 2>&1 || true)
 case "$msg" in *"not a git repository"*) ;; *) fail "message for a non-repository: $msg" ;; esac
 expect_fail "a tag that exists" "$DOCFS" snapshot "$STORE" shop --tag first
 expect_eq "$(git -C "$REPO" rev-list --count main)" "3" "no commit made by the failed snapshots"
+
+step "the profiler's system.profile stays out of snapshots"
+echo 2 > "$MNT/shop/.profile"
+cat "$MNT/shop/users/query/{}" > /dev/null
+echo 0 > "$MNT/shop/.profile"
+[ -d "$MNT/shop/system.profile" ] || fail "the profiler wrote no system.profile"
+"$DOCFS" snapshot "$STORE" shop -m "with a profile" > "$T/out" || fail "snapshot: $(cat "$T/out")"
+if git -C "$REPO" ls-tree -r --name-only main | grep -q system.profile; then
+	fail "system.profile is in the snapshot"
+fi
 echo ok
