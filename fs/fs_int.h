@@ -60,8 +60,10 @@ struct fs_inserter {
 	struct store_db *db;	  /* Borrowed */
 	int64_t coll;		  /* target collection id */
 	struct store_attrs attrs; /* of the new documents */
-	bool json_array;	  /* input is one JSON array of documents ([doc, doc, ...]) */
-	int array_state; /* 0: before '[', 1: before a document, 2: after one, 3: after ']' */
+	bool json_array;	  /* input is one JSON array of documents ([doc, doc, ...]): set
+				   * by the caller, or found at the first byte (insert.c note 5) */
+	int array_state; /* 0: before '[' (or before deciding), 1: before a document, 2: after
+			  * one, 3: after ']', 4: a stream, not an array */
 	struct dfs_buf pending;	      /* bytes received but not yet consumed */
 	unsigned line;		      /* line number of pending.data[0] */
 	int64_t ndocs;		      /* documents inserted so far */

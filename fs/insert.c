@@ -22,6 +22,11 @@
  *    the scan also computes each document's key, file name and rendered length
  *    (store_doc_ready_fill), and the queue's slots keep their buffers from call to call, so
  *    the insert neither allocates nor frees memory allocated by the other thread.
+ * 5. What a MongoDB user has is accepted as it is: a stream of documents (JSON Lines, or
+ *    any whitespace between them, or commas: what the brackets of insertMany([...]) hold),
+ *    or one JSON array of them (mongoexport --jsonArray). The first byte that is not
+ *    whitespace decides: '[' is an array (array_state 0..3), anything else a stream
+ *    (array_state 4).
  */
 #include "fs_int.h"
 
@@ -174,6 +179,25 @@ static int scan_next(struct scan *s, struct fs_insert_item *it)
 	unsigned line;
 	int rc;
 
+	if (!s->json_array) {
+		/* note 5: the first byte decides between one JSON array and a stream, whose
+		 * documents may be separated by commas too */
+		size_t o = skip_space(p, 0, left);
+
+		if (o >= left)
+			return SCAN_END;
+		if (s->array_state == 0 && s->ndocs == 0 && p[o] == '[') {
+			s->json_array = true;
+		} else {
+			s->array_state = 4;
+			if (s->ndocs > 0 && p[o] == ',')
+				o++;
+			s->line += count_lines(p, o);
+			s->off += o;
+			p += o;
+			left -= o;
+		}
+	}
 	if (s->json_array) {
 		size_t o = 0;
 
@@ -395,6 +419,7 @@ int fs_inserter_feed(struct fs_inserter *in, const char *data, size_t len, bool 
 	/* Every scanned document is in: the scan's position is the inserter's. */
 	in->line = s.line;
 	in->array_state = s.array_state;
+	in->json_array = s.json_array;
 	if (final) {
 		size_t o = skip_space(s.text, s.off, s.len);
 
