@@ -204,5 +204,13 @@ grep -qF "document 2" <<< "$errs" || fail "/.docfs/errors does not name document
 step "each open of .insert starts afresh; docfs check passes"
 printf '{"_id": "t3"}' > "$MNT/test/trunc/.insert"
 expect_eq "$(docs trunc)" "t1.json t3.json " "insert after a failed one"
+
+step "what a MongoDB user has: a JSON array, documents separated by commas"
+mkdir "$MNT/test/arr" "$MNT/test/commas"
+printf '[{"_id": 1}, {"_id": 2},\n {_id: 3}\n]\n' > "$MNT/test/arr/.insert" || fail "a JSON array"
+expect_eq "$(docs arr)" "1.json 2.json 3.json " "the array's documents"
+echo '{"_id": 1, "a": 1}, {"_id": 2}, {_id: 3}' > "$MNT/test/commas/.insert" || fail "commas"
+expect_eq "$(docs commas)" "1.json 2.json 3.json " "the comma-separated documents"
+expect_fail "an array then more text" sh -c "echo '[{\"_id\": 4}] {\"_id\": 5}' > '$MNT/test/arr/.insert'"
 "$DOCFS" check "$STORE" > /dev/null || fail "docfs check"
 echo "ok"
