@@ -48,15 +48,21 @@ static const char usage_text[] =
 	"      without FUSE, until SIGINT or SIGTERM. ADDR is HOST:PORT, :PORT or a Unix socket\n"
 	"      path (default 127.0.0.1:27017); a non-loopback HOST needs --noauth. Prints\n"
 	"      'listening on ADDR' for each. Log lines go to FILE (default: standard error).\n"
-	"  import STORE DB.COLL [FILE|-] [--jsonArray] [--drop]\n"
-	"      Insert documents (Extended JSON, one or many per line, or one JSON array with\n"
-	"      --jsonArray) from FILE or standard input; --drop empties the collection first.\n"
-	"      Stops at the first bad document, keeping the ones before it.\n"
+	"  import STORE DB.COLL [FILE|-] [--drop] [--stopOnError] [--mode insert|upsert|merge]\n"
+	"         [--upsertFields F1,F2] [--type json|csv|tsv] [--headerline | --fields F1,F2]\n"
+	"      Insert documents (Extended JSON: one or many per line, separated by commas, or\n"
+	"      one JSON array) or CSV/TSV records from FILE or standard input; --drop empties\n"
+	"      the collection first. Goes on past duplicate keys, reporting each (exit 1),\n"
+	"      unless --stopOnError; stops at a document that does not parse, keeping the\n"
+	"      ones before it. upsert replaces the document with the same _id (or upsert\n"
+	"      fields), merge sets the imported fields on it.\n"
 	"  export STORE DB.COLL [-o FILE] [--query FILTER] [--sort SORT] [--projection P]\n"
-	"         [--skip N] [--limit N]\n"
+	"         [--skip N] [--limit N] [--jsonArray] [--fields F1,F2] [--type json|csv]\n"
 	"      Write the documents (all, or those matching FILTER, in SORT order) as one line\n"
 	"      each of relaxed, type-exact Extended JSON. FILTER, SORT and P are documents in\n"
 	"      the shell-literal syntax, e.g. --query '{age: {$gt: 30}}' --sort '{age: -1}'.\n"
+	"      --jsonArray writes one JSON array; --fields keeps those fields; --type csv\n"
+	"      writes a header line and one CSV record a document (needs --fields).\n"
 	"  index STORE DB.COLL create SPEC [--name NAME] | drop NAME | list\n"
 	"      Create, drop or list the indexes of a collection. SPEC is a key pattern\n"
 	"      ('{price: 1}', '{name: 1, price: -1}', '{h: \"hashed\"}') or a whole spec\n"
@@ -338,35 +344,82 @@ static int cmd_mount(int argc, char **argv)
 
 /* ---- import ------------------------------------------------------------------------ */
 
+/* An import's skipped document (a duplicate key), reported as mongoimport does. */
+static void import_skipped(void *ctx, int64_t n, unsigned line, const struct dfs_err *e)
+{
+	(void)ctx;
+	fprintf(stderr, "docfs import: document %lld (line %u) not imported: %s\n", (long long)n,
+		line, e->msg);
+}
+
 static int cmd_import(int argc, char **argv)
 {
-	const char *pos[3] = {NULL, NULL, NULL};
-	bool json_array = false, drop = false, tty = isatty(2);
+	const char *pos[3] = {NULL, NULL, NULL}, *fields = NULL, *upsert_fields = NULL;
+	bool drop = false, tty = isatty(2), headerline = false;
 	struct store_attrs a = {0644, getuid(), getgid(), 0};
 	struct dfs_err err = {0};
 	struct fs_inserter ins;
+	struct fs_import im;
 	struct store *s = NULL;
 	struct store_db *db;
 	struct store_coll c;
 	FILE *in = stdin;
 	char *chunk = NULL;
 	double t0 = now_s(), last = 0;
-	int npos = 0, rc;
+	int npos = 0, rc, type = FS_IMPORT_JSON, mode = FS_IMPORT_INSERT;
+	bool stop = false;
 
 	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--jsonArray") == 0)
-			json_array = true;
-		else if (strcmp(argv[i], "--drop") == 0)
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (strcmp(argv[i], "--jsonArray") == 0) {
+			/* an array is recognised by itself (insert.c note 5) */
+		} else if (strcmp(argv[i], "--drop") == 0) {
 			drop = true;
-		else if (argv[i][0] == '-' && argv[i][1])
+		} else if (strcmp(argv[i], "--stopOnError") == 0) {
+			stop = true;
+		} else if (strcmp(argv[i], "--headerline") == 0) {
+			headerline = true;
+		} else if (strcmp(argv[i], "--type") == 0 && v) {
+			i++;
+			if (!strcmp(v, "json"))
+				type = FS_IMPORT_JSON;
+			else if (!strcmp(v, "csv"))
+				type = FS_IMPORT_CSV;
+			else if (!strcmp(v, "tsv"))
+				type = FS_IMPORT_TSV;
+			else
+				return fail("import", "--type '%s': json, csv or tsv", v);
+		} else if (strcmp(argv[i], "--mode") == 0 && v) {
+			i++;
+			if (!strcmp(v, "insert"))
+				mode = FS_IMPORT_INSERT;
+			else if (!strcmp(v, "upsert"))
+				mode = FS_IMPORT_UPSERT;
+			else if (!strcmp(v, "merge"))
+				mode = FS_IMPORT_MERGE;
+			else
+				return fail("import", "--mode '%s': insert, upsert or merge", v);
+		} else if (strcmp(argv[i], "--fields") == 0 && v) {
+			fields = argv[++i];
+		} else if (strcmp(argv[i], "--upsertFields") == 0 && v) {
+			upsert_fields = argv[++i];
+		} else if (argv[i][0] == '-' && argv[i][1]) {
 			return fail("import", "unknown option '%s' (see docfs --help)", argv[i]);
-		else if (npos < 3)
+		} else if (npos < 3) {
 			pos[npos++] = argv[i];
-		else
+		} else {
 			return fail("import", "too many arguments");
+		}
 	}
 	if (npos < 2)
 		return fail("import", "needs STORE and DB.COLL (see docfs --help)");
+	if (type != FS_IMPORT_JSON && !headerline && !fields)
+		return fail("import", "--type csv and tsv need --headerline or --fields");
+	if (type == FS_IMPORT_JSON && (headerline || fields))
+		return fail("import", "--headerline and --fields are for --type csv and tsv");
+	if (upsert_fields && mode == FS_IMPORT_INSERT)
+		mode = FS_IMPORT_UPSERT; /* as mongoimport: --upsertFields implies upsert */
 	if (pos[2] && strcmp(pos[2], "-") != 0) {
 		in = fopen(pos[2], "rb");
 		if (!in)
@@ -383,22 +436,44 @@ static int cmd_import(int argc, char **argv)
 			rc = rc ? (store_txn_abort(t), rc) : store_txn_commit(t, &err);
 		}
 	}
+	fs_import_init(&im, db, c.id);
+	im.type = type;
+	im.mode = mode;
+	im.stop_on_error = stop;
+	im.header_pending = headerline;
+	if (!rc && fields)
+		rc = fs_import_set_fields(&im, fields, &err);
+	if (!rc && upsert_fields)
+		rc = fs_import_set_upsert_fields(&im, upsert_fields, &err);
 	if (rc) {
+		fs_import_release(&im);
 		store_free(s);
 		if (in != stdin)
 			fclose(in);
 		return fail("import", "%s", err.msg);
 	}
 	fs_inserter_init(&ins, db, c.id, &a);
-	ins.json_array = json_array;
+	ins.keep_going = !stop; /* mongoimport's default: go on past duplicate keys */
+	ins.on_skip = import_skipped;
+	if (mode != FS_IMPORT_INSERT) {
+		ins.sink = fs_import_sink;
+		ins.sink_ctx = &im;
+	}
 	chunk = malloc(1 << 20);
 	if (!chunk)
 		abort();
 	for (;;) {
 		size_t n = fread(chunk, 1, 1 << 20, in);
-		bool eof = n < (1 << 20);
+		bool eof = n < (1 << 20) && (feof(in) || ferror(in));
 
-		rc = fs_inserter_feed(&ins, chunk, n, eof && (feof(in) || ferror(in)));
+		if (type == FS_IMPORT_JSON) {
+			rc = fs_inserter_feed(&ins, chunk, n, eof);
+		} else {
+			rc = fs_import_csv(&im, chunk, n, eof, &ins.err);
+			if (!rc)
+				rc = fs_inserter_feed(&ins, im.out.data ? im.out.data : "",
+						      im.out.len, eof);
+		}
 		if (rc)
 			break;
 		if (tty && now_s() - last > 0.5) {
@@ -406,22 +481,35 @@ static int cmd_import(int argc, char **argv)
 			fprintf(stderr, "\r%s: %lld documents (%.0f/s)", pos[1],
 				(long long)ins.ndocs, (double)ins.ndocs / (last - t0 + 1e-9));
 		}
-		if (eof && (feof(in) || ferror(in)))
+		if (eof)
 			break;
 	}
+	if (!rc && mode != FS_IMPORT_INSERT)
+		rc = fs_import_finish(&im, &ins.err);
 	if (tty)
 		fputc('\r', stderr);
 	if (ferror(in) && !rc)
 		rc = dfs_err_set(&ins.err, DFS_EIO, "read error: %s", strerror(errno));
-	if (rc) {
-		fail("import", "%s", ins.err.msg);
-		fprintf(stderr, "docfs import: %lld documents imported before the error\n",
-			(long long)ins.ndocs);
-	} else {
-		fprintf(stderr, "%lld documents imported into %s in %.2fs\n", (long long)ins.ndocs,
-			pos[1], now_s() - t0);
+	{
+		int64_t ok = mode == FS_IMPORT_INSERT ? ins.ndocs : im.nwritten;
+		int64_t bad = mode == FS_IMPORT_INSERT ? ins.nskipped : im.nfailed;
+
+		if (rc) {
+			fail("import", "%s", ins.err.msg);
+			fprintf(stderr, "docfs import: %lld documents imported before the error\n",
+				(long long)ok);
+		} else {
+			fprintf(stderr, "%lld documents imported into %s in %.2fs", (long long)ok,
+				pos[1], now_s() - t0);
+			if (bad)
+				fprintf(stderr, "; %lld failed to import", (long long)bad);
+			fputc('\n', stderr);
+		}
+		if (!rc && bad)
+			rc = DFS_EEXIST; /* some documents were refused: exit 1, as mongoimport */
 	}
 	fs_inserter_release(&ins);
+	fs_import_release(&im);
 	free(chunk);
 	store_free(s);
 	if (in != stdin)
@@ -445,10 +533,59 @@ static int arg_doc(const char *what, const char *text, bson_t *out, struct dfs_e
 	return rc;
 }
 
+/* One CSV field of an exported document: the value at path (dotted), as mongoexport writes
+ * it: strings as they are (quoted when they hold a comma, a quote or a line break), numbers
+ * and booleans plainly, missing and null as nothing, anything else as its JSON. */
+static void csv_field(const bson_t *doc, const char *path, struct dfs_buf *out)
+{
+	struct dfs_buf v;
+	bson_iter_t it;
+	const char *str;
+	uint32_t n;
+
+	if (!bson_iter_init(&it, doc) || !bson_iter_find_descendant(&it, path, &it))
+		return;
+	dfs_buf_init(&v);
+	switch (bson_iter_type(&it)) {
+	case BSON_TYPE_NULL:
+		break;
+	case BSON_TYPE_UTF8:
+		str = bson_iter_utf8(&it, &n);
+		dfs_buf_append(&v, str, n);
+		break;
+	case BSON_TYPE_INT32:
+		dfs_buf_printf(&v, "%d", bson_iter_int32(&it));
+		break;
+	case BSON_TYPE_INT64:
+		dfs_buf_printf(&v, "%lld", (long long)bson_iter_int64(&it));
+		break;
+	case BSON_TYPE_BOOL:
+		dfs_buf_printf(&v, "%s", bson_iter_bool(&it) ? "true" : "false");
+		break;
+	default:
+		store_codec_render_value(bson_iter_value(&it), &v, NULL);
+	}
+	if (v.len && strpbrk(v.data, ",\"\r\n")) {
+		dfs_buf_putc(out, '"');
+		for (size_t i = 0; i < v.len; i++) {
+			if (v.data[i] == '"')
+				dfs_buf_putc(out, '"');
+			dfs_buf_putc(out, v.data[i]);
+		}
+		dfs_buf_putc(out, '"');
+	} else if (v.len) {
+		dfs_buf_append(out, v.data, v.len);
+	}
+	dfs_buf_release(&v);
+}
+
 static int cmd_export(int argc, char **argv)
 {
-	const char *pos[2] = {NULL, NULL}, *outpath = NULL;
+	const char *pos[2] = {NULL, NULL}, *outpath = NULL, *fields = NULL;
 	const char *qtext = NULL, *stext = NULL, *ptext = NULL;
+	bool json_array = false, csv = false;
+	char **fv = NULL;
+	int nf = 0;
 	struct query_find_opts o = {0};
 	bson_t filter, sort, proj;
 	struct query_cursor *cur = NULL;
@@ -475,6 +612,17 @@ static int cmd_export(int argc, char **argv)
 			stext = argv[++i];
 		} else if (strcmp(argv[i], "--projection") == 0 && i + 1 < argc) {
 			ptext = argv[++i];
+		} else if ((strcmp(argv[i], "--fields") == 0 || strcmp(argv[i], "-f") == 0) &&
+			   i + 1 < argc) {
+			fields = argv[++i];
+		} else if (strcmp(argv[i], "--jsonArray") == 0) {
+			json_array = true;
+		} else if (strcmp(argv[i], "--type") == 0 && i + 1 < argc) {
+			i++;
+			if (strcmp(argv[i], "csv") == 0)
+				csv = true;
+			else if (strcmp(argv[i], "json") != 0)
+				return fail("export", "--type '%s': json or csv", argv[i]);
 		} else if ((strcmp(argv[i], "--limit") == 0 || strcmp(argv[i], "--skip") == 0) &&
 			   i + 1 < argc) {
 			long long v = strtoll(argv[i + 1], &end, 10);
@@ -497,6 +645,12 @@ static int cmd_export(int argc, char **argv)
 	}
 	if (npos < 2)
 		return fail("export", "needs STORE and DB.COLL (see docfs --help)");
+	if (csv && !fields)
+		return fail("export", "--type csv needs --fields (the columns)");
+	if (csv && json_array)
+		return fail("export", "--jsonArray is for --type json");
+	if (fields && ptext)
+		return fail("export", "--fields and --projection are the same thing: give one");
 	bson_init(&filter);
 	bson_init(&sort);
 	bson_init(&proj);
@@ -516,6 +670,22 @@ static int cmd_export(int argc, char **argv)
 		rc = arg_doc("--projection", ptext, &proj, &err);
 		o.projection = &proj;
 	}
+	for (const char *p = fields; !rc && p && *p;) {
+		const char *cm = strchr(p, ',');
+		size_t len = cm ? (size_t)(cm - p) : strlen(p);
+
+		if (!len) {
+			rc = dfs_err_set(&err, DFS_EINVAL, "--fields: an empty field name");
+			break;
+		}
+		fv = realloc(fv, (size_t)(nf + 1) * sizeof(*fv));
+		if (!fv || !(fv[nf] = strndup(p, len)))
+			abort();
+		bson_append_int32(&proj, fv[nf], -1, 1);
+		nf++;
+		o.projection = &proj;
+		p += len + (cm ? 1 : 0);
+	}
 	o.filter = &filter;
 	if (!rc)
 		rc = open_coll(pos[0], pos[1], false, &s, &db, &c, &err);
@@ -526,22 +696,43 @@ static int cmd_export(int argc, char **argv)
 		rc = query_find_open(t, c.id, &o, &cur, &err);
 	if (!rc && outpath && !(out = fopen(outpath, "wb")))
 		rc = dfs_err_set(&err, DFS_EIO, "cannot create '%s': %s", outpath, strerror(errno));
+	if (!rc && csv) { /* the header line: the fields as given */
+		for (int i = 0; i < nf; i++)
+			fprintf(out, "%s%s", i ? "," : "", fv[i]);
+		fputc('\n', out);
+	}
+	if (!rc && json_array)
+		fputc('[', out);
 	while (!rc) {
 		rc = query_cursor_next(cur, &doc, &err);
 		if (rc == DFS_ENOENT) {
 			rc = 0; /* the end of the results */
 			break;
 		}
-		if (!rc)
+		if (!rc && csv) {
+			for (int i = 0; i < nf; i++) {
+				if (i)
+					dfs_buf_putc(&line, ',');
+				csv_field(doc, fv[i], &line);
+			}
+		} else if (!rc) {
+			if (json_array && n)
+				dfs_buf_putc(&line, ',');
 			rc = store_codec_render(doc, STORE_RENDER_COMPACT, &line, &err);
+		}
 		dfs_buf_putc(&line, '\n');
 		if (!rc && fwrite(line.data, 1, line.len, out) != line.len)
 			rc = dfs_err_set(&err, DFS_EIO, "write error: %s", strerror(errno));
 		dfs_buf_reset(&line);
 		n++;
 	}
+	if (!rc && json_array)
+		fputs("]\n", out);
 	if (out && fflush(out) != 0 && !rc)
 		rc = dfs_err_set(&err, DFS_EIO, "write error: %s", strerror(errno));
+	for (int i = 0; i < nf; i++)
+		free(fv[i]);
+	free(fv);
 	if (out && out != stdout)
 		fclose(out);
 	query_cursor_free(cur);

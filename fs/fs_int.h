@@ -70,7 +70,49 @@ struct fs_inserter {
 	bool failed;		      /* an error stopped the stream */
 	struct dfs_err err;	      /* the error that stopped it */
 	struct fs_insert_item *items; /* Owned: the scan queue's slots, reused between calls */
+	bool keep_going;	      /* skip documents refused for a duplicate key (note 6) */
+	int64_t nskipped;	      /*   how many were */
+	/* called for each skipped one (its number from 1, line, error); may be NULL */
+	void (*on_skip)(void *ctx, int64_t n, unsigned line, const struct dfs_err *e);
+	/* when set, takes each document instead of inserting it (note 6) */
+	int (*sink)(void *ctx, const bson_t *doc, unsigned line, struct dfs_err *err);
+	void *sink_ctx;		      /* the context of on_skip and sink */
 };
+#define FS_INSERT_REPORT 100 /* skipped documents reported one by one, at most */
+
+/* docfs import's formats and modes (import.c). Not thread-safe. */
+enum { FS_IMPORT_JSON, FS_IMPORT_CSV, FS_IMPORT_TSV };
+enum { FS_IMPORT_INSERT, FS_IMPORT_UPSERT, FS_IMPORT_MERGE };
+struct fs_import {
+	struct store_db *db; /* Borrowed */
+	int64_t coll;
+	int type;	      /* FS_IMPORT_JSON, _CSV, _TSV */
+	int mode;	      /* FS_IMPORT_INSERT, _UPSERT, _MERGE */
+	bool stop_on_error;   /* ordered: stop at the first refused document */
+	bool header_pending;  /* the next CSV/TSV record names the fields */
+	char **names;	      /* Owned: the field names of CSV/TSV columns */
+	int nnames;
+	char **upsert;	      /* Owned: the upsert fields (none: _id) */
+	int nupsert;
+	struct dfs_buf pending; /* CSV/TSV bytes not yet a whole record */
+	struct dfs_buf out;	/* the JSON lines made of the last chunk's records */
+	int64_t nrecords;	/* CSV/TSV records read */
+	bson_t ops;		/* the upsert/merge operations not yet run */
+	int nops;
+	int64_t nwritten, nfailed; /* upsert/merge: documents written, refused */
+};
+void fs_import_init(struct fs_import *im, struct store_db *db, int64_t coll);
+void fs_import_release(struct fs_import *im);
+int fs_import_set_fields(struct fs_import *im, const char *list, struct dfs_err *err);
+int fs_import_set_upsert_fields(struct fs_import *im, const char *list, struct dfs_err *err);
+/* Turns the CSV/TSV records completed by data (all at final) into JSON lines in im->out. */
+int fs_import_csv(struct fs_import *im, const char *data, size_t len, bool final,
+		  struct dfs_err *err);
+/* fs_inserter's sink in the upsert and merge modes; fs_import_finish runs the rest. */
+int fs_import_sink(void *ctx, const bson_t *doc, unsigned line, struct dfs_err *err);
+int fs_import_finish(struct fs_import *im, struct dfs_err *err);
+/* Reports a skipped document (insert.c). */
+void fs_inserter_skipped(struct fs_inserter *in, unsigned line, const struct dfs_err *e);
 
 void fs_inserter_init(struct fs_inserter *in, struct store_db *db, int64_t coll,
 		      const struct store_attrs *a);

@@ -22,6 +22,11 @@
  *    the scan also computes each document's key, file name and rendered length
  *    (store_doc_ready_fill), and the queue's slots keep their buffers from call to call, so
  *    the insert neither allocates nor frees memory allocated by the other thread.
+ * 6. keep_going (docfs import's default, as mongoimport's) skips a document refused for a
+ *    duplicate key and goes on. The fast path stays as it is: a call that meets a duplicate
+ *    is rolled back and done again with each document in a savepoint (store_txn_mark), so
+ *    a load without duplicates costs nothing more. sink, when set, takes each document
+ *    instead of the insert (the upsert and merge modes of docfs import), in order.
  * 5. What a MongoDB user has is accepted as it is: a stream of documents (JSON Lines, or
  *    any whitespace between them, or commas: what the brackets of insertMany([...]) hold),
  *    or one JSON array of them (mongoexport --jsonArray). The first byte that is not
@@ -110,6 +115,7 @@ struct scan {
 	size_t len;		/* their length */
 	bool final;		/* no more bytes will come */
 	bool json_array;	/* the inserter's mode */
+	bool raw;		/* documents go to a sink as parsed (no _id made, note 6) */
 	size_t off;		/* next byte to look at */
 	unsigned line;		/* line of text[off] */
 	int array_state;	/* as fs_inserter.array_state */
@@ -217,7 +223,12 @@ static int scan_next(struct scan *s, struct fs_insert_item *it)
 	}
 	/* The document starts after the leading whitespace it consumed. */
 	line = s->line + count_lines(p, skip_space(p, 0, rc ? left : used));
-	if (!rc && !(rc = store_doc_prepare(&s->parsed, NULL, &s->prepared, &s->err))) {
+	if (!rc && s->raw) {
+		/* the sink's operations check and complete it (an upsert keeps the _id it
+		 * finds) */
+		dfs_buf_reset(&it->bson);
+		dfs_buf_append(&it->bson, bson_get_data(&s->parsed), s->parsed.len);
+	} else if (!rc && !(rc = store_doc_prepare(&s->parsed, NULL, &s->prepared, &s->err))) {
 		rc = store_doc_ready_fill(&s->prepared, &s->scratch, &it->r, &s->err);
 		if (!rc) {
 			dfs_buf_reset(&it->bson);
@@ -330,7 +341,11 @@ static bool use_scan_thread(size_t len)
 	return ncpu > 1;
 }
 
-int fs_inserter_feed(struct fs_inserter *in, const char *data, size_t len, bool final)
+/* The insert of fs_inserter_feed. careful: each document in a savepoint, a duplicate key
+ * skipped and counted (keep_going, note 6); else a duplicate key under keep_going rolls the
+ * call back and returns FEED_AGAIN, with in as it was. */
+#define FEED_AGAIN (-2)
+static int feed(struct fs_inserter *in, const char *data, size_t len, bool final, bool careful)
 {
 	struct store_txn *t = NULL;
 	struct scan s;
@@ -347,6 +362,7 @@ int fs_inserter_feed(struct fs_inserter *in, const char *data, size_t len, bool 
 	s.len = in->pending.len;
 	s.final = final;
 	s.json_array = in->json_array;
+	s.raw = in->sink != NULL;
 	s.line = in->line;
 	s.array_state = in->array_state;
 	s.ndocs = in->ndocs;
@@ -379,14 +395,40 @@ int fs_inserter_feed(struct fs_inserter *in, const char *data, size_t len, bool 
 		src = threaded ? queue_next(&q, &it) : scan_next(&s, it);
 		if (src)
 			break;
-		if (!t)
+		if (!t && !in->sink)
 			rc = store_txn_begin(in->db, true, &t, &in->err);
 		if (!rc) {
 			/* The scan built it: a view of its bytes is a valid document. */
 			if (!bson_init_static(&doc, (const uint8_t *)it->bson.data, it->bson.len))
 				abort();
-			rc = store_doc_insert_ready(t, in->coll, &doc, &it->r, &in->attrs, NULL,
-						    &in->err);
+			if (in->sink) {
+				rc = in->sink(in->sink_ctx, &doc, it->line, &in->err);
+			} else if (careful) {
+				struct dfs_err e = {0};
+
+				rc = store_txn_mark(t, &in->err);
+				if (!rc)
+					rc = store_doc_insert_ready(t, in->coll, &doc, &it->r,
+								    &in->attrs, NULL, &e);
+				if (rc == DFS_EEXIST) {
+					store_txn_undo(t);
+					if (in->nskipped++ < FS_INSERT_REPORT)
+						fs_inserter_skipped(in, it->line, &e);
+					rc = 0;
+					continue;
+				}
+				if (!rc)
+					rc = store_txn_release(t, &in->err);
+				else if (!in->err.code)
+					in->err = e;
+			} else {
+				rc = store_doc_insert_ready(t, in->coll, &doc, &it->r, &in->attrs,
+							    NULL, &in->err);
+			}
+		}
+		if (rc == DFS_EEXIST && in->keep_going && !careful && !in->sink) {
+			rc = FEED_AGAIN;
+			break;
 		}
 		if (rc) {
 			dfs_err_prefix(&in->err,
@@ -409,6 +451,11 @@ int fs_inserter_feed(struct fs_inserter *in, const char *data, size_t len, bool 
 	}
 	dfs_buf_release(&s.scratch);
 	bson_destroy(&s.parsed);
+	if (rc == FEED_AGAIN) {
+		store_txn_abort(t);
+		dfs_err_clear(&in->err);
+		return FEED_AGAIN;
+	}
 	if (rc)
 		goto fail;
 	if (src != SCAN_END) {
@@ -458,4 +505,29 @@ fail:
 	}
 	dfs_buf_reset(&in->pending);
 	return in->err.code ? in->err.code : rc;
+}
+
+int fs_inserter_feed(struct fs_inserter *in, const char *data, size_t len, bool final)
+{
+	size_t plen = in->pending.len;
+	int64_t ndocs = in->ndocs;
+	int rc;
+
+	if (in->failed)
+		return in->err.code;
+	rc = feed(in, data, len, final, false);
+	if (rc != FEED_AGAIN)
+		return rc;
+	/* note 6: a duplicate key in this call: again, each document on its own */
+	in->pending.len = plen;
+	if (in->pending.data)
+		in->pending.data[plen] = '\0';
+	in->ndocs = ndocs;
+	return feed(in, data, len, final, true);
+}
+
+void fs_inserter_skipped(struct fs_inserter *in, unsigned line, const struct dfs_err *e)
+{
+	if (in->on_skip)
+		in->on_skip(in->sink_ctx, in->ndocs + in->nskipped, line, e);
 }

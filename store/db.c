@@ -1389,6 +1389,38 @@ void store_txn_abort(struct store_txn *t)
 	txn_end(t);
 }
 
+int store_txn_mark(struct store_txn *t, struct dfs_err *err)
+{
+	int rc;
+
+	if ((rc = store__run_flush(t, err)))
+		return rc;
+	return exec_sql(t->c->h, "SAVEPOINT txn_mark", err);
+}
+
+int store_txn_release(struct store_txn *t, struct dfs_err *err)
+{
+	int rc;
+
+	if ((rc = store__run_flush(t, err)))
+		return rc;
+	return exec_sql(t->c->h, "RELEASE txn_mark", err);
+}
+
+void store_txn_undo(struct store_txn *t)
+{
+	/* What the undone statements left in t's caches goes too: the pending index entries
+	 * (as a failed index build does), the fetched document; the runs cache may cover an
+	 * id that is gone, which runs allow (doc.c note 5), and the change feed's counters
+	 * stay ahead, a gap (changes.c note 5). */
+	store__txn_close_fetch(t);
+	exec_sql(t->c->h, "ROLLBACK TO txn_mark", NULL);
+	exec_sql(t->c->h, "RELEASE txn_mark", NULL);
+	store__ix_invalidate(t);
+	t->coll_ok = 0;
+	t->cap_coll = 0;
+}
+
 struct store_db *store_txn_db(struct store_txn *t)
 {
 	return t->db;

@@ -279,6 +279,12 @@ int store_txn_begin(struct store_db *db, bool write, struct store_txn **out, str
 /* Commits and frees t (also on failure, where nothing of t is kept). */
 int store_txn_commit(struct store_txn *t, struct dfs_err *err);
 void store_txn_abort(struct store_txn *t); /* rolls back and frees; NULL is a no-op */
+/* A savepoint in write transaction t: what follows until store_txn_release can be undone
+ * by store_txn_undo (one level; an unordered bulk load skips a refused document this way
+ * and keeps the rest of its transaction). */
+int store_txn_mark(struct store_txn *t, struct dfs_err *err);
+int store_txn_release(struct store_txn *t, struct dfs_err *err);
+void store_txn_undo(struct store_txn *t);
 struct store_db *store_txn_db(struct store_txn *t);
 
 struct store_coll {
