@@ -54,6 +54,8 @@ static const struct command commands[] = {
 	{"create", wire_cmd_create, FS_OP_COMMAND, false, false,
 	 "creates a collection (capped, size, max)"},
 	{"drop", wire_cmd_drop, FS_OP_COMMAND, false, false, "drops a collection"},
+	{"convertToCapped", wire_cmd_convert_to_capped, FS_OP_COMMAND, false, false,
+	 "caps a collection (size, max), removing the oldest documents past them"},
 	{"dropDatabase", wire_cmd_drop_database, FS_OP_COMMAND, false, false, "drops a database"},
 	{"dbStats", wire_cmd_db_stats, FS_OP_COMMAND, false, false, "a database's figures"},
 	{"collStats", wire_cmd_coll_stats, FS_OP_COMMAND, false, false, "a collection's figures"},
@@ -96,7 +98,6 @@ static const struct command commands[] = {
  * 59, so a client tells "not here yet" from a typo. */
 static const char *const not_yet[] = {
 	"collMod",
-	"convertToCapped",
 	"compact",
 	"mapReduce",
 	"bulkWrite",

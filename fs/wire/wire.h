@@ -283,6 +283,7 @@ int wire_cmd_list_databases(struct wire_ctx *c, bson_t *reply);
 int wire_cmd_list_collections(struct wire_ctx *c, bson_t *reply);
 int wire_cmd_create(struct wire_ctx *c, bson_t *reply);
 int wire_cmd_drop(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_convert_to_capped(struct wire_ctx *c, bson_t *reply);
 int wire_cmd_drop_database(struct wire_ctx *c, bson_t *reply);
 int wire_cmd_db_stats(struct wire_ctx *c, bson_t *reply);
 int wire_cmd_coll_stats(struct wire_ctx *c, bson_t *reply);

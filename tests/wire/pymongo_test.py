@@ -331,6 +331,12 @@ def run(sock, port):
     opts = db.capped1.options()
     check(opts.get("capped") is True and opts.get("max") == 3, "options %r" % opts)
     expect_code(48, db.command, "create", "capped1")
+    db.tocap.insert_many([{"_id": i} for i in range(10)])
+    db.command("convertToCapped", "tocap", size=4096, max=4)
+    check([d["_id"] for d in db.tocap.find()] == [6, 7, 8, 9] and
+          db.tocap.options().get("capped") is True, "convertToCapped keeps the newest 4")
+    db.tocap.drop()
+    expect_code(26, db.command, "convertToCapped", "nosuch", size=4096)
     colls = sorted(db.list_collection_names())
     check(colls == ["capped1", "items", "zeros"], "list_collection_names %r" % colls)
     check([x["name"] for x in db.list_collections(filter={"name": "items"})] == ["items"],
