@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -563,6 +564,160 @@ done:
 
 /* ---- explain ----------------------------------------------------------------------- */
 
+/* Copies doc into out, the field key replaced by {stage, <extra fields>, inputStage: <the
+ * field's value>} (a write's stage over the find that feeds it). */
+static void wrap_stage(const bson_t *doc, const char *key, const char *stage, const bson_t *extra,
+		       bson_t *out)
+{
+	bson_iter_t it;
+
+	if (!bson_iter_init(&it, doc))
+		return;
+	while (bson_iter_next(&it)) {
+		bson_t w;
+
+		if (strcmp(bson_iter_key(&it), key)) {
+			bson_append_iter(out, NULL, 0, &it);
+			continue;
+		}
+		BSON_APPEND_DOCUMENT_BEGIN(out, key, &w);
+		BSON_APPEND_UTF8(&w, "stage", stage);
+		if (extra)
+			bson_concat(&w, extra);
+		bson_append_iter(&w, "inputStage", -1, &it);
+		bson_append_document_end(out, &w);
+	}
+}
+
+/* Explain of update (its first statement), delete (its first statement) or findAndModify
+ * (c->cmd is the explained command): the plan is the engine's find of the documents the
+ * write would change (query_find_explain), under an UPDATE or DELETE stage; with
+ * executionStats the write also runs, in a transaction that is rolled back, for its
+ * counters (nMatched, nWouldModify, nWouldUpsert, nWouldDelete). Nothing is written. */
+static int explain_write(struct wire_ctx *c, int verbosity, bson_t *reply)
+{
+	struct dfs_err err = {0};
+	struct query_write_opts o = {.now_ms = wire_now_ms()};
+	struct query_write_result r = {0};
+	struct query_find_opts fo = {.sort_mem = fs_sort_mem};
+	struct wire_coll x = {0};
+	char name[DFS_MAX_NS_NAME + 1], ns[2 * DFS_MAX_NS_NAME + 2];
+	bool fam = !strcasecmp(c->name, "findAndModify"), del = !strcmp(c->name, "delete");
+	bson_t st, q, u, sort, af, arr, fexp = BSON_INITIALIZER, counters = BSON_INITIALIZER;
+	bson_t qp = BSON_INITIALIZER, es = BSON_INITIALIZER;
+	const bson_t *sp; /* the statement */
+	bson_iter_t it;
+	int rc;
+
+	if ((rc = wire_arg_coll(c, name, sizeof(name))))
+		return rc;
+	if (fam) {
+		sp = c->cmd; /* findAndModify's statement is the command itself */
+	} else if (!wire_sub_view(c->cmd, del ? "deletes" : "updates", true, &arr) ||
+		   !bson_iter_init(&it, &arr) || !bson_iter_next(&it) ||
+		   !BSON_ITER_HOLDS_DOCUMENT(&it) ||
+		   !wire_sub_view(&arr, bson_iter_key(&it), false, &st)) {
+		return wire_fail(c, 9, "FailedToParse", "explain of %s needs one statement in '%s'",
+				 c->name, del ? "deletes" : "updates");
+	} else {
+		sp = &st;
+	}
+	o.filter = wire_sub_view(sp, fam ? "query" : "q", false, &q) ? &q : NULL;
+	o.sort = fam && wire_sub_view(sp, "sort", false, &sort) ? &sort : NULL;
+	o.array_filters = wire_sub_view(sp, "arrayFilters", true, &af) ? &af : NULL;
+	if (fam) {
+		o.remove = bson_iter_init_find(&it, sp, "remove") && bson_iter_as_bool(&it);
+		o.return_new = bson_iter_init_find(&it, sp, "new") && bson_iter_as_bool(&it);
+		del = o.remove;
+	} else if (!del) {
+		o.multi = bson_iter_init_find(&it, sp, "multi") && bson_iter_as_bool(&it);
+	} else {
+		o.multi = !(bson_iter_init_find(&it, sp, "limit") && bson_iter_as_int64(&it) == 1);
+		o.remove = true;
+	}
+	o.upsert = !del && bson_iter_init_find(&it, sp, "upsert") && bson_iter_as_bool(&it);
+	if (!del) {
+		if (!wire_sub_view(sp, fam ? "update" : "u", false, &u))
+			return wire_fail(c, 9, "FailedToParse",
+					 "explain of %s needs an update document", c->name);
+		o.update = &u;
+	}
+	/* the find that feeds the write */
+	fo.filter = o.filter;
+	fo.sort = o.sort;
+	fo.limit = o.multi ? 0 : 1;
+	wire_ns(ns, sizeof(ns), c->db, name);
+	if ((rc = wire_coll_open(c, name, WIRE_COLL_GHOST, &x)) == DFS_ENOENT)
+		rc = wire_fail(c, 26, "NamespaceNotFound", "database %s does not exist", c->db);
+	if (rc)
+		goto done;
+	if (query_find_explain(x.t, x.co.id, ns, &fo, verbosity, &fexp, &err)) {
+		rc = wire_fail_dfs(c, &err);
+		goto done;
+	}
+	if (verbosity >= QUERY_VERB_EXEC) {
+		/* the write itself, rolled back: its counters */
+		if (!x.ghost) {
+			wire_coll_close(c, &x, false);
+			if ((rc = wire_coll_open(c, name, WIRE_COLL_WRITE, &x)))
+				goto done;
+		}
+		rc = fam   ? query_find_modify(x.t, x.co.id, &o, &r, &err)
+		     : del ? query_delete_run(x.t, x.co.id, &o, &r, &err)
+			   : query_update_run(x.t, x.co.id, &o, &r, &err);
+		if (rc) {
+			rc = wire_fail_dfs(c, &err);
+			goto done;
+		}
+		BSON_APPEND_INT32(&counters, "nReturned", 0);
+		if (del) {
+			wire_append_count(&counters, "nWouldDelete", r.deleted);
+		} else {
+			wire_append_count(&counters, "nMatched", r.matched);
+			wire_append_count(&counters, "nWouldModify", r.modified);
+			wire_append_count(&counters, "nWouldUpsert", r.upserted);
+		}
+	}
+	/* the find's explain, its plans under the write's stage */
+	if (bson_iter_init(&it, &fexp))
+		while (bson_iter_next(&it)) {
+			const char *k = bson_iter_key(&it);
+			const uint8_t *data;
+			uint32_t len;
+			bson_t sub;
+
+			if (!strcmp(k, "command")) {
+				BSON_APPEND_DOCUMENT(reply, "command", c->cmd);
+				continue;
+			}
+			if ((strcmp(k, "queryPlanner") && strcmp(k, "executionStats")) ||
+			    !BSON_ITER_HOLDS_DOCUMENT(&it)) {
+				bson_append_iter(reply, NULL, 0, &it);
+				continue;
+			}
+			bson_iter_document(&it, &len, &data);
+			if (!bson_init_static(&sub, data, len))
+				continue;
+			if (!strcmp(k, "queryPlanner")) {
+				wrap_stage(&sub, "winningPlan", del ? "DELETE" : "UPDATE", NULL,
+					   &qp);
+				BSON_APPEND_DOCUMENT(reply, k, &qp);
+			} else {
+				wrap_stage(&sub, "executionStages", del ? "DELETE" : "UPDATE",
+					   &counters, &es);
+				BSON_APPEND_DOCUMENT(reply, k, &es);
+			}
+		}
+done:
+	query_write_result_release(&r);
+	wire_coll_close(c, &x, false);
+	bson_destroy(&fexp);
+	bson_destroy(&counters);
+	bson_destroy(&qp);
+	bson_destroy(&es);
+	return rc;
+}
+
 int wire_cmd_explain(struct wire_ctx *c, bson_t *reply)
 {
 	struct dfs_err err = {0};
@@ -584,11 +739,16 @@ int wire_cmd_explain(struct wire_ctx *c, bson_t *reply)
 		return wire_fail(c, 9, "FailedToParse", "explain needs a command");
 	c->cmd = &inner;
 	c->name = bson_iter_key(&it);
+	if (!strcmp(c->name, "update") || !strcmp(c->name, "delete") ||
+	    !strcasecmp(c->name, "findAndModify")) {
+		rc = explain_write(c, verbosity, reply);
+		goto done;
+	}
 	if (strcmp(c->name, "find") && strcmp(c->name, "count") && strcmp(c->name, "distinct") &&
 	    strcmp(c->name, "aggregate")) {
 		rc = wire_fail(c, 238, "NotImplemented",
 			       "explain of '%s' is not supported by docfs yet (find, aggregate, "
-			       "count and distinct are)",
+			       "count, distinct, update, delete and findAndModify are)",
 			       c->name);
 		goto done;
 	}

@@ -259,6 +259,21 @@ def run(sock, port):
           ex["executionStats"]["nReturned"])
     ex = db.command("explain", {"count": "items", "query": {"x": 3}}, verbosity="queryPlanner")
     check("queryPlanner" in ex, "explain count")
+    before = c.count_documents({"xx": 1})
+    ex = db.command("explain", {"update": "items", "updates": [
+        {"q": {"x": 3}, "u": {"$set": {"xx": 1}}, "multi": True}]}, verbosity="executionStats")
+    st = ex["executionStats"]["executionStages"]
+    check(ex["queryPlanner"]["winningPlan"]["stage"] == "UPDATE" and
+          ex["queryPlanner"]["winningPlan"]["inputStage"]["inputStage"]["stage"] == "IXSCAN" and
+          st["nMatched"] == 50 and st["nWouldModify"] == 50, "explain of update %r" % st)
+    ex = db.command("explain", {"delete": "items", "deletes": [{"q": {"x": 3}, "limit": 1}]},
+                    verbosity="executionStats")
+    check(ex["executionStats"]["executionStages"]["nWouldDelete"] == 1, "explain of delete")
+    ex = db.command("explain", {"findAndModify": "items", "query": {"x": 3},
+                                "remove": True}, verbosity="queryPlanner")
+    check(ex["queryPlanner"]["winningPlan"]["stage"] == "DELETE", "explain of findAndModify")
+    check(c.count_documents({"xx": 1}) == before and c.count_documents({"x": 3}) == 50,
+          "explain wrote nothing")
     names = sorted(ix["name"] for ix in c.list_indexes())
     check(names == ["_id_", "x_1"], "list_indexes %r" % names)
     c.create_index([("name", pymongo.ASCENDING)], unique=True, sparse=True)
