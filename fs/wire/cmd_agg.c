@@ -3,7 +3,8 @@
  * $out/$merge through query_agg_run_out), and the stages the engine has no pipeline for,
  * answered from what the mount has: $changeStream (fs/changes.c's streams, read on by a
  * stream cursor), $currentOp (curop.c's registry) and $collStats (stats.c's figures);
- * explain of find, count, distinct and aggregate (the documents explain/ paths show).
+ * explain of find, count, distinct and aggregate (the documents explain/ paths show), and
+ * of update, delete and findAndModify (their find under the write's stage).
  */
 #include "wire.h"
 #include "fs_int.h"
