@@ -350,9 +350,66 @@ static int verbosity_of(struct wire_ctx *c, const bson_t *cmd, int *out)
 	return 0;
 }
 
-/* A pipeline made of one $collStats stage ({storageStats: {scale}, count: {}}), which the
+/* The stages after a $collStats (st on the first of them) run by the engine over its one
+ * document doc: a collection made for it in a write transaction of db that is rolled
+ * back (no pipeline reads other than a collection's), the document's added _id unset
+ * first so the stages see it as it is. Results into reply's cursor. */
+static int after_coll_stats(struct wire_ctx *c, struct store_db *db, bson_iter_t *st,
+			    const bson_t *doc, const char *ns, bson_t *reply)
+{
+	struct dfs_err err = {0};
+	struct query_agg_opts ao = {.mem = fs_sort_mem, .now_ms = wire_now_ms()};
+	struct store_attrs a = {0644, getuid(), getgid(), 0};
+	struct query_pipeline *p = NULL;
+	struct agg_src as = {0};
+	struct wire_source src = {agg_next, &as};
+	struct store_txn *t = NULL;
+	struct store_coll co;
+	bson_t pipe = BSON_INITIALIZER, prepared, unset;
+	char key[16], tmp[64];
+	int n = 0, rc = 0;
+
+	bson_init(&unset);
+	BSON_APPEND_UTF8(&unset, "$unset", "_id");
+	BSON_APPEND_DOCUMENT(&pipe, "0", &unset);
+	bson_destroy(&unset);
+	do {
+		snprintf(key, sizeof(key), "%d", ++n);
+		bson_append_iter(&pipe, key, -1, st);
+	} while (bson_iter_next(st));
+	if (query_pipeline_parse(&pipe, &p, &err)) {
+		rc = wire_fail_dfs(c, &err);
+		goto done;
+	}
+	if (query_pipeline_writes(p)) {
+		rc = wire_fail(c, 238, "NotImplemented",
+			       "$collStats followed by $out or $merge is not supported by docfs");
+		goto done;
+	}
+	snprintf(tmp, sizeof(tmp), "docfs_collstats_%lld", (long long)wire_now_ms());
+	if (store_txn_begin(db, true, &t, &err) ||
+	    store_coll_create(t, tmp, 0755, getuid(), getgid(), &co, &err) ||
+	    store_doc_prepare(doc, NULL, &prepared, &err)) {
+		rc = wire_fail_dfs(c, &err);
+		goto done;
+	}
+	rc = store_doc_insert(t, co.id, &prepared, &a, NULL, &err);
+	bson_destroy(&prepared);
+	if (rc || query_agg_open(t, co.id, p, &ao, &as.agg, &err) ||
+	    wire_cursor_reply(c, ns, &src, -1, false, NULL, reply, &err))
+		rc = wire_fail_dfs(c, &err);
+done:
+	query_agg_free(as.agg);
+	store_txn_abort(t); /* the collection made for it goes with the transaction */
+	query_pipeline_free(p);
+	bson_destroy(&pipe);
+	return rc;
+}
+
+/* A pipeline that starts with $collStats ({storageStats: {scale}, count: {}}), which the
  * engine has no stage for: its one document, with the figures of fs_stats_doc (the .stats
- * file's). -1 when the pipeline does not start with $collStats, else 0 or a wire_fail. */
+ * file's), then the stages after it (after_coll_stats). -1 when the pipeline does not
+ * start with $collStats, else 0 or a wire_fail. */
 static int coll_stats_stage(struct wire_ctx *c, const char *name, const char *ns, bson_t *reply)
 {
 	struct dfs_err err = {0};
@@ -380,10 +437,6 @@ static int coll_stats_stage(struct wire_ctx *c, const char *name, const char *ns
 		    !wire_sub_view(&stage, "$collStats", false, &spec))
 			return wire_fail(c, 9, "FailedToParse", "$collStats must take an object");
 	}
-	if (bson_iter_next(&st))
-		return wire_fail(c, 238, "NotImplemented",
-				 "$collStats followed by other stages is not supported by docfs "
-				 "yet");
 	if (bson_iter_init(&opt, &spec))
 		while (bson_iter_next(&opt)) {
 			const char *k = bson_iter_key(&opt);
@@ -439,6 +492,13 @@ static int coll_stats_stage(struct wire_ctx *c, const char *name, const char *ns
 		BSON_APPEND_DOCUMENT_BEGIN(&one, "count", &cnt);
 		wire_append_count(&cnt, "count", count);
 		bson_append_document_end(&one, &cnt);
+	}
+	if (bson_iter_next(&st)) {
+		/* stages after it (mongosh's db.c.totalSize(): a $group) */
+		rc = after_coll_stats(c, x.db, &st, &one, ns, reply);
+		bson_destroy(&one);
+		bson_destroy(&stats);
+		return rc;
 	}
 	bson_init(&batch);
 	BSON_APPEND_DOCUMENT(&batch, "0", &one);

@@ -364,6 +364,10 @@ def run(sock, port):
           cs[0]["count"]["count"] == c.count_documents({}) and cs[0]["ns"] == "shop.items",
           "$collStats %r" % cs)
     expect_code(238, lambda: list(c.aggregate([{"$collStats": {"latencyStats": {}}}])))
+    tot = list(c.aggregate([{"$collStats": {"storageStats": {}}},
+                            {"$group": {"_id": None, "v": {"$sum": "$storageStats.count"}}}]))
+    check(tot == [{"_id": None, "v": c.count_documents({})}], "$collStats then $group %r" % tot)
+    check(sorted(db.list_collection_names()) == colls, "$collStats left no collection")
     ds = db.command("dbStats")
     check(ds["collections"] == 3 and ds["db"] == "shop", "dbStats %r" % ds)
     expect_code(26, db.command, "collStats", "nosuch")
