@@ -344,6 +344,7 @@ static int run(struct wire_ctx *c, const struct command *cmd, bson_t *reply)
 		return wire_fail(c, 2, "BadValue", "%s must be a non-negative integer",
 				 "maxTimeMS");
 	fs_curop_begin_ns(&op, cmd->op, c->db, coll, wire_conn_pid(c->conn));
+	fs_curop_client(&op, wire_conn_addr(c->conn));
 	/* a getMore's maxTimeMS is how long a tailable awaitData cursor waits (cursor.c) */
 	fs_curop_describe(c->cmd, cmd->fn == wire_cmd_get_more ? 0 : max_ms);
 	rc = cmd->fn(c, reply);

@@ -336,6 +336,8 @@ void wire_server_stop(struct wire_server *w);
 /* The process id of a Unix socket connection's client (0: TCP, unknown, or cn NULL): the
  * "client" of its operations in currentOp and system.profile, as a FUSE caller's pid. */
 int wire_conn_pid(const struct wire_conn *cn);
+/* A TCP connection's client address ("127.0.0.1:51234"), or "" (Unix sockets, cn NULL). */
+const char *wire_conn_addr(const struct wire_conn *cn);
 /* Connections open now (serverStatus connections.current). */
 int wire_server_connections(void);
 
