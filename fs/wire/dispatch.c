@@ -262,8 +262,8 @@ int wire_arg_coll(struct wire_ctx *c, char *out, size_t cap)
 	struct dfs_err err = {0};
 
 	if (!bson_iter_init(&it, c->cmd) || !bson_iter_next(&it) || !BSON_ITER_HOLDS_UTF8(&it))
-		return wire_fail(c, 73, "InvalidNamespace", "collection name has invalid type %s",
-				 "(not a string)");
+		return wire_fail(c, 73, "InvalidNamespace",
+				 "the collection name of '%s' must be a string", c->name);
 	snprintf(out, cap, "%s", bson_iter_utf8(&it, NULL));
 	if (strcmp(out, STORE_PROFILE_COLL) != 0 && store_coll_name_check(out, &err))
 		return wire_fail(c, 73, "InvalidNamespace",
