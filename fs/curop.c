@@ -149,6 +149,13 @@ void fs_curop_begin_ns(struct fs_curop *op, int kind, const char *db, const char
 	op_register(op);
 }
 
+void fs_curop_client(struct fs_curop *op, const char *addr)
+{
+	pthread_mutex_lock(&lock); /* currentOp reads it under the lock */
+	snprintf(op->client_addr, sizeof(op->client_addr), "%s", addr ? addr : "");
+	pthread_mutex_unlock(&lock);
+}
+
 struct fs_curop *fs_curop_current(void)
 {
 	return cur;
@@ -434,6 +441,8 @@ void fs_curop_current_doc(bson_t *out)
 			BSON_APPEND_UTF8(&one, "planSummary", op->plan);
 		if (op->client)
 			put_num(&one, "client_pid", op->client);
+		if (op->client_addr[0])
+			BSON_APPEND_UTF8(&one, "client", op->client_addr);
 		if (atomic_load(&op->total) > 0) {
 			/* an index build, as MongoDB shows one */
 			int64_t done = atomic_load(&op->done), total = atomic_load(&op->total);

@@ -711,6 +711,7 @@ struct fs_curop {
 	int64_t nreturned, ninserted, nmatched, nmodified, ndeleted;
 	int64_t reslen;		       /* responseLength: bytes of the result */
 	int client;		       /* the caller's pid (0: unknown) */
+	char client_addr[64];	       /* a wire client's address ("127.0.0.1:51234"), or "" */
 	atomic_llong done, total;      /* an index build's progress (total 0: none) */
 	int64_t start_ns, deadline_ns; /* CLOCK_MONOTONIC; deadline 0: none */
 	atomic_bool killed;	       /* killOp asked: stop at the next check */
@@ -721,8 +722,11 @@ struct fs_curop {
  * be NULL; coll 0 for a database-wide operation (the ns is then "<db>"). */
 void fs_curop_begin(struct fs_curop *op, int kind, struct store_db *db, int64_t coll, int client);
 /* The same for a caller that knows the names (the wire protocol): db and coll may be NULL
- * or ""; no transaction is opened to find them. */
+ * or ""; no transaction is opened to find them. Then fs_curop_client names a network
+ * client. */
 void fs_curop_begin_ns(struct fs_curop *op, int kind, const char *db, const char *coll, int client);
+/* Sets op's client address (currentOp's and system.profile's "client"). */
+void fs_curop_client(struct fs_curop *op, const char *addr);
 /* The thread's running operation, or NULL. */
 struct fs_curop *fs_curop_current(void);
 /* Sets the thread's operation's command (copied) and, when max_ms > 0, its deadline

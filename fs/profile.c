@@ -274,7 +274,10 @@ static void entry_build(const struct fs_curop *op, int rc, int64_t micros, bson_
 		BSON_APPEND_DATE_TIME(e, "ts", (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000);
 	}
 	snprintf(client, sizeof(client), "pid %d", op->client);
-	BSON_APPEND_UTF8(e, "client", op->client ? client : "");
+	BSON_APPEND_UTF8(e, "client",
+			 op->client_addr[0] ? op->client_addr
+			 : op->client	    ? client
+					    : "");
 	BSON_APPEND_UTF8(e, "user", "");
 }
 

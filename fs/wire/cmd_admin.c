@@ -448,6 +448,46 @@ int wire_cmd_create(struct wire_ctx *c, bson_t *reply)
 	return 0;
 }
 
+int wire_cmd_convert_to_capped(struct wire_ctx *c, bson_t *reply)
+{
+	struct dfs_err err = {0};
+	char name[DFS_MAX_NS_NAME + 1];
+	struct store_db *db;
+	struct store_txn *t;
+	struct store_coll co;
+	int64_t size = 0, max = 0;
+	int rc;
+
+	(void)reply;
+	if ((rc = wire_arg_coll(c, name, sizeof(name))))
+		return rc;
+	if ((rc = wire_arg_int(c, "size", &size)) > 1 || (rc = wire_arg_int(c, "max", &max)) > 1)
+		return rc;
+	if (size <= 0)
+		return wire_fail(c, 72, "InvalidOptions",
+				 "convertToCapped needs a positive 'size'");
+	if ((rc = wire_db(c, false, &db)) == DFS_ENOENT)
+		return wire_fail(c, 26, "NamespaceNotFound", "database %s does not exist", c->db);
+	if (rc)
+		return rc;
+	if ((rc = store_txn_begin(db, true, &t, &err)))
+		return wire_fail_dfs(c, &err);
+	rc = store_coll_find(t, name, &co, &err);
+	if (rc == DFS_ENOENT) {
+		store_txn_abort(t);
+		return wire_fail(c, 26, "NamespaceNotFound",
+				 "source collection %s.%s does not exist", c->db, name);
+	}
+	/* the store removes what is past the new limits, oldest first (capped.c) */
+	if (!rc)
+		rc = store_coll_set_capped(t, co.id, size, max, &err);
+	if (rc) {
+		store_txn_abort(t);
+		return wire_fail_dfs(c, &err);
+	}
+	return store_txn_commit(t, &err) ? wire_fail_dfs(c, &err) : 0;
+}
+
 int wire_cmd_drop(struct wire_ctx *c, bson_t *reply)
 {
 	struct dfs_err err = {0};

@@ -98,7 +98,8 @@ int wire_cmd_create_indexes(struct wire_ctx *c, bson_t *reply)
 		bson_init(&clean);
 		if (bson_iter_init(&f, &spec))
 			while (bson_iter_next(&f))
-				if (strcmp(bson_iter_key(&f), "v") && strcmp(bson_iter_key(&f), "ns"))
+				if (strcmp(bson_iter_key(&f), "v") &&
+				    strcmp(bson_iter_key(&f), "ns"))
 					bson_append_iter(&clean, NULL, 0, &f);
 		rc = fs_index_create(db, coll, NULL, &clean, NULL, 0, &err);
 		bson_destroy(&clean);

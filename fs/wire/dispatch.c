@@ -54,6 +54,8 @@ static const struct command commands[] = {
 	{"create", wire_cmd_create, FS_OP_COMMAND, false, false,
 	 "creates a collection (capped, size, max)"},
 	{"drop", wire_cmd_drop, FS_OP_COMMAND, false, false, "drops a collection"},
+	{"convertToCapped", wire_cmd_convert_to_capped, FS_OP_COMMAND, false, false,
+	 "caps a collection (size, max), removing the oldest documents past them"},
 	{"dropDatabase", wire_cmd_drop_database, FS_OP_COMMAND, false, false, "drops a database"},
 	{"dbStats", wire_cmd_db_stats, FS_OP_COMMAND, false, false, "a database's figures"},
 	{"collStats", wire_cmd_coll_stats, FS_OP_COMMAND, false, false, "a collection's figures"},
@@ -96,7 +98,6 @@ static const struct command commands[] = {
  * 59, so a client tells "not here yet" from a typo. */
 static const char *const not_yet[] = {
 	"collMod",
-	"convertToCapped",
 	"compact",
 	"mapReduce",
 	"bulkWrite",
@@ -261,8 +262,8 @@ int wire_arg_coll(struct wire_ctx *c, char *out, size_t cap)
 	struct dfs_err err = {0};
 
 	if (!bson_iter_init(&it, c->cmd) || !bson_iter_next(&it) || !BSON_ITER_HOLDS_UTF8(&it))
-		return wire_fail(c, 73, "InvalidNamespace", "collection name has invalid type %s",
-				 "(not a string)");
+		return wire_fail(c, 73, "InvalidNamespace",
+				 "the collection name of '%s' must be a string", c->name);
 	snprintf(out, cap, "%s", bson_iter_utf8(&it, NULL));
 	if (strcmp(out, STORE_PROFILE_COLL) != 0 && store_coll_name_check(out, &err))
 		return wire_fail(c, 73, "InvalidNamespace",
@@ -343,6 +344,7 @@ static int run(struct wire_ctx *c, const struct command *cmd, bson_t *reply)
 		return wire_fail(c, 2, "BadValue", "%s must be a non-negative integer",
 				 "maxTimeMS");
 	fs_curop_begin_ns(&op, cmd->op, c->db, coll, wire_conn_pid(c->conn));
+	fs_curop_client(&op, wire_conn_addr(c->conn));
 	/* a getMore's maxTimeMS is how long a tailable awaitData cursor waits (cursor.c) */
 	fs_curop_describe(c->cmd, cmd->fn == wire_cmd_get_more ? 0 : max_ms);
 	rc = cmd->fn(c, reply);

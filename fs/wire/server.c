@@ -77,6 +77,11 @@ int wire_conn_pid(const struct wire_conn *cn)
 	return cn ? cn->pid : 0;
 }
 
+const char *wire_conn_addr(const struct wire_conn *cn)
+{
+	return cn && !cn->pid && strncmp(cn->peer, "unix", 4) ? cn->peer : "";
+}
+
 int wire_server_connections(void)
 {
 	return atomic_load(&open_conns);

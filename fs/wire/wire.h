@@ -12,6 +12,7 @@
 #ifndef DOCFS_WIRE_H
 #define DOCFS_WIRE_H
 
+#include "query.h"
 #include "store.h"
 
 #include <stdbool.h>
@@ -214,7 +215,59 @@ int wire_cursor_count(void);
 /* The idle timeout (-o cursor_timeout_s=; WIRE_CURSOR_TIMEOUT_S by default). */
 extern int wire_cursor_timeout_s;
 
-/* ---- the command handlers (cmd_admin.c, cmd_crud.c, cmd_index.c, cmd_ops.c) ---------- */
+/* ---- cmd_common.c: what the document commands share ---------------------------------- */
+
+/* How a command opens its collection (cmd_common.c note 1). */
+enum wire_coll_mode {
+	WIRE_COLL_READ,	  /* a read transaction; DFS_ENOENT (no error) when it does not exist */
+	WIRE_COLL_CREATE, /* a write transaction; the database and collection made when missing */
+	WIRE_COLL_GHOST,  /* a read transaction, or a write one over a collection made for the
+			   * command and rolled back with it (cmd_common.c note 1) */
+	WIRE_COLL_WRITE,  /* a write transaction; DFS_ENOENT (no error) when it does not exist */
+};
+
+struct wire_coll {
+	struct store_db *db;
+	struct store_txn *t;
+	struct store_coll co;
+	bool ghost;   /* the collection exists only in t */
+	bool created; /* WIRE_COLL_CREATE made the collection in t */
+};
+
+/* A find's arguments, views into the command. */
+struct wire_find_args {
+	struct query_find_opts o;
+	bson_t filter, sort, projection, hint;
+	int64_t batch; /* -1: default */
+	bool single;
+};
+
+/* Opens collection name of c->db as mode says into x: 0, DFS_ENOENT (nothing open, no error
+ * recorded), or a wire_fail code. */
+int wire_coll_open(struct wire_ctx *c, const char *name, int mode, struct wire_coll *x);
+/* Ends x: commits when commit (and x is not a ghost), else rolls back. 0 or a wire_fail. */
+int wire_coll_close(struct wire_ctx *c, struct wire_coll *x, bool commit);
+/* "<db>.<coll>" into out. */
+void wire_ns(char *out, size_t cap, const char *db, const char *coll);
+/* The sub-document (or, array: array) key of doc as a view: true when present and of
+ * that type. */
+bool wire_sub_view(const bson_t *doc, const char *key, bool array, bson_t *view);
+/* Now, in ms since the epoch ($currentDate, $$NOW). */
+int64_t wire_now_ms(void);
+/* A find's (count: a count's or distinct's) arguments of c->cmd into a: 0 or a wire_fail
+ * code (238 for the options docfs has not yet). */
+int wire_find_args(struct wire_ctx *c, struct wire_find_args *a, bool count);
+/* The command's lsid (a view in *view), or NULL. */
+const bson_t *wire_lsid(struct wire_ctx *c, bson_t *view);
+/* {cursor: {<key>: [], id: 0, ns}} appended to reply. */
+void wire_empty_cursor(bson_t *reply, const char *ns, const char *key);
+/* A heap wire_stream of next, done (may be NULL), free and src (Owned by it). */
+struct wire_stream *wire_stream_new(int (*next)(void *, struct dfs_buf *, bool (*)(void *), void *,
+						struct dfs_err *),
+				    bool (*done)(void *), void (*fr)(void *), void *src);
+
+/* ---- the command handlers (cmd_admin.c, cmd_write.c, cmd_find.c, cmd_agg.c, cmd_index.c,
+ * cmd_ops.c) ------------------------------------------------------------------------------ */
 
 int wire_cmd_hello(struct wire_ctx *c, bson_t *reply);
 int wire_cmd_ping(struct wire_ctx *c, bson_t *reply);
@@ -230,6 +283,7 @@ int wire_cmd_list_databases(struct wire_ctx *c, bson_t *reply);
 int wire_cmd_list_collections(struct wire_ctx *c, bson_t *reply);
 int wire_cmd_create(struct wire_ctx *c, bson_t *reply);
 int wire_cmd_drop(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_convert_to_capped(struct wire_ctx *c, bson_t *reply);
 int wire_cmd_drop_database(struct wire_ctx *c, bson_t *reply);
 int wire_cmd_db_stats(struct wire_ctx *c, bson_t *reply);
 int wire_cmd_coll_stats(struct wire_ctx *c, bson_t *reply);
@@ -282,6 +336,8 @@ void wire_server_stop(struct wire_server *w);
 /* The process id of a Unix socket connection's client (0: TCP, unknown, or cn NULL): the
  * "client" of its operations in currentOp and system.profile, as a FUSE caller's pid. */
 int wire_conn_pid(const struct wire_conn *cn);
+/* A TCP connection's client address ("127.0.0.1:51234"), or "" (Unix sockets, cn NULL). */
+const char *wire_conn_addr(const struct wire_conn *cn);
 /* Connections open now (serverStatus connections.current). */
 int wire_server_connections(void);
 

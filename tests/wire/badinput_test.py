@@ -247,6 +247,13 @@ def run(port, log, srv):
     s.close()
     cl.t.side.drop()
 
+    # the profiler names a TCP client by its address
+    cl.t.command("profile", 2)
+    cl.t.c.find_one({"_id": 42})
+    cl.t.command("profile", 0)
+    e = cl.t.system.profile.find_one({"op": "query", "command.filter": {"_id": 42}})
+    check(e is not None and e["client"].startswith("127.0.0.1:"), "profile client %r" % e)
+
     # a command on a missing database
     r = cl.nosuchdb.command("find", "nosuch")
     check(r["cursor"]["firstBatch"] == [] and r["cursor"]["id"] == 0, "a missing database")

@@ -259,6 +259,21 @@ def run(sock, port):
           ex["executionStats"]["nReturned"])
     ex = db.command("explain", {"count": "items", "query": {"x": 3}}, verbosity="queryPlanner")
     check("queryPlanner" in ex, "explain count")
+    before = c.count_documents({"xx": 1})
+    ex = db.command("explain", {"update": "items", "updates": [
+        {"q": {"x": 3}, "u": {"$set": {"xx": 1}}, "multi": True}]}, verbosity="executionStats")
+    st = ex["executionStats"]["executionStages"]
+    check(ex["queryPlanner"]["winningPlan"]["stage"] == "UPDATE" and
+          ex["queryPlanner"]["winningPlan"]["inputStage"]["inputStage"]["stage"] == "IXSCAN" and
+          st["nMatched"] == 50 and st["nWouldModify"] == 50, "explain of update %r" % st)
+    ex = db.command("explain", {"delete": "items", "deletes": [{"q": {"x": 3}, "limit": 1}]},
+                    verbosity="executionStats")
+    check(ex["executionStats"]["executionStages"]["nWouldDelete"] == 1, "explain of delete")
+    ex = db.command("explain", {"findAndModify": "items", "query": {"x": 3},
+                                "remove": True}, verbosity="queryPlanner")
+    check(ex["queryPlanner"]["winningPlan"]["stage"] == "DELETE", "explain of findAndModify")
+    check(c.count_documents({"xx": 1}) == before and c.count_documents({"x": 3}) == 50,
+          "explain wrote nothing")
     names = sorted(ix["name"] for ix in c.list_indexes())
     check(names == ["_id_", "x_1"], "list_indexes %r" % names)
     c.create_index([("name", pymongo.ASCENDING)], unique=True, sparse=True)
@@ -331,6 +346,12 @@ def run(sock, port):
     opts = db.capped1.options()
     check(opts.get("capped") is True and opts.get("max") == 3, "options %r" % opts)
     expect_code(48, db.command, "create", "capped1")
+    db.tocap.insert_many([{"_id": i} for i in range(10)])
+    db.command("convertToCapped", "tocap", size=4096, max=4)
+    check([d["_id"] for d in db.tocap.find()] == [6, 7, 8, 9] and
+          db.tocap.options().get("capped") is True, "convertToCapped keeps the newest 4")
+    db.tocap.drop()
+    expect_code(26, db.command, "convertToCapped", "nosuch", size=4096)
     colls = sorted(db.list_collection_names())
     check(colls == ["capped1", "items", "zeros"], "list_collection_names %r" % colls)
     check([x["name"] for x in db.list_collections(filter={"name": "items"})] == ["items"],
@@ -343,6 +364,10 @@ def run(sock, port):
           cs[0]["count"]["count"] == c.count_documents({}) and cs[0]["ns"] == "shop.items",
           "$collStats %r" % cs)
     expect_code(238, lambda: list(c.aggregate([{"$collStats": {"latencyStats": {}}}])))
+    tot = list(c.aggregate([{"$collStats": {"storageStats": {}}},
+                            {"$group": {"_id": None, "v": {"$sum": "$storageStats.count"}}}]))
+    check(tot == [{"_id": None, "v": c.count_documents({})}], "$collStats then $group %r" % tot)
+    check(sorted(db.list_collection_names()) == colls, "$collStats left no collection")
     ds = db.command("dbStats")
     check(ds["collections"] == 3 and ds["db"] == "shop", "dbStats %r" % ds)
     expect_code(26, db.command, "collStats", "nosuch")

@@ -1,0 +1,482 @@
+/*
+ * cmd_write.c - the write commands: insert, update, delete and findAndModify. Each reads its
+ * arguments and runs the engine's own function (store_doc_insert, query_update_run,
+ * query_delete_run, query_find_modify) as the mount's write paths do: only the commands'
+ * argument and reply shapes are here.
+ *
+ * Design notes
+ * 1. An insert batch runs in one write transaction; when a document fails, the transaction
+ *    is rolled back and the documents before it are inserted again in their own, so that an
+ *    ordered batch keeps exactly the documents before its first error and an unordered one
+ *    every document but the failed ones, as MongoDB's. Each update and delete statement is
+ *    its own transaction (query/write.c: all or nothing per statement).
+ * 2. Errors of a statement are writeErrors with ok: 1; errors of the command itself
+ *    (arguments) are {ok: 0, code}.
+ */
+#include "wire.h"
+#include "fs_int.h"
+#include "query.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The documents of a write command: the kind-1 section named id, else the array id of the
+ * command; each as its bytes in the message (not as bson_t: a bson_init_static view points
+ * into itself and must not be moved by a realloc). d Owned (free). */
+struct doc_list {
+	struct {
+		const uint8_t *data;
+		uint32_t len;
+	} * d;
+	size_t n, cap;
+};
+
+static void list_add(struct doc_list *l, const uint8_t *data, uint32_t len)
+{
+	if (l->n == l->cap) {
+		l->cap = l->cap ? l->cap * 2 : 64;
+		l->d = realloc(l->d, l->cap * sizeof(*l->d));
+		if (!l->d)
+			abort();
+	}
+	l->d[l->n].data = data;
+	l->d[l->n].len = len;
+	l->n++;
+}
+
+/* Document i of l as a view in *view (valid with the message). */
+static const bson_t *list_doc(const struct doc_list *l, size_t i, bson_t *view)
+{
+	if (!bson_init_static(view, l->d[i].data, l->d[i].len))
+		bson_init(view); /* cannot happen: frame.c checked every document */
+	return view;
+}
+
+static int list_seq_cb(void *ctx, const bson_t *doc)
+{
+	list_add(ctx, bson_get_data(doc), doc->len);
+	return 0;
+}
+
+static int doc_list(struct wire_ctx *c, const char *id, struct doc_list *l)
+{
+	bson_iter_t it, arr;
+
+	memset(l, 0, sizeof(*l));
+	for (int i = 0; i < c->msg->nseq; i++)
+		if (!strcmp(c->msg->seq[i].id, id))
+			wire_seq_each(&c->msg->seq[i], list_seq_cb, l);
+	if (bson_iter_init_find(&it, c->cmd, id)) {
+		if (!BSON_ITER_HOLDS_ARRAY(&it) || !bson_iter_recurse(&it, &arr))
+			return wire_fail(c, 14, "TypeMismatch",
+					 "BSON field '%s.%s' is the wrong type, expected type "
+					 "'array'",
+					 c->name, id);
+		while (bson_iter_next(&arr)) {
+			const uint8_t *data;
+			uint32_t len;
+
+			if (!BSON_ITER_HOLDS_DOCUMENT(&arr))
+				return wire_fail(
+					c, 14, "TypeMismatch",
+					"BSON field '%s.%s.%s' is the wrong type, expected "
+					"type 'object'",
+					c->name, id, bson_iter_key(&arr));
+			bson_iter_document(&arr, &len, &data);
+			list_add(l, data, len);
+		}
+	}
+	if (l->n == 0 || l->n > WIRE_MAX_WRITE_BATCH)
+		return wire_fail(c, 16, "InvalidLength",
+				 "Write batch sizes must be between 1 and %d. Got %zu operations.",
+				 WIRE_MAX_WRITE_BATCH, l->n);
+	return 0;
+}
+
+/* The writeErrors entry of a failed statement i. */
+static void write_error(bson_t *errs, int *nerrs, int64_t i, const struct dfs_err *e,
+			const char *errmsg)
+{
+	const char *name;
+	int code = query_error_code(e, &name);
+	char key[24];
+	bson_t one;
+
+	snprintf(key, sizeof(key), "%d", (*nerrs)++);
+	BSON_APPEND_DOCUMENT_BEGIN(errs, key, &one);
+	wire_append_count(&one, "index", i);
+	BSON_APPEND_INT32(&one, "code", code);
+	BSON_APPEND_UTF8(&one, "codeName", name);
+	BSON_APPEND_UTF8(&one, "errmsg", errmsg ? errmsg : e->msg);
+	bson_append_document_end(errs, &one);
+}
+
+/* ---- insert ------------------------------------------------------------------------------ */
+
+/* Inserts docs [from, to) into name in one transaction (note 1): 0, or the error with *bad
+ * the failing document's index (-1: the transaction itself failed). */
+static int insert_range(struct wire_ctx *c, const char *name, struct doc_list *docs, size_t from,
+			size_t to, int64_t *bad, struct dfs_err *err)
+{
+	struct store_attrs a = {0644, getuid(), getgid(), 0};
+	struct wire_coll x;
+	int rc;
+
+	*bad = -1;
+	if (from >= to)
+		return 0;
+	if ((rc = wire_coll_open(c, name, WIRE_COLL_CREATE, &x)))
+		return dfs_err_set(err, DFS_EIO, "%s", c->errmsg);
+	for (size_t i = from; i < to; i++) {
+		bson_t prepared, view;
+
+		if ((rc = store_doc_prepare(list_doc(docs, i, &view), NULL, &prepared, err))) {
+			*bad = (int64_t)i;
+			break;
+		}
+		rc = store_doc_insert(x.t, x.co.id, &prepared, &a, NULL, err);
+		if (rc == DFS_EEXIST && strncmp(err->msg, "E11000", 6) != 0) {
+			/* the _id clash: MongoDB's message */
+			bson_iter_t it;
+			struct dfs_buf v;
+			char ns[2 * DFS_MAX_NS_NAME + 2];
+
+			dfs_buf_init(&v);
+			if (bson_iter_init_find(&it, &prepared, "_id"))
+				store_codec_render_value(bson_iter_value(&it), &v, NULL);
+			wire_ns(ns, sizeof(ns), c->db, name);
+			dfs_err_clear(err);
+			dfs_err_set(err, DFS_EEXIST,
+				    "E11000 duplicate key error collection: %s index: _id_ dup "
+				    "key: { _id: %s }",
+				    ns, v.data ? v.data : "");
+			dfs_buf_release(&v);
+		}
+		bson_destroy(&prepared);
+		if (rc) {
+			*bad = (int64_t)i;
+			break;
+		}
+	}
+	if (rc) {
+		store_txn_abort(x.t);
+		return rc;
+	}
+	if ((rc = store_txn_commit(x.t, err)))
+		*bad = -1;
+	return rc;
+}
+
+int wire_cmd_insert(struct wire_ctx *c, bson_t *reply)
+{
+	char name[DFS_MAX_NS_NAME + 1];
+	struct doc_list docs = {0};
+	bson_t errs = BSON_INITIALIZER;
+	bool ordered = true;
+	int64_t n = 0;
+	int nerrs = 0, rc;
+	size_t i = 0;
+
+	if ((rc = wire_arg_coll(c, name, sizeof(name))) || (rc = doc_list(c, "documents", &docs)))
+		goto done;
+	wire_arg_bool(c, "ordered", &ordered);
+	while (i < docs.n) {
+		struct dfs_err err = {0}, first = {0};
+		int64_t bad, failed;
+
+		rc = insert_range(c, name, &docs, i, docs.n, &bad, &err);
+		if (!rc) {
+			n += (int64_t)(docs.n - i);
+			break;
+		}
+		if (bad < 0) { /* the transaction, not a document */
+			rc = c->code ? c->code : wire_fail_dfs(c, &err);
+			goto done;
+		}
+		/* the documents before the failed one again, on their own (note 1) */
+		do {
+			failed = bad;
+			first = err;
+			dfs_err_clear(&err);
+			rc = insert_range(c, name, &docs, i, (size_t)failed, &bad, &err);
+		} while (rc && bad >= 0);
+		if (rc) {
+			rc = c->code ? c->code : wire_fail_dfs(c, &err);
+			goto done;
+		}
+		n += failed - (int64_t)i;
+		write_error(&errs, &nerrs, failed, &first, NULL);
+		i = (size_t)failed + 1;
+		if (ordered)
+			break;
+	}
+	rc = 0;
+	wire_append_count(reply, "n", n);
+	if (nerrs)
+		BSON_APPEND_ARRAY(reply, "writeErrors", &errs);
+	{
+		struct fs_curop *op = fs_curop_current();
+
+		if (op)
+			op->ninserted += n;
+	}
+done:
+	free(docs.d);
+	bson_destroy(&errs);
+	return rc;
+}
+
+/* ---- update, delete ------------------------------------------------------------------- */
+
+/* Runs one update statement st; *r filled. 0, DFS_ENOENT (nothing to update), or an
+ * error in err. */
+static int update_one(struct wire_ctx *c, const char *name, const bson_t *st,
+		      struct query_write_result *r, struct dfs_err *err)
+{
+	struct query_write_opts o = {.now_ms = wire_now_ms()};
+	bson_t q, u, af;
+	bson_iter_t it;
+	struct wire_coll x;
+	int rc;
+
+	if (bson_iter_init_find(&it, st, "u") && BSON_ITER_HOLDS_ARRAY(&it))
+		return dfs_err_set(err, DFS_EPERM,
+				   "updates with an aggregation pipeline are not supported by "
+				   "docfs");
+	if (!wire_sub_view(st, "u", false, &u))
+		return dfs_err_set(err, DFS_EINVAL, "update statement needs 'u', a document");
+	o.filter = wire_sub_view(st, "q", false, &q) ? &q : NULL;
+	o.update = &u;
+	o.array_filters = wire_sub_view(st, "arrayFilters", true, &af) ? &af : NULL;
+	if (bson_iter_init_find(&it, st, "multi"))
+		o.multi = bson_iter_as_bool(&it);
+	if (bson_iter_init_find(&it, st, "upsert"))
+		o.upsert = bson_iter_as_bool(&it);
+	rc = wire_coll_open(c, name, o.upsert ? WIRE_COLL_CREATE : WIRE_COLL_WRITE, &x);
+	if (rc == DFS_ENOENT)
+		return 0;
+	if (rc)
+		return dfs_err_set(err, c->dfs_code ? c->dfs_code : DFS_EIO, "%s", c->errmsg);
+	if ((rc = query_update_run(x.t, x.co.id, &o, r, err))) {
+		store_txn_abort(x.t);
+		return rc;
+	}
+	return store_txn_commit(x.t, err);
+}
+
+int wire_cmd_update(struct wire_ctx *c, bson_t *reply)
+{
+	char name[DFS_MAX_NS_NAME + 1];
+	struct doc_list sts = {0};
+	bson_t errs = BSON_INITIALIZER, ups = BSON_INITIALIZER;
+	bool ordered = true;
+	int64_t n = 0, modified = 0;
+	int nerrs = 0, nups = 0, rc;
+
+	if ((rc = wire_arg_coll(c, name, sizeof(name))) || (rc = doc_list(c, "updates", &sts)))
+		goto done;
+	wire_arg_bool(c, "ordered", &ordered);
+	for (size_t i = 0; i < sts.n; i++) {
+		struct query_write_result r = {0};
+		struct dfs_err err = {0};
+		bson_t view;
+
+		if (update_one(c, name, list_doc(&sts, i, &view), &r, &err)) {
+			write_error(&errs, &nerrs, (int64_t)i, &err, NULL);
+			query_write_result_release(&r);
+			c->code = 0;
+			if (ordered)
+				break;
+			continue;
+		}
+		n += r.matched + r.upserted;
+		modified += r.modified;
+		if (r.upserted_id) {
+			bson_t one;
+			bson_iter_t it;
+			char key[24];
+
+			snprintf(key, sizeof(key), "%d", nups++);
+			BSON_APPEND_DOCUMENT_BEGIN(&ups, key, &one);
+			wire_append_count(&one, "index", (int64_t)i);
+			if (bson_iter_init_find(&it, r.upserted_id, "_id"))
+				bson_append_iter(&one, "_id", -1, &it);
+			bson_append_document_end(&ups, &one);
+		}
+		query_write_result_release(&r);
+	}
+	rc = 0;
+	wire_append_count(reply, "n", n);
+	wire_append_count(reply, "nModified", modified);
+	if (nups)
+		BSON_APPEND_ARRAY(reply, "upserted", &ups);
+	if (nerrs)
+		BSON_APPEND_ARRAY(reply, "writeErrors", &errs);
+	{
+		struct fs_curop *op = fs_curop_current();
+
+		if (op) {
+			op->nmatched += n;
+			op->nmodified += modified;
+		}
+	}
+done:
+	free(sts.d);
+	bson_destroy(&errs);
+	bson_destroy(&ups);
+	return rc;
+}
+
+static int delete_one(struct wire_ctx *c, const char *name, const bson_t *st, int64_t *n,
+		      struct dfs_err *err)
+{
+	struct query_write_opts o = {0};
+	struct query_write_result r = {0};
+	bson_t q;
+	bson_iter_t it;
+	struct wire_coll x;
+	int64_t limit = 0;
+	int rc;
+
+	*n = 0;
+	if (!wire_sub_view(st, "q", false, &q))
+		return dfs_err_set(err, DFS_EINVAL, "delete statement needs 'q', a document");
+	if (bson_iter_init_find(&it, st, "limit"))
+		limit = bson_iter_as_int64(&it);
+	if (limit != 0 && limit != 1)
+		return dfs_err_set(err, DFS_EINVAL,
+				   "The limit field in delete objects must be 0 "
+				   "or 1. Got %lld",
+				   (long long)limit);
+	o.filter = &q;
+	o.multi = limit == 0;
+	o.remove = true;
+	rc = wire_coll_open(c, name, WIRE_COLL_WRITE, &x);
+	if (rc == DFS_ENOENT)
+		return 0;
+	if (rc)
+		return dfs_err_set(err, c->dfs_code ? c->dfs_code : DFS_EIO, "%s", c->errmsg);
+	if ((rc = query_delete_run(x.t, x.co.id, &o, &r, err))) {
+		store_txn_abort(x.t);
+		query_write_result_release(&r);
+		return rc;
+	}
+	*n = r.deleted;
+	query_write_result_release(&r);
+	return store_txn_commit(x.t, err);
+}
+
+int wire_cmd_delete(struct wire_ctx *c, bson_t *reply)
+{
+	char name[DFS_MAX_NS_NAME + 1];
+	struct doc_list sts = {0};
+	bson_t errs = BSON_INITIALIZER;
+	bool ordered = true;
+	int64_t n = 0;
+	int nerrs = 0, rc;
+
+	if ((rc = wire_arg_coll(c, name, sizeof(name))) || (rc = doc_list(c, "deletes", &sts)))
+		goto done;
+	wire_arg_bool(c, "ordered", &ordered);
+	for (size_t i = 0; i < sts.n; i++) {
+		struct dfs_err err = {0};
+		bson_t view;
+		int64_t k;
+
+		if (delete_one(c, name, list_doc(&sts, i, &view), &k, &err)) {
+			write_error(&errs, &nerrs, (int64_t)i, &err, NULL);
+			c->code = 0;
+			if (ordered)
+				break;
+			continue;
+		}
+		n += k;
+	}
+	rc = 0;
+	wire_append_count(reply, "n", n);
+	if (nerrs)
+		BSON_APPEND_ARRAY(reply, "writeErrors", &errs);
+	{
+		struct fs_curop *op = fs_curop_current();
+
+		if (op)
+			op->ndeleted += n;
+	}
+done:
+	free(sts.d);
+	bson_destroy(&errs);
+	return rc;
+}
+
+int wire_cmd_find_and_modify(struct wire_ctx *c, bson_t *reply)
+{
+	struct query_write_opts o = {.now_ms = wire_now_ms()};
+	struct query_write_result r = {0};
+	struct dfs_err err = {0};
+	char name[DFS_MAX_NS_NAME + 1];
+	bson_t q, sort, fields, u, af, leo;
+	bson_iter_t it;
+	struct wire_coll x;
+	int rc;
+
+	if ((rc = wire_arg_coll(c, name, sizeof(name))))
+		return rc;
+	o.filter = wire_sub_view(c->cmd, "query", false, &q) ? &q : NULL;
+	o.sort = wire_sub_view(c->cmd, "sort", false, &sort) ? &sort : NULL;
+	o.projection = wire_sub_view(c->cmd, "fields", false, &fields) ? &fields : NULL;
+	o.array_filters = wire_sub_view(c->cmd, "arrayFilters", true, &af) ? &af : NULL;
+	wire_arg_bool(c, "remove", &o.remove);
+	wire_arg_bool(c, "new", &o.return_new);
+	wire_arg_bool(c, "upsert", &o.upsert);
+	if (bson_iter_init_find(&it, c->cmd, "update") && BSON_ITER_HOLDS_ARRAY(&it))
+		return wire_fail(c, 238, "NotImplemented",
+				 "updates with an aggregation pipeline are not supported by docfs");
+	if (wire_sub_view(c->cmd, "update", false, &u))
+		o.update = &u;
+	if (o.remove && o.update)
+		return wire_fail(c, 9, "FailedToParse",
+				 "Cannot specify both an update and remove=true");
+	if (!o.remove && !o.update)
+		return wire_fail(c, 9, "FailedToParse",
+				 "Either an update or remove=true must be specified");
+	if (o.remove && o.upsert)
+		return wire_fail(c, 9, "FailedToParse",
+				 "Cannot specify both upsert=true and remove=true");
+	if (o.remove && o.return_new)
+		return wire_fail(c, 9, "FailedToParse",
+				 "Cannot specify both new=true and remove=true; 'remove' always "
+				 "returns the deleted document");
+	rc = wire_coll_open(c, name, o.upsert ? WIRE_COLL_CREATE : WIRE_COLL_WRITE, &x);
+	if (rc == DFS_ENOENT) {
+		rc = 0;
+		goto reply;
+	}
+	if (rc)
+		return rc;
+	if ((rc = query_find_modify(x.t, x.co.id, &o, &r, &err))) {
+		store_txn_abort(x.t);
+		query_write_result_release(&r);
+		return wire_fail_dfs(c, &err);
+	}
+	if ((rc = store_txn_commit(x.t, &err))) {
+		query_write_result_release(&r);
+		return wire_fail_dfs(c, &err);
+	}
+reply:
+	BSON_APPEND_DOCUMENT_BEGIN(reply, "lastErrorObject", &leo);
+	wire_append_count(&leo, "n", o.remove ? r.deleted : r.matched + r.upserted);
+	if (!o.remove)
+		BSON_APPEND_BOOL(&leo, "updatedExisting", r.matched > 0);
+	if (r.upserted_id && bson_iter_init_find(&it, r.upserted_id, "_id"))
+		bson_append_iter(&leo, "upserted", -1, &it);
+	bson_append_document_end(reply, &leo);
+	if (r.value)
+		BSON_APPEND_DOCUMENT(reply, "value", r.value);
+	else
+		BSON_APPEND_NULL(reply, "value");
+	query_write_result_release(&r);
+	return 0;
+}
