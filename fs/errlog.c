@@ -28,6 +28,7 @@ int fs_errno(int code)
 		return 0;
 	case DFS_EINVAL:
 	case DFS_EINCOMPLETE:
+	case DFS_ETYPE:
 		return EINVAL;
 	case DFS_ENOENT:
 		return ENOENT;

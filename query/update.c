@@ -981,7 +981,7 @@ static int parse_operand(struct query_update *u, int op, struct uleaf *l, const 
 	case OP_MUL:
 		l->op = op == OP_INC ? U_INC : U_MUL;
 		if (!is_number(v->value_type))
-			return dfs_err_set(err, DFS_EINVAL,
+			return dfs_err_set(err, DFS_ETYPE,
 					   "Cannot %s with non-numeric argument: {%s: %s}",
 					   op == OP_INC ? "increment" : "multiply", l->path,
 					   value_render(v, vb, sizeof(vb)));
@@ -2141,7 +2141,7 @@ static int apply_numeric(struct actx *a, const struct uleaf *l, struct slot *s)
 		return slot_put(a, s, n);
 	}
 	if (!is_number(s->node->type))
-		return dfs_err_set(a->err, DFS_EINVAL,
+		return dfs_err_set(a->err, DFS_ETYPE,
 				   "Cannot apply %s to a value of non-numeric type. {_id: %s} has "
 				   "the field '%s' of non-numeric type %s",
 				   l->opname, id_text(a, ib, sizeof(ib)), s->name,

@@ -460,6 +460,7 @@ int query_error_code(const struct dfs_err *e, const char **name)
 		{1, "InternalError"},
 		{72, "InvalidOptions"},
 		{146, "ExceededMemoryLimit"},
+		{14, "TypeMismatch"},
 	};
 	int code;
 
@@ -493,6 +494,9 @@ int query_error_code(const struct dfs_err *e, const char **name)
 		break;
 	case DFS_ENOMEM:
 		code = 146;
+		break;
+	case DFS_ETYPE:
+		code = 14;
 		break;
 	case DFS_EIO:
 	case DFS_ECORRUPT:

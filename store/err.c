@@ -75,6 +75,7 @@ const char *dfs_code_name(int code)
 		[DFS_ETIMEDOUT] = "timed out",
 		[DFS_ESTALE] = "stale",
 		[DFS_ENOSPC] = "no space",
+		[DFS_ETYPE] = "type mismatch",
 	};
 
 	if (code < 0 || (size_t)code >= sizeof(names) / sizeof(names[0]) || !names[code])

@@ -41,6 +41,7 @@ enum dfs_code {
 	DFS_ETIMEDOUT, /* an operation ran past its time limit (maxTimeMS) */
 	DFS_ESTALE,    /* a position is gone: a tailable read overtaken (CappedPositionLost) */
 	DFS_ENOSPC,    /* the store's file system is full (space.c) */
+	DFS_ETYPE,     /* a value of the wrong type for the operation (MongoDB's TypeMismatch) */
 };
 
 struct dfs_err {

@@ -200,6 +200,12 @@ def run(sock, port):
         raise AssertionError("_id changed")
     except OperationFailure as e:
         check(e.code == 66, "ImmutableField %r" % e.code)
+    # $inc of a string: 14 TypeMismatch, as MongoDB answers (issue 29)
+    c.insert_one({"_id": "str", "s": "x"})
+    e = expect_code(14, c.update_one, {"_id": "str"}, {"$inc": {"s": 1}})
+    check(e.details.get("codeName") == "TypeMismatch" if e.details else True, "codeName %r" % e.details)
+    expect_code(14, c.update_one, {"_id": "str"}, {"$inc": {"n": "one"}})
+    c.delete_one({"_id": "str"})
 
     # cursors
     ids = [d["_id"] for d in c.find({}, {"_id": 1}).sort("_id", 1).batch_size(7)]
