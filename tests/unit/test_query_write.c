@@ -229,7 +229,7 @@ START_TEST(test_query_update_run_error_changes_nothing)
 	char *before = dump(), *after;
 
 	/* The second document fails ($inc on an array): the first must not stay changed. */
-	ck_assert_int_eq(run_update("{}", "{$inc: {tags: 1}}", true, false, &r, &err), DFS_EINVAL);
+	ck_assert_int_eq(run_update("{}", "{$inc: {tags: 1}}", true, false, &r, &err), DFS_ETYPE);
 	query_write_result_release(&r);
 	after = dump();
 	ck_assert_str_eq(before, after);
