@@ -2149,8 +2149,9 @@ static int doc_dry_run(struct fs_handle *h, struct dfs_err *err)
 		dfs_err_clear(err);
 	}
 	store_txn_abort(t);
-	/* Only what the content decides: the store being busy or full is the close's. */
-	if (rc == DFS_EBUSY || rc == DFS_EIO || rc == DFS_ENOSPC) {
+	/* Only what the content decides: the store being busy or full, or the collection
+	 * gone meanwhile, is the close's. */
+	if (rc == DFS_EBUSY || rc == DFS_EIO || rc == DFS_ENOSPC || rc == DFS_ENOENT) {
 		dfs_err_clear(err);
 		rc = 0;
 	}
