@@ -96,7 +96,8 @@ static void entry_attrs(struct store_git *g, git_tree *t, struct store_git_entry
 			attrs_clear(g);
 			return;
 		}
-		qsort(g->attrs, g->nattrs, sizeof(*g->attrs), attr_cmp);
+		if (g->nattrs)
+			qsort(g->attrs, g->nattrs, sizeof(*g->attrs), attr_cmp);
 		g->attrs_oid = *git_tree_entry_id(ae);
 	}
 	out->has_attrs = true;
