@@ -1261,6 +1261,40 @@ START_TEST(test_store_entry_set_atime_keeps_it_apart)
 }
 END_TEST
 
+/* A version-5 database (before atime and chtime) is sound to docfs check as it is, and
+ * opening it adds the columns; what it held reads as before (atime: the mtime). */
+START_TEST(test_store_check_and_migrate_schema_5)
+{
+	struct dfs_err err = {0};
+	struct store_entry e, got;
+	struct store_txn *t;
+	int64_t c = make_coll("old5");
+	char path[400], *msg = NULL;
+	sqlite3 *h;
+
+	ck_assert_msg(write_doc(c, "a.json", "{}", &e, &err) == 0, "%s", err.msg);
+	store_free(st);
+	snprintf(path, sizeof(path), "%s/shop.db", tmpdir);
+	ck_assert_int_eq(sqlite3_open(path, &h), SQLITE_OK);
+	ck_assert_msg(sqlite3_exec(h,
+				   "ALTER TABLE docs DROP COLUMN atime;"
+				   "ALTER TABLE files DROP COLUMN atime;"
+				   "ALTER TABLE colls DROP COLUMN chtime; PRAGMA user_version = 5",
+				   NULL, NULL, &msg) == SQLITE_OK,
+		      "%s", msg);
+	sqlite3_close(h);
+	ck_assert_int_eq(store_open(tmpdir, false, &st, &err), 0);
+	check_clean();
+	ck_assert_msg(store_db_get(st, "shop", false, &db, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(store_txn_begin(db, false, &t, &err), 0);
+	ck_assert_int_eq(store_entry_lookup(t, c, "a.json", &got, &err), 0);
+	store_txn_abort(t);
+	ck_assert_int_eq(got.id, e.id);
+	ck_assert_int_eq(got.atime_ns, got.mtime_ns);
+	check_clean();
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
 	Suite *s = suite_create("store");
@@ -1298,6 +1332,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_store_check_finds_doc_outside_runs);
 	tcase_add_test(tc, test_store_db_get_migrates_schema_3);
 	tcase_add_test(tc, test_store_entry_set_atime_keeps_it_apart);
+	tcase_add_test(tc, test_store_check_and_migrate_schema_5);
 	tcase_add_test(tc, test_store_thread_stop_interrupts_and_never_commits);
 	suite_add_tcase(s, tc);
 	return s;
