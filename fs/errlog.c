@@ -56,6 +56,8 @@ int fs_errno(int code)
 		return ETIMEDOUT;
 	case DFS_ESTALE:
 		return ESTALE;
+	case DFS_EXDEV:
+		return EXDEV;
 	default:
 		return EIO;
 	}

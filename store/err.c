@@ -74,6 +74,7 @@ const char *dfs_code_name(int code)
 		[DFS_EINTR] = "interrupted",
 		[DFS_ETIMEDOUT] = "timed out",
 		[DFS_ESTALE] = "stale",
+		[DFS_EXDEV] = "cross-device move",
 	};
 
 	if (code < 0 || (size_t)code >= sizeof(names) / sizeof(names[0]) || !names[code])
