@@ -114,15 +114,17 @@ for i in 1 2 3 4 5; do
 done
 
 step "setattr while another process holds the write lock fails cleanly (EBUSY)"
-python3 - "$STORE/db.db" <<'PY' &
+python3 - "$STORE/db.db" "$T/locked" <<'PY' &
 import sqlite3, sys, time
 con = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)
 con.execute("BEGIN IMMEDIATE")
+open(sys.argv[2], "w").close()
 time.sleep(12)
 con.execute("ROLLBACK")
 PY
 locker=$!
-sleep 1
+# Once it holds the lock (a fixed sleep lost the race on a loaded machine).
+wait_file "$T/locked" || fail "the locker did not take the write lock"
 expect_fail "chmod under a held write lock" chmod 600 "$MNT/db/c/b.json"
 wait "$locker"
 chmod 600 "$MNT/db/c/b.json" || fail "chmod after the lock is released (the mount died?)"
