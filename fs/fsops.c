@@ -3488,10 +3488,7 @@ static void fsop_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fus
 		return;
 	}
 	base = newname;
-	if (p->kind == FSN_SAVED_DIR || p->kind == FSN_SDIR || np->kind == FSN_SDIR) {
-		name = store_name(p, name, src_full, sizeof(src_full));
-		newname = store_name(np, newname, dst_full, sizeof(dst_full));
-	} else if (is_json_name(newname)) {
+	if (np->kind == FSN_COLL && is_json_name(newname)) {
 		bson_init(&id);
 		rc = store_name_to_id(newname, strlen(newname) - 5, &id, &err);
 		bson_destroy(&id);
@@ -3500,6 +3497,10 @@ static void fsop_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fus
 			reply_dfs(req, &err, "rename");
 			return;
 		}
+	}
+	if (p->kind == FSN_SAVED_DIR || p->kind == FSN_SDIR || np->kind == FSN_SDIR) {
+		name = store_name(p, name, src_full, sizeof(src_full));
+		newname = store_name(np, newname, dst_full, sizeof(dst_full));
 	}
 	dn = orphan_prepare(np, newname, &de); /* what the rename replaces (note 9) */
 	rc = store_txn_begin(p->db, true, &t, &err);

@@ -62,6 +62,8 @@ expect_eq "$(cat "$C/query/{_id: 1}")" "" "a document moved into a directory is 
 expect_eq "$(jq -c .n "$C/m/one.json")" "1" "its bytes are kept"
 mv "$C/m/one.json" "$C/1.json"
 expect_eq "$(cat "$C/query/{_id: 1}")" '{"_id": 1, "n": 1}' "moved back, it is a document again"
+echo '{}' > "$C/m/x7.json"
+expect_eq "$(pyerr "os.rename('$C/m/x7.json', '$C/007.json')")" "Invalid argument" "out of a directory to a name no document has"
 mkdir "$MNT/shop/other"
 expect_eq "$(pyerr "os.rename('$C/m', '$MNT/shop/other/m')")" "Invalid cross-device link" "a directory to another collection"
 rm -r "$C/a" "$C/m"
