@@ -287,11 +287,10 @@ static int check_db(void *ctx, const char *name)
 		}
 		sqlite3_finalize(st);
 	}
-	/* Versions 1, 3, 5 and 6 are not opened by this docfs yet (it migrates on open): 1 has
-	 * no index entries, neither has runs; 5 and 6 lack only columns of 7 (db.c). */
+	/* Versions 1, 3, 5, 6 and 7 are not opened by this docfs yet (it migrates on open): 1
+	 * has no index entries, neither has runs; 5 to 7 lack only columns of 8 (db.c). */
 	version = one_int(c->h, "PRAGMA user_version");
-	if (version != 1 && version != 3 && version != 5 && version != 6 &&
-	    version != STORE__SCHEMA_VERSION)
+	if (version != 1 && version != 3 && (version < 5 || version > STORE__SCHEMA_VERSION))
 		problem(cc, "%s: unknown schema version %lld", name, (long long)version);
 	if (one_int(c->h, version == 1 ? ids_used_twice_v1 : ids_used_twice) > 0)
 		problem(cc, "%s: an id is used twice", name);
@@ -303,13 +302,13 @@ static int check_db(void *ctx, const char *name)
 		    0)
 		problem(cc, "%s: entries in a collection that does not exist", name);
 	check_docs(cc, name, c->h);
-	if (version == 5 || version == 6 || version == STORE__SCHEMA_VERSION) {
+	if (version >= 5 && version <= STORE__SCHEMA_VERSION) {
 		check_runs(cc, name, c->h);
 		check_capped(cc, name, c->h);
 	}
 	if (version == STORE__SCHEMA_VERSION)
 		check_links(cc, name, c->h);
-	if (version == 3 || version == 5 || version == 6 || version == STORE__SCHEMA_VERSION)
+	if (version == 3 || (version >= 5 && version <= STORE__SCHEMA_VERSION))
 		store__ix_check(c, name, report_problem, cc);
 	store__conn_close(c);
 	return 0;

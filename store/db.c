@@ -134,8 +134,9 @@ static const char *const migrate_3_4_sql =
 /* Version 5 -> 6: atime of documents and scratch files, set only by utimensat (NULL: the
  * mtime, so that an insert writes nothing more); chtime, the last status change of a
  * collection directory (its ctime column is its creation, which its fixed entries show).
- * Version 6 -> 7: ino, the row whose content and attributes a hard link's row names (doc.c
- * note 6). Each column is added unless there (migrate_cols). */
+ * Version 7 -> 8: ino, the row whose content and attributes a hard link's row names (doc.c
+ * note 6); 8, not 7, because main's 7 added other columns: a 7 of either kind is
+ * completed. Each column is added unless there (migrate_cols). */
 static const char *const migrate_cols[][2] = {
 	{"docs", "atime"}, {"files", "atime"}, {"colls", "chtime"}, {"files", "ino"}};
 
@@ -727,7 +728,7 @@ static uint32_t max_db_number(struct store *s)
 	return max;
 }
 
-/* The columns of versions 6 and 7 (migrate_cols), added to tables that lack them. */
+/* The columns of versions 6 to 8 (migrate_cols), added to tables that lack them. */
 static int migrate_columns(sqlite3 *h, struct dfs_err *err)
 {
 	for (size_t i = 0; i < sizeof(migrate_cols) / sizeof(migrate_cols[0]); i++) {
@@ -800,7 +801,7 @@ static int db_init_schema(struct store *s, struct store__conn *c, const char *na
 		if (uv >= 1 && exec_sql(c->h, EVENTS_SQL, err))
 			goto fail;
 		/* Before the index rebuild below: its statements read the new columns. */
-		if (uv >= 1 && uv <= 6 && migrate_columns(c->h, err))
+		if (uv >= 1 && uv <= 7 && migrate_columns(c->h, err))
 			goto fail;
 		if (uv == 1 && exec_sql(c->h, migrate_1_2_sql, err))
 			goto fail;

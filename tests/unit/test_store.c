@@ -1295,6 +1295,39 @@ START_TEST(test_store_check_and_migrate_schema_5)
 }
 END_TEST
 
+/* A version-7 database of main's kind (no files.ino) is sound to docfs check, and opening
+ * it adds the column: hard links work there. */
+START_TEST(test_store_check_and_migrate_schema_7_without_ino)
+{
+	struct dfs_err err = {0};
+	struct store_entry f, l;
+	struct store_txn *t;
+	int64_t c = make_coll("old7");
+	char path[400], *msg = NULL;
+	sqlite3 *h;
+
+	store_free(st);
+	snprintf(path, sizeof(path), "%s/shop.db", tmpdir);
+	ck_assert_int_eq(sqlite3_open(path, &h), SQLITE_OK);
+	ck_assert_msg(sqlite3_exec(h,
+				   "DROP INDEX files_ino; ALTER TABLE files DROP COLUMN ino;"
+				   " PRAGMA user_version = 7",
+				   NULL, NULL, &msg) == SQLITE_OK,
+		      "%s", msg);
+	sqlite3_close(h);
+	ck_assert_int_eq(store_open(tmpdir, false, &st, &err), 0);
+	check_clean();
+	ck_assert_msg(store_db_get(st, "shop", false, &db, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	ck_assert_int_eq(
+		store_file_create(t, c, "f", STORE_KIND_FILE, &attrs, "x", 1, &f, &err), 0);
+	ck_assert_msg(store_file_link(t, f.id, c, "g", &l, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(l.nlink, 2);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	check_clean();
+}
+END_TEST
+
 /* A collect callback of store_entry_list: the names listed, space-separated. */
 static int collect_names(void *ctx, const struct store_entry *e, uint64_t next)
 {
@@ -1452,6 +1485,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_store_db_get_migrates_schema_3);
 	tcase_add_test(tc, test_store_entry_set_atime_keeps_it_apart);
 	tcase_add_test(tc, test_store_check_and_migrate_schema_5);
+	tcase_add_test(tc, test_store_check_and_migrate_schema_7_without_ino);
 	tcase_add_test(tc, test_store_file_link_names_one_file);
 	tcase_add_test(tc, test_store_check_finds_broken_links_and_dirs);
 	tcase_add_test(tc, test_store_thread_stop_interrupts_and_never_commits);
