@@ -60,6 +60,8 @@ int fs_errno(int code)
 		return ESTALE;
 	case DFS_ENOSPC:
 		return ENOSPC;
+	case DFS_EXDEV:
+		return EXDEV;
 	default:
 		return EIO;
 	}

@@ -450,6 +450,8 @@ enum fs_node_kind {
 			 * pending_name: the name when it has options (stats.c) */
 	FSN_CHANGES,	/* ".changes[?opts]" of a collection (coll), a database (coll 0) or the
 			 * mount (db NULL); pending_name: the name when it has options */
+	FSN_SDIR,	/* a scratch directory in a collection, or under one: id = its entry
+			 * id; everything under it is scratch (fsops.c note 10) */
 };
 
 struct fs_node {

@@ -71,6 +71,16 @@
  *    and commit nowhere. O_TRUNC empties a scratch file at the open; a document opened
  *    with O_TRUNC and closed unwritten becomes the empty document, as a created one does.
  *    Creating an entry touches the collection's mtime and ctime, as unlink and rename do.
+ * 10. Scratch directories, fifos, sockets and hard links (issue 28): names in a collection
+ *    that are not documents may be any of these (store/doc.c note 6). A scratch directory
+ *    is an FSN_SDIR node whose entries have the store names "<its id>/<name>" (store_name),
+ *    so everything under it is scratch, whatever its name, and never seen by queries. At
+ *    the top of a collection a document's name stays a document's: no directory, fifo,
+ *    socket or link takes it. Entries move between a collection and its directories with
+ *    rename(2)'s rules (rename_dir_check); a directory stays in its collection. A hard link
+ *    is a name of the same node (one st_ino); unlink and rename remove one name, and the
+ *    node is orphaned (note 9) only with its last. Documents refuse link(): one _id, one
+ *    name. Creating or removing an entry touches its directory's mtime and ctime.
  */
 #define FUSE_USE_VERSION 34
 #include "fs_int.h"
@@ -337,14 +347,20 @@ static void dir_attr(struct stat *st, uint64_t ino, uint32_t mode, uint32_t uid,
 
 static void entry_attr(struct stat *st, uint64_t ino, const struct store_entry *e)
 {
+	static const mode_t types[] = {
+		[STORE_KIND_DOC] = S_IFREG,	[STORE_KIND_FILE] = S_IFREG,
+		[STORE_KIND_SYMLINK] = S_IFLNK, [STORE_KIND_DIR] = S_IFDIR,
+		[STORE_KIND_FIFO] = S_IFIFO,	[STORE_KIND_SOCK] = S_IFSOCK};
+
 	memset(st, 0, sizeof(*st));
 	st->st_ino = ino;
-	st->st_mode = (e->kind == STORE_KIND_SYMLINK ? S_IFLNK : S_IFREG) | (e->mode & 07777);
-	st->st_nlink = 1;
+	st->st_mode = (e->kind >= 1 && e->kind <= STORE_KIND_SOCK ? types[e->kind] : S_IFREG) |
+		      (e->mode & 07777);
+	st->st_nlink = e->kind == STORE_KIND_DIR ? 2 : e->nlink ? e->nlink : 1;
 	st->st_uid = e->uid;
 	st->st_gid = e->gid;
-	st->st_size = e->size;
-	st->st_blocks = (e->size + 511) / 512;
+	st->st_size = e->kind == STORE_KIND_DIR ? 4096 : e->size;
+	st->st_blocks = (st->st_size + 511) / 512;
 	st->st_blksize = 4096;
 	ts_from_ns(&st->st_mtim, e->mtime_ns);
 	ts_from_ns(&st->st_ctim, e->ctime_ns);
@@ -868,6 +884,10 @@ static struct fs_node *stats_node(struct store_db *db, int64_t coll, const char 
 			     (0xfffcULL << 48) | (h & ((1ULL << 48) - 1)));
 }
 
+static const char *store_name(const struct fs_node *p, const char *name, char *buf, size_t cap);
+static struct fs_node *entry_node(struct store_db *db, const struct store_entry *e,
+				  const char *name);
+
 /* Looks name up under parent and returns a referenced node, or NULL with err set. */
 static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct dfs_err *err)
 {
@@ -934,8 +954,24 @@ static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct d
 		if (store_txn_begin(p->db, false, &t, err))
 			return NULL;
 		if (store_entry_lookup(t, p->coll, name, &e, err) == 0)
-			n = fs_node_ref(FSN_ENTRY, p->db, p->coll, e.id, fs_ino_entry(p->db, e.id),
-					name);
+			n = entry_node(p->db, &e, name);
+		store_txn_abort(t);
+		return n;
+	}
+	case FSN_SDIR: {
+		/* note 10: "<dir id>/<name>", always scratch */
+		struct store_entry e;
+		char full[300];
+
+		if (strlen(name) > 255) {
+			dfs_err_set(err, DFS_ENAMETOOLONG, "file name too long");
+			return NULL;
+		}
+		if (store_txn_begin(p->db, false, &t, err))
+			return NULL;
+		if (store_entry_lookup(t, p->coll, store_name(p, name, full, sizeof(full)), &e,
+				       err) == 0)
+			n = entry_node(p->db, &e, name);
 		store_txn_abort(t);
 		return n;
 	}
@@ -1195,10 +1231,43 @@ static struct store_attrs caller_attrs(fuse_req_t req, mode_t mode)
 /* The store's name for name in directory p: saved queries live under SAVED_PREFIX. */
 static const char *store_name(const struct fs_node *p, const char *name, char *buf, size_t cap)
 {
+	if (p->kind == FSN_SDIR) { /* note 10 */
+		snprintf(buf, cap, "%lld/%s", (long long)p->id, name);
+		return buf;
+	}
 	if (p->kind != FSN_SAVED_DIR)
 		return name;
 	snprintf(buf, cap, SAVED_PREFIX "%s", name);
 	return buf;
+}
+
+/* note 10: a directory that holds scratch entries of its own making (files, directories,
+ * fifos, sockets, symlinks, hard links): a collection or a scratch directory. */
+static bool scratch_parent(const struct fs_node *p)
+{
+	return p && (p->kind == FSN_COLL || p->kind == FSN_SDIR);
+}
+
+/* note 10: may name be made in p as a scratch entry other than a regular file? Not a
+ * document's name, nor a fixed entry's, at the top of a collection. */
+static bool scratch_name_ok(const struct fs_node *p, const char *name)
+{
+	return p->kind == FSN_SDIR || (!is_json_name(name) && fixed_index(name) < 0);
+}
+
+/* The node of store entry e named name (one more kernel reference). */
+static struct fs_node *entry_node(struct store_db *db, const struct store_entry *e,
+				  const char *name)
+{
+	return fs_node_ref(e->kind == STORE_KIND_DIR ? FSN_SDIR : FSN_ENTRY, db, e->coll, e->id,
+			   fs_ino_entry(db, e->id), name);
+}
+
+/* note 10: a new or removed entry in p: the directory's mtime and ctime. */
+static int parent_touch(struct store_txn *t, const struct fs_node *p, struct dfs_err *err)
+{
+	return p->kind == FSN_SDIR ? store_file_touch(t, p->id, err)
+				   : store_coll_touch(t, p->coll, 0, err);
 }
 
 /* Is the store name of a scratch file that of a saved query (not an editor's file)? */
@@ -2597,7 +2666,7 @@ static void fsop_create_as(fuse_req_t req, fuse_ino_t parent, const char *name, 
 		ix_create(req, p, name, fi);
 		return;
 	}
-	if (p->kind != FSN_COLL && p->kind != FSN_SAVED_DIR) {
+	if (p->kind != FSN_COLL && p->kind != FSN_SAVED_DIR && p->kind != FSN_SDIR) {
 		reply_msg(req, DFS_EPERM, "create '%s': files live in collections (/<db>/<coll>/)",
 			  name);
 		return;
@@ -2641,7 +2710,7 @@ static void fsop_create_as(fuse_req_t req, fuse_ino_t parent, const char *name, 
 			rc = store_file_create(t, p->coll, store_name(p, name, full, sizeof(full)),
 					       STORE_KIND_FILE, &a, NULL, 0, &e, &err);
 			if (!rc)
-				rc = store_coll_touch(t, p->coll, 0, &err); /* note 9 */
+				rc = parent_touch(t, p, &err); /* note 9 */
 			if (!rc)
 				rc = store_txn_commit(t, &err);
 			else
@@ -2686,26 +2755,53 @@ static void fsop_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 		fuse_reply_err(req, EROFS);
 		return;
 	}
-	if (ix_refuse(req, p, "mknod", name))
+	if (ix_refuse(req, p, "mknod", name) || name_too_long(req, "mknod", name))
 		return;
-	if (!p || p->kind != FSN_COLL || !S_ISREG(mode) || is_json_name(name)) {
-		reply_msg(req, DFS_EPERM, "mknod '%s': only scratch files can be made this way",
+	/* note 10: scratch files, fifos and sockets; no device nodes */
+	if (!scratch_parent(p) || !(S_ISREG(mode) || S_ISFIFO(mode) || S_ISSOCK(mode)) ||
+	    !scratch_name_ok(p, name)) {
+		reply_msg(req, DFS_EPERM,
+			  "mknod '%s': only scratch files, fifos and sockets can be made in a "
+			  "collection (not under a document's name)",
 			  name);
 		return;
 	}
 	rc = store_txn_begin(p->db, true, &t, &err);
 	if (!rc) {
-		rc = store_file_create(t, p->coll, name, STORE_KIND_FILE, &a, NULL, 0, &e, &err);
+		char full[300];
+
+		rc = store_file_create(t, p->coll, store_name(p, name, full, sizeof(full)),
+				       S_ISFIFO(mode)	? STORE_KIND_FIFO
+				       : S_ISSOCK(mode) ? STORE_KIND_SOCK
+							: STORE_KIND_FILE,
+				       &a, NULL, 0, &e, &err);
 		if (!rc)
-			rc = store_coll_touch(t, p->coll, 0, &err); /* note 9 */
+			rc = parent_touch(t, p, &err); /* note 9 */
 		rc = rc ? (store_txn_abort(t), rc) : store_txn_commit(t, &err);
 	}
 	if (rc) {
 		reply_dfs(req, &err, "mknod");
 		return;
 	}
-	reply_entry(req,
-		    fs_node_ref(FSN_ENTRY, p->db, p->coll, e.id, fs_ino_entry(p->db, e.id), name));
+	reply_entry(req, entry_node(p->db, &e, name));
+}
+
+/* Commits what the open files of node n wrote and did not commit yet. */
+static int commit_written(fuse_req_t req, struct fs_node *n, struct dfs_err *err)
+{
+	struct fs_handle *h;
+	int rc = 0;
+
+	pthread_mutex_lock(&handles_lock);
+	for (h = handles; h && !rc; h = h->next) {
+		if (h->node != n || h->kind != FH_ENTRY)
+			continue;
+		pthread_mutex_lock(&h->lock);
+		rc = handle_commit(req, h, err);
+		pthread_mutex_unlock(&h->lock);
+	}
+	pthread_mutex_unlock(&handles_lock);
+	return rc;
 }
 
 static void fsop_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
@@ -2831,10 +2927,17 @@ attrs:
 			atime = now_ns();
 		else if (!(to_set & FUSE_SET_ATTR_ATIME))
 			atime = -1;
-		if (n->kind == FSN_ENTRY || n->kind == FSN_COLL) {
+		/* tar and cp -p set the times on the open file before its close: its bytes are
+		 * committed first, so that the commit does not make the mtime now. */
+		if ((mask & STORE_SET_MTIME) && n->kind == FSN_ENTRY &&
+		    (rc = commit_written(req, n, &err))) {
+			reply_dfs(req, &err, "setattr");
+			return;
+		}
+		if (n->kind == FSN_ENTRY || n->kind == FSN_COLL || n->kind == FSN_SDIR) {
 			t = NULL; /* store_txn_begin leaves it alone when it fails */
 			rc = store_txn_begin(n->db, true, &t, &err);
-			if (!rc && n->kind == FSN_ENTRY) {
+			if (!rc && n->kind != FSN_COLL) {
 				if (mask || atime < 0)
 					rc = store_entry_setattr(t, n->id, mask, &a, &err);
 				if (!rc && atime >= 0)
@@ -2919,9 +3022,39 @@ static void fsop_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 		reply_entry(req, fs_node_ref(FSN_DB, db, 0, 0, fs_ino_db(db), NULL));
 		return;
 	}
+	if (scratch_parent(p)) {
+		/* note 10: a scratch directory */
+		struct store_entry e;
+		char full[300];
+
+		if (p->kind == FSN_COLL && fixed_index(name) >= 0) {
+			fuse_reply_err(req, EEXIST);
+			return;
+		}
+		if (!scratch_name_ok(p, name)) {
+			reply_msg(req, DFS_EPERM,
+				  "mkdir '%s': a name ending in .json is a document's; a directory "
+				  "in a collection takes another name",
+				  name);
+			return;
+		}
+		rc = store_txn_begin(p->db, true, &t, &err);
+		if (!rc) {
+			rc = store_file_create(t, p->coll, store_name(p, name, full, sizeof(full)),
+					       STORE_KIND_DIR, &a, NULL, 0, &e, &err);
+			if (!rc)
+				rc = parent_touch(t, p, &err);
+			rc = rc ? (store_txn_abort(t), rc) : store_txn_commit(t, &err);
+		}
+		if (rc) {
+			reply_dfs(req, &err, "mkdir");
+			return;
+		}
+		reply_entry(req, entry_node(p->db, &e, name));
+		return;
+	}
 	if (p->kind != FSN_DB) {
-		reply_msg(req, DFS_EPERM,
-			  "mkdir '%s': a collection holds documents, not directories", name);
+		reply_msg(req, DFS_EPERM, "mkdir '%s': not in a database or a collection", name);
 		return;
 	}
 	if (changes_name(name) || stats_name(name)) {
@@ -2972,6 +3105,37 @@ static void fsop_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	fi = p->kind == FSN_COLL ? fixed_index(name) : -1;
 	if (fi >= 0 && coll_fixed[fi].kind != FSN_INSERT && coll_fixed[fi].kind != FSN_WRITE) {
 		reply_msg(req, DFS_EPERM, "rmdir '%s': every collection has this directory", name);
+		return;
+	}
+	if (scratch_parent(p) && fi < 0) {
+		/* note 10: a scratch directory, when empty */
+		struct store_entry e;
+		const char *base = name;
+		char full[300];
+		bool any = false;
+
+		name = store_name(p, name, full, sizeof(full));
+		rc = store_txn_begin(p->db, true, &t, &err);
+		if (rc) {
+			reply_dfs(req, &err, "rmdir");
+			return;
+		}
+		rc = store_entry_lookup(t, p->coll, name, &e, &err);
+		if (!rc && e.kind != STORE_KIND_DIR)
+			rc = dfs_err_set(&err, DFS_ENOTDIR, "'%s' is not a directory", base);
+		if (!rc)
+			rc = store_dir_any(t, p->coll, e.id, &any, &err);
+		if (!rc && any)
+			rc = dfs_err_set(&err, DFS_ENOTEMPTY, "directory '%s' is not empty", base);
+		if (!rc)
+			rc = store_entry_delete(t, e.row, &err);
+		if (!rc)
+			rc = parent_touch(t, p, &err);
+		rc = rc ? (store_txn_abort(t), rc) : store_txn_commit(t, &err);
+		if (rc)
+			reply_dfs(req, &err, "rmdir");
+		else
+			fuse_reply_err(req, 0);
 		return;
 	}
 	if (p->kind != FSN_DB) {
@@ -3061,6 +3225,17 @@ static int dir_add_entry(void *ctx, const struct store_entry *e, uint64_t next)
 		if (strncmp(name, SAVED_PREFIX, strlen(SAVED_PREFIX)) != 0)
 			return 0;
 		name += strlen(SAVED_PREFIX);
+	} else if (f->dir->kind == FSN_SDIR) {
+		/* note 10: "<its id>/<name>" (scratch files come before documents) */
+		char prefix[32];
+		size_t len;
+
+		if (e->kind == STORE_KIND_DOC)
+			return 2;
+		len = (size_t)snprintf(prefix, sizeof(prefix), "%lld/", (long long)f->dir->id);
+		if (strncmp(name, prefix, len) != 0 || strchr(name + len, '/'))
+			return 0;
+		name += len;
 	} else if (strchr(name, '/')) {
 		return 0;
 	}
@@ -3070,7 +3245,7 @@ static int dir_add_entry(void *ctx, const struct store_entry *e, uint64_t next)
 			f->full = true;
 			return 1;
 		}
-		n = fs_node_ref(FSN_ENTRY, f->dir->db, e->coll, e->id, st.st_ino, name);
+		n = entry_node(f->dir->db, e, name);
 	}
 	return dir_add(f, name, n, &st, LONG_TIMEOUT, (off_t)next);
 }
@@ -3160,7 +3335,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 	    d->kind == FSN_QPART)
 		goto reply; /* aggregate/ and the write paths list empty, like query/ */
 	if (d->kind == FSN_COLL || d->kind == FSN_SAVED_DIR || d->kind == FSN_QDIR ||
-	    d->kind == FSN_XDIR) {
+	    d->kind == FSN_XDIR || d->kind == FSN_SDIR) {
 		/* Offsets 3.. are the fixed entries, then the store's cookies (>= 2^60). */
 		uint64_t cookie = (uint64_t)off >= (1ULL << 60) ? (uint64_t)off : 0;
 		struct store_txn *t;
@@ -3453,7 +3628,7 @@ static void fsop_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		ix_unlink(req, p, name);
 		return;
 	}
-	if (!p || (p->kind != FSN_COLL && p->kind != FSN_SAVED_DIR)) {
+	if (!p || (p->kind != FSN_COLL && p->kind != FSN_SAVED_DIR && p->kind != FSN_SDIR)) {
 		fuse_reply_err(req, p ? EPERM : ESTALE);
 		return;
 	}
@@ -3489,18 +3664,62 @@ static void fsop_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 			return;
 		}
 	}
+	if (!rc && e.kind == STORE_KIND_DIR)
+		rc = dfs_err_set(&err, DFS_EISDIR, "'%s' is a directory (rmdir removes it)",
+				 strrchr(name, '/') ? strrchr(name, '/') + 1 : name);
 	if (!rc)
-		rc = store_entry_delete(t, e.id, &err);
+		rc = store_entry_delete(t, e.row, &err); /* this name (note 10) */
 	if (!rc)
-		rc = store_coll_touch(t, p->coll, 0, &err);
+		rc = p->kind == FSN_SAVED_DIR ? store_coll_touch(t, p->coll, 0, &err)
+					      : parent_touch(t, p, &err);
 	rc = rc ? (store_txn_abort(t), rc) : store_txn_commit(t, &err);
 	if (rc) {
 		reply_dfs(req, &err, "unlink");
 		return;
 	}
-	if (on && oe.id == e.id)
+	if (on && oe.id == e.id && e.nlink <= 1)
 		orphan_keep(on, &e);
+	else if (on)
+		fs_node_bump(on); /* one name less: its link count */
 	fuse_reply_err(req, 0);
+}
+
+/* note 10: what rename(2) requires of directories, before src (an entry of the store) moves
+ * to newname (its store name) in np: a directory replaces only an empty directory, a file
+ * only a file, and a directory moves neither into itself nor out of its collection. */
+static int rename_dir_check(struct store_txn *t, const struct store_entry *src,
+			    const struct fs_node *np, const char *newname, struct dfs_err *err)
+{
+	struct store_entry dst, up;
+	bool any = false;
+	int64_t id;
+	int rc;
+
+	if (store_entry_lookup(t, np->coll, newname, &dst, NULL) == 0 && dst.row != src->row) {
+		if (src->kind == STORE_KIND_DIR && dst.kind != STORE_KIND_DIR)
+			return dfs_err_set(err, DFS_ENOTDIR, "the target is not a directory");
+		if (src->kind != STORE_KIND_DIR && dst.kind == STORE_KIND_DIR)
+			return dfs_err_set(err, DFS_EISDIR, "the target is a directory");
+		if (dst.kind == STORE_KIND_DIR &&
+		    ((rc = store_dir_any(t, dst.coll, dst.id, &any, err)) || any))
+			return rc ? rc : dfs_err_set(err, DFS_ENOTEMPTY, "directory not empty");
+	}
+	if (src->kind != STORE_KIND_DIR)
+		return 0;
+	if (np->coll != src->coll)
+		return dfs_err_set(err, DFS_EXDEV, "a directory stays in its collection");
+	/* Up from the new parent to the collection: the directory must not be on the way. */
+	for (id = np->kind == FSN_SDIR ? np->id : 0; id;) {
+		const char *slash;
+
+		if (id == src->id)
+			return dfs_err_set(err, DFS_EINVAL, "a directory cannot move into itself");
+		if ((rc = store_entry_get(t, id, &up, err)))
+			return rc;
+		slash = strchr(up.name, '/');
+		id = slash ? strtoll(up.name, NULL, 10) : 0;
+	}
+	return 0;
 }
 
 static void fsop_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
@@ -3510,6 +3729,7 @@ static void fsop_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fus
 	struct dfs_err err = {0};
 	struct store_entry src, dst, out, de;
 	char src_full[300], dst_full[300];
+	const char *base; /* newname in its directory */
 	struct store_txn *t;
 	bson_t id;
 	int rc;
@@ -3532,7 +3752,9 @@ static void fsop_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fus
 		reply_msg(req, DFS_EINVAL, "rename '%s': exchanging files is not supported", name);
 		return;
 	}
-	if (p->db != np->db || p->kind != np->kind) {
+	/* Scratch entries move between a collection and its scratch directories (note 10). */
+	if (p->db != np->db || (p->kind != np->kind && !(scratch_parent(p) && scratch_parent(np) &&
+							 p->coll == np->coll))) {
 		fuse_reply_err(req, EXDEV);
 		return;
 	}
@@ -3580,19 +3802,18 @@ static void fsop_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fus
 			  name);
 		return;
 	}
-	if (p->kind != FSN_COLL && p->kind != FSN_SAVED_DIR) {
+	if (p->kind != FSN_COLL && p->kind != FSN_SAVED_DIR && p->kind != FSN_SDIR) {
 		fuse_reply_err(req, EPERM);
 		return;
 	}
-	if (p->kind == FSN_COLL && (fixed_index(name) >= 0 || fixed_index(newname) >= 0)) {
+	if ((p->kind == FSN_COLL && fixed_index(name) >= 0) ||
+	    (np->kind == FSN_COLL && fixed_index(newname) >= 0)) {
 		reply_msg(req, DFS_EPERM, "rename: '%s' is part of every collection",
-			  fixed_index(name) >= 0 ? name : newname);
+			  p->kind == FSN_COLL && fixed_index(name) >= 0 ? name : newname);
 		return;
 	}
-	if (p->kind == FSN_SAVED_DIR) {
-		name = store_name(p, name, src_full, sizeof(src_full));
-		newname = store_name(np, newname, dst_full, sizeof(dst_full));
-	} else if (is_json_name(newname)) {
+	base = newname;
+	if (np->kind == FSN_COLL && is_json_name(newname)) {
 		bson_init(&id);
 		rc = store_name_to_id(newname, strlen(newname) - 5, &id, &err);
 		bson_destroy(&id);
@@ -3601,6 +3822,10 @@ static void fsop_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fus
 			reply_dfs(req, &err, "rename");
 			return;
 		}
+	}
+	if (p->kind == FSN_SAVED_DIR || p->kind == FSN_SDIR || np->kind == FSN_SDIR) {
+		name = store_name(p, name, src_full, sizeof(src_full));
+		newname = store_name(np, newname, dst_full, sizeof(dst_full));
 	}
 	dn = orphan_prepare(np, newname, &de); /* what the rename replaces (note 9) */
 	rc = store_txn_begin(p->db, true, &t, &err);
@@ -3613,11 +3838,14 @@ static void fsop_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fus
 	    store_entry_lookup(t, np->coll, newname, &dst, NULL) == 0)
 		rc = dfs_err_set(&err, DFS_EEXIST, "'%s' exists", newname);
 	if (!rc)
-		rc = store_entry_rename(t, src.id, np->coll, newname, &out, &err);
+		rc = rename_dir_check(t, &src, np, newname, &err); /* note 10 */
 	if (!rc)
-		rc = store_coll_touch(t, p->coll, 0, &err);
-	if (!rc && np->coll != p->coll)
-		rc = store_coll_touch(t, np->coll, 0, &err);
+		rc = store_entry_rename(t, src.row, np->coll, newname, &out, &err);
+	if (!rc)
+		rc = p->kind == FSN_SAVED_DIR ? store_coll_touch(t, p->coll, 0, &err)
+					      : parent_touch(t, p, &err);
+	if (!rc && np != p && np->kind != FSN_SAVED_DIR)
+		rc = parent_touch(t, np, &err);
 	if (rc) {
 		dfs_err_prefix(&err, "rename '%s' to '%s': ", name, newname);
 		store_txn_abort(t);
@@ -3629,8 +3857,10 @@ static void fsop_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fus
 		reply_dfs(req, &err, "rename");
 		return;
 	}
-	if (dn && de.id != src.id)
+	if (dn && de.id != src.id && de.nlink <= 1)
 		orphan_keep(dn, &de);
+	else if (dn && de.id != src.id)
+		fs_node_bump(dn); /* one name less */
 	/* The kernel's inode for the source now has the new name: point it at what the
 	 * store has there (design note 1 of inode.c). */
 	{
@@ -3643,7 +3873,7 @@ static void fsop_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fus
 		else if (n)
 			fs_node_bump(n); /* same row, new _id: new content and size */
 		if (n) {
-			fs_node_set_name(n, out.name);
+			fs_node_set_name(n, base);
 			fs_notify_inode(n->nodeid);
 		}
 	}
@@ -3665,7 +3895,7 @@ static void fsop_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, co
 	}
 	if (name_too_long(req, "symlink", name) || ix_refuse(req, p, "symlink", name))
 		return;
-	if (!p || p->kind != FSN_COLL || is_json_name(name)) {
+	if (!scratch_parent(p) || !scratch_name_ok(p, name)) {
 		reply_msg(req, DFS_EPERM, "symlink '%s': symlinks are scratch files in collections",
 			  name);
 		return;
@@ -3673,18 +3903,19 @@ static void fsop_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, co
 	a.mode = 0777;
 	rc = store_txn_begin(p->db, true, &t, &err);
 	if (!rc) {
-		rc = store_file_create(t, p->coll, name, STORE_KIND_SYMLINK, &a, link, strlen(link),
-				       &e, &err);
+		char full[300];
+
+		rc = store_file_create(t, p->coll, store_name(p, name, full, sizeof(full)),
+				       STORE_KIND_SYMLINK, &a, link, strlen(link), &e, &err);
 		if (!rc)
-			rc = store_coll_touch(t, p->coll, 0, &err); /* note 9 */
+			rc = parent_touch(t, p, &err); /* note 9 */
 		rc = rc ? (store_txn_abort(t), rc) : store_txn_commit(t, &err);
 	}
 	if (rc) {
 		reply_dfs(req, &err, "symlink");
 		return;
 	}
-	reply_entry(req,
-		    fs_node_ref(FSN_ENTRY, p->db, p->coll, e.id, fs_ino_entry(p->db, e.id), name));
+	reply_entry(req, entry_node(p->db, &e, name));
 }
 
 static void fsop_readlink(fuse_req_t req, fuse_ino_t ino)
@@ -3712,9 +3943,53 @@ static void fsop_readlink(fuse_req_t req, fuse_ino_t ino)
 	dfs_buf_release(&b);
 }
 
+/* note 10: a hard link of a scratch file (documents have one name, their _id). */
 static void fsop_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
-	reply_msg(req, DFS_EPERM, "link '%s': hard links are not supported", newname);
+	struct fs_node *n = fs_node_get(ino), *p = fs_node_get(newparent);
+	struct dfs_err err = {0};
+	struct store_entry e;
+	struct store_txn *t;
+	char full[300];
+	int rc;
+
+	if ((p && is_snap(p->kind)) || (n && is_snap(n->kind))) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	if (!n || !p) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	if (name_too_long(req, "link", newname) || ix_refuse(req, p, "link", newname))
+		return;
+	if (n->kind == FSN_ENTRY && scratch_parent(p) && (p->db != n->db || p->coll != n->coll)) {
+		fuse_reply_err(req, EXDEV); /* a file's names stay in its collection */
+		return;
+	}
+	if (n->kind != FSN_ENTRY || !scratch_parent(p) || !scratch_name_ok(p, newname)) {
+		reply_msg(req, DFS_EPERM,
+			  "link '%s': hard links are for scratch files, within a database, under "
+			  "names that are not a document's",
+			  newname);
+		return;
+	}
+	rc = store_txn_begin(p->db, true, &t, &err);
+	if (!rc) {
+		rc = store_file_link(t, n->id, p->coll, store_name(p, newname, full, sizeof(full)),
+				     &e, &err);
+		if (rc)
+			dfs_err_prefix(&err, "'%s': ", newname);
+		if (!rc)
+			rc = parent_touch(t, p, &err);
+		rc = rc ? (store_txn_abort(t), rc) : store_txn_commit(t, &err);
+	}
+	if (rc) {
+		reply_dfs(req, &err, "link");
+		return;
+	}
+	fs_node_bump(n); /* its link count and ctime */
+	reply_entry(req, entry_node(p->db, &e, newname));
 }
 
 static void fsop_statfs(fuse_req_t req, fuse_ino_t ino)

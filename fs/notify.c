@@ -10,6 +10,7 @@
 #define FUSE_USE_VERSION 34
 #include "fs_int.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fuse_lowlevel.h>
 #include <pthread.h>
@@ -189,11 +190,22 @@ static int on_change(void *ctx, const struct store_change *c)
 		inval_inode(fs_node_touch_ino(fs_ino_entry(fc->db, c->id)));
 		dir_changed(fc, coll_node);
 		break;
-	case STORE_CH_DEL:
-		inval_entry(coll_node, c->name);
+	case STORE_CH_DEL: {
+		/* In a scratch directory the name is "<its id>/<name>" (fsops.c note 10; id 0:
+		 * a hidden file, store/doc.c note 6). */
+		const char *slash = strchr(c->name, '/');
+		long long dir = slash && isdigit((unsigned char)c->name[0])
+					? strtoll(c->name, NULL, 10)
+					: 0;
+
+		if (dir > 0)
+			inval_entry(fs_node_touch_ino(fs_ino_entry(fc->db, dir)), slash + 1);
+		else if (!slash)
+			inval_entry(coll_node, c->name);
 		inval_inode(fs_node_touch_ino(fs_ino_entry(fc->db, c->id)));
 		dir_changed(fc, coll_node);
 		break;
+	}
 	case STORE_CH_COLL: {
 		/* Created, dropped, renamed or emptied: forget what the kernel knows of it. */
 		uint64_t *ids;

@@ -230,6 +230,23 @@ static void check_capped(struct check_ctx *cc, const char *db, sqlite3 *h)
 	sqlite3_finalize(st);
 }
 
+/* Scratch directories and hard links (doc.c note 6): every link names a file that is
+ * there, a hidden file has a link, every entry of a directory has its directory. */
+static void check_links(struct check_ctx *cc, const char *db, sqlite3 *h)
+{
+	if (one_int(h, "SELECT count(*) FROM files l WHERE l.ino IS NOT NULL AND NOT EXISTS"
+		       " (SELECT 1 FROM files f WHERE f.id = l.ino AND f.ino IS NULL)") > 0)
+		problem(cc, "%s: a hard link names a file that is not there", db);
+	if (one_int(h, "SELECT count(*) FROM files f WHERE f.name LIKE '0/%' AND NOT EXISTS"
+		       " (SELECT 1 FROM files l WHERE l.ino = f.id)") > 0)
+		problem(cc, "%s: a hidden file has no name left", db);
+	if (one_int(h, "SELECT count(*) FROM files f WHERE instr(f.name, '/') > 1 AND"
+		       " f.name NOT LIKE '.%' AND f.name NOT LIKE '0/%' AND NOT EXISTS"
+		       " (SELECT 1 FROM files d WHERE d.coll = f.coll AND d.kind = 4 AND"
+		       " d.id = CAST(substr(f.name, 1, instr(f.name, '/') - 1) AS INTEGER))") > 0)
+		problem(cc, "%s: an entry of a directory that is not there", db);
+}
+
 /* Entry ids, collection ids and (from version 2) index ids share one counter. */
 static const char *const ids_used_twice_v1 =
 	"SELECT count(*) FROM (SELECT id FROM docs UNION ALL SELECT id FROM files"
@@ -273,10 +290,10 @@ static int check_db(void *ctx, const char *name)
 		}
 		sqlite3_finalize(st);
 	}
-	/* Versions 1 and 3 are not opened by this docfs yet (it migrates on open): 1 has no
-	 * index entries, neither has runs. */
+	/* Versions 1, 3, 5, 6 and 7 are not opened by this docfs yet (it migrates on open): 1
+	 * has no index entries, neither has runs; 5 to 7 lack only columns of 8 (db.c). */
 	version = one_int(c->h, "PRAGMA user_version");
-	if (version != 1 && version != 3 && version != STORE__SCHEMA_VERSION)
+	if (version != 1 && version != 3 && (version < 5 || version > STORE__SCHEMA_VERSION))
 		problem(cc, "%s: unknown schema version %lld", name, (long long)version);
 	if (one_int(c->h, version == 1 ? ids_used_twice_v1 : ids_used_twice) > 0)
 		problem(cc, "%s: an id is used twice", name);
@@ -288,11 +305,13 @@ static int check_db(void *ctx, const char *name)
 		    0)
 		problem(cc, "%s: entries in a collection that does not exist", name);
 	check_docs(cc, name, c->h);
-	if (version == STORE__SCHEMA_VERSION) {
+	if (version >= 5 && version <= STORE__SCHEMA_VERSION) {
 		check_runs(cc, name, c->h);
 		check_capped(cc, name, c->h);
 	}
-	if (version == 3 || version == STORE__SCHEMA_VERSION)
+	if (version == STORE__SCHEMA_VERSION)
+		check_links(cc, name, c->h);
+	if (version == 3 || (version >= 5 && version <= STORE__SCHEMA_VERSION))
 		store__ix_check(c, name, report_problem, cc);
 	store__conn_close(c);
 	return 0;

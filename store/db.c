@@ -112,7 +112,8 @@ static const char *const schema_sql =
 	" hi INTEGER NOT NULL, PRIMARY KEY(coll, lo)) WITHOUT ROWID;"
 	"CREATE TABLE IF NOT EXISTS files(id INTEGER PRIMARY KEY, coll INTEGER NOT NULL,"
 	" name TEXT NOT NULL, kind INTEGER, mode INTEGER, uid INTEGER, gid INTEGER,"
-	" mtime INTEGER, ctime INTEGER, data BLOB, atime INTEGER, UNIQUE(coll, name));"
+	" mtime INTEGER, ctime INTEGER, data BLOB, atime INTEGER, ino INTEGER, UNIQUE(coll, name));"
+	"CREATE INDEX IF NOT EXISTS files_ino ON files(ino) WHERE ino IS NOT NULL;"
 	"CREATE TABLE IF NOT EXISTS vacated(coll INTEGER, key BLOB, id INTEGER, time INTEGER,"
 	" PRIMARY KEY(coll, key)) WITHOUT ROWID;"
 	"CREATE TABLE IF NOT EXISTS changes(seq INTEGER PRIMARY KEY, coll INTEGER, op INTEGER,"
@@ -151,11 +152,13 @@ static const char *const migrate_3_4_sql =
  * mtime, so that an insert writes nothing more); chtime, the last status change of a
  * collection directory (its ctime column is its creation, which its fixed entries show);
  * the attributes of the document an event is about, when not everyone may read it
- * (cred.c; the partial index docs_private is in schema_sql). Each column is added unless
- * there (migrate_5_6), so a version-6 file of either half of this step is completed. */
-static const char *const migrate_5_6_cols[][2] = {
-	{"docs", "atime"},    {"files", "atime"}, {"colls", "chtime"}, {"events", "docid"},
-	{"events", "pmode"}, {"events", "puid"}, {"events", "pgid"}};
+ * (cred.c; the partial index docs_private is in schema_sql). Version 7 -> 8: ino, the row
+ * whose content and attributes a hard link's row names (doc.c note 6). Each column is
+ * added unless there (migrate_columns), so a version-6 or -7 file of either branch that
+ * made these versions is completed. */
+static const char *const migrate_cols[][2] = {
+	{"docs", "atime"},   {"files", "atime"}, {"colls", "chtime"}, {"events", "docid"},
+	{"events", "pmode"}, {"events", "puid"}, {"events", "pgid"},   {"files", "ino"}};
 
 static const char *const stmt_sql[ST__COUNT] = {
 	[ST_META_GET] = "SELECT v FROM meta WHERE k = ?1",
@@ -197,21 +200,28 @@ static const char *const stmt_sql[ST__COUNT] = {
 	[ST_DOC_RENAME] = "UPDATE docs SET coll = ?2, key = ?3, name = ?4, size = ?5, ctime = ?6,"
 			  " bson = ?7 WHERE id = ?1",
 	[ST_FILE_BY_NAME] = "SELECT id, coll, name, kind, length(data), mode, uid, gid, mtime,"
-			    " ctime, coalesce(atime, mtime) FROM files"
+			    " ctime, coalesce(atime, mtime)," STORE__FILE_LINKS " FROM files"
 			    " WHERE coll = ?1 AND name = ?2",
 	[ST_FILE_BY_ID] = "SELECT id, coll, name, kind, length(data), mode, uid, gid, mtime,"
-			  " ctime, coalesce(atime, mtime) FROM files WHERE id = ?1",
+			  " ctime, coalesce(atime, mtime)," STORE__FILE_LINKS " FROM files"
+			  " WHERE id = ?1",
 	[ST_FILE_DATA] = "SELECT data FROM files WHERE id = ?1",
 	[ST_FILE_INSERT] = "INSERT INTO files(id, coll, name, kind, mode, uid, gid, mtime, ctime,"
 			   " data) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9)",
 	[ST_FILE_WRITE] = "UPDATE files SET data = ?2, mtime = ?3, ctime = ?3 WHERE id = ?1",
 	[ST_FILE_DELETE] = "DELETE FROM files WHERE id = ?1",
 	[ST_FILE_LIST] = "SELECT id, coll, name, kind, length(data), mode, uid, gid, mtime, ctime,"
-			 " coalesce(atime, mtime) FROM files WHERE coll = ?1 AND id > ?2"
-			 " ORDER BY id LIMIT 256",
+			 " coalesce(atime, mtime)," STORE__FILE_LINKS " FROM files"
+			 " WHERE coll = ?1 AND id > ?2 ORDER BY id LIMIT 256",
 	[ST_FILE_SETATTR] = "UPDATE files SET mode = ?2, uid = ?3, gid = ?4, mtime = ?5,"
 			    " ctime = ?6, atime = ?7 WHERE id = ?1",
 	[ST_FILE_ATIME] = "UPDATE files SET atime = ?2, ctime = ?3 WHERE id = ?1",
+	[ST_FILE_LINK] = "INSERT INTO files(id, coll, name, kind, mode, uid, gid, mtime, ctime,"
+			 " ino) VALUES(?1, ?2, ?3, ?4, 0, 0, 0, 0, 0, ?5)",
+	[ST_FILE_HIDE] = "UPDATE files SET name = '0/' || id, ctime = ?2 WHERE id = ?1",
+	[ST_FILE_TOUCH] = "UPDATE files SET mtime = coalesce(?2, mtime), ctime = ?3 WHERE id = ?1",
+	[ST_FILE_IN_DIR] = "SELECT 1 FROM files WHERE coll = ?1 AND name >= ?2 AND name < ?3"
+			   " LIMIT 1",
 	[ST_FILE_RENAME] = "UPDATE files SET coll = ?2, name = ?3, ctime = ?4 WHERE id = ?1",
 	[ST_VAC_GET] = "SELECT id FROM vacated WHERE coll = ?1 AND key = ?2 AND time > ?3",
 	[ST_VAC_PUT] = "INSERT OR REPLACE INTO vacated(coll, key, id, time) VALUES(?1, ?2, ?3, ?4)",
@@ -775,10 +785,10 @@ static uint32_t max_db_number(struct store *s)
 	return max;
 }
 
-/* The columns of version 6 (migrate_5_6_cols), added to tables that lack them. */
-static int migrate_5_6(sqlite3 *h, struct dfs_err *err)
+/* The columns of versions 6 to 8 (migrate_cols), added to tables that lack them. */
+static int migrate_columns(sqlite3 *h, struct dfs_err *err)
 {
-	for (size_t i = 0; i < sizeof(migrate_5_6_cols) / sizeof(migrate_5_6_cols[0]); i++) {
+	for (size_t i = 0; i < sizeof(migrate_cols) / sizeof(migrate_cols[0]); i++) {
 		char sql[160];
 		sqlite3_stmt *st;
 		bool has = false;
@@ -786,7 +796,7 @@ static int migrate_5_6(sqlite3 *h, struct dfs_err *err)
 
 		snprintf(sql, sizeof(sql),
 			 "SELECT 1 FROM pragma_table_info('%s') WHERE name = '%s'",
-			 migrate_5_6_cols[i][0], migrate_5_6_cols[i][1]);
+			 migrate_cols[i][0], migrate_cols[i][1]);
 		if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) != SQLITE_OK)
 			return dfs_err_set(err, DFS_EIO, "sqlite: %s", sqlite3_errmsg(h));
 		rc = sqlite3_step(st);
@@ -797,7 +807,7 @@ static int migrate_5_6(sqlite3 *h, struct dfs_err *err)
 		if (has)
 			continue;
 		snprintf(sql, sizeof(sql), "ALTER TABLE %s ADD COLUMN %s INTEGER",
-			 migrate_5_6_cols[i][0], migrate_5_6_cols[i][1]);
+			 migrate_cols[i][0], migrate_cols[i][1]);
 		if ((rc = exec_sql(h, sql, err)))
 			return rc;
 	}
@@ -848,7 +858,7 @@ static int db_init_schema(struct store *s, struct store__conn *c, const char *na
 		if (uv >= 1 && exec_sql(c->h, EVENTS_SQL, err))
 			goto fail;
 		/* Before the index rebuild below: its statements read the new columns. */
-		if (uv >= 1 && uv <= 6 && migrate_5_6(c->h, err))
+		if (uv >= 1 && uv <= 7 && migrate_columns(c->h, err))
 			goto fail;
 		if (uv == 1 && exec_sql(c->h, migrate_1_2_sql, err))
 			goto fail;

@@ -27,6 +27,15 @@
  *    and writes its row at commit (or when another collection's document comes, or before
  *    its own statements read runs), so a bulk insert costs two compares per document and
  *    one runs row per transaction.
+ * 6. Scratch directories, fifos, sockets and hard links (issue 28). An entry inside a
+ *    scratch directory (a files row of kind DIR) is named "<dir id>/<name>": a name with a
+ *    '/' is never a document name, never listed at the collection's top (the listing skips
+ *    them), and a directory's rename changes only its own row. A hard link is a row of its
+ *    own whose ino names the row that holds the content and attributes (the inode); a
+ *    lookup of the link's name gives the inode's entry with row set to the link's row. An
+ *    inode whose own name is removed while links remain is hidden as "0/<id>" (no
+ *    directory has id 0) until its last link goes. Documents have no links: one _id, one
+ *    name.
  */
 #include "store_int.h"
 
@@ -123,6 +132,9 @@ static void entry_from_doc_row(sqlite3_stmt *st, struct store_entry *e)
 	e->mtime_ns = sqlite3_column_int64(st, 7);
 	e->ctime_ns = sqlite3_column_int64(st, 8);
 	e->atime_ns = sqlite3_column_int64(st, 9);
+	e->ino = 0;
+	e->nlink = 1;
+	e->row = e->id;
 }
 
 static void entry_from_file_row(sqlite3_stmt *st, struct store_entry *e)
@@ -140,6 +152,9 @@ static void entry_from_file_row(sqlite3_stmt *st, struct store_entry *e)
 	e->mtime_ns = sqlite3_column_int64(st, 8);
 	e->ctime_ns = sqlite3_column_int64(st, 9);
 	e->atime_ns = sqlite3_column_int64(st, 10);
+	e->ino = sqlite3_column_int64(st, 11); /* 0: its own (NULL) */
+	e->nlink = (uint32_t)sqlite3_column_int64(st, 12);
+	e->row = e->id;
 }
 
 /* Runs a one-row lookup statement already bound; 0 with *e filled, DFS_ENOENT, or error. */
@@ -184,6 +199,28 @@ static int by_id(struct store_txn *t, enum store__st which, int64_t id, struct s
 	return row_lookup(t, st, which == ST_DOC_BY_ID, e, err);
 }
 
+/* note 6: e (a files row just read) as the entry its name stands for: a hard link's row
+ * gives its inode's attributes and id, keeping its own name, collection and row. */
+static int link_resolve(struct store_txn *t, struct store_entry *e, struct dfs_err *err)
+{
+	int64_t row = e->id, coll = e->coll;
+	char name[sizeof(e->name)];
+	int rc;
+
+	if (!e->ino)
+		return 0;
+	memcpy(name, e->name, sizeof(name));
+	if ((rc = by_id(t, ST_FILE_BY_ID, e->ino, e, err)))
+		return rc == DFS_ENOENT ? dfs_err_set(err, DFS_ECORRUPT,
+						      "hard link %lld: its file %lld is missing",
+						      (long long)row, (long long)e->ino)
+					: rc;
+	memcpy(e->name, name, sizeof(name));
+	e->row = row;
+	e->coll = coll;
+	return 0;
+}
+
 int store_entry_lookup(struct store_txn *t, int64_t coll, const char *name, struct store_entry *out,
 		       struct dfs_err *err)
 {
@@ -213,15 +250,15 @@ int store_entry_lookup(struct store_txn *t, int64_t coll, const char *name, stru
 	rc = row_lookup(t, st, false, out, err);
 	if (rc == DFS_ENOENT)
 		return dfs_err_set(err, DFS_ENOENT, "no file '%s'", name);
-	return rc;
+	return rc ? rc : link_resolve(t, out, err);
 }
 
 int store_entry_get(struct store_txn *t, int64_t id, struct store_entry *out, struct dfs_err *err)
 {
 	int rc = by_id(t, ST_DOC_BY_ID, id, out, err);
 
-	if (rc == DFS_ENOENT)
-		rc = by_id(t, ST_FILE_BY_ID, id, out, err);
+	if (rc == DFS_ENOENT && (rc = by_id(t, ST_FILE_BY_ID, id, out, err)) == 0)
+		rc = link_resolve(t, out, err);
 	if (rc == DFS_ENOENT)
 		return dfs_err_set(err, DFS_ENOENT, "entry %lld not found", (long long)id);
 	return rc;
@@ -278,7 +315,7 @@ int store_entry_read(struct store_txn *t, int64_t id, struct dfs_buf *out, struc
 	st = store__stmt(t, ST_FILE_DATA, err);
 	if (!st)
 		return err ? err->code : DFS_EIO;
-	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_int64(st, 1, e.id); /* a hard link's content is its inode's (note 6) */
 	rc = sqlite3_step(st);
 	if (rc != SQLITE_ROW)
 		return store__sqlerr(t, rc, "read file", err);
@@ -316,7 +353,14 @@ int store_entry_list(struct store_txn *t, int64_t coll, uint64_t cookie,
 					entry_from_file_row(st, &e);
 				after = e.id;
 				n++;
-				rc = cb(ctx, &e, bases[phase] + (uint64_t)e.id);
+				/* A hidden file (note 6) has no name to list. */
+				if (phase == 0 && !strncmp(e.name, "0/", 2))
+					continue;
+				if (phase == 0 && (rc = link_resolve(t, &e, err))) {
+					sqlite3_reset(st);
+					return rc;
+				}
+				rc = cb(ctx, &e, bases[phase] + (uint64_t)after);
 				if (rc) {
 					sqlite3_reset(st);
 					return rc;
@@ -730,6 +774,9 @@ static int doc_insert_row(struct store_txn *t, int64_t coll, const bson_t *doc, 
 		out->mtime_ns = a->mtime_ns ? a->mtime_ns : now;
 		out->atime_ns = out->mtime_ns;
 		out->ctime_ns = now;
+		out->nlink = 1;
+		out->row = id;
+		out->ino = 0;
 		snprintf(out->name, sizeof(out->name), "%s", name);
 	}
 	return 0;
@@ -928,14 +975,156 @@ static int row_delete(struct store_txn *t, const struct store_entry *e, struct d
 	return store__change(t, e->coll, STORE_CH_DEL, e->id, e->name, err);
 }
 
+/* Removes the name e stands for (e->row; note 6): a hard link's row, and its inode once
+ * hidden and unnamed; an inode that still has links is hidden, not deleted. */
+static int name_remove(struct store_txn *t, const struct store_entry *e, struct dfs_err *err)
+{
+	struct store_entry r, ino;
+	sqlite3_stmt *st;
+	int rc;
+
+	if (e->kind == STORE_KIND_DOC)
+		return row_delete(t, e, err);
+	if ((rc = by_id(t, ST_FILE_BY_ID, e->row, &r, err)))
+		return rc;
+	if (r.ino) {
+		if ((rc = row_delete(t, &r, err)))
+			return rc;
+		if ((rc = by_id(t, ST_FILE_BY_ID, r.ino, &ino, err)))
+			return rc == DFS_ENOENT ? 0 : rc;
+		if (ino.nlink == 0) /* hidden, and this was its last name */
+			return row_delete(t, &ino, err);
+		st = store__stmt(t, ST_FILE_TOUCH, err); /* its link count changed */
+		if (!st)
+			return err ? err->code : DFS_EIO;
+		sqlite3_bind_int64(st, 1, ino.id);
+		sqlite3_bind_null(st, 2);
+		sqlite3_bind_int64(st, 3, store__now_ns());
+		rc = sqlite3_step(st);
+		if (rc != SQLITE_DONE)
+			return store__sqlerr(t, rc, "unlink", err);
+		return store__change(t, ino.coll, STORE_CH_PUT, ino.id, ino.name, err);
+	}
+	if (r.nlink <= 1)
+		return row_delete(t, &r, err);
+	st = store__stmt(t, ST_FILE_HIDE, err);
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	sqlite3_bind_int64(st, 1, r.id);
+	sqlite3_bind_int64(st, 2, store__now_ns());
+	rc = sqlite3_step(st);
+	if (rc != SQLITE_DONE)
+		return store__sqlerr(t, rc, "unlink", err);
+	return store__change(t, r.coll, STORE_CH_DEL, r.id, r.name, err);
+}
+
 int store_entry_delete(struct store_txn *t, int64_t id, struct dfs_err *err)
 {
 	struct store_entry e;
 	int rc;
 
+	if ((rc = by_id(t, ST_DOC_BY_ID, id, &e, err)) == DFS_ENOENT)
+		rc = by_id(t, ST_FILE_BY_ID, id, &e, err);
+	if (rc == DFS_ENOENT)
+		return dfs_err_set(err, DFS_ENOENT, "entry %lld not found", (long long)id);
+	if (rc)
+		return rc;
+	return name_remove(t, &e, err);
+}
+
+int store_file_link(struct store_txn *t, int64_t id, int64_t coll, const char *name,
+		    struct store_entry *out, struct dfs_err *err)
+{
+	struct store_entry e;
+	sqlite3_stmt *st;
+	int64_t row;
+	bson_t idv;
+	const char *base = strrchr(name, '/');
+	int rc;
+
 	if ((rc = store_entry_get(t, id, &e, err)))
 		return rc;
-	return row_delete(t, &e, err);
+	if (e.kind == STORE_KIND_DOC || doc_name_decode(name, &idv) == 0) {
+		if (e.kind != STORE_KIND_DOC)
+			bson_destroy(&idv);
+		return dfs_err_set(err, DFS_EPERM,
+				   "a document has one name, its _id (hard links are for scratch "
+				   "files)");
+	}
+	if (e.kind == STORE_KIND_DIR)
+		return dfs_err_set(err, DFS_EPERM, "directories have no hard links");
+	if (strlen(base ? base + 1 : name) > 255)
+		return dfs_err_set(err, DFS_ENAMETOOLONG, "file name too long");
+	if ((rc = coll_exists(t, coll, err)) || (rc = store__new_id(t, &row, err)))
+		return rc;
+	st = store__stmt(t, ST_FILE_LINK, err);
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	sqlite3_bind_int64(st, 1, row);
+	sqlite3_bind_int64(st, 2, coll);
+	sqlite3_bind_text(st, 3, name, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 4, e.kind);
+	sqlite3_bind_int64(st, 5, e.id);
+	rc = sqlite3_step(st);
+	if (rc != SQLITE_DONE) {
+		if ((rc & 0xff) == SQLITE_CONSTRAINT) {
+			sqlite3_reset(st);
+			return dfs_err_set(err, DFS_EEXIST, "file '%s' exists", name);
+		}
+		return store__sqlerr(t, rc, "link", err);
+	}
+	st = store__stmt(t, ST_FILE_TOUCH, err); /* its link count changed */
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	sqlite3_bind_int64(st, 1, e.id);
+	sqlite3_bind_null(st, 2);
+	sqlite3_bind_int64(st, 3, store__now_ns());
+	rc = sqlite3_step(st);
+	if (rc != SQLITE_DONE)
+		return store__sqlerr(t, rc, "link", err);
+	if ((rc = store__change(t, coll, STORE_CH_PUT, e.id, name, err)))
+		return rc;
+	if (out && (rc = store_entry_lookup(t, coll, name, out, err)))
+		return rc;
+	return 0;
+}
+
+int store_file_touch(struct store_txn *t, int64_t id, struct dfs_err *err)
+{
+	sqlite3_stmt *st = store__stmt(t, ST_FILE_TOUCH, err);
+	int64_t now = store__now_ns();
+	int rc;
+
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_int64(st, 2, now);
+	sqlite3_bind_int64(st, 3, now);
+	rc = sqlite3_step(st);
+	if (rc != SQLITE_DONE)
+		return store__sqlerr(t, rc, "touch directory", err);
+	if (sqlite3_changes(t->c->h) == 0) /* removed meanwhile: nothing can be made in it */
+		return dfs_err_set(err, DFS_ENOENT, "directory %lld is gone", (long long)id);
+	return 0;
+}
+
+int store_dir_any(struct store_txn *t, int64_t coll, int64_t dir, bool *any, struct dfs_err *err)
+{
+	sqlite3_stmt *st = store__stmt(t, ST_FILE_IN_DIR, err);
+	char lo[32], hi[32];
+	int rc;
+
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	snprintf(lo, sizeof(lo), "%lld/", (long long)dir);
+	snprintf(hi, sizeof(hi), "%lld0", (long long)dir); /* '0' follows '/' */
+	sqlite3_bind_int64(st, 1, coll);
+	sqlite3_bind_text(st, 2, lo, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 3, hi, -1, SQLITE_TRANSIENT);
+	rc = sqlite3_step(st);
+	*any = rc == SQLITE_ROW;
+	sqlite3_reset(st);
+	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : store__sqlerr(t, rc, "directory", err);
 }
 
 static int file_insert(struct store_txn *t, int64_t coll, const char *name, int kind, int64_t id,
@@ -946,7 +1135,7 @@ static int file_insert(struct store_txn *t, int64_t coll, const char *name, int 
 	int64_t now = store__now_ns();
 	int rc;
 
-	if (strlen(name) > 255)
+	if (strlen(strrchr(name, '/') ? strrchr(name, '/') + 1 : name) > 255)
 		return dfs_err_set(err, DFS_ENAMETOOLONG, "file name too long");
 	if ((rc = coll_exists(t, coll, err)))
 		return rc;
@@ -984,6 +1173,9 @@ static int file_insert(struct store_txn *t, int64_t coll, const char *name, int 
 		out->size = (int64_t)len;
 		out->mtime_ns = out->ctime_ns = a->mtime_ns ? a->mtime_ns : now;
 		out->atime_ns = out->mtime_ns;
+		out->nlink = 1;
+		out->row = id;
+		out->ino = 0;
 		snprintf(out->name, sizeof(out->name), "%s", name);
 	}
 	return 0;
@@ -1029,7 +1221,7 @@ int store_file_write(struct store_txn *t, int64_t id, const void *data, size_t l
 	return store__change(t, e.coll, STORE_CH_PUT, id, e.name, err);
 }
 
-/* Removes whatever is called name in coll, unless it is entry keep. */
+/* Finds whatever is called name in coll, unless it is the name of row keep. */
 static int clear_target(struct store_txn *t, int64_t coll, const char *name, int64_t keep,
 			struct store_entry *found, bool *had, struct dfs_err *err)
 {
@@ -1040,7 +1232,7 @@ static int clear_target(struct store_txn *t, int64_t coll, const char *name, int
 		return 0;
 	if (rc)
 		return store_entry_lookup(t, coll, name, found, err);
-	if (found->id == keep)
+	if (found->row == keep)
 		return 0;
 	*had = true;
 	return 0;
@@ -1051,16 +1243,30 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 {
 	struct store_entry src, dst;
 	bool had, to_doc;
+	int64_t row;
 	bson_t idv;
 	int rc;
 
+	/* id may be a hard link's row: the name moves, the file is its inode (note 6) */
 	if ((rc = store_entry_get(t, id, &src, err)))
 		return rc;
+	row = src.row;
+	id = src.id;
 	to_doc = doc_name_decode(newname, &idv) == 0;
 	if (to_doc)
 		bson_destroy(&idv);
-	if ((rc = clear_target(t, newcoll, newname, id, &dst, &had, err)))
+	if ((rc = clear_target(t, newcoll, newname, row, &dst, &had, err)))
 		return rc;
+	if (to_doc && (src.row != src.id || src.nlink > 1)) /* a link's row, or a linked file */
+		return dfs_err_set(err, DFS_EPERM,
+				   "'%s' has hard links: a document has one name, its _id",
+				   src.name);
+	if (had && dst.id == id && dst.row != row) {
+		/* Two names of one file: rename(2) does nothing. */
+		if (out)
+			*out = src;
+		return 0;
+	}
 	if (src.kind == STORE_KIND_DOC && to_doc) {
 		/* A new _id for the same document: rewrite _id, keep the row. */
 		bson_t doc, renamed;
@@ -1106,7 +1312,7 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 				bson_append_iter(&renamed, bson_iter_key(&it),
 						 (int)bson_iter_key_len(&it), &it);
 		bson_destroy(&doc);
-		if (had && (rc = row_delete(t, &dst, err)))
+		if (had && (rc = name_remove(t, &dst, err)))
 			goto doc_done;
 		bson_iter_init_find(&it, &renamed, "_id");
 		if ((rc = doc_key_name(t, bson_iter_value(&it), name, sizeof(name), err)))
@@ -1171,7 +1377,7 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 		}
 		bson_destroy(&doc);
 		if (!rc && had)
-			rc = row_delete(t, &dst, err);
+			rc = name_remove(t, &dst, err);
 		if (!rc)
 			rc = row_delete(t, &src, err);
 		if (!rc) {
@@ -1203,8 +1409,8 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 		bson_t doc;
 
 		if (src.kind != STORE_KIND_FILE)
-			return dfs_err_set(err, DFS_EINVAL, "a symlink cannot become document '%s'",
-					   newname);
+			return dfs_err_set(err, DFS_EINVAL,
+					   "only a regular file can become document '%s'", newname);
 		dfs_buf_init(&text);
 		rc = store_entry_read(t, id, &text, err);
 		if (!rc)
@@ -1249,14 +1455,14 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 		return rc;
 	}
 	/* Scratch to scratch. */
-	if (had && (rc = row_delete(t, &dst, err)))
+	if (had && (rc = name_remove(t, &dst, err)))
 		return rc;
 	{
 		sqlite3_stmt *st = store__stmt(t, ST_FILE_RENAME, err);
 
 		if (!st)
 			return err ? err->code : DFS_EIO;
-		sqlite3_bind_int64(st, 1, id);
+		sqlite3_bind_int64(st, 1, row);
 		sqlite3_bind_int64(st, 2, newcoll);
 		sqlite3_bind_text(st, 3, newname, -1, SQLITE_STATIC);
 		sqlite3_bind_int64(st, 4, store__now_ns());
@@ -1267,8 +1473,11 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 	rc = store__change(t, src.coll, STORE_CH_DEL, id, src.name, err);
 	if (!rc)
 		rc = store__change(t, newcoll, STORE_CH_PUT, id, newname, err);
-	if (!rc && out)
-		rc = store_entry_get(t, id, out, err);
+	if (!rc && out && (rc = store_entry_get(t, id, out, err)) == 0) {
+		snprintf(out->name, sizeof(out->name), "%s", newname); /* a link's own name */
+		out->row = row;
+		out->coll = newcoll;
+	}
 	return rc;
 }
 

@@ -76,6 +76,7 @@ const char *dfs_code_name(int code)
 		[DFS_ESTALE] = "stale",
 		[DFS_ENOSPC] = "no space",
 		[DFS_ETYPE] = "type mismatch",
+		[DFS_EXDEV] = "cross-device move",
 	};
 
 	if (code < 0 || (size_t)code >= sizeof(names) / sizeof(names[0]) || !names[code])

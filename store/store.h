@@ -42,6 +42,7 @@ enum dfs_code {
 	DFS_ESTALE,    /* a position is gone: a tailable read overtaken (CappedPositionLost) */
 	DFS_ENOSPC,    /* the store's file system is full (space.c) */
 	DFS_ETYPE,     /* a value of the wrong type for the operation (MongoDB's TypeMismatch) */
+	DFS_EXDEV,     /* a move between places that hold things apart (a directory's collection) */
 };
 
 struct dfs_err {
@@ -333,6 +334,9 @@ enum store_kind {
 	STORE_KIND_DOC = 1,	/* "<stem>.json", BSON in the store, rendered on read */
 	STORE_KIND_FILE = 2,	/* scratch file: bytes kept as they are */
 	STORE_KIND_SYMLINK = 3, /* scratch symlink (emacs lock files): the target as bytes */
+	STORE_KIND_DIR = 4,	/* scratch directory: its entries are "<its id>/<name>" */
+	STORE_KIND_FIFO = 5,	/* scratch named pipe */
+	STORE_KIND_SOCK = 6,	/* scratch socket */
 };
 
 struct store_entry {
@@ -344,6 +348,9 @@ struct store_entry {
 	int64_t mtime_ns, ctime_ns;
 	char name[256];	  /* the file name in the directory */
 	int64_t atime_ns; /* last access as set (utimensat): the mtime until set */
+	uint32_t nlink;	  /* names of a scratch file (hard links); 1 for a document */
+	int64_t row;	  /* the row of this name: id, or a hard link's own row */
+	int64_t ino;	  /* internal: the row a hard link's row names (0: none) */
 };
 
 struct store_attrs {
@@ -407,6 +414,8 @@ int store_doc_rendered_len(const bson_t *doc, struct dfs_buf *scratch, int64_t *
 int store_doc_write_text(struct store_txn *t, int64_t coll, const char *name, const char *text,
 			 size_t len, const struct store_attrs *a, struct store_entry *out,
 			 struct dfs_err *err);
+/* Removes entry id, or the name of row id (a store_entry's row): a scratch file's other
+ * names (hard links) keep it. */
 int store_entry_delete(struct store_txn *t, int64_t id, struct dfs_err *err);
 /* The document of coll whose _id equals id (numbers by value); DFS_ENOENT when none. */
 int store_doc_find_id(struct store_txn *t, int64_t coll, const bson_value_t *id,
@@ -420,6 +429,15 @@ int store_file_create(struct store_txn *t, int64_t coll, const char *name, int k
 		      struct store_entry *out, struct dfs_err *err);
 int store_file_write(struct store_txn *t, int64_t id, const void *data, size_t len,
 		     struct dfs_err *err);
+/* Makes name in coll a hard link of scratch file id (doc.c note 6); *out: the entry of the
+ * new name. DFS_EPERM for a document, a directory or a document name; DFS_EEXIST. */
+int store_file_link(struct store_txn *t, int64_t id, int64_t coll, const char *name,
+		    struct store_entry *out, struct dfs_err *err);
+/* Sets the mtime and ctime of scratch entry id to now (a directory that changed);
+ * DFS_ENOENT when it is gone. */
+int store_file_touch(struct store_txn *t, int64_t id, struct dfs_err *err);
+/* Whether scratch directory dir of coll holds any entry. */
+int store_dir_any(struct store_txn *t, int64_t coll, int64_t dir, bool *any, struct dfs_err *err);
 /*
  * Renames entry id to newname in collection newcoll, replacing what was there. Documents
  * renamed to another document name change _id; a scratch file renamed to a document name

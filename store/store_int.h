@@ -47,6 +47,10 @@ enum store__st {
 	ST_FILE_LIST,
 	ST_FILE_SETATTR,
 	ST_FILE_ATIME,
+	ST_FILE_LINK,
+	ST_FILE_HIDE,
+	ST_FILE_TOUCH,
+	ST_FILE_IN_DIR,
 	ST_FILE_RENAME,
 	ST_VAC_GET,
 	ST_VAC_PUT,
@@ -271,7 +275,7 @@ void store__capped_decode(const void *blob, int len, struct store_coll *c);
 int store__conn_open(const char *path, bool create, struct store__conn **out, struct dfs_err *err);
 void store__conn_close(struct store__conn *c);
 
-#define STORE__SCHEMA_VERSION 7
+#define STORE__SCHEMA_VERSION 8
 
 /* The FROM and WHERE of a scan of collection ?1's documents (d) in run order (doc.c note
  * 5): runs in lo order, each a rowid range of docs filtered on coll (a run may hold other
@@ -286,6 +290,10 @@ void store__conn_close(struct store__conn *c);
 #define STORE__DOCS_OF_COLL STORE__DOCS_OF_COLL_FROM("r.lo")
 /* The documents of collection ?1 after id ?2 (runs before the one holding ?2 end before
  * ?2: they are skipped). */
+/* The last two columns of a files row: ino (the row a hard link names, NULL for a row that
+ * is its own) and its link count (its own name unless hidden, plus its links). */
+#define STORE__FILE_LINKS                                                                          \
+	" ino, (substr(name, 1, 2) <> '0/') + (SELECT count(*) FROM files l WHERE l.ino = files.id)"
 #define STORE__DOCS_OF_COLL_AFTER                                                                  \
 	STORE__DOCS_OF_COLL_FROM("max(r.lo, ?2 + 1)")                                              \
 	" AND r.lo >= coalesce((SELECT lo FROM runs WHERE coll = ?1 AND lo <= ?2"                  \

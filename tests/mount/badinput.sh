@@ -2,8 +2,8 @@
 # badinput.sh - bad input is refused with a clear errno and a message in /.docfs/errors,
 # and changes nothing: invalid JSON, a document over 16 MiB, nesting over 100 levels, '$'
 # and '.' in field names, an array _id, an _id differing from the file name, invalid UTF-8,
-# database and collection names over 64 bytes, file names over 255 bytes, mkdir in a
-# collection, rm .insert, a non-canonical document name (007.json), and renaming an invalid
+# database and collection names over 64 bytes, file names over 255 bytes, mkdir of a
+# document's name in a collection, rm .insert, a non-canonical document name (007.json), and renaming an invalid
 # scratch file over a document.
 . "$(dirname "$0")/lib.sh"
 mount_docfs
@@ -146,10 +146,10 @@ ok255=$(printf 'x%.0s' $(seq 250)).json
 echo '{}' > "$C/$ok255" || fail "255-byte document name refused"
 rm "$C/$ok255"
 
-step "mkdir inside a collection"
-expect_rejected "mkdir in a collection" "Operation not permitted" "collection|director" \
-	mkdir "$C/sub"
-[ ! -e "$C/sub" ] || fail "sub exists"
+step "mkdir inside a collection under a document's name"
+expect_rejected "mkdir of a document name in a collection" "Operation not permitted" \
+	"document|director" mkdir "$C/sub.json"
+[ ! -e "$C/sub.json" ] || fail "sub.json exists"
 
 step "rm .insert"
 expect_rejected "rm .insert" "Operation not permitted" "\.insert" rm -f "$C/.insert"

@@ -4,8 +4,9 @@
 # document must fail at the write), touch and `: >` making an empty document, the times of
 # the fixed entries, and the POSIX behaviour pjdfstest checks (permissions for another user
 # with allow_other, chown, utimensat, rename, unlink, truncate, O_EXCL, ENAMETOOLONG). What
-# docfs refuses by design (directories, FIFOs, device nodes and hard links inside a
-# collection) is checked to fail with a clear errno; README.md lists those exceptions.
+# docfs refuses by design (device nodes; directories, FIFOs and hard links under a
+# document's name; a document's hard links) is checked to fail with a clear errno; README.md
+# lists those exceptions.
 . "$(dirname "$0")/lib.sh"
 chmod 755 "$T" # another user must reach the mount point
 mount_docfs allow_other
@@ -200,8 +201,11 @@ touch "$C/$ok.json" || fail "a 255-byte name"
 expect_eq "$(jq -r ._id "$C/$ok.json")" "$ok" "the longest name"
 
 step "documented exceptions: what a collection refuses, with a clear errno"
-expect_eq "$(pyerr "os.mkdir('$C/sub')")" "Operation not permitted" "mkdir in a collection"
-expect_eq "$(pyerr "os.mkfifo('$C/fifo')")" "Operation not permitted" "mkfifo in a collection"
-expect_eq "$(pyerr "os.link('$C/1.json', '$C/hard.json')")" "Operation not permitted" "link in a collection"
+# Directories, fifos, sockets and hard links are scratch entries (scratch_dirs.sh); not
+# under a document's name, and a document has one name.
+expect_eq "$(pyerr "os.mkdir('$C/sub.json')")" "Operation not permitted" "mkdir of a document name"
+expect_eq "$(pyerr "os.mkfifo('$C/fifo.json')")" "Operation not permitted" "mkfifo of a document name"
+expect_eq "$(pyerr "os.link('$C/1.json', '$C/hard')")" "Operation not permitted" "link of a document"
+expect_eq "$(pyerr "os.mknod('$C/null', 0o600 | 0o020000, os.makedev(1, 3))")" "Operation not permitted" "a device node"
 unmount_docfs
 echo ok

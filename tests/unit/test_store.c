@@ -1340,6 +1340,192 @@ START_TEST(test_store_entry_set_atime_keeps_it_apart)
 }
 END_TEST
 
+/* A version-5 database (before atime and chtime) is sound to docfs check as it is, and
+ * opening it adds the columns; what it held reads as before (atime: the mtime). */
+START_TEST(test_store_check_and_migrate_schema_5)
+{
+	struct dfs_err err = {0};
+	struct store_entry e, got;
+	struct store_txn *t;
+	int64_t c = make_coll("old5");
+	char path[400], *msg = NULL;
+	sqlite3 *h;
+
+	ck_assert_msg(write_doc(c, "a.json", "{}", &e, &err) == 0, "%s", err.msg);
+	store_free(st);
+	snprintf(path, sizeof(path), "%s/shop.db", tmpdir);
+	ck_assert_int_eq(sqlite3_open(path, &h), SQLITE_OK);
+	ck_assert_msg(sqlite3_exec(h,
+				   "ALTER TABLE docs DROP COLUMN atime;"
+				   "ALTER TABLE files DROP COLUMN atime;"
+				   "ALTER TABLE colls DROP COLUMN chtime; PRAGMA user_version = 5",
+				   NULL, NULL, &msg) == SQLITE_OK,
+		      "%s", msg);
+	sqlite3_close(h);
+	ck_assert_int_eq(store_open(tmpdir, false, &st, &err), 0);
+	check_clean();
+	ck_assert_msg(store_db_get(st, "shop", false, &db, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(store_txn_begin(db, false, &t, &err), 0);
+	ck_assert_int_eq(store_entry_lookup(t, c, "a.json", &got, &err), 0);
+	store_txn_abort(t);
+	ck_assert_int_eq(got.id, e.id);
+	ck_assert_int_eq(got.atime_ns, got.mtime_ns);
+	check_clean();
+}
+END_TEST
+
+/* A version-7 database of main's kind (no files.ino) is sound to docfs check, and opening
+ * it adds the column: hard links work there. */
+START_TEST(test_store_check_and_migrate_schema_7_without_ino)
+{
+	struct dfs_err err = {0};
+	struct store_entry f, l;
+	struct store_txn *t;
+	int64_t c = make_coll("old7");
+	char path[400], *msg = NULL;
+	sqlite3 *h;
+
+	store_free(st);
+	snprintf(path, sizeof(path), "%s/shop.db", tmpdir);
+	ck_assert_int_eq(sqlite3_open(path, &h), SQLITE_OK);
+	ck_assert_msg(sqlite3_exec(h,
+				   "DROP INDEX files_ino; ALTER TABLE files DROP COLUMN ino;"
+				   " PRAGMA user_version = 7",
+				   NULL, NULL, &msg) == SQLITE_OK,
+		      "%s", msg);
+	sqlite3_close(h);
+	ck_assert_int_eq(store_open(tmpdir, false, &st, &err), 0);
+	check_clean();
+	ck_assert_msg(store_db_get(st, "shop", false, &db, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	ck_assert_int_eq(
+		store_file_create(t, c, "f", STORE_KIND_FILE, &attrs, "x", 1, &f, &err), 0);
+	ck_assert_msg(store_file_link(t, f.id, c, "g", &l, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(l.nlink, 2);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	check_clean();
+}
+END_TEST
+
+/* A collect callback of store_entry_list: the names listed, space-separated. */
+static int collect_names(void *ctx, const struct store_entry *e, uint64_t next)
+{
+	struct dfs_buf *b = ctx;
+
+	dfs_buf_printf(b, "%s:%u ", e->name, e->nlink);
+	return 0;
+}
+
+static char *list_names(int64_t coll)
+{
+	struct dfs_err err = {0};
+	struct store_txn *t;
+	struct dfs_buf b;
+
+	dfs_buf_init(&b);
+	dfs_buf_puts(&b, "");
+	ck_assert_int_eq(store_txn_begin(db, false, &t, &err), 0);
+	ck_assert_int_eq(store_entry_list(t, coll, 0, collect_names, &b, &err), 0);
+	store_txn_abort(t);
+	return b.data;
+}
+
+/* issue 28 item 6 (doc.c note 6): a hard link is a name of the same file; the file lives
+ * while any name does, hidden when its first name goes; documents refuse links. */
+START_TEST(test_store_file_link_names_one_file)
+{
+	struct dfs_err err = {0};
+	struct store_entry f, l, got, d;
+	struct store_txn *t;
+	struct dfs_buf b;
+	int64_t c = make_coll("links");
+	bool any = true;
+	char *names, in_dir[64], want[128];
+
+	dfs_buf_init(&b);
+	ck_assert_msg(write_doc(c, "d.json", "{}", &d, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	ck_assert_int_eq(
+		store_file_create(t, c, "dir", STORE_KIND_DIR, &attrs, NULL, 0, &got, &err), 0);
+	ck_assert_int_eq(store_dir_any(t, c, got.id, &any, &err), 0);
+	ck_assert(!any);
+	snprintf(in_dir, sizeof(in_dir), "%lld/l.txt", (long long)got.id); /* dir/l.txt */
+	ck_assert_int_eq(
+		store_file_create(t, c, "f.txt", STORE_KIND_FILE, &attrs, "abc", 3, &f, &err), 0);
+	ck_assert_msg(store_file_link(t, f.id, c, in_dir, &l, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(l.id, f.id);
+	ck_assert_int_ne(l.row, f.id);
+	ck_assert_int_eq(l.nlink, 2);
+	ck_assert_int_eq(store_dir_any(t, c, strtoll(in_dir, NULL, 10), &any, &err), 0);
+	ck_assert(any);
+	ck_assert_int_eq(store_file_link(t, d.id, c, "dl", NULL, &err), DFS_EPERM);
+	dfs_err_clear(&err);
+	ck_assert_int_eq(store_file_link(t, f.id, c, "x.json", NULL, &err), DFS_EPERM);
+	dfs_err_clear(&err);
+	ck_assert_int_eq(store_file_link(t, f.id, c, "f.txt", NULL, &err), DFS_EEXIST);
+	dfs_err_clear(&err);
+	/* the first name goes: the file stays, hidden, under its other name */
+	ck_assert_int_eq(store_entry_delete(t, f.row, &err), 0);
+	ck_assert_int_eq(store_file_write(t, f.id, "abcd", 4, &err), 0);
+	ck_assert_int_eq(store_entry_lookup(t, c, in_dir, &got, &err), 0);
+	ck_assert_int_eq(got.id, f.id);
+	ck_assert_int_eq(got.nlink, 1);
+	ck_assert_int_eq(got.size, 4);
+	ck_assert_int_eq(store_entry_read(t, got.id, &b, &err), 0);
+	ck_assert_str_eq(b.data, "abcd");
+	ck_assert_int_eq(store_entry_lookup(t, c, "f.txt", &got, &err), DFS_ENOENT);
+	dfs_err_clear(&err);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	names = list_names(c);
+	snprintf(want, sizeof(want), "dir:1 %s:1 d.json:1 ", in_dir);
+	ck_assert_str_eq(names, want);
+	free(names);
+	check_clean();
+
+	/* a rename of the link moves its name; the last name's removal removes the file */
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	ck_assert_msg(store_entry_rename(t, l.row, c, "m.txt", &got, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(got.id, f.id);
+	ck_assert_str_eq(got.name, "m.txt");
+	ck_assert_int_eq(store_file_write(t, f.id, "{}", 2, &err), 0);
+	ck_assert_int_eq(store_entry_rename(t, got.row, c, "m.json", NULL, &err), DFS_EPERM);
+	dfs_err_clear(&err);
+	ck_assert_int_eq(store_entry_delete(t, got.row, &err), 0);
+	ck_assert_int_eq(store_entry_get(t, f.id, &got, &err), DFS_ENOENT);
+	dfs_err_clear(&err);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	names = list_names(c);
+	ck_assert_str_eq(names, "dir:1 d.json:1 ");
+	free(names);
+	check_clean();
+	dfs_buf_release(&b);
+}
+END_TEST
+
+/* docfs check finds a hard link to nothing, a hidden file without links and an entry of a
+ * directory that is gone (doc.c note 6). */
+START_TEST(test_store_check_finds_broken_links_and_dirs)
+{
+	struct dfs_err err = {0};
+	int64_t c = make_coll("broken");
+	char cmd[600];
+	int n = 0;
+
+	store_free(st);
+	st = NULL;
+	snprintf(cmd, sizeof(cmd),
+		 "sqlite3 %s/shop.db \"UPDATE meta SET v = 1000 WHERE k = 'next_id';"
+		 " INSERT INTO files(id, coll, name, kind, ino) VALUES(100, %lld, 'l', 2, 99);"
+		 " INSERT INTO files(id, coll, name, kind) VALUES(101, %lld, '0/101', 2);"
+		 " INSERT INTO files(id, coll, name, kind) VALUES(102, %lld, '98/x', 2)\"",
+		 tmpdir, (long long)c, (long long)c, (long long)c);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_eq(store_open(tmpdir, false, &st, &err), 0);
+	ck_assert_int_eq(store_check(st, count_problem, &n, &err), DFS_ECORRUPT);
+	ck_assert_int_eq(n, 3);
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
 	Suite *s = suite_create("store");
@@ -1379,6 +1565,10 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_store_check_finds_doc_outside_runs);
 	tcase_add_test(tc, test_store_db_get_migrates_schema_3);
 	tcase_add_test(tc, test_store_entry_set_atime_keeps_it_apart);
+	tcase_add_test(tc, test_store_check_and_migrate_schema_5);
+	tcase_add_test(tc, test_store_check_and_migrate_schema_7_without_ino);
+	tcase_add_test(tc, test_store_file_link_names_one_file);
+	tcase_add_test(tc, test_store_check_finds_broken_links_and_dirs);
 	tcase_add_test(tc, test_store_thread_stop_interrupts_and_never_commits);
 	suite_add_tcase(s, tc);
 	return s;
