@@ -231,6 +231,50 @@ done:
 
 /* ---- update, delete ------------------------------------------------------------------- */
 
+/* What docfs does not have yet, in a write command or one of its statements: refused (238)
+ * rather than ignored, since a collation or a let ignored matches other documents. */
+static const char *const write_refused[] = {"collation", "let", NULL};
+
+/* The fields of an update and of a delete statement that MongoDB 7.0 knows; any other is
+ * its IDL's 40415 for the whole command (an update's "sort" came in 8.0). */
+static const char *const update_fields[] = {
+	"q",	"u",	     "c",	 "upsert",	   "multi", "arrayFilters",
+	"hint", "collation", "sampleId", "upsertSupplied", NULL};
+static const char *const delete_fields[] = {"q", "limit", "hint", "collation", "sampleId", NULL};
+
+/* Checks the command's and each statement's options before any runs (MongoDB parses the
+ * whole command first): 0, or 238 for what docfs refuses, 40415 for an unknown field. */
+static int check_statements(struct wire_ctx *c, const struct doc_list *sts, const char *id,
+			    const char *const *known)
+{
+	int rc;
+
+	if ((rc = wire_refuse_opts(c, c->cmd, c->name, write_refused)))
+		return rc;
+	for (size_t i = 0; i < sts->n; i++) {
+		bson_t view;
+		bson_iter_t it;
+
+		list_doc(sts, i, &view);
+		if ((rc = wire_refuse_opts(c, &view, c->name, write_refused)))
+			return rc;
+		if (!bson_iter_init(&it, &view))
+			continue;
+		while (bson_iter_next(&it)) {
+			const char *k = bson_iter_key(&it);
+			size_t j = 0;
+
+			while (known[j] && strcmp(known[j], k))
+				j++;
+			if (!known[j])
+				return wire_fail(c, 40415, "Location40415",
+						 "BSON field '%s.%s.%s' is an unknown field.",
+						 c->name, id, k);
+		}
+	}
+	return 0;
+}
+
 /* Runs one update statement st; *r filled. 0, DFS_ENOENT (nothing to update), or an
  * error in err. */
 static int update_one(struct wire_ctx *c, const char *name, const bson_t *st,
@@ -276,7 +320,8 @@ int wire_cmd_update(struct wire_ctx *c, bson_t *reply)
 	int64_t n = 0, modified = 0;
 	int nerrs = 0, nups = 0, rc;
 
-	if ((rc = wire_arg_coll(c, name, sizeof(name))) || (rc = doc_list(c, "updates", &sts)))
+	if ((rc = wire_arg_coll(c, name, sizeof(name))) || (rc = doc_list(c, "updates", &sts)) ||
+	    (rc = check_statements(c, &sts, "updates", update_fields)))
 		goto done;
 	wire_arg_bool(c, "ordered", &ordered);
 	for (size_t i = 0; i < sts.n; i++) {
@@ -378,7 +423,8 @@ int wire_cmd_delete(struct wire_ctx *c, bson_t *reply)
 	int64_t n = 0;
 	int nerrs = 0, rc;
 
-	if ((rc = wire_arg_coll(c, name, sizeof(name))) || (rc = doc_list(c, "deletes", &sts)))
+	if ((rc = wire_arg_coll(c, name, sizeof(name))) || (rc = doc_list(c, "deletes", &sts)) ||
+	    (rc = check_statements(c, &sts, "deletes", delete_fields)))
 		goto done;
 	wire_arg_bool(c, "ordered", &ordered);
 	for (size_t i = 0; i < sts.n; i++) {
@@ -422,7 +468,8 @@ int wire_cmd_find_and_modify(struct wire_ctx *c, bson_t *reply)
 	struct wire_coll x;
 	int rc;
 
-	if ((rc = wire_arg_coll(c, name, sizeof(name))))
+	if ((rc = wire_arg_coll(c, name, sizeof(name))) ||
+	    (rc = wire_refuse_opts(c, c->cmd, c->name, write_refused)))
 		return rc;
 	o.filter = wire_sub_view(c->cmd, "query", false, &q) ? &q : NULL;
 	o.sort = wire_sub_view(c->cmd, "sort", false, &sort) ? &sort : NULL;

@@ -474,6 +474,23 @@ def run(sock, port):
     v = db.command("validate", "items")
     check(v["valid"] is True and v["nrecords"] == c.count_documents({}), "validate %r" % v)
     expect_code(238, db.command, "collMod", "items")
+    # options docfs has not yet are refused, never ignored (an ignored collation or let
+    # matches other documents); the simple collation is the binary comparison docfs does
+    ci = {"locale": "en_US", "strength": 2}
+    expect_code(238, lambda: list(c.find({}, collation=ci)))
+    expect_code(238, c.count_documents, {}, collation=ci)
+    expect_code(238, c.distinct, "x", collation=ci)
+    expect_code(238, c.update_one, {"_id": -1}, {"$set": {"x": 1}}, collation=ci)
+    expect_code(238, c.delete_many, {"_id": -1}, collation=ci)
+    expect_code(238, c.find_one_and_delete, {"_id": -1}, collation=ci)
+    expect_code(238, db.command, "delete", "items", deletes=[{"q": {"_id": -1}, "limit": 0}],
+                let={"v": 1})
+    expect_code(238, db.command, "aggregate", "items", pipeline=[], cursor={}, let={"v": 1})
+    check(list(c.find({"_id": -1}, collation={"locale": "simple"})) == [], "simple collation")
+    # an update statement's sort came in MongoDB 8.0: 7.0's unknown field, nothing run
+    expect_code(40415, db.command, "update", "items",
+                updates=[{"q": {}, "u": {"$set": {"sorted": 1}}, "sort": {"_id": 1}}])
+    check(c.count_documents({"sorted": 1}) == 0, "update with sort ran nothing")
 
     # errors
     expect_code(59, db.command, "noSuchCommand")
