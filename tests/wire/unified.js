@@ -131,11 +131,11 @@ function numValue(v) {
 	return v.valueOf();
 }
 
+// A document: a plain object or a driver result object (BulkWriteResult, whose counts are
+// getters); not a BSON value, a Date, a RegExp or bytes.
 function isDocument(v) {
-	if (v === null || typeof v !== 'object' || Array.isArray(v))
-		return false;
-	const proto = Object.getPrototypeOf(v);
-	return proto === Object.prototype || proto === null || !v._bsontype;
+	return v !== null && typeof v === 'object' && !Array.isArray(v) && !v._bsontype &&
+	       !(v instanceof Date) && !(v instanceof RegExp) && !ArrayBuffer.isView(v);
 }
 
 function show(v) {
@@ -146,7 +146,9 @@ function show(v) {
 	}
 }
 
-// The BSON type names of $$type that the driver's decoded value can be.
+// The BSON type names of $$type that the driver's decoded value can be. The driver decodes
+// int32, int64 (when it fits) and double all as JS numbers, so an integral number may be any
+// of the three and a fractional one only a double.
 function typeNames(v) {
 	if (v === undefined)
 		return [];
@@ -439,7 +441,44 @@ async function runTest(uri, file, test) {
 	}
 }
 
+// The matcher checked on cases whose answer is known, so that a matcher accepting too much
+// cannot pass the spec tests by itself: [expected, actual, root, matches].
+function selfTest() {
+	const cases = [
+		[{ x: 1 }, { x: 1, y: 1 }, true, true],
+		[{ x: { y: 1 } }, { x: { y: 1, z: 1 } }, true, false],
+		[{ x: 1, y: 1 }, { x: 1 }, true, false],
+		[{ x: 1 }, { x: 1.0 }, false, true],
+		[{ x: 1 }, { x: 1.5 }, false, false],
+		[{ x: 1 }, { x: '1' }, false, false],
+		[{ x: { $$unsetOrMatches: 2 } }, {}, false, true],
+		[{ x: { $$unsetOrMatches: 2 } }, { x: 3 }, false, false],
+		[{ x: { $$exists: false } }, { x: null }, true, false],
+		[{ x: { $$exists: true } }, { x: 0 }, true, true],
+		[{ x: { $$type: 'string' } }, { x: 5 }, true, false],
+		[{ x: { $$type: ['int', 'long'] } }, { x: 5 }, true, true],
+		[[1, 2], [1, 2, 3], false, false],
+		[{ d: new Date(0) }, { d: new Date(1) }, true, false],
+		[{ o: new (require('mongodb').ObjectId)('000000000000000000000001') },
+		 { o: new (require('mongodb').ObjectId)('000000000000000000000002') }, true, false],
+	];
+	cases.forEach(([e, a, root, want], i) => {
+		let got = true;
+		try {
+			match(e, a, root, 'case ' + i);
+		} catch (err) {
+			if (!(err instanceof Mismatch))
+				throw err;
+			got = false;
+		}
+		if (got !== want)
+			throw new Error('matcher self-test case ' + i + ' (' + show(e) + ' vs ' + show(a) +
+					') gave ' + got);
+	});
+}
+
 async function main() {
+	selfTest();
 	const [uri, dir, minArg] = process.argv.slice(2);
 	if (!uri || !dir) {
 		console.error('usage: node unified.js URI SPECDIR [MIN_PASS_PERCENT]');
