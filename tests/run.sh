@@ -32,9 +32,10 @@ if [ ! -d tests/query/diff/node_modules/mingo ]; then
 	echo "== installing mingo (npm ci)"
 	npm ci --prefix tests/query/diff --no-audit --no-fund --loglevel=error >/dev/null
 fi
-# mongosh for the wire protocol's transcript test (tests/wire/mongosh.sh).
-if [ ! -x tests/wire/node_modules/.bin/mongosh ]; then
-	echo "== installing mongosh (npm ci)"
+# mongosh for the wire protocol's transcript test (tests/wire/mongosh.sh),
+# and the Node.js driver for the unified CRUD spec runner (tests/wire/unified.sh).
+if [ ! -x tests/wire/node_modules/.bin/mongosh ] || [ ! -f tests/wire/node_modules/mongodb/package.json ]; then
+	echo "== installing mongosh and the mongodb driver (npm ci)"
 	npm ci --prefix tests/wire --no-audit --no-fund --loglevel=error >/dev/null
 fi
 

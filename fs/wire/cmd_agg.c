@@ -517,6 +517,10 @@ static int coll_stats_stage(struct wire_ctx *c, const char *name, const char *ns
 	return 0;
 }
 
+/* Options of aggregate that docfs does not have yet: refused rather than ignored (a
+ * collation or a let ignored gives other documents, or a misleading error). */
+static const char *const agg_refused[] = {"collation", "let", NULL};
+
 int wire_cmd_aggregate(struct wire_ctx *c, bson_t *reply)
 {
 	struct dfs_err err = {0};
@@ -532,6 +536,8 @@ int wire_cmd_aggregate(struct wire_ctx *c, bson_t *reply)
 	int rc;
 
 	wire_arg_bool(c, "explain", &explain);
+	if ((rc = wire_refuse_opts(c, c->cmd, "aggregate", agg_refused)))
+		return rc;
 	if (!explain && (rc = change_stream(c, reply)) != -1)
 		return rc;
 	if (!explain && (rc = current_op_stage(c, reply)) != -1)

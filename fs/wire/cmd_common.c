@@ -114,9 +114,52 @@ int64_t wire_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Options of find that docfs does not have yet: refused by name. */
-static const char *const find_refused[] = {"min",	"max",		"collation",  "let",
-					   "returnKey", "showRecordId", "oplogReplay"};
+/* Whether option name is a collation of only {locale: "simple"}: the binary comparison
+ * that docfs always does. */
+static bool simple_collation(const char *name, const uint8_t *data, uint32_t len)
+{
+	bson_t doc;
+	bson_iter_t it;
+
+	if (strcmp(name, "collation") || !bson_init_static(&doc, data, len) ||
+	    bson_count_keys(&doc) != 1 || !bson_iter_init_find(&it, &doc, "locale") ||
+	    !BSON_ITER_HOLDS_UTF8(&it))
+		return false;
+	return !strcmp(bson_iter_utf8(&it, NULL), "simple");
+}
+
+int wire_refuse_opts(struct wire_ctx *c, const bson_t *doc, const char *what,
+		     const char *const *names)
+{
+	bson_iter_t it;
+
+	for (; *names; names++) {
+		bool set;
+
+		if (!bson_iter_init_find(&it, doc, *names))
+			continue;
+		if (BSON_ITER_HOLDS_DOCUMENT(&it)) {
+			uint32_t len;
+			const uint8_t *data;
+
+			bson_iter_document(&it, &len, &data);
+			set = len > 5 && !simple_collation(*names, data, len); /* {} is 5 bytes */
+		} else {
+			set = !BSON_ITER_HOLDS_NULL(&it) && bson_iter_as_bool(&it);
+		}
+		if (set)
+			return wire_fail(c, 238, "NotImplemented",
+					 "%s: option '%s' is not supported by docfs yet", what,
+					 *names);
+	}
+	return 0;
+}
+
+/* Options of find, and of count and distinct, that docfs does not have yet: refused by
+ * name rather than ignored (a collation ignored gives other documents, silently). */
+static const char *const find_refused[] = {"min",	"max",		"collation",   "let",
+					   "returnKey", "showRecordId", "oplogReplay", NULL};
+static const char *const count_refused[] = {"collation", NULL};
 
 int wire_find_args(struct wire_ctx *c, struct wire_find_args *a, bool count)
 {
@@ -126,12 +169,8 @@ int wire_find_args(struct wire_ctx *c, struct wire_find_args *a, bool count)
 
 	memset(a, 0, sizeof(*a));
 	a->batch = -1;
-	for (size_t i = 0; !count && i < sizeof(find_refused) / sizeof(*find_refused); i++)
-		if (bson_iter_init_find(&it, c->cmd, find_refused[i]) && bson_iter_as_bool(&it) &&
-		    !BSON_ITER_HOLDS_DOCUMENT(&it))
-			return wire_fail(c, 238, "NotImplemented",
-					 "find: option '%s' is not supported by docfs yet",
-					 find_refused[i]);
+	if ((rc = wire_refuse_opts(c, c->cmd, c->name, count ? count_refused : find_refused)))
+		return rc;
 	if ((rc = wire_arg_doc(c, count ? "query" : "filter", &a->filter)) > 1)
 		return rc;
 	a->o.filter = rc == 0 ? &a->filter : NULL;

@@ -254,6 +254,11 @@ void wire_ns(char *out, size_t cap, const char *db, const char *coll);
 bool wire_sub_view(const bson_t *doc, const char *key, bool array, bson_t *view);
 /* Now, in ms since the epoch ($currentDate, $$NOW). */
 int64_t wire_now_ms(void);
+/* 238 NotImplemented when doc (the command, or one of its statements) sets one of names
+ * (NULL-terminated): to a document that is not empty, or to any value but false or null.
+ * what names the command in the message. 0 when none is set. */
+int wire_refuse_opts(struct wire_ctx *c, const bson_t *doc, const char *what,
+		     const char *const *names);
 /* A find's (count: a count's or distinct's) arguments of c->cmd into a: 0 or a wire_fail
  * code (238 for the options docfs has not yet). */
 int wire_find_args(struct wire_ctx *c, struct wire_find_args *a, bool count);

@@ -480,6 +480,32 @@ def run(sock, port):
     v = db.command("validate", "items")
     check(v["valid"] is True and v["nrecords"] == c.count_documents({}), "validate %r" % v)
     expect_code(238, db.command, "collMod", "items")
+    # options docfs has not yet are refused, never ignored (an ignored collation or let
+    # matches other documents); the simple collation is the binary comparison docfs does
+    ci = {"locale": "en_US", "strength": 2}
+    expect_code(238, lambda: list(c.find({}, collation=ci)))
+    expect_code(238, c.count_documents, {}, collation=ci)
+    expect_code(238, c.distinct, "x", collation=ci)
+    expect_code(238, c.update_one, {"_id": -1}, {"$set": {"x": 1}}, collation=ci)
+    expect_code(238, c.delete_many, {"_id": -1}, collation=ci)
+    expect_code(238, c.find_one_and_delete, {"_id": -1}, collation=ci)
+    # a write's let binds constants in $expr ($$name); an expression as a value is refused
+    db.letc.insert_many([{"_id": 1, "n": "a"}, {"_id": 2, "n": "b"}])
+    r = db.command("delete", "letc", let={"v": "b"},
+                   deletes=[{"q": {"$or": [{"$expr": {"$eq": ["$n", "$$v"]}}]}, "limit": 0}])
+    check(r["n"] == 1 and [d["_id"] for d in db.letc.find()] == [1], "delete with let %r" % r)
+    r = db.command("update", "letc", let={"v": 1},
+                   updates=[{"q": {"$expr": {"$eq": ["$_id", "$$v"]}}, "u": {"$set": {"m": 1}}}])
+    check(r["nModified"] == 1, "update with let %r" % r)
+    expect_code(238, db.command, "delete", "letc", let={"v": {"$add": [1, 1]}},
+                deletes=[{"q": {"$expr": {"$eq": ["$_id", "$$v"]}}, "limit": 0}])
+    db.letc.drop()
+    expect_code(238, db.command, "aggregate", "items", pipeline=[], cursor={}, let={"v": 1})
+    check(list(c.find({"_id": -1}, collation={"locale": "simple"})) == [], "simple collation")
+    # an update statement's sort came in MongoDB 8.0: 7.0's unknown field, nothing run
+    expect_code(40415, db.command, "update", "items",
+                updates=[{"q": {}, "u": {"$set": {"sorted": 1}}, "sort": {"_id": 1}}])
+    check(c.count_documents({"sorted": 1}) == 0, "update with sort ran nothing")
 
     # errors
     expect_code(59, db.command, "noSuchCommand")
