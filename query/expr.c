@@ -2331,7 +2331,7 @@ static int eval_pow(const struct agg__x *x, struct agg__ctx *c, bson_value_t *ou
 		    struct dfs_err *err)
 {
 	bson_value_t a, b;
-	int kind, rc = two_nums(x, c, &a, &b, &kind, err);
+	int kind = 0, rc = two_nums(x, c, &a, &b, &kind, err);
 	long double da, db;
 
 	if (rc < 0) {
