@@ -78,6 +78,13 @@ T_START=$(date +%s)
 field() { jq -r --arg k "$2" '.[$k] // empty | if type == "number" then . else tostring end' "$1" 2>/dev/null || true; }
 rate() { awk -v n="$1" -v t="$2" 'BEGIN { if (t == "" || t == 0) print "n/a"; else printf "%.0f", n / t }'; }
 sec() { awk -v t="$1" 'BEGIN { if (t == "") print "n/a"; else printf "%.3f", t }'; }
+TCK=$(getconf CLK_TCK)
+dcpu() { # the docfs daemon's CPU seconds so far (user + system, all threads)
+	local pid
+	pid=$(daemon_pid)
+	[ -n "$pid" ] && awk -v t="$TCK" '{ sub(/^.*\) /, ""); printf "%.2f", ($12 + $13) / t }' "/proc/$pid/stat" 2>/dev/null || true
+}
+dsub() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "") print "n/a"; else printf "%.2f", b - a }'; }
 count_docfs() { cat "$MNT/test/$1/query/{}?count=1" 2>/dev/null | tr -dc 0-9; }
 # client NAME ARGS... : runs wire_client.py ARGS > $B/NAME.json; a failure is a problem
 client() {
@@ -104,14 +111,18 @@ for _ in $(seq 1 100); do [ -S "$SOCK" ] && break; sleep 0.1; done
 
 ########################################################################################
 echo "== 1. bulk insert" >&2
+C0=$(dcpu)
 TIMEIT_SYNC=1 timeit 'cat "$B/users.jsonl" > "$MNT/test/users/.insert" 2> "$B/ins_fuse.err"'
-T_IF=$T
+T_IF=$T D_IF=$(dsub "$C0" "$(dcpu)")
 [ "$RC" -eq 0 ] || problem "cat > .insert exited $RC: $(head -n 3 "$B/ins_fuse.err")"
 N_IF=$(count_docfs users)
 echo "   .insert: $T_IF s, $N_IF documents" >&2
 sync
+C0=$(dcpu)
 client ins_wire insert "$URI" test wire "$B/users.jsonl" "$BATCH"
+D_IW=$(dsub "$C0" "$(dcpu)")
 T_IW=$(field "$B/ins_wire.json" seconds) N_IW=$(field "$B/ins_wire.json" count)
+C_IW=$(field "$B/ins_wire.json" client_cpu)
 N_IW_ACK=$(field "$B/ins_wire.json" n)
 N_IW_FS=$(count_docfs wire)
 echo "   insert_many: $(sec "$T_IW") s, $N_IW_ACK acknowledged, count $N_IW (query/: $N_IW_FS)" >&2
@@ -208,8 +219,12 @@ echo "   wire $(sec "$T_AW") s, files $(sec "$T_AF") s, sqlite3 $(sec "$T_AS") s
 
 ########################################################################################
 echo "== 4. $CLIENTS clients x $READS point reads by _id" >&2
+C0=$(dcpu)
 client p_wire points wire "$URI" test users "$CLIENTS" "$B/point.ids"
+D_PW=$(dsub "$C0" "$(dcpu)")
+C0=$(dcpu)
 client p_fuse points fuse "$MNT/test/users" "$CLIENTS" "$B/point.ids"
+D_PF=$(dsub "$C0" "$(dcpu)")
 client p_sql points sqlite "$DB" "$SQL_P" "$CLIENTS" "$B/point.ids"
 T_PW=$(field "$B/p_wire.json" seconds) T_PF=$(field "$B/p_fuse.json" seconds) T_PS=$(field "$B/p_sql.json" seconds)
 R=()
@@ -253,6 +268,18 @@ $(row "4. $CLIENTS clients x $READS point reads by _id" "$NP" "$T_PW" "$T_PF" "$
   equal; point reads found $NP/$NP documents with the same sum of ages on all three.
 - Documents/s of 2 counts the documents returned; of 3 the documents grouped.
 - The daemon's peak RSS (VmHWM): $RSS.
+
+Where the CPU went (seconds of CPU, user + system; the daemon's is read from \`/proc/PID/stat\`
+around each step, so it also holds the few connections' setup; on 2 cores a client's CPU is
+taken from the daemon's):
+
+| step | wall | client CPU | docfs daemon CPU |
+|---|---:|---:|---:|
+| 1. \`insert_many\` (PyMongo: BSON encoding, the socket) | $(sec "$T_IW") | $(sec "$C_IW") | $D_IW |
+| 1. \`cat > .insert\` | $(sec "$T_IF") | (cat) | $D_IF |
+| 4. point reads, wire (PyMongo \`find_one\`, BSON decoding) | $(sec "$T_PW") | $(sec "$(field "$B/p_wire.json" client_cpu)") | $D_PW |
+| 4. point reads, files (open, read, \`json.loads\`) | $(sec "$T_PF") | $(sec "$(field "$B/p_fuse.json" client_cpu)") | $D_PF |
+| 4. point reads, sqlite3 (SELECT, \`json.loads\`) | $(sec "$T_PS") | $(sec "$(field "$B/p_sql.json" client_cpu)") | |
 
 ### Summary (for README.md)
 

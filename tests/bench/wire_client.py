@@ -18,9 +18,16 @@
 # Only the standard library, PyMongo and its bson (Debian's python3-pymongo 3.11).
 import json
 import multiprocessing as mp
+import resource
 import sqlite3
 import sys
 import time
+
+
+def cpu():
+	"""This process's CPU seconds (user + system)."""
+	r = resource.getrusage(resource.RUSAGE_SELF)
+	return r.ru_utime + r.ru_stime
 
 
 def out(**kw):
@@ -53,11 +60,13 @@ def cmd_insert(uri, db, coll, path, batch):
 	col = c[db][coll]
 	c.admin.command("ping")
 	n = 0
+	c0 = cpu()
 	t0 = time.perf_counter()
 	for i in range(0, len(docs), batch):
 		n += len(col.insert_many(docs[i:i + batch]).inserted_ids)
 	t = time.perf_counter() - t0
-	out(seconds=t, n=n, count=col.count_documents({}))
+	c1 = cpu()
+	out(seconds=t, n=n, count=col.count_documents({}), client_cpu=c1 - c0)
 
 
 def cmd_find(mode, args):
@@ -113,7 +122,8 @@ def cmd_agg(mode, args):
 
 
 def point_worker(mode, target, ids, barrier, results):
-	"""Reads each of IDS once after BARRIER; puts (found, sum of user.age) in RESULTS."""
+	"""Reads each of IDS once after BARRIER; puts (found, sum of user.age, the reads' CPU
+	seconds) in RESULTS."""
 	found = agesum = 0
 	if mode == "wire":
 		from bson import ObjectId
@@ -122,6 +132,7 @@ def point_worker(mode, target, ids, barrier, results):
 		col.find_one({"_id": ObjectId(ids[0])})  # connect and handshake before the clock
 		oids = [ObjectId(h) for h in ids]
 		barrier.wait()
+		c0 = cpu()
 		for oid in oids:
 			d = col.find_one({"_id": oid})
 			if d is not None:
@@ -131,6 +142,7 @@ def point_worker(mode, target, ids, barrier, results):
 		(d,) = target
 		paths = ["%s/%s.json" % (d, h) for h in ids]
 		barrier.wait()
+		c0 = cpu()
 		for p in paths:
 			try:
 				with open(p, "rb") as f:
@@ -144,12 +156,13 @@ def point_worker(mode, target, ids, barrier, results):
 		con = sqlite3.connect(dbpath)
 		con.execute(sql, (ids[0],)).fetchall()
 		barrier.wait()
+		c0 = cpu()
 		for h in ids:
 			row = con.execute(sql, (h,)).fetchone()
 			if row is not None:
 				found += 1
 				agesum += json.loads(row[0])["user"]["age"]
-	results.put((found, agesum))
+	results.put((found, agesum, cpu() - c0))
 
 
 def cmd_points(mode, args):
@@ -174,7 +187,7 @@ def cmd_points(mode, args):
 		p.join()
 	bad = [p.exitcode for p in procs if p.exitcode != 0]
 	out(seconds=t, n=sum(g[0] for g in got), agesum=sum(g[1] for g in got), reads=len(ids),
-	    failed_clients=len(bad))
+	    failed_clients=len(bad), client_cpu=sum(g[2] for g in got))
 
 
 def main(argv):
