@@ -85,6 +85,13 @@ dcpu() { # the docfs daemon's CPU seconds so far (user + system, all threads)
 	[ -n "$pid" ] && awk -v t="$TCK" '{ sub(/^.*\) /, ""); printf "%.2f", ($12 + $13) / t }' "/proc/$pid/stat" 2>/dev/null || true
 }
 dsub() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "") print "n/a"; else printf "%.2f", b - a }'; }
+rss_now() { # the daemon's resident set now, in MiB
+	local pid
+	pid=$(daemon_pid)
+	[ -n "$pid" ] && awk '/^VmRSS:/ { printf "%.0f", $2 / 1024 }' "/proc/$pid/status" 2>/dev/null || true
+}
+RSS_STEPS=""
+rss_step() { RSS_STEPS="$RSS_STEPS${RSS_STEPS:+, }$1 $(rss_now) MiB"; echo "   daemon RSS after $1: $(rss_now) MiB" >&2; }
 count_docfs() { cat "$MNT/test/$1/query/{}?count=1" 2>/dev/null | tr -dc 0-9; }
 # client NAME ARGS... : runs wire_client.py ARGS > $B/NAME.json; a failure is a problem
 client() {
@@ -117,6 +124,7 @@ T_IF=$T D_IF=$(dsub "$C0" "$(dcpu)")
 [ "$RC" -eq 0 ] || problem "cat > .insert exited $RC: $(head -n 3 "$B/ins_fuse.err")"
 N_IF=$(count_docfs users)
 echo "   .insert: $T_IF s, $N_IF documents" >&2
+rss_step ".insert"
 sync
 C0=$(dcpu)
 client ins_wire insert "$URI" test wire "$B/users.jsonl" "$BATCH"
@@ -125,6 +133,7 @@ T_IW=$(field "$B/ins_wire.json" seconds) N_IW=$(field "$B/ins_wire.json" count)
 C_IW=$(field "$B/ins_wire.json" client_cpu)
 N_IW_ACK=$(field "$B/ins_wire.json" n)
 N_IW_FS=$(count_docfs wire)
+rss_step "insert_many"
 echo "   insert_many: $(sec "$T_IW") s, $N_IW_ACK acknowledged, count $N_IW (query/: $N_IW_FS)" >&2
 TIMEIT_SYNC=1 timeit 'sqlite3 "$DB_INS" > "$B/ins_sql.out" 2>&1 <<EOF
 CREATE TABLE t(j TEXT);
@@ -191,6 +200,8 @@ cat "$MNT/test/users/query/$QF?format=ids" 2> "$B/f_fuse.ids.err" | sed 's/\.jso
 T_FW=$(field "$B/f_wire.json" seconds) T_FF=$(field "$B/f_fuse.json" seconds) T_FS=$(field "$B/f_sql.json" seconds)
 N_FW=$(field "$B/f_wire.json" n) N_FF=$(field "$B/f_fuse.json" n) N_FS=$(field "$B/f_sql.json" n)
 PLAN_W=$(field "$B/f_wire.json" plan)
+T_FR=$(field "$B/f_wire.json" raw_seconds)
+[ "$(field "$B/f_wire.json" raw_n)" = "$N_FW" ] || problem "find $QF: the wire's raw BSON find returned $(field "$B/f_wire.json" raw_n) documents, not $N_FW"
 echo "   wire $(sec "$T_FW") s ($N_FW), files $(sec "$T_FF") s ($N_FF), sqlite3 $(sec "$T_FS") s ($N_FS)" >&2
 grep -q '"IXSCAN"' <<< "$PLAN_W" || problem "the wire find's winning plan is not an IXSCAN: $PLAN_W"
 sort -o "$B/f_wire.ids" "$B/f_wire.ids"
@@ -201,6 +212,7 @@ cmp -s "$B/f_wire.ids" "$B/f_fuse.ids" && cmp -s "$B/f_wire.ids" "$B/f_sql.ids" 
 	problem "find $QF: the three do not list the same _ids"
 
 ########################################################################################
+rss_step "the finds"
 echo "== 3. \$group over all" >&2
 PIPE='[{"$group": {"_id": "$user.address.city", "n": {"$sum": 1}}}]'
 client a_wire agg wire "$URI" test users "$PIPE" "$REPEAT"
@@ -218,22 +230,29 @@ echo "   wire $(sec "$T_AW") s, files $(sec "$T_AF") s, sqlite3 $(sec "$T_AS") s
 	problem "\$group: the groups differ: wire ${G[0]:0:200} files ${G[1]:0:200} sqlite3 ${G[2]:0:200}"
 
 ########################################################################################
+rss_step "the aggregations"
 echo "== 4. $CLIENTS clients x $READS point reads by _id" >&2
 C0=$(dcpu)
 client p_wire points wire "$URI" test users "$CLIENTS" "$B/point.ids"
 D_PW=$(dsub "$C0" "$(dcpu)")
+rss_step "the wire's point reads"
+C0=$(dcpu)
+client p_wireraw points wireraw "$URI" test users "$CLIENTS" "$B/point.ids"
+D_PR=$(dsub "$C0" "$(dcpu)")
 C0=$(dcpu)
 client p_fuse points fuse "$MNT/test/users" "$CLIENTS" "$B/point.ids"
 D_PF=$(dsub "$C0" "$(dcpu)")
+rss_step "the files' point reads"
 client p_sql points sqlite "$DB" "$SQL_P" "$CLIENTS" "$B/point.ids"
+T_PR=$(field "$B/p_wireraw.json" seconds)
 T_PW=$(field "$B/p_wire.json" seconds) T_PF=$(field "$B/p_fuse.json" seconds) T_PS=$(field "$B/p_sql.json" seconds)
 R=()
-for s in wire fuse sql; do
+for s in wire fuse sql wireraw; do
 	R+=("$(field "$B/p_$s.json" n)/$(field "$B/p_$s.json" agesum)/$(field "$B/p_$s.json" failed_clients)")
 done
 echo "   wire $(sec "$T_PW") s, files $(sec "$T_PF") s, sqlite3 $(sec "$T_PS") s (found/agesum/failed: ${R[*]})" >&2
-[ "${R[0]%%/*}" = "$NP" ] && [ "${R[0]}" = "${R[1]}" ] && [ "${R[0]}" = "${R[2]}" ] && [ "${R[0]##*/}" = 0 ] ||
-	problem "point reads (found/sum of ages/failed clients): wire ${R[0]}, files ${R[1]}, sqlite3 ${R[2]}; expected $NP found"
+[ "${R[0]%%/*}" = "$NP" ] && [ "${R[0]}" = "${R[1]}" ] && [ "${R[0]}" = "${R[2]}" ] && [ "${R[0]}" = "${R[3]}" ] && [ "${R[0]##*/}" = 0 ] ||
+	problem "point reads (found/sum of ages/failed clients): wire ${R[0]}, files ${R[1]}, sqlite3 ${R[2]}, wire raw ${R[3]}; expected $NP found"
 
 RSS=$(kib_to_mib "$(vmhwm)")
 LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -266,8 +285,11 @@ $(row "4. $CLIENTS clients x $READS point reads by _id" "$NP" "$T_PW" "$T_PF" "$
 - Checked: insert counts $N_IW ($N_IW_ACK acknowledged) / $N_IF / $N_IS; the find's $N_FW
   _ids equal on all three (wire plan: $(jq -r '[.. | objects | .stage? // empty] | join(" > ")' <<< "$PLAN_W" 2>/dev/null)); $NG groups
   equal; point reads found $NP/$NP documents with the same sum of ages on all three.
+- Without decoding into dicts (PyMongo's \`RawBSONDocument\`): the find (2) took $(sec "$T_FR") s
+  (wire / files $(div "$T_FR" "$T_FF")), the point reads (4) $(sec "$T_PR") s (wire / files
+  $(div "$T_PR" "$T_PF")); the difference from the table above is PyMongo building dicts.
 - Documents/s of 2 counts the documents returned; of 3 the documents grouped.
-- The daemon's peak RSS (VmHWM): $RSS.
+- The daemon's peak RSS (VmHWM): $RSS; its RSS after each step: $RSS_STEPS.
 
 Where the CPU went (seconds of CPU, user + system; the daemon's is read from \`/proc/PID/stat\`
 around each step, so it also holds the few connections' setup; on 2 cores a client's CPU is
@@ -278,6 +300,7 @@ taken from the daemon's):
 | 1. \`insert_many\` (PyMongo: BSON encoding, the socket) | $(sec "$T_IW") | $(sec "$C_IW") | $D_IW |
 | 1. \`cat > .insert\` | $(sec "$T_IF") | (cat) | $D_IF |
 | 4. point reads, wire (PyMongo \`find_one\`, BSON decoding) | $(sec "$T_PW") | $(sec "$(field "$B/p_wire.json" client_cpu)") | $D_PW |
+| 4. point reads, wire, \`RawBSONDocument\` (only \`user.age\` decoded) | $(sec "$T_PR") | $(sec "$(field "$B/p_wireraw.json" client_cpu)") | $D_PR |
 | 4. point reads, files (open, read, \`json.loads\`) | $(sec "$T_PF") | $(sec "$(field "$B/p_fuse.json" client_cpu)") | $D_PF |
 | 4. point reads, sqlite3 (SELECT, \`json.loads\`) | $(sec "$T_PS") | $(sec "$(field "$B/p_sql.json" client_cpu)") | |
 

@@ -10,10 +10,12 @@
 #          | sqlite DB SQL REPEAT IDS   one run untimed, then the best of REPEAT timed runs;
 #                                       the wire and sqlite3 write the matching _ids to IDS
 #   agg    wire URI DB COLL PIPELINE REPEAT | fuse PATH REPEAT | sqlite DB SQL REPEAT
-#   points wire URI DB COLL | fuse DIR | sqlite DB SQL, then CLIENTS IDSFILE
+#   points wire|wireraw URI DB COLL | fuse DIR | sqlite DB SQL, then CLIENTS IDSFILE
 #                                       CLIENTS processes each read their share of IDSFILE's
 #                                       _ids one at a time (find_one / open+read / SELECT),
-#                                       and parse each document
+#                                       and parse each document (wireraw: find_one
+#                                       returning RawBSONDocument, nothing decoded but
+#                                       user.age)
 # Each prints one JSON line: {"seconds": ..., "n": ..., ...} (the result, for wire.sh to check).
 # Only the standard library, PyMongo and its bson (Debian's python3-pymongo 3.11).
 import json
@@ -51,6 +53,13 @@ def client(uri):
 	return pymongo.MongoClient(uri, serverSelectionTimeoutMS=10000)
 
 
+def raw_codec():
+	"""Codec options that leave each document as its BSON bytes (RawBSONDocument)."""
+	from bson.codec_options import CodecOptions
+	from bson.raw_bson import RawBSONDocument
+	return CodecOptions(document_class=RawBSONDocument)
+
+
 def cmd_insert(uri, db, coll, path, batch):
 	from bson import json_util
 	batch = int(batch)
@@ -76,10 +85,13 @@ def cmd_find(mode, args):
 		col = client(uri)[db][coll]
 		q = json_util.loads(flt)
 		t, docs = best_of(lambda: list(col.find(q)), int(repeat))
+		# the same without decoding the documents into dicts: the server and the transport
+		raw = col.with_options(codec_options=raw_codec())
+		t_raw, rdocs = best_of(lambda: list(raw.find(q)), int(repeat))
 		plan = json.dumps(col.find(q).explain().get("queryPlanner", {}).get("winningPlan", {}))
 		with open(ids, "w") as f:
 			f.writelines(str(d["_id"]) + "\n" for d in docs)
-		out(seconds=t, n=len(docs), plan=plan)
+		out(seconds=t, n=len(docs), plan=plan, raw_seconds=t_raw, raw_n=len(rdocs))
 	elif mode == "fuse":
 		path, repeat = args
 
@@ -125,10 +137,12 @@ def point_worker(mode, target, ids, barrier, results):
 	"""Reads each of IDS once after BARRIER; puts (found, sum of user.age, the reads' CPU
 	seconds) in RESULTS."""
 	found = agesum = 0
-	if mode == "wire":
+	if mode in ("wire", "wireraw"):
 		from bson import ObjectId
 		uri, db, coll = target
 		col = client(uri)[db][coll]
+		if mode == "wireraw":  # only the age read out of the BSON, no dict built
+			col = col.with_options(codec_options=raw_codec())
 		col.find_one({"_id": ObjectId(ids[0])})  # connect and handshake before the clock
 		oids = [ObjectId(h) for h in ids]
 		barrier.wait()
