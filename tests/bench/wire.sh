@@ -85,13 +85,21 @@ dcpu() { # the docfs daemon's CPU seconds so far (user + system, all threads)
 	[ -n "$pid" ] && awk -v t="$TCK" '{ sub(/^.*\) /, ""); printf "%.2f", ($12 + $13) / t }' "/proc/$pid/stat" 2>/dev/null || true
 }
 dsub() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "") print "n/a"; else printf "%.2f", b - a }'; }
-rss_now() { # the daemon's resident set now, in MiB
+rss_now() { # the daemon's resident set now: "RSS MiB (anonymous A, file F)"; SQLite maps the
+	# database (mmap_size), and each connection's mapping counts its pages in RssFile again
 	local pid
 	pid=$(daemon_pid)
-	[ -n "$pid" ] && awk '/^VmRSS:/ { printf "%.0f", $2 / 1024 }' "/proc/$pid/status" 2>/dev/null || true
+	[ -n "$pid" ] && awk '/^VmRSS:/ { r = $2 } /^RssAnon:/ { a = $2 } /^RssFile:/ { f = $2 }
+		END { printf "%.0f MiB (anonymous %.0f, file %.0f)", r / 1024, a / 1024, f / 1024 }' \
+		"/proc/$pid/status" 2>/dev/null || true
 }
 RSS_STEPS=""
-rss_step() { RSS_STEPS="$RSS_STEPS${RSS_STEPS:+, }$1 $(rss_now) MiB"; echo "   daemon RSS after $1: $(rss_now) MiB" >&2; }
+rss_step() {
+	local r
+	r=$(rss_now)
+	RSS_STEPS="$RSS_STEPS${RSS_STEPS:+; }$1 $r"
+	echo "   daemon RSS after $1: $r" >&2
+}
 count_docfs() { cat "$MNT/test/$1/query/{}?count=1" 2>/dev/null | tr -dc 0-9; }
 # client NAME ARGS... : runs wire_client.py ARGS > $B/NAME.json; a failure is a problem
 client() {
