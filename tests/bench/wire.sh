@@ -293,9 +293,10 @@ $(row "4. $CLIENTS clients x $READS point reads by _id" "$NP" "$T_PW" "$T_PF" "$
 - Checked: insert counts $N_IW ($N_IW_ACK acknowledged) / $N_IF / $N_IS; the find's $N_FW
   _ids equal on all three (wire plan: $(jq -r '[.. | objects | .stage? // empty] | join(" > ")' <<< "$PLAN_W" 2>/dev/null)); $NG groups
   equal; point reads found $NP/$NP documents with the same sum of ages on all three.
-- Without decoding into dicts (PyMongo's \`RawBSONDocument\`): the find (2) took $(sec "$T_FR") s
-  (wire / files $(div "$T_FR" "$T_FF")), the point reads (4) $(sec "$T_PR") s (wire / files
-  $(div "$T_PR" "$T_PF")); the difference from the table above is PyMongo building dicts.
+- With PyMongo's \`RawBSONDocument\` (the documents left as BSON; the point reads then decode
+  \`user.age\`, which makes PyMongo inflate the whole document): the find (2) took
+  $(sec "$T_FR") s (wire / files $(div "$T_FR" "$T_FF")), the point reads (4) $(sec "$T_PR") s
+  (wire / files $(div "$T_PR" "$T_PF")).
 - Documents/s of 2 counts the documents returned; of 3 the documents grouped.
 - The daemon's peak RSS (VmHWM): $RSS; its RSS after each step: $RSS_STEPS.
 
