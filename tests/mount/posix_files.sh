@@ -23,6 +23,8 @@ cd "$T"
 # syscall sequences are what unlink/14.t runs (that script itself needs mkdir in a
 # collection). PJDFSTEST_SRC overrides where the source is.
 PJD_SRC=${PJDFSTEST_SRC:-$(cd "$(dirname "$0")/../.." && pwd)/../shared/third_party/pjdfstest}
+# a clone made elsewhere (CI clones to a temporary place) finds the workplace's copy
+[ -f "$PJD_SRC/pjdfstest.c" ] || PJD_SRC=/work/shared/third_party/pjdfstest
 PJD=
 if [ -f "$PJD_SRC/pjdfstest.c" ] && command -v autoreconf >/dev/null; then
 	cp -r "$PJD_SRC" "$T/pjd"
