@@ -18,12 +18,26 @@ if [ ${#missing[@]} -gt 0 ]; then
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# mongosh, to show a MongoDB client on the same store (pinned in tests/wire/package-lock.json)
+if ! command -v node > /dev/null 2>&1; then
+	echo "== installing nodejs and npm"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+fi
+if [ ! -x tests/wire/node_modules/.bin/mongosh ]; then
+	echo "== installing mongosh (npm ci)"
+	npm ci --prefix tests/wire --no-audit --no-fund --loglevel=error >/dev/null
+fi
+
 echo "== building"
 [ -f build/build.ninja ] || meson setup build >/dev/null
 ninja -C build >/dev/null
 DOCFS=$PWD/build/docfs
 STORE=$PWD/examples/store
 MNT=$PWD/mnt
+SOCK=$PWD/examples/docfs.sock # the wire protocol's socket: local, so no password
+MONGOSH=$PWD/tests/wire/node_modules/.bin/mongosh
+URI="mongodb://$(echo "$SOCK" | sed 's|/|%2F|g')/test"
 
 if [ ! -e "$STORE/test.db" ]; then
 	echo "== generating 100,000 users into test.users"
@@ -35,8 +49,9 @@ mkdir -p "$MNT"
 if mountpoint -q "$MNT"; then
 	fusermount3 -u "$MNT"
 fi
-echo "== mounting $STORE at ./mnt"
-"$DOCFS" mount "$STORE" "$MNT"
+echo "== mounting $STORE at ./mnt, serving MongoDB clients on $SOCK"
+rm -f "$SOCK"
+"$DOCFS" mount -o "listen=$SOCK" "$STORE" "$MNT"
 
 show() {
 	echo
@@ -69,5 +84,11 @@ show "tail -n 2 test/users/.changes | jq -c '[.operationType, .documentKey._id, 
 show "jq -c '{ns, count, size, nindexes}' test/users/.stats"
 show "cd / && '$DOCFS' snapshot '$STORE' test.users -m 'quickstart' | tail -n 1; ls '$MNT/.snapshots'"
 echo
+echo "== mongosh on the same store (the wire protocol, from the mounting daemon)"
+show "'$MONGOSH' '$URI' --quiet --eval 'db.users.countDocuments({\"user.age\": {\$gte: 60}})'"
+show "'$MONGOSH' '$URI' --quiet --eval 'db.users.deleteOne({_id: \"grace\"}); db.users.insertOne({_id: \"grace\", user: {name: {first: \"Grace\"}, age: 45}}).insertedId' && cat test/users/grace.json"
+show "sed -i 's/45/46/' test/users/grace.json && '$MONGOSH' '$URI' --quiet --eval 'db.users.findOne({_id: \"grace\"}).user.age'"
+echo
 echo "Mounted at ./mnt; README.md shows the rest (writes, .bulk, aggregation, snapshots)."
+echo "MongoDB clients: $MONGOSH '$URI'"
 echo "Unmount with: fusermount3 -u mnt"
