@@ -125,6 +125,25 @@ int router_cfg_read_list(const char *coll, const bson_t *filter, bson_t ***docs,
 	return rc;
 }
 
+int router_cfg_write(const char *coll, const bson_t *put, const bson_t *del, struct dfs_err *err)
+{
+	struct router_cfg c = {.st = R.st, .db = R.db};
+	int rc;
+
+	pthread_mutex_lock(&R.lock);
+	rc = store_txn_begin(R.db, true, &c.t, err);
+	if (!rc && put)
+		rc = router_cfg_put(&c, coll, put, err);
+	if (!rc && del)
+		rc = router_cfg_del(&c, coll, del, NULL, err);
+	if (!rc)
+		rc = router_cfg_commit(&c, err);
+	if (c.t)
+		store_txn_abort(c.t);
+	pthread_mutex_unlock(&R.lock);
+	return rc;
+}
+
 bool router_balancer_stopped(void)
 {
 	bson_t **docs = NULL, f;
@@ -1436,6 +1455,7 @@ int router_cli_move_chunk(const char *config, const bson_t *cmd, bson_t *reply, 
 		return rc;
 	}
 	pthread_rwlock_init(&routing, NULL); /* no routed operations in this process */
+	router_migrations_recover(); /* what a router killed in a migration left (migrate.c) */
 	rc = move_chunk(cmd, reply, err);
 	pthread_rwlock_destroy(&routing);
 	store_free(R.st);
