@@ -8,6 +8,7 @@
 #include "fs.h"
 #include "query.h"
 #include "router/router.h"
+#include "replset/replset.h"
 #include "wire/wire.h"
 
 #include <errno.h>
@@ -131,10 +132,16 @@ static const char usage_text[] =
 	"      reply; a failed command (ok: 0, exit status 1) changes nothing. status prints\n"
 	"      sh.status(). No documents move yet (README.md, Sharding).\n"
 	"  router CONFIG_STORE MOUNTPOINT [-f] [-o log=FILE,balancer_ms=N,chunk_mb=N,...]\n"
+
 	"      Mount the cluster of CONFIG_STORE: one namespace over the shards' mounted\n"
 	"      directories (config.shards hosts), writes sent to the shard owning each\n"
 	"      shard key, queries to the shards their filter targets; /.cluster/command\n"
 	"      takes the admin commands; a balancer moves chunks (every 10 s).\n"
+	"  rs ZK SET initiate CONF | conf | reconfig CONF | add HOST|MEMBER | remove HOST\n"
+	"      rs.initiate(), rs.conf(), rs.reconfig(), rs.add(), rs.remove() of replica set\n"
+	"      SET, whose configuration ZooKeeper at ZK (host:port, several joined by ';')\n"
+	"      keeps; prints MongoDB's reply, exit status 1 when refused (nothing changed).\n"
+	"      Members that run the set are not built yet (README.md, Replica sets).\n"
 	"  version\n"
 	"      Print the version.\n"
 	"\n"
@@ -1754,6 +1761,8 @@ int fs_main(int argc, char **argv)
 		return cmd_cluster(argc - 1, argv + 1);
 	if (strcmp(cmd, "router") == 0)
 		return cmd_router(argc - 1, argv + 1);
+	if (strcmp(cmd, "rs") == 0)
+		return rs_cli(argc - 1, argv + 1);
 	if (strcmp(cmd, "stat") == 0)
 		return fs_stat_main(argc - 1, argv + 1);
 	if (strcmp(cmd, "top") == 0)
