@@ -97,6 +97,7 @@ enum need {
 	N_AGG,	   /* aggregate: read, and write on an $out / $merge target */
 	N_EXPLAIN, /* its inner command's */
 	N_RENAME,  /* ddl on the source's and the target's database */
+	N_ROOT,	   /* a command docfs does not classify (a new one): root's */
 };
 
 static const struct {
@@ -728,13 +729,14 @@ static int rule_need(const char *name)
 	for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++)
 		if (!strcmp(rules[i].name, name))
 			return rules[i].need;
-	return N_CLUSTER; /* what docfs does not classify: root's (note 3) */
+	return N_ROOT; /* what docfs does not classify (note 3) */
 }
 
 static const int need_priv[] = {
 	[N_READ] = P_READ,	 [N_META] = P_META,	      [N_WRITE] = P_WRITE,
 	[N_DDL] = P_DDL,	 [N_DBADMIN] = P_DBADMIN,     [N_USERADMIN] = P_USERADMIN,
 	[N_CLUSTER] = P_CLUSTER, [N_AGG] = P_READ,	      [N_RENAME] = P_DDL,
+	[N_ROOT] = P_ALL,
 };
 
 /* The database of namespace ns ("db.coll") into out. */
@@ -845,8 +847,8 @@ int wire_auth_check(struct wire_ctx *c)
 	}
 	if (need != N_AUTHED) {
 		p = need_priv[need];
-		if (need == N_CLUSTER ? !(privs_on(u, USERS_DB) & P_CLUSTER)
-				      : (privs_on(u, db) & p) != p)
+		if (need == N_CLUSTER || need == N_ROOT ? (privs_on(u, USERS_DB) & p) != p
+							: (privs_on(u, db) & p) != p)
 			return denied(c, db);
 		if (need == N_AGG && agg_check(c, u))
 			return c->code;

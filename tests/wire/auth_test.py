@@ -315,7 +315,7 @@ def run(tmp):
     boss = pymongo.MongoClient("127.0.0.1", port2, username="boss", password="s3cret pass",
                                authSource="admin", serverSelectionTimeoutMS=5000)
     check(boss.test.c.count_documents({}) == 7, "boss after a restart, over 0.0.0.0")
-    # even with every user dropped, a server on a non-loopback address stays closed
+    # docfs user drop (while a server runs, as add may)
     r = subprocess.run([DOCFS, "user", store, "drop", "cli", "--db", "test"],
                        capture_output=True, text=True)
     check(r.returncode == 0, "docfs user drop: %r" % r.stderr)
