@@ -43,13 +43,16 @@ static const char usage_text[] =
 	"      listen=ADDR (also serve MongoDB's wire protocol from the mount's daemon on\n"
 	"      HOST:PORT, :PORT or a Unix socket path; several allowed; empty: 127.0.0.1:27017),\n"
 	"      noauth (require no authentication, and allow a non-loopback listen address\n"
-	"      without users), cursor_timeout_s=N (close wire cursors idle for N seconds, 600).\n"
+	"      without users), cursor_timeout_s=N (close wire cursors idle for N seconds, 600),\n"
+	"      tls_cert=FILE,tls_key=FILE (TLS for the wire's TCP clients, PEM files; plaintext\n"
+	"      TCP clients are refused).\n"
 	"  serve STORE [--listen ADDR]... [--noauth] [--log FILE] [--cursor-timeout-s N]\n"
+	"        [--tls-cert FILE --tls-key FILE]\n"
 	"      Serve the store to MongoDB clients (mongosh, drivers) over the wire protocol,\n"
 	"      without FUSE, until SIGINT or SIGTERM. ADDR is HOST:PORT, :PORT or a Unix socket\n"
 	"      path (default 127.0.0.1:27017); a non-loopback HOST needs users in the store\n"
 	"      (docfs user) or --noauth. Prints 'listening on ADDR' for each. Log lines go to\n"
-	"      FILE (default: standard error).\n"
+	"      FILE (default: standard error). --tls-cert/--tls-key: TLS for TCP clients.\n"
 	"  user STORE add NAME [--db DB] [--roles ROLE[@DB],...] [--uid N] [--gid N]\n"
 	"  user STORE drop NAME [--db DB] | user STORE list\n"
 	"      Manage the wire protocol's users (SCRAM-SHA-256; admin/system.users). add reads\n"
@@ -263,6 +266,10 @@ static int mount_args(int argc, char **argv, struct mount_strs *ms)
 					o.listen[o.nlisten++] = tok[6] ? tok + 7 : "";
 				} else if (strcmp(tok, "noauth") == 0) {
 					o.noauth = true;
+				} else if (strncmp(tok, "tls_cert=", 9) == 0) {
+					o.tls_cert = tok + 9;
+				} else if (strncmp(tok, "tls_key=", 8) == 0) {
+					o.tls_key = tok + 8;
 				} else if (strncmp(tok, "cursor_timeout_s=", 17) == 0) {
 					char *end;
 					long v = strtol(tok + 17, &end, 10);
@@ -1795,7 +1802,7 @@ static int cmd_user(int argc, char **argv)
 /* docfs serve STORE [--listen ADDR]... [--noauth] [--log FILE] [--cursor-timeout-s N] */
 static int cmd_serve(int argc, char **argv)
 {
-	const char *addrs[FS_MAX_LISTEN], *store_dir = NULL, *log = "-";
+	const char *addrs[FS_MAX_LISTEN], *store_dir = NULL, *log = "-", *cert = NULL, *key = NULL;
 	struct dfs_err err = {0};
 	struct wire_server *w = NULL;
 	struct store *s = NULL;
@@ -1814,6 +1821,10 @@ static int cmd_serve(int argc, char **argv)
 			addrs[n++] = argv[i] + 9;
 		} else if (!strcmp(argv[i], "--noauth")) {
 			noauth = true;
+		} else if (!strcmp(argv[i], "--tls-cert") && i + 1 < argc) {
+			cert = argv[++i];
+		} else if (!strcmp(argv[i], "--tls-key") && i + 1 < argc) {
+			key = argv[++i];
 		} else if (!strcmp(argv[i], "--log") && i + 1 < argc) {
 			log = argv[++i];
 		} else if (!strcmp(argv[i], "--cursor-timeout-s") && i + 1 < argc) {
@@ -1845,7 +1856,9 @@ static int cmd_serve(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	if (store_open(store_dir, false, &s, &err) ||
-	    wire_server_bind(s, addrs, n, noauth, &w, &err)) {
+	    wire_server_bind(s, addrs, n, noauth, &w, &err) ||
+	    ((cert || key) && wire_server_tls(w, cert, key, &err))) {
+		wire_server_stop(w);
 		store_free(s);
 		return fail("serve", "%s", err.msg);
 	}

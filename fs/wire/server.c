@@ -17,6 +17,10 @@
  * 3. Bind before fork, threads after: a daemon binds (and reports a taken port to the
  *    user) before it detaches, and starts the accepting thread in the child.
  * 4. Idle cursors are closed by the accepting thread, between polls.
+ * 5. With TLS (wire_server_tls, tls.c), a TCP connection's thread makes the handshake
+ *    before anything else, and a client that does not start one is closed with a line in
+ *    the log: plaintext is refused. Unix socket connections stay plaintext: they never
+ *    leave the machine, and drivers do not speak TLS over them.
  */
 #include "wire.h"
 #include "fs_int.h"
@@ -54,6 +58,7 @@ struct wire_conn {
 	char peer[128]; /* "127.0.0.1:51234" or "unix" */
 	int pid;	/* a Unix socket peer's process id (SO_PEERCRED), else 0 */
 	struct wire_auth *auth; /* Owned: who it is authenticated as (auth.c) */
+	void *ssl;		/* Owned: its TLS session (tls.c), or NULL: plaintext */
 	struct wire_server *w;
 	struct wire_conn *prev, *next; /* the server's list (w->lock) */
 };
@@ -63,6 +68,7 @@ struct wire_server {
 	struct listener l[MAX_LISTENERS];
 	int n;
 	enum wire_auth_mode mode; /* how authentication is enforced (auth.c note 1) */
+	struct wire_tls *tls;	  /* Owned: TLS for TCP connections (note 5), or NULL */
 	int wake[2]; /* a byte here stops the accepting thread */
 	pthread_t th;
 	bool started;
@@ -292,14 +298,28 @@ int wire_server_bind(struct store *s, const char *const *addrs, int n, bool noau
 	return 0;
 }
 
+int wire_server_tls(struct wire_server *w, const char *cert, const char *key,
+		    struct dfs_err *err)
+{
+	struct wire_tls *t;
+	int rc = wire_tls_new(cert, key, &t, err);
+
+	if (rc)
+		return rc;
+	wire_tls_free(w->tls);
+	w->tls = t;
+	return 0;
+}
+
 /* Reads exactly n bytes: 0, 1 at a clean end of stream before any byte, -1 on an error or
  * an end inside the bytes. */
-static int read_full(int fd, uint8_t *p, size_t n, bool first)
+static int read_full(struct wire_conn *cn, uint8_t *p, size_t n, bool first)
 {
 	size_t got = 0;
 
 	while (got < n) {
-		ssize_t k = recv(fd, p + got, n - got, 0);
+		ssize_t k = cn->ssl ? wire_tls_read(cn->ssl, p + got, n - got)
+				    : recv(cn->fd, p + got, n - got, 0);
 
 		if (k == 0)
 			return got == 0 && first ? 1 : -1;
@@ -313,10 +333,10 @@ static int read_full(int fd, uint8_t *p, size_t n, bool first)
 	return 0;
 }
 
-static int write_full(int fd, const char *p, size_t n)
+static int write_full(struct wire_conn *cn, const char *p, size_t n)
 {
 	while (n) {
-		ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+		ssize_t k = cn->ssl ? wire_tls_write(cn->ssl, p, n) : send(cn->fd, p, n, MSG_NOSIGNAL);
 
 		if (k < 0) {
 			if (errno == EINTR)
@@ -338,12 +358,21 @@ static void *conn_main(void *arg)
 
 	dfs_buf_init(&in);
 	dfs_buf_init(&out);
+	if (w->tls && !cn->pid && strncmp(cn->peer, "unix", 4)) { /* note 5 */
+		char why[300];
+
+		if (wire_tls_accept(w->tls, cn->fd, &cn->ssl, why, sizeof(why))) {
+			fs_errlog_add("wire: connection %lld from %s: %s; closing it",
+				      (long long)cn->id, cn->peer, why);
+			goto done;
+		}
+	}
 	for (;;) {
 		struct dfs_err err = {0};
 		struct wire_header h;
 		struct wire_msg m;
 		uint8_t hb[WIRE_HEADER_LEN];
-		int rc = read_full(cn->fd, hb, sizeof(hb), true);
+		int rc = read_full(cn, hb, sizeof(hb), true);
 
 		if (rc)
 			break; /* the client went away */
@@ -355,7 +384,7 @@ static void *conn_main(void *arg)
 		dfs_buf_reset(&in);
 		dfs_buf_reserve(&in, (size_t)h.len);
 		memcpy(in.data, hb, sizeof(hb));
-		if (read_full(cn->fd, (uint8_t *)in.data + sizeof(hb), (size_t)h.len - sizeof(hb),
+		if (read_full(cn, (uint8_t *)in.data + sizeof(hb), (size_t)h.len - sizeof(hb),
 			      false)) {
 			fs_errlog_add("wire: connection %lld from %s: message of %d bytes "
 				      "truncated; closing it",
@@ -371,7 +400,7 @@ static void *conn_main(void *arg)
 		dfs_buf_reset(&out);
 		wire_dispatch(w->s, cn, cn->id, &m, atomic_fetch_add(&reply_id, 1), &out);
 		fs_net_count(in.len, out.len);
-		if (out.len && write_full(cn->fd, out.data, out.len))
+		if (out.len && write_full(cn, out.data, out.len))
 			break;
 		/* a large message's buffer is not kept for the connection's life */
 		if (in.cap > (1u << 20)) {
@@ -383,8 +412,10 @@ static void *conn_main(void *arg)
 			dfs_buf_init(&out);
 		}
 	}
+done:
 	dfs_buf_release(&in);
 	dfs_buf_release(&out);
+	wire_tls_close(cn->ssl);
 	close(cn->fd);
 	wire_auth_free(cn->auth);
 	pthread_mutex_lock(&w->lock);
@@ -559,5 +590,6 @@ void wire_server_stop(struct wire_server *w)
 		close(w->wake[1]);
 	pthread_mutex_destroy(&w->lock);
 	pthread_cond_destroy(&w->gone);
+	wire_tls_free(w->tls);
 	free(w);
 }

@@ -17,6 +17,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* ---- frame.c: messages as bytes (pure functions, no sockets) ------------------------ */
 
@@ -421,6 +422,21 @@ int wire_cmd_update_user(struct wire_ctx *c, bson_t *reply);
 int wire_cmd_drop_user(struct wire_ctx *c, bson_t *reply);
 int wire_cmd_users_info(struct wire_ctx *c, bson_t *reply);
 
+/* ---- tls.c: TLS over TCP connections (OpenSSL) ---------------------------------------- */
+
+struct wire_tls;
+/* A server's TLS context from PEM files: cert (the certificate chain) and key (its private
+ * key). DFS_EINVAL saying which file did not load, or that they do not match. */
+int wire_tls_new(const char *cert, const char *key, struct wire_tls **out, struct dfs_err *err);
+void wire_tls_free(struct wire_tls *t); /* NULL: no-op */
+/* The handshake of accepted connection fd: 0 with *ssl (Owned: wire_tls_close), or -1 with
+ * why (a plaintext client, a failed handshake) for the log. */
+int wire_tls_accept(struct wire_tls *t, int fd, void **ssl, char *why, size_t cap);
+/* recv/send through ssl: bytes moved, 0 at a clean end (read), -1 on an error. */
+ssize_t wire_tls_read(void *ssl, void *p, size_t n);
+ssize_t wire_tls_write(void *ssl, const void *p, size_t n);
+void wire_tls_close(void *ssl); /* NULL: no-op */
+
 /* ---- server.c: listeners and connections --------------------------------------------- */
 
 /* The server's listening addresses, parsed: "HOST:PORT", ":PORT" / "PORT" (127.0.0.1),
@@ -436,6 +452,11 @@ struct wire_server;
  */
 int wire_server_bind(struct store *s, const char *const *addrs, int n, bool noauth,
 		     struct wire_server **out, struct dfs_err *err);
+/* Makes every TCP connection of w use TLS (cert, key: PEM files), refusing the clients that
+ * do not (a line in the log); Unix socket connections stay plaintext. Before
+ * wire_server_start. Errors: wire_tls_new's. */
+int wire_server_tls(struct wire_server *w, const char *cert, const char *key,
+		    struct dfs_err *err);
 /* Starts the accepting thread (after a fork). */
 int wire_server_start(struct wire_server *w, struct dfs_err *err);
 /* The address listener i is bound to ("127.0.0.1:40123", "/tmp/x.sock"), Borrowed. */
