@@ -8,7 +8,8 @@ should and refuses the rest with 13 and MongoDB's message; updateUser and dropUs
 connections already authenticated; users persist across a restart; a non-loopback address
 is refused without users and served (always requiring authentication) with them; noauth
 enforces nothing; `docfs user STORE add|list|drop`; a user with customData.uid sees only the
-documents that uid may read through a mount (when /dev/fuse is there). Then docfs check.
+documents that uid may read through a mount (when /dev/fuse is there); TLS on TCP with
+plaintext refused (when the openssl command is there). Then docfs check.
 Run by meson (suite wire) with DOCFS set to the binary."""
 import os
 import shutil
@@ -336,47 +337,102 @@ def run(tmp):
     check("the store has users, but noauth" in open(log).read(), "noauth's warning")
 
     caller(tmp, store)
+    tls(tmp, store, log)
 
     r = subprocess.run([DOCFS, "check", store], capture_output=True, text=True)
     check(r.returncode == 0, "docfs check: %s %s" % (r.stdout, r.stderr))
 
 
 def mongosh(tmp, sock):
-    """mongosh authenticates with a URI's credentials, and reports a wrong password."""
+    """mongosh authenticates with a URI's credentials, creates a user, and reports a wrong
+    password, a refused command and a missing authentication (one mongosh, several
+    connections)."""
     if not os.access(MONGOSH, os.X_OK):
         print("auth_test: mongosh not installed, its part skipped")
         return
-    env = dict(os.environ, HOME=tmp)
     base = sock.replace("/", "%2F")
     ok = "mongodb://boss:s3cret%20pass@" + base + "/test?authSource=admin"
-    js = ("print(db.c.countDocuments({}));"
-          "db.createUser({user: 'shell', pwd: 'sh', roles: [{role: 'read', db: 'test'}]});"
-          "print(JSON.stringify(db.getUser('shell').roles));"
-          "print(db.runCommand({connectionStatus: 1}).authInfo.authenticatedUsers[0].user);")
+    js = """
+print(db.c.countDocuments({}));
+db.createUser({user: 'shell', pwd: 'sh', roles: [{role: 'read', db: 'test'}]});
+print(JSON.stringify(db.getUser('shell').roles));
+print(db.runCommand({connectionStatus: 1}).authInfo.authenticatedUsers[0].user);
+function attempt(uri, f) {
+  try { const c = new Mongo(uri); print(f(c.getDB('test'))); c.close(); }
+  catch (e) { print(e.codeName + ' ' + e.message); }
+}
+const base = '%s';
+attempt('mongodb://shell:sh@' + base + '/test?authSource=test',
+        d => d.c.countDocuments({}));
+attempt('mongodb://shell:sh@' + base + '/test?authSource=test',
+        d => d.c.insertOne({_id: 'x'}));
+attempt('mongodb://boss:nope@' + base + '/test?authSource=admin', d => d.c.findOne());
+attempt('mongodb://' + base + '/test', d => d.c.findOne());
+db.dropUser('shell');
+""" % base
     r = subprocess.run([MONGOSH, ok, "--quiet", "--norc", "--eval", js], capture_output=True,
-                       text=True, env=env, timeout=120)
-    check(r.returncode == 0 and r.stdout.split("\n")[:3] ==
-          ["6", '[{"role":"read","db":"test"}]', "boss"],
-          "mongosh as boss: %r %r" % (r.stdout, r.stderr))
-    ro = "mongodb://shell:sh@" + base + "/test?authSource=test"
-    r = subprocess.run([MONGOSH, ro, "--quiet", "--norc", "--eval",
-                        "print(db.c.countDocuments({})); db.c.insertOne({_id: 'x'})"],
-                       capture_output=True, text=True, env=env, timeout=120)
-    out = r.stdout + r.stderr
-    check(r.returncode != 0 and out.startswith("6\n") and
-          "not authorized on test to execute command" in out,
-          "mongosh as a reader: %r" % out)
-    bad = "mongodb://boss:nope@" + base + "/test?authSource=admin"
-    r = subprocess.run([MONGOSH, bad, "--quiet", "--norc", "--eval", "print(1)"],
-                       capture_output=True, text=True, env=env, timeout=120)
-    out = r.stdout + r.stderr
-    check(r.returncode != 0 and "Authentication failed" in out, "mongosh wrong password: %r" % out)
-    r = subprocess.run([MONGOSH, "mongodb://" + base + "/test", "--quiet", "--norc", "--eval",
-                        "db.c.findOne()"], capture_output=True, text=True, env=env, timeout=120)
-    out = r.stdout + r.stderr
-    check(r.returncode != 0 and "requires authentication" in out,
-          "mongosh unauthenticated: %r" % out)
-    client(sock, "boss", "s3cret pass").test.command("dropUser", "shell")
+                       text=True, env=dict(os.environ, HOME=tmp), timeout=120)
+    out = r.stdout.split("\n")
+    check(r.returncode == 0 and len(out) >= 7, "mongosh: %r %r" % (r.stdout, r.stderr))
+    check(out[:4] == ["6", '[{"role":"read","db":"test"}]', "boss", "6"],
+          "mongosh as boss and as a reader: %r" % out)
+    check(out[4].startswith("Unauthorized not authorized on test to execute command"),
+          "mongosh's refused insert: %r" % out[4])
+    check("Authentication failed" in out[5], "mongosh's wrong password: %r" % out[5])
+    check(out[6].startswith("Unauthorized command find requires authentication"),
+          "mongosh unauthenticated: %r" % out[6])
+
+
+def tls(tmp, store, log):
+    """TLS on TCP (PyMongo, mongosh), plaintext TCP refused with a log line, the Unix socket
+    plaintext still; bad certificate files refused at start."""
+    cert, key = os.path.join(tmp, "cert.pem"), os.path.join(tmp, "key.pem")
+    r = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
+                        "-keyout", key, "-out", cert, "-subj", "/CN=localhost", "-days", "2",
+                        "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        print("auth_test: no openssl command, the TLS part skipped: %s" % r.stderr)
+        return
+    # files that do not load, or do not match
+    r = subprocess.run([DOCFS, "serve", store, "--listen", "127.0.0.1:%d" % free_port(),
+                        "--tls-cert", cert, "--tls-key", os.path.join(tmp, "none.pem")],
+                       capture_output=True, text=True, timeout=30)
+    check(r.returncode == 1 and "cannot load the TLS key" in r.stderr, "bad key: %r" % r.stderr)
+    r = subprocess.run([DOCFS, "serve", store, "--listen", "127.0.0.1:%d" % free_port(),
+                        "--tls-cert", key, "--tls-key", key], capture_output=True, text=True,
+                       timeout=30)
+    check(r.returncode == 1 and "certificate" in r.stderr, "bad cert: %r" % r.stderr)
+    port = free_port()
+    sock = os.path.join(tmp, "tls.sock")
+    srv = start(store, log, "--listen", "127.0.0.1:%d" % port, "--listen", sock,
+                "--tls-cert", cert, "--tls-key", key)
+    boss = pymongo.MongoClient("127.0.0.1", port, tls=True, tlsCAFile=cert, username="boss",
+                               password="s3cret pass", authSource="admin",
+                               serverSelectionTimeoutMS=5000)
+    check(boss.test.c.count_documents({}) == 7, "TLS: authenticated count")
+    before = open(log).read().count("TLS is required")
+    plain = pymongo.MongoClient("127.0.0.1", port, serverSelectionTimeoutMS=1000)
+    try:
+        plain.admin.command("ping")
+        check(False, "a plaintext client was answered")
+    except pymongo.errors.ServerSelectionTimeoutError:
+        check(True, "plaintext refused")
+    plain.close()
+    time.sleep(0.2)
+    check(open(log).read().count("TLS is required") > before, "plaintext's log line")
+    check(client(sock, "boss", "s3cret pass").test.c.count_documents({}) == 7,
+          "the Unix socket stays plaintext")
+    if os.access(MONGOSH, os.X_OK):
+        r = subprocess.run([MONGOSH, "mongodb://boss:s3cret%%20pass@127.0.0.1:%d/test"
+                            "?authSource=admin&tls=true" % port, "--tlsCAFile", cert,
+                            "--quiet", "--norc", "--eval", "print(db.c.countDocuments({}))"],
+                           capture_output=True, text=True, env=dict(os.environ, HOME=tmp),
+                           timeout=120)
+        check(r.returncode == 0 and r.stdout.strip() == "7",
+              "mongosh over TLS: %r %r" % (r.stdout, r.stderr))
+    boss.close()
+    stop(srv, log)
 
 
 def caller(tmp, store):
