@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """auth_test.py - the wire protocol's authentication with real clients: PyMongo (Debian's
-3.11, SCRAM-SHA-256, with and without naming the mechanism) and mongosh, against `docfs
+3.11, SCRAM-SHA-256, with and without naming the mechanism), mongosh and libmongoc
+(tests/wire/mongoc_auth.c, MONGOC_AUTH), against `docfs
 serve` over a Unix socket and TCP. A store without users is open; the first createUser
 closes it (13 for an unauthenticated command, hello and ping still answered); wrong
 passwords and unknown users get 18 and a log line; each built-in role allows what it
@@ -281,6 +282,7 @@ def run(tmp):
     expect_code(13, nego.test.c.find_one)
 
     mongosh(tmp, sock)
+    mongoc(sock, 6)
     for cl in (anon, boss, nego, tcp, reader, writer, dba, anyr, uadmin):
         cl.close()
     stop(srv, log)
@@ -381,6 +383,21 @@ db.dropUser('shell');
     check("Authentication failed" in out[5], "mongosh's wrong password: %r" % out[5])
     check(out[6].startswith("Unauthorized command find requires authentication"),
           "mongosh unauthenticated: %r" % out[6])
+
+
+def mongoc(sock, n):
+    """libmongoc (tests/wire/mongoc_auth.c): SCRAM-SHA-256, a wrong password, a reader."""
+    prog = os.environ.get("MONGOC_AUTH")
+    if not prog:
+        print("auth_test: libmongoc not found at build time, its part skipped")
+        return
+    def u(cred, query):
+        return "mongodb://" + cred + "@" + sock.replace("/", "%2F") + "/?authSource=" + query
+    r = subprocess.run([prog, u("boss:s3cret%20pass", "admin&authMechanism=SCRAM-SHA-256"),
+                        u("boss:nope", "admin"), u("reader:r2", "test"), str(n)],
+                       capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0 and "checks passed" in r.stdout,
+          "mongoc_auth: %r %r" % (r.stdout, r.stderr))
 
 
 def tls(tmp, store, log):
