@@ -732,6 +732,11 @@ static int rule_need(const char *name)
 	return N_ROOT; /* what docfs does not classify (note 3) */
 }
 
+bool wire_auth_needed(const char *name)
+{
+	return rule_need(name) != N_NONE;
+}
+
 static const int need_priv[] = {
 	[N_READ] = P_READ,	 [N_META] = P_META,	      [N_WRITE] = P_WRITE,
 	[N_DDL] = P_DDL,	 [N_DBADMIN] = P_DBADMIN,     [N_USERADMIN] = P_USERADMIN,

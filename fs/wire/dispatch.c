@@ -175,7 +175,7 @@ void wire_command_list(bson_t *out)
 
 		BSON_APPEND_DOCUMENT_BEGIN(out, commands[i].name, &one);
 		BSON_APPEND_UTF8(&one, "help", commands[i].help);
-		BSON_APPEND_BOOL(&one, "requiresAuth", false);
+		BSON_APPEND_BOOL(&one, "requiresAuth", wire_auth_needed(commands[i].name));
 		BSON_APPEND_BOOL(&one, "secondaryOk", true);
 		BSON_APPEND_BOOL(&one, "adminOnly", commands[i].admin_only);
 		bson_append_document_end(out, &one);

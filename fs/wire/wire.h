@@ -396,6 +396,9 @@ bool wire_auth_users_at(const char *dir);
  * wire_auth_done clears it. */
 int wire_auth_check(struct wire_ctx *c);
 void wire_auth_done(struct wire_ctx *c);
+/* Whether command name needs an authenticated user when authentication is enforced
+ * (listCommands' requiresAuth). */
+bool wire_auth_needed(const char *name);
 /* hello's saslSupportedMechs (when the command asks) into reply. */
 void wire_auth_hello(struct wire_ctx *c, bson_t *reply);
 /* connectionStatus' authenticatedUsers and authenticatedUserRoles into info. */

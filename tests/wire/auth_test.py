@@ -152,6 +152,10 @@ def run(tmp):
     check(st["authenticatedUsers"] == [{"user": "boss", "db": "admin"}] and
           st["authenticatedUserRoles"] == [{"role": "root", "db": "admin"}],
           "connectionStatus: %r" % st)
+    lc = boss.admin.command("listCommands")["commands"]
+    check(lc["find"]["requiresAuth"] and lc["createUser"]["requiresAuth"] and
+          not lc["hello"]["requiresAuth"] and not lc["saslStart"]["requiresAuth"],
+          "listCommands' requiresAuth")
     # without naming the mechanism: negotiated through saslSupportedMechs
     nego = client(sock, "boss", "s3cret pass", mech=None)
     check(nego.test.c.count_documents({}) == 6, "negotiated SCRAM-SHA-256")
