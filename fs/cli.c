@@ -1723,7 +1723,8 @@ static int cmd_user(int argc, char **argv)
 			db = argv[++i];
 		} else if (!strcmp(argv[i], "--roles") && i + 1 < argc) {
 			roles = argv[++i];
-		} else if ((!strcmp(argv[i], "--uid") || !strcmp(argv[i], "--gid")) && i + 1 < argc) {
+		} else if ((!strcmp(argv[i], "--uid") || !strcmp(argv[i], "--gid")) &&
+			   i + 1 < argc) {
 			char *end;
 			long v = strtol(argv[i + 1], &end, 10);
 

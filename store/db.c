@@ -1593,8 +1593,7 @@ int store_coll_profile(struct store_txn *t, struct store_coll *out, struct dfs_e
 	return coll_get(t, ST_COLL_BY_ID, NULL, out->id, out, err);
 }
 
-int store_coll_users(struct store_txn *t, bool create, struct store_coll *out,
-		     struct dfs_err *err)
+int store_coll_users(struct store_txn *t, bool create, struct store_coll *out, struct dfs_err *err)
 {
 	if (coll_get(t, ST_COLL_FIND, STORE_USERS_COLL, 0, out, NULL) == 0)
 		return 0;

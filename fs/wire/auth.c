@@ -534,7 +534,8 @@ static int user_create(struct wire_ctx *c, struct store *s, const char *db, cons
 	if (!(rc = users_open(s, true, &t, &co, err))) {
 		rc = user_find(t, &co, db, name, &e, NULL, err);
 		if (rc == 0)
-			rc = dfs_err_set(err, DFS_EEXIST, "User \"%s@%s\" already exists", name, db);
+			rc = dfs_err_set(err, DFS_EEXIST, "User \"%s@%s\" already exists", name,
+					 db);
 		else if (rc == DFS_ENOENT) {
 			dfs_err_clear(err);
 			rc = store_doc_insert(t, co.id, &prep, &at, &e, err);
@@ -738,9 +739,9 @@ bool wire_auth_needed(const char *name)
 }
 
 static const int need_priv[] = {
-	[N_READ] = P_READ,	 [N_META] = P_META,	      [N_WRITE] = P_WRITE,
-	[N_DDL] = P_DDL,	 [N_DBADMIN] = P_DBADMIN,     [N_USERADMIN] = P_USERADMIN,
-	[N_CLUSTER] = P_CLUSTER, [N_AGG] = P_READ,	      [N_RENAME] = P_DDL,
+	[N_READ] = P_READ,	 [N_META] = P_META,	  [N_WRITE] = P_WRITE,
+	[N_DDL] = P_DDL,	 [N_DBADMIN] = P_DBADMIN, [N_USERADMIN] = P_USERADMIN,
+	[N_CLUSTER] = P_CLUSTER, [N_AGG] = P_READ,	  [N_RENAME] = P_DDL,
 	[N_ROOT] = P_ALL,
 };
 
@@ -1125,8 +1126,7 @@ static int user_opts(struct wire_ctx *c)
 
 	wire_arg_bool(c, "digestPassword", &digest);
 	if (!digest)
-		return wire_fail(c, 2, "BadValue",
-				 "Use of " MECH " requires undigested passwords");
+		return wire_fail(c, 2, "BadValue", "Use of " MECH " requires undigested passwords");
 	if (bson_iter_init_find(&it, c->cmd, "mechanisms")) {
 		if (!BSON_ITER_HOLDS_ARRAY(&it) || !bson_iter_recurse(&it, &m))
 			return wire_fail(c, 14, "TypeMismatch", "mechanisms must be an array");
@@ -1175,7 +1175,8 @@ int wire_cmd_create_user(struct wire_ctx *c, bson_t *reply)
 	if ((rr = arg_array(c, "roles", &roles)) > 1)
 		return rr;
 	if (rr == 1)
-		return wire_fail(c, 2, "BadValue", "\"createUser\" command requires a \"roles\" array");
+		return wire_fail(c, 2, "BadValue",
+				 "\"createUser\" command requires a \"roles\" array");
 	if ((rcu = wire_arg_doc(c, "customData", &custom)) > 1)
 		return rcu;
 	if (user_create(c, c->store, c->db, name, pwd, &roles, rcu ? NULL : &custom, &err))
@@ -1210,8 +1211,9 @@ int wire_cmd_update_user(struct wire_ctx *c, bson_t *reply)
 	if ((rcu = wire_arg_doc(c, "customData", &custom)) > 1)
 		return rcu;
 	if (!pwd && rr && rcu)
-		return wire_fail(c, 2, "BadValue", "Must specify at least one field to update "
-						   "in updateUser");
+		return wire_fail(c, 2, "BadValue",
+				 "Must specify at least one field to update "
+				 "in updateUser");
 	if ((rcu == 0 && custom_check(&custom, &err)) ||
 	    (rr == 0 && roles_parse(c, c->db, &roles, &rl, &err)) ||
 	    (pwd && wire_scram_credentials(pwd, WIRE_SCRAM_ITERS, &cred, &err)))
@@ -1264,7 +1266,8 @@ int wire_cmd_update_user(struct wire_ctx *c, bson_t *reply)
 			uuid.value_type = BSON_TYPE_NULL;
 		else
 			bson_value_copy(bson_iter_value(&it), &uuid);
-		rc = user_doc(c->db, name, &cred, &rl, rcu ? (has_custom ? &keep_custom : NULL) : &custom,
+		rc = user_doc(c->db, name, &cred, &rl,
+			      rcu ? (has_custom ? &keep_custom : NULL) : &custom,
 			      uuid.value_type == BSON_TYPE_NULL ? NULL : &uuid, &doc);
 		if (uuid.value_type != BSON_TYPE_NULL)
 			bson_value_destroy(&uuid);
@@ -1377,8 +1380,8 @@ static int info_target(struct users_info *q, bson_iter_t *v)
 	me = open_now(c) ? NULL : current_user(c);
 	if (!may(c, P_USERADMIN, db) && !(me && !strcmp(me->name, name) && !strcmp(me->db, db)))
 		return wire_fail(c, 13, "Unauthorized",
-				 "not authorized on %s to execute command usersInfo of %s@%s", c->db,
-				 name, db);
+				 "not authorized on %s to execute command usersInfo of %s@%s",
+				 c->db, name, db);
 	user_id(id, sizeof(id), db, name);
 	BSON_APPEND_BOOL(&q->want, id, true);
 	q->named = true;

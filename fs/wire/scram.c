@@ -125,8 +125,7 @@ static const char *attr(const char *s, size_t len, char a, size_t *vlen)
 	return s + 2;
 }
 
-int wire_scram_client_first(struct wire_scram *st, const char *msg, size_t len,
-			    struct dfs_err *err)
+int wire_scram_client_first(struct wire_scram *st, const char *msg, size_t len, struct dfs_err *err)
 {
 	const char *p = msg, *end = msg + len, *c1, *c2, *v;
 	size_t vlen, o = 0;
@@ -136,8 +135,9 @@ int wire_scram_client_first(struct wire_scram *st, const char *msg, size_t len,
 		return dfs_err_set(err, DFS_EINVAL, "SCRAM: a NUL byte in the client's message");
 	/* gs2-header: cbind-flag "," [authzid] "," */
 	if (len < 3 || (p[0] != 'n' && p[0] != 'y'))
-		return dfs_err_set(err, DFS_EINVAL, "SCRAM: channel binding is not supported, or "
-						    "the client's first message is malformed");
+		return dfs_err_set(err, DFS_EINVAL,
+				   "SCRAM: channel binding is not supported, or "
+				   "the client's first message is malformed");
 	if (p[1] != ',' || !(c1 = memchr(p + 2, ',', (size_t)(end - p - 2))))
 		return dfs_err_set(err, DFS_EINVAL, "SCRAM: malformed gs2 header");
 	if (c1 != p + 2 && strncmp(p + 2, "a=", 2))
@@ -157,13 +157,15 @@ int wire_scram_client_first(struct wire_scram *st, const char *msg, size_t len,
 
 		if (ch == '=') {
 			if (i + 2 >= vlen)
-				return dfs_err_set(err, DFS_EINVAL, "SCRAM: bad escape in user name");
+				return dfs_err_set(err, DFS_EINVAL,
+						   "SCRAM: bad escape in user name");
 			if (!strncmp(v + i, "=2C", 3))
 				ch = ',';
 			else if (!strncmp(v + i, "=3D", 3))
 				ch = '=';
 			else
-				return dfs_err_set(err, DFS_EINVAL, "SCRAM: bad escape in user name");
+				return dfs_err_set(err, DFS_EINVAL,
+						   "SCRAM: bad escape in user name");
 			i += 2;
 		}
 		if (o + 1 >= sizeof(st->user))
@@ -210,8 +212,7 @@ int wire_scram_server_first(struct wire_scram *st, const char *snonce,
 	    wire_b64_decode(cred->server, strlen(cred->server), st->server, sizeof(st->server)) !=
 		    WIRE_SCRAM_KEY)
 		return dfs_err_set(err, DFS_EINVAL, "SCRAM: the user's stored keys are damaged");
-	k = snprintf(st->sf, sizeof(st->sf), "r=%s,s=%s,i=%d", st->nonce, cred->salt,
-		     cred->iters);
+	k = snprintf(st->sf, sizeof(st->sf), "r=%s,s=%s,i=%d", st->nonce, cred->salt, cred->iters);
 	if (k < 0 || (size_t)k >= sizeof(st->sf) || (size_t)k >= cap)
 		return dfs_err_set(err, DFS_EINVAL, "SCRAM: server-first message too long");
 	memcpy(out, st->sf, (size_t)k + 1);
@@ -235,7 +236,8 @@ int wire_scram_client_final(struct wire_scram *st, const char *msg, size_t len, 
 		return dfs_err_set(err, DFS_EINVAL, "SCRAM: a NUL byte in the client's message");
 	/* c=base64(gs2 header) */
 	if (!(v = attr(msg, len, 'c', &vlen)))
-		return dfs_err_set(err, DFS_EINVAL, "SCRAM: no channel binding in the final message");
+		return dfs_err_set(err, DFS_EINVAL,
+				   "SCRAM: no channel binding in the final message");
 	wire_b64_encode((const uint8_t *)st->gs2, strlen(st->gs2), cb, sizeof(cb));
 	if (vlen != strlen(cb) || memcmp(v, cb, vlen))
 		return dfs_err_set(err, DFS_EINVAL, "SCRAM: channel binding does not match");

@@ -298,8 +298,7 @@ int wire_server_bind(struct store *s, const char *const *addrs, int n, bool noau
 	return 0;
 }
 
-int wire_server_tls(struct wire_server *w, const char *cert, const char *key,
-		    struct dfs_err *err)
+int wire_server_tls(struct wire_server *w, const char *cert, const char *key, struct dfs_err *err)
 {
 	struct wire_tls *t;
 	int rc = wire_tls_new(cert, key, &t, err);
@@ -336,7 +335,8 @@ static int read_full(struct wire_conn *cn, uint8_t *p, size_t n, bool first)
 static int write_full(struct wire_conn *cn, const char *p, size_t n)
 {
 	while (n) {
-		ssize_t k = cn->ssl ? wire_tls_write(cn->ssl, p, n) : send(cn->fd, p, n, MSG_NOSIGNAL);
+		ssize_t k =
+			cn->ssl ? wire_tls_write(cn->ssl, p, n) : send(cn->fd, p, n, MSG_NOSIGNAL);
 
 		if (k < 0) {
 			if (errno == EINTR)

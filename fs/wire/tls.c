@@ -54,8 +54,8 @@ int wire_tls_new(const char *cert, const char *key, struct wire_tls **out, struc
 	SSL_CTX_set_mode(t->ctx, SSL_MODE_AUTO_RETRY);
 	if (SSL_CTX_use_certificate_chain_file(t->ctx, cert) != 1) {
 		wire_tls_free(t);
-		return dfs_err_set(err, DFS_EINVAL, "cannot load the TLS certificate '%s': %s", cert,
-				   ssl_reason(why, sizeof(why)));
+		return dfs_err_set(err, DFS_EINVAL, "cannot load the TLS certificate '%s': %s",
+				   cert, ssl_reason(why, sizeof(why)));
 	}
 	if (SSL_CTX_use_PrivateKey_file(t->ctx, key, SSL_FILETYPE_PEM) != 1) {
 		wire_tls_free(t);

@@ -325,8 +325,8 @@ int wire_cmd_drop_indexes(struct wire_ctx *c, bson_t *reply);
 
 /* A user's stored credentials, as in system.users' credentials.SCRAM-SHA-256 (base64). */
 struct wire_scram_cred {
-	int iters;	/* iterationCount */
-	char salt[64];	/* salt */
+	int iters;	 /* iterationCount */
+	char salt[64];	 /* salt */
 	char stored[48]; /* storedKey */
 	char server[48]; /* serverKey */
 };
@@ -335,11 +335,11 @@ struct wire_scram_cred {
  * done with the proof; 4: proof accepted). */
 struct wire_scram {
 	int step;
-	char gs2[64];	/* the gs2 header as sent ("n,,") */
-	char user[256]; /* the user name, unescaped */
+	char gs2[64];	 /* the gs2 header as sent ("n,,") */
+	char user[256];	 /* the user name, unescaped */
 	char nonce[256]; /* the client's nonce, then the combined one */
-	char cfb[600];	/* client-first-bare */
-	char sf[700];	/* server-first */
+	char cfb[600];	 /* client-first-bare */
+	char sf[700];	 /* server-first */
 	uint8_t stored[WIRE_SCRAM_KEY], server[WIRE_SCRAM_KEY];
 };
 
@@ -458,8 +458,7 @@ int wire_server_bind(struct store *s, const char *const *addrs, int n, bool noau
 /* Makes every TCP connection of w use TLS (cert, key: PEM files), refusing the clients that
  * do not (a line in the log); Unix socket connections stay plaintext. Before
  * wire_server_start. Errors: wire_tls_new's. */
-int wire_server_tls(struct wire_server *w, const char *cert, const char *key,
-		    struct dfs_err *err);
+int wire_server_tls(struct wire_server *w, const char *cert, const char *key, struct dfs_err *err);
 /* Starts the accepting thread (after a fork). */
 int wire_server_start(struct wire_server *w, struct dfs_err *err);
 /* The address listener i is bound to ("127.0.0.1:40123", "/tmp/x.sock"), Borrowed. */

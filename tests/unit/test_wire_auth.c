@@ -32,7 +32,8 @@ static void pencil(struct wire_scram_cred *cred)
 	int n = wire_b64_decode(SALT, strlen(SALT), salt, sizeof(salt));
 
 	ck_assert_int_eq(n, 16);
-	ck_assert_int_eq(wire_scram_derive("pencil", salt, (size_t)n, 4096, stored, server, &err), 0);
+	ck_assert_int_eq(wire_scram_derive("pencil", salt, (size_t)n, 4096, stored, server, &err),
+			 0);
 	memset(cred, 0, sizeof(*cred));
 	cred->iters = 4096;
 	strcpy(cred->salt, SALT);
@@ -110,7 +111,8 @@ START_TEST(test_wire_scram_client_first_malformed)
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
 		dfs_err_clear(&err);
-		ck_assert_msg(wire_scram_client_first(&st, bad[i], strlen(bad[i]), &err) == DFS_EINVAL,
+		ck_assert_msg(wire_scram_client_first(&st, bad[i], strlen(bad[i]), &err) ==
+				      DFS_EINVAL,
 			      "accepted '%s'", bad[i]);
 	}
 	ck_assert_int_eq(wire_scram_client_first(&st, "y,,n=a=2Cb=3Dc,r=xyz", 20, &err), 0);
@@ -203,7 +205,8 @@ START_TEST(test_wire_user_create_drop)
 	ck_assert_int_eq(wire_user_create(s, "test", "ann", "secret", roles, NULL, &err), 0);
 	ck_assert(wire_auth_users_exist(s));
 	ck_assert(wire_auth_users_at(dir));
-	ck_assert_int_eq(wire_user_create(s, "test", "ann", "other", roles, NULL, &err), DFS_EEXIST);
+	ck_assert_int_eq(wire_user_create(s, "test", "ann", "other", roles, NULL, &err),
+			 DFS_EEXIST);
 	dfs_err_clear(&err);
 	ck_assert_int_eq(wire_user_create(s, "test", "bob", "secret", bad, NULL, &err), DFS_ENOENT);
 	ck_assert_ptr_nonnull(strstr(err.msg, "root@test"));

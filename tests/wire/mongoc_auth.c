@@ -53,8 +53,8 @@ int main(int argc, char **argv)
 	n = count(argv[1], &err);
 	CHECK(n == atoll(argv[4]), "count %lld: %s", (long long)n, err.message);
 	n = count(argv[2], &err);
-	CHECK(n == -1 && strstr(err.message, "Authentication failed"),
-	      "a wrong password: %lld, %s", (long long)n, err.message);
+	CHECK(n == -1 && strstr(err.message, "Authentication failed"), "a wrong password: %lld, %s",
+	      (long long)n, err.message);
 	n = count(argv[3], &err);
 	CHECK(n == atoll(argv[4]), "the reader's count %lld: %s", (long long)n, err.message);
 	cl = mongoc_client_new(argv[3]);
