@@ -36,22 +36,25 @@ int wire_b64_encode(const uint8_t *p, size_t n, char *out, size_t cap)
 int wire_b64_decode(const char *s, size_t len, uint8_t *out, size_t cap)
 {
 	uint8_t tmp[256]; /* keys, salts and proofs: short */
+	char again[4 * sizeof(tmp) / 3 + 4];
 	size_t pad = 0;
 	int n;
 
 	if (len % 4 || len / 4 * 3 > sizeof(tmp))
 		return -1;
-	for (size_t i = 0; i < len; i++)
-		if (s[i] == '=' && i + 2 < len)
-			return -1; /* padding only at the end */
 	if (len && s[len - 1] == '=')
 		pad++;
 	if (len > 1 && s[len - 2] == '=')
 		pad++;
 	n = EVP_DecodeBlock(tmp, (const unsigned char *)s, (int)len);
-	if (n < 0 || (size_t)n - pad > cap)
+	if (n < 0 || (size_t)n < pad)
 		return -1;
 	n -= (int)pad; /* EVP_DecodeBlock counts the padding as zero bytes */
+	/* only the canonical text of the bytes is taken: no misplaced padding, no stray bits,
+	 * no white space */
+	if (wire_b64_encode(tmp, (size_t)n, again, sizeof(again)) != (int)len ||
+	    memcmp(again, s, len) || (size_t)n > cap)
+		return -1;
 	memcpy(out, tmp, (size_t)n);
 	return n;
 }

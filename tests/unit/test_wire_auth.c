@@ -137,6 +137,10 @@ START_TEST(test_wire_b64_roundtrip)
 	}
 	ck_assert_int_eq(wire_b64_decode("abc", 3, back, sizeof(back)), -1);
 	ck_assert_int_eq(wire_b64_decode("a=bc", 4, back, sizeof(back)), -1);
+	ck_assert_int_eq(wire_b64_decode("+K=N", 4, back, sizeof(back)), -1); /* fuzz_scram's */
+	ck_assert_int_eq(wire_b64_decode("AB==", 4, back, sizeof(back)), -1); /* stray bits */
+	ck_assert_int_eq(wire_b64_decode(" AA=", 4, back, sizeof(back)), -1);
+	ck_assert_int_eq(wire_b64_decode("AA==", 4, back, sizeof(back)), 1);
 	ck_assert_int_eq(wire_b64_decode("AAAAAAAA", 8, back, 5), -1); /* no room */
 }
 END_TEST
