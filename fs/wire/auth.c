@@ -391,6 +391,7 @@ static int users_any(struct store *s)
 bool wire_auth_users_exist(struct store *s)
 {
 	time_t now = time(NULL);
+	uint64_t gen;
 	int has;
 
 	if (!s)
@@ -402,11 +403,14 @@ bool wire_auth_users_exist(struct store *s)
 		return has;
 	}
 	pthread_mutex_unlock(&cache.lock);
+	gen = atomic_load(&users_gen);
 	has = users_any(s) != 0; /* a store that cannot say is taken to have users: closed */
 	pthread_mutex_lock(&cache.lock);
-	cache.s = s;
-	cache.has = has;
-	cache.at = now;
+	if (gen == atomic_load(&users_gen)) { /* else a user command ran meanwhile: not kept */
+		cache.s = s;
+		cache.has = has;
+		cache.at = now;
+	}
 	pthread_mutex_unlock(&cache.lock);
 	return has;
 }
