@@ -179,7 +179,8 @@ struct wire_auth {
 	struct wire_scram sc; /* the conversation under way */
 	int conv;	      /* 0: none; 1: server-first sent; 2: done, an empty step awaited */
 	bool skip_empty;      /* options.skipEmptyExchange */
-	struct user pending;  /* the user of the conversation */
+	char conv_db[DFS_MAX_NS_NAME + 1]; /* the database the user authenticates on */
+	struct user pending;		   /* the user of the conversation */
 	bool authed;
 	struct user u; /* the authenticated user */
 	uint64_t gen;  /* users_gen when u was read */
@@ -898,10 +899,34 @@ bool wire_auth_db_visible(struct wire_ctx *c, const char *db)
 	return u && privs_on(u, db) & ~P_CLUSTER;
 }
 
+static int sasl_start(struct wire_ctx *c, const bson_t *cmd, const char *db, bool quiet,
+		      bson_t *reply);
+
 void wire_auth_hello(struct wire_ctx *c, bson_t *reply)
 {
-	bson_iter_t it;
-	bson_t arr;
+	bson_iter_t it, f;
+	bson_t arr, spec, out;
+	const uint8_t *d;
+	uint32_t len;
+
+	/* speculativeAuthenticate: {saslStart: 1, mechanism, payload, db}, the first step of a
+	 * conversation carried by the handshake; answered when it starts, else left out (the
+	 * client then sends saslStart, and that one's failure is logged) */
+	if (bson_iter_init_find(&it, c->cmd, "speculativeAuthenticate") &&
+	    BSON_ITER_HOLDS_DOCUMENT(&it)) {
+		bson_iter_document(&it, &len, &d);
+		if (bson_init_static(&spec, d, len) && bson_iter_init_find(&f, &spec, "db") &&
+		    BSON_ITER_HOLDS_UTF8(&f) && bson_has_field(&spec, "saslStart")) {
+			bson_init(&out);
+			if (sasl_start(c, &spec, bson_iter_utf8(&f, NULL), true, &out) == 0)
+				BSON_APPEND_DOCUMENT(reply, "speculativeAuthenticate", &out);
+			bson_destroy(&out);
+			c->code = 0; /* hello itself succeeds */
+			c->code_name = NULL;
+			c->errmsg[0] = '\0';
+			c->dfs_code = 0;
+		}
+	}
 
 	/* listed for any name asked about, so that the reply tells nothing of who exists */
 	if (!bson_iter_init_find(&it, c->cmd, "saslSupportedMechs") || !BSON_ITER_HOLDS_UTF8(&it))
@@ -939,13 +964,13 @@ void wire_auth_status(struct wire_ctx *c, bson_t *info)
 /* ---- SASL ------------------------------------------------------------------------------ */
 
 /* The payload of the command (BinData or a string) as a view: its length, or -1. */
-static int payload(struct wire_ctx *c, const char **p, uint32_t *len)
+static int payload(const bson_t *cmd, const char **p, uint32_t *len)
 {
 	bson_iter_t it;
 	bson_subtype_t sub;
 	const uint8_t *b;
 
-	if (!bson_iter_init_find(&it, c->cmd, "payload"))
+	if (!bson_iter_init_find(&it, cmd, "payload"))
 		return -1;
 	if (BSON_ITER_HOLDS_BINARY(&it)) {
 		bson_iter_binary(&it, &sub, len, &b);
@@ -969,15 +994,18 @@ static const char *peer(struct wire_ctx *c, char *buf, size_t cap)
 	return buf;
 }
 
-/* 18 AuthenticationFailed, and a line in the log saying why (never to the client). */
-static int auth_failed(struct wire_ctx *c, const char *user, const char *why)
+/* 18 AuthenticationFailed, and a line in the log saying why (never to the client; not
+ * when quiet: a speculative start, which the client follows with a saslStart). */
+static int auth_failed(struct wire_ctx *c, const char *db, bool quiet, const char *user,
+		       const char *why)
 {
 	char pb[64];
 	struct wire_auth *a = wire_conn_auth(c->conn);
 
-	fs_errlog_add("wire: connection %lld from %s: authentication failed for user '%s@%s' "
-		      "(" MECH "): %s",
-		      (long long)c->conn_id, peer(c, pb, sizeof(pb)), user, c->db, why);
+	if (!quiet)
+		fs_errlog_add("wire: connection %lld from %s: authentication failed for user "
+			      "'%s@%s' (" MECH "): %s",
+			      (long long)c->conn_id, peer(c, pb, sizeof(pb)), user, db, why);
 	if (a) {
 		a->conv = 0;
 		memset(&a->sc, 0, sizeof(a->sc));
@@ -985,7 +1013,9 @@ static int auth_failed(struct wire_ctx *c, const char *user, const char *why)
 	return wire_fail(c, 18, "AuthenticationFailed", "Authentication failed.");
 }
 
-int wire_cmd_sasl_start(struct wire_ctx *c, bson_t *reply)
+/* saslStart of cmd (mechanism, payload, options) for a user of db into reply. */
+static int sasl_start(struct wire_ctx *c, const bson_t *cmd, const char *db, bool quiet,
+		      bson_t *reply)
 {
 	struct wire_auth *a = wire_conn_auth(c->conn);
 	struct dfs_err err = {0};
@@ -997,37 +1027,44 @@ int wire_cmd_sasl_start(struct wire_ctx *c, bson_t *reply)
 
 	if (!a)
 		return wire_fail(c, 2, "BadValue", "authentication needs a connection");
-	if (bson_iter_init_find(&it, c->cmd, "mechanism") && BSON_ITER_HOLDS_UTF8(&it))
+	if (bson_iter_init_find(&it, cmd, "mechanism") && BSON_ITER_HOLDS_UTF8(&it))
 		mech = bson_iter_utf8(&it, NULL);
 	if (strcmp(mech, MECH))
 		return wire_fail(c, 334, "MechanismUnavailable",
 				 "Received authentication for mechanism %s which is unknown or "
 				 "not enabled (docfs has " MECH ")",
 				 mech);
-	if (payload(c, &p, &len))
+	if (payload(cmd, &p, &len))
 		return wire_fail(c, 2, "BadValue", "saslStart needs a payload");
 	a->conv = 0;
 	a->skip_empty = false;
-	if (bson_iter_init(&it, c->cmd) &&
+	snprintf(a->conv_db, sizeof(a->conv_db), "%s", db);
+	if (bson_iter_init(&it, cmd) &&
 	    bson_iter_find_descendant(&it, "options.skipEmptyExchange", &it))
 		a->skip_empty = bson_iter_as_bool(&it);
 	if (wire_scram_client_first(&a->sc, p, len, &err))
-		return auth_failed(c, "?", err.msg);
-	rc = user_load(c->store, c->db, a->sc.user, &a->pending, &err);
+		return auth_failed(c, db, quiet, "?", err.msg);
+	rc = user_load(c->store, db, a->sc.user, &a->pending, &err);
 	if (rc == DFS_ENOENT)
-		return auth_failed(c, a->sc.user, "no such user");
+		return auth_failed(c, db, quiet, a->sc.user, "no such user");
 	if (rc)
-		return auth_failed(c, a->sc.user, err.msg);
+		return auth_failed(c, db, quiet, a->sc.user, err.msg);
 	if (!a->pending.has_cred)
-		return auth_failed(c, a->sc.user, "the user has no " MECH " credentials");
+		return auth_failed(c, db, quiet, a->sc.user,
+				   "the user has no " MECH " credentials");
 	if (wire_scram_server_first(&a->sc, NULL, &a->pending.cred, out, sizeof(out), &err))
-		return auth_failed(c, a->sc.user, err.msg);
+		return auth_failed(c, db, quiet, a->sc.user, err.msg);
 	a->conv = 1;
 	BSON_APPEND_INT32(reply, "conversationId", 1);
 	BSON_APPEND_BOOL(reply, "done", false);
 	BSON_APPEND_BINARY(reply, "payload", BSON_SUBTYPE_BINARY, (const uint8_t *)out,
 			   (uint32_t)strlen(out));
 	return 0;
+}
+
+int wire_cmd_sasl_start(struct wire_ctx *c, bson_t *reply)
+{
+	return sasl_start(c, c->cmd, c->db, false, reply);
 }
 
 int wire_cmd_sasl_continue(struct wire_ctx *c, bson_t *reply)
@@ -1042,7 +1079,7 @@ int wire_cmd_sasl_continue(struct wire_ctx *c, bson_t *reply)
 
 	if (!a || !a->conv || wire_arg_int(c, "conversationId", &conv) || conv != 1)
 		return wire_fail(c, 17, "ProtocolError", "No SASL session state found");
-	if (payload(c, &p, &len))
+	if (payload(c->cmd, &p, &len))
 		return wire_fail(c, 2, "BadValue", "saslContinue needs a payload");
 	if (a->conv == 2) { /* the empty exchange after server-final */
 		a->conv = 0;
@@ -1053,9 +1090,9 @@ int wire_cmd_sasl_continue(struct wire_ctx *c, bson_t *reply)
 	}
 	rc = wire_scram_client_final(&a->sc, p, len, out, sizeof(out), &err);
 	if (rc == DFS_EPERM)
-		return auth_failed(c, a->sc.user, "wrong password");
+		return auth_failed(c, a->conv_db, false, a->sc.user, "wrong password");
 	if (rc)
-		return auth_failed(c, a->sc.user, err.msg);
+		return auth_failed(c, a->conv_db, false, a->sc.user, err.msg);
 	a->u = a->pending;
 	a->authed = true;
 	a->gen = atomic_load(&users_gen);

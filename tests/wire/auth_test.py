@@ -141,6 +141,16 @@ def run(tmp):
     h = anon.admin.command("hello", saslSupportedMechs="admin.boss")
     check(h["saslSupportedMechs"] == ["SCRAM-SHA-256"], "saslSupportedMechs: %r" % h)
     check("saslSupportedMechs" not in anon.admin.command("hello"), "asked only")
+    # speculative authentication: hello carries the first step
+    spec = {"saslStart": 1, "mechanism": "SCRAM-SHA-256", "db": "admin",
+            "payload": b"n,,n=boss,r=abcdefghijklmnop", "options": {"skipEmptyExchange": True}}
+    sa = anon.admin.command("hello", speculativeAuthenticate=spec).get("speculativeAuthenticate")
+    check(sa and sa["conversationId"] == 1 and not sa["done"] and
+          sa["payload"].startswith(b"r=abcdefghijklmnop") and b",i=15000" in sa["payload"],
+          "speculativeAuthenticate: %r" % sa)
+    spec["payload"] = b"n,,n=nobody,r=abc"
+    h = anon.admin.command("hello", speculativeAuthenticate=spec)
+    check(h["ok"] == 1 and "speculativeAuthenticate" not in h, "unknown user, left out: %r" % h)
     check(anon.admin.command("buildInfo")["version"].startswith("7."), "buildInfo")
     st = anon.admin.command("connectionStatus")["authInfo"]
     check(st["authenticatedUsers"] == [], "connectionStatus unauthenticated: %r" % st)
