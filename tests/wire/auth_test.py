@@ -352,8 +352,8 @@ def run(tmp):
     stop(srv, log)
     check("the store has users, but noauth" in open(log).read(), "noauth's warning")
 
-    caller(tmp, store)
     tls(tmp, store, log)
+    caller(tmp, store)
 
     r = subprocess.run([DOCFS, "check", store], capture_output=True, text=True)
     check(r.returncode == 0, "docfs check: %s %s" % (r.stdout, r.stderr))
@@ -467,17 +467,36 @@ def tls(tmp, store, log):
 
 
 def caller(tmp, store):
-    """A user with customData.uid sees what that uid may read through the mount."""
+    """A user with customData.uid sees what that uid may read through the mount; the mount's
+    -o tls_cert=,tls_key= (when tls() made them)."""
     if not os.path.exists("/dev/fuse") or os.geteuid() != 0:
         print("auth_test: no /dev/fuse (or not root), the caller part skipped")
         return
     mnt = os.path.join(tmp, "mnt")
     os.mkdir(mnt)
     sock = os.path.join(tmp, "m.sock")
-    r = subprocess.run([DOCFS, "mount", "-o", "listen=" + sock + ",log=" + tmp + "/mount.log",
-                        store, mnt], capture_output=True, text=True, timeout=60)
+    cert, key = os.path.join(tmp, "cert.pem"), os.path.join(tmp, "key.pem")
+    port = free_port()
+    opts = "listen=" + sock + ",log=" + tmp + "/mount.log"
+    if os.path.exists(cert):
+        opts += ",listen=127.0.0.1:%d,tls_cert=%s,tls_key=%s" % (port, cert, key)
+    r = subprocess.run([DOCFS, "mount", "-o", opts, store, mnt], capture_output=True, text=True,
+                       timeout=60)
     check(r.returncode == 0, "mount: %r" % r.stderr)
     try:
+        if os.path.exists(cert):
+            t = pymongo.MongoClient("127.0.0.1", port, tls=True, tlsCAFile=cert,
+                                    username="boss", password="s3cret pass",
+                                    authSource="admin", serverSelectionTimeoutMS=5000)
+            check(t.test.c.count_documents({}) == 7, "the mount's TLS listener")
+            t.close()
+            plain = pymongo.MongoClient("127.0.0.1", port, serverSelectionTimeoutMS=1000)
+            try:
+                plain.admin.command("ping")
+                check(False, "the mount answered a plaintext client")
+            except pymongo.errors.ServerSelectionTimeoutError:
+                check(True, "the mount refuses plaintext")
+            plain.close()
         boss = client(sock, "boss", "s3cret pass")
         boss.admin.command("createUser", "nob", pwd="n", roles=["readWriteAnyDatabase"],
                            customData={"uid": 65534, "gid": 65534})
