@@ -1593,6 +1593,15 @@ int store_coll_profile(struct store_txn *t, struct store_coll *out, struct dfs_e
 	return coll_get(t, ST_COLL_BY_ID, NULL, out->id, out, err);
 }
 
+int store_coll_users(struct store_txn *t, bool create, struct store_coll *out, struct dfs_err *err)
+{
+	if (coll_get(t, ST_COLL_FIND, STORE_USERS_COLL, 0, out, NULL) == 0)
+		return 0;
+	if (!create)
+		return dfs_err_set(err, DFS_ENOENT, "no users in database '%s'", t->db->name);
+	return coll_create(t, STORE_USERS_COLL, 0700, getuid(), getgid(), out, err);
+}
+
 static int coll_create(struct store_txn *t, const char *name, uint32_t mode, uint32_t uid,
 		       uint32_t gid, struct store_coll *out, struct dfs_err *err)
 {
