@@ -251,11 +251,12 @@ static void append_ns(bson_t *b, const char *key, const char *db, const char *co
  * fullDocument when full is given, then ns (but for an invalidate), documentKey when full is
  * given, and the stored fields rest (note 6). The same bytes as rendering the whole event as
  * one document: in the compact style a document is "{" and its fields joined by ", ", so
- * the parts are rendered apart and joined.
+ * the parts are rendered apart and joined. skip_full leaves fullDocument's value out (a
+ * write that knows its length measures the rest).
  */
 static int ev_render(const struct store_db *db, int op, const char *coll, int64_t seq,
-		     uint64_t ts, int64_t wall, const bson_t *full, const bson_t *rest,
-		     struct dfs_buf *out, struct dfs_err *err)
+		     uint64_t ts, int64_t wall, const bson_t *full, bool skip_full,
+		     const bson_t *rest, struct dfs_buf *out, struct dfs_err *err)
 {
 	char token[STORE_TOKEN_LEN + 1];
 	bson_t head, id, tail, dk;
@@ -277,7 +278,7 @@ static int ev_render(const struct store_db *db, int op, const char *coll, int64_
 	out->len--; /* its "}" */
 	if (full) {
 		dfs_buf_puts(out, ", \"fullDocument\": ");
-		if ((rc = store_codec_render(full, STORE_RENDER_COMPACT, out, err)))
+		if (!skip_full && (rc = store_codec_render(full, STORE_RENDER_COMPACT, out, err)))
 			return rc;
 	}
 	bson_init(&tail);
@@ -323,7 +324,7 @@ static int event_add(struct store_txn *t, int op, const char *coll, bool in_db,
 		     const struct store__perm *perm, const bson_t *full, const bson_t *rest,
 		     int64_t *seq_out, struct dfs_err *err)
 {
-	int64_t seq, ts, now_s, off_db = -1, off_coll = -1, len, wall;
+	int64_t seq, ts, now_s, off_db = -1, off_coll = -1, len, wall, full_len = -1;
 	struct timespec now;
 	sqlite3_stmt *st;
 	int rc = 0;
@@ -362,12 +363,16 @@ static int event_add(struct store_txn *t, int op, const char *coll, bool in_db,
 		off_db = t->ev_end;
 	if (coll)
 		off_coll = t->ev_cend;
-	/* The line's length places the next one in the streams (note 2). */
+	/* The line's length places the next one in the streams (note 2). A document's
+	 * compact length follows from its pretty one, which its row keeps: it is not
+	 * rendered again. */
+	if (full && perm && perm->size > 0)
+		full_len = store_codec_compact_len(full, perm->size);
 	dfs_buf_reset(&t->scratch);
-	if ((rc = ev_render(t->db, op, coll, seq, (uint64_t)ts, wall, full, rest, &t->scratch,
-			    err)))
+	if ((rc = ev_render(t->db, op, coll, seq, (uint64_t)ts, wall, full, full_len >= 0, rest,
+			    &t->scratch, err)))
 		return rc;
-	len = (int64_t)t->scratch.len;
+	len = (int64_t)t->scratch.len + (full_len >= 0 ? full_len : 0);
 	st = store__stmt(t, ST_EV_ADD, err);
 	if (!st)
 		return err ? err->code : DFS_EIO;
@@ -424,15 +429,22 @@ static void append_ns(bson_t *b, const char *key, const char *db, const char *co
 	bson_append_document_end(b, &ns);
 }
 
+/* The name of collection coll, kept in t for the next event (a bulk insert's are all of
+ * one collection). */
 static int coll_name(struct store_txn *t, int64_t coll, char *out, size_t cap,
 		     struct dfs_err *err)
 {
 	struct store_coll c;
-	int rc = store_coll_by_id(t, coll, &c, err);
+	int rc;
 
-	if (!rc)
-		snprintf(out, cap, "%s", c.name);
-	return rc;
+	if (coll != t->ev_collid) {
+		if ((rc = store_coll_by_id(t, coll, &c, err)))
+			return rc;
+		snprintf(t->ev_collname, sizeof(t->ev_collname), "%s", c.name);
+		t->ev_collid = coll;
+	}
+	snprintf(out, cap, "%s", t->ev_collname);
+	return 0;
 }
 
 /* Appends to u the differences from a to b under prefix (updatedFields in u, removed
@@ -719,7 +731,7 @@ static int event_from_row(struct store_txn *t, sqlite3_stmt *st, struct store_ev
 					   (long long)e->seq);
 		}
 		rc = ev_render(t->db, e->op, e->coll, e->seq, e->ts, sqlite3_column_int64(st, 12),
-			       full ? &stored : NULL, full ? NULL : &stored, buf, err);
+			       full ? &stored : NULL, false, full ? NULL : &stored, buf, err);
 		bson_destroy(&stored);
 		if (rc)
 			return rc;

@@ -1446,6 +1446,7 @@ void store_txn_undo(struct store_txn *t)
 	store__ix_invalidate(t);
 	t->coll_ok = 0;
 	t->cap_coll = 0;
+	t->ev_collid = 0;
 }
 
 struct store_db *store_txn_db(struct store_txn *t)
@@ -1662,6 +1663,7 @@ static int coll_clear(struct store_txn *t, int64_t id, bool keep, struct dfs_err
 	if ((rc = store_coll_by_id(t, id, &c, err)))
 		return rc;
 	t->coll_ok = 0;
+	t->ev_collid = 0;
 	store__run_forget(t, id);
 	for (size_t i = 0; i < sizeof(sql) / sizeof(sql[0]) - (keep ? 1 : 0); i++) {
 		sqlite3_stmt *st;
@@ -1715,6 +1717,7 @@ int store_coll_rename(struct store_txn *t, int64_t id, const char *newname, stru
 	sqlite3_bind_int64(st, 3, store__now_ns());
 	if ((rc = step_done(t, st, "rename collection", err)))
 		return rc;
+	t->ev_collid = 0;
 	if ((rc = store_coll_by_id(t, id, &c, err)))
 		return rc;
 	if (strcmp(oldname, newname) &&

@@ -747,7 +747,7 @@ static int doc_insert_row(struct store_txn *t, int64_t coll, const bson_t *doc, 
 	if ((rc = store__ix_apply(t, err)))
 		return rc;
 	{
-		struct store__perm pm = {id, a->mode & 07777, a->uid, a->gid};
+		struct store__perm pm = {id, a->mode & 07777, a->uid, a->gid, size};
 
 		if ((rc = store__ev_doc(t, STORE_EV_INSERT, coll, &pm, NULL, doc, ref, err)))
 			return rc;
@@ -879,7 +879,7 @@ static int doc_update(struct store_txn *t, struct store_entry *e, const bson_t *
 	e->mtime_ns = mtime_ns ? mtime_ns : now;
 	e->ctime_ns = now;
 	{
-		struct store__perm pm = {e->id, e->mode, e->uid, e->gid};
+		struct store__perm pm = {e->id, e->mode, e->uid, e->gid, size};
 
 		rc = store__ev_doc(t, as_update ? STORE_EV_UPDATE : STORE_EV_REPLACE, e->coll, &pm,
 				   as_update ? t->ev_old : NULL, doc, ref, err);
@@ -960,7 +960,7 @@ static int row_delete(struct store_txn *t, const struct store_entry *e, struct d
 
 		if ((rc = store_doc_get(t, e->id, &old, err)))
 			return rc;
-		struct store__perm pm = {e->id, e->mode, e->uid, e->gid};
+		struct store__perm pm = {e->id, e->mode, e->uid, e->gid, 0};
 
 		rc = store__ev_doc(t, STORE_EV_DELETE, e->coll, &pm, NULL, &old, 0, err);
 		bson_destroy(&old);
@@ -1285,7 +1285,7 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 		sqlite3_stmt *st;
 		bool cap_src, cap_dst;
 		int64_t oldlen, ref = 0;
-		struct store__perm src_perm = {id, src.mode, src.uid, src.gid};
+		struct store__perm src_perm = {id, src.mode, src.uid, src.gid, 0};
 
 		/* A capped collection keeps its documents in insertion order and counts
 		 * them (capped.c): a document cannot move in or out of one. */
@@ -1355,6 +1355,7 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 		}
 		if ((rc = store__ix_apply(t, err)))
 			goto doc_done;
+		src_perm.size = size;
 		if ((rc = store__ev_doc(t, STORE_EV_INSERT, newcoll, &src_perm, NULL, &renamed,
 					ref, err)))
 			goto doc_done;

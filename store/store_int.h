@@ -178,6 +178,9 @@ struct store_txn {
 	char ev_coll[DFS_MAX_NS_NAME + 1]; /* the collection whose stream end is ev_cend */
 	int64_t ev_cend;	    /*   (ev_coll "": none known) */
 	const bson_t *ev_old;	    /*   Borrowed: the document before it */
+	int64_t ev_collid;	    /* the collection named ev_collname (0: none; reset by
+				     * renames, drops and undo) */
+	char ev_collname[DFS_MAX_NS_NAME + 1];
 	bool enospc;		    /* a statement found the disk full (space.c) */
 	bool has_cred;			   /* cred below is the caller (cred.c); else t sees all */
 	int cred_need;			   /*   STORE_MAY_READ, | STORE_MAY_WRITE for write paths */
@@ -247,6 +250,7 @@ int64_t store__now_ns(void);
 struct store__perm {
 	int64_t id;		 /* the document's entry */
 	uint32_t mode, uid, gid; /* its attributes as the event is written */
+	int64_t size;		 /* its pretty rendered length (0: not known) */
 };
 /* A document event of coll: insert, replace, delete (doc: the old document, or just its
  * _id) or update (old: the document before, for updateDescription). perm: the document's
