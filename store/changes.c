@@ -67,10 +67,29 @@ const char *store_event_op_name(int op)
 	return op_names[op];
 }
 
+/* Writes v as n upper-case hex digits at p; returns p + n. */
+static char *put_hex(char *p, uint64_t v, int n)
+{
+	for (int i = n - 1; i >= 0; i--, v >>= 4)
+		p[i] = "0123456789ABCDEF"[v & 15];
+	return p + n;
+}
+
 void store_event_token(uint32_t dbnum, uint64_t ts, int64_t seq, char out[STORE_TOKEN_LEN + 1])
 {
-	snprintf(out, STORE_TOKEN_LEN + 1, "82%08" PRIX32 "%08" PRIX32 "01%08" PRIX32 "%016" PRIX64,
-		 (uint32_t)(ts >> 32), (uint32_t)ts, dbnum, (uint64_t)seq);
+	/* "82%08X%08X01%08X%016X" of ts's two halves, dbnum and seq, without printf's cost
+	 * (every event written is measured, and rendered when read) */
+	char *p = out;
+
+	*p++ = '8';
+	*p++ = '2';
+	p = put_hex(p, ts >> 32, 8);
+	p = put_hex(p, (uint32_t)ts, 8);
+	*p++ = '0';
+	*p++ = '1';
+	p = put_hex(p, dbnum, 8);
+	p = put_hex(p, (uint64_t)seq, 16);
+	*p = '\0';
 }
 
 static int hexval(char c)
@@ -244,75 +263,103 @@ static int events_trim(struct store_txn *t, int64_t end, struct dfs_err *err)
 	return meta_put(t, "events_cut", cut, err);
 }
 
-static void append_ns(bson_t *b, const char *key, const char *db, const char *coll);
+/* Appends ", \"key\": " and v rendered (compact). */
+static int put_field(struct dfs_buf *out, const char *key, const bson_value_t *v,
+		     struct dfs_err *err)
+{
+	dfs_buf_puts(out, ", \"");
+	dfs_buf_puts(out, key);
+	dfs_buf_puts(out, "\": ");
+	return store_codec_render_value(v, out, err);
+}
+
+static void put_u32(struct dfs_buf *out, uint32_t v)
+{
+	char d[10];
+	int n = 0;
+
+	do
+		d[n++] = (char)('0' + v % 10);
+	while ((v /= 10) != 0);
+	while (n)
+		dfs_buf_putc(out, d[--n]);
+}
 
 /*
  * Renders an event into out (appended), "\n" included: the fields every event has, then
  * fullDocument when full is given, then ns (but for an invalidate), documentKey when full is
- * given, and the stored fields rest (note 6). The same bytes as rendering the whole event as
- * one document: in the compact style a document is "{" and its fields joined by ", ", so
- * the parts are rendered apart and joined. skip_full leaves fullDocument's value out (a
- * write that knows its length measures the rest).
+ * given, and the stored fields rest (note 6). These are the bytes of the whole event
+ * rendered as one document in the compact style, "{" and its fields as "\"key\": value"
+ * joined by ", ", written field by field: the keys need no escaping, the values go through
+ * the codec (tests/unit/test_changes.c parses each line and renders it whole to check).
+ * skip_full leaves fullDocument's value out (a write that knows its length measures the
+ * rest).
  */
 static int ev_render(const struct store_db *db, int op, const char *coll, int64_t seq,
 		     uint64_t ts, int64_t wall, const bson_t *full, bool skip_full,
 		     const bson_t *rest, struct dfs_buf *out, struct dfs_err *err)
 {
 	char token[STORE_TOKEN_LEN + 1];
-	bson_t head, id, tail, dk;
+	bson_value_t v;
 	size_t at;
 	int rc;
 
 	store_event_token(db->num, ts, seq, token);
-	bson_init(&head);
-	BSON_APPEND_DOCUMENT_BEGIN(&head, "_id", &id);
-	BSON_APPEND_UTF8(&id, "_data", token);
-	bson_append_document_end(&head, &id);
-	BSON_APPEND_UTF8(&head, "operationType", store_event_op_name(op));
-	bson_append_timestamp(&head, "clusterTime", -1, (uint32_t)(ts >> 32), (uint32_t)ts);
-	bson_append_date_time(&head, "wallTime", -1, wall);
-	rc = store_codec_render(&head, STORE_RENDER_COMPACT, out, err);
-	bson_destroy(&head);
-	if (rc)
+	dfs_buf_puts(out, "{\"_id\": {\"_data\": \"");
+	dfs_buf_puts(out, token);
+	dfs_buf_puts(out, "\"}, \"operationType\": \"");
+	dfs_buf_puts(out, store_event_op_name(op));
+	dfs_buf_puts(out, "\", \"clusterTime\": {\"$timestamp\": {\"t\": ");
+	put_u32(out, (uint32_t)(ts >> 32));
+	dfs_buf_puts(out, ", \"i\": ");
+	put_u32(out, (uint32_t)ts);
+	dfs_buf_puts(out, "}}");
+	v.value_type = BSON_TYPE_DATE_TIME;
+	v.value.v_datetime = wall;
+	if ((rc = put_field(out, "wallTime", &v, err)))
 		return rc;
-	out->len--; /* its "}" */
 	if (full) {
 		dfs_buf_puts(out, ", \"fullDocument\": ");
 		if (!skip_full && (rc = store_codec_render(full, STORE_RENDER_COMPACT, out, err)))
 			return rc;
 	}
-	bson_init(&tail);
-	if (op != STORE_EV_INVALIDATE)
-		append_ns(&tail, "ns", db->name, coll);
+	if (op != STORE_EV_INVALIDATE) {
+		v.value_type = BSON_TYPE_UTF8;
+		v.value.v_utf8.str = (char *)db->name;
+		v.value.v_utf8.len = (uint32_t)strlen(db->name);
+		dfs_buf_puts(out, ", \"ns\": {\"db\": ");
+		if ((rc = store_codec_render_value(&v, out, err)))
+			return rc;
+		if (coll) {
+			v.value.v_utf8.str = (char *)coll;
+			v.value.v_utf8.len = (uint32_t)strlen(coll);
+			if ((rc = put_field(out, "coll", &v, err)))
+				return rc;
+		}
+		dfs_buf_putc(out, '}');
+	}
 	if (full) {
 		bson_iter_t it;
 
-		if (!bson_iter_init_find(&it, full, "_id")) {
-			bson_destroy(&tail);
+		if (!bson_iter_init_find(&it, full, "_id"))
 			return dfs_err_set(err, DFS_EIO, "change event %lld: its document has no _id",
 					   (long long)seq);
-		}
-		BSON_APPEND_DOCUMENT_BEGIN(&tail, "documentKey", &dk);
-		bson_append_iter(&dk, "_id", 3, &it);
-		bson_append_document_end(&tail, &dk);
-	}
-	if (rest)
-		bson_concat(&tail, rest);
-	if (bson_empty(&tail)) {
+		dfs_buf_puts(out, ", \"documentKey\": {\"_id\": ");
+		if ((rc = store_codec_render_value(bson_iter_value(&it), out, err)))
+			return rc;
 		dfs_buf_putc(out, '}');
-	} else {
+	}
+	if (rest && !bson_empty(rest)) {
 		dfs_buf_puts(out, ", ");
 		at = out->len;
-		rc = store_codec_render(&tail, STORE_RENDER_COMPACT, out, err);
-		if (!rc) { /* drop the tail's "{" */
-			memmove(out->data + at, out->data + at + 1, out->len - at - 1);
-			out->len--;
-		}
+		if ((rc = store_codec_render(rest, STORE_RENDER_COMPACT, out, err)))
+			return rc;
+		/* its fields, without its braces */
+		memmove(out->data + at, out->data + at + 1, out->len - at - 2);
+		out->len -= 2;
 	}
-	bson_destroy(&tail);
-	if (!rc)
-		dfs_buf_putc(out, '\n');
-	return rc;
+	dfs_buf_puts(out, "}\n");
+	return 0;
 }
 
 /* Appends one event of kind op. A document event of an insert or replace refers to its
