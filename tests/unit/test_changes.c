@@ -452,6 +452,12 @@ static int64_t sql_int(const char *sql)
 	return v;
 }
 
+static void check_problem(void *ctx, const char *p)
+{
+	if (ctx)
+		snprintf(ctx, 512, "%s", p);
+}
+
 START_TEST(test_store_events_inserts_show_what_was_inserted)
 {
 	static const char *const docs[] = {
@@ -512,6 +518,18 @@ START_TEST(test_store_events_inserts_show_what_was_inserted)
 	ck_assert_int_eq(sql_int("SELECT count(*) FROM events WHERE op IN (1, 3) AND"
 				 " length(line) > 0"),
 			 0);
+	/* docfs check finds a kept version gone */
+	ck_assert_msg(store_check(st, check_problem, NULL, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(sql_int("DELETE FROM evdocs WHERE seq = (SELECT min(seq) FROM evdocs)"
+				 " RETURNING 1"),
+			 1);
+	{
+		char found[512] = "";
+
+		ck_assert_int_eq(store_check(st, check_problem, found, &err), DFS_ECORRUPT);
+		ck_assert_msg(strstr(found, "1 change events show a document that is not kept"),
+			      "%s", found);
+	}
 	dfs_buf_release(&before);
 	dfs_buf_release(&after);
 }
