@@ -318,6 +318,8 @@ static int check_db(void *ctx, const char *name)
 	    one_int(c->h, "SELECT count(*) FROM files WHERE coll NOT IN (SELECT id FROM colls)") >
 		    0)
 		problem(cc, "%s: entries in a collection that does not exist", name);
+	if (version == STORE__SCHEMA_VERSION)
+		check_events(cc, name, c->h);
 	check_docs(cc, name, c->h);
 	if (version >= 5 && version <= STORE__SCHEMA_VERSION) {
 		check_runs(cc, name, c->h);
@@ -325,8 +327,6 @@ static int check_db(void *ctx, const char *name)
 	}
 	if (version >= 8 && version <= STORE__SCHEMA_VERSION)
 		check_links(cc, name, c->h);
-	if (version == STORE__SCHEMA_VERSION)
-		check_events(cc, name, c->h);
 	if (version == 3 || (version >= 5 && version <= STORE__SCHEMA_VERSION))
 		store__ix_check(c, name, report_problem, cc);
 	store__conn_close(c);
