@@ -41,6 +41,10 @@
  *    old insert shows what was inserted whatever happened after; trimming deletes the
  *    copies with their events. An insert thus writes its document once, not twice, and
  *    only the documents changed while their insert is kept are written again.
+ * 7. off_db grows with seq (each event's offset is the end of the one before), so the
+ *    database's stream is found by seq: the row holding an offset by a binary search of
+ *    point reads (db_seq_at), with no index on off_db to keep up on every write. A
+ *    collection's stream keeps its index events_coll(coll, off_coll).
  */
 #include "store_int.h"
 
@@ -176,6 +180,54 @@ static int exec1(struct store_txn *t, const char *sql, int64_t a, struct dfs_err
 
 static int events_trim(struct store_txn *t, int64_t end, struct dfs_err *err);
 
+/* The first event of the database's stream at or after seq: *s its seq (0: none), *o its
+ * offset. */
+static int db_after(struct store_txn *t, int64_t seq, int64_t *s, int64_t *o,
+		    struct dfs_err *err)
+{
+	sqlite3_stmt *st = store__stmt(t, ST_EV_DB_AFTER, err);
+	int rc;
+
+	if (!st)
+		return err ? err->code : DFS_EIO;
+	*s = *o = 0;
+	sqlite3_bind_int64(st, 1, seq);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		*s = sqlite3_column_int64(st, 0);
+		*o = sqlite3_column_int64(st, 1);
+	}
+	sqlite3_reset(st);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return store__sqlerr(t, rc, "read change stream", err);
+	return 0;
+}
+
+/* The seq of the last event of the database's stream that starts at or before byte off
+ * (0: none): a binary search by seq, since offsets grow with seqs (note 7). */
+static int db_seq_at(struct store_txn *t, int64_t off, int64_t *out, struct dfs_err *err)
+{
+	int64_t lo = 0, hi, s = 0, o = 0;
+	int rc = 0;
+
+	*out = 0;
+	if ((rc = db_after(t, 0, &lo, &o, err)) || !lo || o > off)
+		return rc;
+	hi = step_int(t, ST_EV_MAX_SEQ, NULL, lo, &rc, err);
+	while (!rc && lo < hi) {
+		int64_t mid = lo + (hi - lo + 1) / 2;
+
+		if ((rc = db_after(t, mid, &s, &o, err)))
+			break;
+		if (!s || o > off)
+			hi = mid - 1;
+		else
+			lo = s;
+	}
+	*out = lo;
+	return rc;
+}
+
 static int64_t meta_get(struct store_txn *t, const char *k, int64_t dflt)
 {
 	sqlite3_stmt *st = store__stmt(t, ST_META_GET, NULL);
@@ -232,17 +284,8 @@ static int events_trim(struct store_txn *t, int64_t end, struct dfs_err *err)
 	/* An eighth more before trimming: the rows go in large runs, not a few per write. */
 	if (rc || end - start <= keep + keep / 8)
 		return rc;
-	{
-		sqlite3_stmt *st = store__stmt(t, ST_EV_CUT_AT, err);
-
-		if (!st)
-			return err ? err->code : DFS_EIO;
-		sqlite3_bind_int64(st, 1, end - keep);
-		cut = 0;
-		if (sqlite3_step(st) == SQLITE_ROW)
-			cut = sqlite3_column_int64(st, 0);
-		sqlite3_reset(st);
-	}
+	if ((rc = db_seq_at(t, end - keep, &cut, err)))
+		return rc;
 	if (cut <= 0)
 		return 0;
 	if ((rc = exec1(t,
@@ -838,11 +881,16 @@ int store_events_from(struct store_txn *t, const char *coll, int64_t off,
 		      int (*cb)(void *ctx, const struct store_event *e), void *ctx,
 		      struct dfs_err *err)
 {
-	sqlite3_stmt *st = store__stmt(t, coll ? ST_EV_FROM_COLL : ST_EV_FROM_DB, err);
+	sqlite3_stmt *st;
+	int64_t from = off;
+	int rc;
 
+	if (!coll && (rc = db_seq_at(t, off, &from, err))) /* ?1: a seq (note 7) */
+		return rc;
+	st = store__stmt(t, coll ? ST_EV_FROM_COLL : ST_EV_FROM_DB, err);
 	if (!st)
 		return err ? err->code : DFS_EIO;
-	sqlite3_bind_int64(st, 1, off);
+	sqlite3_bind_int64(st, 1, from);
 	if (coll)
 		sqlite3_bind_text(st, 2, coll, -1, SQLITE_TRANSIENT);
 	return events_run(t, st, cb, ctx, err);

@@ -89,7 +89,6 @@ struct store__space *store__space_of(struct store *s)
 	"CREATE TABLE IF NOT EXISTS events(seq INTEGER PRIMARY KEY, ts INTEGER NOT NULL,"          \
 	" coll TEXT, op INTEGER NOT NULL, line BLOB NOT NULL, off_db INTEGER, off_coll INTEGER,"   \
 	" docid INTEGER, pmode INTEGER, puid INTEGER, pgid INTEGER, wall INTEGER, len INTEGER);"   \
-	"CREATE INDEX IF NOT EXISTS events_db ON events(off_db);"                                  \
 	"CREATE INDEX IF NOT EXISTS events_coll ON events(coll, off_coll);"                        \
 	"CREATE TABLE IF NOT EXISTS evends(coll TEXT PRIMARY KEY, endoff INTEGER) WITHOUT ROWID;"  \
 	"CREATE TABLE IF NOT EXISTS evdocs(seq INTEGER PRIMARY KEY, bson BLOB NOT NULL);"
@@ -253,23 +252,24 @@ static const char *const stmt_sql[ST__COUNT] = {
 	[ST_EV_LAST_SEQ] = "SELECT max(coalesce((SELECT max(seq) FROM events), 0),"
 			   " coalesce((SELECT v FROM meta WHERE k = 'events_cut'), 0))",
 	[ST_EV_LAST_TS] = "SELECT ts FROM events ORDER BY seq DESC LIMIT 1",
+	/* The database's stream by seq: off_db grows with seq (changes.c note 7). */
 	[ST_EV_END_DB] = "SELECT max(coalesce((SELECT off_db + coalesce(len, length(line)) FROM events WHERE"
-			 " off_db IS NOT NULL ORDER BY off_db DESC LIMIT 1), 0),"
+			 " off_db IS NOT NULL ORDER BY seq DESC LIMIT 1), 0),"
 			 " coalesce((SELECT endoff FROM evends WHERE coll = ''), 0))",
 	[ST_EV_END_COLL] = "SELECT max(coalesce((SELECT off_coll + coalesce(len, length(line)) FROM events WHERE"
 			   " coll = ?1 AND off_coll IS NOT NULL ORDER BY off_coll DESC LIMIT 1), 0),"
 			   " coalesce((SELECT endoff FROM evends WHERE coll = ?1), 0))",
-	[ST_EV_START_DB] = "SELECT min(off_db) FROM events WHERE off_db IS NOT NULL",
+	[ST_EV_START_DB] = "SELECT off_db FROM events WHERE off_db IS NOT NULL ORDER BY seq LIMIT 1",
 	[ST_EV_START_COLL] = "SELECT min(off_coll) FROM events WHERE coll = ?1 AND off_coll IS NOT NULL",
-	[ST_EV_CUT_AT] = "SELECT seq FROM events WHERE off_db IS NOT NULL AND off_db <= ?1"
-			 " ORDER BY off_db DESC LIMIT 1",
+	[ST_EV_DB_AFTER] = "SELECT seq, off_db FROM events WHERE seq >= ?1 AND off_db IS NOT NULL"
+			   " ORDER BY seq LIMIT 1",
+	[ST_EV_MAX_SEQ] = "SELECT max(seq) FROM events",
 	[ST_EV_LIST_DB] = "SELECT " EV_COLS " off_db," EV_PERM " WHERE seq > ?1"
 			  " AND off_db IS NOT NULL ORDER BY seq",
 	[ST_EV_LIST_COLL] = "SELECT " EV_COLS " off_coll," EV_PERM " WHERE e.coll = ?2"
 			    " AND off_coll IS NOT NULL AND seq > ?1 ORDER BY off_coll",
-	[ST_EV_FROM_DB] = "SELECT " EV_COLS " off_db," EV_PERM " WHERE off_db >="
-			  " coalesce((SELECT max(off_db) FROM events WHERE off_db <= ?1), 0)"
-			  " ORDER BY off_db",
+	[ST_EV_FROM_DB] = "SELECT " EV_COLS " off_db," EV_PERM " WHERE e.seq >= ?1"
+			  " AND e.off_db IS NOT NULL ORDER BY e.seq",
 	[ST_EV_FROM_COLL] = "SELECT " EV_COLS " off_coll," EV_PERM " WHERE e.coll = ?2"
 			    " AND off_coll >= coalesce((SELECT max(off_coll) FROM events WHERE"
 			    " coll = ?2 AND off_coll <= ?1), 0) ORDER BY off_coll",
@@ -876,6 +876,9 @@ static int db_init_schema(struct store *s, struct store__conn *c, const char *na
 			goto fail;
 		/* Before the index rebuild below: its statements read the new columns. */
 		if (uv >= 1 && uv <= 8 && migrate_columns(c->h, err))
+			goto fail;
+		/* 8 -> 9: the database's stream is read by seq (changes.c note 7) */
+		if (uv >= 1 && uv <= 8 && exec_sql(c->h, "DROP INDEX IF EXISTS events_db", err))
 			goto fail;
 		if (uv == 1 && exec_sql(c->h, migrate_1_2_sql, err))
 			goto fail;

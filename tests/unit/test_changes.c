@@ -596,7 +596,8 @@ static void make_version_8(void)
 				      "ALTER TABLE events DROP COLUMN wall;"
 				      "ALTER TABLE events DROP COLUMN len;"
 				      "ALTER TABLE docs DROP COLUMN evseq;"
-				      "DROP TABLE evdocs; PRAGMA user_version = 8",
+				      "DROP TABLE evdocs; CREATE INDEX events_db ON events(off_db);"
+				      "PRAGMA user_version = 8",
 				      NULL, NULL, NULL),
 			 SQLITE_OK);
 	sqlite3_close(h);
@@ -620,6 +621,7 @@ START_TEST(test_store_events_migrate_version_8)
 	ck_assert_int_eq(store_open(tmpdir, false, &st, &err), 0);
 	ck_assert_msg(store_db_get(st, "shop", false, &db, &err) == 0, "%s", err.msg);
 	ck_assert_int_eq(sql_int("PRAGMA user_version"), 9);
+	ck_assert_int_eq(sql_int("SELECT count(*) FROM sqlite_master WHERE name = 'events_db'"), 0);
 	/* the text rows read as they did */
 	stream_bytes(NULL, &after);
 	ck_assert_uint_eq(after.len, before.len);
@@ -643,6 +645,66 @@ START_TEST(test_store_events_migrate_version_8)
 }
 END_TEST
 
+struct first_ctx {
+	int64_t off, len, seq;
+};
+
+static int first_event(void *ctx, const struct store_event *e)
+{
+	struct first_ctx *f = ctx;
+
+	f->off = e->off;
+	f->len = (int64_t)e->len;
+	f->seq = e->seq;
+	return 1;
+}
+
+/* Reading the database's stream from any offset starts at the event holding it (found by
+ * seq, note 7), across events that are not in it (invalidates) and a trimmed start. */
+START_TEST(test_store_events_from_any_offset)
+{
+	struct dfs_err err = {0};
+	struct store_events_span sp;
+	struct store_txn *t;
+	struct evs v;
+	int64_t a = make_coll("items"), b;
+	char name[32];
+
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	ck_assert_int_eq(store_events_set_keep(t, 4096, &err), 0);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	for (int i = 0; i < 30; i++) {
+		snprintf(name, sizeof(name), "%d.json", i);
+		ck_assert_int_eq(put_text(a, name, "{\"x\": \"some padding here\"}", &err), 0);
+		if (i % 7 == 3) { /* a drop: its invalidate is only in the collection's stream */
+			b = make_coll("other");
+			ck_assert_int_eq(put_text(b, "1.json", "{}", &err), 0);
+			ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+			ck_assert_int_eq(store_coll_drop(t, b, &err), 0);
+			ck_assert_int_eq(store_txn_commit(t, &err), 0);
+		}
+	}
+	span(NULL, &sp);
+	ck_assert_int_gt(sp.cut, 0);
+	list(NULL, 0, &v);
+	ck_assert_int_gt(v.n, 3);
+	ck_assert_int_eq(v.off[0], sp.start);
+	ck_assert_int_eq(store_txn_begin(db, false, &t, &err), 0);
+	for (int64_t off = 0; off < sp.end; off++) {
+		struct first_ctx f = {-1, 0, 0};
+
+		ck_assert_int_eq(store_events_from(t, NULL, off, first_event, &f, &err), 0);
+		if (off < sp.start) {
+			ck_assert_int_eq(f.off, sp.start); /* trimmed: from the first kept */
+			continue;
+		}
+		ck_assert_msg(f.off <= off && off < f.off + f.len, "offset %lld: event at %lld+%lld",
+			      (long long)off, (long long)f.off, (long long)f.len);
+	}
+	store_txn_abort(t);
+}
+END_TEST
+
 static Suite *changes_suite(void)
 {
 	Suite *s = suite_create("changes");
@@ -660,6 +722,7 @@ static Suite *changes_suite(void)
 	tcase_add_test(c, test_store_events_inserts_show_what_was_inserted);
 	tcase_add_test(c, test_store_events_trim_removes_kept_documents);
 	tcase_add_test(c, test_store_events_migrate_version_8);
+	tcase_add_test(c, test_store_events_from_any_offset);
 	suite_add_tcase(s, c);
 	return s;
 }
