@@ -155,6 +155,10 @@ int store_codec_render(const bson_t *doc, enum store_render_style style, struct 
 
 /* Renders one value (compact style) appended to out, for names, keys and messages. */
 int store_codec_render_value(const bson_value_t *v, struct dfs_buf *out, struct dfs_err *err);
+/* The length of doc's compact rendering, given the length of its pretty one (the two differ
+ * only in whitespace, counted from doc's shape without rendering), or -1 when doc is not
+ * valid BSON. */
+int64_t store_codec_compact_len(const bson_t *doc, int64_t pretty_len);
 
 /* ---- document validation (validate.c) ---------------------------------------------- */
 
