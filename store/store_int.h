@@ -251,6 +251,11 @@ struct store__perm {
  * attributes, kept with the event when not every caller may read it. */
 int store__ev_doc(struct store_txn *t, int op, int64_t coll, const struct store__perm *perm,
 		  const bson_t *old, const bson_t *doc, struct dfs_err *err);
+/* Appends to updated, removed and truncated (an open document and two arrays, all empty)
+ * what changed from old to doc, as an update event's updatedFields, removedFields and
+ * truncatedArrays, in time linear in the two sizes (docdiff.c). */
+void store__doc_diff(const bson_t *old, const bson_t *doc, bson_t *updated, bson_t *removed,
+		     bson_t *truncated);
 /* drop or rename (to: the new name) of collection coll, each followed by an invalidate in
  * its stream. */
 int store__ev_coll(struct store_txn *t, int op, const char *coll, const char *to,

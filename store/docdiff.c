@@ -1,0 +1,240 @@
+/*
+ * docdiff.c - the differences between two versions of a document in the shape of a change
+ * event's updateDescription (updatedFields, removedFields, truncatedArrays), in time linear
+ * in the sizes of the two documents. It does not build or store the event: changes.c does.
+ *
+ * Design notes
+ * 1. The result is exactly what a field-by-field walk finds with a look-up by name from the
+ *    start of the other document (the first field of that name, as bson_iter_find does):
+ *    fields of the new version in its order (equal ones skipped, embedded documents and
+ *    arrays of the same type compared inside, anything else set whole), then the fields of
+ *    the old version missing from the new one, arrays compared by position and reported
+ *    as truncated when shorter. Only the look-up differs: a level with more than
+ *    SMALL_LEVEL fields gets a hash table of its names, built once per level, so that a
+ *    change to one field of a 1,440-field embedded document costs one pass over it and not
+ *    1,440 scans of it.
+ * 2. Paths are built in a 1024-byte buffer with snprintf, truncated as such a buffer
+ *    truncates them (documents nest at most 100 levels and names are short in practice).
+ */
+#include "store_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SMALL_LEVEL 16 /* at most this many fields: look names up by scanning */
+
+/* The fields of one level of a document, found by name. */
+struct names {
+	const bson_t *doc;  /* Borrowed: the level */
+	bson_iter_t *its;   /* Owned: the fields in order, NULL for a small level */
+	uint32_t *slot;	    /* Owned: 1 + index into its, 0 for empty; mask + 1 of them */
+	uint32_t count;	    /* fields of the level */
+	uint32_t n, mask;   /* fields in its (one per name); hash mask */
+};
+
+static uint32_t hash_name(const char *k, size_t len)
+{
+	uint32_t h = 2166136261u;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (uint8_t)k[i]) * 16777619u;
+	return h;
+}
+
+static void names_init(struct names *nm, const bson_t *doc)
+{
+	bson_iter_t it;
+	uint32_t n = 0, cap = 0;
+
+	memset(nm, 0, sizeof(*nm));
+	nm->doc = doc;
+	if (!bson_iter_init(&it, doc))
+		return;
+	while (bson_iter_next(&it))
+		n++;
+	nm->count = n;
+	if (n <= SMALL_LEVEL)
+		return;
+	nm->its = bson_malloc(n * sizeof(*nm->its));
+	for (cap = 32; cap < 2 * n; cap *= 2)
+		;
+	nm->slot = bson_malloc0(cap * sizeof(*nm->slot));
+	nm->mask = cap - 1;
+	bson_iter_init(&it, doc);
+	while (bson_iter_next(&it)) {
+		const char *k = bson_iter_key(&it);
+		size_t len = bson_iter_key_len(&it);
+		uint32_t h = hash_name(k, len) & nm->mask;
+
+		/* the first field of a name wins, as with a scan from the start */
+		for (; nm->slot[h]; h = (h + 1) & nm->mask) {
+			const bson_iter_t *o = &nm->its[nm->slot[h] - 1];
+
+			if (bson_iter_key_len(o) == len && memcmp(bson_iter_key(o), k, len) == 0)
+				break;
+		}
+		if (!nm->slot[h]) {
+			nm->its[nm->n] = it;
+			nm->slot[h] = ++nm->n;
+		}
+	}
+}
+
+static void names_release(struct names *nm)
+{
+	bson_free(nm->its);
+	bson_free(nm->slot);
+}
+
+/* Positions out at the first field named k; false when there is none. */
+static bool names_find(const struct names *nm, const char *k, bson_iter_t *out)
+{
+	size_t len;
+	uint32_t h;
+
+	if (!nm->slot)
+		return bson_iter_init_find(out, nm->doc, k);
+	len = strlen(k);
+	for (h = hash_name(k, len) & nm->mask; nm->slot[h]; h = (h + 1) & nm->mask) {
+		const bson_iter_t *o = &nm->its[nm->slot[h] - 1];
+
+		if (bson_iter_key_len(o) == len && memcmp(bson_iter_key(o), k, len) == 0) {
+			*out = *o;
+			return true;
+		}
+	}
+	return false;
+}
+
+struct diff {
+	bson_t *u, *rm, *tr; /* Borrowed: updatedFields, removedFields, truncatedArrays */
+	uint32_t nrm, ntr;   /* elements appended to rm and tr */
+};
+
+static void diff_level(struct diff *d, const bson_t *a, const bson_t *b, bool arrays,
+		       const char *prefix);
+
+static bool same_value(const bson_iter_t *x, const bson_iter_t *y)
+{
+	const bson_value_t *a = bson_iter_value((bson_iter_t *)x);
+	const bson_value_t *b = bson_iter_value((bson_iter_t *)y);
+
+	if (a->value_type != b->value_type)
+		return false;
+	if (a->value_type == BSON_TYPE_DOCUMENT || a->value_type == BSON_TYPE_ARRAY)
+		return a->value.v_doc.data_len == b->value.v_doc.data_len &&
+		       memcmp(a->value.v_doc.data, b->value.v_doc.data, a->value.v_doc.data_len) == 0;
+	return store_iter_compare(x, y) == 0 &&
+	       (a->value_type != BSON_TYPE_UTF8 ||
+		(a->value.v_utf8.len == b->value.v_utf8.len &&
+		 memcmp(a->value.v_utf8.str, b->value.v_utf8.str, a->value.v_utf8.len) == 0));
+}
+
+static void diff_value(struct diff *d, bson_iter_t *x, bson_iter_t *y, const char *path)
+{
+	bson_type_t tx = bson_iter_type(x), ty = bson_iter_type(y);
+
+	if (same_value(x, y))
+		return;
+	if (tx == ty && (tx == BSON_TYPE_DOCUMENT || tx == BSON_TYPE_ARRAY)) {
+		const uint8_t *dx, *dy;
+		uint32_t lx, ly;
+		bson_t bx, by;
+
+		if (tx == BSON_TYPE_DOCUMENT) {
+			bson_iter_document(x, &lx, &dx);
+			bson_iter_document(y, &ly, &dy);
+		} else {
+			bson_iter_array(x, &lx, &dx);
+			bson_iter_array(y, &ly, &dy);
+		}
+		if (bson_init_static(&bx, dx, lx) && bson_init_static(&by, dy, ly)) {
+			diff_level(d, &bx, &by, tx == BSON_TYPE_ARRAY, path);
+			return;
+		}
+	}
+	bson_append_iter(d->u, path, -1, y);
+}
+
+static void diff_array(struct diff *d, const bson_t *a, const bson_t *b, const char *prefix)
+{
+	struct names na;
+	bson_iter_t x, y;
+	char path[1024], idx[16];
+	uint32_t nb = 0;
+
+	/* Elements by position: the common ones compared, the new ones set, and a shorter
+	 * array reported as truncated. */
+	names_init(&na, a);
+	if (bson_iter_init(&y, b)) {
+		while (bson_iter_next(&y)) {
+			snprintf(path, sizeof(path), "%s.%u", prefix, nb);
+			if (nb < na.count) {
+				snprintf(idx, sizeof(idx), "%u", nb);
+				if (names_find(&na, idx, &x))
+					diff_value(d, &x, &y, path);
+			} else {
+				bson_append_iter(d->u, path, -1, &y);
+			}
+			nb++;
+		}
+	}
+	if (nb < na.count) {
+		bson_t t1;
+
+		snprintf(idx, sizeof(idx), "%u", d->ntr++);
+		bson_append_document_begin(d->tr, idx, -1, &t1);
+		BSON_APPEND_UTF8(&t1, "field", prefix);
+		BSON_APPEND_INT32(&t1, "newSize", (int32_t)nb);
+		bson_append_document_end(d->tr, &t1);
+	}
+	names_release(&na);
+}
+
+static void diff_level(struct diff *d, const bson_t *a, const bson_t *b, bool arrays,
+		       const char *prefix)
+{
+	struct names na, nb;
+	bson_iter_t x, y;
+	char path[1024], idx[16];
+
+	if (arrays) {
+		diff_array(d, a, b, prefix);
+		return;
+	}
+	names_init(&na, a);
+	names_init(&nb, b);
+	bson_iter_init(&y, b);
+	while (bson_iter_next(&y)) {
+		const char *k = bson_iter_key(&y);
+
+		if (!*prefix && strcmp(k, "_id") == 0)
+			continue;
+		snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "." : "", k);
+		if (names_find(&na, k, &x))
+			diff_value(d, &x, &y, path);
+		else
+			bson_append_iter(d->u, path, -1, &y);
+	}
+	bson_iter_init(&x, a);
+	while (bson_iter_next(&x)) {
+		const char *k = bson_iter_key(&x);
+
+		if (names_find(&nb, k, &y))
+			continue;
+		snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "." : "", k);
+		snprintf(idx, sizeof(idx), "%u", d->nrm++);
+		BSON_APPEND_UTF8(d->rm, idx, path);
+	}
+	names_release(&na);
+	names_release(&nb);
+}
+
+void store__doc_diff(const bson_t *old, const bson_t *doc, bson_t *updated, bson_t *removed,
+		     bson_t *truncated)
+{
+	struct diff d = {updated, removed, truncated, 0, 0};
+
+	diff_level(&d, old, doc, false, "");
+}
