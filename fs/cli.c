@@ -1388,14 +1388,14 @@ static int cmd_write(const char *cmd, int argc, char **argv)
 		} else if (a[0] == '-' && a[1]) {
 			rc = fail(cmd, "unknown option '%s' (see docfs --help)", a);
 			goto done;
-		} else if (npos < want) {
-			pos[npos++] = a;
+		} else if (npos < want + (strcmp(cmd, "bulk") == 0)) {
+			pos[npos++] = a; /* bulk's FILE is optional, after STORE and DB.COLL */
 		} else {
 			rc = fail(cmd, "too many arguments");
 			goto done;
 		}
 	}
-	if (npos < want - (strcmp(cmd, "bulk") == 0)) {
+	if (npos < want) {
 		rc = fail(cmd, "needs %s (see docfs --help)",
 			  want == 4   ? "STORE, DB.COLL, FILTER and UPDATE"
 			  : want == 3 ? "STORE, DB.COLL and FILTER"
