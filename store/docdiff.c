@@ -14,7 +14,15 @@
  *    change to one field of a 1,440-field embedded document costs one pass over it and not
  *    1,440 scans of it.
  * 2. Paths are built in a 1024-byte buffer with snprintf, truncated as such a buffer
- *    truncates them (documents nest at most 100 levels and names are short in practice).
+ *    truncates them (documents nest at most 100 levels and names are short in practice),
+ *    and only for what is reported or looked into.
+ * 3. Most updates keep a level's names in place. While the two versions have had the same
+ *    names position by position, each sorting after the one before by length and then
+ *    bytes (so none repeats: the field at a position is the first of its name), fields
+ *    are paired by position and no table is built; an update of one field of a wide
+ *    level then costs one walk over both versions. Names 0, 1, ..., 10, 11 and k1, k2,
+ *    ..., k10 sort that way; any other level falls back to the tables from where the
+ *    order stops.
  */
 #include "store_int.h"
 
@@ -131,12 +139,17 @@ static bool same_value(const bson_iter_t *x, const bson_iter_t *y)
 		 memcmp(a->value.v_utf8.str, b->value.v_utf8.str, a->value.v_utf8.len) == 0));
 }
 
-static void diff_value(struct diff *d, bson_iter_t *x, bson_iter_t *y, const char *path)
+/* Compares the field or element x of the old version with y of the new one, both named key
+ * under prefix; the path is only built when they differ. */
+static void diff_value(struct diff *d, bson_iter_t *x, bson_iter_t *y, const char *prefix,
+		       const char *key)
 {
 	bson_type_t tx = bson_iter_type(x), ty = bson_iter_type(y);
+	char path[1024];
 
 	if (same_value(x, y))
 		return;
+	snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "." : "", key);
 	if (tx == ty && (tx == BSON_TYPE_DOCUMENT || tx == BSON_TYPE_ARRAY)) {
 		const uint8_t *dx, *dy;
 		uint32_t lx, ly;
@@ -157,30 +170,68 @@ static void diff_value(struct diff *d, bson_iter_t *x, bson_iter_t *y, const cha
 	bson_append_iter(d->u, path, -1, y);
 }
 
+static void append_set(struct diff *d, const char *prefix, const char *key, bson_iter_t *y)
+{
+	char path[1024];
+
+	snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "." : "", key);
+	bson_append_iter(d->u, path, -1, y);
+}
+
+/* Whether name (k, kl) sorts after (p, pl) by length, then bytes: names that keep doing so
+ * are all different (note 3). */
+static bool after(const char *p, size_t pl, const char *k, size_t kl)
+{
+	return !p || pl < kl || (pl == kl && memcmp(p, k, kl) < 0);
+}
+
 static void diff_array(struct diff *d, const bson_t *a, const bson_t *b, const char *prefix)
 {
-	struct names na;
-	bson_iter_t x, y;
-	char path[1024], idx[16];
-	uint32_t nb = 0;
+	struct names na = {0};
+	bson_iter_t x, y, found;
+	char idx[16];
+	uint32_t nb = 0, count = 0;
+	bool inorder = true, xend = false;
 
 	/* Elements by position: the common ones compared, the new ones set, and a shorter
-	 * array reported as truncated. */
-	names_init(&na, a);
+	 * array reported as truncated. Element nb of the old version is its field named nb:
+	 * while the old version's names are 0, 1, 2, ... it is the one at position nb. */
+	bson_iter_init(&x, a);
 	if (bson_iter_init(&y, b)) {
 		while (bson_iter_next(&y)) {
-			snprintf(path, sizeof(path), "%s.%u", prefix, nb);
-			if (nb < na.count) {
-				snprintf(idx, sizeof(idx), "%u", nb);
-				if (names_find(&na, idx, &x))
-					diff_value(d, &x, &y, path);
+			bool here = false;
+
+			snprintf(idx, sizeof(idx), "%u", nb);
+			if (inorder && !xend) {
+				if (!bson_iter_next(&x))
+					xend = true;
+				else if (count++, strcmp(bson_iter_key(&x), idx) == 0)
+					here = true;
+				else
+					inorder = false;
+			}
+			if (here) {
+				diff_value(d, &x, &y, prefix, idx);
+			} else if (inorder) {
+				append_set(d, prefix, idx, &y); /* past the old version's end */
 			} else {
-				bson_append_iter(d->u, path, -1, &y);
+				if (!na.doc)
+					names_init(&na, a);
+				if (nb >= na.count)
+					append_set(d, prefix, idx, &y);
+				else if (names_find(&na, idx, &found))
+					diff_value(d, &found, &y, prefix, idx);
 			}
 			nb++;
 		}
 	}
-	if (nb < na.count) {
+	if (na.doc) {
+		count = na.count;
+	} else if (!xend) {
+		while (bson_iter_next(&x))
+			count++;
+	}
+	if (nb < count) {
 		bson_t t1;
 
 		snprintf(idx, sizeof(idx), "%u", d->ntr++);
@@ -195,37 +246,67 @@ static void diff_array(struct diff *d, const bson_t *a, const bson_t *b, const c
 static void diff_level(struct diff *d, const bson_t *a, const bson_t *b, bool arrays,
 		       const char *prefix)
 {
-	struct names na, nb;
-	bson_iter_t x, y;
+	struct names na = {0}, nb = {0};
+	bson_iter_t x, y, found;
+	const char *prev = NULL;
+	size_t prevlen = 0;
+	uint32_t same = 0;
+	bool inorder = true, xend = false;
 	char path[1024], idx[16];
 
 	if (arrays) {
 		diff_array(d, a, b, prefix);
 		return;
 	}
-	names_init(&na, a);
-	names_init(&nb, b);
+	/* The new version's fields in order, each against the old version's first field of
+	 * its name: the field at the same position while both have had the same names in an
+	 * order that rules out repeats (note 3), else found through a table. */
+	bson_iter_init(&x, a);
 	bson_iter_init(&y, b);
 	while (bson_iter_next(&y)) {
 		const char *k = bson_iter_key(&y);
+		size_t kl = bson_iter_key_len(&y);
+		bson_iter_t *match = NULL;
 
+		if (inorder) {
+			if (bson_iter_next(&x) && bson_iter_key_len(&x) == kl &&
+			    memcmp(bson_iter_key(&x), k, kl) == 0 && after(prev, prevlen, k, kl)) {
+				prev = k;
+				prevlen = kl;
+				same++;
+				match = &x;
+			} else {
+				inorder = false;
+				names_init(&na, a);
+			}
+		}
 		if (!*prefix && strcmp(k, "_id") == 0)
 			continue;
-		snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "." : "", k);
-		if (names_find(&na, k, &x))
-			diff_value(d, &x, &y, path);
+		if (!match && names_find(&na, k, &found))
+			match = &found;
+		if (match)
+			diff_value(d, match, &y, prefix, k);
 		else
-			bson_append_iter(d->u, path, -1, &y);
+			append_set(d, prefix, k, &y);
 	}
-	bson_iter_init(&x, a);
-	while (bson_iter_next(&x)) {
-		const char *k = bson_iter_key(&x);
+	/* The old version's fields missing from the new one: not among the first `same`,
+	 * which the new version has too. */
+	if (inorder && !bson_iter_next(&x))
+		xend = true;
+	if (!xend) {
+		bson_iter_init(&x, a);
+		for (uint32_t i = 0; i < same && bson_iter_next(&x); i++)
+			;
+		names_init(&nb, b);
+		while (bson_iter_next(&x)) {
+			const char *k = bson_iter_key(&x);
 
-		if (names_find(&nb, k, &y))
-			continue;
-		snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "." : "", k);
-		snprintf(idx, sizeof(idx), "%u", d->nrm++);
-		BSON_APPEND_UTF8(d->rm, idx, path);
+			if (names_find(&nb, k, &found))
+				continue;
+			snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "." : "", k);
+			snprintf(idx, sizeof(idx), "%u", d->nrm++);
+			BSON_APPEND_UTF8(d->rm, idx, path);
+		}
 	}
 	names_release(&na);
 	names_release(&nb);

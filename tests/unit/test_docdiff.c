@@ -2,7 +2,7 @@
  * test_docdiff.c - unit tests of store/docdiff.c, the linear-time updateDescription: on
  * random pairs of documents (wide embedded documents that take the hash tables, small ones
  * that scan, arrays that grow and shrink, fields removed, added and changed, number types
- * that compare equal but differ) its result must be exactly the updateDescription that an
+ * that compare equal but differ, names that repeat) its result must be exactly the updateDescription that an
  * update event written by the store carries for the same pair.
  */
 #include "store.h"
@@ -82,7 +82,7 @@ static void fill_doc(bson_t *d, uint32_t wide, int depth)
 		if (r == 0)
 			continue;
 		snprintf(k, sizeof(k), "f%u", rnd(4) == 0 ? rnd(wide) : i);
-		if (bson_has_field(d, k))
+		if (bson_has_field(d, k) && rnd(8)) /* a repeated name now and then */
 			continue;
 		if (r == 1 && depth < 3) {
 			bson_t sub;
