@@ -21,8 +21,8 @@
  *    bytes (so none repeats: the field at a position is the first of its name), fields
  *    are paired by position and no table is built; an update of one field of a wide
  *    level then costs one walk over both versions. Names 0, 1, ..., 10, 11 and k1, k2,
- *    ..., k10 sort that way; any other level falls back to the tables from where the
- *    order stops.
+ *    ..., k10 sort that way; so do new fields appended past the old version's names in
+ *    that order. Any other level falls back to the tables from where the order stops.
  */
 #include "store_int.h"
 
@@ -125,9 +125,15 @@ static void diff_level(struct diff *d, const bson_t *a, const bson_t *b, bool ar
 
 static bool same_value(const bson_iter_t *x, const bson_iter_t *y)
 {
-	const bson_value_t *a = bson_iter_value((bson_iter_t *)x);
-	const bson_value_t *b = bson_iter_value((bson_iter_t *)y);
+	const bson_value_t *a, *b;
 
+	/* the same bytes are the same value (the iterator's value offset d1 and next_off
+	 * delimit them) */
+	if (bson_iter_type(x) == bson_iter_type(y) && x->next_off - x->d1 == y->next_off - y->d1 &&
+	    memcmp(x->raw + x->d1, y->raw + y->d1, x->next_off - x->d1) == 0)
+		return true;
+	a = bson_iter_value((bson_iter_t *)x);
+	b = bson_iter_value((bson_iter_t *)y);
 	if (a->value_type != b->value_type)
 		return false;
 	if (a->value_type == BSON_TYPE_DOCUMENT || a->value_type == BSON_TYPE_ARRAY)
@@ -269,20 +275,27 @@ static void diff_level(struct diff *d, const bson_t *a, const bson_t *b, bool ar
 		bson_iter_t *match = NULL;
 
 		if (inorder) {
-			if (bson_iter_next(&x) && bson_iter_key_len(&x) == kl &&
-			    memcmp(bson_iter_key(&x), k, kl) == 0 && after(prev, prevlen, k, kl)) {
+			if (!xend && !bson_iter_next(&x))
+				xend = true;
+			if (!after(prev, prevlen, k, kl)) {
+				inorder = false;
+			} else if (xend) {
+				prev = k; /* after every name of the old version: a new field */
+				prevlen = kl;
+			} else if (bson_iter_key_len(&x) == kl && memcmp(bson_iter_key(&x), k, kl) == 0) {
 				prev = k;
 				prevlen = kl;
 				same++;
 				match = &x;
 			} else {
 				inorder = false;
-				names_init(&na, a);
 			}
+			if (!inorder)
+				names_init(&na, a);
 		}
 		if (!*prefix && strcmp(k, "_id") == 0)
 			continue;
-		if (!match && names_find(&na, k, &found))
+		if (!match && !inorder && names_find(&na, k, &found))
 			match = &found;
 		if (match)
 			diff_value(d, match, &y, prefix, k);
@@ -291,9 +304,9 @@ static void diff_level(struct diff *d, const bson_t *a, const bson_t *b, bool ar
 	}
 	/* The old version's fields missing from the new one: not among the first `same`,
 	 * which the new version has too. */
-	if (inorder && !bson_iter_next(&x))
+	if (inorder && !xend && !bson_iter_next(&x))
 		xend = true;
-	if (!xend) {
+	if (!inorder || !xend) {
 		bson_iter_init(&x, a);
 		for (uint32_t i = 0; i < same && bson_iter_next(&x); i++)
 			;
