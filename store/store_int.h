@@ -97,6 +97,8 @@ enum store__st {
 struct store__conn {
 	sqlite3 *h;		     /* Owned */
 	sqlite3_stmt *st[ST__COUNT]; /* Owned, lazily prepared */
+	sqlite3_stmt *cursor_st[2];  /* Owned: a freed cursor's statement (reset) kept for the
+				      * next one, from the start and after an id (doc.c) */
 	struct store__conn *next;    /* free list of the pool */
 };
 
