@@ -36,7 +36,7 @@ static const char usage_text[] =
 	"      to this much, 64 MiB; 0: none),\n"
 	"      ttl_s=N (delete documents expired by TTL indexes every N seconds, 60; 0: never),\n"
 	"      dirplus_nodes=N (listings give the kernel attributes, and the daemon keeps a\n"
-	"      node, for documents only while it holds fewer than N nodes, 200000),\n"
+	"      node, for documents only while it holds fewer than N nodes, 1000000),\n"
 	"      uring (serve requests through FUSE over io_uring, a queue per CPU: Linux 6.14+\n"
 	"      with /sys/module/fuse/parameters/enable_uring set to Y).\n"
 	"      listen=ADDR (also serve MongoDB's wire protocol from the mount's daemon on\n"
@@ -225,7 +225,7 @@ static int mount_args(int argc, char **argv, struct mount_strs *ms)
 
 	o.notify_ms = 200;
 	o.ttl_s = 60;
-	o.dirplus_nodes = 200000;
+	o.dirplus_nodes = 1000000;
 	o.doc_cache = STORE_DOC_CACHE_DEFAULT;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "-f") == 0) {
