@@ -162,10 +162,11 @@ timeit 'cp -r "$MNT/test/users" "$FILES/" 2> "$B/cp.err"'
 T_CP=$T
 [ "$RC" -eq 0 ] || problem "cp -r test/users out of the mount failed ($(wc -l < "$B/cp.err") errors): $(head -n 2 "$B/cp.err" | tr '\n' ' ')"
 unmount_docfs
-# Only the documents: .insert and .bulk (empty files), .indexes/ and the query and write
+# Only the documents: every dot entry (.insert, .bulk, .indexes/, .queries/, .changes,
+# .stats, .options, and whatever docfs lists there next) and the query and write
 # directories (empty) are docfs's.
-rm -rf "$FILES/users/.insert" "$FILES/users/.bulk" "$FILES/users/.indexes" "$FILES/users/.queries" \
-	"$FILES"/users/{query,explain,aggregate,update,delete}
+find "$FILES/users" -mindepth 1 -maxdepth 1 -name '.*' -exec rm -rf {} +
+rm -rf "$FILES"/users/{query,explain,aggregate,update,delete}
 C_FILES=$(ls -f "$FILES/users" | grep -c '\.json$' || true)
 [ "$C_FILES" -eq "$N" ] || problem "the copy holds $C_FILES documents, not $N"
 FILES_SIZE=$(bytes_h "$FILES/users")
