@@ -32,13 +32,20 @@
 
 #define SMALL_LEVEL 16 /* at most this many fields: look names up by scanning */
 
+/* One field of a level: where its element starts, and its name. */
+struct field {
+	const char *key; /* Borrowed: in the level's bytes */
+	uint32_t klen;	 /* bytes of key */
+	uint32_t off;	 /* bson_iter_offset of the element */
+};
+
 /* The fields of one level of a document, found by name. */
 struct names {
-	const bson_t *doc;  /* Borrowed: the level */
-	bson_iter_t *its;   /* Owned: the fields in order, NULL for a small level */
-	uint32_t *slot;	    /* Owned: 1 + index into its, 0 for empty; mask + 1 of them */
-	uint32_t count;	    /* fields of the level */
-	uint32_t n, mask;   /* fields in its (one per name); hash mask */
+	const bson_t *doc;     /* Borrowed: the level */
+	struct field *fields;  /* Owned: the first field of each name, NULL for a small level */
+	uint32_t *slot;	       /* Owned: 1 + index into fields, 0 for empty; mask + 1 of them */
+	uint32_t count;	       /* fields of the level */
+	uint32_t n, mask;      /* entries of fields; hash mask */
 };
 
 static uint32_t hash_name(const char *k, size_t len)
@@ -64,7 +71,7 @@ static void names_init(struct names *nm, const bson_t *doc)
 	nm->count = n;
 	if (n <= SMALL_LEVEL)
 		return;
-	nm->its = bson_malloc(n * sizeof(*nm->its));
+	nm->fields = bson_malloc(n * sizeof(*nm->fields));
 	for (cap = 32; cap < 2 * n; cap *= 2)
 		;
 	nm->slot = bson_malloc0(cap * sizeof(*nm->slot));
@@ -77,13 +84,13 @@ static void names_init(struct names *nm, const bson_t *doc)
 
 		/* the first field of a name wins, as with a scan from the start */
 		for (; nm->slot[h]; h = (h + 1) & nm->mask) {
-			const bson_iter_t *o = &nm->its[nm->slot[h] - 1];
+			const struct field *o = &nm->fields[nm->slot[h] - 1];
 
-			if (bson_iter_key_len(o) == len && memcmp(bson_iter_key(o), k, len) == 0)
+			if (o->klen == len && memcmp(o->key, k, len) == 0)
 				break;
 		}
 		if (!nm->slot[h]) {
-			nm->its[nm->n] = it;
+			nm->fields[nm->n] = (struct field){k, (uint32_t)len, bson_iter_offset(&it)};
 			nm->slot[h] = ++nm->n;
 		}
 	}
@@ -91,7 +98,7 @@ static void names_init(struct names *nm, const bson_t *doc)
 
 static void names_release(struct names *nm)
 {
-	bson_free(nm->its);
+	bson_free(nm->fields);
 	bson_free(nm->slot);
 }
 
@@ -105,12 +112,11 @@ static bool names_find(const struct names *nm, const char *k, bson_iter_t *out)
 		return bson_iter_init_find(out, nm->doc, k);
 	len = strlen(k);
 	for (h = hash_name(k, len) & nm->mask; nm->slot[h]; h = (h + 1) & nm->mask) {
-		const bson_iter_t *o = &nm->its[nm->slot[h] - 1];
+		const struct field *o = &nm->fields[nm->slot[h] - 1];
 
-		if (bson_iter_key_len(o) == len && memcmp(bson_iter_key(o), k, len) == 0) {
-			*out = *o;
-			return true;
-		}
+		if (o->klen == len && memcmp(o->key, k, len) == 0)
+			return bson_iter_init_from_data_at_offset(out, bson_get_data(nm->doc),
+								  nm->doc->len, o->off, o->klen);
 	}
 	return false;
 }
