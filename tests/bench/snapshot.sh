@@ -36,7 +36,7 @@ done
 [ ${#missing[@]} -eq 0 ] ||
 	die "missing tools: ${missing[*]} (e.g. apt-get install git python3 fuse3 util-linux procps)"
 [ -x "$DOCFS" ] || die "no docfs binary at $DOCFS (build it: meson setup build --buildtype=release && ninja -C build)"
-"$DOCFS" --help 2>&1 | grep -q '^  snapshot ' || die "$DOCFS has no 'snapshot' command (docfs --help)"
+"$DOCFS" --help 2>&1 | grep '^  snapshot ' >/dev/null || die "$DOCFS has no 'snapshot' command (docfs --help)"
 [ -e /dev/fuse ] || die "no /dev/fuse"
 [ -f "$TEMPLATE" ] || die "no template at $TEMPLATE"
 [ "$N" -ge 100 ] || die "BENCH_N_SNAP ($N) must be at least 100 (1% of it is changed)"
