@@ -38,7 +38,7 @@ static const char usage_text[] =
 	"      to this much, 64 MiB; 0: none),\n"
 	"      ttl_s=N (delete documents expired by TTL indexes every N seconds, 60; 0: never),\n"
 	"      dirplus_nodes=N (listings give the kernel attributes, and the daemon keeps a\n"
-	"      node, for documents only while it holds fewer than N nodes, 200000),\n"
+	"      node, for documents only while it holds fewer than N nodes, 1000000),\n"
 	"      uring (serve requests through FUSE over io_uring, a queue per CPU: Linux 6.14+\n"
 	"      with /sys/module/fuse/parameters/enable_uring set to Y).\n"
 	"      listen=ADDR (also serve MongoDB's wire protocol from the mount's daemon on\n"
@@ -243,7 +243,7 @@ static int mount_args(int argc, char **argv, struct mount_strs *ms)
 
 	o.notify_ms = 200;
 	o.ttl_s = 60;
-	o.dirplus_nodes = 200000;
+	o.dirplus_nodes = 1000000;
 	o.doc_cache = STORE_DOC_CACHE_DEFAULT;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "-f") == 0) {
@@ -1410,14 +1410,14 @@ static int cmd_write(const char *cmd, int argc, char **argv)
 		} else if (a[0] == '-' && a[1]) {
 			rc = fail(cmd, "unknown option '%s' (see docfs --help)", a);
 			goto done;
-		} else if (npos < want) {
-			pos[npos++] = a;
+		} else if (npos < want + (strcmp(cmd, "bulk") == 0)) {
+			pos[npos++] = a; /* bulk's FILE is optional, after STORE and DB.COLL */
 		} else {
 			rc = fail(cmd, "too many arguments");
 			goto done;
 		}
 	}
-	if (npos < want - (strcmp(cmd, "bulk") == 0)) {
+	if (npos < want) {
 		rc = fail(cmd, "needs %s (see docfs --help)",
 			  want == 4   ? "STORE, DB.COLL, FILTER and UPDATE"
 			  : want == 3 ? "STORE, DB.COLL and FILTER"

@@ -455,10 +455,36 @@ enum fs_node_kind {
 			 * id; everything under it is scratch (fsops.c note 10) */
 };
 
+/* A node's attributes as fs_node_attr_put got them, in fewer bytes than a struct stat (a
+ * million listed documents are a million nodes): what entry_attr and the orphan setters
+ * fill, read back exactly. */
+struct fs_attr {
+	uint64_t ino;			  /* st_ino */
+	int64_t size, blocks;		  /* st_size, st_blocks */
+	int64_t sec[3];			  /* st_atim, st_mtim, st_ctim: seconds */
+	uint32_t nsec[3];		  /*   and nanoseconds */
+	uint32_t mode, nlink, uid, gid;	  /* st_mode, st_nlink, st_uid, st_gid */
+	uint32_t blksize;		  /* st_blksize */
+};
+
+/* What only nodes being created, written or listed need, apart so that the million nodes
+ * of a listed collection do not carry it (NULL: the defaults in the comments). */
+struct fs_node_more {
+	struct store_attrs pend; /* FSN_PENDING: what its first commit stores (the create's
+				  * mode and caller, setattrs since; mtime 0: the commit's;
+				  * all 0); a snapshot file's mode and owner */
+	int64_t pend_atime_ns;	 /* FSN_PENDING: its atime (-1: none set) */
+	const void *wowner;	 /* the open file whose written size and time follow (NULL:
+				  * none): what an open file wrote shows in stat before its
+				  * commit (fs_node_written_set) */
+	int64_t wsize, wtime_ns; /*   that size and the time of that write */
+	uint64_t list_gen;	 /* collection: data_gen when the oldest listing began */
+	int listings;		 /* collection: listings from offset 0 under way (0) */
+};
+
 struct fs_node {
 	uint64_t nodeid;	  /* the kernel's handle */
 	uint64_t nlookup;	  /* kernel references (lookup count) */
-	int kind;		  /* enum fs_node_kind */
 	struct store_db *db;	  /* Borrowed: lives with the store */
 	int64_t coll;		  /* collection id (entries, .insert, collections) */
 	int64_t id;		  /* entry id, collection id, or /.docfs file number */
@@ -466,26 +492,19 @@ struct fs_node {
 	uint64_t data_gen;	  /* bumped on every change of the content */
 	uint64_t kernel_gen;	  /* data_gen when the kernel last cached the content (a
 				   * collection: its listing) */
-	int listings;		  /* collection: listings from offset 0 under way */
-	uint64_t list_gen;	  /* collection: data_gen when the oldest of them began */
 	char *pending_name;	  /* Owned: FSN_PENDING's file name, FSN_QUERY's query,
 				   * FSN_INDEX's index name */
 	char *name;		  /* Owned: FSN_ENTRY's last known name in its directory */
 	uint64_t result_size;	  /* FSN_QUERY, FSN_EXPLAIN, FSN_INDEX: size of the last
 				   * result opened */
-	struct stat attr;	  /* FSN_ENTRY: attributes as last read from the store */
-	struct store_attrs pend;  /* FSN_PENDING: what its first commit stores (the create's
-				   * mode and caller, setattrs since; mtime 0: the commit's) */
-	int64_t pend_atime_ns;	  /*   and its atime (-1: none set) */
+	struct fs_attr attr;	  /* FSN_ENTRY: attributes as last read from the store */
 	uint64_t attr_gen;	  /* data_gen when attr was read (0: none) */
-	bool orphan;		  /* FSN_DEAD: attr holds its attributes (fs_node_orphan) */
-	const void *wowner;	  /* the open file whose written size and time follow (NULL:
-				   * none): what an open file wrote shows in stat before its
-				   * commit (fs_node_written_set) */
-	int64_t wsize, wtime_ns;  /*   that size and the time of that write */
-	bool in_ino_table;	  /* reachable by st_ino (the current node for it) */
+	struct fs_node_more *more; /* Owned: the state few nodes need, or NULL (inode.c) */
 	struct fs_node *next_id;  /* hash chain by nodeid */
 	struct fs_node *next_ino; /* hash chain by st_ino */
+	int kind;		  /* enum fs_node_kind */
+	bool orphan;		  /* FSN_DEAD: attr holds its attributes (fs_node_orphan) */
+	bool in_ino_table;	  /* reachable by st_ino (the current node for it) */
 };
 
 #define FS_INO_ROOT 1

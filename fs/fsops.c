@@ -482,9 +482,11 @@ static struct fs_node *snap_lookup(struct fs_node *p, const char *name, struct d
 	/* A document keeps its mode and owner in the snapshot (the kernel enforces them,
 	 * README "Permissions"); a snapshot made before they were kept shows its files as the
 	 * mount owner's only. */
-	n->pend.mode = e.has_attrs ? e.mode : 0400;
-	n->pend.uid = e.has_attrs ? e.uid : (uint32_t)getuid();
-	n->pend.gid = e.has_attrs ? e.gid : (uint32_t)getgid();
+	fs_node_pend_set(n, STORE_SET_MODE | STORE_SET_UID | STORE_SET_GID,
+			 &(struct store_attrs){.mode = e.has_attrs ? e.mode : 0400,
+					       .uid = e.has_attrs ? e.uid : (uint32_t)getuid(),
+					       .gid = e.has_attrs ? e.gid : (uint32_t)getgid()},
+			 -1);
 	return n;
 }
 
@@ -585,12 +587,15 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 		/* A snapshot never changes: what a commit holds is forever. */
 		dir_attr(st, n->ino, 0555, getuid(), getgid(), 0, 0);
 		return 0;
-	case FSN_SNAP_FILE:
+	case FSN_SNAP_FILE: {
 		/* no write bit: a snapshot is read-only whatever mode it kept */
-		file_attr(st, n->ino, n->pend.mode & 07555, n->result_size, 0);
-		st->st_uid = n->pend.uid;
-		st->st_gid = n->pend.gid;
+		struct store_attrs pa = fs_node_pend_get(n);
+
+		file_attr(st, n->ino, pa.mode & 07555, n->result_size, 0);
+		st->st_uid = pa.uid;
+		st->st_gid = pa.gid;
 		return 0;
+	}
 	default:
 		break;
 	}
@@ -2986,7 +2991,7 @@ attrs:
 
 /* ---- directories ------------------------------------------------------------------- */
 
-size_t fs_dirplus_nodes = 200000; /* mount option dirplus_nodes (note 4) */
+size_t fs_dirplus_nodes = 1000000; /* mount option dirplus_nodes (note 4) */
 
 static void fsop_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {

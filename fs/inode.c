@@ -21,11 +21,14 @@
 #include <string.h>
 #include <time.h>
 
-#define BUCKETS 65536
+#define MIN_BUCKETS 65536
 
 static pthread_mutex_t nodes_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct fs_node *by_id[BUCKETS];
-static struct fs_node *by_ino[BUCKETS];
+/* Both tables have nbuckets chains (a power of two), doubled once the nodes outnumber them:
+ * a listing of a million documents makes a million nodes, and fixed chains grew to 16. */
+static struct fs_node **by_id;
+static struct fs_node **by_ino;
+static size_t nbuckets;
 static uint64_t next_nodeid = 2;
 static size_t live_nodes; /* nodes in by_id besides the root */
 static struct fs_node root_node = {.nodeid = 1, .nlookup = 1, .kind = FSN_ROOT, .ino = FS_INO_ROOT};
@@ -35,7 +38,7 @@ static unsigned hash64(uint64_t v)
 	v ^= v >> 33;
 	v *= 0xff51afd7ed558ccdULL;
 	v ^= v >> 33;
-	return (unsigned)(v & (BUCKETS - 1));
+	return (unsigned)(v & (nbuckets - 1));
 }
 
 static void ino_unlink(struct fs_node *n)
@@ -82,10 +85,110 @@ static void ino_link(struct fs_node *n)
 	n->in_ino_table = true;
 }
 
+static void attr_from_stat(struct fs_attr *a, const struct stat *st)
+{
+	const struct timespec *ts[3] = {&st->st_atim, &st->st_mtim, &st->st_ctim};
+
+	a->ino = st->st_ino;
+	a->size = st->st_size;
+	a->blocks = st->st_blocks;
+	for (int i = 0; i < 3; i++) {
+		a->sec[i] = ts[i]->tv_sec;
+		a->nsec[i] = (uint32_t)ts[i]->tv_nsec;
+	}
+	a->mode = st->st_mode;
+	a->nlink = (uint32_t)st->st_nlink;
+	a->uid = st->st_uid;
+	a->gid = st->st_gid;
+	a->blksize = (uint32_t)st->st_blksize;
+}
+
+static void attr_to_stat(const struct fs_attr *a, struct stat *st)
+{
+	struct timespec *ts[3] = {&st->st_atim, &st->st_mtim, &st->st_ctim};
+
+	memset(st, 0, sizeof(*st));
+	st->st_ino = a->ino;
+	st->st_size = a->size;
+	st->st_blocks = a->blocks;
+	for (int i = 0; i < 3; i++) {
+		ts[i]->tv_sec = (time_t)a->sec[i];
+		ts[i]->tv_nsec = (long)a->nsec[i];
+	}
+	st->st_mode = a->mode;
+	st->st_nlink = a->nlink;
+	st->st_uid = a->uid;
+	st->st_gid = a->gid;
+	st->st_blksize = a->blksize;
+}
+
+static void attr_set_time(struct fs_attr *a, int which, int64_t sec, long nsec)
+{
+	a->sec[which] = sec;
+	a->nsec[which] = (uint32_t)nsec;
+}
+
+/* node's fs_node_more, made with its defaults when it has none (nodes_lock held). */
+static struct fs_node_more *node_more(struct fs_node *node)
+{
+	if (!node->more) {
+		node->more = calloc(1, sizeof(*node->more));
+		if (!node->more)
+			abort();
+		node->more->pend_atime_ns = -1;
+	}
+	return node->more;
+}
+
+static struct fs_node **buckets_new(size_t n)
+{
+	struct fs_node **b = calloc(n, sizeof(*b));
+
+	if (!b)
+		abort();
+	return b;
+}
+
+/* Doubles both tables (nodes_lock held). */
+static void buckets_grow(void)
+{
+	struct fs_node **old_id = by_id, **old_ino = by_ino;
+	size_t old_n = nbuckets;
+
+	nbuckets *= 2;
+	by_id = buckets_new(nbuckets);
+	by_ino = buckets_new(nbuckets);
+	for (size_t i = 0; i < old_n; i++) {
+		struct fs_node *n, *next;
+
+		for (n = old_id[i]; n; n = next) {
+			unsigned h = hash64(n->nodeid);
+
+			next = n->next_id;
+			n->next_id = by_id[h];
+			by_id[h] = n;
+		}
+		for (n = old_ino[i]; n; n = next) {
+			unsigned h = hash64(n->ino);
+
+			next = n->next_ino;
+			n->next_ino = by_ino[h];
+			by_ino[h] = n;
+		}
+	}
+	free(old_id);
+	free(old_ino);
+}
+
 void fs_nodes_init(void)
 {
-	memset(by_id, 0, sizeof(by_id));
-	memset(by_ino, 0, sizeof(by_ino));
+	if (!by_id) {
+		nbuckets = MIN_BUCKETS;
+		by_id = buckets_new(nbuckets);
+		by_ino = buckets_new(nbuckets);
+	}
+	memset(by_id, 0, nbuckets * sizeof(*by_id));
+	memset(by_ino, 0, nbuckets * sizeof(*by_ino));
 	root_node.in_ino_table = false;
 	by_id[hash64(1)] = &root_node;
 	ino_link(&root_node);
@@ -94,13 +197,14 @@ void fs_nodes_init(void)
 void fs_nodes_release(void)
 {
 	pthread_mutex_lock(&nodes_lock);
-	for (unsigned i = 0; i < BUCKETS; i++) {
+	for (size_t i = 0; i < nbuckets; i++) {
 		struct fs_node *n = by_id[i], *next;
 
 		for (; n; n = next) {
 			next = n->next_id;
 			if (n != &root_node) {
 				free(n->pending_name);
+				free(n->more);
 				free(n->name);
 				free(n);
 			}
@@ -150,8 +254,8 @@ static struct fs_node *node_new(int kind, struct store_db *db, int64_t coll, int
 	n->ino = ino;
 	n->nlookup = 1;
 	n->data_gen = 1;
-	n->pend_atime_ns = -1;
-	live_nodes++;
+	if (++live_nodes > nbuckets)
+		buckets_grow();
 	h = hash64(n->nodeid);
 	n->next_id = by_id[h];
 	by_id[h] = n;
@@ -203,7 +307,7 @@ size_t fs_nodes_of_coll(struct store_db *db, int64_t coll, uint64_t **ids, char 
 	*ids = NULL;
 	*names = NULL;
 	pthread_mutex_lock(&nodes_lock);
-	for (unsigned i = 0; i < BUCKETS; i++) {
+	for (size_t i = 0; i < nbuckets; i++) {
 		for (struct fs_node *n = by_id[i]; n; n = n->next_id) {
 			if (n->db != db || n->coll != coll || n->kind != FSN_ENTRY || !n->name)
 				continue;
@@ -293,6 +397,7 @@ void fs_node_forget(uint64_t nodeid, uint64_t count)
 			live_nodes--;
 			ino_unlink(n);
 			free(n->pending_name);
+			free(n->more);
 			free(n->name);
 			free(n);
 		}
@@ -321,7 +426,7 @@ struct store_attrs fs_node_pend_get(struct fs_node *node)
 	struct store_attrs a;
 
 	pthread_mutex_lock(&nodes_lock);
-	a = node->pend;
+	a = node->more ? node->more->pend : (struct store_attrs){0};
 	pthread_mutex_unlock(&nodes_lock);
 	return a;
 }
@@ -331,7 +436,7 @@ int64_t fs_node_pend_atime(struct fs_node *node)
 	int64_t a;
 
 	pthread_mutex_lock(&nodes_lock);
-	a = node->pend_atime_ns;
+	a = node->more ? node->more->pend_atime_ns : -1;
 	pthread_mutex_unlock(&nodes_lock);
 	return a;
 }
@@ -340,15 +445,15 @@ void fs_node_pend_set(struct fs_node *node, int mask, const struct store_attrs *
 {
 	pthread_mutex_lock(&nodes_lock);
 	if (mask & STORE_SET_MODE)
-		node->pend.mode = a->mode & 07777;
+		node_more(node)->pend.mode = a->mode & 07777;
 	if (mask & STORE_SET_UID)
-		node->pend.uid = a->uid;
+		node_more(node)->pend.uid = a->uid;
 	if (mask & STORE_SET_GID)
-		node->pend.gid = a->gid;
+		node_more(node)->pend.gid = a->gid;
 	if (mask & STORE_SET_MTIME)
-		node->pend.mtime_ns = a->mtime_ns;
+		node_more(node)->pend.mtime_ns = a->mtime_ns;
 	if (atime_ns >= 0)
-		node->pend_atime_ns = atime_ns;
+		node_more(node)->pend_atime_ns = atime_ns;
 	pthread_mutex_unlock(&nodes_lock);
 }
 
@@ -386,9 +491,9 @@ bool fs_node_attr_get(struct fs_node *node, struct stat *st)
 
 	pthread_mutex_lock(&nodes_lock);
 	ok = node->attr_gen != 0 && node->attr_gen == node->data_gen &&
-	     node->ino == node->attr.st_ino;
+	     node->ino == node->attr.ino;
 	if (ok)
-		*st = node->attr;
+		attr_to_stat(&node->attr, st);
 	pthread_mutex_unlock(&nodes_lock);
 	return ok;
 }
@@ -398,7 +503,7 @@ void fs_node_attr_put(struct fs_node *node, const struct stat *st, uint64_t gen)
 	pthread_mutex_lock(&nodes_lock);
 	/* Only if nothing changed since the caller read the store (gen taken before). */
 	if (gen == node->data_gen) {
-		node->attr = *st;
+		attr_from_stat(&node->attr, st);
 		node->attr_gen = gen;
 	}
 	pthread_mutex_unlock(&nodes_lock);
@@ -434,18 +539,18 @@ bool fs_node_cache_ok(struct fs_node *node)
 void fs_node_list_begin(struct fs_node *node)
 {
 	pthread_mutex_lock(&nodes_lock);
-	if (node->listings++ == 0)
-		node->list_gen = node->data_gen;
+	if (node_more(node)->listings++ == 0)
+		node->more->list_gen = node->data_gen;
 	pthread_mutex_unlock(&nodes_lock);
 }
 
 void fs_node_list_end(struct fs_node *node, bool complete)
 {
 	pthread_mutex_lock(&nodes_lock);
-	assert(node->listings > 0);
-	node->listings--;
+	assert(node->more && node->more->listings > 0);
+	node->more->listings--;
 	if (complete)
-		node->kernel_gen = node->list_gen;
+		node->kernel_gen = node->more->list_gen;
 	pthread_mutex_unlock(&nodes_lock);
 }
 
@@ -472,28 +577,30 @@ void fs_node_written_set(struct fs_node *node, const void *owner, int64_t size)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	pthread_mutex_lock(&nodes_lock);
-	node->wowner = owner;
-	node->wsize = size;
-	node->wtime_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	node_more(node)->wowner = owner;
+	node->more->wsize = size;
+	node->more->wtime_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 	pthread_mutex_unlock(&nodes_lock);
 }
 
 void fs_node_written_clear(struct fs_node *node, const void *owner)
 {
 	pthread_mutex_lock(&nodes_lock);
-	if (node->wowner == owner)
-		node->wowner = NULL;
+	if (node->more && node->more->wowner == owner)
+		node->more->wowner = NULL;
 	pthread_mutex_unlock(&nodes_lock);
 }
 
 void fs_node_written_apply(struct fs_node *node, struct stat *st)
 {
 	pthread_mutex_lock(&nodes_lock);
-	if (node->wowner) {
-		st->st_size = (off_t)node->wsize;
-		st->st_blocks = (node->wsize + 511) / 512;
-		st->st_mtim.tv_sec = st->st_ctim.tv_sec = (time_t)(node->wtime_ns / 1000000000);
-		st->st_mtim.tv_nsec = st->st_ctim.tv_nsec = (long)(node->wtime_ns % 1000000000);
+	if (node->more && node->more->wowner) {
+		const struct fs_node_more *m = node->more;
+
+		st->st_size = (off_t)m->wsize;
+		st->st_blocks = (m->wsize + 511) / 512;
+		st->st_mtim.tv_sec = st->st_ctim.tv_sec = (time_t)(m->wtime_ns / 1000000000);
+		st->st_mtim.tv_nsec = st->st_ctim.tv_nsec = (long)(m->wtime_ns % 1000000000);
 	}
 	pthread_mutex_unlock(&nodes_lock);
 }
@@ -503,8 +610,8 @@ void fs_node_orphan(struct fs_node *node, const struct stat *st)
 	pthread_mutex_lock(&nodes_lock);
 	ino_unlink(node); /* its st_ino names nothing in the store any more */
 	node->kind = FSN_DEAD;
-	node->attr = *st;
-	node->attr.st_nlink = 0;
+	attr_from_stat(&node->attr, st);
+	node->attr.nlink = 0;
 	node->attr_gen = 0;
 	node->orphan = true;
 	node->data_gen++;
@@ -518,7 +625,7 @@ bool fs_node_orphan_get(struct fs_node *node, struct stat *st)
 	pthread_mutex_lock(&nodes_lock);
 	ok = node->kind == FSN_DEAD && node->orphan;
 	if (ok)
-		*st = node->attr;
+		attr_to_stat(&node->attr, st);
 	pthread_mutex_unlock(&nodes_lock);
 	return ok;
 }
@@ -532,20 +639,20 @@ void fs_node_orphan_set(struct fs_node *node, int mask, const struct store_attrs
 	pthread_mutex_lock(&nodes_lock);
 	if (node->kind == FSN_DEAD && node->orphan) {
 		if (mask & STORE_SET_MODE)
-			node->attr.st_mode = (node->attr.st_mode & S_IFMT) | (a->mode & 07777);
+			node->attr.mode = (node->attr.mode & S_IFMT) | (a->mode & 07777);
 		if (mask & STORE_SET_UID)
-			node->attr.st_uid = a->uid;
+			node->attr.uid = a->uid;
 		if (mask & STORE_SET_GID)
-			node->attr.st_gid = a->gid;
+			node->attr.gid = a->gid;
 		if (mask & STORE_SET_MTIME) {
-			node->attr.st_mtim.tv_sec = (time_t)(a->mtime_ns / 1000000000);
-			node->attr.st_mtim.tv_nsec = (long)(a->mtime_ns % 1000000000);
+			attr_set_time(&node->attr, 1, a->mtime_ns / 1000000000,
+				      (long)(a->mtime_ns % 1000000000));
 		}
 		if (atime_ns >= 0) {
-			node->attr.st_atim.tv_sec = (time_t)(atime_ns / 1000000000);
-			node->attr.st_atim.tv_nsec = (long)(atime_ns % 1000000000);
+			attr_set_time(&node->attr, 0, atime_ns / 1000000000,
+				      (long)(atime_ns % 1000000000));
 		}
-		node->attr.st_ctim = now;
+		attr_set_time(&node->attr, 2, now.tv_sec, now.tv_nsec);
 	}
 	pthread_mutex_unlock(&nodes_lock);
 }

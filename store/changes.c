@@ -537,114 +537,6 @@ static int coll_name(struct store_txn *t, int64_t coll, char *out, size_t cap,
 	return 0;
 }
 
-/* Appends to u the differences from a to b under prefix (updatedFields in u, removed
- * paths in rm, truncations in tr). */
-static void diff_docs(const bson_t *a, const bson_t *b, bool arrays, const char *prefix,
-		      bson_t *u, bson_t *rm, bson_t *tr, uint32_t *nrm, uint32_t *ntr);
-
-static bool same_value(const bson_iter_t *x, const bson_iter_t *y)
-{
-	const bson_value_t *a = bson_iter_value((bson_iter_t *)x);
-	const bson_value_t *b = bson_iter_value((bson_iter_t *)y);
-
-	if (a->value_type != b->value_type)
-		return false;
-	if (a->value_type == BSON_TYPE_DOCUMENT || a->value_type == BSON_TYPE_ARRAY)
-		return a->value.v_doc.data_len == b->value.v_doc.data_len &&
-		       memcmp(a->value.v_doc.data, b->value.v_doc.data, a->value.v_doc.data_len) == 0;
-	return store_iter_compare(x, y) == 0 &&
-	       (a->value_type != BSON_TYPE_UTF8 ||
-		(a->value.v_utf8.len == b->value.v_utf8.len &&
-		 memcmp(a->value.v_utf8.str, b->value.v_utf8.str, a->value.v_utf8.len) == 0));
-}
-
-static void diff_value(bson_iter_t *x, bson_iter_t *y, const char *path, bson_t *u, bson_t *rm,
-		       bson_t *tr, uint32_t *nrm, uint32_t *ntr)
-{
-	bson_type_t tx = bson_iter_type(x), ty = bson_iter_type(y);
-
-	if (same_value(x, y))
-		return;
-	if (tx == ty && (tx == BSON_TYPE_DOCUMENT || tx == BSON_TYPE_ARRAY)) {
-		const uint8_t *dx, *dy;
-		uint32_t lx, ly;
-		bson_t bx, by;
-
-		if (tx == BSON_TYPE_DOCUMENT) {
-			bson_iter_document(x, &lx, &dx);
-			bson_iter_document(y, &ly, &dy);
-		} else {
-			bson_iter_array(x, &lx, &dx);
-			bson_iter_array(y, &ly, &dy);
-		}
-		if (bson_init_static(&bx, dx, lx) && bson_init_static(&by, dy, ly)) {
-			diff_docs(&bx, &by, tx == BSON_TYPE_ARRAY, path, u, rm, tr, nrm, ntr);
-			return;
-		}
-	}
-	bson_append_iter(u, path, -1, y);
-}
-
-static void diff_docs(const bson_t *a, const bson_t *b, bool arrays, const char *prefix,
-		      bson_t *u, bson_t *rm, bson_t *tr, uint32_t *nrm, uint32_t *ntr)
-{
-	bson_iter_t x, y;
-	char path[1024], idx[16];
-	uint32_t na = 0, nb = 0;
-
-	if (arrays) {
-		/* Elements by position: the common ones compared, the new ones set, and a
-		 * shorter array reported as truncated. */
-		bson_iter_init(&x, a);
-		while (bson_iter_next(&x))
-			na++;
-		bson_iter_init(&y, b);
-		while (bson_iter_next(&y)) {
-			snprintf(path, sizeof(path), "%s.%u", prefix, nb);
-			if (nb < na) {
-				snprintf(idx, sizeof(idx), "%u", nb);
-				if (bson_iter_init_find(&x, a, idx))
-					diff_value(&x, &y, path, u, rm, tr, nrm, ntr);
-			} else {
-				bson_append_iter(u, path, -1, &y);
-			}
-			nb++;
-		}
-		if (nb < na) {
-			bson_t t1;
-
-			snprintf(idx, sizeof(idx), "%u", (*ntr)++);
-			bson_append_document_begin(tr, idx, -1, &t1);
-			BSON_APPEND_UTF8(&t1, "field", prefix);
-			BSON_APPEND_INT32(&t1, "newSize", (int32_t)nb);
-			bson_append_document_end(tr, &t1);
-		}
-		return;
-	}
-	bson_iter_init(&y, b);
-	while (bson_iter_next(&y)) {
-		const char *k = bson_iter_key(&y);
-
-		if (!*prefix && strcmp(k, "_id") == 0)
-			continue;
-		snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "." : "", k);
-		if (bson_iter_init_find(&x, a, k))
-			diff_value(&x, &y, path, u, rm, tr, nrm, ntr);
-		else
-			bson_append_iter(u, path, -1, &y);
-	}
-	bson_iter_init(&x, a);
-	while (bson_iter_next(&x)) {
-		const char *k = bson_iter_key(&x);
-
-		if (bson_iter_init_find(&y, b, k))
-			continue;
-		snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "." : "", k);
-		snprintf(idx, sizeof(idx), "%u", (*nrm)++);
-		BSON_APPEND_UTF8(rm, idx, path);
-	}
-}
-
 int store__ev_next(struct store_txn *t, int64_t *seq, struct dfs_err *err)
 {
 	int rc = 0;
@@ -700,13 +592,12 @@ int store__ev_doc(struct store_txn *t, int op, int64_t coll, const struct store_
 	}
 	if (op == STORE_EV_UPDATE) {
 		bson_t ud, u, rm, tr;
-		uint32_t nrm = 0, ntr = 0;
 
 		BSON_APPEND_DOCUMENT_BEGIN(&rest, "updateDescription", &ud);
 		BSON_APPEND_DOCUMENT_BEGIN(&ud, "updatedFields", &u);
 		bson_init(&rm);
 		bson_init(&tr);
-		diff_docs(old, doc, false, "", &u, &rm, &tr, &nrm, &ntr);
+		store__doc_diff(old, doc, &u, &rm, &tr); /* linear in the two sizes (docdiff.c) */
 		bson_append_document_end(&ud, &u);
 		bson_append_array(&ud, "removedFields", -1, &rm);
 		bson_append_array(&ud, "truncatedArrays", -1, &tr);

@@ -544,6 +544,8 @@ void store__conn_close(struct store__conn *c)
 		return;
 	for (int i = 0; i < ST__COUNT; i++)
 		sqlite3_finalize(c->st[i]);
+	sqlite3_finalize(c->cursor_st[0]);
+	sqlite3_finalize(c->cursor_st[1]);
 	sqlite3_close(c->h);
 	free(c);
 }

@@ -1545,7 +1545,9 @@ int store_entry_set_atime(struct store_txn *t, int64_t id, int64_t atime_ns, str
 
 struct store_cursor {
 	struct store_txn *t;	 /* Borrowed */
+	struct store__conn *conn; /* Borrowed: the transaction's connection */
 	sqlite3_stmt *st;	 /* Owned: its own statement, so cursors can nest */
+	int kind;		 /* 0: from the start, 1: after an id (conn->cursor_st) */
 	uint32_t mode, uid, gid; /* the attributes of the document returned last */
 };
 
@@ -1562,12 +1564,20 @@ static int cursor_open(struct store_txn *t, int64_t coll, int64_t after, struct 
 		free(c);
 		return rc;
 	}
-	rc = sqlite3_prepare_v3(t->c->h,
-				after ? "SELECT d.id, d.bson, d.mode, d.uid, d.gid" STORE__DOCS_OF_COLL_AFTER
-					" ORDER BY r.lo, d.id"
-				      : "SELECT d.id, d.bson, d.mode, d.uid, d.gid" STORE__DOCS_OF_COLL
-					" ORDER BY r.lo, d.id",
-				-1, 0, &c->st, NULL);
+	c->conn = t->c;
+	c->kind = after ? 1 : 0;
+	/* the statement a freed cursor left: preparing it again cost a bulk write of
+	 * single-document upserts without an index a fifth of its time */
+	c->st = c->conn->cursor_st[c->kind];
+	c->conn->cursor_st[c->kind] = NULL;
+	rc = c->st ? SQLITE_OK
+		   : sqlite3_prepare_v3(
+			     t->c->h,
+			     after ? "SELECT d.id, d.bson, d.mode, d.uid, d.gid" STORE__DOCS_OF_COLL_AFTER
+				     " ORDER BY r.lo, d.id"
+				   : "SELECT d.id, d.bson, d.mode, d.uid, d.gid" STORE__DOCS_OF_COLL
+				     " ORDER BY r.lo, d.id",
+			     -1, SQLITE_PREPARE_PERSISTENT, &c->st, NULL);
 	if (rc != SQLITE_OK) {
 		free(c);
 		return store__sqlerr(t, rc, "open cursor", err);
@@ -1622,7 +1632,15 @@ void store_cursor_free(struct store_cursor *c)
 {
 	if (!c)
 		return;
-	sqlite3_finalize(c->st);
+	/* kept for the next cursor of the connection (freed before its transaction ends, like
+	 * every cursor), unless one is kept already */
+	sqlite3_reset(c->st);
+	if (!c->conn->cursor_st[c->kind]) {
+		sqlite3_clear_bindings(c->st);
+		c->conn->cursor_st[c->kind] = c->st;
+	} else {
+		sqlite3_finalize(c->st);
+	}
 	free(c);
 }
 

@@ -100,6 +100,8 @@ enum store__st {
 struct store__conn {
 	sqlite3 *h;		     /* Owned */
 	sqlite3_stmt *st[ST__COUNT]; /* Owned, lazily prepared */
+	sqlite3_stmt *cursor_st[2];  /* Owned: a freed cursor's statement (reset) kept for the
+				      * next one, from the start and after an id (doc.c) */
 	struct store__conn *next;    /* free list of the pool */
 };
 
@@ -265,6 +267,11 @@ int store__ev_next(struct store_txn *t, int64_t *seq, struct dfs_err *err);
 /* Keeps document id's row as it is for the insert or replace event that shows it, if that
  * event is still kept (changes.c note 6): before the row changes or goes. */
 int store__ev_keep_doc(struct store_txn *t, int64_t id, struct dfs_err *err);
+/* Appends to updated, removed and truncated (an open document and two arrays, all empty)
+ * what changed from old to doc, as an update event's updatedFields, removedFields and
+ * truncatedArrays, in time linear in the two sizes (docdiff.c). */
+void store__doc_diff(const bson_t *old, const bson_t *doc, bson_t *updated, bson_t *removed,
+		     bson_t *truncated);
 /* drop or rename (to: the new name) of collection coll, each followed by an invalidate in
  * its stream. */
 int store__ev_coll(struct store_txn *t, int op, const char *coll, const char *to,

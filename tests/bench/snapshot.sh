@@ -36,7 +36,7 @@ done
 [ ${#missing[@]} -eq 0 ] ||
 	die "missing tools: ${missing[*]} (e.g. apt-get install git python3 fuse3 util-linux procps)"
 [ -x "$DOCFS" ] || die "no docfs binary at $DOCFS (build it: meson setup build --buildtype=release && ninja -C build)"
-"$DOCFS" --help 2>&1 | grep -q '^  snapshot ' || die "$DOCFS has no 'snapshot' command (docfs --help)"
+"$DOCFS" --help 2>&1 | grep '^  snapshot ' >/dev/null || die "$DOCFS has no 'snapshot' command (docfs --help)"
 [ -e /dev/fuse ] || die "no /dev/fuse"
 [ -f "$TEMPLATE" ] || die "no template at $TEMPLATE"
 [ "$N" -ge 100 ] || die "BENCH_N_SNAP ($N) must be at least 100 (1% of it is changed)"
@@ -162,10 +162,11 @@ timeit 'cp -r "$MNT/test/users" "$FILES/" 2> "$B/cp.err"'
 T_CP=$T
 [ "$RC" -eq 0 ] || problem "cp -r test/users out of the mount failed ($(wc -l < "$B/cp.err") errors): $(head -n 2 "$B/cp.err" | tr '\n' ' ')"
 unmount_docfs
-# Only the documents: .insert and .bulk (empty files), .indexes/ and the query and write
+# Only the documents: every dot entry (.insert, .bulk, .indexes/, .queries/, .changes,
+# .stats, .options, and whatever docfs lists there next) and the query and write
 # directories (empty) are docfs's.
-rm -rf "$FILES/users/.insert" "$FILES/users/.bulk" "$FILES/users/.indexes" "$FILES/users/.queries" \
-	"$FILES"/users/{query,explain,aggregate,update,delete}
+find "$FILES/users" -mindepth 1 -maxdepth 1 -name '.*' -exec rm -rf {} +
+rm -rf "$FILES"/users/{query,explain,aggregate,update,delete}
 C_FILES=$(ls -f "$FILES/users" | grep -c '\.json$' || true)
 [ "$C_FILES" -eq "$N" ] || problem "the copy holds $C_FILES documents, not $N"
 FILES_SIZE=$(bytes_h "$FILES/users")
@@ -271,7 +272,7 @@ GIT_SIZE=$(bytes_h "$FILES/.git")
 # Both routes hold the same bytes (the mount's), so the same blob ids, in both commits.
 SAME_BLOBS=yes
 for c in 1 0; do
-	blobs "$REPO" "main~$c" test/users/ | grep -v ' \.indexes\.json$' > "$B/blobs-docfs" || true
+	blobs "$REPO" "main~$c" test/users/ | grep -v -E ' \.(indexes|attrs)\.json$' > "$B/blobs-docfs" || true
 	blobs "$FILES/.git" "HEAD~$c" users/ > "$B/blobs-git" || true
 	if ! cmp -s "$B/blobs-docfs" "$B/blobs-git"; then
 		SAME_BLOBS=NO
