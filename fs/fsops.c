@@ -171,14 +171,13 @@ static int fixed_index(const char *name)
 	return -1;
 }
 
-/* note 11: is name, in .indexes/, a temporary file (rsync's ".<name>.XXXXXX", an editor's
- * "<name>~") rather than an index? */
+/* note 11: is name, in .indexes/, a temporary file (rsync's ".<name>.XXXXXX", a hidden
+ * name) rather than an index? Editors' "<name>~" backups stay refused there. */
 static bool ix_temp_name(const char *name)
 {
 	size_t n = strlen(name);
 
-	return n && n <= 255 && (name[0] == '.' || name[n - 1] == '~' || name[n - 1] == '#') &&
-	       strcmp(name, ".") && strcmp(name, "..");
+	return n && n <= 255 && name[0] == '.' && strcmp(name, ".") && strcmp(name, "..");
 }
 
 struct fs_handle {
