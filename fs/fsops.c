@@ -81,6 +81,15 @@
  *    is a name of the same node (one st_ino); unlink and rename remove one name, and the
  *    node is orphaned (note 9) only with its last. Documents refuse link(): one _id, one
  *    name. Creating or removing an entry touches its directory's mtime and ctime.
+ * 11. Backups (issue 28; README "Backups"). tar x meets an existing name with EEXIST and
+ *    then unlinks it, and rsync writes ".<name>.XXXXXX" and renames it over the name. So
+ *    what every collection has and an archive need not hold is not listed (.insert, .bulk,
+ *    .stats, .changes, .indexes/_id_, and .options while the collection has no options: it
+ *    is then absent, and created by a write). Fixed entries take the mode and owner they
+ *    show and any time (fixed_setattr). In .indexes/, a name starting with '.' is a
+ *    temporary file: a scratch entry named IXTEMP_PREFIX "<name>" in the store, listed
+ *    there and never an index; renamed to an index name, its bytes make that index
+ *    (rename_to_fixed, which also takes a scratch file renamed over .options).
  */
 #define FUSE_USE_VERSION 34
 #include "fs_int.h"
