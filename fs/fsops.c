@@ -369,12 +369,14 @@ static void entry_attr(struct stat *st, uint64_t ino, const struct store_entry *
 	static const mode_t types[] = {
 		[STORE_KIND_DOC] = S_IFREG,	[STORE_KIND_FILE] = S_IFREG,
 		[STORE_KIND_SYMLINK] = S_IFLNK, [STORE_KIND_DIR] = S_IFDIR,
-		[STORE_KIND_FIFO] = S_IFIFO,	[STORE_KIND_SOCK] = S_IFSOCK};
+		[STORE_KIND_FIFO] = S_IFIFO,	[STORE_KIND_SOCK] = S_IFSOCK,
+		[STORE_KIND_CHR] = S_IFCHR,	[STORE_KIND_BLK] = S_IFBLK};
 
 	memset(st, 0, sizeof(*st));
 	st->st_ino = ino;
-	st->st_mode = (e->kind >= 1 && e->kind <= STORE_KIND_SOCK ? types[e->kind] : S_IFREG) |
+	st->st_mode = (e->kind >= 1 && e->kind <= STORE_KIND_BLK ? types[e->kind] : S_IFREG) |
 		      (e->mode & 07777);
+	st->st_rdev = (dev_t)e->rdev;
 	st->st_nlink = e->kind == STORE_KIND_DIR ? 2 : e->nlink ? e->nlink : 1;
 	st->st_uid = e->uid;
 	st->st_gid = e->gid;
@@ -2849,24 +2851,33 @@ static void fsop_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 	}
 	if (ix_refuse(req, p, "mknod", name) || name_too_long(req, "mknod", name))
 		return;
-	/* note 10: scratch files, fifos and sockets; no device nodes */
-	if (!scratch_parent(p) || !(S_ISREG(mode) || S_ISFIFO(mode) || S_ISSOCK(mode)) ||
+	/* note 10: scratch files, fifos, sockets and device nodes (the kernel lets only a
+	 * caller with CAP_MKNOD make those; the number is kept, what it opens is the
+	 * kernel's business, as on any filesystem mounted without nodev) */
+	if (!scratch_parent(p) ||
+	    !(S_ISREG(mode) || S_ISFIFO(mode) || S_ISSOCK(mode) || S_ISCHR(mode) ||
+	      S_ISBLK(mode)) ||
 	    !scratch_name_ok(p, name)) {
 		reply_msg(req, DFS_EPERM,
-			  "mknod '%s': only scratch files, fifos and sockets can be made in a "
-			  "collection (not under a document's name)",
+			  "mknod '%s': only scratch files, fifos, sockets and device nodes can be "
+			  "made in a collection (not under a document's name)",
 			  name);
 		return;
 	}
 	rc = store_txn_begin(p->db, true, &t, &err);
 	if (!rc) {
-		char full[300];
+		char full[300], num[24];
+		int len = S_ISCHR(mode) || S_ISBLK(mode)
+				  ? snprintf(num, sizeof(num), "%llu", (unsigned long long)rdev)
+				  : 0;
 
 		rc = store_file_create(t, p->coll, store_name(p, name, full, sizeof(full)),
 				       S_ISFIFO(mode)	? STORE_KIND_FIFO
 				       : S_ISSOCK(mode) ? STORE_KIND_SOCK
+				       : S_ISCHR(mode)	? STORE_KIND_CHR
+				       : S_ISBLK(mode)	? STORE_KIND_BLK
 							: STORE_KIND_FILE,
-				       &a, NULL, 0, &e, &err);
+				       &a, len ? num : NULL, (size_t)len, &e, &err);
 		if (!rc)
 			rc = parent_touch(t, p, &err); /* note 9 */
 		rc = rc ? (store_txn_abort(t), rc) : store_txn_commit(t, &err);
