@@ -682,7 +682,6 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 		/* Gone when dropped (by rm or by another process): ENOENT, not old data. */
 		struct store_index ix;
 		struct store_coll c;
-
 		struct dfs_buf b;
 
 		memset(&ix, 0, sizeof(ix));
@@ -3960,6 +3959,9 @@ static void rename_to_fixed(fuse_req_t req, struct fs_node *p, const char *name,
 		else if (n)
 			fs_node_repoint_query(n, FSN_INDEX, np->coll, newname);
 	}
+	/* the kernel keeps the scratch file's long entry timeout for the name: have it look
+	 * the name up again (a .options of {} is not there) */
+	fs_notify_entry(np->nodeid, newname);
 	fuse_reply_err(req, 0);
 }
 
