@@ -553,6 +553,9 @@ struct fs_node *fs_node_keyed(int kind, struct store_db *db, int64_t coll, const
 void fs_node_forget(uint64_t nodeid, uint64_t n);
 /* Re-points node at another store object (after a rename or a first write). */
 void fs_node_repoint(struct fs_node *node, int kind, int64_t coll, int64_t id, uint64_t ino);
+/* fs_node_repoint to the file of kind (FSN_INDEX...) named name, as fs_node_query makes it:
+ * a scratch file renamed over an index file (rsync's temporary names) is that file now. */
+void fs_node_repoint_query(struct fs_node *node, int kind, int64_t coll, const char *name);
 /* A pending document's attributes (node.pend), read and changed under the nodes' lock. */
 struct store_attrs fs_node_pend_get(struct fs_node *node);
 int64_t fs_node_pend_atime(struct fs_node *node); /* -1: none set */

@@ -81,6 +81,15 @@
  *    is a name of the same node (one st_ino); unlink and rename remove one name, and the
  *    node is orphaned (note 9) only with its last. Documents refuse link(): one _id, one
  *    name. Creating or removing an entry touches its directory's mtime and ctime.
+ * 11. Backups (issue 28; README "Backups"). tar x meets an existing name with EEXIST and
+ *    then unlinks it, and rsync writes ".<name>.XXXXXX" and renames it over the name. So
+ *    what every collection has and an archive need not hold is not listed (.insert, .bulk,
+ *    .stats, .changes, .indexes/_id_, and .options while the collection has no options: it
+ *    is then absent, and created by a write). Fixed entries take the mode and owner they
+ *    show and any time (fixed_setattr). In .indexes/, a name starting with '.' is a
+ *    temporary file: a scratch entry named IXTEMP_PREFIX "<name>" in the store, listed
+ *    there and never an index; renamed to an index name, its bytes make that index
+ *    (rename_to_fixed, which also takes a scratch file renamed over .options).
  */
 #define FUSE_USE_VERSION 34
 #include "fs_int.h"
@@ -140,6 +149,7 @@ enum fh_kind {
 };
 
 #define SAVED_PREFIX FS_SAVED_PREFIX /* store names of saved queries: never listed as such */
+#define IXTEMP_PREFIX ".indexes/"     /* store names of temporary files in .indexes/ (note 11) */
 
 /* The fixed entries of every collection directory, listed before its documents. */
 static const struct {
@@ -168,6 +178,15 @@ static int fixed_index(const char *name)
 		if (strcmp(name, coll_fixed[i].name) == 0)
 			return (int)i;
 	return -1;
+}
+
+/* note 11: is name, in .indexes/, a temporary file (rsync's ".<name>.XXXXXX", a hidden
+ * name) rather than an index? Editors' "<name>~" backups stay refused there. */
+static bool ix_temp_name(const char *name)
+{
+	size_t n = strlen(name);
+
+	return n && n <= 255 && name[0] == '.' && strcmp(name, ".") && strcmp(name, "..");
 }
 
 struct fs_handle {
@@ -350,12 +369,14 @@ static void entry_attr(struct stat *st, uint64_t ino, const struct store_entry *
 	static const mode_t types[] = {
 		[STORE_KIND_DOC] = S_IFREG,	[STORE_KIND_FILE] = S_IFREG,
 		[STORE_KIND_SYMLINK] = S_IFLNK, [STORE_KIND_DIR] = S_IFDIR,
-		[STORE_KIND_FIFO] = S_IFIFO,	[STORE_KIND_SOCK] = S_IFSOCK};
+		[STORE_KIND_FIFO] = S_IFIFO,	[STORE_KIND_SOCK] = S_IFSOCK,
+		[STORE_KIND_CHR] = S_IFCHR,	[STORE_KIND_BLK] = S_IFBLK};
 
 	memset(st, 0, sizeof(*st));
 	st->st_ino = ino;
-	st->st_mode = (e->kind >= 1 && e->kind <= STORE_KIND_SOCK ? types[e->kind] : S_IFREG) |
+	st->st_mode = (e->kind >= 1 && e->kind <= STORE_KIND_BLK ? types[e->kind] : S_IFREG) |
 		      (e->mode & 07777);
+	st->st_rdev = (dev_t)e->rdev;
 	st->st_nlink = e->kind == STORE_KIND_DIR ? 2 : e->nlink ? e->nlink : 1;
 	st->st_uid = e->uid;
 	st->st_gid = e->gid;
@@ -666,6 +687,7 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 		/* Gone when dropped (by rm or by another process): ENOENT, not old data. */
 		struct store_index ix;
 		struct store_coll c;
+		struct dfs_buf b;
 
 		memset(&ix, 0, sizeof(ix));
 		rc = store_index_get(t, n->coll, n->pending_name, &ix, err);
@@ -673,10 +695,19 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 			store_index_release(&ix);
 			rc = store_coll_by_id(t, n->coll, &c, err);
 		}
+		/* The size of what an open reads now, not of the last open: tar and rsync
+		 * copy st_size bytes (the figures are counted once per change, index.c). */
+		dfs_buf_init(&b);
+		if (!rc)
+			rc = fs_index_render(t, n->coll, n->pending_name, true, &b, err);
 		if (!rc) {
+			n->result_size = b.len;
 			file_attr(st, n->ino, 0644, n->result_size, c.ctime_ns);
+			st->st_uid = c.uid;
+			st->st_gid = c.gid;
 			*timeout = 0;
 		}
+		dfs_buf_release(&b);
 	} else {
 		struct store_entry e;
 
@@ -894,6 +925,23 @@ static struct fs_node *entry_node(struct store_db *db, const struct store_entry 
 				  const char *name);
 
 /* Looks name up under parent and returns a referenced node, or NULL with err set. */
+/* Does collection node p show a .options file? Only when the collection has options (is
+ * capped): a plain collection's are {}, which an archive need not hold, and a restore by
+ * tar can then create the file (an existing one would be EEXIST, which tar answers with
+ * unlink). A store error shows it, so that reading it reports the error. */
+static bool opts_shown(const struct fs_node *p)
+{
+	struct store_coll c;
+	struct store_txn *t;
+	int rc;
+
+	if (store_txn_begin(p->db, false, &t, NULL))
+		return true;
+	rc = store_coll_by_id(t, p->coll, &c, NULL);
+	store_txn_abort(t);
+	return rc || c.capped;
+}
+
 static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct dfs_err *err)
 {
 	struct store_txn *t;
@@ -951,6 +999,11 @@ static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct d
 			return changes_node(p->db, p->coll, name);
 		if (fi < 0 && stats_name(name))
 			return stats_node(p->db, p->coll, name);
+		if (fi >= 0 && coll_fixed[fi].kind == FSN_OPTIONS && !opts_shown(p)) {
+			dfs_err_set(err, DFS_ENOENT,
+				    "collection has no options ('.options' exists once written)");
+			return NULL;
+		}
 		if (fi >= 0)
 			return fs_node_ref(coll_fixed[fi].kind, p->db, p->coll, 0,
 					   fs_ino_special(p->db, p->coll, coll_fixed[fi].k), NULL);
@@ -1015,6 +1068,14 @@ static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct d
 		if (store_index_get(t, p->coll, name, &ix, err) == 0) {
 			store_index_release(&ix);
 			n = fs_node_query(FSN_INDEX, p->db, p->coll, name);
+		} else if (ix_temp_name(name)) {
+			struct store_entry e;
+			char full[300];
+
+			dfs_err_clear(err);
+			if (store_entry_lookup(t, p->coll, store_name(p, name, full, sizeof(full)),
+					       &e, err) == 0)
+				n = entry_node(p->db, &e, name);
 		}
 		store_txn_abort(t);
 		return n;
@@ -1240,11 +1301,16 @@ static const char *store_name(const struct fs_node *p, const char *name, char *b
 		snprintf(buf, cap, "%lld/%s", (long long)p->id, name);
 		return buf;
 	}
+	if (p->kind == FSN_IXDIR) { /* note 11 */
+		snprintf(buf, cap, IXTEMP_PREFIX "%s", name);
+		return buf;
+	}
 	if (p->kind != FSN_SAVED_DIR)
 		return name;
 	snprintf(buf, cap, SAVED_PREFIX "%s", name);
 	return buf;
 }
+
 
 /* note 10: a directory that holds scratch entries of its own making (files, directories,
  * fifos, sockets, symlinks, hard links): a collection or a scratch directory. */
@@ -2667,17 +2733,44 @@ static void fsop_create_as(fuse_req_t req, fuse_ino_t parent, const char *name, 
 		fuse_reply_err(req, ESTALE);
 		return;
 	}
-	if (p->kind == FSN_IXDIR) {
+	if (p->kind == FSN_IXDIR && !ix_temp_name(name)) {
 		ix_create(req, p, name, fi);
 		return;
 	}
-	if (p->kind != FSN_COLL && p->kind != FSN_SAVED_DIR && p->kind != FSN_SDIR) {
+	if (p->kind != FSN_COLL && p->kind != FSN_SAVED_DIR && p->kind != FSN_SDIR &&
+	    p->kind != FSN_IXDIR) {
 		reply_msg(req, DFS_EPERM, "create '%s': files live in collections (/<db>/<coll>/)",
 			  name);
 		return;
 	}
 	if (name_too_long(req, "create", name))
 		return;
+	if (p->kind == FSN_COLL && fixed_index(name) >= 0 &&
+	    coll_fixed[fixed_index(name)].kind == FSN_OPTIONS && !opts_shown(p)) {
+		/* A plain collection's .options, written (tar x of a capped collection): the
+		 * options are applied at the flush, as for an open of the file (ix_commit). */
+		double timeout;
+
+		n = fs_node_ref(FSN_OPTIONS, p->db, p->coll, 0,
+				fs_ino_special(p->db, p->coll, coll_fixed[fixed_index(name)].k),
+				NULL);
+		memset(&ep, 0, sizeof(ep));
+		if (node_attr(n, &ep.attr, &timeout, &err)) {
+			fs_node_forget(n->nodeid, 1);
+			reply_dfs(req, &err, "create");
+			return;
+		}
+		h = handle_new(FH_IXSPEC, n);
+		ep.ino = n->nodeid;
+		ep.generation = 1;
+		fi->fh = (uint64_t)(uintptr_t)h;
+		fi->direct_io = 1;
+		if (fuse_reply_create(req, &ep, fi) == -ENOENT) {
+			handle_free(h);
+			fs_node_forget(n->nodeid, 1);
+		}
+		return;
+	}
 	if (p->kind == FSN_COLL && fixed_index(name) >= 0) {
 		fuse_reply_err(req, EEXIST);
 		return;
@@ -2762,24 +2855,33 @@ static void fsop_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 	}
 	if (ix_refuse(req, p, "mknod", name) || name_too_long(req, "mknod", name))
 		return;
-	/* note 10: scratch files, fifos and sockets; no device nodes */
-	if (!scratch_parent(p) || !(S_ISREG(mode) || S_ISFIFO(mode) || S_ISSOCK(mode)) ||
+	/* note 10: scratch files, fifos, sockets and device nodes (the kernel lets only a
+	 * caller with CAP_MKNOD make those; the number is kept, what it opens is the
+	 * kernel's business, as on any filesystem mounted without nodev) */
+	if (!scratch_parent(p) ||
+	    !(S_ISREG(mode) || S_ISFIFO(mode) || S_ISSOCK(mode) || S_ISCHR(mode) ||
+	      S_ISBLK(mode)) ||
 	    !scratch_name_ok(p, name)) {
 		reply_msg(req, DFS_EPERM,
-			  "mknod '%s': only scratch files, fifos and sockets can be made in a "
-			  "collection (not under a document's name)",
+			  "mknod '%s': only scratch files, fifos, sockets and device nodes can be "
+			  "made in a collection (not under a document's name)",
 			  name);
 		return;
 	}
 	rc = store_txn_begin(p->db, true, &t, &err);
 	if (!rc) {
-		char full[300];
+		char full[300], num[24];
+		int len = S_ISCHR(mode) || S_ISBLK(mode)
+				  ? snprintf(num, sizeof(num), "%llu", (unsigned long long)rdev)
+				  : 0;
 
 		rc = store_file_create(t, p->coll, store_name(p, name, full, sizeof(full)),
 				       S_ISFIFO(mode)	? STORE_KIND_FIFO
 				       : S_ISSOCK(mode) ? STORE_KIND_SOCK
+				       : S_ISCHR(mode)	? STORE_KIND_CHR
+				       : S_ISBLK(mode)	? STORE_KIND_BLK
 							: STORE_KIND_FILE,
-				       &a, NULL, 0, &e, &err);
+				       &a, len ? num : NULL, (size_t)len, &e, &err);
 		if (!rc)
 			rc = parent_touch(t, p, &err); /* note 9 */
 		rc = rc ? (store_txn_abort(t), rc) : store_txn_commit(t, &err);
@@ -2807,6 +2909,35 @@ static int commit_written(fuse_req_t req, struct fs_node *n, struct dfs_err *err
 	}
 	pthread_mutex_unlock(&handles_lock);
 	return rc;
+}
+
+/* The attributes of a fixed or computed entry (a database, query/, .indexes/, .options, an
+ * index file...) are those of its collection or database: a change of its mode or owner is
+ * refused, the same mode and owner again (tar -p and rsync -a restoring what they archived)
+ * succeed, and times are taken and forgotten (they are computed). Errors: DFS_EPERM. */
+static int fixed_setattr(struct fs_node *n, int mask, const struct store_attrs *a,
+			 struct dfs_err *err)
+{
+	struct stat cur;
+	double timeout;
+	int rc;
+
+	if (!(mask & (STORE_SET_MODE | STORE_SET_UID | STORE_SET_GID)))
+		return 0;
+	if ((rc = node_attr(n, &cur, &timeout, err)))
+		return rc;
+	if ((mask & STORE_SET_MODE) && (a->mode & 07777) != (cur.st_mode & 07777))
+		return dfs_err_set(err, DFS_EPERM,
+				   "the mode of this entry is fixed (%04o; it follows its "
+				   "collection or database)",
+				   (unsigned)(cur.st_mode & 07777));
+	if (((mask & STORE_SET_UID) && a->uid != cur.st_uid) ||
+	    ((mask & STORE_SET_GID) && a->gid != cur.st_gid))
+		return dfs_err_set(err, DFS_EPERM,
+				   "the owner of this entry is fixed (%u:%u; it follows its "
+				   "collection or database)",
+				   (unsigned)cur.st_uid, (unsigned)cur.st_gid);
+	return 0;
 }
 
 static void fsop_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
@@ -2939,10 +3070,16 @@ attrs:
 			reply_dfs(req, &err, "setattr");
 			return;
 		}
-		if (n->kind == FSN_ENTRY || n->kind == FSN_COLL || n->kind == FSN_SDIR) {
+		/* .queries/ and .indexes/ show their collection's mode, owner and times:
+		 * setting theirs sets the collection's (tar and rsync restore them before the
+		 * collection's own, with the same values). */
+		bool coll_view = n->kind == FSN_COLL || n->kind == FSN_SAVED_DIR ||
+				 n->kind == FSN_IXDIR;
+
+		if (n->kind == FSN_ENTRY || n->kind == FSN_SDIR || coll_view) {
 			t = NULL; /* store_txn_begin leaves it alone when it fails */
 			rc = store_txn_begin(n->db, true, &t, &err);
-			if (!rc && n->kind != FSN_COLL) {
+			if (!rc && !coll_view) {
 				if (mask || atime < 0)
 					rc = store_entry_setattr(t, n->id, mask, &a, &err);
 				if (!rc && atime >= 0)
@@ -2969,8 +3106,8 @@ attrs:
 		} else if (n->kind == FSN_DEAD) {
 			/* fchmod of an unlinked file (note 9) */
 			fs_node_orphan_set(n, mask, &a, atime);
-		} else if (n->kind != FSN_INSERT && n->kind != FSN_IXPENDING) {
-			rc = dfs_err_set(&err, DFS_EPERM, "attributes of this file are fixed");
+		} else if (n->kind != FSN_IXPENDING) {
+			rc = fixed_setattr(n, mask, &a, &err);
 		}
 		if (rc) {
 			reply_dfs(req, &err, "setattr");
@@ -3295,6 +3432,17 @@ static int coll_list_add(void *ctx, const struct store_coll *c)
 	return name_list_add(ctx, c->name);
 }
 
+/* note 11: the temporary files of .indexes/ (scratch files come before documents). */
+static int ixtemp_list_add(void *ctx, const struct store_entry *e, uint64_t next)
+{
+	(void)next;
+	if (e->kind == STORE_KIND_DOC)
+		return 2;
+	if (strncmp(e->name, IXTEMP_PREFIX, strlen(IXTEMP_PREFIX)) != 0)
+		return 0;
+	return name_list_put(ctx, e->name + strlen(IXTEMP_PREFIX), true);
+}
+
 static void name_list_free(struct name_list *l)
 {
 	for (size_t i = 0; i < l->n; i++)
@@ -3354,6 +3502,12 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 			 * each open: grep -r, cp -r and rsync of a collection must not read
 			 * them unasked, nor a copy carry them. They are there by name. */
 			if (coll_fixed[i].kind == FSN_CHANGES || coll_fixed[i].kind == FSN_STATS)
+				continue;
+			/* .insert and .bulk read empty: they are ways in, not content, and tar
+			 * and rsync would only fail to write them back. .options is there when
+			 * the collection has options (backups restore it); see opts_shown. */
+			if (coll_fixed[i].kind == FSN_INSERT || coll_fixed[i].kind == FSN_WRITE ||
+			    (coll_fixed[i].kind == FSN_OPTIONS && !opts_shown(d)))
 				continue;
 			st.st_ino = fs_ino_special(d->db, d->coll, coll_fixed[i].k);
 			st.st_mode = coll_fixed[i].kind == FSN_INSERT ||
@@ -3435,10 +3589,21 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 				rc = store_index_list(t, d->coll, &ixs, &nix, &err);
 				store_txn_abort(t);
 			}
+			/* _id_ is in every collection, the same: an archive need not hold it
+			 * and tar could not write it back over itself (EEXIST, then unlink).
+			 * It is there by name. */
 			for (int i = 0; !rc && i < nix; i++)
-				file_list_add(&l, ixs[i].name);
+				if (strcmp(ixs[i].name, "_id_") != 0)
+					file_list_add(&l, ixs[i].name);
 			if (ixs)
 				store_index_list_free(ixs, nix);
+			/* then the temporary files (note 11) */
+			if (!rc && !(rc = store_txn_begin(d->db, false, &t, &err))) {
+				rc = store_entry_list(t, d->coll, 0, ixtemp_list_add, &l, &err);
+				store_txn_abort(t);
+				if (rc == 1 || rc == 2)
+					rc = 0;
+			}
 		} else {
 			rc = dfs_err_set(&err, DFS_ENOTDIR, "not a directory");
 		}
@@ -3629,11 +3794,12 @@ static void fsop_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	char full[300];
 
-	if (p && p->kind == FSN_IXDIR) {
+	if (p && p->kind == FSN_IXDIR && !ix_temp_name(name)) {
 		ix_unlink(req, p, name);
 		return;
 	}
-	if (!p || (p->kind != FSN_COLL && p->kind != FSN_SAVED_DIR && p->kind != FSN_SDIR)) {
+	if (!p || (p->kind != FSN_COLL && p->kind != FSN_SAVED_DIR && p->kind != FSN_SDIR &&
+		   p->kind != FSN_IXDIR)) {
 		fuse_reply_err(req, p ? EPERM : ESTALE);
 		return;
 	}
@@ -3727,6 +3893,83 @@ static int rename_dir_check(struct store_txn *t, const struct store_entry *src,
 	return 0;
 }
 
+/* note 11: scratch file name in p renamed over the fixed file newname of np's collection
+ * (kind FSN_OPTIONS: ".options", or FSN_INDEX: ".indexes/<newname>"), as rsync puts each
+ * file in place: its bytes are written to that file (options applied, or the index made;
+ * the same index again is nothing to do), then the scratch file is removed, and the
+ * kernel's inode of it is the fixed file's from then on. A refused write changes nothing
+ * and leaves the scratch file where it was. */
+static void rename_to_fixed(fuse_req_t req, struct fs_node *p, const char *name,
+			    struct fs_node *np, const char *newname, int kind)
+{
+	struct dfs_err err = {0};
+	struct store_entry e;
+	struct store_txn *t;
+	struct dfs_buf b;
+	char full[300];
+	const char *sname = store_name(p, name, full, sizeof(full));
+	int rc;
+
+	if (p->coll != np->coll) {
+		fuse_reply_err(req, EXDEV);
+		return;
+	}
+	dfs_buf_init(&b);
+	rc = store_txn_begin(p->db, false, &t, &err);
+	if (!rc) {
+		rc = store_entry_lookup(t, p->coll, sname, &e, &err);
+		if (!rc && e.kind != STORE_KIND_FILE)
+			rc = dfs_err_set(&err, DFS_EPERM,
+					 "only a plain file's bytes can become '%s'", newname);
+		if (!rc)
+			rc = store_entry_read(t, e.id, &b, &err);
+		store_txn_abort(t);
+	}
+	if (!rc && kind == FSN_OPTIONS) {
+		rc = fs_options_apply(np->db, np->coll, b.data ? b.data : "", b.len, &err);
+	} else if (!rc) {
+		bson_t spec;
+
+		bson_init(&spec);
+		rc = fs_index_spec_parse(b.data ? b.data : "", b.len, &spec, &err);
+		if (!rc)
+			rc = fs_index_create(np->db, np->coll, newname, &spec, NULL, 0, &err);
+		bson_destroy(&spec);
+	}
+	dfs_buf_release(&b);
+	if (!rc)
+		rc = store_txn_begin(p->db, true, &t, &err);
+	if (!rc) {
+		rc = store_entry_lookup(t, p->coll, sname, &e, &err);
+		if (!rc)
+			rc = store_entry_delete(t, e.row, &err);
+		if (!rc)
+			rc = store_coll_touch(t, p->coll, 0, &err);
+		rc = rc ? (store_txn_abort(t), rc) : store_txn_commit(t, &err);
+	}
+	if (rc) {
+		dfs_err_prefix(&err, "rename '%s' to '%s%s': ", name,
+			       kind == FSN_INDEX ? ".indexes/" : "", newname);
+		reply_dfs(req, &err, "rename");
+		return;
+	}
+	{
+		uint64_t nodeid = fs_node_touch_ino(fs_ino_entry(p->db, e.id));
+		struct fs_node *n = nodeid ? fs_node_get(nodeid) : NULL;
+
+		if (n && kind == FSN_OPTIONS)
+			fs_node_repoint(n, FSN_OPTIONS, np->coll, 0,
+					fs_ino_special(np->db, np->coll,
+						       coll_fixed[fixed_index(newname)].k));
+		else if (n)
+			fs_node_repoint_query(n, FSN_INDEX, np->coll, newname);
+	}
+	/* the kernel keeps the scratch file's long entry timeout for the name: have it look
+	 * the name up again (a .options of {} is not there) */
+	fs_notify_entry(np->nodeid, newname);
+	fuse_reply_err(req, 0);
+}
+
 static void fsop_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 			const char *newname, unsigned int flags)
 {
@@ -3800,14 +4043,24 @@ static void fsop_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fus
 			fuse_reply_err(req, 0);
 		return;
 	}
-	if (p->kind == FSN_IXDIR) {
+	if (p->kind == FSN_IXDIR && !ix_temp_name(name)) {
 		reply_msg(req, DFS_EPERM,
 			  "rename '.indexes/%s': indexes cannot be renamed (write a spec under the "
 			  "new name, then rm the old one)",
 			  name);
 		return;
 	}
-	if (p->kind != FSN_COLL && p->kind != FSN_SAVED_DIR && p->kind != FSN_SDIR) {
+	if (p->kind == FSN_IXDIR && !ix_temp_name(newname)) {
+		rename_to_fixed(req, p, name, np, newname, FSN_INDEX);
+		return;
+	}
+	if (p->kind == FSN_COLL && np->kind == FSN_COLL && fixed_index(newname) >= 0 &&
+	    coll_fixed[fixed_index(newname)].kind == FSN_OPTIONS && fixed_index(name) < 0) {
+		rename_to_fixed(req, p, name, np, newname, FSN_OPTIONS);
+		return;
+	}
+	if (p->kind != FSN_COLL && p->kind != FSN_SAVED_DIR && p->kind != FSN_SDIR &&
+	    p->kind != FSN_IXDIR) {
 		fuse_reply_err(req, EPERM);
 		return;
 	}
@@ -3828,7 +4081,8 @@ static void fsop_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fus
 			return;
 		}
 	}
-	if (p->kind == FSN_SAVED_DIR || p->kind == FSN_SDIR || np->kind == FSN_SDIR) {
+	if (p->kind == FSN_SAVED_DIR || p->kind == FSN_SDIR || np->kind == FSN_SDIR ||
+	    p->kind == FSN_IXDIR) {
 		name = store_name(p, name, src_full, sizeof(src_full));
 		newname = store_name(np, newname, dst_full, sizeof(dst_full));
 	}

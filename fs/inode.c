@@ -368,7 +368,8 @@ struct fs_node *fs_node_keyed(int kind, struct store_db *db, int64_t coll, const
 	return n;
 }
 
-struct fs_node *fs_node_query(int kind, struct store_db *db, int64_t coll, const char *name)
+/* The st_ino of the query, explain or index file named name in collection coll. */
+static uint64_t query_ino(int kind, struct store_db *db, int64_t coll, const char *name)
 {
 	uint64_t h = 1469598103934665603ULL;
 
@@ -377,8 +378,12 @@ struct fs_node *fs_node_query(int kind, struct store_db *db, int64_t coll, const
 	h ^= (uint64_t)coll * 0x9e3779b97f4a7c15ULL;
 	/* A query, an explain and an index of the same name are different files. */
 	h ^= (uint64_t)(kind - FSN_QUERY) * 0xc2b2ae3d27d4eb4fULL;
-	return fs_node_keyed(kind, db, coll, name,
-			     fs_ino_db(db) | (3ULL << 37) | (h & ((1ULL << 37) - 1)));
+	return fs_ino_db(db) | (3ULL << 37) | (h & ((1ULL << 37) - 1));
+}
+
+struct fs_node *fs_node_query(int kind, struct store_db *db, int64_t coll, const char *name)
+{
+	return fs_node_keyed(kind, db, coll, name, query_ino(kind, db, coll, name));
 }
 
 void fs_node_forget(uint64_t nodeid, uint64_t count)
@@ -416,6 +421,25 @@ void fs_node_repoint(struct fs_node *node, int kind, int64_t coll, int64_t id, u
 	node->ino = ino;
 	free(node->pending_name);
 	node->pending_name = NULL;
+	node->data_gen++;
+	ino_link(node);
+	pthread_mutex_unlock(&nodes_lock);
+}
+
+void fs_node_repoint_query(struct fs_node *node, int kind, int64_t coll, const char *name)
+{
+	char *copy = strdup(name);
+
+	if (!copy)
+		abort();
+	pthread_mutex_lock(&nodes_lock);
+	ino_unlink(node);
+	node->kind = kind;
+	node->coll = coll;
+	node->id = 0;
+	node->ino = query_ino(kind, node->db, coll, name);
+	free(node->pending_name);
+	node->pending_name = copy;
 	node->data_gen++;
 	ino_link(node);
 	pthread_mutex_unlock(&nodes_lock);

@@ -208,10 +208,10 @@ static const char *const stmt_sql[ST__COUNT] = {
 	[ST_DOC_ATIME] = "UPDATE docs SET atime = ?2, ctime = ?3 WHERE id = ?1",
 	[ST_DOC_RENAME] = "UPDATE docs SET coll = ?2, key = ?3, name = ?4, size = ?5, ctime = ?6,"
 			  " bson = ?7, evseq = ?8 WHERE id = ?1",
-	[ST_FILE_BY_NAME] = "SELECT id, coll, name, kind, length(data), mode, uid, gid, mtime,"
+	[ST_FILE_BY_NAME] = "SELECT id, coll, name, kind, " STORE__FILE_SIZE ", mode, uid, gid, mtime,"
 			    " ctime, coalesce(atime, mtime)," STORE__FILE_LINKS " FROM files"
 			    " WHERE coll = ?1 AND name = ?2",
-	[ST_FILE_BY_ID] = "SELECT id, coll, name, kind, length(data), mode, uid, gid, mtime,"
+	[ST_FILE_BY_ID] = "SELECT id, coll, name, kind, " STORE__FILE_SIZE ", mode, uid, gid, mtime,"
 			  " ctime, coalesce(atime, mtime)," STORE__FILE_LINKS " FROM files"
 			  " WHERE id = ?1",
 	[ST_FILE_DATA] = "SELECT data FROM files WHERE id = ?1",
@@ -219,7 +219,7 @@ static const char *const stmt_sql[ST__COUNT] = {
 			   " data) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9)",
 	[ST_FILE_WRITE] = "UPDATE files SET data = ?2, mtime = ?3, ctime = ?3 WHERE id = ?1",
 	[ST_FILE_DELETE] = "DELETE FROM files WHERE id = ?1",
-	[ST_FILE_LIST] = "SELECT id, coll, name, kind, length(data), mode, uid, gid, mtime, ctime,"
+	[ST_FILE_LIST] = "SELECT id, coll, name, kind, " STORE__FILE_SIZE ", mode, uid, gid, mtime, ctime,"
 			 " coalesce(atime, mtime)," STORE__FILE_LINKS " FROM files"
 			 " WHERE coll = ?1 AND id > ?2 ORDER BY id LIMIT 256",
 	[ST_FILE_SETATTR] = "UPDATE files SET mode = ?2, uid = ?3, gid = ?4, mtime = ?5,"

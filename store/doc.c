@@ -135,6 +135,7 @@ static void entry_from_doc_row(sqlite3_stmt *st, struct store_entry *e)
 	e->ino = 0;
 	e->nlink = 1;
 	e->row = e->id;
+	e->rdev = 0;
 }
 
 static void entry_from_file_row(sqlite3_stmt *st, struct store_entry *e)
@@ -155,6 +156,11 @@ static void entry_from_file_row(sqlite3_stmt *st, struct store_entry *e)
 	e->ino = sqlite3_column_int64(st, 11); /* 0: its own (NULL) */
 	e->nlink = (uint32_t)sqlite3_column_int64(st, 12);
 	e->row = e->id;
+	e->rdev = 0;
+	if (e->kind == STORE_KIND_CHR || e->kind == STORE_KIND_BLK) {
+		e->rdev = (uint64_t)e->size; /* STORE__FILE_SIZE */
+		e->size = 0;
+	}
 }
 
 /* Runs a one-row lookup statement already bound; 0 with *e filled, DFS_ENOENT, or error. */

@@ -347,6 +347,8 @@ enum store_kind {
 	STORE_KIND_DIR = 4,	/* scratch directory: its entries are "<its id>/<name>" */
 	STORE_KIND_FIFO = 5,	/* scratch named pipe */
 	STORE_KIND_SOCK = 6,	/* scratch socket */
+	STORE_KIND_CHR = 7,	/* scratch character device node: data holds rdev in decimal */
+	STORE_KIND_BLK = 8,	/* scratch block device node: the same */
 };
 
 struct store_entry {
@@ -361,6 +363,7 @@ struct store_entry {
 	uint32_t nlink;	  /* names of a scratch file (hard links); 1 for a document */
 	int64_t row;	  /* the row of this name: id, or a hard link's own row */
 	int64_t ino;	  /* internal: the row a hard link's row names (0: none) */
+	uint64_t rdev;	  /* STORE_KIND_CHR, STORE_KIND_BLK: the device number (else 0) */
 };
 
 struct store_attrs {

@@ -311,6 +311,9 @@ void store__conn_close(struct store__conn *c);
 #define STORE__DOCS_OF_COLL STORE__DOCS_OF_COLL_FROM("r.lo")
 /* The documents of collection ?1 after id ?2 (runs before the one holding ?2 end before
  * ?2: they are skipped). */
+/* The size column of a files row: its bytes, or the device number of a device node (whose
+ * data is that number in decimal; entry_from_file_row moves it to rdev). */
+#define STORE__FILE_SIZE "CASE WHEN kind IN (7, 8) THEN CAST(data AS INTEGER) ELSE length(data) END"
 /* The last two columns of a files row: ino (the row a hard link names, NULL for a row that
  * is its own) and its link count (its own name unless hidden, plus its links). */
 #define STORE__FILE_LINKS                                                                          \

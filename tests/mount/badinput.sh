@@ -63,7 +63,7 @@ mkdir -p "$C"
 echo '{"name": "keep", "n": 1}' > "$A"
 cp "$A" "$T/a.orig"
 names=$(listing)
-expect_eq "$names" ".bulk .indexes .insert .options .queries a.json aggregate delete explain query update " "initial names"
+expect_eq "$names" ".indexes .queries a.json aggregate delete explain query update " "initial names"
 [ -r "$ERRORS" ] || fail ".docfs/errors is not readable"
 
 step "invalid JSON"

@@ -35,7 +35,7 @@ echo '{"other": true}' > "$C/b.json"
 echo '{"k": "v"}' > "$C/7.json"
 ino=$(stat -c %i "$A")
 names=$(listing)
-expect_eq "$names" ".bulk .indexes .insert .options .queries 7.json a.json aggregate b.json delete explain query update " "initial names"
+expect_eq "$names" ".indexes .queries 7.json a.json aggregate b.json delete explain query update " "initial names"
 check_edit "initial" '{"_id":"a","n":1,"name":"old","tags":["x"]}'
 
 step "sed -i"

@@ -4,7 +4,7 @@
 # document must fail at the write), touch and `: >` making an empty document, the times of
 # the fixed entries, and the POSIX behaviour pjdfstest checks (permissions for another user
 # with allow_other, chown, utimensat, rename, unlink, truncate, O_EXCL, ENAMETOOLONG). What
-# docfs refuses by design (device nodes; directories, FIFOs and hard links under a
+# docfs refuses by design (directories, FIFOs, device nodes and hard links under a
 # document's name; a document's hard links) is checked to fail with a clear errno; README.md
 # lists those exceptions.
 . "$(dirname "$0")/lib.sh"
@@ -206,6 +206,6 @@ step "documented exceptions: what a collection refuses, with a clear errno"
 expect_eq "$(pyerr "os.mkdir('$C/sub.json')")" "Operation not permitted" "mkdir of a document name"
 expect_eq "$(pyerr "os.mkfifo('$C/fifo.json')")" "Operation not permitted" "mkfifo of a document name"
 expect_eq "$(pyerr "os.link('$C/1.json', '$C/hard')")" "Operation not permitted" "link of a document"
-expect_eq "$(pyerr "os.mknod('$C/null', 0o600 | 0o020000, os.makedev(1, 3))")" "Operation not permitted" "a device node"
+expect_eq "$(pyerr "os.mknod('$C/null.json', 0o600 | 0o020000, os.makedev(1, 3))")" "Operation not permitted" "a device node under a document name"
 unmount_docfs
 echo ok

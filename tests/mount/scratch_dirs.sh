@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scratch_dirs.sh - names in a collection that are not documents can be directories, fifos,
-# sockets and hard links (issue 28 item 6): scratch entries, never documents, never seen by
-# queries, even when named "<x>.json" inside a directory. Checked with the programs that
+# sockets, device nodes and hard links (issue 28 item 6): scratch entries, never documents,
+# never seen by queries, even when named "<x>.json" inside a directory. Checked with the programs that
 # need them: mkdir -p, rm -r, mv (rename(2)'s rules for directories), mkfifo, a Unix socket,
 # ln (lock files made with link()), tar x, rsync -aH, git init/commit, stress-ng's file
 # stressors; documents keep refusing link(). The store is checked (docfs check) at the end.
@@ -82,7 +82,11 @@ wait
 mkfifo "$C/top.fifo"
 expect_eq "$(stat -c %F "$C/top.fifo")" "fifo" "a fifo at the top of a collection"
 expect_eq "$(pyerr "os.mkfifo('$C/f.json')")" "Operation not permitted" "a fifo under a document's name"
-expect_eq "$(pyerr "os.mknod('$C/dev', 0o600 | 0o020000, os.makedev(1, 3))")" "Operation not permitted" "a device node"
+expect_eq "$(pyerr "os.mknod('$C/dev', 0o600 | 0o020000, os.makedev(1, 3))")" "ok" "a character device node"
+expect_eq "$(pyerr "os.mknod('$C/run/blk', 0o640 | 0o060000, os.makedev(8, 17))")" "ok" "a block device node"
+expect_eq "$(stat -c '%F %t:%T %a' "$C/dev" "$C/run/blk" | tr '\n' ' ')" \
+	"character special file 1:3 600 block special file 8:11 640 " "device nodes keep their numbers"
+expect_eq "$(pyerr "os.mknod('$C/d.json', 0o600 | 0o020000, os.makedev(1, 3))")" "Operation not permitted" "a device node under a document's name"
 out=$(python3 - "$C/run/sock" <<'PY'
 import os, socket, sys
 srv = socket.socket(socket.AF_UNIX)
