@@ -45,6 +45,11 @@
  *    in its records, a $facet's spool for its sub-pipelines) keep its input's, the ones
  *    that make new documents ($group $bucket $sortByCount $count $facet) have none, and
  *    an expression evaluates {$meta: "textScore"} to its input's score or to missing.
+ * 8. An update pipeline (query_pipeline_apply) is the same stages over a source of one
+ *    document instead of a find: no transaction, no collection. Only the stages that map a
+ *    document to one document are allowed there (MongoDB's list), so a $lookup or $facet
+ *    that would need the store never runs without one. update.c turns the result into a
+ *    replacement (its _id rules).
  */
 #include "agg_int.h"
 
@@ -1748,6 +1753,7 @@ struct query_agg {
 	int first, last;	  /* stages [first, last) run here */
 	struct query_cursor *cur; /* Owned: the source, or NULL */
 	FILE *spool;		  /* Borrowed: the $facet source (length-prefixed BSON), or NULL */
+	const bson_t *one;	  /* Borrowed: the only document (update pipelines), or NULL */
 	struct dfs_buf sbuf;	  /* the document read last from spool */
 	bson_t *sview;		  /* Owned: a view of sbuf (see view_new) */
 	struct rstage *rs;	  /* Owned: p->n entries */
@@ -1762,7 +1768,7 @@ struct query_agg {
 };
 
 static int agg_open(struct store_txn *t, int64_t coll, const struct query_pipeline *p,
-		    int64_t now_ms, size_t mem, FILE *spool, const bson_t *extra,
+		    int64_t now_ms, size_t mem, FILE *spool, const bson_t *one, const bson_t *extra,
 		    const struct agg__var *vars, int upto, struct query_agg **out,
 		    struct dfs_err *err);
 static int stage_next(struct query_agg *a, int i, const bson_t **doc, struct dfs_err *err);
@@ -2156,6 +2162,12 @@ static void get_strict(const bson_t *doc, char **comp, int n, bson_value_t *out)
 static int src_next(struct query_agg *a, const bson_t **doc, struct dfs_err *err)
 {
 	int rc;
+
+	if (a->one) {
+		*doc = a->one;
+		a->one = NULL; /* the next call finds no cursor: the end */
+		return 0;
+	}
 
 	if (a->spool) {
 		if (!a->sview && !(a->sview = view_new()))
@@ -2768,7 +2780,7 @@ static int lookup_next(struct query_agg *a, int i, struct rstage *rs, const bson
 			vars[k].up = k ? &vars[k - 1] : a->vars;
 		}
 		if (!rc)
-			rc = agg_open(a->t, fc.id, ps->sub, a->now_ms, a->mem, NULL,
+			rc = agg_open(a->t, fc.id, ps->sub, a->now_ms, a->mem, NULL, NULL,
 				      ps->local ? &eq : NULL,
 				      ps->nlet ? &vars[ps->nlet - 1] : a->vars, ps->sub->n, &sub,
 				      err);
@@ -2857,7 +2869,7 @@ static int facet_next(struct query_agg *a, int i, struct rstage *rs, const bson_
 		if (fflush(spool) || fseek(spool, 0, SEEK_SET))
 			rc = dfs_err_set(err, DFS_EIO, "$facet: cannot read a temporary file");
 		if (!rc)
-			rc = agg_open(a->t, a->coll, ps->facets[f], a->now_ms, a->mem, spool, NULL,
+			rc = agg_open(a->t, a->coll, ps->facets[f], a->now_ms, a->mem, spool, NULL, NULL,
 				      a->vars, ps->facets[f]->n, &sub, err);
 		while (!rc && (rc = query_agg_next(sub, &r, err)) == 0) {
 			char buf[16];
@@ -3185,9 +3197,9 @@ static bool counts_only(const struct query_pipeline *p, int first, int upto)
 }
 
 /* Opens the pipeline's stages [0, upto) over coll (or over the documents of spool, read from
- * its current position, when not NULL). */
+ * its current position, when not NULL; or over the one document one, when not NULL). */
 static int agg_open(struct store_txn *t, int64_t coll, const struct query_pipeline *p,
-		    int64_t now_ms, size_t mem, FILE *spool, const bson_t *extra,
+		    int64_t now_ms, size_t mem, FILE *spool, const bson_t *one, const bson_t *extra,
 		    const struct agg__var *vars, int upto, struct query_agg **out,
 		    struct dfs_err *err)
 {
@@ -3206,6 +3218,7 @@ static int agg_open(struct store_txn *t, int64_t coll, const struct query_pipeli
 	a->p = p;
 	a->last = upto;
 	a->spool = spool;
+	a->one = one;
 	dfs_buf_init(&a->sbuf);
 	a->vars = vars;
 	a->rng = (uint64_t)now_ms * 0x9e3779b97f4a7c15ull + 0x2545f4914f6cdd1dull;
@@ -3224,7 +3237,7 @@ static int agg_open(struct store_txn *t, int64_t coll, const struct query_pipeli
 		dfs_buf_init(&a->rs[i].pk);
 		dfs_buf_init(&a->rs[i].pp);
 	}
-	if (!spool) {
+	if (!spool && !one) {
 		a->first = find_prefix(p, upto, &fo, &a->match0_in_find);
 		fo.sort_mem = mem;
 		fo.count_only = counts_only(p, a->first, upto);
@@ -3260,7 +3273,7 @@ int query_agg_open(struct store_txn *t, int64_t coll, const struct query_pipelin
 				   "query_agg_run_out in a write transaction",
 				   p->st[p->n - 1].index, p->st[p->n - 1].name);
 	return agg_open(t, coll, p, o ? o->now_ms : 0, o && o->mem ? o->mem : AGG_MEM_DEFAULT, NULL,
-			NULL, NULL, p->n, out, err);
+			NULL, NULL, query__let_vars(o ? o->let : NULL), p->n, out, err);
 }
 
 int query_agg_next(struct query_agg *a, const bson_t **doc, struct dfs_err *err)
@@ -3314,6 +3327,54 @@ void query_agg_free(struct query_agg *a)
 	free(a->sview);
 	query_cursor_free(a->cur);
 	free(a);
+}
+
+/* ---- update pipelines (note 8) ------------------------------------------------------- */
+
+int query_pipeline_check_update(const struct query_pipeline *p, struct dfs_err *err)
+{
+	for (int i = 0; i < p->n; i++) {
+		int k = p->st[i].kind;
+
+		if (k != S_PROJECT && k != S_ADDFIELDS && k != S_REPLACEROOT)
+			return dfs_err_set(err, DFS_EINVAL,
+					   "%s is not allowed to be used within an update",
+					   p->st[i].name);
+	}
+	return 0;
+}
+
+int query_pipeline_apply(const struct query_pipeline *p, const bson_t *doc,
+			 const struct query_agg_opts *o, bson_t *out, struct dfs_err *err)
+{
+	struct query_agg *a;
+	const bson_t *res;
+	int rc;
+
+	if ((rc = query_pipeline_check_update(p, err)))
+		return rc;
+	if ((rc = agg_open(NULL, 0, p, o ? o->now_ms : 0, AGG_MEM_DEFAULT, NULL, doc, NULL,
+			   query__let_vars(o ? o->let : NULL), p->n, &a, err)))
+		return rc;
+	rc = query_agg_next(a, &res, err);
+	if (rc == DFS_ENOENT) /* cannot happen: every stage maps one document to one */
+		rc = dfs_err_set(err, DFS_EIO, "an update pipeline returned no document");
+	if (!rc)
+		bson_concat(out, res);
+	query_agg_free(a);
+	return rc;
+}
+
+int query_pipeline_parse_let(const bson_t *pipeline, const struct query_let *l,
+			     struct query_pipeline **out, struct dfs_err *err)
+{
+	int rc = parse_pipeline(pipeline, query__let_scope(l), out, err);
+
+	if (!rc && (rc = check_meta(*out, false, err))) {
+		query_pipeline_free(*out);
+		*out = NULL;
+	}
+	return rc;
 }
 
 /* ---- $out and $merge (note 5) -------------------------------------------------------- */
@@ -3422,7 +3483,8 @@ int query_agg_run_out(struct store_txn *t, int64_t coll, const struct query_pipe
 	dfs_buf_init(&key);
 	dfs_buf_init(&buf);
 	/* 1. run the pipeline, preparing every result, sorted by _id */
-	if ((rc = agg_open(t, coll, p, o ? o->now_ms : 0, mem, NULL, NULL, NULL, p->n - 1, &a,
+	if ((rc = agg_open(t, coll, p, o ? o->now_ms : 0, mem, NULL, NULL, NULL,
+			   query__let_vars(o ? o->let : NULL), p->n - 1, &a,
 			   err)))
 		goto done;
 	while ((rc = query_agg_next(a, &doc, err)) == 0) {
@@ -3713,7 +3775,8 @@ int query_agg_explain(struct store_txn *t, int64_t coll, const char *ns,
 		 * each one. The find runs again here: its counters above are its own run's. */
 		const bson_t *doc;
 
-		if ((rc = agg_open(t, coll, p, o ? o->now_ms : 0, mem, NULL, NULL, NULL, upto, &a,
+		if ((rc = agg_open(t, coll, p, o ? o->now_ms : 0, mem, NULL, NULL, NULL,
+				   query__let_vars(o ? o->let : NULL), upto, &a,
 				   err)))
 			goto done;
 		a->timed = true;

@@ -252,6 +252,10 @@ void wire_ns(char *out, size_t cap, const char *db, const char *coll);
 /* The sub-document (or, array: array) key of doc as a view: true when present and of
  * that type. */
 bool wire_sub_view(const bson_t *doc, const char *key, bool array, bson_t *view);
+/* The command's "let" evaluated (query_let_new): *out Owned (query_let_free), NULL when the
+ * command has none. 0, or a wire_fail code: 14 TypeMismatch when let is not a document, 2
+ * BadValue for a bad name or an expression that fails. */
+int wire_arg_let(struct wire_ctx *c, struct query_let **out);
 /* Now, in ms since the epoch ($currentDate, $$NOW). */
 int64_t wire_now_ms(void);
 /* 238 NotImplemented when doc (the command, or one of its statements) sets one of names
