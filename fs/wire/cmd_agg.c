@@ -711,7 +711,9 @@ static int explain_write(struct wire_ctx *c, int verbosity, bson_t *reply)
 	}
 	o.upsert = !del && bson_iter_init_find(&it, sp, "upsert") && bson_iter_as_bool(&it);
 	if (!del) {
-		if (!wire_sub_view(sp, fam ? "update" : "u", false, &u))
+		o.pipeline = bson_iter_init_find(&it, sp, fam ? "update" : "u") &&
+			     BSON_ITER_HOLDS_ARRAY(&it);
+		if (!wire_sub_view(sp, fam ? "update" : "u", o.pipeline, &u))
 			return wire_fail(c, 9, "FailedToParse",
 					 "explain of %s needs an update document", c->name);
 		o.update = &u;
