@@ -1201,7 +1201,8 @@ static int parse_lookup(struct pstage *s, const bson_iter_t *it, const struct ag
 			abort();
 		for (int i = 0; i < s->nlet; i++) {
 			scopes[i].name = s->let_names[i];
-			scopes[i].up = i ? &scopes[i - 1] : NULL;
+			scopes[i].up = i ? &scopes[i - 1] : sc; /* the enclosing ones stay visible,
+								 * as lookup_next chains them */
 		}
 		bson_iter_recurse(it, &f);
 		bson_iter_find(&f, "pipeline");
@@ -1210,7 +1211,7 @@ static int parse_lookup(struct pstage *s, const bson_iter_t *it, const struct ag
 			free(scopes);
 			return dfs_err_set(err, DFS_EINVAL, "bad $lookup pipeline");
 		}
-		rc = parse_pipeline(&sub, s->nlet ? &scopes[s->nlet - 1] : NULL, &s->sub, err);
+		rc = parse_pipeline(&sub, s->nlet ? &scopes[s->nlet - 1] : sc, &s->sub, err);
 		free(scopes);
 		if (rc)
 			return dfs_err_prefix(err, "$lookup pipeline: ");

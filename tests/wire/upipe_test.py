@@ -1,0 +1,176 @@
+#!/usr/bin/python3
+"""upipe_test.py - update pipelines and a command's let over the wire (issue 27), with
+PyMongo (Debian's 3.11) against `docfs serve` on a Unix socket: update_one/update_many/
+find_one_and_update/bulk_write with an array of stages, upserts over the filter's seed,
+$$NOW, the _id kept or refused, stages an update cannot have; let on update, delete,
+findAndModify, find and aggregate (expressions evaluated once, $$name in $expr, in
+pipelines and in $lookup's sub-pipeline). Every expected value is computed here. Run by
+meson (suite wire) with DOCFS set to the binary."""
+import datetime
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import pymongo
+from pymongo import ReturnDocument, UpdateMany, UpdateOne
+from pymongo.errors import OperationFailure, WriteError
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pymongo_test as base  # noqa: E402  (check, expect_code, start)
+
+check = base.check
+expect_code = base.expect_code
+
+
+def expect_error(fn, *a, **kw):
+    try:
+        fn(*a, **kw)
+    except (OperationFailure, WriteError) as e:
+        return e
+    raise AssertionError("expected an error")
+
+
+def pipelines(db):
+    c = db.items
+    c.insert_many([{"_id": 1, "name": "pen", "price": 2, "qty": 10},
+                   {"_id": 2, "name": "ink", "price": 5, "qty": 3, "old": True},
+                   {"_id": 3, "name": "pad", "price": 4, "qty": 0, "old": True}])
+    r = c.update_one({"_id": 1}, [{"$set": {"total": {"$multiply": ["$price", "$qty"]}}}])
+    check((r.matched_count, r.modified_count) == (1, 1), "update_one counts")
+    check(c.find_one({"_id": 1})["total"] == 20, "update_one $set from fields")
+
+    r = c.update_many({"old": True}, [{"$unset": "old"},
+                                      {"$addFields": {"v": {"$add": ["$qty", 1]}}}])
+    check((r.matched_count, r.modified_count) == (2, 2), "update_many counts")
+    check(list(c.find({"_id": {"$in": [2, 3]}}, {"_id": 0, "old": 1, "v": 1})) ==
+          [{"v": 4}, {"v": 1}], "update_many $unset + $addFields")
+
+    r = c.update_one({"_id": 2}, [{"$set": {"price": 5}}])
+    check((r.matched_count, r.modified_count) == (1, 0), "a no-op pipeline modifies nothing")
+
+    c.update_one({"_id": 3}, [{"$replaceWith": {"label": {"$toUpper": "$name"}}}])
+    check(c.find_one({"_id": 3}) == {"_id": 3, "label": "PAD"}, "$replaceWith keeps the _id")
+    c.update_one({"_id": 3}, [{"$project": {"_id": 0, "label": 1}}])
+    check(c.find_one({"_id": 3}) == {"_id": 3, "label": "PAD"}, "$project without _id keeps it")
+
+    before = datetime.datetime.utcnow().replace(microsecond=0)
+    c.update_many({}, [{"$set": {"at": "$$NOW"}}])
+    ats = [d["at"] for d in c.find({}, {"at": 1})]
+    check(len(set(ats)) == 1 and isinstance(ats[0], datetime.datetime), "one $$NOW: %r" % ats)
+    check(ats[0] >= before - datetime.timedelta(seconds=1), "$$NOW is now")
+
+    e = expect_error(c.update_one, {"_id": 1}, [{"$set": {"_id": 7}}])
+    check(e.code == 66 and "immutable" in str(e), "changing _id: %s" % e)
+    doc1 = c.find_one({"_id": 1})
+    e = expect_error(c.update_many, {}, [{"$set": {"z": 1}}, {"$group": {"_id": None}}])
+    check("$group is not allowed to be used within an update" in str(e), "$group: %s" % e)
+    e = expect_error(c.update_one, {"_id": 1}, [{"$set": {"z": 1}}],
+                     array_filters=[{"e": 1}])
+    check("arrayFilters may not be specified for pipeline-style updates" in str(e),
+          "arrayFilters: %s" % e)
+    check(c.find_one({"_id": 1}) == doc1, "refused pipelines changed nothing")
+
+    # upsert: the pipeline runs over the filter's equality fields
+    r = c.update_one({"sku": "k7", "size": 3},
+                     [{"$set": {"area": {"$multiply": ["$size", "$size"]}}}], upsert=True)
+    check(r.upserted_id is not None, "upsert result")
+    d = c.find_one({"_id": r.upserted_id}, {"_id": 0})
+    check(d == {"size": 3, "sku": "k7", "area": 9}, "upserted document %r" % d)
+    r = c.update_one({"_id": 50}, [{"$set": {"n": {"$ifNull": ["$n", 0]}}}], upsert=True)
+    check(r.upserted_id == 50 and c.find_one({"_id": 50}) == {"_id": 50, "n": 0},
+          "upsert with the filter's _id")
+
+    d = c.find_one_and_update({"_id": 2}, [{"$set": {"qty": {"$add": ["$qty", 1]}}}],
+                              projection={"qty": 1}, return_document=ReturnDocument.AFTER)
+    check(d == {"_id": 2, "qty": 4}, "find_one_and_update with a pipeline: %r" % d)
+    d = c.find_one_and_update({"_id": 99}, [{"$set": {"q": 1}}], upsert=True,
+                              return_document=ReturnDocument.AFTER)
+    check(d == {"_id": 99, "q": 1}, "find_one_and_update upsert with a pipeline: %r" % d)
+
+    r = c.bulk_write([UpdateOne({"_id": 1}, [{"$set": {"b": "$name"}}]),
+                      UpdateMany({"_id": {"$in": [1, 2]}},
+                                 [{"$set": {"m": {"$concat": ["$name", "!"]}}}])])
+    check((r.matched_count, r.modified_count) == (3, 3), "bulk_write counts")
+    check(c.find_one({"_id": 1}, {"_id": 0, "b": 1, "m": 1}) == {"b": "pen", "m": "pen!"},
+          "bulk_write pipelines")
+
+
+def lets(db):
+    c = db.people
+    c.insert_many([{"_id": 1, "name": "ann", "age": 30}, {"_id": 2, "name": "bob", "age": 40},
+                   {"_id": 3, "name": "cy", "age": 50}])
+    # find: $$name in $expr
+    r = db.command("find", "people", filter={"$expr": {"$gt": ["$age", "$$min"]}},
+                   let={"min": {"$add": [30, 5]}})
+    check([d["_id"] for d in r["cursor"]["firstBatch"]] == [2, 3], "find with let")
+    # aggregate: in $match's $expr, $project, and a $lookup sub-pipeline
+    db.tags.insert_many([{"_id": 1, "t": "o"}, {"_id": 2, "t": "y"}])
+    r = db.command("aggregate", "people", cursor={}, let={"who": "bob", "lit": {"$literal": "$x"}},
+                   pipeline=[{"$match": {"$expr": {"$eq": ["$name", "$$who"]}}},
+                             {"$lookup": {"from": "tags", "as": "tags",
+                                          "pipeline": [{"$match": {"$expr": {
+                                              "$eq": ["$t", {"$substrCP": ["$$who", 1, 1]}]}}}]}},
+                             {"$project": {"_id": 0, "name": 1, "lit": "$$lit", "tags": 1}}])
+    check(r["cursor"]["firstBatch"] == [{"name": "bob", "lit": "$x",
+                                         "tags": [{"_id": 1, "t": "o"}]}],
+          "aggregate with let: %r" % r["cursor"]["firstBatch"])
+    # update: let in the filter and in the pipeline, evaluated once
+    r = db.command("update", "people", let={"n": "bob", "inc": {"$multiply": [2, 5]}},
+                   updates=[{"q": {"$expr": {"$eq": ["$name", "$$n"]}},
+                             "u": [{"$set": {"age": {"$add": ["$age", "$$inc"]}}}]}])
+    check((r["n"], r["nModified"]) == (1, 1), "update with let %r" % r)
+    check(c.find_one({"_id": 2})["age"] == 50, "update with let: the value")
+    # findAndModify
+    r = db.command("findAndModify", "people", query={"$expr": {"$eq": ["$_id", "$$id"]}},
+                   update=[{"$set": {"tag": "$$t"}}], let={"id": 3, "t": "z"}, new=True)
+    check(r["value"] == {"_id": 3, "name": "cy", "age": 50, "tag": "z"},
+          "findAndModify with let %r" % r["value"])
+    # delete
+    r = db.command("delete", "people", let={"a": 50},
+                   deletes=[{"q": {"$expr": {"$eq": ["$age", "$$a"]}}, "limit": 0}])
+    check(r["n"] == 2 and c.count_documents({}) == 1, "delete with let %r" % r)
+    # errors: a bad name, an undefined variable, let not a document
+    e = expect_error(db.command, "find", "people", filter={}, let={"Bad": 1})
+    check("invalid character for a user variable name" in str(e), "bad let name: %s" % e)
+    e = expect_error(db.command, "aggregate", "people", cursor={},
+                     pipeline=[{"$project": {"x": "$$nope"}}], let={"y": 1})
+    check("undefined variable" in str(e), "undefined variable: %s" % e)
+    expect_code(14, db.command, "find", "people", filter={}, let=5)
+    check(c.count_documents({}) == 1, "refused commands changed nothing")
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="docfs-upipe-")
+    store = os.path.join(tmp, "store")
+    os.mkdir(store)
+    sock = os.path.join(tmp, "docfs.sock")
+    srv = base.start(store, sock)
+    try:
+        cl = pymongo.MongoClient("mongodb://" + sock.replace("/", "%2F"),
+                                 serverSelectionTimeoutMS=5000)
+        pipelines(cl.t)
+        lets(cl.t)
+        cl.close()
+        srv.terminate()
+        rc = srv.wait(timeout=30)
+        log = open(store + ".log").read()
+        check("Sanitizer" not in log and "runtime error" not in log,
+              "sanitizer report from docfs serve:\n" + log)
+        check(rc == 0, "docfs serve exit status %d: %s" % (rc, log))
+        r = subprocess.run([base.DOCFS, "check", store], capture_output=True, text=True)
+        check(r.returncode == 0, "docfs check: %s %s" % (r.stdout, r.stderr))
+        print("upipe_test: %d checks passed" % base.checks)
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except AssertionError as e:
+        print("upipe_test: FAILED after %d checks: %s" % (base.checks, e))
+        sys.exit(1)
