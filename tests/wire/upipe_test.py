@@ -116,6 +116,13 @@ def lets(db):
     check(r["cursor"]["firstBatch"] == [{"name": "bob", "lit": "$x",
                                          "tags": [{"_id": 1, "t": "o"}]}],
           "aggregate with let: %r" % r["cursor"]["firstBatch"])
+    # {$rand: {}} in let is one number for the command; in a stage one per document
+    r = db.command("aggregate", "people", cursor={}, let={"r": {"$rand": {}}},
+                   pipeline=[{"$project": {"_id": 0, "r": "$$r", "own": {"$rand": {}}}}])
+    rows = r["cursor"]["firstBatch"]
+    check(len(rows) == 3 and len({d["r"] for d in rows}) == 1 and
+          all(isinstance(d["r"], float) and 0 <= d["r"] < 1 for d in rows) and
+          len({d["own"] for d in rows}) == 3, "$rand: %r" % rows)
     # update: let in the filter and in the pipeline, evaluated once
     r = db.command("update", "people", let={"n": "bob", "inc": {"$multiply": [2, 5]}},
                    updates=[{"q": {"$expr": {"$eq": ["$name", "$$n"]}},
