@@ -97,8 +97,8 @@ static int doc_list(struct wire_ctx *c, const char *id, struct doc_list *l)
 }
 
 /* The writeErrors entry of a failed statement i. */
-static void write_error(bson_t *errs, int *nerrs, int64_t i, const struct dfs_err *e,
-			const char *errmsg)
+static void write_error(struct wire_ctx *c, const char *coll, bson_t *errs, int *nerrs, int64_t i,
+			const struct dfs_err *e, const char *errmsg)
 {
 	const char *name;
 	int code = query_error_code(e, &name);
@@ -110,8 +110,99 @@ static void write_error(bson_t *errs, int *nerrs, int64_t i, const struct dfs_er
 	wire_append_count(&one, "index", i);
 	BSON_APPEND_INT32(&one, "code", code);
 	BSON_APPEND_UTF8(&one, "codeName", name);
+	wire_dup_key_info(c, coll, e, &one);
 	BSON_APPEND_UTF8(&one, "errmsg", errmsg ? errmsg : e->msg);
 	bson_append_document_end(errs, &one);
+}
+
+/* The key of a duplicate key message "... index: NAME dup key: { f1: v1, f2: v2 }" (store/
+ * index.c's, or insert_range's for _id) as a document of the index's fields (paths) into
+ * out (initialised, empty): false when the text is not that (cut short, say). */
+static bool dup_key_value(const char *msg, const struct store_index *ix, bson_t *out)
+{
+	const char *p = strstr(msg, " dup key: { "), *end;
+	struct dfs_buf b;
+	bool ok;
+
+	if (!p)
+		return false;
+	p += strlen(" dup key: { ");
+	end = msg + strlen(msg);
+	if (end - p < 2 || strcmp(end - 2, " }"))
+		return false;
+	dfs_buf_init(&b);
+	dfs_buf_putc(&b, '{');
+	for (int f = 0; f < ix->nfields; f++) {
+		const char *k = ix->field[f].path, *next;
+		size_t kl = strlen(k);
+
+		if (strncmp(p, k, kl) || strncmp(p + kl, ": ", 2))
+			break;
+		p += kl + 2;
+		if (f + 1 < ix->nfields) { /* the value runs up to ", <next field>: " */
+			char sep[300];
+
+			snprintf(sep, sizeof(sep), ", %s: ", ix->field[f + 1].path);
+			next = strstr(p, sep);
+		} else {
+			next = end - 2;
+		}
+		if (!next)
+			break;
+		dfs_buf_printf(&b, "%s\"%s\": %.*s", f ? ", " : "", k, (int)(next - p), p);
+		p = next + (f + 1 < ix->nfields ? 2 : 0);
+	}
+	dfs_buf_putc(&b, '}');
+	ok = store_codec_parse_doc(b.data, b.len, out, NULL) == 0 &&
+	     bson_count_keys(out) == (uint32_t)ix->nfields;
+	if (!ok)
+		bson_reinit(out);
+	dfs_buf_release(&b);
+	return ok;
+}
+
+void wire_dup_key_info(struct wire_ctx *c, const char *name, const struct dfs_err *e,
+		       bson_t *out)
+{
+	const char *p = strstr(e->msg, " index: ");
+	char ixname[128];
+	struct store_index ix;
+	struct wire_coll x;
+	bson_iter_t it, key;
+	bson_t kv = BSON_INITIALIZER;
+	int code = c->code, dcode = c->dfs_code;
+	const char *cname = c->code_name;
+	char saved[sizeof(c->errmsg)];
+	int n = 0;
+
+	if (e->code != DFS_EEXIST || !strstr(e->msg, "E11000 duplicate key error") || !p ||
+	    sscanf(p, " index: %127s dup key:%n", ixname, &n) != 1 || !n)
+		return;
+	memcpy(saved, c->errmsg, sizeof(saved));
+	memset(&ix, 0, sizeof(ix));
+	if (wire_coll_open(c, name, WIRE_COLL_READ, &x) == 0) {
+		if (store_index_get(x.t, x.co.id, ixname, &ix, NULL) == 0) {
+			if (ix.spec && bson_iter_init_find(&it, ix.spec, "key") &&
+			    BSON_ITER_HOLDS_DOCUMENT(&it) && bson_iter_recurse(&it, &key)) {
+				bson_t kp;
+
+				BSON_APPEND_DOCUMENT_BEGIN(out, "keyPattern", &kp);
+				while (bson_iter_next(&key))
+					bson_append_iter(&kp, NULL, 0, &key);
+				bson_append_document_end(out, &kp);
+				if (dup_key_value(e->msg, &ix, &kv))
+					BSON_APPEND_DOCUMENT(out, "keyValue", &kv);
+			}
+			store_index_release(&ix);
+		}
+		wire_coll_close(c, &x, false);
+	}
+	/* looking the index up is no error of the command */
+	c->code = code;
+	c->dfs_code = dcode;
+	c->code_name = cname;
+	memcpy(c->errmsg, saved, sizeof(saved));
+	bson_destroy(&kv);
 }
 
 /* ---- insert ------------------------------------------------------------------------------ */
@@ -208,7 +299,7 @@ int wire_cmd_insert(struct wire_ctx *c, bson_t *reply)
 			goto done;
 		}
 		n += failed - (int64_t)i;
-		write_error(&errs, &nerrs, failed, &first, NULL);
+		write_error(c, name, &errs, &nerrs, failed, &first, NULL);
 		i = (size_t)failed + 1;
 		if (ordered)
 			break;
@@ -330,7 +421,7 @@ int wire_cmd_update(struct wire_ctx *c, bson_t *reply)
 		bson_t view;
 
 		if (update_one(c, name, list_doc(&sts, i, &view), let, &r, &err)) {
-			write_error(&errs, &nerrs, (int64_t)i, &err, NULL);
+			write_error(c, name, &errs, &nerrs, (int64_t)i, &err, NULL);
 			query_write_result_release(&r);
 			c->code = 0;
 			if (ordered)
@@ -435,7 +526,7 @@ int wire_cmd_delete(struct wire_ctx *c, bson_t *reply)
 		int64_t k;
 
 		if (delete_one(c, name, list_doc(&sts, i, &view), let, &k, &err)) {
-			write_error(&errs, &nerrs, (int64_t)i, &err, NULL);
+			write_error(c, name, &errs, &nerrs, (int64_t)i, &err, NULL);
 			c->code = 0;
 			if (ordered)
 				break;
@@ -516,6 +607,9 @@ int wire_cmd_find_and_modify(struct wire_ctx *c, bson_t *reply)
 	if (rc) {
 		store_txn_abort(x.t);
 		query_write_result_release(&r);
+		if (!c->err_info)
+			c->err_info = bson_new();
+		wire_dup_key_info(c, name, &err, c->err_info);
 		return wire_fail_dfs(c, &err);
 	}
 	if ((rc = store_txn_commit(x.t, &err))) {

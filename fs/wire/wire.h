@@ -95,6 +95,8 @@ struct wire_ctx {
 	const char *code_name;	      /* its codeName (static) */
 	char errmsg[512];	      /* its message */
 	int dfs_code;		      /* the engine's code behind it (DFS_EINVAL when none) */
+	bson_t *err_info;	      /* Owned: more fields of the error reply (a duplicate
+				       * key's keyPattern and keyValue), or NULL */
 };
 
 /* A command handler: fills reply (initialised, empty; "ok" is added by the dispatch) and
@@ -252,6 +254,11 @@ void wire_ns(char *out, size_t cap, const char *db, const char *coll);
 /* The sub-document (or, array: array) key of doc as a view: true when present and of
  * that type. */
 bool wire_sub_view(const bson_t *doc, const char *key, bool array, bson_t *view);
+/* A duplicate key error e (11000) on collection name of c->db: MongoDB's keyPattern and
+ * keyValue appended to out. Nothing for another error, and no keyValue when the key cannot
+ * be read back from e's message (cut at its length limit). */
+void wire_dup_key_info(struct wire_ctx *c, const char *name, const struct dfs_err *e,
+		       bson_t *out);
 /* The command's "let" evaluated (query_let_new): *out Owned (query_let_free), NULL when the
  * command has none. 0, or a wire_fail code: 14 TypeMismatch when let is not a document, 2
  * BadValue for a bad name or an expression that fails. */

@@ -4,7 +4,8 @@ PyMongo (Debian's 3.11) against `docfs serve` on a Unix socket: update_one/updat
 find_one_and_update/bulk_write with an array of stages, upserts over the filter's seed,
 $$NOW, the _id kept or refused, stages an update cannot have; let on update, delete,
 findAndModify, find and aggregate (expressions evaluated once, $$name in $expr, in
-pipelines and in $lookup's sub-pipeline). Every expected value is computed here. Run by
+pipelines and in $lookup's sub-pipeline); keyPattern and keyValue of duplicate key errors
+(writeErrors, findAndModify's error reply). Every expected value is computed here. Run by
 meson (suite wire) with DOCFS set to the binary."""
 import datetime
 import os
@@ -15,7 +16,7 @@ import tempfile
 
 import pymongo
 from pymongo import ReturnDocument, UpdateMany, UpdateOne
-from pymongo.errors import OperationFailure, WriteError
+from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure, WriteError
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pymongo_test as base  # noqa: E402  (check, expect_code, start)
@@ -148,6 +149,44 @@ def lets(db):
     check(c.count_documents({}) == 1, "refused commands changed nothing")
 
 
+def dup_keys(db):
+    c = db.dk
+    c.create_index([("x", 1)], unique=True)
+    c.create_index([("u.a", 1), ("b", -1)], unique=True)
+    c.insert_one({"_id": 1, "x": "foo", "u": {"a": 1}, "b": "q, b: z"})
+    cases = [
+        (lambda: c.insert_one({"_id": 1}), {"_id": 1}, {"_id": 1}),
+        (lambda: c.insert_one({"_id": 2, "x": "foo"}), {"x": 1}, {"x": "foo"}),
+        # a compound key over a dotted path, a value that looks like the message's syntax
+        (lambda: c.insert_one({"_id": 3, "u": {"a": 1}, "b": "q, b: z"}),
+         {"u.a": 1, "b": -1}, {"u.a": 1, "b": "q, b: z"}),
+        (lambda: c.update_one({"_id": 5}, {"$set": {"x": "foo"}}, upsert=True),
+         {"x": 1}, {"x": "foo"}),
+        (lambda: c.update_one({"_id": 1}, [{"$set": {"x": "bar"}}]) and
+         c.insert_one({"_id": 6, "x": "baz"}) and
+         c.update_one({"_id": 6}, [{"$set": {"x": "bar"}}]), {"x": 1}, {"x": "bar"}),
+        (lambda: c.find_one_and_update({"_id": 2}, {"$set": {"x": "bar"}}, upsert=True),
+         {"x": 1}, {"x": "bar"}),
+        (lambda: c.bulk_write([UpdateOne({"_id": 7}, {"$set": {"u": {"a": 1}, "b": "q, b: z"}},
+                                         upsert=True)]),
+         {"u.a": 1, "b": -1}, {"u.a": 1, "b": "q, b: z"}),
+    ]
+    for i, (fn, pattern, value) in enumerate(cases):
+        try:
+            fn()
+        except (DuplicateKeyError, BulkWriteError, OperationFailure) as e:
+            d = e.details
+            if "writeErrors" in d:
+                d = d["writeErrors"][0]
+            check(d.get("code") == 11000 and d.get("keyPattern") == pattern and
+                  d.get("keyValue") == value, "duplicate key case %d: %r" % (i, d))
+            continue
+        raise AssertionError("duplicate key case %d raised nothing" % i)
+    # any other error has neither field
+    e = expect_error(c.update_one, {"_id": 1}, {"$inc": {"x": 1}})
+    check(e.code != 11000 and "keyPattern" not in e.details, "no keyPattern: %r" % e.details)
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="docfs-upipe-")
     store = os.path.join(tmp, "store")
@@ -159,6 +198,7 @@ def main():
                                  serverSelectionTimeoutMS=5000)
         pipelines(cl.t)
         lets(cl.t)
+        dup_keys(cl.t)
         cl.close()
         srv.terminate()
         rc = srv.wait(timeout=30)
