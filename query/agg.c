@@ -1770,8 +1770,8 @@ struct query_agg {
 
 static int agg_open(struct store_txn *t, int64_t coll, const struct query_pipeline *p,
 		    int64_t now_ms, size_t mem, FILE *spool, const bson_t *one, const bson_t *extra,
-		    const struct agg__var *vars, int upto, struct query_agg **out,
-		    struct dfs_err *err);
+		    const struct agg__var *vars, const struct query_collation *collation, int upto,
+		    struct query_agg **out, struct dfs_err *err);
 static int stage_next(struct query_agg *a, int i, const bson_t **doc, struct dfs_err *err);
 static int stage_run(struct query_agg *a, int i, const bson_t **doc, struct dfs_err *err);
 static int spool_read(FILE *f, struct dfs_buf *b, bson_t *doc, struct dfs_err *err);
@@ -2783,8 +2783,8 @@ static int lookup_next(struct query_agg *a, int i, struct rstage *rs, const bson
 		if (!rc)
 			rc = agg_open(a->t, fc.id, ps->sub, a->now_ms, a->mem, NULL, NULL,
 				      ps->local ? &eq : NULL,
-				      ps->nlet ? &vars[ps->nlet - 1] : a->vars, ps->sub->n, &sub,
-				      err);
+				      ps->nlet ? &vars[ps->nlet - 1] : a->vars, NULL, ps->sub->n,
+				      &sub, err);
 		while (!rc && (rc = query_agg_next(sub, &fd, err)) == 0) {
 			char buf[16];
 			const char *key;
@@ -2871,7 +2871,7 @@ static int facet_next(struct query_agg *a, int i, struct rstage *rs, const bson_
 			rc = dfs_err_set(err, DFS_EIO, "$facet: cannot read a temporary file");
 		if (!rc)
 			rc = agg_open(a->t, a->coll, ps->facets[f], a->now_ms, a->mem, spool, NULL, NULL,
-				      a->vars, ps->facets[f]->n, &sub, err);
+				      a->vars, NULL, ps->facets[f]->n, &sub, err);
 		while (!rc && (rc = query_agg_next(sub, &r, err)) == 0) {
 			char buf[16];
 			const char *key;
@@ -3197,12 +3197,55 @@ static bool counts_only(const struct query_pipeline *p, int first, int upto)
 	return first < upto && p->st[first].kind == S_COUNT;
 }
 
+/* A $group that compares no values: a constant key (countDocuments' {_id: 1, n: {$sum: 1}})
+ * and accumulators that only add or collect constants or fields. */
+static bool group_compares_nothing(const struct pstage *ps)
+{
+	if (strcmp(ps->name, "$group") || !ps->id || !agg__x_const(ps->id))
+		return false;
+	for (int j = 0; j < ps->naccs; j++) {
+		const struct acc *ac = &ps->accs[j];
+
+		if (ac->op != A_SUM && ac->op != A_AVG && ac->op != A_COUNT && ac->op != A_FIRST &&
+		    ac->op != A_LAST && ac->op != A_PUSH && ac->op != A_STDDEVPOP)
+			return false;
+		if (ac->x && !agg__x_const(ac->x) && !agg__x_field_path(ac->x))
+			return false;
+	}
+	return true;
+}
+
+/* With a collation, only the find compares strings under it (note 1's stages): the stages
+ * after it may only count or cut ($limit, $skip, $count, a $group that compares nothing),
+ * since the others' comparisons ($group keys, $sort, expressions) are binary. DFS_EINVAL
+ * naming the first that is not. */
+static int check_collated(const struct query_pipeline *p, int first, int upto, bool match0,
+			  struct dfs_err *err)
+{
+	if (match0)
+		return dfs_err_set(err, DFS_EINVAL,
+				   "stage 0: $match with $expr and a collation is not supported by "
+				   "docfs");
+	for (int i = first; i < upto; i++) {
+		int k = p->st[i].kind;
+
+		if (k == S_GROUP && group_compares_nothing(&p->st[i]))
+			continue;
+		if (k != S_LIMIT && k != S_SKIP && k != S_COUNT)
+			return dfs_err_set(err, DFS_EINVAL,
+					   "stage %d: %s after the leading $match/$sort with a "
+					   "collation is not supported by docfs",
+					   p->st[i].index, p->st[i].name);
+	}
+	return 0;
+}
+
 /* Opens the pipeline's stages [0, upto) over coll (or over the documents of spool, read from
  * its current position, when not NULL; or over the one document one, when not NULL). */
 static int agg_open(struct store_txn *t, int64_t coll, const struct query_pipeline *p,
 		    int64_t now_ms, size_t mem, FILE *spool, const bson_t *one, const bson_t *extra,
-		    const struct agg__var *vars, int upto, struct query_agg **out,
-		    struct dfs_err *err)
+		    const struct agg__var *vars, const struct query_collation *collation, int upto,
+		    struct query_agg **out, struct dfs_err *err)
 {
 	struct query_agg *a = calloc(1, sizeof(*a));
 	struct query_find_opts fo = {0};
@@ -3240,6 +3283,12 @@ static int agg_open(struct store_txn *t, int64_t coll, const struct query_pipeli
 	}
 	if (!spool && !one) {
 		a->first = find_prefix(p, upto, &fo, &a->match0_in_find);
+		if (collation &&
+		    (rc = check_collated(p, a->first, upto, a->match0_in_find, err))) {
+			query_agg_free(a);
+			return rc;
+		}
+		fo.collation = collation;
 		fo.sort_mem = mem;
 		fo.count_only = counts_only(p, a->first, upto);
 		if (extra && fo.filter) {
@@ -3274,7 +3323,8 @@ int query_agg_open(struct store_txn *t, int64_t coll, const struct query_pipelin
 				   "query_agg_run_out in a write transaction",
 				   p->st[p->n - 1].index, p->st[p->n - 1].name);
 	return agg_open(t, coll, p, o ? o->now_ms : 0, o && o->mem ? o->mem : AGG_MEM_DEFAULT, NULL,
-			NULL, NULL, query__let_vars(o ? o->let : NULL), p->n, out, err);
+			NULL, NULL, query__let_vars(o ? o->let : NULL), o ? o->collation : NULL, p->n,
+			out, err);
 }
 
 int query_agg_next(struct query_agg *a, const bson_t **doc, struct dfs_err *err)
@@ -3355,7 +3405,7 @@ int query_pipeline_apply(const struct query_pipeline *p, const bson_t *doc,
 	if ((rc = query_pipeline_check_update(p, err)))
 		return rc;
 	if ((rc = agg_open(NULL, 0, p, o ? o->now_ms : 0, AGG_MEM_DEFAULT, NULL, doc, NULL,
-			   query__let_vars(o ? o->let : NULL), p->n, &a, err)))
+			   query__let_vars(o ? o->let : NULL), NULL, p->n, &a, err)))
 		return rc;
 	rc = query_agg_next(a, &res, err);
 	if (rc == DFS_ENOENT) /* cannot happen: every stage maps one document to one */
@@ -3485,8 +3535,8 @@ int query_agg_run_out(struct store_txn *t, int64_t coll, const struct query_pipe
 	dfs_buf_init(&buf);
 	/* 1. run the pipeline, preparing every result, sorted by _id */
 	if ((rc = agg_open(t, coll, p, o ? o->now_ms : 0, mem, NULL, NULL, NULL,
-			   query__let_vars(o ? o->let : NULL), p->n - 1, &a,
-			   err)))
+			   query__let_vars(o ? o->let : NULL), o ? o->collation : NULL, p->n - 1,
+			   &a, err)))
 		goto done;
 	while ((rc = query_agg_next(a, &doc, err)) == 0) {
 		bson_t prepared;
@@ -3777,8 +3827,8 @@ int query_agg_explain(struct store_txn *t, int64_t coll, const char *ns,
 		const bson_t *doc;
 
 		if ((rc = agg_open(t, coll, p, o ? o->now_ms : 0, mem, NULL, NULL, NULL,
-				   query__let_vars(o ? o->let : NULL), upto, &a,
-				   err)))
+				   query__let_vars(o ? o->let : NULL), o ? o->collation : NULL, upto,
+				   &a, err)))
 			goto done;
 		a->timed = true;
 		while (upto > 0 && (rc = stage_next(a, upto - 1, &doc, err)) == 0)

@@ -28,6 +28,24 @@ struct query_expr;
  * be refused). */
 bool query_filter_has_text(const struct query_expr *e);
 int query_filter_parse(const bson_t *filter, struct query_expr **out, struct dfs_err *err);
+
+/*
+ * A collation (MongoDB's option: {locale, strength, caseLevel, caseFirst, numericOrdering,
+ * alternate, maxVariable, backwards, normalization}) on ICU (collation.c). Immutable after
+ * creation: thread-safe.
+ */
+struct query_collation;
+/* Reads spec (Borrowed for the call) into *out (Owned, query_collation_free); *out is NULL
+ * for {locale: "simple"} (binary comparison, as without one). Errors DFS_EINVAL: no locale,
+ * a locale ICU does not have, an unknown field or a bad value. */
+int query_collation_new(const bson_t *spec, struct query_collation **out, struct dfs_err *err);
+void query_collation_free(struct query_collation *c);
+/* query_filter_parse whose comparisons ($eq, $ne, $gt, $gte, $lt, $lte, $in, $nin, $all,
+ * equality inside $elemMatch, of strings at any depth) follow c (Borrowed: must outlive
+ * *out; NULL: query_filter_parse). DFS_EINVAL for what docfs cannot compare under a
+ * collation: $regex, $expr, $text, $where. */
+int query_filter_parse_collated(const bson_t *filter, const struct query_collation *c,
+				struct query_expr **out, struct dfs_err *err);
 void query_expr_free(struct query_expr *e);
 
 /*
@@ -116,6 +134,9 @@ struct query_find_opts {
 				   * and the cursor may return NULL documents */
 	bool in_pipeline;	  /* explain: the find is an aggregate's $cursor, which shows a
 				   * count_only plan without the count command's COUNT stage */
+	const struct query_collation *collation; /* Borrowed: the filter's and sort's string
+						  * comparisons, or NULL (binary); planned as
+						  * a collection scan (collation.c) */
 };
 
 struct query_cursor;
@@ -243,6 +264,9 @@ struct query_agg_opts {
 			 * to temporary files (0: 32 MiB) */
 	int64_t now_ms; /* $$NOW, ms since the epoch (also seeds $sample) */
 	const struct query_let *let; /* Borrowed: the command's variables, or NULL */
+	const struct query_collation *collation; /* Borrowed: the leading $match/$sort's string
+						  * comparisons (no other stage may compare:
+						  * DFS_EINVAL), or NULL */
 };
 
 /*
@@ -384,6 +408,7 @@ struct query_write_opts {
 	bool pipeline;		     /* update is an update pipeline (a BSON array of stages) */
 	int64_t now_ms;		     /* the time of $currentDate and $$NOW (0: now) */
 	const struct query_let *let; /* the command's variables ($expr, pipelines), or NULL */
+	const struct query_collation *collation; /* filter and sort comparisons, or NULL */
 };
 
 struct query_write_result {
@@ -435,6 +460,9 @@ void query_distinct_release(struct query_distinct *d);
 void query_distinct_add(struct query_distinct *d, const bson_t *doc, const char *path);
 /* Sorts the values in MongoDB's order and drops duplicates (numbers by value); returns n. */
 size_t query_distinct_finish(struct query_distinct *d);
+/* The same with strings compared under c (NULL: query_distinct_finish): of values equal under
+ * it the first added is kept. */
+size_t query_distinct_finish_collated(struct query_distinct *d, const struct query_collation *c);
 
 /* ---- MongoDB's error codes (write.c) ---------------------------------------------- */
 

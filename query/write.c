@@ -74,6 +74,7 @@ static int collect_ids(struct store_txn *t, int64_t coll, const struct query_wri
 	fo.sort = o->sort;
 	fo.projection = &proj;
 	fo.limit = o->multi ? 0 : 1;
+	fo.collation = o->collation;
 	*n = 0;
 	if ((rc = query_find_open(t, coll, &fo, &c, err)))
 		goto done;
@@ -296,7 +297,8 @@ int query_update_run(struct store_txn *t, int64_t coll, const struct query_write
 				 "a replacement document cannot update many documents (multi)");
 		goto done;
 	}
-	if ((rc = query_filter_parse(o->filter ? o->filter : &empty, &filter, err)))
+	if ((rc = query_filter_parse_collated(o->filter ? o->filter : &empty, o->collation, &filter,
+					      err)))
 		goto done;
 	if ((rc = collect_ids(t, coll, o, &ids, &ents, &n, err)))
 		goto done;
@@ -372,7 +374,8 @@ int query_find_modify(struct store_txn *t, int64_t coll, const struct query_writ
 		goto done;
 	if (o->projection && (rc = query_proj_parse(o->projection, &proj, err)))
 		goto done;
-	if ((rc = query_filter_parse(one.filter ? one.filter : &empty, &filter, err)))
+	if ((rc = query_filter_parse_collated(one.filter ? one.filter : &empty, o->collation, &filter,
+					      err)))
 		goto done;
 	if ((rc = collect_ids(t, coll, &one, &ids, NULL, &n, err)))
 		goto done;
@@ -609,6 +612,7 @@ static int bulk_one(struct store_txn *t, int64_t coll, const bson_t *op, uint32_
 	static const char *const f_delete[] = {"filter", "hint", "collation", NULL};
 	struct query_write_opts o = {0};
 	struct query_write_result r = {0};
+	struct query_collation *collation = NULL;
 	bson_t specv, fv, uv, av;
 	const bson_t *spec;
 	bson_iter_t it;
@@ -676,6 +680,17 @@ static int bulk_one(struct store_txn *t, int64_t coll, const bson_t *op, uint32_
 		return dfs_err_set(err, DFS_EINVAL, "%s needs a 'filter' document", name);
 	if ((rc = bool_field(spec, "upsert", &o.upsert, err)))
 		return rc;
+	if (bson_iter_init_find(&it, spec, "collation")) {
+		bson_t cv;
+		const bson_t *cs = sub_doc(spec, "collation", &cv);
+
+		if (!cs || !BSON_ITER_HOLDS_DOCUMENT(&it))
+			return dfs_err_set(err, DFS_EINVAL, "%s: 'collation' must be a document",
+					   name);
+		if ((rc = query_collation_new(cs, &collation, err)))
+			return rc;
+		o.collation = collation;
+	}
 	if (name[0] == 'd') {
 		rc = query_delete_run(t, coll, &o, &r, err);
 	} else {
@@ -690,6 +705,7 @@ static int bulk_one(struct store_txn *t, int64_t coll, const bson_t *op, uint32_
 		acc->upserted += r.upserted;
 	}
 	query_write_result_release(&r);
+	query_collation_free(collation);
 	return rc;
 }
 

@@ -521,7 +521,7 @@ static int coll_stats_stage(struct wire_ctx *c, const char *name, const char *ns
 
 /* Options of aggregate that docfs does not have yet: refused rather than ignored (a
  * collation or a let ignored gives other documents, or a misleading error). */
-static const char *const agg_refused[] = {"collation", NULL};
+static const char *const agg_refused[] = {NULL};
 
 int wire_cmd_aggregate(struct wire_ctx *c, bson_t *reply)
 {
@@ -569,6 +569,9 @@ int wire_cmd_aggregate(struct wire_ctx *c, bson_t *reply)
 	if ((rc = wire_arg_let(c, &let)))
 		return rc;
 	ao.let = let;
+	if ((rc = wire_arg_collation(c, c->cmd, &c->coll)))
+		goto done;
+	ao.collation = c->coll;
 	if ((rc = agg_pipeline(c, let, &p)))
 		goto done;
 	if (explain) {
@@ -836,6 +839,10 @@ int wire_cmd_explain(struct wire_ctx *c, bson_t *reply)
 		    (rc = agg_pipeline(c, let, &p)))
 			goto agg_done;
 		ao.let = let;
+		query_collation_free(c->coll);
+		if ((rc = wire_arg_collation(c, c->cmd, &c->coll)))
+			goto agg_done;
+		ao.collation = c->coll;
 		wire_ns(ns, sizeof(ns), c->db, name);
 		if ((rc = wire_coll_open(c, name, WIRE_COLL_GHOST, &x)) == DFS_ENOENT)
 			rc = wire_fail(c, 26, "NamespaceNotFound", "database %s does not exist",

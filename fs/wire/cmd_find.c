@@ -309,7 +309,7 @@ int wire_cmd_distinct(struct wire_ctx *c, bson_t *reply)
 		rc = wire_fail_dfs(c, &err);
 		goto done;
 	}
-	query_distinct_finish(&d);
+	query_distinct_finish_collated(&d, a.o.collation);
 reply:
 	BSON_APPEND_ARRAY_BEGIN(reply, "values", &arr);
 	for (size_t i = 0; i < d.n; i++) {

@@ -322,9 +322,6 @@ done:
 
 /* ---- update, delete ------------------------------------------------------------------- */
 
-/* What docfs does not have yet, in a write command or one of its statements: refused (238)
- * rather than ignored, since a collation or a let ignored matches other documents. */
-static const char *const write_refused[] = {"collation", NULL};
 
 /* The fields of an update and of a delete statement that MongoDB 7.0 knows; any other is
  * its IDL's 40415 for the whole command (an update's "sort" came in 8.0). */
@@ -338,17 +335,11 @@ static const char *const delete_fields[] = {"q", "limit", "hint", "collation", "
 static int check_statements(struct wire_ctx *c, const struct doc_list *sts, const char *id,
 			    const char *const *known)
 {
-	int rc;
-
-	if ((rc = wire_refuse_opts(c, c->cmd, c->name, write_refused)))
-		return rc;
 	for (size_t i = 0; i < sts->n; i++) {
 		bson_t view;
 		bson_iter_t it;
 
 		list_doc(sts, i, &view);
-		if ((rc = wire_refuse_opts(c, &view, c->name, write_refused)))
-			return rc;
 		if (!bson_iter_init(&it, &view))
 			continue;
 		while (bson_iter_next(&it)) {
@@ -366,6 +357,50 @@ static int check_statements(struct wire_ctx *c, const struct doc_list *sts, cons
 	return 0;
 }
 
+/* update_one's statement st with its options in o. */
+static int update_coll(struct wire_ctx *c, const char *name, const bson_t *st,
+		       struct query_write_opts *o, struct query_write_result *r,
+		       struct dfs_err *err)
+{
+	bson_t q, u, af;
+	bson_iter_t it;
+	struct wire_coll x;
+	int rc;
+
+	o->pipeline = bson_iter_init_find(&it, st, "u") && BSON_ITER_HOLDS_ARRAY(&it);
+	if (!wire_sub_view(st, "u", o->pipeline, &u))
+		return dfs_err_set(err, DFS_EINVAL,
+				   "update statement needs 'u', a document or a pipeline");
+	o->filter = wire_sub_view(st, "q", false, &q) ? &q : NULL;
+	o->update = &u;
+	o->array_filters = wire_sub_view(st, "arrayFilters", true, &af) ? &af : NULL;
+	if (bson_iter_init_find(&it, st, "multi"))
+		o->multi = bson_iter_as_bool(&it);
+	if (bson_iter_init_find(&it, st, "upsert"))
+		o->upsert = bson_iter_as_bool(&it);
+	rc = wire_coll_open(c, name, o->upsert ? WIRE_COLL_CREATE : WIRE_COLL_WRITE, &x);
+	if (rc == DFS_ENOENT)
+		return 0;
+	if (rc)
+		return dfs_err_set(err, c->dfs_code ? c->dfs_code : DFS_EIO, "%s", c->errmsg);
+	if ((rc = query_update_run(x.t, x.co.id, o, r, err))) {
+		store_txn_abort(x.t);
+		return rc;
+	}
+	return store_txn_commit(x.t, err);
+}
+
+/* The collation of statement st (*out Owned, NULL for none): 0, or an error in err (a
+ * statement's bad collation is its write error). */
+static int statement_collation(struct wire_ctx *c, const bson_t *st, struct query_collation **out,
+			       struct dfs_err *err)
+{
+	if (!wire_arg_collation(c, st, out))
+		return 0;
+	c->code = 0; /* not the command's error */
+	return dfs_err_set(err, DFS_EINVAL, "%s", c->errmsg);
+}
+
 /* Runs one update statement st with the command's variables let (may be NULL); *r filled. 0,
  * DFS_ENOENT (nothing to update), or an error in err. */
 static int update_one(struct wire_ctx *c, const char *name, const bson_t *st,
@@ -373,32 +408,37 @@ static int update_one(struct wire_ctx *c, const char *name, const bson_t *st,
 		      struct dfs_err *err)
 {
 	struct query_write_opts o = {.now_ms = wire_now_ms(), .let = let};
-	bson_t q, u, af;
+	struct query_collation *coll = NULL;
+	struct query_let *both = NULL;
 	bson_iter_t it;
-	struct wire_coll x;
 	int rc;
 
-	o.pipeline = bson_iter_init_find(&it, st, "u") && BSON_ITER_HOLDS_ARRAY(&it);
-	if (!wire_sub_view(st, "u", o.pipeline, &u))
-		return dfs_err_set(err, DFS_EINVAL,
-				   "update statement needs 'u', a document or a pipeline");
-	o.filter = wire_sub_view(st, "q", false, &q) ? &q : NULL;
-	o.update = &u;
-	o.array_filters = wire_sub_view(st, "arrayFilters", true, &af) ? &af : NULL;
-	if (bson_iter_init_find(&it, st, "multi"))
-		o.multi = bson_iter_as_bool(&it);
-	if (bson_iter_init_find(&it, st, "upsert"))
-		o.upsert = bson_iter_as_bool(&it);
-	rc = wire_coll_open(c, name, o.upsert ? WIRE_COLL_CREATE : WIRE_COLL_WRITE, &x);
-	if (rc == DFS_ENOENT)
-		return 0;
-	if (rc)
-		return dfs_err_set(err, c->dfs_code ? c->dfs_code : DFS_EIO, "%s", c->errmsg);
-	if ((rc = query_update_run(x.t, x.co.id, &o, r, err))) {
-		store_txn_abort(x.t);
+	if ((rc = statement_collation(c, st, &coll, err)))
 		return rc;
+	o.collation = coll;
+	if (bson_iter_init_find(&it, st, "c")) {
+		/* the statement's constants ("c", MongoDB 5.0+) join the command's let */
+		bson_t all = BSON_INITIALIZER, lv, cv;
+
+		if (!wire_sub_view(st, "c", false, &cv)) {
+			rc = dfs_err_set(err, DFS_EINVAL, "an update statement's 'c' must be a "
+							  "document");
+			goto done;
+		}
+		if (wire_sub_view(c->cmd, "let", false, &lv))
+			bson_concat(&all, &lv);
+		bson_concat(&all, &cv);
+		rc = query_let_new(&all, o.now_ms, &both, err);
+		bson_destroy(&all);
+		if (rc)
+			goto done;
+		o.let = both;
 	}
-	return store_txn_commit(x.t, err);
+	rc = update_coll(c, name, st, &o, r, err);
+done:
+	query_let_free(both);
+	query_collation_free(coll);
+	return rc;
 }
 
 int wire_cmd_update(struct wire_ctx *c, bson_t *reply)
@@ -472,6 +512,7 @@ static int delete_one(struct wire_ctx *c, const char *name, const bson_t *st,
 {
 	struct query_write_opts o = {.let = let};
 	struct query_write_result r = {0};
+	struct query_collation *coll = NULL;
 	bson_t q;
 	bson_iter_t it;
 	struct wire_coll x;
@@ -479,31 +520,45 @@ static int delete_one(struct wire_ctx *c, const char *name, const bson_t *st,
 	int rc;
 
 	*n = 0;
-	if (!wire_sub_view(st, "q", false, &q))
-		return dfs_err_set(err, DFS_EINVAL, "delete statement needs 'q', a document");
+	if ((rc = statement_collation(c, st, &coll, err)))
+		return rc;
+	o.collation = coll;
+	if (!wire_sub_view(st, "q", false, &q)) {
+		rc = dfs_err_set(err, DFS_EINVAL, "delete statement needs 'q', a document");
+		goto done;
+	}
 	if (bson_iter_init_find(&it, st, "limit"))
 		limit = bson_iter_as_int64(&it);
-	if (limit != 0 && limit != 1)
-		return dfs_err_set(err, DFS_EINVAL,
-				   "The limit field in delete objects must be 0 "
-				   "or 1. Got %lld",
-				   (long long)limit);
+	if (limit != 0 && limit != 1) {
+		rc = dfs_err_set(err, DFS_EINVAL,
+				 "The limit field in delete objects must be 0 "
+				 "or 1. Got %lld",
+				 (long long)limit);
+		goto done;
+	}
 	o.filter = &q;
 	o.multi = limit == 0;
 	o.remove = true;
 	rc = wire_coll_open(c, name, WIRE_COLL_WRITE, &x);
-	if (rc == DFS_ENOENT)
-		return 0;
-	if (rc)
-		return dfs_err_set(err, c->dfs_code ? c->dfs_code : DFS_EIO, "%s", c->errmsg);
+	if (rc == DFS_ENOENT) {
+		rc = 0;
+		goto done;
+	}
+	if (rc) {
+		rc = dfs_err_set(err, c->dfs_code ? c->dfs_code : DFS_EIO, "%s", c->errmsg);
+		goto done;
+	}
 	if ((rc = query_delete_run(x.t, x.co.id, &o, &r, err))) {
 		store_txn_abort(x.t);
 		query_write_result_release(&r);
-		return rc;
+		goto done;
 	}
 	*n = r.deleted;
 	query_write_result_release(&r);
-	return store_txn_commit(x.t, err);
+	rc = store_txn_commit(x.t, err);
+done:
+	query_collation_free(coll);
+	return rc;
 }
 
 int wire_cmd_delete(struct wire_ctx *c, bson_t *reply)
@@ -564,8 +619,9 @@ int wire_cmd_find_and_modify(struct wire_ctx *c, bson_t *reply)
 	int rc;
 
 	if ((rc = wire_arg_coll(c, name, sizeof(name))) ||
-	    (rc = wire_refuse_opts(c, c->cmd, c->name, write_refused)))
+	    (rc = wire_arg_collation(c, c->cmd, &c->coll)))
 		return rc;
+	o.collation = c->coll;
 	o.filter = wire_sub_view(c->cmd, "query", false, &q) ? &q : NULL;
 	o.sort = wire_sub_view(c->cmd, "sort", false, &sort) ? &sort : NULL;
 	o.projection = wire_sub_view(c->cmd, "fields", false, &fields) ? &fields : NULL;

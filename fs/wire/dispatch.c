@@ -393,6 +393,7 @@ void wire_dispatch(struct store *s, struct wire_conn *conn, int64_t conn_id,
 		bson_destroy(&reply);
 		if (c.err_info)
 			bson_destroy(c.err_info);
+		query_collation_free(c.coll);
 		return;
 	}
 	c.cmd = &m->body;
@@ -430,4 +431,5 @@ void wire_dispatch(struct store *s, struct wire_conn *conn, int64_t conn_id,
 	bson_destroy(&reply);
 	if (c.err_info)
 		bson_destroy(c.err_info);
+	query_collation_free(c.coll);
 }

@@ -97,6 +97,8 @@ struct wire_ctx {
 	int dfs_code;		      /* the engine's code behind it (DFS_EINVAL when none) */
 	bson_t *err_info;	      /* Owned: more fields of the error reply (a duplicate
 				       * key's keyPattern and keyValue), or NULL */
+	struct query_collation *coll; /* Owned: the command's collation (wire_find_args,
+				       * aggregate), NULL for none or "simple" */
 };
 
 /* A command handler: fills reply (initialised, empty; "ok" is added by the dispatch) and
@@ -259,6 +261,10 @@ bool wire_sub_view(const bson_t *doc, const char *key, bool array, bson_t *view)
  * be read back from e's message (cut at its length limit). */
 void wire_dup_key_info(struct wire_ctx *c, const char *name, const struct dfs_err *e,
 		       bson_t *out);
+/* The "collation" of doc (the command or one of its statements) read into *out (Owned,
+ * query_collation_free; NULL when absent or {locale: "simple"}). 0, or a wire_fail code: 2
+ * BadValue for a collation docfs cannot make (no locale, one ICU lacks, a bad option). */
+int wire_arg_collation(struct wire_ctx *c, const bson_t *doc, struct query_collation **out);
 /* The command's "let" evaluated (query_let_new): *out Owned (query_let_free), NULL when the
  * command has none. 0, or a wire_fail code: 14 TypeMismatch when let is not a document, 2
  * BadValue for a bad name or an expression that fails. */

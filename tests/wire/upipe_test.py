@@ -5,7 +5,9 @@ find_one_and_update/bulk_write with an array of stages, upserts over the filter'
 $$NOW, the _id kept or refused, stages an update cannot have; let on update, delete,
 findAndModify, find and aggregate (expressions evaluated once, $$name in $expr, in
 pipelines and in $lookup's sub-pipeline); keyPattern and keyValue of duplicate key errors
-(writeErrors, findAndModify's error reply). Every expected value is computed here. Run by
+(writeErrors, findAndModify's error reply); collations (ICU) on find, count, distinct,
+aggregate, update, delete, findAndModify and bulk writes, planned as collection scans.
+Every expected value is computed here. Run by
 meson (suite wire) with DOCFS set to the binary."""
 import datetime
 import os
@@ -187,6 +189,69 @@ def dup_keys(db):
     check(e.code != 11000 and "keyPattern" not in e.details, "no keyPattern: %r" % e.details)
 
 
+def collations(db):
+    c = db.col
+    c.create_index([("x", 1)])
+    c.insert_many([{"_id": 1, "x": "ping"}, {"_id": 2, "x": "PING"}, {"_id": 3, "x": "b"},
+                   {"_id": 4, "x": "B"}, {"_id": 5, "x": "a"}, {"_id": 6, "x": 7},
+                   {"_id": 7, "x": ["Ping", "z"]}, {"_id": 8, "x": {"k": "PiNg"}}])
+    ci = {"locale": "en_US", "strength": 2}
+    ids = lambda cur: [d["_id"] for d in cur]
+    check(ids(c.find({"x": "PING"}, collation=ci).sort("_id", 1)) == [1, 2, 7],
+          "find under strength 2 (array elements too)")
+    check(ids(c.find({"x": "PING"}).sort("_id", 1)) == [2], "find without a collation")
+    check(ids(c.find({"x": {"k": "ping"}}, collation=ci)) == [8], "embedded document strings")
+    check(ids(c.find({"x": {"$in": ["a", "B"]}}, collation=ci).sort("_id", 1)) == [3, 4, 5],
+          "$in under strength 2")
+    check(ids(c.find({"x": {"$gt": "b", "$lt": "q"}}, collation=ci).sort("_id", 1)) == [1, 2, 7],
+          "range under strength 2")
+    # ICU's order: a < b < B at strength 3 (binary: B < a < b)
+    tert = {"locale": "en", "strength": 3}
+    got = [d["x"] for d in c.find({"_id": {"$in": [3, 4, 5]}}, collation=tert).sort("x", 1)]
+    check(got == ["a", "b", "B"], "sort under a collation: %r" % got)
+    got = [d["x"] for d in c.find({"_id": {"$in": [3, 4, 5]}}).sort("x", 1)]
+    check(got == ["B", "a", "b"], "binary sort: %r" % got)
+    # numericOrdering
+    db.num.insert_many([{"_id": 1, "v": "10"}, {"_id": 2, "v": "9"}])
+    check(ids(db.num.find({}, collation={"locale": "en", "numericOrdering": True}).sort("v", 1))
+          == [2, 1], "numericOrdering")
+    check(c.count_documents({"x": "ping"}, collation=ci) == 3, "countDocuments")
+    check(db.command("count", "col", query={"x": "ping"}, collation=ci)["n"] == 3, "count")
+    check(sorted(c.distinct("x", {"_id": {"$in": [1, 2, 3]}}, collation=ci)) == ["b", "ping"],
+          "distinct keeps the first of equal values")
+    check(ids(c.aggregate([{"$match": {"x": "b"}}, {"$sort": {"_id": -1}}], collation=ci))
+          == [4, 3], "aggregate's leading $match/$sort")
+    # a cursor read by getMore after the command that made the collation ended
+    cur = c.find({"x": {"$exists": True}}, collation=ci, batch_size=2).sort("x", 1)
+    check(len(list(cur)) == 8, "getMore of a collated cursor")
+    # the planner never uses an index under a collation (it holds binary keys)
+    e = c.find({"x": "PING"}, collation=ci).explain()
+    check(e["queryPlanner"]["winningPlan"]["stage"] == "COLLSCAN" and
+          e["queryPlanner"]["parsedQuery"] == {"x": {"$eq": "PING"}},
+          "explain: COLLSCAN, the operand as written: %r" % e["queryPlanner"])
+    check(c.find({"x": "PING"}).explain()["queryPlanner"]["winningPlan"]["stage"] != "COLLSCAN",
+          "without a collation the index is used")
+    # writes
+    r = c.update_many({"x": "ping"}, {"$set": {"hit": 1}}, collation=ci)
+    check((r.matched_count, r.modified_count) == (3, 3), "update_many with a collation")
+    d = c.find_one_and_update({"x": "B"}, {"$set": {"f": 1}}, sort=[("_id", -1)],
+                              collation=ci, return_document=ReturnDocument.AFTER)
+    check(d["_id"] == 4 and d["f"] == 1, "find_one_and_update with a collation %r" % d)
+    r = c.bulk_write([UpdateOne({"x": "A"}, {"$set": {"g": 1}}, collation=ci)])
+    check(r.modified_count == 1 and c.find_one({"_id": 5})["g"] == 1, "bulk_write with a collation")
+    check(c.delete_many({"x": "PING"}, collation=ci).deleted_count == 3, "delete_many")
+    # what docfs refuses under a collation, and bad collations
+    for fn in [lambda: list(c.find({"x": {"$regex": "^b"}}, collation=ci)),
+               lambda: list(c.find({"x": "b"}, collation=ci).hint([("x", 1)])),
+               lambda: list(c.aggregate([{"$group": {"_id": "$x"}}], collation=ci)),
+               lambda: list(c.find({}, collation={"locale": "xx_NOPE"})),
+               lambda: list(c.find({}, collation={"locale": "en", "strength": 9})),
+               lambda: list(c.find({}, collation={"strength": 2}))]:
+        expect_error(fn)
+    check(ids(c.find({"x": "b"}, collation={"locale": "simple"}).sort("_id", 1)) == [3],
+          "the simple locale is binary")
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="docfs-upipe-")
     store = os.path.join(tmp, "store")
@@ -199,6 +264,7 @@ def main():
         pipelines(cl.t)
         lets(cl.t)
         dup_keys(cl.t)
+        collations(cl.t)
         cl.close()
         srv.terminate()
         rc = srv.wait(timeout=30)
