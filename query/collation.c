@@ -23,11 +23,80 @@
  *    from several threads at once; the struct is immutable after creation but for its
  *    reference count: a find cursor holds one (query__collation_ref), so it may outlive the
  *    command that made the collation (a wire cursor read by getMore).
+ * 4. Built without ICU (meson finds no icu-i18n), every collation but "simple" is refused by
+ *    name, and no query_collation ever exists.
  */
 #include "query_int.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+/* {locale: "simple"} alone (note 2): 1; another collation: 0; not a valid spec: an error. */
+static int simple_only(const bson_t *spec, struct dfs_err *err)
+{
+	bson_iter_t it;
+
+	if (!bson_iter_init_find(&it, spec, "locale") || !BSON_ITER_HOLDS_UTF8(&it))
+		return -dfs_err_set(err, DFS_EINVAL, "collation needs 'locale', a string");
+	if (strcmp(bson_iter_utf8(&it, NULL), "simple"))
+		return 0;
+	bson_iter_init(&it, spec);
+	while (bson_iter_next(&it))
+		if (strcmp(bson_iter_key(&it), "locale"))
+			return -dfs_err_set(err, DFS_EINVAL,
+					    "collation: the simple locale takes no options ('%s')",
+					    bson_iter_key(&it));
+	return 1;
+}
+
+#ifndef DOCFS_HAVE_ICU
+/* note 4 */
+struct query_collation {
+	int unused;
+};
+
+int query_collation_new(const bson_t *spec, struct query_collation **out, struct dfs_err *err)
+{
+	int r = simple_only(spec, err);
+
+	*out = NULL;
+	if (r < 0)
+		return -r;
+	if (r == 1)
+		return 0;
+	return dfs_err_set(err, DFS_EINVAL,
+			   "collations need ICU, and this docfs was built without it (libicu-dev)");
+}
+
+void query_collation_free(struct query_collation *c)
+{
+	(void)c;
+}
+
+struct query_collation *query__collation_ref(const struct query_collation *c)
+{
+	return (struct query_collation *)c;
+}
+
+const char *query__collation_desc(const struct query_collation *c)
+{
+	(void)c;
+	return "";
+}
+
+void query__collate_doc(const struct query_collation *c, const bson_t *doc, bson_t *out)
+{
+	(void)c;
+	bson_concat(out, doc);
+}
+
+void query__collate_value(const struct query_collation *c, const bson_value_t *v,
+			  bson_value_t *out)
+{
+	(void)c;
+	bson_value_copy(v, out);
+}
+#else
 #include <unicode/ucol.h>
 #include <unicode/ustring.h>
 
@@ -128,19 +197,10 @@ int query_collation_new(const bson_t *spec, struct query_collation **out, struct
 	int rc = 0;
 
 	*out = NULL;
-	if (!bson_iter_init_find(&it, spec, "locale") || !BSON_ITER_HOLDS_UTF8(&it))
-		return dfs_err_set(err, DFS_EINVAL, "collation needs 'locale', a string");
+	if ((rc = simple_only(spec, err)) != 0)
+		return rc < 0 ? -rc : 0; /* note 2 */
+	bson_iter_init_find(&it, spec, "locale");
 	locale = bson_iter_utf8(&it, NULL);
-	if (!strcmp(locale, "simple")) {
-		bson_iter_init(&it, spec);
-		while (bson_iter_next(&it))
-			if (strcmp(bson_iter_key(&it), "locale"))
-				return dfs_err_set(err, DFS_EINVAL,
-						   "collation: the simple locale takes no options "
-						   "('%s')",
-						   bson_iter_key(&it));
-		return 0; /* note 2 */
-	}
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return dfs_err_set(err, DFS_ENOMEM, "out of memory");
@@ -319,3 +379,4 @@ void query__collate_value(const struct query_collation *c, const bson_value_t *v
 	bson_destroy(&wrap);
 	bson_destroy(&conv);
 }
+#endif

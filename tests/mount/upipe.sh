@@ -4,7 +4,8 @@
 # aggregation engine's stages over each matching document, as MongoDB's "update with an
 # aggregation pipeline": updateOne/Many, upserts (over the filter's seed), findAndModify
 # (returnDocument), .bulk, `docfs update`, $$NOW, the _id kept or refused when changed,
-# and the refusals (a stage an update cannot have, arrayFilters) that change nothing.
+# and the refusals (a stage an update cannot have, arrayFilters) that change nothing; and a
+# .bulk operation's collation.
 . "$(dirname "$0")/lib.sh"
 mount_docfs
 C=$MNT/shop/items
@@ -90,6 +91,19 @@ out=$(req "$C/.bulk" '{"updateOne": {"filter": {"_id": 1}, "update": [{"$set": {
 expect_eq "$(jq -c '[.matchedCount, .modifiedCount, (.writeErrors | length)]' <<< "$out")" '[3,3,0]' "bulk result"
 expect_eq "$(doc 1 '[.b, .m]')" '["pen","PEN"]' "bulk doc 1"
 expect_eq "$(doc 2 .m)" '"INK"' "bulk doc 2"
+
+step ".bulk with a collation (strings compare case-insensitively at strength 2)"
+probe=$(req "$C/.bulk" '{"deleteMany": {"filter": {"nosuchfield": 1}, "collation": {"locale": "en"}}}')
+if grep -q "built without it" <<< "$probe"; then
+	echo "   (not tested: this docfs was built without ICU)"
+else
+	out=$(req "$C/.bulk" '{"updateMany": {"filter": {"name": "PEN"}, "update": {"$set": {"ci": 1}}, "collation": {"locale": "en", "strength": 2}}}
+{"updateMany": {"filter": {"name": "PEN"}, "update": {"$set": {"cs": 1}}}}')
+	expect_eq "$(jq -c '[.matchedCount, .modifiedCount]' <<< "$out")" '[1,1]' "only the collated one matched"
+	expect_eq "$(doc 1 '[.ci, .cs]')" '[1,null]' "collated bulk update"
+	out=$(req "$C/.bulk" '{"deleteMany": {"filter": {"x": 1}, "collation": {"locale": "xx_NOPE"}}}')
+	grep -q "unsupported locale 'xx_NOPE'" <<< "$out" || fail "a bad locale in .bulk: $out"
+fi
 
 step "docfs update with a pipeline"
 "$DOCFS" update "$STORE" shop.items '{_id: 2}' '[{$set: {cli: {$add: ["$price", 1]}}}]' > "$T/out"

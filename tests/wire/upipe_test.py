@@ -191,6 +191,13 @@ def dup_keys(db):
 
 def collations(db):
     c = db.col
+    try:
+        list(c.find({}, collation={"locale": "en"}))
+    except OperationFailure as e:
+        if "built without it" in str(e):  # meson found no libicu-dev: said, not hidden
+            print("upipe_test: collations not tested: this docfs was built without ICU")
+            return
+        raise
     c.create_index([("x", 1)])
     c.insert_many([{"_id": 1, "x": "ping"}, {"_id": 2, "x": "PING"}, {"_id": 3, "x": "b"},
                    {"_id": 4, "x": "B"}, {"_id": 5, "x": "a"}, {"_id": 6, "x": 7},
