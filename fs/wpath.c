@@ -12,10 +12,11 @@
  * 1. The result is readable on the descriptor that made the request, so concurrent scripts
  *    never read each other's outcome: there is no shared "last result" file.
  * 2. Options: update/<filter>?multi=true&upsert=true&arrayFilters=[...] (updateOne/Many,
- *    replaceOne when the request has no operators, an update pipeline when it is an array); with returnDocument=before|after (and
- *    optionally sort, projection) it is findAndModify (findOneAndUpdate). delete/<filter>
- *    ?justOne=true (or a request {"justOne": true}), returnDocument=before for
- *    findOneAndDelete. .bulk?ordered=false&atomic=true.
+ *    replaceOne when the request has no operators, an update pipeline when it is an
+ *    array); with returnDocument=before|after (and optionally sort, projection) it is
+ *    findAndModify (findOneAndUpdate). delete/<filter>?justOne=true (or a request
+ *    {"justOne": true}), returnDocument=before for findOneAndDelete.
+ *    .bulk?ordered=false&atomic=true.
  * 3. A failing write changes nothing (query/write.c runs it in one transaction) and its
  *    result is MongoDB's error shape {"ok": 0, "errmsg", "code"}; the error also fails the
  *    close (and the read) with its errno and goes to /.docfs/errors.

@@ -2870,8 +2870,8 @@ static int facet_next(struct query_agg *a, int i, struct rstage *rs, const bson_
 		if (fflush(spool) || fseek(spool, 0, SEEK_SET))
 			rc = dfs_err_set(err, DFS_EIO, "$facet: cannot read a temporary file");
 		if (!rc)
-			rc = agg_open(a->t, a->coll, ps->facets[f], a->now_ms, a->mem, spool, NULL, NULL,
-				      a->vars, NULL, ps->facets[f]->n, &sub, err);
+			rc = agg_open(a->t, a->coll, ps->facets[f], a->now_ms, a->mem, spool, NULL,
+				      NULL, a->vars, NULL, ps->facets[f]->n, &sub, err);
 		while (!rc && (rc = query_agg_next(sub, &r, err)) == 0) {
 			char buf[16];
 			const char *key;
@@ -3283,8 +3283,7 @@ static int agg_open(struct store_txn *t, int64_t coll, const struct query_pipeli
 	}
 	if (!spool && !one) {
 		a->first = find_prefix(p, upto, &fo, &a->match0_in_find);
-		if (collation &&
-		    (rc = check_collated(p, a->first, upto, a->match0_in_find, err))) {
+		if (collation && (rc = check_collated(p, a->first, upto, a->match0_in_find, err))) {
 			query_agg_free(a);
 			return rc;
 		}
@@ -3323,8 +3322,8 @@ int query_agg_open(struct store_txn *t, int64_t coll, const struct query_pipelin
 				   "query_agg_run_out in a write transaction",
 				   p->st[p->n - 1].index, p->st[p->n - 1].name);
 	return agg_open(t, coll, p, o ? o->now_ms : 0, o && o->mem ? o->mem : AGG_MEM_DEFAULT, NULL,
-			NULL, NULL, query__let_vars(o ? o->let : NULL), o ? o->collation : NULL, p->n,
-			out, err);
+			NULL, NULL, query__let_vars(o ? o->let : NULL), o ? o->collation : NULL,
+			p->n, out, err);
 }
 
 int query_agg_next(struct query_agg *a, const bson_t **doc, struct dfs_err *err)
@@ -3827,8 +3826,8 @@ int query_agg_explain(struct store_txn *t, int64_t coll, const char *ns,
 		const bson_t *doc;
 
 		if ((rc = agg_open(t, coll, p, o ? o->now_ms : 0, mem, NULL, NULL, NULL,
-				   query__let_vars(o ? o->let : NULL), o ? o->collation : NULL, upto,
-				   &a, err)))
+				   query__let_vars(o ? o->let : NULL), o ? o->collation : NULL,
+				   upto, &a, err)))
 			goto done;
 		a->timed = true;
 		while (upto > 0 && (rc = stage_next(a, upto - 1, &doc, err)) == 0)

@@ -90,8 +90,7 @@ void query__collate_doc(const struct query_collation *c, const bson_t *doc, bson
 	bson_concat(out, doc);
 }
 
-void query__collate_value(const struct query_collation *c, const bson_value_t *v,
-			  bson_value_t *out)
+void query__collate_value(const struct query_collation *c, const bson_value_t *v, bson_value_t *out)
 {
 	(void)c;
 	bson_value_copy(v, out);
@@ -139,9 +138,9 @@ static int set_bool(struct query_collation *c, UColAttribute a, const bson_iter_
 	if (!BSON_ITER_HOLDS_BOOL(it))
 		return dfs_err_set(err, DFS_EINVAL, "collation '%s' must be a boolean", name);
 	ucol_setAttribute(c->uc, a, bson_iter_bool(it) ? UCOL_ON : UCOL_OFF, &st);
-	return U_FAILURE(st) ? dfs_err_set(err, DFS_EINVAL, "collation '%s': %s", name,
-					   u_errorName(st))
-			     : 0;
+	return U_FAILURE(st)
+		       ? dfs_err_set(err, DFS_EINVAL, "collation '%s': %s", name, u_errorName(st))
+		       : 0;
 }
 
 /* Sets attribute a of c from a string option, one of names[i] meaning vals[i]. */
@@ -364,8 +363,7 @@ void query__collate_doc(const struct query_collation *c, const bson_t *doc, bson
 		collate_into(c, &it, out);
 }
 
-void query__collate_value(const struct query_collation *c, const bson_value_t *v,
-			  bson_value_t *out)
+void query__collate_value(const struct query_collation *c, const bson_value_t *v, bson_value_t *out)
 {
 	bson_t wrap = BSON_INITIALIZER, conv = BSON_INITIALIZER;
 	bson_iter_t it;

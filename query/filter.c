@@ -1560,8 +1560,7 @@ void query_filter_describe(const struct query_expr *e, bson_t *out, const char *
 
 /* Converts the comparison operands of e (collation.c note 1); DFS_EINVAL for the operators
  * whose strings are not compared by value ($regex, $expr, $text). */
-static int collate_tree(struct query_expr *e, const struct query_collation *c,
-			struct dfs_err *err)
+static int collate_tree(struct query_expr *e, const struct query_collation *c, struct dfs_err *err)
 {
 	bson_value_t v;
 	int rc;
@@ -1572,9 +1571,11 @@ static int collate_tree(struct query_expr *e, const struct query_collation *c,
 				   "$regex with a collation is not supported by docfs ('%s')",
 				   e->path.dotted);
 	case QK_EXPR:
-		return dfs_err_set(err, DFS_EINVAL, "$expr with a collation is not supported by docfs");
+		return dfs_err_set(err, DFS_EINVAL,
+				   "$expr with a collation is not supported by docfs");
 	case QK_TEXT:
-		return dfs_err_set(err, DFS_EINVAL, "$text with a collation is not supported by docfs");
+		return dfs_err_set(err, DFS_EINVAL,
+				   "$text with a collation is not supported by docfs");
 	case QK_EQ:
 	case QK_LT:
 	case QK_LTE:
@@ -1586,10 +1587,11 @@ static int collate_tree(struct query_expr *e, const struct query_collation *c,
 		break;
 	case QK_IN:
 		if (e->nres)
-			return dfs_err_set(err, DFS_EINVAL,
-					   "a regex in $in or $nin with a collation is not supported "
-					   "by docfs ('%s')",
-					   e->path.dotted);
+			return dfs_err_set(
+				err, DFS_EINVAL,
+				"a regex in $in or $nin with a collation is not supported "
+				"by docfs ('%s')",
+				e->path.dotted);
 		for (int i = 0; i < e->nvals; i++) {
 			query__collate_value(c, &e->vals[i], &v);
 			bson_value_destroy(&e->vals[i]);

@@ -27,9 +27,9 @@
 
 struct query_let {
 	int n;
-	char **names;		 /* Owned: n names */
-	bson_value_t *vals;	 /* Owned: n values (EOD for missing) */
-	struct agg__var *vars;	 /* Owned: n bindings, vars[i].up = &vars[i - 1] */
+	char **names;		  /* Owned: n names */
+	bson_value_t *vals;	  /* Owned: n values (EOD for missing) */
+	struct agg__var *vars;	  /* Owned: n bindings, vars[i].up = &vars[i - 1] */
 	struct agg__scope *scope; /* Owned: n names for the parser, chained the same way */
 };
 
@@ -105,8 +105,8 @@ int query_let_new(const bson_t *let, int64_t now_ms, struct query_let **out, str
 		}
 		for (int i = 0; i < l->n; i++)
 			if (!strcmp(l->names[i], k)) {
-				rc = dfs_err_set(err, DFS_EINVAL, "let variable '%s' is given twice",
-						 k);
+				rc = dfs_err_set(err, DFS_EINVAL,
+						 "let variable '%s' is given twice", k);
 				goto done;
 			}
 		if ((rc = agg__x_parse(bson_iter_value(&it), NULL, &x, err))) {

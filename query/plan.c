@@ -1929,8 +1929,9 @@ int plan__enumerate(struct plan__query *q, struct plan__cand **cands, int *n, st
 		 * order strings under it; a collection scan compares every document */
 		bson_iter_t it;
 
-		collscan_cand(q, q->hint && bson_iter_init_find(&it, q->hint, "$natural") &&
-					 bson_iter_as_int64(&it) < 0,
+		collscan_cand(q,
+			      q->hint && bson_iter_init_find(&it, q->hint, "$natural") &&
+				      bson_iter_as_int64(&it) < 0,
 			      &c);
 		return add_cand(cands, n, &c);
 	}

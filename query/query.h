@@ -263,7 +263,7 @@ struct query_agg_opts {
 	size_t mem;	/* bytes each $group/$sort (and the find's sort) holds before spilling
 			 * to temporary files (0: 32 MiB) */
 	int64_t now_ms; /* $$NOW, ms since the epoch (also seeds $sample) */
-	const struct query_let *let; /* Borrowed: the command's variables, or NULL */
+	const struct query_let *let;		 /* Borrowed: the command's variables, or NULL */
 	const struct query_collation *collation; /* Borrowed: the leading $match/$sort's string
 						  * comparisons (no other stage may compare:
 						  * DFS_EINVAL), or NULL */

@@ -465,8 +465,8 @@ struct query_update {
 	struct tnode root;
 	struct afilter *af; /* Owned: the array filters */
 	size_t naf;
-	struct query_pipeline *pipe;  /* Owned: an update pipeline (note 8), or NULL */
-	const struct query_let *let;  /* Borrowed: the pipeline's variables, or NULL */
+	struct query_pipeline *pipe; /* Owned: an update pipeline (note 8), or NULL */
+	const struct query_let *let; /* Borrowed: the pipeline's variables, or NULL */
 };
 
 static void leaf_free(struct uleaf *l)

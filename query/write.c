@@ -374,8 +374,8 @@ int query_find_modify(struct store_txn *t, int64_t coll, const struct query_writ
 		goto done;
 	if (o->projection && (rc = query_proj_parse(o->projection, &proj, err)))
 		goto done;
-	if ((rc = query_filter_parse_collated(one.filter ? one.filter : &empty, o->collation, &filter,
-					      err)))
+	if ((rc = query_filter_parse_collated(one.filter ? one.filter : &empty, o->collation,
+					      &filter, err)))
 		goto done;
 	if ((rc = collect_ids(t, coll, &one, &ids, NULL, &n, err)))
 		goto done;

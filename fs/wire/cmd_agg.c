@@ -302,8 +302,7 @@ static int agg_next(void *ctx, const bson_t **doc, struct dfs_err *err)
 
 /* The pipeline of an aggregate, parsed with the command's variables let (may be NULL): 0 or
  * a wire_fail code. */
-static int agg_pipeline(struct wire_ctx *c, const struct query_let *let,
-			struct query_pipeline **p)
+static int agg_pipeline(struct wire_ctx *c, const struct query_let *let, struct query_pipeline **p)
 {
 	struct dfs_err err = {0};
 	bson_t arr;
@@ -849,7 +848,7 @@ int wire_cmd_explain(struct wire_ctx *c, bson_t *reply)
 				       c->db);
 		if (!rc && query_agg_explain(x.t, x.co.id, ns, p, &ao, verbosity, reply, &err))
 			rc = wire_fail_dfs(c, &err);
-agg_done:
+	agg_done:
 		query_let_free(let);
 		goto done;
 	}

@@ -194,9 +194,9 @@ int wire_arg_let(struct wire_ctx *c, struct query_let **out)
 }
 
 /* Options of find, and of count and distinct, that docfs does not have yet: refused by
- * name rather than ignored (a collation ignored gives other documents, silently). */
-static const char *const find_refused[] = {"min", "max", "returnKey", "showRecordId", "oplogReplay",
-					   NULL};
+ * name rather than ignored (an option ignored gives other documents, silently). */
+static const char *const find_refused[] = {"min",	   "max",	  "returnKey",
+					   "showRecordId", "oplogReplay", NULL};
 static const char *const count_refused[] = {NULL};
 
 int wire_find_args(struct wire_ctx *c, struct wire_find_args *a, bool count)

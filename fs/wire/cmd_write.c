@@ -161,8 +161,7 @@ static bool dup_key_value(const char *msg, const struct store_index *ix, bson_t 
 	return ok;
 }
 
-void wire_dup_key_info(struct wire_ctx *c, const char *name, const struct dfs_err *e,
-		       bson_t *out)
+void wire_dup_key_info(struct wire_ctx *c, const char *name, const struct dfs_err *e, bson_t *out)
 {
 	const char *p = strstr(e->msg, " index: ");
 	char ixname[128];
@@ -322,7 +321,6 @@ done:
 
 /* ---- update, delete ------------------------------------------------------------------- */
 
-
 /* The fields of an update and of a delete statement that MongoDB 7.0 knows; any other is
  * its IDL's 40415 for the whole command (an update's "sort" came in 8.0). */
 static const char *const update_fields[] = {
@@ -421,8 +419,9 @@ static int update_one(struct wire_ctx *c, const char *name, const bson_t *st,
 		bson_t all = BSON_INITIALIZER, lv, cv;
 
 		if (!wire_sub_view(st, "c", false, &cv)) {
-			rc = dfs_err_set(err, DFS_EINVAL, "an update statement's 'c' must be a "
-							  "document");
+			rc = dfs_err_set(err, DFS_EINVAL,
+					 "an update statement's 'c' must be a "
+					 "document");
 			goto done;
 		}
 		if (wire_sub_view(c->cmd, "let", false, &lv))
@@ -452,7 +451,8 @@ int wire_cmd_update(struct wire_ctx *c, bson_t *reply)
 	int nerrs = 0, nups = 0, rc;
 
 	if ((rc = wire_arg_coll(c, name, sizeof(name))) || (rc = doc_list(c, "updates", &sts)) ||
-	    (rc = check_statements(c, &sts, "updates", update_fields)) || (rc = wire_arg_let(c, &let)))
+	    (rc = check_statements(c, &sts, "updates", update_fields)) ||
+	    (rc = wire_arg_let(c, &let)))
 		goto done;
 	wire_arg_bool(c, "ordered", &ordered);
 	for (size_t i = 0; i < sts.n; i++) {
@@ -572,7 +572,8 @@ int wire_cmd_delete(struct wire_ctx *c, bson_t *reply)
 	int nerrs = 0, rc;
 
 	if ((rc = wire_arg_coll(c, name, sizeof(name))) || (rc = doc_list(c, "deletes", &sts)) ||
-	    (rc = check_statements(c, &sts, "deletes", delete_fields)) || (rc = wire_arg_let(c, &let)))
+	    (rc = check_statements(c, &sts, "deletes", delete_fields)) ||
+	    (rc = wire_arg_let(c, &let)))
 		goto done;
 	wire_arg_bool(c, "ordered", &ordered);
 	for (size_t i = 0; i < sts.n; i++) {

@@ -259,8 +259,7 @@ bool wire_sub_view(const bson_t *doc, const char *key, bool array, bson_t *view)
 /* A duplicate key error e (11000) on collection name of c->db: MongoDB's keyPattern and
  * keyValue appended to out. Nothing for another error, and no keyValue when the key cannot
  * be read back from e's message (cut at its length limit). */
-void wire_dup_key_info(struct wire_ctx *c, const char *name, const struct dfs_err *e,
-		       bson_t *out);
+void wire_dup_key_info(struct wire_ctx *c, const char *name, const struct dfs_err *e, bson_t *out);
 /* The "collation" of doc (the command or one of its statements) read into *out (Owned,
  * query_collation_free; NULL when absent or {locale: "simple"}). 0, or a wire_fail code: 2
  * BadValue for a collation docfs cannot make (no locale, one ICU lacks, a bad option). */
