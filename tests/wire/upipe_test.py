@@ -132,6 +132,12 @@ def lets(db):
                              "u": [{"$set": {"age": {"$add": ["$age", "$$inc"]}}}]}])
     check((r["n"], r["nModified"]) == (1, 1), "update with let %r" % r)
     check(c.find_one({"_id": 2})["age"] == 50, "update with let: the value")
+    # an update statement's constants ("c") join the command's let
+    r = db.command("update", "people", let={"n": "bob"},
+                   updates=[{"q": {"$expr": {"$eq": ["$name", "$$n"]}},
+                             "u": [{"$set": {"c": {"$concat": ["$$n", "$$suffix"]}}}],
+                             "c": {"suffix": "!"}}])
+    check(r["nModified"] == 1 and c.find_one({"_id": 2})["c"] == "bob!", "update with c %r" % r)
     # findAndModify
     r = db.command("findAndModify", "people", query={"$expr": {"$eq": ["$_id", "$$id"]}},
                    update=[{"$set": {"tag": "$$t"}}], let={"id": 3, "t": "z"}, new=True)
