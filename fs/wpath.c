@@ -12,10 +12,11 @@
  * 1. The result is readable on the descriptor that made the request, so concurrent scripts
  *    never read each other's outcome: there is no shared "last result" file.
  * 2. Options: update/<filter>?multi=true&upsert=true&arrayFilters=[...] (updateOne/Many,
- *    replaceOne when the request has no operators); with returnDocument=before|after (and
- *    optionally sort, projection) it is findAndModify (findOneAndUpdate). delete/<filter>
- *    ?justOne=true (or a request {"justOne": true}), returnDocument=before for
- *    findOneAndDelete. .bulk?ordered=false&atomic=true.
+ *    replaceOne when the request has no operators, an update pipeline when it is an
+ *    array); with returnDocument=before|after (and optionally sort, projection) it is
+ *    findAndModify (findOneAndUpdate). delete/<filter>?justOne=true (or a request
+ *    {"justOne": true}), returnDocument=before for findOneAndDelete.
+ *    .bulk?ordered=false&atomic=true.
  * 3. A failing write changes nothing (query/write.c runs it in one transaction) and its
  *    result is MongoDB's error shape {"ok": 0, "errmsg", "code"}; the error also fails the
  *    close (and the read) with its errno and goes to /.docfs/errors.
@@ -221,6 +222,34 @@ static int body_doc(const char *text, size_t len, bson_t *out, struct dfs_err *e
 	return 0;
 }
 
+/* Does the request text start (after whitespace) with '['? Then it is an update pipeline. */
+static bool body_is_array(const char *text, size_t len)
+{
+	size_t i = 0;
+
+	while (i < len && (text[i] == ' ' || text[i] == '\n' || text[i] == '\t' || text[i] == '\r'))
+		i++;
+	return i < len && text[i] == '[';
+}
+
+/* Parses an update pipeline request ([{$set: ...}, ...], exactly one value) into out
+ * (initialised, empty) as a BSON array document. */
+static int body_pipeline(const char *text, size_t len, bson_t *out, struct dfs_err *err)
+{
+	bson_t tmp = BSON_INITIALIZER;
+	bson_iter_t it, arr;
+	int rc = store_codec_parse_value(text, len, &tmp, "u", err);
+
+	if (rc == DFS_EINCOMPLETE)
+		rc = dfs_err_set(err, DFS_EINVAL, "%s", err ? err->msg : "incomplete request");
+	if (!rc && bson_iter_init_find(&it, &tmp, "u") && BSON_ITER_HOLDS_ARRAY(&it) &&
+	    bson_iter_recurse(&it, &arr))
+		while (bson_iter_next(&arr))
+			bson_append_iter(out, bson_iter_key(&arr), -1, &arr);
+	bson_destroy(&tmp);
+	return rc;
+}
+
 /* Parses JSON Lines (or concatenated documents) of bulk operations into an array. */
 static int body_ops(const char *text, size_t len, bson_t *ops, struct dfs_err *err)
 {
@@ -288,7 +317,10 @@ bool fs_write_complete(const char *name, const char *text, size_t len)
 		return false; /* nothing yet: an empty request runs at the close */
 	if (kind == FSW_DELETE && text[i] != '{')
 		return true; /* "write anything" */
-	rc = store_codec_parse_next(text, len, 1, &used, &doc, NULL);
+	if (kind == FSW_UPDATE && text[i] == '[')
+		rc = store_codec_parse_value(text, len, &doc, "u", NULL);
+	else
+		rc = store_codec_parse_next(text, len, 1, &used, &doc, NULL);
 	bson_destroy(&doc);
 	return rc != DFS_EINCOMPLETE && rc != DFS_ENOENT;
 }
@@ -400,6 +432,10 @@ int fs_write_run(struct store_db *db, int64_t coll, const char *name, const char
 			i++;
 		if (i < len && text[i] == '{' && (rc = body_doc(text, len, &body, err)))
 			goto done;
+	} else if (body_is_array(text, len)) {
+		if ((rc = body_pipeline(text, len, &body, err)))
+			goto done;
+		o.pipeline = true;
 	} else if ((rc = body_doc(text, len, &body, err))) {
 		goto done;
 	}
@@ -422,9 +458,10 @@ int fs_write_run(struct store_db *db, int64_t coll, const char *name, const char
 		o.multi = !w.just_one;
 		o.remove = true;
 	} else {
-		if (bson_empty(&body)) {
+		if (bson_empty(&body) && !o.pipeline) {
 			rc = dfs_err_set(err, DFS_EINVAL,
-					 "write an update document ({$set: {...}}) or a replacement");
+					 "write an update document ({$set: {...}}), a replacement "
+					 "or a pipeline ([{$set: {...}}])");
 			goto done;
 		}
 		o.update = &body;

@@ -45,7 +45,12 @@
  *    in its records, a $facet's spool for its sub-pipelines) keep its input's, the ones
  *    that make new documents ($group $bucket $sortByCount $count $facet) have none, and
  *    an expression evaluates {$meta: "textScore"} to its input's score or to missing.
- * 8. $out and $merge write as their caller (the transaction's, cred.c) would through files:
+ * 8. An update pipeline (query_pipeline_apply) is the same stages over a source of one
+ *    document instead of a find: no transaction, no collection. Only the stages that map a
+ *    document to one document are allowed there (MongoDB's list), so a $lookup or $facet
+ *    that would need the store never runs without one. update.c turns the result into a
+ *    replacement (its _id rules).
+ * 9. $out and $merge write as their caller (the transaction's, cred.c) would through files:
  *    a new target collection needs the database directory's w bit (0755, the daemon's),
  *    $out (which replaces every entry) and a $merge that may insert need the target
  *    directory's, and a $merge that replaces or merges a document needs r and w on it;
@@ -1202,7 +1207,8 @@ static int parse_lookup(struct pstage *s, const bson_iter_t *it, const struct ag
 			abort();
 		for (int i = 0; i < s->nlet; i++) {
 			scopes[i].name = s->let_names[i];
-			scopes[i].up = i ? &scopes[i - 1] : NULL;
+			scopes[i].up = i ? &scopes[i - 1] : sc; /* the enclosing ones stay visible,
+								 * as lookup_next chains them */
 		}
 		bson_iter_recurse(it, &f);
 		bson_iter_find(&f, "pipeline");
@@ -1211,7 +1217,7 @@ static int parse_lookup(struct pstage *s, const bson_iter_t *it, const struct ag
 			free(scopes);
 			return dfs_err_set(err, DFS_EINVAL, "bad $lookup pipeline");
 		}
-		rc = parse_pipeline(&sub, s->nlet ? &scopes[s->nlet - 1] : NULL, &s->sub, err);
+		rc = parse_pipeline(&sub, s->nlet ? &scopes[s->nlet - 1] : sc, &s->sub, err);
 		free(scopes);
 		if (rc)
 			return dfs_err_prefix(err, "$lookup pipeline: ");
@@ -1754,6 +1760,7 @@ struct query_agg {
 	int first, last;	  /* stages [first, last) run here */
 	struct query_cursor *cur; /* Owned: the source, or NULL */
 	FILE *spool;		  /* Borrowed: the $facet source (length-prefixed BSON), or NULL */
+	const bson_t *one;	  /* Borrowed: the only document (update pipelines), or NULL */
 	struct dfs_buf sbuf;	  /* the document read last from spool */
 	bson_t *sview;		  /* Owned: a view of sbuf (see view_new) */
 	struct rstage *rs;	  /* Owned: p->n entries */
@@ -1768,9 +1775,9 @@ struct query_agg {
 };
 
 static int agg_open(struct store_txn *t, int64_t coll, const struct query_pipeline *p,
-		    int64_t now_ms, size_t mem, FILE *spool, const bson_t *extra,
-		    const struct agg__var *vars, int upto, struct query_agg **out,
-		    struct dfs_err *err);
+		    int64_t now_ms, size_t mem, FILE *spool, const bson_t *one, const bson_t *extra,
+		    const struct agg__var *vars, const struct query_collation *collation, int upto,
+		    struct query_agg **out, struct dfs_err *err);
 static int stage_next(struct query_agg *a, int i, const bson_t **doc, struct dfs_err *err);
 static int stage_run(struct query_agg *a, int i, const bson_t **doc, struct dfs_err *err);
 static int spool_read(FILE *f, struct dfs_buf *b, bson_t *doc, struct dfs_err *err);
@@ -2162,6 +2169,12 @@ static void get_strict(const bson_t *doc, char **comp, int n, bson_value_t *out)
 static int src_next(struct query_agg *a, const bson_t **doc, struct dfs_err *err)
 {
 	int rc;
+
+	if (a->one) {
+		*doc = a->one;
+		a->one = NULL; /* the next call finds no cursor: the end */
+		return 0;
+	}
 
 	if (a->spool) {
 		if (!a->sview && !(a->sview = view_new()))
@@ -2774,10 +2787,10 @@ static int lookup_next(struct query_agg *a, int i, struct rstage *rs, const bson
 			vars[k].up = k ? &vars[k - 1] : a->vars;
 		}
 		if (!rc)
-			rc = agg_open(a->t, fc.id, ps->sub, a->now_ms, a->mem, NULL,
+			rc = agg_open(a->t, fc.id, ps->sub, a->now_ms, a->mem, NULL, NULL,
 				      ps->local ? &eq : NULL,
-				      ps->nlet ? &vars[ps->nlet - 1] : a->vars, ps->sub->n, &sub,
-				      err);
+				      ps->nlet ? &vars[ps->nlet - 1] : a->vars, NULL, ps->sub->n,
+				      &sub, err);
 		while (!rc && (rc = query_agg_next(sub, &fd, err)) == 0) {
 			char buf[16];
 			const char *key;
@@ -2864,7 +2877,7 @@ static int facet_next(struct query_agg *a, int i, struct rstage *rs, const bson_
 			rc = dfs_err_set(err, DFS_EIO, "$facet: cannot read a temporary file");
 		if (!rc)
 			rc = agg_open(a->t, a->coll, ps->facets[f], a->now_ms, a->mem, spool, NULL,
-				      a->vars, ps->facets[f]->n, &sub, err);
+				      NULL, a->vars, NULL, ps->facets[f]->n, &sub, err);
 		while (!rc && (rc = query_agg_next(sub, &r, err)) == 0) {
 			char buf[16];
 			const char *key;
@@ -3190,12 +3203,55 @@ static bool counts_only(const struct query_pipeline *p, int first, int upto)
 	return first < upto && p->st[first].kind == S_COUNT;
 }
 
+/* A $group that compares no values: a constant key (countDocuments' {_id: 1, n: {$sum: 1}})
+ * and accumulators that only add or collect constants or fields. */
+static bool group_compares_nothing(const struct pstage *ps)
+{
+	if (strcmp(ps->name, "$group") || !ps->id || !agg__x_const(ps->id))
+		return false;
+	for (int j = 0; j < ps->naccs; j++) {
+		const struct acc *ac = &ps->accs[j];
+
+		if (ac->op != A_SUM && ac->op != A_AVG && ac->op != A_COUNT && ac->op != A_FIRST &&
+		    ac->op != A_LAST && ac->op != A_PUSH && ac->op != A_STDDEVPOP)
+			return false;
+		if (ac->x && !agg__x_const(ac->x) && !agg__x_field_path(ac->x))
+			return false;
+	}
+	return true;
+}
+
+/* With a collation, only the find compares strings under it (note 1's stages): the stages
+ * after it may only count or cut ($limit, $skip, $count, a $group that compares nothing),
+ * since the others' comparisons ($group keys, $sort, expressions) are binary. DFS_EINVAL
+ * naming the first that is not. */
+static int check_collated(const struct query_pipeline *p, int first, int upto, bool match0,
+			  struct dfs_err *err)
+{
+	if (match0)
+		return dfs_err_set(err, DFS_EINVAL,
+				   "stage 0: $match with $expr and a collation is not supported by "
+				   "docfs");
+	for (int i = first; i < upto; i++) {
+		int k = p->st[i].kind;
+
+		if (k == S_GROUP && group_compares_nothing(&p->st[i]))
+			continue;
+		if (k != S_LIMIT && k != S_SKIP && k != S_COUNT)
+			return dfs_err_set(err, DFS_EINVAL,
+					   "stage %d: %s after the leading $match/$sort with a "
+					   "collation is not supported by docfs",
+					   p->st[i].index, p->st[i].name);
+	}
+	return 0;
+}
+
 /* Opens the pipeline's stages [0, upto) over coll (or over the documents of spool, read from
- * its current position, when not NULL). */
+ * its current position, when not NULL; or over the one document one, when not NULL). */
 static int agg_open(struct store_txn *t, int64_t coll, const struct query_pipeline *p,
-		    int64_t now_ms, size_t mem, FILE *spool, const bson_t *extra,
-		    const struct agg__var *vars, int upto, struct query_agg **out,
-		    struct dfs_err *err)
+		    int64_t now_ms, size_t mem, FILE *spool, const bson_t *one, const bson_t *extra,
+		    const struct agg__var *vars, const struct query_collation *collation, int upto,
+		    struct query_agg **out, struct dfs_err *err)
 {
 	struct query_agg *a = calloc(1, sizeof(*a));
 	struct query_find_opts fo = {0};
@@ -3212,6 +3268,7 @@ static int agg_open(struct store_txn *t, int64_t coll, const struct query_pipeli
 	a->p = p;
 	a->last = upto;
 	a->spool = spool;
+	a->one = one;
 	dfs_buf_init(&a->sbuf);
 	a->vars = vars;
 	a->rng = (uint64_t)now_ms * 0x9e3779b97f4a7c15ull + 0x2545f4914f6cdd1dull;
@@ -3230,8 +3287,13 @@ static int agg_open(struct store_txn *t, int64_t coll, const struct query_pipeli
 		dfs_buf_init(&a->rs[i].pk);
 		dfs_buf_init(&a->rs[i].pp);
 	}
-	if (!spool) {
+	if (!spool && !one) {
 		a->first = find_prefix(p, upto, &fo, &a->match0_in_find);
+		if (collation && (rc = check_collated(p, a->first, upto, a->match0_in_find, err))) {
+			query_agg_free(a);
+			return rc;
+		}
+		fo.collation = collation;
 		fo.sort_mem = mem;
 		fo.count_only = counts_only(p, a->first, upto);
 		if (extra && fo.filter) {
@@ -3266,7 +3328,8 @@ int query_agg_open(struct store_txn *t, int64_t coll, const struct query_pipelin
 				   "query_agg_run_out in a write transaction",
 				   p->st[p->n - 1].index, p->st[p->n - 1].name);
 	return agg_open(t, coll, p, o ? o->now_ms : 0, o && o->mem ? o->mem : AGG_MEM_DEFAULT, NULL,
-			NULL, NULL, p->n, out, err);
+			NULL, NULL, query__let_vars(o ? o->let : NULL), o ? o->collation : NULL,
+			p->n, out, err);
 }
 
 int query_agg_next(struct query_agg *a, const bson_t **doc, struct dfs_err *err)
@@ -3320,6 +3383,54 @@ void query_agg_free(struct query_agg *a)
 	free(a->sview);
 	query_cursor_free(a->cur);
 	free(a);
+}
+
+/* ---- update pipelines (note 8) ------------------------------------------------------- */
+
+int query_pipeline_check_update(const struct query_pipeline *p, struct dfs_err *err)
+{
+	for (int i = 0; i < p->n; i++) {
+		int k = p->st[i].kind;
+
+		if (k != S_PROJECT && k != S_ADDFIELDS && k != S_REPLACEROOT)
+			return dfs_err_set(err, DFS_EINVAL,
+					   "%s is not allowed to be used within an update",
+					   p->st[i].name);
+	}
+	return 0;
+}
+
+int query_pipeline_apply(const struct query_pipeline *p, const bson_t *doc,
+			 const struct query_agg_opts *o, bson_t *out, struct dfs_err *err)
+{
+	struct query_agg *a;
+	const bson_t *res;
+	int rc;
+
+	if ((rc = query_pipeline_check_update(p, err)))
+		return rc;
+	if ((rc = agg_open(NULL, 0, p, o ? o->now_ms : 0, AGG_MEM_DEFAULT, NULL, doc, NULL,
+			   query__let_vars(o ? o->let : NULL), NULL, p->n, &a, err)))
+		return rc;
+	rc = query_agg_next(a, &res, err);
+	if (rc == DFS_ENOENT) /* cannot happen: every stage maps one document to one */
+		rc = dfs_err_set(err, DFS_EIO, "an update pipeline returned no document");
+	if (!rc)
+		bson_concat(out, res);
+	query_agg_free(a);
+	return rc;
+}
+
+int query_pipeline_parse_let(const bson_t *pipeline, const struct query_let *l,
+			     struct query_pipeline **out, struct dfs_err *err)
+{
+	int rc = parse_pipeline(pipeline, query__let_scope(l), out, err);
+
+	if (!rc && (rc = check_meta(*out, false, err))) {
+		query_pipeline_free(*out);
+		*out = NULL;
+	}
+	return rc;
 }
 
 /* ---- $out and $merge (note 5) -------------------------------------------------------- */
@@ -3431,8 +3542,9 @@ int query_agg_run_out(struct store_txn *t, int64_t coll, const struct query_pipe
 	dfs_buf_init(&key);
 	dfs_buf_init(&buf);
 	/* 1. run the pipeline, preparing every result, sorted by _id */
-	if ((rc = agg_open(t, coll, p, o ? o->now_ms : 0, mem, NULL, NULL, NULL, p->n - 1, &a,
-			   err)))
+	if ((rc = agg_open(t, coll, p, o ? o->now_ms : 0, mem, NULL, NULL, NULL,
+			   query__let_vars(o ? o->let : NULL), o ? o->collation : NULL, p->n - 1,
+			   &a, err)))
 		goto done;
 	while ((rc = query_agg_next(a, &doc, err)) == 0) {
 		bson_t prepared;
@@ -3540,7 +3652,7 @@ int query_agg_run_out(struct store_txn *t, int64_t coll, const struct query_pipe
 		rc = dfs_err_set(err, DFS_EIO, "cannot read a temporary file");
 		goto done;
 	}
-	/* 3. write, as the caller would through files (note 8) */
+	/* 3. write, as the caller would through files (note 9) */
 	store_txn_owner(t, &owner, &group);
 	if (!target_exists) {
 		/* a database directory is 0755, the daemon's (fs/fsops.c) */
@@ -3746,8 +3858,9 @@ int query_agg_explain(struct store_txn *t, int64_t coll, const char *ns,
 		 * each one. The find runs again here: its counters above are its own run's. */
 		const bson_t *doc;
 
-		if ((rc = agg_open(t, coll, p, o ? o->now_ms : 0, mem, NULL, NULL, NULL, upto, &a,
-				   err)))
+		if ((rc = agg_open(t, coll, p, o ? o->now_ms : 0, mem, NULL, NULL, NULL,
+				   query__let_vars(o ? o->let : NULL), o ? o->collation : NULL,
+				   upto, &a, err)))
 			goto done;
 		a->timed = true;
 		while (upto > 0 && (rc = stage_next(a, upto - 1, &doc, err)) == 0)

@@ -106,6 +106,11 @@ bool agg__is_number(const bson_value_t *v);
  * system's TZif files. DFS_EINVAL "unrecognized time zone identifier '<name>'". Thread-safe. */
 int agg__tz_offset(const char *name, int64_t utc_ms, int64_t *off_ms, struct dfs_err *err);
 
+/* let.c: the chains of a command's variables for the evaluator and for the parser (NULL
+ * when l is NULL or empty); Borrowed from l. */
+const struct agg__var *query__let_vars(const struct query_let *l);
+const struct agg__scope *query__let_scope(const struct query_let *l);
+
 /* agg.c: sorter runs written to temporary files so far by a (for the spill tests). */
 struct query_agg;
 int64_t query__agg_spills(const struct query_agg *a);

@@ -4,7 +4,7 @@
  * made unique (numbers by value). It reads no store: the caller runs the find (the mount's
  * query/<q>?distinct= files and the wire protocol's distinct command share it).
  */
-#include "query.h"
+#include "query_int.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -93,4 +93,52 @@ size_t query_distinct_finish(struct query_distinct *d)
 	}
 	d->n = k;
 	return k;
+}
+
+/* A value, its collation key form and its arrival order, for query_distinct_finish_collated. */
+struct ckey {
+	bson_value_t key; /* Owned: the value under the collation (collation.c note 1) */
+	size_t seq;	  /* position in d->vals (the first of equal values is kept) */
+};
+
+static int ckey_cmp(const void *a, const void *b)
+{
+	const struct ckey *x = a, *y = b;
+	int c = store_value_compare(&x->key, &y->key);
+
+	return c ? c : (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+size_t query_distinct_finish_collated(struct query_distinct *d, const struct query_collation *c)
+{
+	struct ckey *k;
+	bson_value_t *out;
+	size_t m = 0;
+
+	if (!c)
+		return query_distinct_finish(d);
+	k = calloc(d->n + 1, sizeof(*k));
+	out = calloc(d->n + 1, sizeof(*out));
+	if (!k || !out)
+		abort();
+	for (size_t i = 0; i < d->n; i++) {
+		query__collate_value(c, &d->vals[i], &k[i].key);
+		k[i].seq = i;
+	}
+	qsort(k, d->n, sizeof(*k), ckey_cmp);
+	for (size_t i = 0; i < d->n; i++) {
+		if (m && store_value_compare(&k[i - 1].key, &k[i].key) == 0) {
+			bson_value_destroy(&d->vals[k[i].seq]);
+			continue;
+		}
+		out[m++] = d->vals[k[i].seq];
+	}
+	for (size_t i = 0; i < d->n; i++)
+		bson_value_destroy(&k[i].key);
+	free(k);
+	free(d->vals);
+	d->vals = out;
+	d->n = m;
+	d->cap = m + 1; /* out has room for n + 1 */
+	return m;
 }

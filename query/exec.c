@@ -999,12 +999,14 @@ static int parse_opts(const struct query_find_opts *o, struct plan__query *q, st
 	q->hint_name = o->hint_name;
 	q->sort_mem = o->sort_mem;
 	q->count_only = o->count_only;
-	if (o->filter && (rc = query_filter_parse(o->filter, &q->filter, err)))
+	q->coll = query__collation_ref(o->collation); /* the cursor may outlive o's */
+	if (o->filter && (rc = query_filter_parse_collated(o->filter, q->coll, &q->filter, err)))
 		return rc;
 	if (o->projection && (rc = query_proj_parse(o->projection, &q->proj, err)))
 		return rc;
 	if (o->sort && (rc = query_sort_parse(o->sort, &q->sort, err)))
 		return rc;
+	query__sort_set_collation(q->sort, q->coll);
 	if (q->sort_spec && bson_empty(q->sort_spec))
 		q->sort_spec = NULL;
 	return 0;
@@ -1015,6 +1017,7 @@ static void query_release(struct plan__query *q)
 	query_expr_free(q->filter);
 	query_proj_free(q->proj);
 	query_sort_free(q->sort);
+	query_collation_free(q->coll);
 	store_index_list_free(q->ixs, q->nixs);
 	memset(q, 0, sizeof(*q));
 }

@@ -629,6 +629,7 @@ enum xop {
 	X_STDDEVPOP,
 	X_LET,
 	X_META, /* {$meta: "textScore"} */
+	X_RAND, /* {$rand: {}} */
 };
 
 /* How an operator's operand is parsed. */
@@ -755,6 +756,7 @@ static const struct xdef xdefs[] = {
 	{"$stdDevPop", X_STDDEVPOP, F_ARGS, 0, -1, {0}, 0},
 	{"$let", X_LET, F_LET, 0, 0, {0}, 0},
 	{"$meta", X_META, F_META, 0, 0, {0}, 0},
+	{"$rand", X_RAND, F_NAMED, 0, 0, {0}, 0},
 	{"$literal", X_LIT, F_LITERAL, 0, 0, {0}, 0},
 };
 
@@ -3765,6 +3767,11 @@ int agg__x_eval(const struct agg__x *x, struct agg__ctx *c, bson_value_t *out, s
 		return eval_addmul(x, c, false, out, err);
 	case X_MUL:
 		return eval_addmul(x, c, true, out, err);
+	case X_RAND: /* a double in [0, 1) with 53 random bits (glibc's arc4random) */
+		out->value_type = BSON_TYPE_DOUBLE;
+		out->value.v_double =
+			(double)((((uint64_t)arc4random() << 32) | arc4random()) >> 11) * 0x1p-53;
+		return 0;
 	case X_SUB:
 		return eval_subtract(x, c, out, err);
 	case X_DIV:

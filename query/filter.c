@@ -300,6 +300,22 @@ static int value_cmp_qsort(const void *a, const void *b)
 	return store_value_compare(a, b);
 }
 
+/* Sorts e->vals in compare order and drops duplicates (equal in compare order, e.g. 1 and
+ * 1.0). */
+static void sort_vals(struct query_expr *e)
+{
+	int k, n;
+
+	qsort(e->vals, (size_t)e->nvals, sizeof(*e->vals), value_cmp_qsort);
+	for (k = 1, n = e->nvals ? 1 : 0; k < e->nvals; k++) {
+		if (store_value_compare(&e->vals[n - 1], &e->vals[k]) == 0)
+			bson_value_destroy(&e->vals[k]);
+		else
+			e->vals[n++] = e->vals[k];
+	}
+	e->nvals = n;
+}
+
 /* $in / $nin operand: equalities (sorted, deduplicated) and regexes. */
 static int parse_in(struct pctx *pc, const char *op, const char *path, const bson_iter_t *it,
 		    struct query_expr **out, struct dfs_err *err)
@@ -344,15 +360,8 @@ static int parse_in(struct pctx *pc, const char *op, const char *path, const bso
 			e->has_null = true;
 		bson_value_copy(v, &e->vals[e->nvals++]);
 	}
-	qsort(e->vals, (size_t)e->nvals, sizeof(*e->vals), value_cmp_qsort);
-	/* drop duplicates (equal in compare order, e.g. 1 and 1.0) */
-	for (k = 1, n = e->nvals ? 1 : 0; k < e->nvals; k++) {
-		if (store_value_compare(&e->vals[n - 1], &e->vals[k]) == 0)
-			bson_value_destroy(&e->vals[k]);
-		else
-			e->vals[n++] = e->vals[k];
-	}
-	e->nvals = n;
+	sort_vals(e);
+	(void)k;
 	*out = e;
 	return 0;
 }
@@ -1345,6 +1354,7 @@ void query_expr_free(struct query_expr *e)
 
 	if (!e)
 		return;
+	query_expr_free(e->orig);
 	for (i = 0; i < e->nkids; i++)
 		query_expr_free(e->kids[i]);
 	free(e->kids);
@@ -1539,7 +1549,82 @@ void query_filter_describe(const struct query_expr *e, bson_t *out, const char *
 	bson_t doc;
 
 	bson_append_document_begin(out, key, -1, &doc);
+	if (e && e->orig) /* a collated filter shows its operands as written */
+		e = e->orig;
 	if (e)
 		describe_doc(e, &doc);
 	bson_append_document_end(out, &doc);
+}
+
+/* ---- collations -------------------------------------------------------------------- */
+
+/* Converts the comparison operands of e (collation.c note 1); DFS_EINVAL for the operators
+ * whose strings are not compared by value ($regex, $expr, $text). */
+static int collate_tree(struct query_expr *e, const struct query_collation *c, struct dfs_err *err)
+{
+	bson_value_t v;
+	int rc;
+
+	switch (e->kind) {
+	case QK_REGEX:
+		return dfs_err_set(err, DFS_EINVAL,
+				   "$regex with a collation is not supported by docfs ('%s')",
+				   e->path.dotted);
+	case QK_EXPR:
+		return dfs_err_set(err, DFS_EINVAL,
+				   "$expr with a collation is not supported by docfs");
+	case QK_TEXT:
+		return dfs_err_set(err, DFS_EINVAL,
+				   "$text with a collation is not supported by docfs");
+	case QK_EQ:
+	case QK_LT:
+	case QK_LTE:
+	case QK_GT:
+	case QK_GTE:
+		query__collate_value(c, &e->val, &v);
+		bson_value_destroy(&e->val);
+		e->val = v;
+		break;
+	case QK_IN:
+		if (e->nres)
+			return dfs_err_set(
+				err, DFS_EINVAL,
+				"a regex in $in or $nin with a collation is not supported "
+				"by docfs ('%s')",
+				e->path.dotted);
+		for (int i = 0; i < e->nvals; i++) {
+			query__collate_value(c, &e->vals[i], &v);
+			bson_value_destroy(&e->vals[i]);
+			e->vals[i] = v;
+		}
+		sort_vals(e); /* "a" and "A" may now be one value */
+		break;
+	default:
+		break;
+	}
+	for (int i = 0; i < e->nkids; i++)
+		if ((rc = collate_tree(e->kids[i], c, err)))
+			return rc;
+	return 0;
+}
+
+int query_filter_parse_collated(const bson_t *filter, const struct query_collation *c,
+				struct query_expr **out, struct dfs_err *err)
+{
+	struct query_expr *e = NULL, *orig = NULL;
+	int rc;
+
+	*out = NULL;
+	if (!c)
+		return query_filter_parse(filter, out, err);
+	if ((rc = query_filter_parse(filter, &e, err)) ||
+	    (rc = query_filter_parse(filter, &orig, err)) || (rc = collate_tree(e, c, err))) {
+		query_expr_free(e);
+		query_expr_free(orig);
+		return rc;
+	}
+	e->coll = c;
+	e->orig = orig;
+	*out = e;
+	return 0;
 }

@@ -1062,7 +1062,17 @@ static bool match_doc(const struct query_expr *e, const uint8_t *data, uint32_t 
 bool query_filter_match(const struct query_expr *e, const bson_t *doc, int *elem_index)
 {
 	int k = -1;
-	bool r = match_doc(e, bson_get_data(doc), doc->len, &k);
+	bool r;
+
+	if (e && e->coll) { /* collation.c note 1: the document's strings as sort keys */
+		bson_t conv = BSON_INITIALIZER;
+
+		query__collate_doc(e->coll, doc, &conv);
+		r = match_doc(e, bson_get_data(&conv), conv.len, &k);
+		bson_destroy(&conv);
+	} else {
+		r = match_doc(e, bson_get_data(doc), doc->len, &k);
+	}
 
 	if (elem_index)
 		*elem_index = r ? k : -1;

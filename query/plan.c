@@ -1920,6 +1920,21 @@ int plan__enumerate(struct plan__query *q, struct plan__cand **cands, int *n, st
 		snprintf(c.desc, sizeof(c.desc), "count");
 		return add_cand(cands, n, &c);
 	}
+	if (q->coll && ((q->hint_name) || (q->hint && !bson_has_field(q->hint, "$natural"))))
+		return dfs_err_set(err, DFS_EINVAL,
+				   "a hinted index cannot answer a query with a collation (docfs's "
+				   "indexes hold binary keys)");
+	if (q->coll) {
+		/* collation.c: no index holds collation keys, so none can find, bound or
+		 * order strings under it; a collection scan compares every document */
+		bson_iter_t it;
+
+		collscan_cand(q,
+			      q->hint && bson_iter_init_find(&it, q->hint, "$natural") &&
+				      bson_iter_as_int64(&it) < 0,
+			      &c);
+		return add_cand(cands, n, &c);
+	}
 	if (q->hint || q->hint_name) {
 		int pos = -1;
 		bson_iter_t it;
@@ -2037,7 +2052,7 @@ static void cache_key(struct store_txn *t, int64_t coll, const struct plan__quer
 	dfs_buf_putc(b, '|');
 	if (q->proj_spec)
 		store_codec_render(q->proj_spec, STORE_RENDER_COMPACT, b, &err);
-	dfs_buf_printf(b, "|%d|%d", q->skip != 0, q->limit != 0);
+	dfs_buf_printf(b, "|%d|%d|%s", q->skip != 0, q->limit != 0, query__collation_desc(q->coll));
 }
 
 static int cache_versions(struct store_txn *t, int64_t coll, int64_t *ixver, int64_t *changes)

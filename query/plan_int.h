@@ -171,6 +171,7 @@ struct plan__query {
 	const char *hint_name;		      /* Borrowed */
 	size_t sort_mem;		      /* SORT budget */
 	bool count_only;		      /* query_find_opts.count_only */
+	struct query_collation *coll;	      /* Owned: a reference to query_find_opts.collation */
 	struct query_expr *text;	      /* Borrowed: the filter's $text node, or NULL */
 	const struct query_expr *text_or;     /* Borrowed: the $or holding it, or NULL */
 	const struct query_expr *text_branch; /* Borrowed: text_or's kid holding it */

@@ -28,6 +28,24 @@ struct query_expr;
  * be refused). */
 bool query_filter_has_text(const struct query_expr *e);
 int query_filter_parse(const bson_t *filter, struct query_expr **out, struct dfs_err *err);
+
+/*
+ * A collation (MongoDB's option: {locale, strength, caseLevel, caseFirst, numericOrdering,
+ * alternate, maxVariable, backwards, normalization}) on ICU (collation.c). Immutable after
+ * creation: thread-safe.
+ */
+struct query_collation;
+/* Reads spec (Borrowed for the call) into *out (Owned, query_collation_free); *out is NULL
+ * for {locale: "simple"} (binary comparison, as without one). Errors DFS_EINVAL: no locale,
+ * a locale ICU does not have, an unknown field or a bad value. */
+int query_collation_new(const bson_t *spec, struct query_collation **out, struct dfs_err *err);
+void query_collation_free(struct query_collation *c);
+/* query_filter_parse whose comparisons ($eq, $ne, $gt, $gte, $lt, $lte, $in, $nin, $all,
+ * equality inside $elemMatch, of strings at any depth) follow c (Borrowed: must outlive
+ * *out; NULL: query_filter_parse). DFS_EINVAL for what docfs cannot compare under a
+ * collation: $regex, $expr, $text, $where. */
+int query_filter_parse_collated(const bson_t *filter, const struct query_collation *c,
+				struct query_expr **out, struct dfs_err *err);
 void query_expr_free(struct query_expr *e);
 
 /*
@@ -116,6 +134,9 @@ struct query_find_opts {
 				   * and the cursor may return NULL documents */
 	bool in_pipeline;	  /* explain: the find is an aggregate's $cursor, which shows a
 				   * count_only plan without the count command's COUNT stage */
+	const struct query_collation *collation; /* Borrowed: the filter's and sort's string
+						  * comparisons, or NULL (binary); planned as
+						  * a collection scan (collation.c) */
 };
 
 struct query_cursor;
@@ -217,11 +238,49 @@ void query_pipeline_free(struct query_pipeline *p);
 /* Does p end in $out or $merge (and so must be run with query_agg_run_out)? */
 bool query_pipeline_writes(const struct query_pipeline *p);
 
+/*
+ * A command's variables (MongoDB's "let" option, an update statement's "c"): let is a
+ * document of names and aggregation expressions, each evaluated once when the command starts
+ * (let.c's notes). Pipelines parsed with them see $$name; filters get them written into
+ * their $expr. Immutable after creation: thread-safe.
+ */
+struct query_let;
+/* Evaluates let (Borrowed for the call) with $$NOW = now_ms into *out (Owned, freed by
+ * query_let_free). Errors DFS_EINVAL: a bad name ("'X' starts with an invalid character for
+ * a user variable name"), an expression's parse or evaluation error naming the variable. */
+int query_let_new(const bson_t *let, int64_t now_ms, struct query_let **out, struct dfs_err *err);
+void query_let_free(struct query_let *l);
+/* filter into out (initialised here; Owned) with l's variables bound in each $expr at the
+ * top level or under $and/$or/$nor: "$$name" becomes {$literal: value}. l may be NULL (a
+ * plain copy). */
+void query_let_filter(const struct query_let *l, const bson_t *filter, bson_t *out);
+/* query_pipeline_parse with l's variables in scope (l may be NULL). The pipeline must then
+ * run with the same l in query_agg_opts.let. */
+int query_pipeline_parse_let(const bson_t *pipeline, const struct query_let *l,
+			     struct query_pipeline **out, struct dfs_err *err);
+
 struct query_agg_opts {
 	size_t mem;	/* bytes each $group/$sort (and the find's sort) holds before spilling
 			 * to temporary files (0: 32 MiB) */
 	int64_t now_ms; /* $$NOW, ms since the epoch (also seeds $sample) */
+	const struct query_let *let;		 /* Borrowed: the command's variables, or NULL */
+	const struct query_collation *collation; /* Borrowed: the leading $match/$sort's string
+						  * comparisons (no other stage may compare:
+						  * DFS_EINVAL), or NULL */
 };
+
+/*
+ * Runs p over the one document doc (Borrowed) into out (initialised, empty): an update
+ * pipeline (MongoDB's "update with an aggregation pipeline"). Only stages that map one
+ * document to one document may appear ($addFields/$set, $project, $unset, $replaceRoot/
+ * $replaceWith), checked by query_pipeline_check_update. o may be NULL. Errors: those of the
+ * stages (DFS_EINVAL naming the stage, DFS_EFBIG); out is left empty on error.
+ */
+int query_pipeline_apply(const struct query_pipeline *p, const bson_t *doc,
+			 const struct query_agg_opts *o, bson_t *out, struct dfs_err *err);
+/* 0 when p can be an update pipeline, else DFS_EINVAL naming the first stage that cannot
+ * ("$group is not allowed to be used within an update"). */
+int query_pipeline_check_update(const struct query_pipeline *p, struct dfs_err *err);
 
 /* A running pipeline (not thread-safe: one thread at a time). */
 struct query_agg;
@@ -291,6 +350,16 @@ struct query_update;
  * '$sett'", "Updating the path 'a' would create a conflict at 'a'"). */
 int query_update_parse(const bson_t *update, const bson_t *array_filters, struct query_update **out,
 		       struct dfs_err *err);
+/* Parses an update pipeline (stages: a BSON array document; Borrowed for the call) into *out
+ * (Owned, freed by query_update_free), with the command's variables let (Borrowed: must
+ * outlive *out; may be NULL). Only $set/$addFields, $unset, $project, $replaceRoot/
+ * $replaceWith stages; array_filters must be NULL. Applying it runs the stages over the
+ * document (upserts: over the filter's seed) and keeps the result as a replacement whose
+ * _id is the document's (update.c note 8). Errors DFS_EINVAL: the pipeline's parse errors,
+ * a stage not allowed, arrayFilters given. */
+int query_update_parse_pipeline(const bson_t *stages, const bson_t *array_filters,
+				const struct query_let *let, struct query_update **out,
+				struct dfs_err *err);
 void query_update_free(struct query_update *u);
 bool query_update_is_replacement(const struct query_update *u);
 
@@ -336,7 +405,10 @@ struct query_write_opts {
 	bool upsert;		     /* insert when nothing matches */
 	bool remove;		     /* find-and-modify: delete instead of update */
 	bool return_new;	     /* find-and-modify: return the document after the update */
-	int64_t now_ms;		     /* the time of $currentDate (0: now) */
+	bool pipeline;		     /* update is an update pipeline (a BSON array of stages) */
+	int64_t now_ms;		     /* the time of $currentDate and $$NOW (0: now) */
+	const struct query_let *let; /* the command's variables ($expr, pipelines), or NULL */
+	const struct query_collation *collation; /* filter and sort comparisons, or NULL */
 };
 
 struct query_write_result {
@@ -388,6 +460,9 @@ void query_distinct_release(struct query_distinct *d);
 void query_distinct_add(struct query_distinct *d, const bson_t *doc, const char *path);
 /* Sorts the values in MongoDB's order and drops duplicates (numbers by value); returns n. */
 size_t query_distinct_finish(struct query_distinct *d);
+/* The same with strings compared under c (NULL: query_distinct_finish): of values equal under
+ * it the first added is kept. */
+size_t query_distinct_finish_collated(struct query_distinct *d, const struct query_collation *c);
 
 /* ---- MongoDB's error codes (write.c) ---------------------------------------------- */
 

@@ -115,7 +115,22 @@ struct query_expr {
 	struct query__xnode *x;	       /* QK_EXPR: Owned */
 	bson_value_t x_orig;	       /* QK_EXPR: the operand as written, for describe */
 	struct query__text *text;      /* QK_TEXT: Owned */
+	const struct query_collation *coll; /* root of a collated filter: Borrowed, else NULL */
+	struct query_expr *orig;	    /* root of a collated filter: Owned, the tree with
+					     * the operands as written (describe), else NULL */
 };
+
+/* collation.c: doc with every string at any depth replaced by its sort key under c (note 1)
+ * into out (initialised); the same for one value into out (Owned copy). */
+void query__collate_doc(const struct query_collation *c, const bson_t *doc, bson_t *out);
+void query__collate_value(const struct query_collation *c, const bson_value_t *v,
+			  bson_value_t *out);
+/* Another reference to c (NULL: NULL), dropped by query_collation_free. */
+struct query_collation *query__collation_ref(const struct query_collation *c);
+/* The collation's options as one canonical text ("" for NULL): plan cache keys. */
+const char *query__collation_desc(const struct query_collation *c);
+/* sort.c: strings of s's fields compare under c (Borrowed; NULL: binary). */
+void query__sort_set_collation(struct query_sort *s, const struct query_collation *c);
 
 /* ---- $text (text.c) ----------------------------------------------------------------- */
 

@@ -29,7 +29,7 @@
  *
  * Thread-safe: a parsed struct query_sort is immutable.
  */
-#include "query.h"
+#include "query_int.h"
 
 #include <limits.h>
 #include <math.h>
@@ -52,7 +52,14 @@ struct sort_field {
 struct query_sort {
 	struct sort_field *f; /* Owned array of n fields, in spec order */
 	size_t n;	      /* fields; 0 means natural order */
+	const struct query_collation *coll; /* Borrowed: strings compare by it, or NULL */
 };
+
+void query__sort_set_collation(struct query_sort *s, const struct query_collation *c)
+{
+	if (s)
+		s->coll = c;
+}
 
 void query_sort_free(struct query_sort *s)
 {
@@ -355,6 +362,13 @@ static int sort_key(const struct query_sort *s, const bson_t *doc, const double 
 	size_t start = key->len, i;
 	bson_iter_t it;
 	int rc = DFS_OK;
+	const bson_t *orig = doc; /* the _id tie-break stays binary */
+	bson_t conv = BSON_INITIALIZER;
+
+	if (s->coll) { /* collation.c note 1: the fields' strings as sort keys */
+		query__collate_doc(s->coll, doc, &conv);
+		doc = &conv;
+	}
 
 	for (i = 0; i < s->n; i++) {
 		const struct sort_field *f = &s->f[i];
@@ -391,13 +405,14 @@ static int sort_key(const struct query_sort *s, const bson_t *doc, const double 
 			goto done;
 		}
 	}
-	if (bson_iter_init_find(&it, doc, "_id"))
+	if (bson_iter_init_find(&it, orig, "_id"))
 		rc = store_key_append(key, bson_iter_value(&it), false, err);
 	else
 		rc = store_key_append(key, &null_value, false, err);
 	if (rc)
 		dfs_err_prefix(err, "sort key of '_id': ");
 done:
+	bson_destroy(&conv);
 	if (rc) {
 		key->len = start;
 		if (key->data)

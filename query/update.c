@@ -465,6 +465,8 @@ struct query_update {
 	struct tnode root;
 	struct afilter *af; /* Owned: the array filters */
 	size_t naf;
+	struct query_pipeline *pipe; /* Owned: an update pipeline (note 8), or NULL */
+	const struct query_let *let; /* Borrowed: the pipeline's variables, or NULL */
 };
 
 static void leaf_free(struct uleaf *l)
@@ -504,6 +506,7 @@ void query_update_free(struct query_update *u)
 		return;
 	if (u->repl)
 		bson_destroy(u->repl);
+	query_pipeline_free(u->pipe);
 	tnode_release(&u->root);
 	for (size_t i = 0; i < u->naf; i++) {
 		free(u->af[i].ident);
@@ -2505,7 +2508,7 @@ static int finish(struct actx *a, struct unode *root, bool id_first, bson_t *out
 	return 0;
 }
 
-static int apply_replacement(struct actx *a, bson_t *out)
+static int apply_replacement(struct actx *a, const bson_t *repl, bson_t *out)
 {
 	bson_iter_t oid, it;
 	bool have_id = bson_iter_init_find(&oid, a->orig, "_id");
@@ -2514,7 +2517,7 @@ static int apply_replacement(struct actx *a, bson_t *out)
 
 	if (have_id)
 		un_push(root, "_id", 3, un_from_iter(&oid));
-	if (bson_iter_init(&it, a->u->repl)) {
+	if (bson_iter_init(&it, repl)) {
 		while (bson_iter_next(&it)) {
 			if (!strcmp(bson_iter_key(&it), "_id")) {
 				if (have_id) {
@@ -2541,6 +2544,41 @@ immutable:
 			   "field '_id'");
 }
 
+/* Note 8: the pipeline's output is the replacement document. */
+static int apply_pipeline(struct actx *a, bson_t *out)
+{
+	struct query_agg_opts o = {.now_ms = a->now_ms, .let = a->u->let};
+	bson_t res = BSON_INITIALIZER;
+	int rc = query_pipeline_apply(a->u->pipe, a->orig, &o, &res, a->err);
+
+	if (!rc)
+		rc = apply_replacement(a, &res, out);
+	bson_destroy(&res);
+	return rc;
+}
+
+int query_update_parse_pipeline(const bson_t *stages, const bson_t *array_filters,
+				const struct query_let *let, struct query_update **out,
+				struct dfs_err *err)
+{
+	struct query_update *u;
+	int rc;
+
+	*out = NULL;
+	if (array_filters)
+		return dfs_err_set(err, DFS_EINVAL,
+				   "arrayFilters may not be specified for pipeline-style updates");
+	u = xcalloc(1, sizeof(*u));
+	u->let = let;
+	if ((rc = query_pipeline_parse_let(stages, let, &u->pipe, err)) ||
+	    (rc = query_pipeline_check_update(u->pipe, err))) {
+		query_update_free(u);
+		return rc;
+	}
+	*out = u;
+	return 0;
+}
+
 int query_update_apply(const struct query_update *u, const bson_t *doc, int elem_index,
 		       bool upsert_insert, int64_t now_ms, bson_t *out, bool *changed,
 		       struct dfs_err *err)
@@ -2561,7 +2599,11 @@ int query_update_apply(const struct query_update *u, const bson_t *doc, int elem
 	if (!bson_validate(doc, BSON_VALIDATE_NONE, NULL))
 		return dfs_err_set(err, DFS_EINVAL, "the document is not valid BSON");
 	if (u->replacement) {
-		rc = apply_replacement(&a, out);
+		rc = apply_replacement(&a, u->repl, out);
+		goto done;
+	}
+	if (u->pipe) {
+		rc = apply_pipeline(&a, out);
 		goto done;
 	}
 	root = un_from_container(bson_get_data(doc), doc->len, BSON_TYPE_DOCUMENT);

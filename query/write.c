@@ -74,6 +74,7 @@ static int collect_ids(struct store_txn *t, int64_t coll, const struct query_wri
 	fo.sort = o->sort;
 	fo.projection = &proj;
 	fo.limit = o->multi ? 0 : 1;
+	fo.collation = o->collation;
 	*n = 0;
 	if ((rc = query_find_open(t, coll, &fo, &c, err)))
 		goto done;
@@ -131,6 +132,28 @@ static void id_text(const bson_value_t *v, char *out, size_t cap)
 	store_codec_render_value(v, &b, NULL);
 	snprintf(out, cap, "%s", b.data ? b.data : "?");
 	dfs_buf_release(&b);
+}
+
+/* Parses o's update: operators, a replacement, or a pipeline (o->pipeline). */
+static int parse_update(const struct query_write_opts *o, struct query_update **u,
+			struct dfs_err *err)
+{
+	if (o->pipeline)
+		return query_update_parse_pipeline(o->update, o->array_filters, o->let, u, err);
+	return query_update_parse(o->update, o->array_filters, u, err);
+}
+
+/* o with its filter's $expr given the command's variables (query_let_filter): *copy gets o
+ * with filter pointing at bound (initialised here; the caller destroys it). */
+static void bind_let(const struct query_write_opts *o, struct query_write_opts *copy, bson_t *bound)
+{
+	*copy = *o;
+	bson_init(bound);
+	if (o->let && o->filter) {
+		bson_destroy(bound);
+		query_let_filter(o->let, o->filter, bound);
+		copy->filter = bound;
+	}
 }
 
 /* Inserts the upsert document for a filter that matched nothing. */
@@ -251,28 +274,31 @@ static int update_ids(struct store_txn *t, int64_t coll, const struct query_expr
 	return rc;
 }
 
-int query_update_run(struct store_txn *t, int64_t coll, const struct query_write_opts *o,
+int query_update_run(struct store_txn *t, int64_t coll, const struct query_write_opts *oin,
 		     struct query_write_result *r, struct dfs_err *err)
 {
 	struct query_update *u = NULL;
 	struct query_expr *filter = NULL;
-	bson_t ids = BSON_INITIALIZER, empty = BSON_INITIALIZER;
+	struct query_write_opts bo, *o = &bo;
+	bson_t ids = BSON_INITIALIZER, empty = BSON_INITIALIZER, bound;
 	struct entries ents = {0};
-	int64_t n, now = o->now_ms ? o->now_ms : now_ms();
+	int64_t n, now = oin->now_ms ? oin->now_ms : now_ms();
 	int rc;
 
+	bind_let(oin, &bo, &bound);
 	if (!o->update) {
 		rc = dfs_err_set(err, DFS_EINVAL, "an update needs an update document");
 		goto done;
 	}
-	if ((rc = query_update_parse(o->update, o->array_filters, &u, err)))
+	if ((rc = parse_update(o, &u, err)))
 		goto done;
 	if (o->multi && query_update_is_replacement(u)) {
 		rc = dfs_err_set(err, DFS_EINVAL,
 				 "a replacement document cannot update many documents (multi)");
 		goto done;
 	}
-	if ((rc = query_filter_parse(o->filter ? o->filter : &empty, &filter, err)))
+	if ((rc = query_filter_parse_collated(o->filter ? o->filter : &empty, o->collation, &filter,
+					      err)))
 		goto done;
 	if ((rc = collect_ids(t, coll, o, &ids, &ents, &n, err)))
 		goto done;
@@ -286,18 +312,21 @@ done:
 	entries_release(&ents);
 	bson_destroy(&ids);
 	bson_destroy(&empty);
+	bson_destroy(&bound);
 	return rc;
 }
 
-int query_delete_run(struct store_txn *t, int64_t coll, const struct query_write_opts *o,
+int query_delete_run(struct store_txn *t, int64_t coll, const struct query_write_opts *oin,
 		     struct query_write_result *r, struct dfs_err *err)
 {
-	bson_t ids = BSON_INITIALIZER;
+	bson_t ids = BSON_INITIALIZER, bound;
+	struct query_write_opts bo, *o = &bo;
 	struct entries ents = {0};
 	bson_iter_t it;
 	int64_t n, id;
 	int rc;
 
+	bind_let(oin, &bo, &bound);
 	if ((rc = collect_ids(t, coll, o, &ids, &ents, &n, err)))
 		goto done;
 	bson_iter_init(&it, &ids);
@@ -311,13 +340,14 @@ int query_delete_run(struct store_txn *t, int64_t coll, const struct query_write
 done:
 	entries_release(&ents);
 	bson_destroy(&ids);
+	bson_destroy(&bound);
 	return rc;
 }
 
 int query_find_modify(struct store_txn *t, int64_t coll, const struct query_write_opts *o,
 		      struct query_write_result *r, struct dfs_err *err)
 {
-	struct query_write_opts one = *o;
+	struct query_write_opts one;
 	struct query_update *u = NULL;
 	struct query_expr *filter = NULL;
 	struct query_proj *proj = NULL;
@@ -325,8 +355,10 @@ int query_find_modify(struct store_txn *t, int64_t coll, const struct query_writ
 	bson_t before = BSON_INITIALIZER, after = BSON_INITIALIZER;
 	const bson_t *ret = NULL;
 	int64_t n, now = o->now_ms ? o->now_ms : now_ms();
+	bson_t bound;
 	int rc;
 
+	bind_let(o, &one, &bound);
 	one.multi = false;
 	if (o->remove && (o->update || o->upsert)) {
 		rc = dfs_err_set(err, DFS_EINVAL,
@@ -338,11 +370,12 @@ int query_find_modify(struct store_txn *t, int64_t coll, const struct query_writ
 		rc = dfs_err_set(err, DFS_EINVAL, "findAndModify needs an update or remove");
 		goto done;
 	}
-	if (o->update && (rc = query_update_parse(o->update, o->array_filters, &u, err)))
+	if (o->update && (rc = parse_update(o, &u, err)))
 		goto done;
 	if (o->projection && (rc = query_proj_parse(o->projection, &proj, err)))
 		goto done;
-	if ((rc = query_filter_parse(o->filter ? o->filter : &empty, &filter, err)))
+	if ((rc = query_filter_parse_collated(one.filter ? one.filter : &empty, o->collation,
+					      &filter, err)))
 		goto done;
 	if ((rc = collect_ids(t, coll, &one, &ids, NULL, &n, err)))
 		goto done;
@@ -391,6 +424,7 @@ done:
 	bson_destroy(&empty);
 	bson_destroy(&before);
 	bson_destroy(&after);
+	bson_destroy(&bound);
 	return rc;
 }
 
@@ -582,6 +616,7 @@ static int bulk_one(struct store_txn *t, int64_t coll, const bson_t *op, uint32_
 	static const char *const f_delete[] = {"filter", "hint", "collation", NULL};
 	struct query_write_opts o = {0};
 	struct query_write_result r = {0};
+	struct query_collation *collation = NULL;
 	bson_t specv, fv, uv, av;
 	const bson_t *spec;
 	bson_iter_t it;
@@ -622,7 +657,9 @@ static int bulk_one(struct store_txn *t, int64_t coll, const bson_t *op, uint32_
 			return rc;
 		o.update = sub_doc(spec, "update", &uv);
 		if (!o.update)
-			return dfs_err_set(err, DFS_EINVAL, "%s needs an 'update' document", name);
+			return dfs_err_set(err, DFS_EINVAL,
+					   "%s needs an 'update' document or pipeline", name);
+		o.pipeline = bson_iter_init_find(&it, spec, "update") && BSON_ITER_HOLDS_ARRAY(&it);
 		o.array_filters = sub_doc(spec, "arrayFilters", &av);
 		o.multi = name[6] == 'M';
 	} else if (strcmp(name, "replaceOne") == 0) {
@@ -647,6 +684,17 @@ static int bulk_one(struct store_txn *t, int64_t coll, const bson_t *op, uint32_
 		return dfs_err_set(err, DFS_EINVAL, "%s needs a 'filter' document", name);
 	if ((rc = bool_field(spec, "upsert", &o.upsert, err)))
 		return rc;
+	if (bson_iter_init_find(&it, spec, "collation")) {
+		bson_t cv;
+		const bson_t *cs = sub_doc(spec, "collation", &cv);
+
+		if (!cs || !BSON_ITER_HOLDS_DOCUMENT(&it))
+			return dfs_err_set(err, DFS_EINVAL, "%s: 'collation' must be a document",
+					   name);
+		if ((rc = query_collation_new(cs, &collation, err)))
+			return rc;
+		o.collation = collation;
+	}
 	if (name[0] == 'd') {
 		rc = query_delete_run(t, coll, &o, &r, err);
 	} else {
@@ -661,6 +709,7 @@ static int bulk_one(struct store_txn *t, int64_t coll, const bson_t *op, uint32_
 		acc->upserted += r.upserted;
 	}
 	query_write_result_release(&r);
+	query_collation_free(collation);
 	return rc;
 }
 

@@ -300,8 +300,9 @@ static int agg_next(void *ctx, const bson_t **doc, struct dfs_err *err)
 	return query_agg_next(((struct agg_src *)ctx)->agg, doc, err);
 }
 
-/* The pipeline of an aggregate, parsed: 0 or a wire_fail code. */
-static int agg_pipeline(struct wire_ctx *c, struct query_pipeline **p)
+/* The pipeline of an aggregate, parsed with the command's variables let (may be NULL): 0 or
+ * a wire_fail code. */
+static int agg_pipeline(struct wire_ctx *c, const struct query_let *let, struct query_pipeline **p)
 {
 	struct dfs_err err = {0};
 	bson_t arr;
@@ -309,7 +310,7 @@ static int agg_pipeline(struct wire_ctx *c, struct query_pipeline **p)
 	if (!wire_sub_view(c->cmd, "pipeline", true, &arr))
 		return wire_fail(c, 14, "TypeMismatch",
 				 "'pipeline' option must be specified as an array");
-	if (query_pipeline_parse(&arr, p, &err))
+	if (query_pipeline_parse_let(&arr, let, p, &err))
 		return wire_fail_dfs(c, &err);
 	return 0;
 }
@@ -519,13 +520,14 @@ static int coll_stats_stage(struct wire_ctx *c, const char *name, const char *ns
 
 /* Options of aggregate that docfs does not have yet: refused rather than ignored (a
  * collation or a let ignored gives other documents, or a misleading error). */
-static const char *const agg_refused[] = {"collation", "let", NULL};
+static const char *const agg_refused[] = {NULL};
 
 int wire_cmd_aggregate(struct wire_ctx *c, bson_t *reply)
 {
 	struct dfs_err err = {0};
 	struct query_agg_opts ao = {.mem = fs_sort_mem, .now_ms = wire_now_ms()};
 	struct query_pipeline *p = NULL;
+	struct query_let *let = NULL;
 	struct agg_src as = {0};
 	struct wire_source src = {agg_next, &as};
 	char name[DFS_MAX_NS_NAME + 1], ns[2 * DFS_MAX_NS_NAME + 2];
@@ -563,8 +565,14 @@ int wire_cmd_aggregate(struct wire_ctx *c, bson_t *reply)
 	wire_ns(ns, sizeof(ns), c->db, name);
 	if (!explain && (rc = coll_stats_stage(c, name, ns, reply)) != -1)
 		return rc;
-	if ((rc = agg_pipeline(c, &p)))
+	if ((rc = wire_arg_let(c, &let)))
 		return rc;
+	ao.let = let;
+	if ((rc = wire_arg_collation(c, c->cmd, &c->coll)))
+		goto done;
+	ao.collation = c->coll;
+	if ((rc = agg_pipeline(c, let, &p)))
+		goto done;
 	if (explain) {
 		rc = wire_coll_open(c, name, WIRE_COLL_GHOST, &x);
 		if (rc == DFS_ENOENT)
@@ -626,6 +634,7 @@ done:
 	query_agg_free(as.agg);
 	wire_coll_close(c, &x, false);
 	query_pipeline_free(p);
+	query_let_free(let);
 	return rc;
 }
 
@@ -704,7 +713,9 @@ static int explain_write(struct wire_ctx *c, int verbosity, bson_t *reply)
 	}
 	o.upsert = !del && bson_iter_init_find(&it, sp, "upsert") && bson_iter_as_bool(&it);
 	if (!del) {
-		if (!wire_sub_view(sp, fam ? "update" : "u", false, &u))
+		o.pipeline = bson_iter_init_find(&it, sp, fam ? "update" : "u") &&
+			     BSON_ITER_HOLDS_ARRAY(&it);
+		if (!wire_sub_view(sp, fam ? "update" : "u", o.pipeline, &u))
 			return wire_fail(c, 9, "FailedToParse",
 					 "explain of %s needs an update document", c->name);
 		o.update = &u;
@@ -821,17 +832,24 @@ int wire_cmd_explain(struct wire_ctx *c, bson_t *reply)
 	}
 	if (!strcmp(c->name, "aggregate")) {
 		struct query_agg_opts ao = {.mem = fs_sort_mem, .now_ms = wire_now_ms()};
+		struct query_let *let = NULL;
 
-		if ((rc = agg_collection(c, name, sizeof(name))) || (rc = agg_pipeline(c, &p)))
-			goto done;
+		if ((rc = agg_collection(c, name, sizeof(name))) || (rc = wire_arg_let(c, &let)) ||
+		    (rc = agg_pipeline(c, let, &p)))
+			goto agg_done;
+		ao.let = let;
+		query_collation_free(c->coll);
+		if ((rc = wire_arg_collation(c, c->cmd, &c->coll)))
+			goto agg_done;
+		ao.collation = c->coll;
 		wire_ns(ns, sizeof(ns), c->db, name);
 		if ((rc = wire_coll_open(c, name, WIRE_COLL_GHOST, &x)) == DFS_ENOENT)
 			rc = wire_fail(c, 26, "NamespaceNotFound", "database %s does not exist",
 				       c->db);
-		if (rc)
-			goto done;
-		if (query_agg_explain(x.t, x.co.id, ns, p, &ao, verbosity, reply, &err))
+		if (!rc && query_agg_explain(x.t, x.co.id, ns, p, &ao, verbosity, reply, &err))
 			rc = wire_fail_dfs(c, &err);
+	agg_done:
+		query_let_free(let);
 		goto done;
 	}
 	if ((rc = wire_arg_coll(c, name, sizeof(name))) ||

@@ -155,11 +155,49 @@ int wire_refuse_opts(struct wire_ctx *c, const bson_t *doc, const char *what,
 	return 0;
 }
 
+int wire_arg_collation(struct wire_ctx *c, const bson_t *doc, struct query_collation **out)
+{
+	struct dfs_err err = {0};
+	bson_iter_t it;
+	bson_t view;
+
+	*out = NULL;
+	if (!bson_iter_init_find(&it, doc, "collation") || BSON_ITER_HOLDS_NULL(&it))
+		return 0;
+	if (!BSON_ITER_HOLDS_DOCUMENT(&it) || !wire_sub_view(doc, "collation", false, &view))
+		return wire_fail(c, 14, "TypeMismatch",
+				 "BSON field '%s.collation' is the wrong type, expected type "
+				 "'object'",
+				 c->name);
+	if (query_collation_new(&view, out, &err))
+		return wire_fail(c, 2, "BadValue", "%s", err.msg);
+	return 0;
+}
+
+int wire_arg_let(struct wire_ctx *c, struct query_let **out)
+{
+	struct dfs_err err = {0};
+	bson_iter_t it;
+	bson_t view;
+
+	*out = NULL;
+	if (!bson_iter_init_find(&it, c->cmd, "let"))
+		return 0;
+	if (!BSON_ITER_HOLDS_DOCUMENT(&it))
+		return wire_fail(c, 14, "TypeMismatch",
+				 "BSON field '%s.let' is the wrong type, expected type 'object'",
+				 c->name);
+	if (!wire_sub_view(c->cmd, "let", false, &view) ||
+	    query_let_new(&view, wire_now_ms(), out, &err))
+		return wire_fail(c, 2, "BadValue", "%s: %s", c->name, err.msg);
+	return 0;
+}
+
 /* Options of find, and of count and distinct, that docfs does not have yet: refused by
- * name rather than ignored (a collation ignored gives other documents, silently). */
-static const char *const find_refused[] = {"min",	"max",		"collation",   "let",
-					   "returnKey", "showRecordId", "oplogReplay", NULL};
-static const char *const count_refused[] = {"collation", NULL};
+ * name rather than ignored (an option ignored gives other documents, silently). */
+static const char *const find_refused[] = {"min",	   "max",	  "returnKey",
+					   "showRecordId", "oplogReplay", NULL};
+static const char *const count_refused[] = {NULL};
 
 int wire_find_args(struct wire_ctx *c, struct wire_find_args *a, bool count)
 {
@@ -174,6 +212,10 @@ int wire_find_args(struct wire_ctx *c, struct wire_find_args *a, bool count)
 	if ((rc = wire_arg_doc(c, count ? "query" : "filter", &a->filter)) > 1)
 		return rc;
 	a->o.filter = rc == 0 ? &a->filter : NULL;
+	query_collation_free(c->coll);
+	if ((rc = wire_arg_collation(c, c->cmd, &c->coll)))
+		return rc;
+	a->o.collation = c->coll;
 	if (!count) {
 		if ((rc = wire_arg_doc(c, "sort", &a->sort)) > 1)
 			return rc;

@@ -92,8 +92,10 @@ static int find_tailable(struct wire_ctx *c, const char *name, const char *ns,
 					reply);
 }
 
-int wire_cmd_find(struct wire_ctx *c, bson_t *reply)
+/* find, its filter bound to the command's let in *bound (the caller's, destroyed after). */
+static int find_bound(struct wire_ctx *c, bson_t *reply, bson_t *bound)
 {
+	struct query_let *let = NULL;
 	struct dfs_err err = {0};
 	char name[DFS_MAX_NS_NAME + 1], ns[2 * DFS_MAX_NS_NAME + 2];
 	struct wire_find_args a;
@@ -104,8 +106,15 @@ int wire_cmd_find(struct wire_ctx *c, bson_t *reply)
 	bool tailable = false;
 	int rc;
 
-	if ((rc = wire_arg_coll(c, name, sizeof(name))) || (rc = wire_find_args(c, &a, false)))
+	if ((rc = wire_arg_coll(c, name, sizeof(name))) || (rc = wire_find_args(c, &a, false)) ||
+	    (rc = wire_arg_let(c, &let)))
 		return rc;
+	if (let && a.o.filter) { /* the find copies what it keeps of its filter */
+		bson_destroy(bound);
+		query_let_filter(let, a.o.filter, bound);
+		a.o.filter = bound;
+	}
+	query_let_free(let);
 	wire_ns(ns, sizeof(ns), c->db, name);
 	wire_arg_bool(c, "tailable", &tailable);
 	if (tailable)
@@ -145,6 +154,15 @@ done:
 	}
 	query_cursor_free(f.cur);
 	wire_coll_close(c, &x, false);
+	return rc;
+}
+
+int wire_cmd_find(struct wire_ctx *c, bson_t *reply)
+{
+	bson_t bound = BSON_INITIALIZER;
+	int rc = find_bound(c, reply, &bound);
+
+	bson_destroy(&bound);
 	return rc;
 }
 
@@ -291,7 +309,7 @@ int wire_cmd_distinct(struct wire_ctx *c, bson_t *reply)
 		rc = wire_fail_dfs(c, &err);
 		goto done;
 	}
-	query_distinct_finish(&d);
+	query_distinct_finish_collated(&d, a.o.collation);
 reply:
 	BSON_APPEND_ARRAY_BEGIN(reply, "values", &arr);
 	for (size_t i = 0; i < d.n; i++) {

@@ -97,8 +97,8 @@ static int doc_list(struct wire_ctx *c, const char *id, struct doc_list *l)
 }
 
 /* The writeErrors entry of a failed statement i. */
-static void write_error(bson_t *errs, int *nerrs, int64_t i, const struct dfs_err *e,
-			const char *errmsg)
+static void write_error(struct wire_ctx *c, const char *coll, bson_t *errs, int *nerrs, int64_t i,
+			const struct dfs_err *e, const char *errmsg)
 {
 	const char *name;
 	int code = query_error_code(e, &name);
@@ -110,8 +110,98 @@ static void write_error(bson_t *errs, int *nerrs, int64_t i, const struct dfs_er
 	wire_append_count(&one, "index", i);
 	BSON_APPEND_INT32(&one, "code", code);
 	BSON_APPEND_UTF8(&one, "codeName", name);
+	wire_dup_key_info(c, coll, e, &one);
 	BSON_APPEND_UTF8(&one, "errmsg", errmsg ? errmsg : e->msg);
 	bson_append_document_end(errs, &one);
+}
+
+/* The key of a duplicate key message "... index: NAME dup key: { f1: v1, f2: v2 }" (store/
+ * index.c's, or insert_range's for _id) as a document of the index's fields (paths) into
+ * out (initialised, empty): false when the text is not that (cut short, say). */
+static bool dup_key_value(const char *msg, const struct store_index *ix, bson_t *out)
+{
+	const char *p = strstr(msg, " dup key: { "), *end;
+	struct dfs_buf b;
+	bool ok;
+
+	if (!p)
+		return false;
+	p += strlen(" dup key: { ");
+	end = msg + strlen(msg);
+	if (end - p < 2 || strcmp(end - 2, " }"))
+		return false;
+	dfs_buf_init(&b);
+	dfs_buf_putc(&b, '{');
+	for (int f = 0; f < ix->nfields; f++) {
+		const char *k = ix->field[f].path, *next;
+		size_t kl = strlen(k);
+
+		if (strncmp(p, k, kl) || strncmp(p + kl, ": ", 2))
+			break;
+		p += kl + 2;
+		if (f + 1 < ix->nfields) { /* the value runs up to ", <next field>: " */
+			char sep[300];
+
+			snprintf(sep, sizeof(sep), ", %s: ", ix->field[f + 1].path);
+			next = strstr(p, sep);
+		} else {
+			next = end - 2;
+		}
+		if (!next)
+			break;
+		dfs_buf_printf(&b, "%s\"%s\": %.*s", f ? ", " : "", k, (int)(next - p), p);
+		p = next + (f + 1 < ix->nfields ? 2 : 0);
+	}
+	dfs_buf_putc(&b, '}');
+	ok = store_codec_parse_doc(b.data, b.len, out, NULL) == 0 &&
+	     bson_count_keys(out) == (uint32_t)ix->nfields;
+	if (!ok)
+		bson_reinit(out);
+	dfs_buf_release(&b);
+	return ok;
+}
+
+void wire_dup_key_info(struct wire_ctx *c, const char *name, const struct dfs_err *e, bson_t *out)
+{
+	const char *p = strstr(e->msg, " index: ");
+	char ixname[128];
+	struct store_index ix;
+	struct wire_coll x;
+	bson_iter_t it, key;
+	bson_t kv = BSON_INITIALIZER;
+	int code = c->code, dcode = c->dfs_code;
+	const char *cname = c->code_name;
+	char saved[sizeof(c->errmsg)];
+	int n = 0;
+
+	if (e->code != DFS_EEXIST || !strstr(e->msg, "E11000 duplicate key error") || !p ||
+	    sscanf(p, " index: %127s dup key:%n", ixname, &n) != 1 || !n)
+		return;
+	memcpy(saved, c->errmsg, sizeof(saved));
+	memset(&ix, 0, sizeof(ix));
+	if (wire_coll_open(c, name, WIRE_COLL_READ, &x) == 0) {
+		if (store_index_get(x.t, x.co.id, ixname, &ix, NULL) == 0) {
+			if (ix.spec && bson_iter_init_find(&it, ix.spec, "key") &&
+			    BSON_ITER_HOLDS_DOCUMENT(&it) && bson_iter_recurse(&it, &key)) {
+				bson_t kp;
+
+				BSON_APPEND_DOCUMENT_BEGIN(out, "keyPattern", &kp);
+				while (bson_iter_next(&key))
+					bson_append_iter(&kp, NULL, 0, &key);
+				bson_append_document_end(out, &kp);
+				if (dup_key_value(e->msg, &ix, &kv))
+					BSON_APPEND_DOCUMENT(out, "keyValue", &kv);
+			}
+			store_index_release(&ix);
+		}
+		wire_coll_close(c, &x, false);
+	}
+	/* looking the index up is no error of the command */
+	c->code = code;
+	c->dfs_code = dcode;
+	c->code_name = cname;
+	memcpy(c->errmsg, saved, sizeof(saved));
+	bson_destroy(&kv);
 }
 
 /* ---- insert ------------------------------------------------------------------------------ */
@@ -208,7 +298,7 @@ int wire_cmd_insert(struct wire_ctx *c, bson_t *reply)
 			goto done;
 		}
 		n += failed - (int64_t)i;
-		write_error(&errs, &nerrs, failed, &first, NULL);
+		write_error(c, name, &errs, &nerrs, failed, &first, NULL);
 		i = (size_t)failed + 1;
 		if (ordered)
 			break;
@@ -231,139 +321,6 @@ done:
 
 /* ---- update, delete ------------------------------------------------------------------- */
 
-/* What docfs does not have yet, in a write command or one of its statements: refused (238)
- * rather than ignored, since a collation or a let ignored matches other documents. */
-static const char *const write_refused[] = {"collation", NULL};
-
-/* The value of it into out under key, with each string "$$name" of a variable of let
- * replaced by {$literal: <its value>}. */
-static void let_subst(bson_iter_t *it, const bson_t *let, bson_t *out, const char *key)
-{
-	bson_iter_t v, sub;
-
-	if (BSON_ITER_HOLDS_UTF8(it)) {
-		const char *s = bson_iter_utf8(it, NULL);
-
-		if (!strncmp(s, "$$", 2) && bson_iter_init_find(&v, let, s + 2)) {
-			bson_t lit;
-
-			BSON_APPEND_DOCUMENT_BEGIN(out, key, &lit);
-			bson_append_iter(&lit, "$literal", -1, &v);
-			bson_append_document_end(out, &lit);
-			return;
-		}
-	}
-	if (BSON_ITER_HOLDS_DOCUMENT(it) || BSON_ITER_HOLDS_ARRAY(it)) {
-		bool arr = BSON_ITER_HOLDS_ARRAY(it);
-		bson_t child;
-
-		bson_iter_recurse(it, &sub);
-		if (arr)
-			BSON_APPEND_ARRAY_BEGIN(out, key, &child);
-		else
-			BSON_APPEND_DOCUMENT_BEGIN(out, key, &child);
-		while (bson_iter_next(&sub))
-			let_subst(&sub, let, &child, bson_iter_key(&sub));
-		if (arr)
-			bson_append_array_end(out, &child);
-		else
-			bson_append_document_end(out, &child);
-		return;
-	}
-	bson_append_iter(out, key, -1, it);
-}
-
-/* filter into out (initialised here; Owned: bson_destroy) with the command's let variables
- * bound in each $expr, at the top or under $and, $or and $nor: "$$name" becomes its value
- * as a $literal (check_let said every value is a constant, as MongoDB's must be). */
-static void let_filter(const bson_t *filter, const bson_t *let, bson_t *out)
-{
-	bson_iter_t it;
-
-	bson_init(out);
-	if (!bson_iter_init(&it, filter))
-		return;
-	while (bson_iter_next(&it)) {
-		const char *k = bson_iter_key(&it);
-
-		if (!strcmp(k, "$expr")) {
-			let_subst(&it, let, out, k);
-		} else if ((!strcmp(k, "$and") || !strcmp(k, "$or") || !strcmp(k, "$nor")) &&
-			   BSON_ITER_HOLDS_ARRAY(&it)) {
-			bson_iter_t arr;
-			bson_t a;
-
-			bson_iter_recurse(&it, &arr);
-			BSON_APPEND_ARRAY_BEGIN(out, k, &a);
-			while (bson_iter_next(&arr)) {
-				bson_t sub, wrapped;
-				uint32_t len;
-				const uint8_t *data;
-
-				if (!BSON_ITER_HOLDS_DOCUMENT(&arr)) {
-					bson_append_iter(&a, bson_iter_key(&arr), -1, &arr);
-					continue;
-				}
-				bson_iter_document(&arr, &len, &data);
-				if (!bson_init_static(&sub, data, len))
-					continue; /* cannot happen: frame.c checked the BSON */
-				let_filter(&sub, let, &wrapped);
-				BSON_APPEND_DOCUMENT(&a, bson_iter_key(&arr), &wrapped);
-				bson_destroy(&wrapped);
-			}
-			bson_append_array_end(out, &a);
-		} else {
-			bson_append_iter(out, k, -1, &it);
-		}
-	}
-}
-
-/* Whether v holds an expression: a string starting with '$' or a document with a key that
- * does, anywhere inside. */
-static bool holds_expression(bson_iter_t *v)
-{
-	bson_iter_t sub;
-
-	if (BSON_ITER_HOLDS_UTF8(v))
-		return bson_iter_utf8(v, NULL)[0] == '$';
-	if (!BSON_ITER_HOLDS_DOCUMENT(v) && !BSON_ITER_HOLDS_ARRAY(v))
-		return false;
-	bson_iter_recurse(v, &sub);
-	while (bson_iter_next(&sub))
-		if ((BSON_ITER_HOLDS_DOCUMENT(v) && bson_iter_key(&sub)[0] == '$') ||
-		    holds_expression(&sub))
-			return true;
-	return false;
-}
-
-/* The command's let (a view in *view), or NULL; check_let said it is a document. */
-static const bson_t *cmd_let(struct wire_ctx *c, bson_t *view)
-{
-	return wire_sub_view(c->cmd, "let", false, view) && !bson_empty(view) ? view : NULL;
-}
-
-/* 14 TypeMismatch when the command's let is not a document, 238 NotImplemented when one of
- * its values is an expression (docfs binds constants only), else 0. */
-static int check_let(struct wire_ctx *c)
-{
-	bson_iter_t it, v;
-
-	if (!bson_iter_init_find(&it, c->cmd, "let"))
-		return 0;
-	if (!BSON_ITER_HOLDS_DOCUMENT(&it))
-		return wire_fail(c, 14, "TypeMismatch",
-				 "BSON field '%s.let' is the wrong type, expected type 'object'",
-				 c->name);
-	bson_iter_recurse(&it, &v);
-	while (bson_iter_next(&v))
-		if (holds_expression(&v))
-			return wire_fail(c, 238, "NotImplemented",
-					 "%s: let variable '%s' is an expression; docfs binds "
-					 "constants only",
-					 c->name, bson_iter_key(&v));
-	return 0;
-}
-
 /* The fields of an update and of a delete statement that MongoDB 7.0 knows; any other is
  * its IDL's 40415 for the whole command (an update's "sort" came in 8.0). */
 static const char *const update_fields[] = {
@@ -376,17 +333,11 @@ static const char *const delete_fields[] = {"q", "limit", "hint", "collation", "
 static int check_statements(struct wire_ctx *c, const struct doc_list *sts, const char *id,
 			    const char *const *known)
 {
-	int rc;
-
-	if ((rc = wire_refuse_opts(c, c->cmd, c->name, write_refused)) || (rc = check_let(c)))
-		return rc;
 	for (size_t i = 0; i < sts->n; i++) {
 		bson_t view;
 		bson_iter_t it;
 
 		list_doc(sts, i, &view);
-		if ((rc = wire_refuse_opts(c, &view, c->name, write_refused)))
-			return rc;
 		if (!bson_iter_init(&it, &view))
 			continue;
 		while (bson_iter_next(&it)) {
@@ -404,52 +355,88 @@ static int check_statements(struct wire_ctx *c, const struct doc_list *sts, cons
 	return 0;
 }
 
-/* Runs one update statement st; *r filled. 0, DFS_ENOENT (nothing to update), or an
- * error in err. */
-static int update_one(struct wire_ctx *c, const char *name, const bson_t *st,
-		      struct query_write_result *r, struct dfs_err *err)
+/* update_one's statement st with its options in o. */
+static int update_coll(struct wire_ctx *c, const char *name, const bson_t *st,
+		       struct query_write_opts *o, struct query_write_result *r,
+		       struct dfs_err *err)
 {
-	struct query_write_opts o = {.now_ms = wire_now_ms()};
-	bson_t q, u, af, letv, qlet = BSON_INITIALIZER;
-	const bson_t *let = cmd_let(c, &letv);
+	bson_t q, u, af;
 	bson_iter_t it;
 	struct wire_coll x;
 	int rc;
 
-	if (bson_iter_init_find(&it, st, "u") && BSON_ITER_HOLDS_ARRAY(&it))
-		return dfs_err_set(err, DFS_EPERM,
-				   "updates with an aggregation pipeline are not supported by "
-				   "docfs");
-	if (!wire_sub_view(st, "u", false, &u))
-		return dfs_err_set(err, DFS_EINVAL, "update statement needs 'u', a document");
-	o.filter = wire_sub_view(st, "q", false, &q) ? &q : NULL;
-	if (o.filter && let) {
-		bson_destroy(&qlet);
-		let_filter(&q, let, &qlet);
-		o.filter = &qlet;
-	}
-	o.update = &u;
-	o.array_filters = wire_sub_view(st, "arrayFilters", true, &af) ? &af : NULL;
+	o->pipeline = bson_iter_init_find(&it, st, "u") && BSON_ITER_HOLDS_ARRAY(&it);
+	if (!wire_sub_view(st, "u", o->pipeline, &u))
+		return dfs_err_set(err, DFS_EINVAL,
+				   "update statement needs 'u', a document or a pipeline");
+	o->filter = wire_sub_view(st, "q", false, &q) ? &q : NULL;
+	o->update = &u;
+	o->array_filters = wire_sub_view(st, "arrayFilters", true, &af) ? &af : NULL;
 	if (bson_iter_init_find(&it, st, "multi"))
-		o.multi = bson_iter_as_bool(&it);
+		o->multi = bson_iter_as_bool(&it);
 	if (bson_iter_init_find(&it, st, "upsert"))
-		o.upsert = bson_iter_as_bool(&it);
-	rc = wire_coll_open(c, name, o.upsert ? WIRE_COLL_CREATE : WIRE_COLL_WRITE, &x);
-	if (rc == DFS_ENOENT) {
-		rc = 0;
-		goto done;
-	}
-	if (rc) {
-		rc = dfs_err_set(err, c->dfs_code ? c->dfs_code : DFS_EIO, "%s", c->errmsg);
-		goto done;
-	}
-	if ((rc = query_update_run(x.t, x.co.id, &o, r, err))) {
+		o->upsert = bson_iter_as_bool(&it);
+	rc = wire_coll_open(c, name, o->upsert ? WIRE_COLL_CREATE : WIRE_COLL_WRITE, &x);
+	if (rc == DFS_ENOENT)
+		return 0;
+	if (rc)
+		return dfs_err_set(err, c->dfs_code ? c->dfs_code : DFS_EIO, "%s", c->errmsg);
+	if ((rc = query_update_run(x.t, x.co.id, o, r, err))) {
 		store_txn_abort(x.t);
-		goto done;
+		return rc;
 	}
-	rc = store_txn_commit(x.t, err);
+	return store_txn_commit(x.t, err);
+}
+
+/* The collation of statement st (*out Owned, NULL for none): 0, or an error in err (a
+ * statement's bad collation is its write error). */
+static int statement_collation(struct wire_ctx *c, const bson_t *st, struct query_collation **out,
+			       struct dfs_err *err)
+{
+	if (!wire_arg_collation(c, st, out))
+		return 0;
+	c->code = 0; /* not the command's error */
+	return dfs_err_set(err, DFS_EINVAL, "%s", c->errmsg);
+}
+
+/* Runs one update statement st with the command's variables let (may be NULL); *r filled. 0,
+ * DFS_ENOENT (nothing to update), or an error in err. */
+static int update_one(struct wire_ctx *c, const char *name, const bson_t *st,
+		      const struct query_let *let, struct query_write_result *r,
+		      struct dfs_err *err)
+{
+	struct query_write_opts o = {.now_ms = wire_now_ms(), .let = let};
+	struct query_collation *coll = NULL;
+	struct query_let *both = NULL;
+	bson_iter_t it;
+	int rc;
+
+	if ((rc = statement_collation(c, st, &coll, err)))
+		return rc;
+	o.collation = coll;
+	if (bson_iter_init_find(&it, st, "c")) {
+		/* the statement's constants ("c", MongoDB 5.0+) join the command's let */
+		bson_t all = BSON_INITIALIZER, lv, cv;
+
+		if (!wire_sub_view(st, "c", false, &cv)) {
+			rc = dfs_err_set(err, DFS_EINVAL,
+					 "an update statement's 'c' must be a "
+					 "document");
+			goto done;
+		}
+		if (wire_sub_view(c->cmd, "let", false, &lv))
+			bson_concat(&all, &lv);
+		bson_concat(&all, &cv);
+		rc = query_let_new(&all, o.now_ms, &both, err);
+		bson_destroy(&all);
+		if (rc)
+			goto done;
+		o.let = both;
+	}
+	rc = update_coll(c, name, st, &o, r, err);
 done:
-	bson_destroy(&qlet);
+	query_let_free(both);
+	query_collation_free(coll);
 	return rc;
 }
 
@@ -457,13 +444,15 @@ int wire_cmd_update(struct wire_ctx *c, bson_t *reply)
 {
 	char name[DFS_MAX_NS_NAME + 1];
 	struct doc_list sts = {0};
+	struct query_let *let = NULL;
 	bson_t errs = BSON_INITIALIZER, ups = BSON_INITIALIZER;
 	bool ordered = true;
 	int64_t n = 0, modified = 0;
 	int nerrs = 0, nups = 0, rc;
 
 	if ((rc = wire_arg_coll(c, name, sizeof(name))) || (rc = doc_list(c, "updates", &sts)) ||
-	    (rc = check_statements(c, &sts, "updates", update_fields)))
+	    (rc = check_statements(c, &sts, "updates", update_fields)) ||
+	    (rc = wire_arg_let(c, &let)))
 		goto done;
 	wire_arg_bool(c, "ordered", &ordered);
 	for (size_t i = 0; i < sts.n; i++) {
@@ -471,8 +460,8 @@ int wire_cmd_update(struct wire_ctx *c, bson_t *reply)
 		struct dfs_err err = {0};
 		bson_t view;
 
-		if (update_one(c, name, list_doc(&sts, i, &view), &r, &err)) {
-			write_error(&errs, &nerrs, (int64_t)i, &err, NULL);
+		if (update_one(c, name, list_doc(&sts, i, &view), let, &r, &err)) {
+			write_error(c, name, &errs, &nerrs, (int64_t)i, &err, NULL);
 			query_write_result_release(&r);
 			c->code = 0;
 			if (ordered)
@@ -511,40 +500,43 @@ int wire_cmd_update(struct wire_ctx *c, bson_t *reply)
 		}
 	}
 done:
+	query_let_free(let);
 	free(sts.d);
 	bson_destroy(&errs);
 	bson_destroy(&ups);
 	return rc;
 }
 
-static int delete_one(struct wire_ctx *c, const char *name, const bson_t *st, int64_t *n,
-		      struct dfs_err *err)
+static int delete_one(struct wire_ctx *c, const char *name, const bson_t *st,
+		      const struct query_let *let, int64_t *n, struct dfs_err *err)
 {
-	struct query_write_opts o = {0};
+	struct query_write_opts o = {.let = let};
 	struct query_write_result r = {0};
-	bson_t q, letv, qlet = BSON_INITIALIZER;
-	const bson_t *let = cmd_let(c, &letv);
+	struct query_collation *coll = NULL;
+	bson_t q;
 	bson_iter_t it;
 	struct wire_coll x;
 	int64_t limit = 0;
 	int rc;
 
 	*n = 0;
-	if (!wire_sub_view(st, "q", false, &q))
-		return dfs_err_set(err, DFS_EINVAL, "delete statement needs 'q', a document");
+	if ((rc = statement_collation(c, st, &coll, err)))
+		return rc;
+	o.collation = coll;
+	if (!wire_sub_view(st, "q", false, &q)) {
+		rc = dfs_err_set(err, DFS_EINVAL, "delete statement needs 'q', a document");
+		goto done;
+	}
 	if (bson_iter_init_find(&it, st, "limit"))
 		limit = bson_iter_as_int64(&it);
-	if (limit != 0 && limit != 1)
-		return dfs_err_set(err, DFS_EINVAL,
-				   "The limit field in delete objects must be 0 "
-				   "or 1. Got %lld",
-				   (long long)limit);
-	o.filter = &q;
-	if (let) {
-		bson_destroy(&qlet);
-		let_filter(&q, let, &qlet);
-		o.filter = &qlet;
+	if (limit != 0 && limit != 1) {
+		rc = dfs_err_set(err, DFS_EINVAL,
+				 "The limit field in delete objects must be 0 "
+				 "or 1. Got %lld",
+				 (long long)limit);
+		goto done;
 	}
+	o.filter = &q;
 	o.multi = limit == 0;
 	o.remove = true;
 	rc = wire_coll_open(c, name, WIRE_COLL_WRITE, &x);
@@ -565,7 +557,7 @@ static int delete_one(struct wire_ctx *c, const char *name, const bson_t *st, in
 	query_write_result_release(&r);
 	rc = store_txn_commit(x.t, err);
 done:
-	bson_destroy(&qlet);
+	query_collation_free(coll);
 	return rc;
 }
 
@@ -573,13 +565,15 @@ int wire_cmd_delete(struct wire_ctx *c, bson_t *reply)
 {
 	char name[DFS_MAX_NS_NAME + 1];
 	struct doc_list sts = {0};
+	struct query_let *let = NULL;
 	bson_t errs = BSON_INITIALIZER;
 	bool ordered = true;
 	int64_t n = 0;
 	int nerrs = 0, rc;
 
 	if ((rc = wire_arg_coll(c, name, sizeof(name))) || (rc = doc_list(c, "deletes", &sts)) ||
-	    (rc = check_statements(c, &sts, "deletes", delete_fields)))
+	    (rc = check_statements(c, &sts, "deletes", delete_fields)) ||
+	    (rc = wire_arg_let(c, &let)))
 		goto done;
 	wire_arg_bool(c, "ordered", &ordered);
 	for (size_t i = 0; i < sts.n; i++) {
@@ -587,8 +581,8 @@ int wire_cmd_delete(struct wire_ctx *c, bson_t *reply)
 		bson_t view;
 		int64_t k;
 
-		if (delete_one(c, name, list_doc(&sts, i, &view), &k, &err)) {
-			write_error(&errs, &nerrs, (int64_t)i, &err, NULL);
+		if (delete_one(c, name, list_doc(&sts, i, &view), let, &k, &err)) {
+			write_error(c, name, &errs, &nerrs, (int64_t)i, &err, NULL);
 			c->code = 0;
 			if (ordered)
 				break;
@@ -607,6 +601,7 @@ int wire_cmd_delete(struct wire_ctx *c, bson_t *reply)
 			op->ndeleted += n;
 	}
 done:
+	query_let_free(let);
 	free(sts.d);
 	bson_destroy(&errs);
 	return rc;
@@ -618,16 +613,16 @@ int wire_cmd_find_and_modify(struct wire_ctx *c, bson_t *reply)
 	struct query_write_result r = {0};
 	struct dfs_err err = {0};
 	char name[DFS_MAX_NS_NAME + 1];
-	bson_t q, sort, fields, u, af, leo, letv, qlet;
-	const bson_t *let;
+	bson_t q, sort, fields, u, af, leo;
+	struct query_let *let = NULL;
 	bson_iter_t it;
 	struct wire_coll x;
 	int rc;
 
 	if ((rc = wire_arg_coll(c, name, sizeof(name))) ||
-	    (rc = wire_refuse_opts(c, c->cmd, c->name, write_refused)) || (rc = check_let(c)))
+	    (rc = wire_arg_collation(c, c->cmd, &c->coll)))
 		return rc;
-	let = cmd_let(c, &letv);
+	o.collation = c->coll;
 	o.filter = wire_sub_view(c->cmd, "query", false, &q) ? &q : NULL;
 	o.sort = wire_sub_view(c->cmd, "sort", false, &sort) ? &sort : NULL;
 	o.projection = wire_sub_view(c->cmd, "fields", false, &fields) ? &fields : NULL;
@@ -635,10 +630,8 @@ int wire_cmd_find_and_modify(struct wire_ctx *c, bson_t *reply)
 	wire_arg_bool(c, "remove", &o.remove);
 	wire_arg_bool(c, "new", &o.return_new);
 	wire_arg_bool(c, "upsert", &o.upsert);
-	if (bson_iter_init_find(&it, c->cmd, "update") && BSON_ITER_HOLDS_ARRAY(&it))
-		return wire_fail(c, 238, "NotImplemented",
-				 "updates with an aggregation pipeline are not supported by docfs");
-	if (wire_sub_view(c->cmd, "update", false, &u))
+	o.pipeline = bson_iter_init_find(&it, c->cmd, "update") && BSON_ITER_HOLDS_ARRAY(&it);
+	if (wire_sub_view(c->cmd, "update", o.pipeline, &u))
 		o.update = &u;
 	if (o.remove && o.update)
 		return wire_fail(c, 9, "FailedToParse",
@@ -653,23 +646,27 @@ int wire_cmd_find_and_modify(struct wire_ctx *c, bson_t *reply)
 		return wire_fail(c, 9, "FailedToParse",
 				 "Cannot specify both new=true and remove=true; 'remove' always "
 				 "returns the deleted document");
+	if ((rc = wire_arg_let(c, &let)))
+		return rc;
+	o.let = let;
 	rc = wire_coll_open(c, name, o.upsert ? WIRE_COLL_CREATE : WIRE_COLL_WRITE, &x);
 	if (rc == DFS_ENOENT) {
 		rc = 0;
 		goto reply;
 	}
-	if (rc)
+	if (rc) {
+		query_let_free(let);
 		return rc;
-	if (o.filter && let) {
-		let_filter(&q, let, &qlet);
-		o.filter = &qlet;
 	}
 	rc = query_find_modify(x.t, x.co.id, &o, &r, &err);
-	if (o.filter == &qlet)
-		bson_destroy(&qlet);
+	query_let_free(let);
+	let = NULL;
 	if (rc) {
 		store_txn_abort(x.t);
 		query_write_result_release(&r);
+		if (!c->err_info)
+			c->err_info = bson_new();
+		wire_dup_key_info(c, name, &err, c->err_info);
 		return wire_fail_dfs(c, &err);
 	}
 	if ((rc = store_txn_commit(x.t, &err))) {
@@ -689,5 +686,6 @@ reply:
 	else
 		BSON_APPEND_NULL(reply, "value");
 	query_write_result_release(&r);
+	query_let_free(let);
 	return 0;
 }

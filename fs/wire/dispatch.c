@@ -304,6 +304,8 @@ static void error_doc(const struct wire_ctx *c, bson_t *out)
 	BSON_APPEND_UTF8(out, "errmsg", c->errmsg);
 	BSON_APPEND_INT32(out, "code", c->code);
 	BSON_APPEND_UTF8(out, "codeName", c->code_name ? c->code_name : "UnknownError");
+	if (c->err_info)
+		bson_concat(out, c->err_info);
 }
 
 /* The command of an OP_QUERY: its query, or the document under $query / query. */
@@ -393,6 +395,9 @@ void wire_dispatch(struct store *s, struct wire_conn *conn, int64_t conn_id,
 		}
 		wire_reply_op_reply(out, reply_id, m->h.request_id, 0, &reply);
 		bson_destroy(&reply);
+		if (c.err_info)
+			bson_destroy(c.err_info);
+		query_collation_free(c.coll);
 		return;
 	}
 	c.cmd = &m->body;
@@ -423,9 +428,14 @@ void wire_dispatch(struct store *s, struct wire_conn *conn, int64_t conn_id,
 		bson_reinit(&reply);
 		wire_fail(&c, 10334, "BSONObjectTooLarge", "the reply of %s is over %d bytes",
 			  c.name, WIRE_MAX_BSON);
+		if (c.err_info)
+			bson_reinit(c.err_info);
 		error_doc(&c, &reply);
 	}
 	if (!(m->flags & WIRE_MSG_MORE))
 		wire_reply_msg(out, reply_id, m->h.request_id, &reply);
 	bson_destroy(&reply);
+	if (c.err_info)
+		bson_destroy(c.err_info);
+	query_collation_free(c.coll);
 }

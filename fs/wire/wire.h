@@ -96,6 +96,10 @@ struct wire_ctx {
 	const char *code_name;	      /* its codeName (static) */
 	char errmsg[512];	      /* its message */
 	int dfs_code;		      /* the engine's code behind it (DFS_EINVAL when none) */
+	bson_t *err_info;	      /* Owned: more fields of the error reply (a duplicate
+				       * key's keyPattern and keyValue), or NULL */
+	struct query_collation *coll; /* Owned: the command's collation (wire_find_args,
+				       * aggregate), NULL for none or "simple" */
 };
 
 /* A command handler: fills reply (initialised, empty; "ok" is added by the dispatch) and
@@ -253,6 +257,18 @@ void wire_ns(char *out, size_t cap, const char *db, const char *coll);
 /* The sub-document (or, array: array) key of doc as a view: true when present and of
  * that type. */
 bool wire_sub_view(const bson_t *doc, const char *key, bool array, bson_t *view);
+/* A duplicate key error e (11000) on collection name of c->db: MongoDB's keyPattern and
+ * keyValue appended to out. Nothing for another error, and no keyValue when the key cannot
+ * be read back from e's message (cut at its length limit). */
+void wire_dup_key_info(struct wire_ctx *c, const char *name, const struct dfs_err *e, bson_t *out);
+/* The "collation" of doc (the command or one of its statements) read into *out (Owned,
+ * query_collation_free; NULL when absent or {locale: "simple"}). 0, or a wire_fail code: 2
+ * BadValue for a collation docfs cannot make (no locale, one ICU lacks, a bad option). */
+int wire_arg_collation(struct wire_ctx *c, const bson_t *doc, struct query_collation **out);
+/* The command's "let" evaluated (query_let_new): *out Owned (query_let_free), NULL when the
+ * command has none. 0, or a wire_fail code: 14 TypeMismatch when let is not a document, 2
+ * BadValue for a bad name or an expression that fails. */
+int wire_arg_let(struct wire_ctx *c, struct query_let **out);
 /* Now, in ms since the epoch ($currentDate, $$NOW). */
 int64_t wire_now_ms(void);
 /* 238 NotImplemented when doc (the command, or one of its statements) sets one of names

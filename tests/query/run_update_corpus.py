@@ -18,9 +18,9 @@ import os
 import subprocess
 import sys
 
-DIRECTIVES = ("doc", "update", "arrayFilters", "filter", "upsert", "expect", "expect_types",
-              "changed", "error")
-CASE_FIELDS = ("update", "arrayFilters", "filter", "upsert")
+DIRECTIVES = ("doc", "update", "arrayFilters", "filter", "upsert", "now", "let", "expect",
+              "expect_types", "changed", "error")
+CASE_FIELDS = ("update", "arrayFilters", "filter", "upsert", "now", "let")  # now before let
 
 # canonical Extended JSON wrapper -> the $type name it stands for
 EJSON_TYPES = {"$numberInt": "int", "$numberLong": "long", "$numberDouble": "double",

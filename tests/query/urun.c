@@ -7,13 +7,15 @@
  *   urun [FILE]        (no FILE or "-": standard input)
  *
  * Each non-blank input line is one case, a document in the codec's shell-literal syntax:
- *   {"doc": {...}, "update": {...}, "arrayFilters": [...], "filter": {...},
- *    "upsert": {...}, "now": <int64 ms>}
+ *   {"doc": {...}, "update": {...} or [stages], "arrayFilters": [...], "filter": {...},
+ *    "upsert": {...}, "now": <int64 ms>, "let": {...}}
  * doc is the document to update (default {}); filter, when given, must match doc and gives
  * the positional '$' its array index (query_filter_match's elem_index; -1 without a filter);
  * upsert, when given, is the filter of an upsert that inserts: the document is the seed built
  * from it (query_upsert_seed) and the update is applied with upsert_insert (doc is ignored);
- * now is the time for $currentDate (default 1700000000000). {"echo": <value>} prints
+ * now is the time for $currentDate and $$NOW (default 1700000000000; give it before let). An
+ * update that is an array is an update pipeline (query_update_parse_pipeline), with the
+ * variables of let. {"echo": <value>} prints
  * {"ok": <value>} rendered the same way (the corpus runner canonicalizes expectations).
  *
  * Output, one line per case: {"ok": <document>, "changed": <bool>} or {"error": "<msg>"}.
@@ -76,7 +78,8 @@ static void run_case(const bson_t *c)
 	struct dfs_err err = {0};
 	bson_t doc = BSON_INITIALIZER, upd, af, filter, upsert, out, res, seed;
 	bool have_upd = false, have_af = false, have_filter = false, have_upsert = false;
-	bool have_doc = false, changed = false;
+	bool have_doc = false, changed = false, pipeline = false;
+	struct query_let *let = NULL;
 	int64_t now = 1700000000000LL;
 	struct query_update *u = NULL;
 	const bson_t *target;
@@ -100,8 +103,17 @@ static void run_case(const bson_t *c)
 			bad = view_opt(&it, false, &doc);
 			have_doc = !bad;
 		} else if (!strcmp(k, "update")) {
-			bad = view_opt(&it, false, &upd);
+			pipeline = BSON_ITER_HOLDS_ARRAY(&it);
+			bad = view_opt(&it, pipeline, &upd);
 			have_upd = !bad;
+		} else if (!strcmp(k, "let")) {
+			bson_t lv;
+
+			bad = view_opt(&it, false, &lv);
+			if (!bad && query_let_new(&lv, now, &let, &err)) {
+				print_error("", err.msg);
+				goto done;
+			}
 		} else if (!strcmp(k, "arrayFilters")) {
 			bad = view_opt(&it, true, &af);
 			have_af = !bad;
@@ -120,28 +132,36 @@ static void run_case(const bson_t *c)
 			char msg[128];
 
 			snprintf(msg, sizeof(msg), "unknown case field '%s'", k);
-			return print_error("case: ", msg);
+			print_error("case: ", msg);
+			goto done;
 		}
 		if (bad) {
 			char msg[128];
 
 			snprintf(msg, sizeof(msg), "bad value for '%s'", k);
-			return print_error("case: ", msg);
+			print_error("case: ", msg);
+			goto done;
 		}
 	}
-	if (!have_upd)
-		return print_error("case: ", "update is missing");
+	if (!have_upd) {
+		print_error("case: ", "update is missing");
+		goto done;
+	}
 	(void)have_doc;
 
-	if (query_update_parse(&upd, have_af ? &af : NULL, &u, &err))
-		return print_error("", err.msg);
+	if (pipeline ? query_update_parse_pipeline(&upd, have_af ? &af : NULL, let, &u, &err)
+		     : query_update_parse(&upd, have_af ? &af : NULL, &u, &err)) {
+		print_error("", err.msg);
+		goto done;
+	}
 	target = &doc;
 	bson_init(&seed);
 	if (have_upsert) {
 		if (query_upsert_seed(&upsert, &seed, &err)) {
 			query_update_free(u);
 			bson_destroy(&seed);
-			return print_error("", err.msg);
+			print_error("", err.msg);
+			goto done;
 		}
 		target = &seed;
 	} else if (have_filter) {
@@ -150,13 +170,15 @@ static void run_case(const bson_t *c)
 		if (query_filter_parse(&filter, &e, &err)) {
 			query_update_free(u);
 			bson_destroy(&seed);
-			return print_error("case: filter: ", err.msg);
+			print_error("case: filter: ", err.msg);
+			goto done;
 		}
 		if (!query_filter_match(e, &doc, &elem)) {
 			query_expr_free(e);
 			query_update_free(u);
 			bson_destroy(&seed);
-			return print_error("case: ", "the filter does not match the document");
+			print_error("case: ", "the filter does not match the document");
+			goto done;
 		}
 		query_expr_free(e);
 	}
@@ -175,6 +197,8 @@ static void run_case(const bson_t *c)
 	bson_destroy(&out);
 	bson_destroy(&seed);
 	query_update_free(u);
+done:
+	query_let_free(let);
 }
 
 int main(int argc, char **argv)

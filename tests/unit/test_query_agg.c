@@ -139,7 +139,7 @@ static void parse_fails(const char *text, const char *msg)
 static char *run(struct fixture *f, int64_t coll, const struct query_pipeline *p, size_t mem,
 		 int64_t *spills, int *rc_out)
 {
-	struct query_agg_opts o = {mem, 0};
+	struct query_agg_opts o = {.mem = mem};
 	struct dfs_err err = {0};
 	struct query_agg *a = NULL;
 	struct dfs_buf out;

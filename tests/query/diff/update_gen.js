@@ -1,13 +1,17 @@
 #!/usr/bin/env node
 // update_gen.js - generates random update cases for the differential test against mingo, as
 // JSON Lines of canonical Extended JSON (the urun input format):
-//   node update_gen.js [--seed S] [--n N] > cases.jsonl      (defaults: seed 1, 6000 cases)
+//   node update_gen.js [--seed S] [--n N] [--pipelines P] > cases.jsonl
+//   (defaults: seed 1, 6000 operator cases, then 1500 update pipeline cases)
 // Documents: fields a b c d (often missing) holding nested documents, arrays of scalars or of
 // documents, nulls, int32, int64, double and decimal128 numbers, strings, booleans, dates.
 // Updates: one to three of $set $unset $inc $mul $min $max $rename $push ($each $slice $sort
 // $position) $addToSet ($each) $pop $pull (values, conditions, document conditions) $pullAll,
 // on top-level, dotted and numeric paths, '$[]', '$[<id>]' with arrayFilters and '$' with a
-// filter; some replacement documents.
+// filter; some replacement documents. Then update pipelines (issue 27): one to three stages of
+// $set/$addFields, $unset, $project, $replaceWith/$replaceRoot with expressions chosen by the
+// kind of the field they read, from their own random stream (so the operator cases stay as
+// they were).
 //
 // Each shape on which mingo departs from MongoDB's documented behaviour is avoided under a
 // named flag below; every flag is listed, with the manual's wording, in ../ORACLE_UPDATE.md.
@@ -34,17 +38,19 @@ const AVOID = {
   CURRENT_DATE: true,        // structural: no $currentDate (the clock differs)
   MIN_MAX_CROSS_TYPE: true,  // $min/$max only between numbers, strings or dates of one kind
   PULL_DOC_SCALARS: true,    // $pull with a document condition only on arrays of documents
+  PIPELINE_DROPS_ID: true,   // pipelines: $project/$replaceWith always keep _id (mingo drops it)
 };
 
 const args = process.argv.slice(2);
-let seed = 1, n = 6000;
+let seed = 1, n = 6000, npipe = 1500;
 for (let i = 0; i < args.length; i++) {
   if (args[i] === "--seed") seed = Number(args[++i]);
   else if (args[i] === "--n") n = Number(args[++i]);
+  else if (args[i] === "--pipelines") npipe = Number(args[++i]);
   else if (args[i] === "--allow" && AVOID[args[i + 1]] !== undefined) AVOID[args[++i]] = false;
-  else { console.error("usage: update_gen.js [--seed S] [--n N] [--allow FLAG]"); process.exit(2); }
+  else { console.error("usage: update_gen.js [--seed S] [--n N] [--pipelines P] [--allow FLAG]"); process.exit(2); }
 }
-const R = makeRng(seed);
+let R = makeRng(seed);
 
 // ---- values (canonical EJSON) ----
 const I = (v) => ({ $numberInt: String(v) });
@@ -337,6 +343,61 @@ function makeCase() {
   return c;
 }
 
+// ---- update pipelines ----
+const TOP = ["a", "b", "c", "d"];
+
+// An expression over field f of doc whose value both sides define for f's kind.
+function expr(doc, f) {
+  const r = at(doc, f);
+  const k = r.kind;
+  switch (R.int(0, 5)) {
+    case 0: return "$" + f;
+    case 1: return { $ifNull: ["$" + f, scalar()] };
+    case 2: return "$$ROOT." + f;
+    default:
+      if (k === "number" && R.chance(0.5)) return { $add: ["$" + f, I(R.int(-3, 3))] };
+      if (k === "number") return { $cond: [{ $gt: ["$" + f, I(R.int(-2, 5))] }, "big", "small"] };
+      if (k === "string") return { $concat: ["$" + f, R.pick(STRINGS)] };
+      if (k === "array") return { $size: "$" + f };
+      if (k === "doc") return { $mergeObjects: ["$" + f, { k: I(R.int(0, 9)) }] };
+      return { $literal: scalar() };
+  }
+}
+
+function stage(doc, first) {
+  const f = R.pick(TOP), g = R.pick(TOP.concat(["e", "f"]).filter((x) => x !== f));
+  // later stages see a changed document: they only copy, default or drop fields
+  const ex = first ? expr(doc, f) : R.chance(0.5) ? "$" + f : { $ifNull: ["$" + f, scalar()] };
+  switch (R.int(0, 6)) {
+    case 0: case 1: return { $set: { [g]: ex } };
+    case 2: return { $addFields: { [g]: ex, ["n" + g]: scalar() } };
+    case 3: return { $unset: R.chance(0.5) ? f : [f, g] };
+    case 4: {
+      if (R.chance(0.5)) return { $project: { [f]: I(1), [g]: I(1) } };
+      return { $project: { [f]: I(0) } };
+    }
+    case 5: {
+      const keep = AVOID.PIPELINE_DROPS_ID ? { _id: "$_id" } : {};
+      return { $replaceWith: { $mergeObjects: [keep, "$$ROOT", { [g]: ex }] } };
+    }
+    default: {
+      const keep = AVOID.PIPELINE_DROPS_ID ? { _id: "$_id" } : {};
+      return { $replaceRoot: { newRoot: { ...keep, v: ex } } };
+    }
+  }
+}
+
+function pipelineCase() {
+  const doc = makeDoc();
+  if (R.chance(0.04)) // both must reject: a stage an update cannot have
+    return { doc, update: [{ $set: { a: I(1) } }, { $group: { _id: null } }] };
+  const update = [];
+  for (let i = R.int(1, 3); i > 0; i--) update.push(stage(doc, update.length === 0));
+  return { doc, update };
+}
+
 const out = [];
 for (let i = 0; i < n; i++) out.push(JSON.stringify(makeCase()));
+R = makeRng(seed * 7919 + 17);
+for (let i = 0; i < npipe; i++) out.push(JSON.stringify(pipelineCase()));
 process.stdout.write(out.join("\n") + "\n");
