@@ -35,10 +35,11 @@ bad() {
 }
 lasterr() { tail -n1 "$MNT/.docfs/errors"; }
 
-step "the collection lists update/, delete/ and .bulk; update/ and delete/ list empty"
+step "the collection lists update/ and delete/ (empty); .bulk is there by name, unlisted"
 ls -a "$C" | grep -qx update || fail "no update/ in the listing"
 ls -a "$C" | grep -qx delete || fail "no delete/ in the listing"
-ls -a "$C" | grep -qx .bulk || fail "no .bulk in the listing"
+ls -a "$C" | grep -qx .bulk && fail ".bulk is listed: an archive of the collection would hold it"
+[ -f "$C/.bulk" ] || fail "no .bulk by name"
 expect_eq "$(ls -A "$C/update" | wc -l)" "0" "update/ lists empty"
 expect_eq "$(ls -A "$C/delete" | wc -l)" "0" "delete/ lists empty"
 
