@@ -1535,6 +1535,14 @@ static int cmd_router(int argc, char **argv)
 						rc = fail("router", "chunk_mb needs a number of MB "
 								    "(1-1024)");
 					o.chunk_mb = v;
+				} else if (!strcmp(tok, "listen") || !strncmp(tok, "listen=", 7)) {
+					if (o.nlisten == ROUTER_MAX_LISTEN)
+						rc = fail("router", "at most %d listen= options",
+							  ROUTER_MAX_LISTEN);
+					else
+						o.listen[o.nlisten++] = strdup(tok[6] ? tok + 7 : "");
+				} else if (!strcmp(tok, "noauth")) {
+					o.noauth = true;
 				} else if (!strncmp(tok, "balancer_ms=", 12)) {
 					char *end;
 					long v = strtol(tok + 12, &end, 10);
@@ -1568,6 +1576,8 @@ static int cmd_router(int argc, char **argv)
 	}
 	free(copy);
 	free(log);
+	for (int i = 0; i < o.nlisten; i++)
+		free((char *)o.listen[i]);
 	dfs_buf_release(&fuse_opts);
 	return rc;
 }

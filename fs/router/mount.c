@@ -598,6 +598,34 @@ int router_config_command(const bson_t *cmd, bson_t *reply, struct dfs_err *err)
 	return rc;
 }
 
+int router_config_update(int (*fn)(struct router_cfg *c, void *ctx, struct dfs_err *err),
+			 void *ctx, struct dfs_err *err)
+{
+	struct router_cfg c = {.st = R.st, .db = R.db};
+	int rc;
+
+	pthread_mutex_lock(&R.lock);
+	rc = store_txn_begin(R.db, true, &c.t, err);
+	if (!rc)
+		rc = fn(&c, ctx, err);
+	if (!rc)
+		rc = router_cfg_commit(&c, err);
+	if (c.t)
+		store_txn_abort(c.t);
+	pthread_mutex_unlock(&R.lock);
+	return rc;
+}
+
+struct store *router_config_store(void)
+{
+	return R.st;
+}
+
+struct store_db *router_merge_db(void)
+{
+	return R.merge_db;
+}
+
 struct move_commit {
 	const bson_t *cmd;
 	bson_t *reply;
@@ -623,7 +651,7 @@ static void move_failed(bson_t *reply, int rc, const struct dfs_err *err)
 /* moveChunk through the router: the documents move (migrate.c), then the owner. A
  * command the migration cannot start (bad namespace, shard, chunk) runs as a plain config
  * command, which gives MongoDB's error. */
-static int move_chunk(const bson_t *cmd, bson_t *reply, struct dfs_err *err)
+int router_move_chunk(const bson_t *cmd, bson_t *reply, struct dfs_err *err)
 {
 	struct move_commit mc = {.cmd = cmd};
 	char db[256] = "", coll[256] = "";
@@ -697,7 +725,7 @@ static int cluster_run(struct rh *h)
 
 		if (bson_iter_init(&it, &cmd) && bson_iter_next(&it) &&
 		    !strcmp(bson_iter_key(&it), "moveChunk"))
-			rc = move_chunk(&cmd, &reply, &err);
+			rc = router_move_chunk(&cmd, &reply, &err);
 		else
 			rc = router_config_command(&cmd, &reply, &err);
 		if (rc && !bson_has_field(&reply, "ok")) {
@@ -1398,7 +1426,7 @@ int router_cli_move_chunk(const char *config, const bson_t *cmd, bson_t *reply, 
 		return rc;
 	}
 	pthread_rwlock_init(&routing, NULL); /* no routed operations in this process */
-	rc = move_chunk(cmd, reply, err);
+	rc = router_move_chunk(cmd, reply, err);
 	pthread_rwlock_destroy(&routing);
 	store_free(R.st);
 	R.st = NULL;
@@ -1449,6 +1477,9 @@ int router_mount_run(const struct router_mount_opts *o, struct dfs_err *err)
 		rc = dfs_err_set(err, DFS_EIO, "cannot mount on '%s'", o->mountpoint);
 		goto done;
 	}
+	/* bound before the fork, so that a taken port fails the command (wire.c) */
+	if (o->nlisten && (rc = router_wire_bind(o->listen, o->nlisten, o->noauth, err)))
+		goto unmount;
 	if (fuse_daemonize(o->foreground) != 0) {
 		rc = dfs_err_set(err, DFS_EIO, "cannot daemonize");
 		goto unmount;
@@ -1480,12 +1511,17 @@ int router_mount_run(const struct router_mount_opts *o, struct dfs_err *err)
 		rc = dfs_err_set(err, DFS_EIO, "cannot install signal handlers");
 		goto unmount;
 	}
+	if ((rc = router_wire_start(err))) {
+		fs_errlog_add("router: %s", err->msg);
+		goto unmount;
+	}
 	router_balancer_start(o->balancer_ms, o->chunk_mb);
 	if (fuse_loop_mt(f, &lc) != 0)
 		fs_errlog_add("router: request loop ended with an error");
 	router_balancer_stop();
 	fuse_remove_signal_handlers(fuse_get_session(f));
 unmount:
+	router_wire_stop(); /* its connections end before the config store is freed */
 	fuse_unmount(f);
 done:
 	if (f)

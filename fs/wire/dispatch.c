@@ -142,6 +142,8 @@ static const char *const not_yet[] = {
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
+int (*wire_route_hook)(struct wire_ctx *c, bson_t *reply);
+
 static const struct command *command_find(const char *name)
 {
 	for (size_t i = 0; i < NCOMMANDS; i++)
@@ -380,7 +382,8 @@ void wire_dispatch(struct store *s, struct wire_conn *conn, int64_t conn_id,
 			bson_destroy(&reply);
 			return;
 		}
-		rc = run(&c, cmd, &reply);
+		if (!wire_route_hook || (rc = wire_route_hook(&c, &reply)) == WIRE_ROUTE_PASS)
+			rc = run(&c, cmd, &reply);
 		if (rc) {
 			bson_reinit(&reply);
 			error_doc(&c, &reply);
@@ -400,6 +403,8 @@ void wire_dispatch(struct store *s, struct wire_conn *conn, int64_t conn_id,
 	else if (!c.db[0])
 		rc = wire_fail(&c, 40571, "Location40571",
 			       "OP_MSG requests require a $db argument");
+	else if (wire_route_hook && (rc = wire_route_hook(&c, &reply)) != WIRE_ROUTE_PASS)
+		; /* answered by the router (fs/router/wire.c) */
 	else if (!(cmd = command_find(c.name)) && not_yet_has(c.name))
 		rc = wire_fail(&c, 238, "NotImplemented",
 			       "command '%s' is not supported by docfs yet", c.name);
