@@ -1003,6 +1003,24 @@ internal:
 
 /* ---- chunks ------------------------------------------------------------------------ */
 
+/* The shard key of a find written as a query, its key fields named by their dotted paths
+ * ({"user.age": 20}, what sh.moveChunk sends), into key (reset); false when a field is
+ * missing or the key is hashed (whose values the find gives unhashed). */
+static bool flat_key(const struct query_shard_key *k, const bson_t *find, bson_t *key)
+{
+	bson_reinit(key);
+	if (k->hashed >= 0)
+		return false;
+	for (int i = 0; i < k->n; i++) {
+		bson_iter_t it;
+
+		if (!bson_iter_init_find(&it, find, k->f[i].path) || BSON_ITER_HOLDS_DOCUMENT(&it))
+			return false;
+		bson_append_value(key, k->f[i].path, -1, bson_iter_value(&it));
+	}
+	return true;
+}
+
 /* The chunk of ns that find (a document with the shard key) or bounds ([min, max]) names. */
 int router_chunk_named(const struct query_chunk_map *m, const bson_t *cmd, int *idx, bson_t *reply,
 		       struct dfs_err *err)
@@ -1012,7 +1030,7 @@ int router_chunk_named(const struct query_chunk_map *m, const bson_t *cmd, int *
 	struct dfs_err e = {0};
 
 	if (doc_field(cmd, "find", &find)) {
-		if (query_shard_key_of(&m->key, &find, &key, &e)) {
+		if (query_shard_key_of(&m->key, &find, &key, &e) && !flat_key(&m->key, &find, &key)) {
 			bson_destroy(&key);
 			return fail(reply, err, E_BADVALUE, "find: %s", e.msg);
 		}

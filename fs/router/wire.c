@@ -959,7 +959,7 @@ static int r_write(struct wire_ctx *c, bson_t *reply)
 				  num_of(&res, "matchedCount") + num_of(&res, "upsertedCount"));
 		wire_append_count(reply, "nModified", num_of(&res, "modifiedCount"));
 		if (bson_iter_init_find(&it, &res, "upsertedIds") &&
-		    BSON_ITER_HOLDS_DOCUMENT(&it)) {
+		    BSON_ITER_HOLDS_DOCUMENT(&it) && num_of(&res, "upsertedCount") > 0) {
 			bson_iter_t u;
 			bson_t arr;
 			int i = 0;
@@ -1163,6 +1163,15 @@ static int r_list_databases(struct wire_ctx *c, bson_t *reply)
 		return fail_dfs(c, &err);
 	if (names_union(&ns, "", true, &w, "database", &err))
 		rc = fail_dfs(c, &err);
+	if (!rc) {
+		/* the config database is the router's own (a mongos lists it too) */
+		bson_t *cfg = bson_new();
+
+		BSON_APPEND_UTF8(cfg, "name", "config");
+		BSON_APPEND_INT64(cfg, "sizeOnDisk", 0);
+		BSON_APPEND_BOOL(cfg, "empty", false);
+		wire_docs_take(&w, cfg);
+	}
 	router_ns_release(&ns);
 	if (!rc) {
 		BSON_APPEND_ARRAY_BEGIN(reply, "databases", &arr);
