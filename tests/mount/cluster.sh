@@ -70,7 +70,11 @@ ok "{addShardToZone: 'A', zone: 'young'}"
 ok "{addShardToZone: 'B', zone: 'mid'}"
 ok "{addShardToZone: 'shard0000', zone: 'old'}"
 refused "{addShardToZone: 'nobody', zone: 'x'}" "shard nobody does not exist"
-refused "{updateZoneKeyRange: 'test.users', min: {'user.age': 1}, max: {'user.age': 2}, zone: 'young'}" "test.users is not sharded"
+# zone ranges before sharding (MongoDB 4.0.2+): checked for shape, then removed again
+ok "{updateZoneKeyRange: 'test.early', min: {'user.age': 1}, max: {'user.age': 2}, zone: 'young'}"
+refused "{updateZoneKeyRange: 'test.early', min: {a: 1}, max: {b: 2}, zone: 'young'}" "prefix of the shard key"
+refused "{updateZoneKeyRange: 'test.early', min: {'user.age': 1}, max: {'user.age': 3}, zone: 'mid'}" "overlapping"
+ok "{updateZoneKeyRange: 'test.early', min: {'user.age': 1}, max: {'user.age': 2}, zone: null}"
 ok "{shardCollection: 'test.users', key: {'user.age': 1}}" '"collectionsharded": "test.users"'
 refused "{shardCollection: 'test.users', key: {'user.age': 1}}" "already enabled"
 ok "{updateZoneKeyRange: 'test.users', min: {'user.age': MinKey}, max: {'user.age': 21}, zone: 'young'}"
