@@ -20,7 +20,9 @@
  *    primary's .insert); update and delete become one .bulk request (router_write), whose
  *    BulkWriteResult gives n, nModified, upserted and writeErrors. createIndexes writes
  *    .indexes/<name> on every shard (collections exist on every shard, mount.c note 2), so
- *    a collection sharded later has its key's index wherever its chunks go.
+ *    a collection sharded later has its key's index wherever its chunks go; create makes
+ *    the collection on every shard, as the mount's mkdir; listIndexes reads the primary's
+ *    .indexes/ files.
  * 3. The config database: the wire's handlers run on the config store itself, reads only
  *    (find, aggregate, count, distinct, listCollections, listIndexes); the field names that
  *    config.c stores with U+FF0E for '.' are decoded in the batches returned. config.version
@@ -1149,6 +1151,102 @@ static int r_list_collections(struct wire_ctx *c, bson_t *reply)
 	return rc;
 }
 
+/* listIndexes: the .indexes/ files of the collection on its primary shard (every shard
+ * has them: createIndexes writes them everywhere), their statistics left out. */
+static int r_list_indexes(struct wire_ctx *c, bson_t *reply)
+{
+	struct dfs_err err = {0};
+	struct wire_docs w = {0}, out = {0};
+	struct routed r;
+	struct router_ns one;
+	const struct router_shard *s;
+	char rel[ROUTER_PATH_MAX], p[ROUTER_PATH_MAX];
+	struct stat st;
+	bson_t lsid;
+	int rc;
+
+	if ((rc = routed_begin(c, &r)))
+		return rc;
+	s = router_ns_shard(&r.ns, r.ns.primary);
+	snprintf(rel, sizeof(rel), "%s/%s", c->db, r.coll);
+	router_shard_path(s, rel, p, sizeof(p));
+	if (stat(p, &st) != 0) {
+		routed_end(&r);
+		return wire_fail(c, 26, "NamespaceNotFound", "ns does not exist: %s", r.nsname);
+	}
+	one = r.ns;
+	one.shards = (struct router_shard *)s;
+	one.nshards = 1;
+	snprintf(rel, sizeof(rel), "%s/%s/.indexes", c->db, r.coll);
+	if (names_union(&one, rel, false, &w, "index", &err))
+		rc = fail_dfs(c, &err);
+	for (size_t i = 0; !rc && i < w.n; i++) {
+		struct dfs_buf text;
+		bson_t *spec = bson_new(), tmp = BSON_INITIALIZER;
+		bson_iter_t it, nm;
+		char f[ROUTER_PATH_MAX + 256];
+		size_t used;
+
+		dfs_buf_init(&text);
+		bson_iter_init_find(&nm, w.d[i], "name");
+		snprintf(f, sizeof(f), "%s/%s", rel, bson_iter_utf8(&nm, NULL));
+		router_shard_path(s, f, p, sizeof(p));
+		if (router_read_file(p, &text, NULL)) {
+			router_shard_fail(s, f, errno, &err);
+			rc = fail_dfs(c, &err);
+		} else if (store_codec_parse_next(text.data ? text.data : "", text.len, 1, &used,
+						  &tmp, &err)) {
+			rc = fail_dfs(c, &err);
+		} else if (bson_iter_init(&it, &tmp)) {
+			while (bson_iter_next(&it))
+				if (strcmp(bson_iter_key(&it), "stats") != 0)
+					bson_append_iter(spec, NULL, 0, &it);
+		}
+		bson_destroy(&tmp);
+		dfs_buf_release(&text);
+		wire_docs_take(&out, spec);
+	}
+	routed_end(&r);
+	if (!rc) {
+		struct wire_source src = {wire_docs_next, &out};
+
+		if (wire_cursor_reply(c, r.nsname, &src, -1, false, wire_lsid(c, &lsid), reply,
+				      &err))
+			rc = fail_dfs(c, &err);
+	}
+	wire_docs_release(&w);
+	wire_docs_release(&out);
+	return rc;
+}
+
+/* create: the collection made on every shard (no options: a capped or view collection is
+ * not routed). */
+static int r_create(struct wire_ctx *c, bson_t *reply)
+{
+	static const char *const opts[] = {"capped",	"size",		  "max",
+					   "viewOn",	"pipeline",	  "timeseries",
+					   "validator", "clusteredIndex", NULL};
+	struct dfs_err err = {0};
+	struct routed r;
+	char rel[ROUTER_PATH_MAX], p[ROUTER_PATH_MAX];
+	struct stat st;
+	int rc;
+
+	(void)reply;
+	if ((rc = wire_refuse_opts(c, c->cmd, "create through docfs router", opts)))
+		return rc;
+	if ((rc = routed_begin(c, &r)))
+		return rc;
+	snprintf(rel, sizeof(rel), "%s/%s", c->db, r.coll);
+	router_shard_path(router_ns_shard(&r.ns, r.ns.primary), rel, p, sizeof(p));
+	if (stat(p, &st) == 0)
+		rc = wire_fail(c, 48, "NamespaceExists", "Collection %s already exists.", r.nsname);
+	else if (make_everywhere(&r.ns, c->db, r.coll, &err))
+		rc = fail_dfs(c, &err);
+	routed_end(&r);
+	return rc;
+}
+
 static int r_list_databases(struct wire_ctx *c, bson_t *reply)
 {
 	struct dfs_err err = {0};
@@ -1205,6 +1303,8 @@ static const struct {
 	{"delete", r_write},
 	{"createIndexes", r_create_indexes},
 	{"listCollections", r_list_collections},
+	{"listIndexes", r_list_indexes},
+	{"create", r_create},
 };
 
 /* What the router answers as a plain server would (its own state, no database). */
