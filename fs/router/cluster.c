@@ -450,6 +450,22 @@ static int zone_bound(const struct query_shard_key *k, const bson_t *in, bson_t 
 	return 0;
 }
 
+/* The config.tags document of a zone range into d (initialised, empty). */
+static void tag_doc(const char *ns, const bson_t *min, const bson_t *max, const char *zone,
+		    bson_t *d)
+{
+	bson_t id;
+
+	BSON_APPEND_DOCUMENT_BEGIN(d, "_id", &id);
+	BSON_APPEND_UTF8(&id, "ns", ns);
+	BSON_APPEND_DOCUMENT(&id, "min", min);
+	bson_append_document_end(d, &id);
+	BSON_APPEND_UTF8(d, "ns", ns);
+	BSON_APPEND_DOCUMENT(d, "min", min);
+	BSON_APPEND_DOCUMENT(d, "max", max);
+	BSON_APPEND_UTF8(d, "tag", zone);
+}
+
 /* The key a zone range of ns is checked against: the shard key of a sharded ns; for one
  * not sharded (yet), as MongoDB 4.0.2+ allows, the fields of the range's min in their order
  * (note 5). */
@@ -587,16 +603,9 @@ static int cmd_zone_range(struct router_cfg *c, const bson_t *cmd, const char *n
 		}
 	}
 	{
-		bson_t d = BSON_INITIALIZER, id;
+		bson_t d = BSON_INITIALIZER;
 
-		BSON_APPEND_DOCUMENT_BEGIN(&d, "_id", &id);
-		BSON_APPEND_UTF8(&id, "ns", ns);
-		BSON_APPEND_DOCUMENT(&id, "min", &min);
-		bson_append_document_end(&d, &id);
-		BSON_APPEND_UTF8(&d, "ns", ns);
-		BSON_APPEND_DOCUMENT(&d, "min", &min);
-		BSON_APPEND_DOCUMENT(&d, "max", &max);
-		BSON_APPEND_UTF8(&d, "tag", zone);
+		tag_doc(ns, &min, &max, zone, &d);
 		rc = router_cfg_put(c, "tags", &d, err);
 		bson_destroy(&d);
 		if (rc)
@@ -728,7 +737,7 @@ static int zones_fit(struct router_cfg *c, const char *ns, const struct query_sh
 
 	for (int i = 0; !rc && i < ntags; i++) {
 		bson_t tmin, tmax, min = BSON_INITIALIZER, max = BSON_INITIALIZER,
-				   d = BSON_INITIALIZER, id, *f;
+				   d = BSON_INITIALIZER, *f;
 		const char *zone = str_field(tags[i], "tag") ?: "";
 
 		if (!doc_field(tags[i], "min", &tmin) || !doc_field(tags[i], "max", &tmax)) {
@@ -747,14 +756,7 @@ static int zones_fit(struct router_cfg *c, const char *ns, const struct query_sh
 			bson_destroy(f);
 		}
 		if (!rc) {
-			BSON_APPEND_DOCUMENT_BEGIN(&d, "_id", &id);
-			BSON_APPEND_UTF8(&id, "ns", ns);
-			BSON_APPEND_DOCUMENT(&id, "min", &min);
-			bson_append_document_end(&d, &id);
-			BSON_APPEND_UTF8(&d, "ns", ns);
-			BSON_APPEND_DOCUMENT(&d, "min", &min);
-			BSON_APPEND_DOCUMENT(&d, "max", &max);
-			BSON_APPEND_UTF8(&d, "tag", zone);
+			tag_doc(ns, &min, &max, zone, &d);
 			rc = router_cfg_put(c, "tags", &d, err);
 			if (!rc) {
 				bson_destroy(tags[i]);

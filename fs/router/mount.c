@@ -580,24 +580,6 @@ static int cluster_render(const char *name, struct dfs_buf *out, struct dfs_err 
 	return rc;
 }
 
-/* Runs cmd in one write transaction of the config, its reply into reply. */
-int router_config_command(const bson_t *cmd, bson_t *reply, struct dfs_err *err)
-{
-	struct router_cfg c = {.st = R.st, .db = R.db};
-	int rc;
-
-	pthread_mutex_lock(&R.lock);
-	rc = store_txn_begin(R.db, true, &c.t, err);
-	if (!rc)
-		rc = router_cluster_command(&c, cmd, reply, err);
-	if (!rc)
-		rc = router_cfg_commit(&c, err);
-	if (c.t)
-		store_txn_abort(c.t);
-	pthread_mutex_unlock(&R.lock);
-	return rc;
-}
-
 int router_config_update(int (*fn)(struct router_cfg *c, void *ctx, struct dfs_err *err),
 			 void *ctx, struct dfs_err *err)
 {
@@ -614,6 +596,26 @@ int router_config_update(int (*fn)(struct router_cfg *c, void *ctx, struct dfs_e
 		store_txn_abort(c.t);
 	pthread_mutex_unlock(&R.lock);
 	return rc;
+}
+
+struct config_cmd {
+	const bson_t *cmd;
+	bson_t *reply;
+};
+
+static int run_config_cmd(struct router_cfg *c, void *ctx, struct dfs_err *err)
+{
+	struct config_cmd *cc = ctx;
+
+	return router_cluster_command(c, cc->cmd, cc->reply, err);
+}
+
+/* Runs cmd in one write transaction of the config, its reply into reply. */
+int router_config_command(const bson_t *cmd, bson_t *reply, struct dfs_err *err)
+{
+	struct config_cmd cc = {cmd, reply};
+
+	return router_config_update(run_config_cmd, &cc, err);
 }
 
 struct store *router_config_store(void)

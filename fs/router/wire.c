@@ -119,6 +119,23 @@ static int docs_of_text(const char *text, size_t len, struct wire_docs *w, struc
 	}
 }
 
+/* A cursor reply (wire_cursor_reply) over the JSON Lines documents of text. */
+static int reply_text(struct wire_ctx *c, const char *ns, const struct dfs_buf *text, int64_t batch,
+		      bool single, bson_t *reply)
+{
+	struct dfs_err err = {0};
+	struct wire_docs w = {0};
+	struct wire_source src = {wire_docs_next, &w};
+	bson_t lsid;
+	int rc = 0;
+
+	if (docs_of_text(text->data ? text->data : "", text->len, &w, &err) ||
+	    wire_cursor_reply(c, ns, &src, batch, single, wire_lsid(c, &lsid), reply, &err))
+		rc = fail_dfs(c, &err);
+	wire_docs_release(&w);
+	return rc;
+}
+
 /* The whole fs_result r (memory or spilled) appended to out. */
 static int result_text(struct fs_result *r, struct dfs_buf *out)
 {
@@ -461,73 +478,64 @@ static int find_component(struct wire_ctx *c, bool count, struct dfs_buf *comp, 
 	return 0;
 }
 
-static int r_find(struct wire_ctx *c, bson_t *reply)
+/* Runs the find of c->cmd (count: a count's arguments) through router_find, the option
+ * opt=val (opt may be NULL) added; the answer's text into text, the namespace into ns. */
+static int routed_query(struct wire_ctx *c, bool count, const char *opt, const char *val,
+			struct dfs_buf *text, char *ns, size_t nscap, int64_t *batch, bool *single)
 {
 	struct dfs_err err = {0};
 	struct routed r;
 	struct fs_result res;
-	struct dfs_buf comp, text;
-	struct wire_docs w = {0};
-	bool single = false;
-	int64_t batch = -1;
+	struct dfs_buf comp;
 	int rc;
 
 	if ((rc = routed_begin(c, &r)))
 		return rc;
+	snprintf(ns, nscap, "%s", r.nsname);
 	dfs_buf_init(&comp);
-	dfs_buf_init(&text);
 	fs_result_init(&res);
-	rc = find_component(c, false, &comp, &single, &batch, &err);
+	rc = find_component(c, count, &comp, single, batch, &err);
+	if (!rc && opt) {
+		opt_name(&comp, opt);
+		put_escaped(&comp, val, strlen(val));
+	}
 	if (!rc && router_find(&r.ns, c->db, r.coll, comp.data, &res, &err))
 		rc = fail_dfs(c, &err);
 	if (!rc)
-		result_text(&res, &text);
+		result_text(&res, text);
 	routed_end(&r);
-	if (!rc && docs_of_text(text.data ? text.data : "", text.len, &w, &err))
-		rc = fail_dfs(c, &err);
-	if (!rc) {
-		struct wire_source src = {wire_docs_next, &w};
-		bson_t lsid;
-
-		if (wire_cursor_reply(c, r.nsname, &src, batch, single, wire_lsid(c, &lsid), reply,
-				      &err))
-			rc = fail_dfs(c, &err);
-	}
-	wire_docs_release(&w);
 	fs_result_release(&res);
 	dfs_buf_release(&comp);
+	return rc;
+}
+
+static int r_find(struct wire_ctx *c, bson_t *reply)
+{
+	char ns[2 * DFS_MAX_NS_NAME + 2];
+	struct dfs_buf text;
+	bool single = false;
+	int64_t batch = -1;
+	int rc;
+
+	dfs_buf_init(&text);
+	rc = routed_query(c, false, NULL, NULL, &text, ns, sizeof(ns), &batch, &single);
+	if (!rc)
+		rc = reply_text(c, ns, &text, batch, single, reply);
 	dfs_buf_release(&text);
 	return rc;
 }
 
 static int r_count(struct wire_ctx *c, bson_t *reply)
 {
-	struct dfs_err err = {0};
-	struct routed r;
-	struct fs_result res;
-	struct dfs_buf comp, text;
+	char ns[2 * DFS_MAX_NS_NAME + 2];
+	struct dfs_buf text;
 	bool single = false;
 	int rc;
 
-	if ((rc = routed_begin(c, &r)))
-		return rc;
-	dfs_buf_init(&comp);
 	dfs_buf_init(&text);
-	fs_result_init(&res);
-	rc = find_component(c, true, &comp, &single, NULL, &err);
-	if (!rc) {
-		opt_name(&comp, "count");
-		dfs_buf_putc(&comp, '1');
-		if (router_find(&r.ns, c->db, r.coll, comp.data, &res, &err))
-			rc = fail_dfs(c, &err);
-	}
-	if (!rc)
-		result_text(&res, &text);
-	routed_end(&r);
+	rc = routed_query(c, true, "count", "1", &text, ns, sizeof(ns), NULL, &single);
 	if (!rc)
 		wire_append_count(reply, "n", strtoll(text.data ? text.data : "0", NULL, 10));
-	fs_result_release(&res);
-	dfs_buf_release(&comp);
 	dfs_buf_release(&text);
 	return rc;
 }
@@ -535,30 +543,17 @@ static int r_count(struct wire_ctx *c, bson_t *reply)
 static int r_distinct(struct wire_ctx *c, bson_t *reply)
 {
 	struct dfs_err err = {0};
-	struct routed r;
-	struct fs_result res;
-	struct dfs_buf comp, text;
+	char ns[2 * DFS_MAX_NS_NAME + 2];
+	struct dfs_buf text;
 	bson_iter_t it;
 	bool single = false;
 	int rc;
 
 	if (!bson_iter_init_find(&it, c->cmd, "key") || !BSON_ITER_HOLDS_UTF8(&it))
 		return wire_fail(c, 14, "TypeMismatch", "distinct needs a key (a string)");
-	if ((rc = routed_begin(c, &r)))
-		return rc;
-	dfs_buf_init(&comp);
 	dfs_buf_init(&text);
-	fs_result_init(&res);
-	rc = find_component(c, true, &comp, &single, NULL, &err);
-	if (!rc) {
-		opt_name(&comp, "distinct");
-		put_escaped(&comp, bson_iter_utf8(&it, NULL), strlen(bson_iter_utf8(&it, NULL)));
-		if (router_find(&r.ns, c->db, r.coll, comp.data, &res, &err))
-			rc = fail_dfs(c, &err);
-	}
-	if (!rc)
-		result_text(&res, &text);
-	routed_end(&r);
+	rc = routed_query(c, true, "distinct", bson_iter_utf8(&it, NULL), &text, ns, sizeof(ns),
+			  NULL, &single);
 	if (!rc) {
 		bson_t arr;
 		int i = 0;
@@ -581,8 +576,6 @@ static int r_distinct(struct wire_ctx *c, bson_t *reply)
 		}
 		bson_append_array_end(reply, &arr);
 	}
-	fs_result_release(&res);
-	dfs_buf_release(&comp);
 	dfs_buf_release(&text);
 	return rc;
 }
@@ -659,7 +652,6 @@ static int r_aggregate(struct wire_ctx *c, bson_t *reply)
 	struct routed r;
 	struct fs_result res;
 	struct dfs_buf comp, text, pipe;
-	struct wire_docs w = {0};
 	bson_iter_t it, st;
 	bson_t cur;
 	int64_t batch = -1;
@@ -720,17 +712,8 @@ static int r_aggregate(struct wire_ctx *c, bson_t *reply)
 		}
 	}
 	routed_end(&r);
-	if (!rc && docs_of_text(text.data ? text.data : "", text.len, &w, &err))
-		rc = fail_dfs(c, &err);
-	if (!rc) {
-		struct wire_source src = {wire_docs_next, &w};
-		bson_t lsid;
-
-		if (wire_cursor_reply(c, r.nsname, &src, batch, false, wire_lsid(c, &lsid), reply,
-				      &err))
-			rc = fail_dfs(c, &err);
-	}
-	wire_docs_release(&w);
+	if (!rc)
+		rc = reply_text(c, r.nsname, &text, batch, false, reply);
 	fs_result_release(&res);
 	dfs_buf_release(&comp);
 	dfs_buf_release(&text);
