@@ -16,12 +16,14 @@ R=$T/router
 CFG=$T/config
 SOCK=$T/r.sock
 mkdir -p "$R"
+# mounted DIR: in /proc/mounts (a daemon that died leaves its mount there, which
+# mountpoint -q no longer sees)
+mounted() { awk -v d="$1" '$2 == d { f = 1 } END { exit !f }' /proc/mounts; }
 mongos_cleanup() {
 	local rc=$? pids
 	pids=$(pgrep -f -- "docfs (router .*$R\$|mount .*$T/m[0-9]\$)" || true)
-	mountpoint -q "$R" && { fusermount3 -u "$R" 2>/dev/null || fusermount3 -uz "$R" || true; }
-	for i in 0 1 2; do
-		mountpoint -q "$T/m$i" && { fusermount3 -u "$T/m$i" 2>/dev/null || fusermount3 -uz "$T/m$i" || true; }
+	for d in "$R" "$T/m0" "$T/m1" "$T/m2"; do
+		mounted "$d" && { fusermount3 -u "$d" 2>/dev/null || fusermount3 -uz "$d" || true; }
 	done
 	for p in $pids; do wait_gone "$p" || true; done
 	cleanup "$rc"
