@@ -407,6 +407,21 @@ static int routed_begin(struct wire_ctx *c, struct routed *r)
 	return 0;
 }
 
+/* Whether an unsharded collection is missing on its primary: reads of it then answer
+ * nothing, as MongoDB's do, instead of the shard's ENOENT. */
+static bool routed_missing(const struct wire_ctx *c, const struct routed *r)
+{
+	char rel[2 * DFS_MAX_NS_NAME + 2], p[ROUTER_PATH_MAX];
+	const struct router_shard *s = router_ns_shard(&r->ns, r->ns.primary);
+	struct stat st;
+
+	if (r->ns.sharded || !s)
+		return false;
+	snprintf(rel, sizeof(rel), "%s/%s", c->db, r->coll);
+	router_shard_path(s, rel, p, sizeof(p));
+	return stat(p, &st) != 0 && errno == ENOENT && router_shard_ok(s, NULL) == 0;
+}
+
 static void routed_end(struct routed *r)
 {
 	router_ns_release(&r->ns);
@@ -499,7 +514,8 @@ static int routed_query(struct wire_ctx *c, bool count, const char *opt, const c
 		opt_name(&comp, opt);
 		put_escaped(&comp, val, strlen(val));
 	}
-	if (!rc && router_find(&r.ns, c->db, r.coll, comp.data, &res, &err))
+	if (!rc && !routed_missing(c, &r) &&
+	    router_find(&r.ns, c->db, r.coll, comp.data, &res, &err))
 		rc = fail_dfs(c, &err);
 	if (!rc)
 		result_text(&res, text);
@@ -698,7 +714,9 @@ static int r_aggregate(struct wire_ctx *c, bson_t *reply)
 		const struct router_shard *s = router_ns_shard(&r.ns, r.ns.primary);
 		char rel[ROUTER_PATH_MAX], p[ROUTER_PATH_MAX];
 
-		if (comp.len > 255) {
+		if (routed_missing(c, &r)) {
+			rc = 0; /* nothing to aggregate */
+		} else if (comp.len > 255) {
 			rc = wire_fail(c, 73, "InvalidNamespace",
 				       "the pipeline is longer than a path component (255 bytes "
 				       "once escaped): not routed");
