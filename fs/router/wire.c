@@ -18,7 +18,8 @@
  *    codes), as the mount refuses it.
  * 2. Writes: insert is the .insert of the collection (router_insert by shard key, or the
  *    primary's .insert); update and delete become one .bulk request (router_write), whose
- *    BulkWriteResult gives n, nModified, upserted and writeErrors. createIndexes writes
+ *    BulkWriteResult gives n, nModified, upserted and writeErrors; findAndModify is an
+ *    update/ or delete/ request with returnDocument. createIndexes writes
  *    .indexes/<name> on every shard (collections exist on every shard, mount.c note 2), so
  *    a collection sharded later has its key's index wherever its chunks go; create makes
  *    the collection on every shard, as the mount's mkdir; listIndexes reads the primary's
@@ -996,6 +997,120 @@ static int r_write(struct wire_ctx *c, bson_t *reply)
 	return rc;
 }
 
+/* findAndModify: an update/ or delete/ path with returnDocument (route.c note 6: one
+ * shard, or an _id), its {lastErrorObject, value} the reply. */
+static int r_find_and_modify(struct wire_ctx *c, bson_t *reply)
+{
+	static const char *const refused_opts[] = {"collation", "let", NULL};
+	struct dfs_err err = {0};
+	bool remove = false, upsert = false, newd = false;
+	struct dfs_buf rest, text, out;
+	struct routed r;
+	bson_t q, u, v, res = BSON_INITIALIZER;
+	bson_iter_t it;
+	int rc, has_u;
+
+	if ((rc = wire_refuse_opts(c, c->cmd, c->name, refused_opts)))
+		goto early;
+	wire_arg_bool(c, "remove", &remove);
+	wire_arg_bool(c, "new", &newd);
+	wire_arg_bool(c, "upsert", &upsert);
+	if (bson_iter_init_find(&it, c->cmd, "update") && BSON_ITER_HOLDS_ARRAY(&it)) {
+		rc = wire_fail(c, 238, "NotImplemented",
+			       "update pipelines are not routed by docfs router yet");
+		goto early;
+	}
+	if ((rc = wire_arg_doc(c, "query", &q)) > 1 ||
+	    (has_u = wire_arg_doc(c, "update", &u)) > 1) {
+		rc = rc > 1 ? rc : has_u;
+		goto early;
+	}
+	if (remove == !has_u) {
+		rc = wire_fail(c, 9, "FailedToParse",
+			       remove ? "Cannot specify both an update and remove=true"
+				      : "Either an update or remove=true must be specified");
+		goto early;
+	}
+	dfs_buf_init(&rest);
+	dfs_buf_init(&text);
+	dfs_buf_init(&out);
+	dfs_buf_puts(&rest, remove ? "delete/" : "update/");
+	if (rc == 1)
+		dfs_buf_puts(&rest, "{}");
+	else
+		put_doc(&rest, &q, &err);
+	opt_name(&rest, "returnDocument");
+	dfs_buf_puts(&rest, newd && !remove ? "after" : "before");
+	if (upsert && !remove) {
+		opt_name(&rest, "upsert");
+		dfs_buf_puts(&rest, "true");
+	}
+	if (wire_arg_doc(c, "sort", &v) == 0 && !bson_empty(&v)) {
+		opt_name(&rest, "sort");
+		put_doc(&rest, &v, &err);
+	}
+	if (wire_arg_doc(c, "fields", &v) == 0 && !bson_empty(&v)) {
+		opt_name(&rest, "projection");
+		put_doc(&rest, &v, &err);
+	}
+	if (!remove && bson_iter_init_find(&it, c->cmd, "arrayFilters") &&
+	    BSON_ITER_HOLDS_ARRAY(&it)) {
+		struct dfs_buf arr;
+		bson_iter_t a;
+		int i = 0;
+
+		dfs_buf_init(&arr);
+		dfs_buf_putc(&arr, '[');
+		bson_iter_recurse(&it, &a);
+		while (bson_iter_next(&a)) {
+			const uint8_t *data;
+			uint32_t len;
+			bson_t one;
+
+			if (!BSON_ITER_HOLDS_DOCUMENT(&a))
+				continue;
+			bson_iter_document(&a, &len, &data);
+			bson_init_static(&one, data, len);
+			if (i++)
+				dfs_buf_putc(&arr, ',');
+			store_codec_render(&one, STORE_RENDER_COMPACT, &arr, NULL);
+		}
+		dfs_buf_putc(&arr, ']');
+		opt_name(&rest, "arrayFilters");
+		put_escaped(&rest, arr.data, arr.len);
+		dfs_buf_release(&arr);
+	}
+	if (!remove)
+		store_codec_render(&u, STORE_RENDER_COMPACT, &text, NULL);
+	else
+		dfs_buf_puts(&text, "{}"); /* a delete/ request: a document of options */
+	if ((rc = routed_begin(c, &r)))
+		goto done;
+	if (upsert && make_everywhere(&r.ns, c->db, r.coll, &err))
+		rc = fail_dfs(c, &err);
+	else if (!upsert && routed_missing(c, &r))
+		dfs_buf_puts(&out, "{\"lastErrorObject\": {\"n\": 0, \"updatedExisting\": false}, "
+				   "\"value\": null}");
+	else if (router_write(&r.ns, c->db, r.coll, rest.data, text.data ? text.data : "", text.len,
+			      &out, &err))
+		rc = fail_dfs(c, &err);
+	routed_end(&r);
+	if (!rc && store_codec_parse_doc(out.data ? out.data : "", out.len, &res, &err))
+		rc = fail_dfs(c, &err);
+	if (!rc && bson_iter_init(&it, &res))
+		while (bson_iter_next(&it))
+			if (!strcmp(bson_iter_key(&it), "lastErrorObject") ||
+			    !strcmp(bson_iter_key(&it), "value"))
+				bson_append_iter(reply, NULL, 0, &it);
+done:
+	dfs_buf_release(&rest);
+	dfs_buf_release(&text);
+	dfs_buf_release(&out);
+early:
+	bson_destroy(&res);
+	return rc;
+}
+
 static int r_create_indexes(struct wire_ctx *c, bson_t *reply)
 {
 	struct dfs_err err = {0};
@@ -1302,6 +1417,8 @@ static const struct {
 	{"insert", r_insert},
 	{"update", r_write},
 	{"delete", r_write},
+	{"findAndModify", r_find_and_modify},
+	{"findandmodify", r_find_and_modify},
 	{"createIndexes", r_create_indexes},
 	{"listCollections", r_list_collections},
 	{"listIndexes", r_list_indexes},

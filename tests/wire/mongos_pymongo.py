@@ -80,11 +80,22 @@ refused("a document without the shard key", lambda: users.insert_one({"_id": 100
 r = users.insert_many([{"_id": 100 + i, "user": {"age": 10 * i}} for i in range(3)])
 check("insert_many by shard key", len(r.inserted_ids), 3)
 check("inserted on their shards", (on_shard(0, "users", '{"_id": 100}'), on_shard(2, "users", '{"_id": 102}')), (1, 1))
+from pymongo import ReturnDocument
+check("find_one_and_update by shard key",
+      users.find_one_and_update({"user.age": 9}, {"$inc": {"visits": 2}},
+                                return_document=ReturnDocument.AFTER)["visits"], 2)
+check("find_one_and_update by _id", users.find_one_and_update({"_id": 9}, {"$inc": {"visits": 1}},
+                                                              projection={"visits": 1}),
+      {"_id": 9, "visits": 2})
+refused("a single find_one_and_update over several shards",
+        lambda: users.find_one_and_update({"user.age": {"$gt": 5}}, {"$set": {"z": 1}}))
+check("find_one_and_delete", users.find_one_and_delete({"_id": 98, "user.age": 98}),
+      {"_id": 98, "user": {"name": "u98", "age": 98}, "old": True})
 r = users.delete_one({"_id": 99})
 check("delete_one", r.deleted_count, 1)
 r = users.delete_many({"_id": {"$gte": 100}})
 check("delete_many", r.deleted_count, 3)
-check("count after the deletes", users.count_documents({}), 99)
+check("count after the deletes", users.count_documents({}), 98)
 
 plain = client.test.plain
 plain.insert_many([{"_id": i, "x": i * i} for i in range(10)])
@@ -96,6 +107,10 @@ ex = plain.find({"x": 49}).explain()
 check("its explain", ex["queryPlanner"]["winningPlan"]["stage"], "SINGLE_SHARD")
 check("update on it", plain.update_one({"x": 49}, {"$set": {"y": 1}}).modified_count, 1)
 check("upsert on it", plain.update_one({"_id": 50}, {"$set": {"x": 0}}, upsert=True).upserted_id, 50)
+check("find_one_and_update upsert", plain.find_one_and_update({"_id": 51}, {"$set": {"x": 1}}, upsert=True,
+                                                              return_document=ReturnDocument.AFTER),
+      {"_id": 51, "x": 1})
+check("find_one_and_update sorted", plain.find_one_and_update({}, {"$set": {"top": True}}, sort=[("x", -1)])["x"], 81)
 check("list_indexes", sorted(i["name"] for i in plain.list_indexes()), ["_id_", "x_1"])
 check("index_information", users.index_information()["user.age_1"]["key"], [("user.age", 1)])
 client.test.create_collection("made")
