@@ -650,6 +650,62 @@ static void move_failed(bson_t *reply, int rc, const struct dfs_err *err)
 			 rc == DFS_EBUSY ? "ConflictingOperationInProgress" : "OperationFailed");
 }
 
+/* Whether chunk c of ns may go to shard to, as MongoDB's moveChunk asks: not a draining
+ * shard, and one of the chunk's zone (the zone range holding its min). Else reply gets
+ * {ok: 0, ..., code 20 IllegalOperation} and DFS_EINVAL is returned. */
+static int move_allowed(const char *ns, const struct query_chunk *c, const char *to, bson_t *reply,
+			struct dfs_err *err)
+{
+	bson_t **tags = NULL, **sh = NULL, *f;
+	const char *zone = NULL;
+	bool in_zone = false, draining = false;
+	int nt = 0, ns_ = 0, rc;
+	bson_iter_t it, a;
+
+	f = BCON_NEW("ns", BCON_UTF8(ns));
+	rc = router_cfg_read_list("tags", f, &tags, &nt, err);
+	bson_destroy(f);
+	for (int i = 0; !rc && i < nt && !zone; i++) {
+		bson_t *min = router_doc_field(tags[i], "min"), *max = router_doc_field(tags[i], "max");
+
+		if (min && max && query_shard_bound_compare(min, c->min) <= 0 &&
+		    query_shard_bound_compare(c->min, max) < 0 &&
+		    bson_iter_init_find(&it, tags[i], "tag") && BSON_ITER_HOLDS_UTF8(&it))
+			zone = bson_iter_utf8(&it, NULL);
+		if (min)
+			bson_destroy(min);
+		if (max)
+			bson_destroy(max);
+	}
+	f = BCON_NEW("_id", BCON_UTF8(to));
+	if (!rc)
+		rc = router_cfg_read_list("shards", f, &sh, &ns_, err);
+	bson_destroy(f);
+	if (!rc && ns_ > 0) {
+		draining = bson_iter_init_find(&it, sh[0], "draining") && bson_iter_as_bool(&it);
+		if (zone && bson_iter_init_find(&it, sh[0], "tags") && bson_iter_recurse(&it, &a))
+			while (bson_iter_next(&a))
+				in_zone |= BSON_ITER_HOLDS_UTF8(&a) &&
+					   !strcmp(bson_iter_utf8(&a, NULL), zone);
+	}
+	if (!rc && (draining || (zone && !in_zone))) {
+		char msg[256];
+
+		if (draining)
+			snprintf(msg, sizeof(msg), "%s is currently draining.", to);
+		else
+			snprintf(msg, sizeof(msg), "%s is not in the correct zone %s", to, zone);
+		BSON_APPEND_DOUBLE(reply, "ok", 0.0);
+		BSON_APPEND_UTF8(reply, "errmsg", msg);
+		BSON_APPEND_INT32(reply, "code", 20);
+		BSON_APPEND_UTF8(reply, "codeName", "IllegalOperation");
+		rc = dfs_err_set(err, DFS_EINVAL, "%s", msg);
+	}
+	router_docs_free(tags, nt);
+	router_docs_free(sh, ns_);
+	return rc;
+}
+
 /* moveChunk through the router: the documents move (migrate.c), then the owner. A
  * command the migration cannot start (bad namespace, shard, chunk) runs as a plain config
  * command, which gives MongoDB's error. */
@@ -682,6 +738,10 @@ int router_move_chunk(const bson_t *cmd, bson_t *reply, struct dfs_err *err)
 		return router_config_command(cmd, reply, err);
 	}
 	bson_destroy(&got);
+	if ((rc = move_allowed(ns, &rns.map.c[idx], to, reply, err))) {
+		router_ns_release(&rns);
+		return rc;
+	}
 	bson_init(&got);
 	bson_init(&stats);
 	mc.reply = &got;

@@ -142,6 +142,9 @@ grep -qP '^\s+A\t1$' <<<"$status" || fail "status does not count A's chunks: $st
 # removeShard: started, ongoing while chunks are left, completed once moved away
 ok "{removeShard: 'shard0000'}" '"state": "started"'
 ok "{removeShard: 'shard0000'}" '"state": "ongoing"'
+# a chunk may only go to a shard of its zone (MongoDB's IllegalOperation): B joins "old"
+refused "{moveChunk: 'test.users', bounds: [{'user.age': 41}, {'user.age': MaxKey}], to: 'B'}" "B is not in the correct zone old"
+ok "{addShardToZone: 'B', zone: 'old'}"
 ok "{moveChunk: 'test.users', bounds: [{'user.age': 41}, {'user.age': MaxKey}], to: 'B'}" '"cloned": 59'
 [ "$(n 1 '{}') $(n 2 '{}')" = "79 0" ] || fail "the drained shard's documents did not move to B: $(n 1 '{}') $(n 2 '{}')"
 ok "{removeShard: 'shard0000'}" '"chunks": {"$numberLong": "1"}'

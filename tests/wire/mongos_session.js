@@ -36,6 +36,7 @@ print('balancer enabled: ' + sh.getBalancerState());
 print('splitAt: ' + sh.splitAt('test.users', {'user.age': 60}).ok);
 const mv = sh.moveChunk('test.users', {'user.age': 20}, 'shard03');
 print('moveChunk: ' + mv.ok + ' ' + JSON.stringify(mv.migration));
+try { sh.moveChunk('test.users', {'user.age': 30}, 'shard01'); } catch (e) { print('moveChunk out of its zone: ' + e.codeName + ': ' + e.message); }
 sh.addShardToZone('shard03', 'veteran');
 sh.updateZoneKeyRange('test.users', {'user.age': 41}, {'user.age': MaxKey}, null);
 sh.updateZoneKeyRange('test.users', {'user.age': 41}, {'user.age': 90}, 'senior');
