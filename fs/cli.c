@@ -1543,7 +1543,8 @@ static int cmd_router(int argc, char **argv)
 						rc = fail("router", "at most %d listen= options",
 							  ROUTER_MAX_LISTEN);
 					else
-						o.listen[o.nlisten++] = strdup(tok[6] ? tok + 7 : "");
+						o.listen[o.nlisten++] =
+							strdup(tok[6] ? tok + 7 : "");
 				} else if (!strcmp(tok, "noauth")) {
 					o.noauth = true;
 				} else if (!strncmp(tok, "balancer_ms=", 12)) {

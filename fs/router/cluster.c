@@ -916,7 +916,8 @@ static int cmd_shard_collection(struct router_cfg *c, const bson_t *cmd, bson_t 
 				if (query_shard_bound_compare(&cur, &tmin) < 0)
 					rc = query_chunk_map_add(
 						&m, &cur, &tmin,
-						str_field(shards[hole++ % nshards], "_id"), 1, 0, err);
+						str_field(shards[hole++ % nshards], "_id"), 1, 0,
+						err);
 				zs = zone_shard(shards, nshards, str_field(tags[i], "tag") ?: "",
 						&rr);
 				if (!rc)
@@ -1032,7 +1033,8 @@ int router_chunk_named(const struct query_chunk_map *m, const bson_t *cmd, int *
 	struct dfs_err e = {0};
 
 	if (doc_field(cmd, "find", &find)) {
-		if (query_shard_key_of(&m->key, &find, &key, &e) && !flat_key(&m->key, &find, &key)) {
+		if (query_shard_key_of(&m->key, &find, &key, &e) &&
+		    !flat_key(&m->key, &find, &key)) {
 			bson_destroy(&key);
 			return fail(reply, err, E_BADVALUE, "find: %s", e.msg);
 		}

@@ -580,8 +580,8 @@ static int cluster_render(const char *name, struct dfs_buf *out, struct dfs_err 
 	return rc;
 }
 
-int router_config_update(int (*fn)(struct router_cfg *c, void *ctx, struct dfs_err *err),
-			 void *ctx, struct dfs_err *err)
+int router_config_update(int (*fn)(struct router_cfg *c, void *ctx, struct dfs_err *err), void *ctx,
+			 struct dfs_err *err)
 {
 	struct router_cfg c = {.st = R.st, .db = R.db};
 	int rc;
@@ -666,7 +666,8 @@ static int move_allowed(const char *ns, const struct query_chunk *c, const char 
 	rc = router_cfg_read_list("tags", f, &tags, &nt, err);
 	bson_destroy(f);
 	for (int i = 0; !rc && i < nt && !zone; i++) {
-		bson_t *min = router_doc_field(tags[i], "min"), *max = router_doc_field(tags[i], "max");
+		bson_t *min = router_doc_field(tags[i], "min"),
+		       *max = router_doc_field(tags[i], "max");
 
 		if (min && max && query_shard_bound_compare(min, c->min) <= 0 &&
 		    query_shard_bound_compare(c->min, max) < 0 &&

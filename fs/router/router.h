@@ -187,8 +187,8 @@ void router_balancer_figures(bson_t *out);
 int router_move_chunk(const bson_t *cmd, bson_t *reply, struct dfs_err *err);
 /* Runs fn(c, ctx) in one write transaction of the router's config, committed when it
  * returns 0. */
-int router_config_update(int (*fn)(struct router_cfg *c, void *ctx, struct dfs_err *err),
-			 void *ctx, struct dfs_err *err);
+int router_config_update(int (*fn)(struct router_cfg *c, void *ctx, struct dfs_err *err), void *ctx,
+			 struct dfs_err *err);
 /* The router's config store and its scratch database for merged aggregations (Borrowed,
  * valid while the router serves). */
 struct store *router_config_store(void);
@@ -215,7 +215,7 @@ struct router_mount_opts {
 	bool foreground, debug;
 	const char *listen[ROUTER_MAX_LISTEN]; /* -o listen=ADDR: also a mongos there */
 	int nlisten;
-	bool noauth; /* -o noauth: a listen address that is not loopback */
+	bool noauth;	  /* -o noauth: a listen address that is not loopback */
 	int balancer_ms;  /* the balancer's round (0: 10 s) */
 	int64_t chunk_mb; /* -o chunk_mb (0: config.settings chunksize) */
 };
