@@ -22,7 +22,8 @@
  *    update/ or delete/ request with returnDocument. createIndexes writes
  *    .indexes/<name> on every shard (collections exist on every shard, mount.c note 2), so
  *    a collection sharded later has its key's index wherever its chunks go; create makes
- *    the collection on every shard, as the mount's mkdir; listIndexes reads the primary's
+ *    the collection on every shard, as the mount's mkdir, and drop (unsharded) empties it
+ *    on its primary and removes it everywhere, as rmdir; listIndexes reads the primary's
  *    .indexes/ files.
  * 3. The config database: the wire's handlers run on the config store itself, reads only
  *    (find, aggregate, count, distinct, listCollections, listIndexes); the field names that
@@ -1363,6 +1364,57 @@ static int r_create(struct wire_ctx *c, bson_t *reply)
 	return rc;
 }
 
+/* drop of an unsharded collection: its documents deleted on the primary (a delete/ of
+ * everything), then the directory removed on every shard as the mount's rmdir does. A
+ * sharded one is refused: its config (collections, chunks) would have to go with it. */
+static int r_drop(struct wire_ctx *c, bson_t *reply)
+{
+	struct dfs_err err = {0};
+	struct wire_docs ix = {0};
+	struct dfs_buf out;
+	struct routed r;
+	char rel[ROUTER_PATH_MAX];
+	int rc;
+
+	if ((rc = routed_begin(c, &r)))
+		return rc;
+	dfs_buf_init(&out);
+	if (r.ns.sharded) {
+		rc = wire_fail(c, 238, "NotImplemented",
+			       "drop of sharded collection %s is not routed by docfs router yet",
+			       r.nsname);
+	} else if (routed_missing(c, &r)) {
+		rc = 0; /* MongoDB 7.0: dropping what does not exist succeeds */
+	} else {
+		struct router_ns one = r.ns;
+
+		one.shards = (struct router_shard *)router_ns_shard(&r.ns, r.ns.primary);
+		one.nshards = 1;
+		snprintf(rel, sizeof(rel), "%s/%s/.indexes", c->db, r.coll);
+		if (names_union(&one, rel, false, &ix, "index", &err) ||
+		    router_write(&r.ns, c->db, r.coll, "delete/{}", "{}", 2, &out, &err))
+			rc = fail_dfs(c, &err);
+		for (int i = 0; !rc && i < r.ns.nshards; i++) {
+			char p[ROUTER_PATH_MAX];
+
+			snprintf(rel, sizeof(rel), "%s/%s", c->db, r.coll);
+			router_shard_path(&r.ns.shards[i], rel, p, sizeof(p));
+			if (rmdir(p) != 0 && errno != ENOENT) {
+				router_shard_fail(&r.ns.shards[i], rel, errno, &err);
+				rc = fail_dfs(c, &err);
+			}
+		}
+		if (!rc) {
+			wire_append_count(reply, "nIndexesWas", (int64_t)ix.n);
+			BSON_APPEND_UTF8(reply, "ns", r.nsname);
+		}
+	}
+	routed_end(&r);
+	wire_docs_release(&ix);
+	dfs_buf_release(&out);
+	return rc;
+}
+
 static int r_list_databases(struct wire_ctx *c, bson_t *reply)
 {
 	struct dfs_err err = {0};
@@ -1423,6 +1475,7 @@ static const struct {
 	{"listCollections", r_list_collections},
 	{"listIndexes", r_list_indexes},
 	{"create", r_create},
+	{"drop", r_drop},
 };
 
 /* What the router answers as a plain server would (its own state, no database). */

@@ -118,9 +118,14 @@ check("create makes it on every shard", [os.path.isdir("%s/test/made" % m) for m
       [True, True, True])
 refused("create again", lambda: client.test.command("create", "made"), 48)
 refused("create capped", lambda: client.test.create_collection("capped", capped=True, size=4096), 238)
+client.test.made.insert_one({"_id": 1})
+client.test.made.drop()
+check("drop removes it on every shard", [os.path.exists("%s/test/made" % m) for m in shards],
+      [False, False, False])
+client.test.nope.drop()  # dropping what does not exist succeeds (MongoDB 7.0)
 check("find on a missing collection", list(client.test.nope.find()), [])
 check("count_documents on a missing collection", client.test.nope.count_documents({}), 0)
-check("list_collection_names", sorted(client.test.list_collection_names()), ["made", "plain", "users"])
+check("list_collection_names", sorted(client.test.list_collection_names()), ["plain", "users"])
 check("list_database_names", "test" in client.list_database_names(), True)
 check("config.shards", [d["_id"] for d in client.config.shards.find().sort("_id", 1)],
       ["shard01", "shard02", "shard03"])
