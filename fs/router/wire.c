@@ -598,6 +598,15 @@ static int r_distinct(struct wire_ctx *c, bson_t *reply)
 	return rc;
 }
 
+/* The error recorded in from (the explained command's context) into c. */
+static void take_error(struct wire_ctx *c, const struct wire_ctx *from)
+{
+	c->code = from->code;
+	c->code_name = from->code_name;
+	c->dfs_code = from->dfs_code;
+	memcpy(c->errmsg, from->errmsg, sizeof(c->errmsg));
+}
+
 static int r_explain(struct wire_ctx *c, bson_t *reply)
 {
 	struct dfs_err err = {0};
@@ -616,15 +625,17 @@ static int r_explain(struct wire_ctx *c, bson_t *reply)
 	}
 	if (!bson_iter_init(&it, &ex) || !bson_iter_next(&it) ||
 	    strcmp(bson_iter_key(&it), "find")) {
+		bool named = bson_iter_init(&it, &ex) && bson_iter_next(&it);
+
 		bson_destroy(&doc);
 		return wire_fail(c, 238, "NotImplemented",
 				 "explain of '%s' is not routed by docfs router yet (find only)",
-				 bson_iter_key(&it) ? bson_iter_key(&it) : "");
+				 named ? bson_iter_key(&it) : "");
 	}
 	inner.cmd = &ex;
 	inner.name = "find";
 	if ((rc = routed_begin(&inner, &r))) {
-		*c = inner;
+		take_error(c, &inner);
 		bson_destroy(&doc);
 		return rc;
 	}
@@ -651,12 +662,8 @@ static int r_explain(struct wire_ctx *c, bson_t *reply)
 		while (bson_iter_next(&it))
 			if (strcmp(bson_iter_key(&it), "ok") != 0)
 				bson_append_iter(reply, NULL, 0, &it);
-	if (rc) {
-		c->code = inner.code;
-		c->code_name = inner.code_name;
-		c->dfs_code = inner.dfs_code;
-		memcpy(c->errmsg, inner.errmsg, sizeof(c->errmsg));
-	}
+	if (rc)
+		take_error(c, &inner);
 	bson_destroy(&doc);
 	fs_result_release(&res);
 	dfs_buf_release(&comp);
