@@ -24,7 +24,7 @@
  *    a collection sharded later has its key's index wherever its chunks go; create makes
  *    the collection on every shard, as the mount's mkdir, and drop (unsharded) empties it
  *    on its primary and removes it everywhere, as rmdir; listIndexes reads the primary's
- *    .indexes/ files.
+ *    .indexes/ files, dropIndexes removes them on every shard.
  * 3. The config database: the wire's handlers run on the config store itself, reads only
  *    (find, aggregate, count, distinct, listCollections, listIndexes); the field names that
  *    config.c stores with U+FF0E for '.' are decoded in the batches returned. config.version
@@ -81,6 +81,33 @@ static int put_doc(struct dfs_buf *b, const bson_t *doc, struct dfs_err *err)
 		put_escaped(b, t.data ? t.data : "", t.len);
 	dfs_buf_release(&t);
 	return rc;
+}
+
+/* The array under it, documents only, as JSON text ("[{...},{...}]") appended to out:
+ * false when an element is not a document. */
+static bool docs_array_text(const bson_iter_t *it, struct dfs_buf *out)
+{
+	bson_iter_t a;
+	int i = 0;
+
+	dfs_buf_putc(out, '[');
+	if (bson_iter_recurse(it, &a)) {
+		while (bson_iter_next(&a)) {
+			const uint8_t *data;
+			uint32_t len;
+			bson_t one;
+
+			if (!BSON_ITER_HOLDS_DOCUMENT(&a))
+				return false;
+			bson_iter_document(&a, &len, &data);
+			bson_init_static(&one, data, len);
+			if (i++)
+				dfs_buf_putc(out, ',');
+			store_codec_render(&one, STORE_RENDER_COMPACT, out, NULL);
+		}
+	}
+	dfs_buf_putc(out, ']');
+	return true;
 }
 
 /* "?name=" or "&name=" */
@@ -677,34 +704,20 @@ static int r_aggregate(struct wire_ctx *c, bson_t *reply)
 	struct routed r;
 	struct fs_result res;
 	struct dfs_buf comp, text, pipe;
-	bson_iter_t it, st;
+	bson_iter_t it;
 	bson_t cur;
 	int64_t batch = -1;
-	int rc, i = 0;
+	int rc;
 
-	if (!bson_iter_init_find(&it, c->cmd, "pipeline") || !BSON_ITER_HOLDS_ARRAY(&it) ||
-	    !bson_iter_recurse(&it, &st))
+	if (!bson_iter_init_find(&it, c->cmd, "pipeline") || !BSON_ITER_HOLDS_ARRAY(&it))
 		return wire_fail(c, 14, "TypeMismatch", "aggregate needs a pipeline (an array)");
+	dfs_buf_init(&pipe);
+	if (!docs_array_text(&it, &pipe)) {
+		dfs_buf_release(&pipe);
+		return wire_fail(c, 14, "TypeMismatch", "each stage must be a document");
+	}
 	if (wire_arg_doc(c, "cursor", &cur) == 0 && bson_iter_init_find(&it, &cur, "batchSize"))
 		batch = bson_iter_as_int64(&it);
-	dfs_buf_init(&pipe);
-	dfs_buf_putc(&pipe, '[');
-	while (bson_iter_next(&st)) {
-		const uint8_t *data;
-		uint32_t len;
-		bson_t stage;
-
-		if (!BSON_ITER_HOLDS_DOCUMENT(&st)) {
-			dfs_buf_release(&pipe);
-			return wire_fail(c, 14, "TypeMismatch", "each stage must be a document");
-		}
-		bson_iter_document(&st, &len, &data);
-		bson_init_static(&stage, data, len);
-		if (i++)
-			dfs_buf_putc(&pipe, ',');
-		store_codec_render(&stage, STORE_RENDER_COMPACT, &pipe, NULL);
-	}
-	dfs_buf_putc(&pipe, ']');
 	if ((rc = routed_begin(c, &r))) {
 		dfs_buf_release(&pipe);
 		return rc;
@@ -1064,26 +1077,9 @@ static int r_find_and_modify(struct wire_ctx *c, bson_t *reply)
 	if (!remove && bson_iter_init_find(&it, c->cmd, "arrayFilters") &&
 	    BSON_ITER_HOLDS_ARRAY(&it)) {
 		struct dfs_buf arr;
-		bson_iter_t a;
-		int i = 0;
 
 		dfs_buf_init(&arr);
-		dfs_buf_putc(&arr, '[');
-		bson_iter_recurse(&it, &a);
-		while (bson_iter_next(&a)) {
-			const uint8_t *data;
-			uint32_t len;
-			bson_t one;
-
-			if (!BSON_ITER_HOLDS_DOCUMENT(&a))
-				continue;
-			bson_iter_document(&a, &len, &data);
-			bson_init_static(&one, data, len);
-			if (i++)
-				dfs_buf_putc(&arr, ',');
-			store_codec_render(&one, STORE_RENDER_COMPACT, &arr, NULL);
-		}
-		dfs_buf_putc(&arr, ']');
+		docs_array_text(&it, &arr);
 		opt_name(&rest, "arrayFilters");
 		put_escaped(&rest, arr.data, arr.len);
 		dfs_buf_release(&arr);
@@ -1275,33 +1271,27 @@ static int r_list_collections(struct wire_ctx *c, bson_t *reply)
 	return rc;
 }
 
-/* listIndexes: the .indexes/ files of the collection on its primary shard (every shard
- * has them: createIndexes writes them everywhere), their statistics left out. */
-static int r_list_indexes(struct wire_ctx *c, bson_t *reply)
+/* The index specs of the routed collection r into out: the .indexes/ files on its primary
+ * shard (every shard has them: createIndexes writes them everywhere), their statistics left
+ * out. 0, or a wire_fail code (26 when the collection does not exist). */
+static int index_specs(struct wire_ctx *c, const struct routed *r, struct wire_docs *out)
 {
 	struct dfs_err err = {0};
-	struct wire_docs w = {0}, out = {0};
-	struct routed r;
+	struct wire_docs w = {0};
 	struct router_ns one;
-	const struct router_shard *s;
+	const struct router_shard *s = router_ns_shard(&r->ns, r->ns.primary);
 	char rel[ROUTER_PATH_MAX], p[ROUTER_PATH_MAX];
 	struct stat st;
-	bson_t lsid;
-	int rc;
+	int rc = 0;
 
-	if ((rc = routed_begin(c, &r)))
-		return rc;
-	s = router_ns_shard(&r.ns, r.ns.primary);
-	snprintf(rel, sizeof(rel), "%s/%s", c->db, r.coll);
+	snprintf(rel, sizeof(rel), "%s/%s", c->db, r->coll);
 	router_shard_path(s, rel, p, sizeof(p));
-	if (stat(p, &st) != 0) {
-		routed_end(&r);
-		return wire_fail(c, 26, "NamespaceNotFound", "ns does not exist: %s", r.nsname);
-	}
-	one = r.ns;
+	if (stat(p, &st) != 0)
+		return wire_fail(c, 26, "NamespaceNotFound", "ns does not exist: %s", r->nsname);
+	one = r->ns;
 	one.shards = (struct router_shard *)s;
 	one.nshards = 1;
-	snprintf(rel, sizeof(rel), "%s/%s/.indexes", c->db, r.coll);
+	snprintf(rel, sizeof(rel), "%s/%s/.indexes", c->db, r->coll);
 	if (names_union(&one, rel, false, &w, "index", &err))
 		rc = fail_dfs(c, &err);
 	for (size_t i = 0; !rc && i < w.n; i++) {
@@ -1328,18 +1318,107 @@ static int r_list_indexes(struct wire_ctx *c, bson_t *reply)
 		}
 		bson_destroy(&tmp);
 		dfs_buf_release(&text);
-		wire_docs_take(&out, spec);
-	}
-	routed_end(&r);
-	if (!rc) {
-		struct wire_source src = {wire_docs_next, &out};
-
-		if (wire_cursor_reply(c, r.nsname, &src, -1, false, wire_lsid(c, &lsid), reply,
-				      &err))
-			rc = fail_dfs(c, &err);
+		wire_docs_take(out, spec);
 	}
 	wire_docs_release(&w);
+	return rc;
+}
+
+static int r_list_indexes(struct wire_ctx *c, bson_t *reply)
+{
+	struct dfs_err err = {0};
+	struct wire_docs out = {0};
+	struct wire_source src = {wire_docs_next, &out};
+	struct routed r;
+	bson_t lsid;
+	int rc;
+
+	if ((rc = routed_begin(c, &r)))
+		return rc;
+	rc = index_specs(c, &r, &out);
+	routed_end(&r);
+	if (!rc &&
+	    wire_cursor_reply(c, r.nsname, &src, -1, false, wire_lsid(c, &lsid), reply, &err))
+		rc = fail_dfs(c, &err);
 	wire_docs_release(&out);
+	return rc;
+}
+
+/* Whether index spec (a listIndexes document) is named by the dropIndexes argument v: its
+ * name, its key pattern, "*" (every index but _id_), or an array of names. */
+static bool index_named(const bson_t *spec, const bson_iter_t *v)
+{
+	bson_iter_t it, a;
+	const char *name = "";
+
+	if (bson_iter_init_find(&it, spec, "name") && BSON_ITER_HOLDS_UTF8(&it))
+		name = bson_iter_utf8(&it, NULL);
+	if (BSON_ITER_HOLDS_UTF8(v))
+		return !strcmp(bson_iter_utf8(v, NULL), "*")
+			       ? strcmp(name, "_id_") != 0
+			       : !strcmp(bson_iter_utf8(v, NULL), name);
+	if (BSON_ITER_HOLDS_ARRAY(v) && bson_iter_recurse(v, &a)) {
+		while (bson_iter_next(&a))
+			if (BSON_ITER_HOLDS_UTF8(&a) && !strcmp(bson_iter_utf8(&a, NULL), name))
+				return true;
+		return false;
+	}
+	if (BSON_ITER_HOLDS_DOCUMENT(v) && bson_iter_init_find(&it, spec, "key") &&
+	    BSON_ITER_HOLDS_DOCUMENT(&it)) {
+		const uint8_t *d1, *d2;
+		uint32_t l1, l2;
+
+		bson_iter_document(v, &l1, &d1);
+		bson_iter_document(&it, &l2, &d2);
+		return l1 == l2 && !memcmp(d1, d2, l1);
+	}
+	return false;
+}
+
+/* dropIndexes: the .indexes/<name> files of the named indexes removed on every shard. */
+static int r_drop_indexes(struct wire_ctx *c, bson_t *reply)
+{
+	struct dfs_err err = {0};
+	struct wire_docs specs = {0};
+	struct routed r;
+	bson_iter_t v;
+	int rc, hit = 0;
+
+	if (!bson_iter_init_find(&v, c->cmd, "index"))
+		return wire_fail(c, 9, "FailedToParse", "dropIndexes needs index");
+	if ((rc = routed_begin(c, &r)))
+		return rc;
+	rc = index_specs(c, &r, &specs);
+	for (size_t i = 0; !rc && i < specs.n; i++) {
+		bson_iter_t nm;
+		char rel[ROUTER_PATH_MAX];
+
+		if (!index_named(specs.d[i], &v) || !bson_iter_init_find(&nm, specs.d[i], "name"))
+			continue;
+		if (!strcmp(bson_iter_utf8(&nm, NULL), "_id_")) {
+			rc = wire_fail(c, 72, "InvalidOptions", "cannot drop _id index");
+			break;
+		}
+		hit++;
+		snprintf(rel, sizeof(rel), "%s/%s/.indexes/%s", c->db, r.coll,
+			 bson_iter_utf8(&nm, NULL));
+		for (int k = 0; !rc && k < r.ns.nshards; k++) {
+			char p[ROUTER_PATH_MAX];
+
+			router_shard_path(&r.ns.shards[k], rel, p, sizeof(p));
+			if (unlink(p) != 0 && errno != ENOENT) {
+				router_shard_fail(&r.ns.shards[k], rel, errno, &err);
+				rc = fail_dfs(c, &err);
+			}
+		}
+	}
+	routed_end(&r);
+	if (!rc && !hit && !(BSON_ITER_HOLDS_UTF8(&v) && !strcmp(bson_iter_utf8(&v, NULL), "*")))
+		rc = wire_fail(c, 27, "IndexNotFound",
+			       "index not found with name or pattern given");
+	if (!rc)
+		wire_append_count(reply, "nIndexesWas", (int64_t)specs.n);
+	wire_docs_release(&specs);
 	return rc;
 }
 
@@ -1483,6 +1562,8 @@ static const struct {
 	{"listIndexes", r_list_indexes},
 	{"create", r_create},
 	{"drop", r_drop},
+	{"dropIndexes", r_drop_indexes},
+	{"deleteIndexes", r_drop_indexes},
 };
 
 /* What the router answers as a plain server would (its own state, no database). */

@@ -113,6 +113,13 @@ check("find_one_and_update upsert", plain.find_one_and_update({"_id": 51}, {"$se
 check("find_one_and_update sorted", plain.find_one_and_update({}, {"$set": {"top": True}}, sort=[("x", -1)])["x"], 81)
 check("list_indexes", sorted(i["name"] for i in plain.list_indexes()), ["_id_", "x_1"])
 check("index_information", users.index_information()["user.age_1"]["key"], [("user.age", 1)])
+plain.create_index([("y", 1)], name="y_1")
+plain.drop_index("y_1")
+check("drop_index", sorted(i["name"] for i in plain.list_indexes()), ["_id_", "x_1"])
+check("drop_index removed it on every shard", [os.path.exists("%s/test/plain/.indexes/y_1" % m) for m in shards],
+      [False, False, False])
+refused("drop_index of a missing index", lambda: plain.drop_index("nope_1"), 27)
+refused("drop_index of _id_", lambda: plain.drop_index("_id_"), 72)
 client.test.create_collection("made")
 check("create makes it on every shard", [os.path.isdir("%s/test/made" % m) for m in shards],
       [True, True, True])
