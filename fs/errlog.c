@@ -62,6 +62,8 @@ int fs_errno(int code)
 		return ENOSPC;
 	case DFS_EXDEV:
 		return EXDEV;
+	case DFS_EACCES:
+		return EACCES;
 	default:
 		return EIO;
 	}

@@ -45,6 +45,11 @@
  *    in its records, a $facet's spool for its sub-pipelines) keep its input's, the ones
  *    that make new documents ($group $bucket $sortByCount $count $facet) have none, and
  *    an expression evaluates {$meta: "textScore"} to its input's score or to missing.
+ * 8. $out and $merge write as their caller (the transaction's, cred.c) would through files:
+ *    a new target collection needs the database directory's w bit (0755, the daemon's),
+ *    $out (which replaces every entry) and a $merge that may insert need the target
+ *    directory's, and a $merge that replaces or merges a document needs r and w on it;
+ *    otherwise DFS_EACCES and nothing is written. What they create is the caller's, 0644.
  */
 #include "agg_int.h"
 
@@ -54,6 +59,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define AGG_MEM_DEFAULT (32u * 1024 * 1024)
 
@@ -3320,7 +3326,8 @@ void query_agg_free(struct query_agg *a)
 
 /* The existing document of target with the _id of doc (*found false when none). */
 static int target_get(struct store_txn *t, int64_t coll, const bson_t *doc, bson_t *existing,
-		      bool *found, char *name, size_t nlen, struct dfs_err *err)
+		      bool *found, char *name, size_t nlen, struct store_entry *ent,
+		      struct dfs_err *err)
 {
 	struct store_entry e;
 	struct dfs_buf stem;
@@ -3340,6 +3347,8 @@ static int target_get(struct store_txn *t, int64_t coll, const bson_t *doc, bson
 			rc = 0;
 		} else if (!rc) {
 			*found = true;
+			if (ent)
+				*ent = e;
 			rc = store_doc_get(t, e.id, existing, err);
 		}
 	}
@@ -3402,7 +3411,7 @@ int query_agg_run_out(struct store_txn *t, int64_t coll, const struct query_pipe
 	FILE *spool = NULL;
 	size_t mem = o && o->mem ? o->mem : AGG_MEM_DEFAULT;
 	const char *k, *pl;
-	uint32_t kl, pll;
+	uint32_t kl, pll, owner, group;
 	bool have_prev = false, target_exists;
 	int64_t n = 0;
 	uint64_t seq = 0;
@@ -3491,7 +3500,8 @@ int query_agg_run_out(struct store_txn *t, int64_t coll, const struct query_pipe
 			bool found;
 			char name[300];
 
-			rc = target_get(t, target.id, &d, &ex, &found, name, sizeof(name), err);
+			rc = target_get(t, target.id, &d, &ex, &found, name, sizeof(name), NULL,
+					err);
 			bson_destroy(&ex);
 			if (rc)
 				goto done;
@@ -3530,16 +3540,33 @@ int query_agg_run_out(struct store_txn *t, int64_t coll, const struct query_pipe
 		rc = dfs_err_set(err, DFS_EIO, "cannot read a temporary file");
 		goto done;
 	}
-	/* 3. write */
+	/* 3. write, as the caller would through files (note 8) */
+	store_txn_owner(t, &owner, &group);
 	if (!target_exists) {
-		if ((rc = store_coll_create(t, last->from, 0755, 0, 0, &target, err)))
+		/* a database directory is 0755, the daemon's (fs/fsops.c) */
+		if (!store_txn_may(t, STORE_MAY_WRITE, 0755, (uint32_t)getuid(), (uint32_t)getgid())) {
+			rc = dfs_err_set(err, DFS_EACCES,
+					 "stage %d: %s: permission denied: uid %u may not create "
+					 "collection '%s'",
+					 last->index, last->name, owner, last->from);
 			goto done;
+		}
+		if ((rc = store_coll_create(t, last->from, 0755, owner, group, &target, err)))
+			goto done;
+	} else if (!store_txn_may(t, STORE_MAY_WRITE, target.mode, target.uid, target.gid) &&
+		   (last->kind == S_OUT || last->when_not_matched == 0)) {
+		/* $out replaces every entry, $merge may add some: the directory's w bit */
+		rc = dfs_err_set(err, DFS_EACCES,
+				 "stage %d: %s: permission denied: collection '%s' is not writable "
+				 "by uid %u",
+				 last->index, last->name, last->from, owner);
+		goto done;
 	} else if (last->kind == S_OUT) {
 		if ((rc = store_coll_empty(t, target.id, err)))
 			goto done;
 	}
 	for (;;) {
-		const struct store_attrs at = {0644, 0, 0, 0};
+		const struct store_attrs at = {0644, owner, group, 0};
 		bson_t d;
 
 		rc = spool_read(spool, &buf, &d, err);
@@ -3553,11 +3580,17 @@ int query_agg_run_out(struct store_txn *t, int64_t coll, const struct query_pipe
 			rc = store_doc_insert(t, target.id, &d, &at, NULL, err);
 		} else {
 			bson_t ex = BSON_INITIALIZER;
+			struct store_entry e;
 			bool found;
 			char name[300];
 
-			rc = target_get(t, target.id, &d, &ex, &found, name, sizeof(name), err);
-			if (!rc && !found && last->when_not_matched == 0)
+			rc = target_get(t, target.id, &d, &ex, &found, name, sizeof(name), &e, err);
+			if (!rc && found && last->when_matched <= 1 &&
+			    !store_txn_may(t, STORE_MAY_READ | STORE_MAY_WRITE, e.mode, e.uid, e.gid))
+				rc = dfs_err_set(err, DFS_EACCES,
+						 "permission denied: uid %u may not rewrite %s",
+						 owner, name);
+			else if (!rc && !found && last->when_not_matched == 0)
 				rc = store_doc_insert(t, target.id, &d, &at, NULL, err);
 			else if (!rc && !found)
 				n--; /* discarded */

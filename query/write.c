@@ -461,6 +461,7 @@ int query_error_code(const struct dfs_err *e, const char **name)
 		{72, "InvalidOptions"},
 		{146, "ExceededMemoryLimit"},
 		{14, "TypeMismatch"},
+		{13, "Unauthorized"},
 	};
 	int code;
 
@@ -497,6 +498,9 @@ int query_error_code(const struct dfs_err *e, const char **name)
 		break;
 	case DFS_ETYPE:
 		code = 14;
+		break;
+	case DFS_EACCES:
+		code = 13;
 		break;
 	case DFS_EIO:
 	case DFS_ECORRUPT:

@@ -19,6 +19,7 @@
 #include "store_int.h"
 
 #include <string.h>
+#include <unistd.h>
 
 static _Thread_local bool tls_has_cred;
 static _Thread_local int tls_need;
@@ -64,6 +65,17 @@ void store__txn_take_cred(struct store_txn *t)
 		return;
 	t->cred = tls_cred;
 	t->cred_need = tls_need;
+}
+
+bool store_txn_may(struct store_txn *t, int need, uint32_t mode, uint32_t uid, uint32_t gid)
+{
+	return !t->has_cred || store_cred_allows(&t->cred, need, mode, uid, gid);
+}
+
+void store_txn_owner(struct store_txn *t, uint32_t *uid, uint32_t *gid)
+{
+	*uid = t->has_cred ? t->cred.uid : (uint32_t)getuid();
+	*gid = t->has_cred ? t->cred.gid : (uint32_t)getgid();
 }
 
 bool store_txn_allows(struct store_txn *t, uint32_t mode, uint32_t uid, uint32_t gid)

@@ -77,6 +77,7 @@ const char *dfs_code_name(int code)
 		[DFS_ENOSPC] = "no space",
 		[DFS_ETYPE] = "type mismatch",
 		[DFS_EXDEV] = "cross-device move",
+		[DFS_EACCES] = "permission denied",
 	};
 
 	if (code < 0 || (size_t)code >= sizeof(names) / sizeof(names[0]) || !names[code])

@@ -43,6 +43,7 @@ enum dfs_code {
 	DFS_ENOSPC,    /* the store's file system is full (space.c) */
 	DFS_ETYPE,     /* a value of the wrong type for the operation (MongoDB's TypeMismatch) */
 	DFS_EXDEV,     /* a move between places that hold things apart (a directory's collection) */
+	DFS_EACCES,    /* the caller may not (a file's mode and owner refuse it: cred.c) */
 };
 
 struct dfs_err {
@@ -485,6 +486,11 @@ bool store_cred_allows(const struct store_cred *c, int need, uint32_t mode, uint
  * needs of a document for it to take part (STORE_MAY_READ; | STORE_MAY_WRITE for the
  * documents an update or delete may change). c is copied. */
 void store_thread_cred_set(const struct store_cred *c, int need);
+/* Whether t's caller may do need (STORE_MAY_READ, STORE_MAY_WRITE, both) to a file or
+ * directory of these attributes (true when t has no caller or it is root). */
+bool store_txn_may(struct store_txn *t, int need, uint32_t mode, uint32_t uid, uint32_t gid);
+/* Who owns what t creates: its caller, else the process's own uid and gid. */
+void store_txn_owner(struct store_txn *t, uint32_t *uid, uint32_t *gid);
 /* Whether t may read a file of these attributes (true when t has no caller). */
 bool store_txn_allows(struct store_txn *t, uint32_t mode, uint32_t uid, uint32_t gid);
 /* *all: whether t sees every document of coll (no caller, uid 0, or no document of coll

@@ -453,6 +453,8 @@ static void round_once(void)
 	bson_t **colls = NULL;
 	int n = 0, rc;
 
+	/* the range deleter runs whether or not the balancer is on (migrate.c note 6) */
+	router_migrations_recover();
 	if (router_balancer_stopped())
 		return;
 	if (router_cfg_read_list("collections", NULL, &colls, &n, &err)) {
@@ -485,6 +487,9 @@ static void round_once(void)
 static void *balancer_main(void *arg)
 {
 	(void)arg;
+	/* a router killed during a migration left its documents on two shards: settle that
+	 * first (migrate.c note 6) */
+	router_migrations_recover();
 	pthread_mutex_lock(&B.lock);
 	while (!B.stop) {
 		struct timespec ts;

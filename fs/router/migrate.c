@@ -33,6 +33,16 @@
  * 4. Writes made to a shard's own mount, not through the router, are caught up only when
  *    they happen before (d); documents written to the source's chunk after (d) are
  *    orphans there (hidden from merged reads, as MongoDB's are).
+ * 6. The migration log and the range deleter: before its first copy a migration puts an
+ *    entry in config.migrations (the chunk's range, from, to) and deletes it once the
+ *    donor's copy is gone, or, when it fails before the commit, once the recipient's
+ *    partial copy is gone. An entry left behind is a router that died (kill -9, a lost
+ *    host) or a shard that failed a delete. router_migrations_recover settles each entry
+ *    by the config's chunk map alone: of the range's documents on the two shards, those
+ *    whose chunk the shard does not own now are deleted (copied but not committed: the
+ *    recipient's; committed but not cleaned: the donor's). It runs when a router's
+ *    balancer thread starts, at every balancer round (balancer on or off), and before a
+ *    `docfs cluster` moveChunk; an entry whose shard is unreachable waits for the next.
  */
 #include "router.h"
 
@@ -147,7 +157,28 @@ struct mig {
 	const struct router_shard *from, *to;
 	int64_t changes_off; /* how far the source's events were read (note 1a) */
 	int64_t copied, synced, deleted;
+	const bson_t *rmin, *rmax; /* set: the range deleter's range (note 6) instead of idx */
 };
+
+/* Is doc of what m works on: chunk m->idx, or (the range deleter, note 6) a key in
+ * [rmin, rmax) whose chunk shard s does not own now. */
+static bool in_scope(const struct mig *m, const struct router_shard *s, const bson_t *doc)
+{
+	int idx = -1;
+	bson_t key;
+	bool in;
+
+	if (query_chunk_map_find_doc(&m->ns->map, doc, &idx, NULL) || idx < 0)
+		return false;
+	if (!m->rmin)
+		return idx == m->idx;
+	bson_init(&key);
+	in = !query_shard_key_of(&m->ns->map.key, doc, &key, NULL) &&
+	     query_shard_bound_compare(&key, m->rmin) >= 0 &&
+	     query_shard_bound_compare(&key, m->rmax) < 0 && strcmp(m->ns->map.c[idx].shard, s->name);
+	bson_destroy(&key);
+	return in;
+}
 
 /* Calls fn for every document of the chunk on shard s. */
 static int chunk_docs(struct mig *m, const struct router_shard *s,
@@ -168,7 +199,6 @@ static int chunk_docs(struct mig *m, const struct router_shard *s,
 	while (!rc && at < text.len) {
 		size_t used;
 		bson_t doc;
-		int idx = -1;
 
 		bson_init(&doc);
 		rc = store_codec_parse_next(text.data + at, text.len - at, line, &used, &doc, err);
@@ -180,8 +210,7 @@ static int chunk_docs(struct mig *m, const struct router_shard *s,
 		}
 		at += used;
 		line++;
-		if (!rc && !query_chunk_map_find_doc(&m->ns->map, &doc, &idx, NULL) &&
-		    idx == m->idx)
+		if (!rc && in_scope(m, s, &doc))
 			rc = fn(m, &doc, ctx, err);
 		bson_destroy(&doc);
 	}
@@ -325,11 +354,151 @@ static void bulk_init(struct bulk *b, const struct router_shard *s, const char *
 	dfs_buf_init(&b->ops);
 }
 
+/* ---- the migration log and the range deleter (note 6) ------------------------------ */
+
+/* The log entry of m: _id "<ns>-<min>", ns, min, max, from, to, started. */
+static void log_entry(const struct mig *m, const bson_t *min, const bson_t *max, bson_t *out)
+{
+	struct dfs_buf id;
+
+	dfs_buf_init(&id);
+	dfs_buf_printf(&id, "%s.%s-", m->db, m->coll);
+	store_codec_render(min, STORE_RENDER_COMPACT, &id, NULL);
+	BSON_APPEND_UTF8(out, "_id", id.data);
+	dfs_buf_release(&id);
+	dfs_buf_printf(&id, "%s.%s", m->db, m->coll);
+	BSON_APPEND_UTF8(out, "ns", id.data);
+	dfs_buf_release(&id);
+	BSON_APPEND_DOCUMENT(out, "min", min);
+	BSON_APPEND_DOCUMENT(out, "max", max);
+	BSON_APPEND_UTF8(out, "from", m->from->name);
+	BSON_APPEND_UTF8(out, "to", m->to->name);
+	BSON_APPEND_DATE_TIME(out, "started", (int64_t)time(NULL) * 1000);
+}
+
+/* Deletes the entry with the _id of entry. */
+static int log_done(const bson_t *entry, struct dfs_err *err)
+{
+	bson_iter_t it;
+	bson_t f;
+	int rc;
+
+	if (!bson_iter_init_find(&it, entry, "_id"))
+		return 0;
+	bson_init(&f);
+	bson_append_value(&f, "_id", 3, bson_iter_value(&it));
+	rc = router_cfg_write("migrations", NULL, &f, err);
+	bson_destroy(&f);
+	return rc;
+}
+
+/* Deletes from shard s the documents of [min, max) it does not own now; *n gets how many. */
+static int range_delete(const struct router_ns *ns, const char *db, const char *coll,
+			const struct router_shard *s, const bson_t *min, const bson_t *max,
+			int64_t *n, struct dfs_err *err)
+{
+	struct mig m = {.ns = ns, .db = db, .coll = coll, .rmin = min, .rmax = max};
+	struct bulk b;
+	int rc;
+
+	bulk_init(&b, s, db, coll);
+	rc = chunk_docs(&m, s, delete_one, &b, err);
+	if (!rc)
+		rc = bulk_flush(&b, err);
+	dfs_buf_release(&b.ops);
+	*n = m.deleted;
+	return rc;
+}
+
+/* Settles one log entry: the range's documents go from whichever of its two shards does
+ * not own them now. */
+static int settle(const bson_t *entry, struct dfs_err *err)
+{
+	char db[256], coll[256];
+	const char *ns = NULL, *who[2] = {NULL, NULL}, *dot;
+	bson_t *min = router_doc_field(entry, "min"), *max = router_doc_field(entry, "max");
+	struct router_ns rns;
+	bson_iter_t it;
+	int rc = 0;
+
+	if (bson_iter_init_find(&it, entry, "ns") && BSON_ITER_HOLDS_UTF8(&it))
+		ns = bson_iter_utf8(&it, NULL);
+	if (bson_iter_init_find(&it, entry, "from") && BSON_ITER_HOLDS_UTF8(&it))
+		who[0] = bson_iter_utf8(&it, NULL);
+	if (bson_iter_init_find(&it, entry, "to") && BSON_ITER_HOLDS_UTF8(&it))
+		who[1] = bson_iter_utf8(&it, NULL);
+	if (!ns || !min || !max || !(dot = strchr(ns, '.')) || (size_t)(dot - ns) >= sizeof(db)) {
+		rc = log_done(entry, err); /* not an entry this code wrote: nothing to settle */
+		goto out;
+	}
+	snprintf(db, sizeof(db), "%.*s", (int)(dot - ns), ns);
+	snprintf(coll, sizeof(coll), "%s", dot + 1);
+	if ((rc = router_ns_read(db, coll, &rns, err)))
+		goto out;
+	for (int i = 0; !rc && rns.sharded && i < 2; i++) {
+		const struct router_shard *s = who[i] ? router_ns_shard(&rns, who[i]) : NULL;
+		int64_t n = 0;
+
+		if (!s)
+			continue;
+		if (!(rc = router_shard_ok(s, err)))
+			rc = range_delete(&rns, db, coll, s, min, max, &n, err);
+		if (!rc && n)
+			fs_log_info("migration of %s from %s to %s was interrupted: %lld orphan "
+				    "documents of its range deleted from %s",
+				    ns, who[0], who[1], (long long)n, s->name);
+	}
+	router_ns_release(&rns);
+	if (!rc)
+		rc = log_done(entry, err);
+out:
+	if (min)
+		bson_destroy(min);
+	if (max)
+		bson_destroy(max);
+	return rc;
+}
+
+int router_migrations_recover(void)
+{
+	struct dfs_err err = {0};
+	bson_t **docs = NULL;
+	int n = 0, settled = 0;
+
+	if (router_cfg_read_list("migrations", NULL, &docs, &n, &err) || !n) {
+		router_docs_free(docs, n);
+		return 0;
+	}
+	pthread_mutex_lock(&M.lock);
+	if (M.active) { /* a migration of this router runs: it keeps its own entry */
+		pthread_mutex_unlock(&M.lock);
+		router_docs_free(docs, n);
+		return 0;
+	}
+	M.active = true;
+	snprintf(M.ns, sizeof(M.ns), "(the range deleter)");
+	M.from[0] = M.to[0] = 0;
+	pthread_mutex_unlock(&M.lock);
+	for (int i = 0; i < n; i++) {
+		dfs_err_clear(&err);
+		if (settle(docs[i], &err))
+			fs_errlog_add("migration recovery: %s", err.msg);
+		else
+			settled++;
+	}
+	pthread_mutex_lock(&M.lock);
+	M.active = false;
+	pthread_mutex_unlock(&M.lock);
+	router_docs_free(docs, n);
+	return settled;
+}
+
 int router_migrate(const struct router_ns *ns, const char *db, const char *coll, int idx,
 		   const char *to, int (*commit)(void *ctx, struct dfs_err *err), void *ctx,
 		   bson_t *stats, struct dfs_err *err)
 {
 	struct mig m = {.ns = ns, .db = db, .coll = coll, .idx = idx};
+	bool committed = false;
 	struct bulk b;
 	int rc, events = 0;
 
@@ -354,8 +523,15 @@ int router_migrate(const struct router_ns *ns, const char *db, const char *coll,
 	snprintf(M.to, sizeof(M.to), "%s", m.to->name);
 	pthread_mutex_unlock(&M.lock);
 
+	bson_t entry;
+
+	/* logged before the first document moves, settled after the last (note 6) */
+	bson_init(&entry);
+	log_entry(&m, ns->map.c[idx].min, ns->map.c[idx].max, &entry);
 	bulk_init(&b, m.to, db, coll);
-	rc = changes_end(&m, &m.changes_off, err);
+	rc = router_cfg_write("migrations", &entry, NULL, err);
+	if (!rc)
+		rc = changes_end(&m, &m.changes_off, err);
 	if (!rc)
 		rc = chunk_docs(&m, m.from, copy_one, &b, err);
 	if (!rc)
@@ -391,7 +567,7 @@ int router_migrate(const struct router_ns *ns, const char *db, const char *coll,
 			}
 		}
 		if (!rc)
-			rc = commit(ctx, err);
+			committed = !(rc = commit(ctx, err));
 		if (!rc) {
 			struct bulk del;
 
@@ -409,6 +585,19 @@ int router_migrate(const struct router_ns *ns, const char *db, const char *coll,
 		router_routing_unlock();
 	}
 	dfs_buf_release(&b.ops);
+	if (!rc) {
+		dfs_err_clear(err);
+		log_done(&entry, NULL);
+	} else if (!committed) {
+		/* what was copied to the destination goes now, not at the next recovery */
+		struct dfs_err e = {0};
+		int64_t n = 0;
+
+		if (!range_delete(ns, db, coll, m.to, ns->map.c[idx].min, ns->map.c[idx].max,
+				  &n, &e))
+			log_done(&entry, NULL);
+	}
+	bson_destroy(&entry);
 	if (stats) {
 		/* counts as MongoDB's replies carry them: int32 */
 		BSON_APPEND_INT32(stats, "cloned", (int32_t)m.copied);

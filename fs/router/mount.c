@@ -34,6 +34,11 @@
  *    A migration's critical section must hold off every writer of the collection, and the
  *    CLI cannot hold off a router's: with a router mounted the CLI refuses and names
  *    /.cluster/command, and a router does not start during a CLI migration.
+ * 6. A shard that is gone fails only what needs it. A database or collection directory is
+ *    there when any shard has it; the fixed paths of a sharded collection (query/,
+ *    explain/, .indexes, ...) are the primary's, or another shard's while the primary is
+ *    unreachable, so a query that targets the shards still there keeps working. The
+ *    primary's own paths (scratch files) fail naming it.
  */
 #define FUSE_USE_VERSION 34
 #include <fuse.h>
@@ -116,6 +121,25 @@ int router_cfg_read_list(const char *coll, const bson_t *filter, bson_t ***docs,
 		rc = router_cfg_list(&c, coll, filter, NULL, docs, n, err);
 		store_txn_abort(c.t);
 	}
+	pthread_mutex_unlock(&R.lock);
+	return rc;
+}
+
+int router_cfg_write(const char *coll, const bson_t *put, const bson_t *del, struct dfs_err *err)
+{
+	struct router_cfg c = {.st = R.st, .db = R.db};
+	int rc;
+
+	pthread_mutex_lock(&R.lock);
+	rc = store_txn_begin(R.db, true, &c.t, err);
+	if (!rc && put)
+		rc = router_cfg_put(&c, coll, put, err);
+	if (!rc && del)
+		rc = router_cfg_del(&c, coll, del, NULL, err);
+	if (!rc)
+		rc = router_cfg_commit(&c, err);
+	if (c.t)
+		store_txn_abort(c.t);
 	pthread_mutex_unlock(&R.lock);
 	return rc;
 }
@@ -344,18 +368,55 @@ static void file_stat(struct stat *st, mode_t mode)
 static int stat_any(const struct router_ns *ns, const char *rel, struct stat *st,
 		    struct dfs_err *err)
 {
+	int failed = 0;
+
+	/* a shard that is gone fails the path only when no other shard has it (note 6) */
 	for (int i = 0; i < ns->nshards; i++) {
 		char p[ROUTER_PATH_MAX];
+		struct dfs_err e = {0};
 
 		shard_abs(&ns->shards[i], rel, p);
-		if (lstat(p, st) == 0)
+		if (lstat(p, st) == 0) {
+			dfs_err_clear(err);
 			return 0;
+		}
 		if (errno != ENOENT)
-			return router_shard_fail(&ns->shards[i], rel, errno, err);
-		if (router_shard_ok(&ns->shards[i], err))
-			return err->code;
+			router_shard_fail(&ns->shards[i], rel, errno, &e);
+		else
+			router_shard_ok(&ns->shards[i], &e);
+		if (e.code && !failed++)
+			*err = e;
+		else
+			dfs_err_clear(&e);
 	}
-	return DFS_ENOENT;
+	return failed ? err->code : DFS_ENOENT;
+}
+
+/* A fixed path of a sharded collection (query/, .indexes, ...): the primary's, or any other
+ * shard's while the primary is unreachable (every shard holding a chunk has them). */
+static int stat_primary(const struct router_ns *ns, const char *rel, struct stat *st,
+			struct dfs_err *err)
+{
+	const struct router_shard *s = router_ns_shard(ns, ns->primary);
+	char a[ROUTER_PATH_MAX];
+
+	shard_abs(s, rel, a);
+	if (lstat(a, st) == 0)
+		return 0;
+	int e = errno;
+
+	if (router_shard_ok(s, err) == 0)
+		return router_shard_fail(s, rel, e, err);
+	for (int i = 0; i < ns->nshards; i++) {
+		if (&ns->shards[i] == s)
+			continue;
+		shard_abs(&ns->shards[i], rel, a);
+		if (lstat(a, st) == 0) {
+			dfs_err_clear(err);
+			return 0;
+		}
+	}
+	return err->code;
 }
 
 static int r_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
@@ -418,11 +479,7 @@ static int r_getattr(const char *path, struct stat *st, struct fuse_file_info *f
 				if (router_shard_ok(&ns.shards[i], &err))
 					rc = err.code;
 		} else {
-			const struct router_shard *s = router_ns_shard(&ns, ns.primary);
-			char a[ROUTER_PATH_MAX];
-
-			shard_abs(s, p.rel, a);
-			rc = lstat(a, st) ? router_shard_fail(s, p.rel, errno, &err) : 0;
+			rc = stat_primary(&ns, p.rel, st, &err);
 		}
 	} else if (p.kind == RP_IN_COLL) {
 		const struct router_shard *s = router_ns_shard(&ns, ns.primary);
@@ -1489,6 +1546,7 @@ int router_cli_move_chunk(const char *config, const bson_t *cmd, bson_t *reply, 
 		return rc;
 	}
 	pthread_rwlock_init(&routing, NULL); /* no routed operations in this process */
+	router_migrations_recover(); /* what a router killed in a migration left (migrate.c) */
 	rc = router_move_chunk(cmd, reply, err);
 	pthread_rwlock_destroy(&routing);
 	store_free(R.st);

@@ -156,6 +156,11 @@ int router_chunk_named(const struct query_chunk_map *m, const bson_t *cmd, int *
 int router_migrate(const struct router_ns *ns, const char *db, const char *coll, int idx,
 		   const char *to, int (*commit)(void *ctx, struct dfs_err *err), void *ctx,
 		   bson_t *stats, struct dfs_err *err);
+/* Finishes or rolls back what the migration log (config.migrations) says was under way
+ * when a router died (migrate.c note 6): the documents of each logged range go from the
+ * shard that does not own it now. Entries whose shards cannot be reached stay for the next
+ * call. Returns how many entries were settled. */
+int router_migrations_recover(void);
 /* Whether db.coll has a migration running; *from gets its source shard's name. */
 bool router_migration_of(const char *db, const char *coll, char *from, size_t cap);
 /* The router's routing lock (mount.c): routed reads and writes hold it shared, a
@@ -167,6 +172,9 @@ void router_routing_unlock(void);
 
 /* router_ns_load in a read transaction of the router's config. */
 int router_ns_read(const char *db, const char *coll, struct router_ns *out, struct dfs_err *err);
+/* In one write transaction of the router's config: put (may be NULL) inserted or replaced
+ * in config.<coll>, then the matches of del (may be NULL) deleted. */
+int router_cfg_write(const char *coll, const bson_t *put, const bson_t *del, struct dfs_err *err);
 /* router_cfg_list in a read transaction of the router's config. */
 int router_cfg_read_list(const char *coll, const bson_t *filter, bson_t ***docs, int *n,
 			 struct dfs_err *err);

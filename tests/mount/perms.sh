@@ -70,6 +70,33 @@ expect_eq "$(as_nobody cat "$C/aggregate/[{\$lookup: {from: 'c', pipeline: [{\$m
 	'[]' "nobody's \$lookup"
 expect_eq "$(cat "$C/aggregate/[{\$count: 'n'}]" | jq -c .n)" "5" "root's \$count"
 
+step "\$out and \$merge write as their caller would through files"
+mkdir "$MNT/db/locked" "$MNT/db/open"
+chmod 777 "$MNT/db/open"
+echo '{"n": 9}' > "$MNT/db/locked/keep.json"
+m=$(errors_mark)
+expect_fail "nobody's \$out into a new collection" as_nobody cat "$C/aggregate/[{\$out: 'newcoll'}]"
+[ -e "$MNT/db/newcoll" ] && fail "nobody's refused \$out created newcoll"
+errors_since "$MNT/.docfs/errors" "$m" | grep -q "uid 65534 may not create collection 'newcoll'" ||
+	fail "no message for the refused \$out: $(errors_since "$MNT/.docfs/errors" "$m")"
+expect_fail "nobody's \$out into root's 755 collection" as_nobody cat "$C/aggregate/[{\$out: 'locked'}]"
+expect_eq "$(ls "$MNT/db/locked" | grep json | tr '\n' ' ')" "keep.json " "the refused \$out left the target as it was"
+errors_since "$MNT/.docfs/errors" "$m" | grep -q "collection 'locked' is not writable by uid 65534" ||
+	fail "no message for the refused \$out into locked"
+as_nobody cat "$C/aggregate/[{\$out: 'open'}]" > /dev/null || fail "nobody's \$out into a 777 collection"
+expect_eq "$(ls "$MNT/db/open" | grep json | tr '\n' ' ')" "mine.json pub.json pub2.json " "what nobody's \$out wrote: what nobody reads"
+expect_eq "$(stat -c '%u %a' "$MNT/db/open/pub.json")" "65534 644" "its documents are nobody's"
+m=$(errors_mark)
+expect_fail "nobody's \$merge replacing root's 644 document" \
+	as_nobody cat "$C/aggregate/[{\$match: {n: 3}}, {\$set: {x: 1}}, {\$merge: {into: 'c', whenMatched: 'replace'}}]"
+expect_eq "$(jq -c .x "$C/pub.json")" "null" "pub.json unchanged"
+errors_since "$MNT/.docfs/errors" "$m" | grep -q "uid 65534 may not rewrite pub.json" ||
+	fail "no message for the refused \$merge"
+as_nobody cat "$C/aggregate/[{\$match: {n: 5}}, {\$set: {x: 1}}, {\$merge: {into: 'c', whenMatched: 'merge'}}]" > /dev/null ||
+	fail "nobody's \$merge into its own document"
+expect_eq "$(as_nobody jq -c .x "$C/mine.json")" "1" "nobody's \$merge changed its own document"
+expect_eq "$(stat -c '%u %a' "$C/mine.json")" "65534 600" "and kept its owner and mode"
+
 step ".changes: hidden events keep their place as blanks, streams skip them"
 root_plain=$(cat "$C/.changes")
 nb_plain=$(as_nobody cat "$C/.changes")

@@ -354,4 +354,18 @@ if cat "$R/test/users/query/{\"user.age\": 50}" > /dev/null 2>&1; then
 fi
 errors_since "$R/.docfs/errors" "$nerr" | grep -q "shard 'C' ($T/m2) is unreachable" ||
 	fail "no message naming shard C: $(errors_since "$R/.docfs/errors" "$nerr")"
+
+step "the database's primary shard gone too: what targets B still answers"
+for _ in $(seq 20); do fusermount3 -u "$T/m0" 2>/dev/null && break; sleep 0.2; done
+mountpoint -q "$T/m0" && fusermount3 -uz "$T/m0"
+expect_eq "$(cat "$R/test/users/query/{\"user.age\": 30}?count=1")" "$(cat "$MNT/test/users/query/{\"user.age\": 30}?count=1")" "a query targeting B only, primary A gone"
+expect_eq "$(jq -c '[._id, .user.age]' "$R/test/users/query/{\"user.age\": 25}?sort={_id: 1}&limit=1")" \
+	"$(jq -c '[._id, .user.age]' "$MNT/test/users/query/{\"user.age\": 25}?sort={_id: 1}&limit=1")" "a find targeting B only"
+[ -d "$R/test/users" ] || fail "the collection directory is gone with its primary"
+nerr=$(errors_mark)
+if cat "$R/test/users/query/{\"user.age\": 10}" > /dev/null 2>&1; then
+	fail "a query targeting the missing primary succeeded"
+fi
+errors_since "$R/.docfs/errors" "$nerr" | grep -q "shard 'A' ($T/m0) is unreachable" ||
+	fail "no message naming shard A: $(errors_since "$R/.docfs/errors" "$nerr")"
 echo ok
