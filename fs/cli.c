@@ -8,6 +8,7 @@
 #include "fs.h"
 #include "query.h"
 #include "router/router.h"
+#include "replset/replset.h"
 #include "wire/wire.h"
 
 #include <errno.h>
@@ -138,6 +139,11 @@ static const char usage_text[] =
 	"      takes the admin commands; a balancer moves chunks (every 10 s).\n"
 	"      listen=ADDR (as mount's) also answers MongoDB's wire protocol as a mongos:\n"
 	"      mongosh's sh.* helpers, routed finds and writes, the config database.\n"
+	"  rs ZK SET initiate CONF | conf | reconfig CONF | add HOST|MEMBER | remove HOST\n"
+	"      rs.initiate(), rs.conf(), rs.reconfig(), rs.add(), rs.remove() of replica set\n"
+	"      SET, whose configuration ZooKeeper at ZK (host:port, several joined by ';')\n"
+	"      keeps; prints MongoDB's reply, exit status 1 when refused (nothing changed).\n"
+	"      Members that run the set are not built yet (README.md, Replica sets).\n"
 	"  version\n"
 	"      Print the version.\n"
 	"\n"
@@ -1768,6 +1774,8 @@ int fs_main(int argc, char **argv)
 		return cmd_cluster(argc - 1, argv + 1);
 	if (strcmp(cmd, "router") == 0)
 		return cmd_router(argc - 1, argv + 1);
+	if (strcmp(cmd, "rs") == 0)
+		return rs_cli(argc - 1, argv + 1);
 	if (strcmp(cmd, "stat") == 0)
 		return fs_stat_main(argc - 1, argv + 1);
 	if (strcmp(cmd, "top") == 0)

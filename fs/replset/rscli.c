@@ -1,0 +1,200 @@
+/*
+ * rscli.c - `docfs rs ZK SET VERB [ARG]`: the shell's rs.initiate(cfg), rs.conf(),
+ * rs.reconfig(cfg), rs.add(host|member) and rs.remove(host) against the configuration kept
+ * in ZooKeeper, printing MongoDB's replies. Members that run the set are not built yet.
+ */
+#include "replset.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void reply_err(bson_t *reply, int code, const char *name, const char *msg)
+{
+	BSON_APPEND_DOUBLE(reply, "ok", 0.0);
+	BSON_APPEND_UTF8(reply, "errmsg", msg);
+	BSON_APPEND_INT32(reply, "code", code);
+	BSON_APPEND_UTF8(reply, "codeName", name);
+}
+
+/* The configuration in force, read and checked; errors as MongoDB names them in reply. */
+static int current(struct rs_zk *z, const char *set, struct rs_conf *cur, int *version,
+		   bson_t *reply, struct dfs_err *err)
+{
+	bson_t stored;
+	int rc = rs_zk_get_conf(z, set, &stored, version, err);
+
+	if (!rc)
+		rc = rs_conf_load(&stored, cur, err);
+	bson_destroy(&stored);
+	if (rc == DFS_ENOENT)
+		reply_err(reply, 94, "NotYetInitialized", "no replset config has been received");
+	else if (rc)
+		reply_err(reply, 1, "InternalError", err->msg);
+	return rc;
+}
+
+/* Stores next as the successor of the configuration of that znode version. */
+static int store_next(struct rs_zk *z, const struct rs_conf *next, int version, bson_t *reply,
+		      struct dfs_err *err)
+{
+	int rc = rs_zk_put_conf(z, next->name, &next->doc, version, err);
+
+	if (rc == DFS_EBUSY)
+		reply_err(reply, 109, "ConfigurationInProgress",
+			  "the configuration changed while this reconfig was made: run it again");
+	else if (rc == DFS_EEXIST)
+		reply_err(reply, 23, "AlreadyInitialized", "already initialized");
+	else if (rc)
+		reply_err(reply, 1, "InternalError", err->msg);
+	else
+		BSON_APPEND_DOUBLE(reply, "ok", 1.0);
+	return rc;
+}
+
+/* cur's configuration with member m added (an _id past the largest when it has none) or
+ * the member on host drop left out, into out (initialised here). */
+static int edited(const struct rs_conf *cur, const bson_t *add, const char *drop, bson_t *out,
+		  bson_t *reply)
+{
+	bson_t arr, m;
+	bson_iter_t it;
+	int n = 0, top = -1;
+	bool found = false;
+	char key[16];
+
+	bson_init(out);
+	bson_copy_to_excluding_noinit(&cur->doc, out, "members", NULL);
+	BSON_APPEND_ARRAY_BEGIN(out, "members", &arr);
+	bson_iter_init_find(&it, &cur->doc, "members");
+	for (int i = 0; i < cur->n; i++) {
+		if (cur->m[i].id > top)
+			top = cur->m[i].id;
+		if (drop && !strcmp(cur->m[i].host, drop)) {
+			found = true;
+			continue;
+		}
+		bson_iter_t a, e;
+		const uint8_t *data;
+		uint32_t len;
+		bson_t view;
+
+		bson_iter_init_find(&a, &cur->doc, "members");
+		bson_iter_recurse(&a, &e);
+		for (int j = 0; j <= i; j++)
+			bson_iter_next(&e);
+		bson_iter_document(&e, &len, &data);
+		bson_init_static(&view, data, len);
+		snprintf(key, sizeof(key), "%d", n++);
+		BSON_APPEND_DOCUMENT(&arr, key, &view);
+	}
+	if (add) {
+		snprintf(key, sizeof(key), "%d", n++);
+		bson_append_document_begin(&arr, key, -1, &m);
+		if (!bson_has_field(add, "_id"))
+			BSON_APPEND_INT32(&m, "_id", top + 1);
+		bson_concat(&m, add);
+		bson_append_document_end(&arr, &m);
+	}
+	bson_append_array_end(out, &arr);
+	if (drop && !found) {
+		char msg[400];
+
+		snprintf(msg, sizeof(msg), "couldn't find %s in the set's members", drop);
+		reply_err(reply, 93, "InvalidReplicaSetConfig", msg);
+		return DFS_ENOENT;
+	}
+	return 0;
+}
+
+int rs_cli(int argc, char **argv)
+{
+	struct dfs_err err = {0};
+	struct rs_zk *z = NULL;
+	struct rs_conf cur, next;
+	const char *set, *verb;
+	bson_t reply = BSON_INITIALIZER, in = BSON_INITIALIZER;
+	struct dfs_buf out;
+	int rc = 0, version = -1;
+	bool have_cur = false, have_next = false;
+
+	if (argc < 4 || argc > 5) {
+		fprintf(stderr, "docfs rs: usage: docfs rs ZK SET initiate CONF | conf | reconfig "
+				"CONF | add HOST|MEMBER | remove HOST\n");
+		return 2;
+	}
+	set = argv[2];
+	verb = argv[3];
+	if (strcmp(verb, "initiate") && strcmp(verb, "conf") && strcmp(verb, "reconfig") &&
+	    strcmp(verb, "add") && strcmp(verb, "remove")) {
+		fprintf(stderr, "docfs rs: unknown command '%s' (initiate, conf, reconfig, add, "
+				"remove)\n",
+			verb);
+		return 2;
+	}
+	if ((!strcmp(verb, "conf") && argc != 4) || (strcmp(verb, "conf") && argc != 5)) {
+		fprintf(stderr, "docfs rs: %s %s\n", verb,
+			!strcmp(verb, "conf") ? "takes no argument" : "needs its argument");
+		return 2;
+	}
+	if (argc == 5 && (!strcmp(verb, "initiate") || !strcmp(verb, "reconfig") ||
+			  (!strcmp(verb, "add") && argv[4][0] == '{'))) {
+		if (store_codec_parse_doc(argv[4], strlen(argv[4]), &in, &err)) {
+			fprintf(stderr, "docfs rs: %s: %s\n", verb, err.msg);
+			bson_destroy(&in);
+			return 2;
+		}
+	} else if (!strcmp(verb, "add")) {
+		BSON_APPEND_UTF8(&in, "host", argv[4]);
+	}
+	if ((rc = rs_zk_open(argv[1], 10000, &z, &err))) {
+		fprintf(stderr, "docfs rs: %s\n", err.msg);
+		bson_destroy(&in);
+		return 1;
+	}
+	dfs_buf_init(&out);
+	if (!strcmp(verb, "initiate")) {
+		rc = rs_conf_check(set, &in, NULL, &next, &reply, &err);
+		have_next = !rc;
+		if (!rc)
+			rc = store_next(z, &next, -1, &reply, &err);
+	} else {
+		rc = current(z, set, &cur, &version, &reply, &err);
+		have_cur = !rc;
+	}
+	if (!rc && !strcmp(verb, "conf")) {
+		bson_concat(&reply, &cur.doc);
+	} else if (!rc && strcmp(verb, "initiate")) {
+		bson_t cfg;
+
+		if (!strcmp(verb, "reconfig"))
+			bson_copy_to(&in, &cfg);
+		else
+			rc = edited(&cur, !strcmp(verb, "add") ? &in : NULL,
+				    !strcmp(verb, "remove") ? argv[4] : NULL, &cfg, &reply);
+		if (!rc) {
+			rc = rs_conf_check(set, &cfg, &cur, &next, &reply, &err);
+			have_next = !rc;
+		}
+		if (!rc)
+			rc = store_next(z, &next, version, &reply, &err);
+		bson_destroy(&cfg);
+	}
+	store_codec_render(&reply, STORE_RENDER_PRETTY, &out, NULL);
+	fputs(out.data ? out.data : "", stdout);
+	if (rc) {
+		bson_iter_t it;
+
+		fprintf(stderr, "docfs rs: %s\n",
+			bson_iter_init_find(&it, &reply, "errmsg") ? bson_iter_utf8(&it, NULL)
+								  : err.msg);
+	}
+	if (have_cur)
+		rs_conf_release(&cur);
+	if (have_next)
+		rs_conf_release(&next);
+	dfs_buf_release(&out);
+	bson_destroy(&reply);
+	bson_destroy(&in);
+	rs_zk_close(z);
+	return rc ? 1 : 0;
+}
