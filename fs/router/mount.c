@@ -1599,7 +1599,7 @@ int router_mount_run(const struct router_mount_opts *o, struct dfs_err *err)
 		goto done;
 	}
 	/* bound before the fork, so that a taken port fails the command (wire.c) */
-	if (o->nlisten && (rc = router_wire_bind(o->listen, o->nlisten, o->noauth, err)))
+	if (o->nlisten && (rc = router_wire_bind(config, o->listen, o->nlisten, o->noauth, err)))
 		goto unmount;
 	if (fuse_daemonize(o->foreground) != 0) {
 		rc = dfs_err_set(err, DFS_EIO, "cannot daemonize");

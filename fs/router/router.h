@@ -207,8 +207,10 @@ void router_cfg_decode(const bson_t *in, bson_t *out);
 
 /* ---- the router as a mongos (wire.c) ------------------------------------------------- */
 
-/* Binds the wire protocol's listeners (before the daemon forks). */
-int router_wire_bind(const char *const *addrs, int n, bool noauth, struct dfs_err *err);
+/* Binds the wire protocol's listeners (before the daemon forks) for the config store at
+ * directory config. */
+int router_wire_bind(const char *config, const char *const *addrs, int n, bool noauth,
+		     struct dfs_err *err);
 /* Writes config.version and config.mongos and starts serving (after the fork, with the
  * config store open); nothing when nothing was bound. */
 int router_wire_start(struct dfs_err *err);

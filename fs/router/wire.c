@@ -50,6 +50,7 @@
 #include "fs_int.h"
 
 static struct wire_server *srv;
+static struct store *bind_store; /* the store srv was bound with (router_wire_bind) */
 static time_t started, last_ping;
 static pthread_mutex_t ping_lock = PTHREAD_MUTEX_INITIALIZER;
 static char mongos_id[300];
@@ -1609,9 +1610,20 @@ static int route(struct wire_ctx *c, bson_t *reply)
 			 "'%s' on database '%s' is not routed by docfs router yet", c->name, c->db);
 }
 
-int router_wire_bind(const char *const *addrs, int n, bool noauth, struct dfs_err *err)
+int router_wire_bind(const char *config, const char *const *addrs, int n, bool noauth,
+		     struct dfs_err *err)
 {
-	return wire_server_bind(NULL, addrs, n, noauth, &srv, err);
+	int rc;
+
+	/* the server's own store: the config store's directory, no database opened before the
+	 * fork (the commands run on the router's config store, set by route) */
+	if ((rc = store_open(config, false, &bind_store, err)))
+		return rc;
+	if ((rc = wire_server_bind(bind_store, addrs, n, noauth, &srv, err))) {
+		store_free(bind_store);
+		bind_store = NULL;
+	}
+	return rc;
 }
 
 int router_wire_start(struct dfs_err *err)
@@ -1637,4 +1649,6 @@ void router_wire_stop(void)
 	wire_server_stop(srv);
 	srv = NULL;
 	wire_route_hook = NULL;
+	store_free(bind_store);
+	bind_store = NULL;
 }
