@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,13 +43,23 @@ static const char usage_text[] =
 	"      with /sys/module/fuse/parameters/enable_uring set to Y).\n"
 	"      listen=ADDR (also serve MongoDB's wire protocol from the mount's daemon on\n"
 	"      HOST:PORT, :PORT or a Unix socket path; several allowed; empty: 127.0.0.1:27017),\n"
-	"      noauth (allow a non-loopback listen address: there is no authentication yet),\n"
-	"      cursor_timeout_s=N (close wire cursors idle for N seconds, 600).\n"
+	"      noauth (require no authentication, and allow a non-loopback listen address\n"
+	"      without users), cursor_timeout_s=N (close wire cursors idle for N seconds, 600),\n"
+	"      tls_cert=FILE,tls_key=FILE (TLS for the wire's TCP clients, PEM files; plaintext\n"
+	"      TCP clients are refused).\n"
 	"  serve STORE [--listen ADDR]... [--noauth] [--log FILE] [--cursor-timeout-s N]\n"
+	"        [--tls-cert FILE --tls-key FILE]\n"
 	"      Serve the store to MongoDB clients (mongosh, drivers) over the wire protocol,\n"
 	"      without FUSE, until SIGINT or SIGTERM. ADDR is HOST:PORT, :PORT or a Unix socket\n"
-	"      path (default 127.0.0.1:27017); a non-loopback HOST needs --noauth. Prints\n"
-	"      'listening on ADDR' for each. Log lines go to FILE (default: standard error).\n"
+	"      path (default 127.0.0.1:27017); a non-loopback HOST needs users in the store\n"
+	"      (docfs user) or --noauth. Prints 'listening on ADDR' for each. Log lines go to\n"
+	"      FILE (default: standard error). --tls-cert/--tls-key: TLS for TCP clients.\n"
+	"  user STORE add NAME [--db DB] [--roles ROLE[@DB],...] [--uid N] [--gid N]\n"
+	"  user STORE drop NAME [--db DB] | user STORE list\n"
+	"      Manage the wire protocol's users (SCRAM-SHA-256; admin/system.users). add reads\n"
+	"      the password from standard input (one line), or prompts on a terminal; roles\n"
+	"      default to root@admin; DB (the authentication database) to admin; --uid and\n"
+	"      --gid make the user's commands see only the documents that uid may read.\n"
 	"  import STORE DB.COLL [FILE|-] [--drop] [--stopOnError] [--mode insert|upsert|merge]\n"
 	"         [--upsertFields F1,F2] [--type json|csv|tsv] [--headerline | --fields F1,F2]\n"
 	"      Insert documents (Extended JSON: one or many per line, separated by commas, or\n"
@@ -264,6 +275,10 @@ static int mount_args(int argc, char **argv, struct mount_strs *ms)
 					o.listen[o.nlisten++] = tok[6] ? tok + 7 : "";
 				} else if (strcmp(tok, "noauth") == 0) {
 					o.noauth = true;
+				} else if (strncmp(tok, "tls_cert=", 9) == 0) {
+					o.tls_cert = tok + 9;
+				} else if (strncmp(tok, "tls_key=", 8) == 0) {
+					o.tls_key = tok + 8;
 				} else if (strncmp(tok, "cursor_timeout_s=", 17) == 0) {
 					char *end;
 					long v = strtol(tok + 17, &end, 10);
@@ -1646,12 +1661,169 @@ static int cmd_cluster(int argc, char **argv)
 	return fflush(stdout) == 0 ? 0 : fail("cluster", "write error: %s", strerror(errno));
 }
 
+/* ---- user ---------------------------------------------------------------------------- */
+
+/* A password: one line of standard input, or typed at a prompt on a terminal (no echo). */
+static int read_password(const char *name, char *out, size_t cap)
+{
+	bool tty = isatty(0);
+	struct termios old, quiet;
+	size_t n;
+
+	if (tty) {
+		fprintf(stderr, "password for %s: ", name);
+		if (tcgetattr(0, &old) == 0) {
+			quiet = old;
+			quiet.c_lflag &= ~(tcflag_t)ECHO;
+			tcsetattr(0, TCSAFLUSH, &quiet);
+		}
+	}
+	if (!fgets(out, (int)cap, stdin))
+		out[0] = '\0';
+	if (tty) {
+		tcsetattr(0, TCSAFLUSH, &old);
+		fputc('\n', stderr);
+	}
+	n = strlen(out);
+	if (n == cap - 1 && out[n - 1] != '\n')
+		return -1;
+	while (n && (out[n - 1] == '\n' || out[n - 1] == '\r'))
+		out[--n] = '\0';
+	return 0;
+}
+
+static int user_print(void *ctx, const bson_t *doc)
+{
+	bson_iter_t it, r, f;
+	const char *user = "", *db = "";
+
+	(void)ctx;
+	if (bson_iter_init_find(&it, doc, "user") && BSON_ITER_HOLDS_UTF8(&it))
+		user = bson_iter_utf8(&it, NULL);
+	if (bson_iter_init_find(&it, doc, "db") && BSON_ITER_HOLDS_UTF8(&it))
+		db = bson_iter_utf8(&it, NULL);
+	printf("%s@%s", user, db);
+	if (bson_iter_init_find(&it, doc, "roles") && BSON_ITER_HOLDS_ARRAY(&it) &&
+	    bson_iter_recurse(&it, &r)) {
+		const char *sep = " ";
+
+		while (bson_iter_next(&r)) {
+			const char *role = "?", *rdb = "?";
+
+			if (bson_iter_recurse(&r, &f)) {
+				while (bson_iter_next(&f)) {
+					if (!strcmp(bson_iter_key(&f), "role"))
+						role = bson_iter_utf8(&f, NULL);
+					else if (!strcmp(bson_iter_key(&f), "db"))
+						rdb = bson_iter_utf8(&f, NULL);
+				}
+			}
+			printf("%s%s@%s", sep, role ? role : "?", rdb ? rdb : "?");
+			sep = ",";
+		}
+	}
+	if (bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, "customData.uid", &f))
+		printf(" uid=%lld", (long long)bson_iter_as_int64(&f));
+	putchar('\n');
+	return 0;
+}
+
+/* docfs user STORE add|drop|list ... */
+static int cmd_user(int argc, char **argv)
+{
+	const char *store_dir = NULL, *verb = NULL, *name = NULL, *db = "admin", *roles = NULL;
+	long uid = -1, gid = -1;
+	struct dfs_err err = {0};
+	struct store *s = NULL;
+	char pwd[1024];
+	int rc = 0;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--db") && i + 1 < argc) {
+			db = argv[++i];
+		} else if (!strcmp(argv[i], "--roles") && i + 1 < argc) {
+			roles = argv[++i];
+		} else if ((!strcmp(argv[i], "--uid") || !strcmp(argv[i], "--gid")) &&
+			   i + 1 < argc) {
+			char *end;
+			long v = strtol(argv[i + 1], &end, 10);
+
+			if (*end || v < 0 || v > 0x7fffffffL)
+				return fail("user", "%s needs a number", argv[i]);
+			*(argv[i][2] == 'u' ? &uid : &gid) = v;
+			i++;
+		} else if (argv[i][0] == '-') {
+			return fail("user", "unknown option '%s' (see docfs --help)", argv[i]);
+		} else if (!store_dir) {
+			store_dir = argv[i];
+		} else if (!verb) {
+			verb = argv[i];
+		} else if (!name) {
+			name = argv[i];
+		} else {
+			return fail("user", "too many arguments (see docfs --help)");
+		}
+	}
+	if (!store_dir || !verb)
+		return fail("user", "needs STORE and add, drop or list (see docfs --help)");
+	if (strcmp(verb, "list") && !name)
+		return fail("user", "%s needs a user NAME", verb);
+	if (strcmp(verb, "add") && strcmp(verb, "drop") && strcmp(verb, "list"))
+		return fail("user", "unknown verb '%s': add, drop or list", verb);
+	if (gid >= 0 && uid < 0)
+		return fail("user", "--gid needs --uid");
+	if (!strcmp(verb, "add")) {
+		if (read_password(name, pwd, sizeof(pwd)))
+			return fail("user", "the password is too long");
+		if (wire_scram_password_check(pwd, &err))
+			return fail("user", "%s", err.msg);
+	}
+	if (store_open(store_dir, false, &s, &err))
+		return fail("user", "%s", err.msg);
+	if (!strcmp(verb, "list")) {
+		rc = wire_user_each(s, user_print, NULL, &err);
+	} else if (!strcmp(verb, "drop")) {
+		rc = wire_user_drop(s, db, name, &err);
+	} else {
+		bson_t r = BSON_INITIALIZER, custom = BSON_INITIALIZER;
+		char list[1024], key[16];
+		int n = 0;
+
+		snprintf(list, sizeof(list), "%s", roles ? roles : "root@admin");
+		for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok;
+		     tok = strtok_r(NULL, ",", &save)) {
+			char *at = strchr(tok, '@');
+			bson_t one;
+
+			if (at)
+				*at = '\0';
+			snprintf(key, sizeof(key), "%d", n++);
+			BSON_APPEND_DOCUMENT_BEGIN(&r, key, &one);
+			BSON_APPEND_UTF8(&one, "role", tok);
+			BSON_APPEND_UTF8(&one, "db", at ? at + 1 : db);
+			bson_append_document_end(&r, &one);
+		}
+		if (uid >= 0) {
+			BSON_APPEND_INT64(&custom, "uid", uid);
+			BSON_APPEND_INT64(&custom, "gid", gid >= 0 ? gid : uid);
+		}
+		rc = wire_user_create(s, db, name, pwd, &r, uid >= 0 ? &custom : NULL, &err);
+		bson_destroy(&r);
+		bson_destroy(&custom);
+	}
+	memset(pwd, 0, sizeof(pwd));
+	store_free(s);
+	if (rc)
+		return fail("user", "%s", err.msg);
+	return fflush(stdout) == 0 ? 0 : fail("user", "write error: %s", strerror(errno));
+}
+
 /* ---- serve ------------------------------------------------------------------------- */
 
 /* docfs serve STORE [--listen ADDR]... [--noauth] [--log FILE] [--cursor-timeout-s N] */
 static int cmd_serve(int argc, char **argv)
 {
-	const char *addrs[FS_MAX_LISTEN], *store_dir = NULL, *log = "-";
+	const char *addrs[FS_MAX_LISTEN], *store_dir = NULL, *log = "-", *cert = NULL, *key = NULL;
 	struct dfs_err err = {0};
 	struct wire_server *w = NULL;
 	struct store *s = NULL;
@@ -1670,6 +1842,10 @@ static int cmd_serve(int argc, char **argv)
 			addrs[n++] = argv[i] + 9;
 		} else if (!strcmp(argv[i], "--noauth")) {
 			noauth = true;
+		} else if (!strcmp(argv[i], "--tls-cert") && i + 1 < argc) {
+			cert = argv[++i];
+		} else if (!strcmp(argv[i], "--tls-key") && i + 1 < argc) {
+			key = argv[++i];
 		} else if (!strcmp(argv[i], "--log") && i + 1 < argc) {
 			log = argv[++i];
 		} else if (!strcmp(argv[i], "--cursor-timeout-s") && i + 1 < argc) {
@@ -1701,7 +1877,9 @@ static int cmd_serve(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	if (store_open(store_dir, false, &s, &err) ||
-	    wire_server_bind(s, addrs, n, noauth, &w, &err)) {
+	    wire_server_bind(s, addrs, n, noauth, &w, &err) ||
+	    ((cert || key) && wire_server_tls(w, cert, key, &err))) {
+		wire_server_stop(w);
 		store_free(s);
 		return fail("serve", "%s", err.msg);
 	}
@@ -1742,6 +1920,8 @@ int fs_main(int argc, char **argv)
 		return cmd_mount(argc - 1, argv + 1);
 	if (strcmp(cmd, "serve") == 0)
 		return cmd_serve(argc - 1, argv + 1);
+	if (strcmp(cmd, "user") == 0)
+		return cmd_user(argc - 1, argv + 1);
 	if (strcmp(cmd, "import") == 0)
 		return cmd_import(argc - 1, argv + 1);
 	if (strcmp(cmd, "export") == 0)

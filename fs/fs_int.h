@@ -404,6 +404,7 @@ struct fs_mount_opts {
 	int nlisten;
 	bool noauth;	      /* a non-loopback listen address is allowed */
 	int cursor_timeout_s; /* wire cursors idle this long are closed (0: default) */
+	const char *tls_cert, *tls_key; /* TLS for the wire's TCP clients (PEM files), or NULL */
 };
 
 /*

@@ -540,6 +540,13 @@ int fs_mount_run(const struct fs_mount_opts *o, struct dfs_err *err)
 		wire_cursor_timeout_s = o->cursor_timeout_s;
 	if (o->nlisten && (rc = wire_server_bind(s, o->listen, o->nlisten, o->noauth, &wire, err)))
 		goto done;
+	if ((o->tls_cert || o->tls_key) && !o->nlisten) {
+		rc = dfs_err_set(err, DFS_EINVAL, "tls_cert and tls_key need a listen= address");
+		goto done;
+	}
+	if ((o->tls_cert || o->tls_key) &&
+	    (rc = wire_server_tls(wire, o->tls_cert, o->tls_key, err)))
+		goto done;
 	if (asprintf(&opts, "default_permissions,fsname=docfs:%s,subtype=docfs%s%s", store_path(s),
 		     o->fuse_opts && o->fuse_opts[0] ? "," : "",
 		     o->fuse_opts ? o->fuse_opts : "") < 0)

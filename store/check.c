@@ -247,6 +247,20 @@ static void check_links(struct check_ctx *cc, const char *db, sqlite3 *h)
 		problem(cc, "%s: an entry of a directory that is not there", db);
 }
 
+/* Compact change events (changes.c note 6): each insert or replace kept shows a document,
+ * its row while the row's evseq names it, else the version kept in evdocs. */
+static void check_events(struct check_ctx *cc, const char *db, sqlite3 *h)
+{
+	int64_t n = one_int(h, "SELECT count(*) FROM events e LEFT JOIN docs d ON d.id = e.docid"
+			       " WHERE e.len IS NOT NULL AND e.op IN (1, 3) AND length(e.line) = 0"
+			       " AND d.evseq IS NOT e.seq AND NOT EXISTS (SELECT 1 FROM evdocs x"
+			       " WHERE x.seq = e.seq)");
+
+	if (n > 0)
+		problem(cc, "%s: %lld change events show a document that is not kept", db,
+			(long long)n);
+}
+
 /* Entry ids, collection ids and (from version 2) index ids share one counter. */
 static const char *const ids_used_twice_v1 =
 	"SELECT count(*) FROM (SELECT id FROM docs UNION ALL SELECT id FROM files"
@@ -290,8 +304,8 @@ static int check_db(void *ctx, const char *name)
 		}
 		sqlite3_finalize(st);
 	}
-	/* Versions 1, 3, 5, 6 and 7 are not opened by this docfs yet (it migrates on open): 1
-	 * has no index entries, neither has runs; 5 to 7 lack only columns of 8 (db.c). */
+	/* Versions 1, 3, 5, 6, 7 and 8 are not opened by this docfs yet (it migrates on open):
+	 * 1 has no index entries, neither has runs; 5 to 8 lack only columns of 9 (db.c). */
 	version = one_int(c->h, "PRAGMA user_version");
 	if (version != 1 && version != 3 && (version < 5 || version > STORE__SCHEMA_VERSION))
 		problem(cc, "%s: unknown schema version %lld", name, (long long)version);
@@ -304,12 +318,14 @@ static int check_db(void *ctx, const char *name)
 	    one_int(c->h, "SELECT count(*) FROM files WHERE coll NOT IN (SELECT id FROM colls)") >
 		    0)
 		problem(cc, "%s: entries in a collection that does not exist", name);
+	if (version == STORE__SCHEMA_VERSION)
+		check_events(cc, name, c->h);
 	check_docs(cc, name, c->h);
 	if (version >= 5 && version <= STORE__SCHEMA_VERSION) {
 		check_runs(cc, name, c->h);
 		check_capped(cc, name, c->h);
 	}
-	if (version == STORE__SCHEMA_VERSION)
+	if (version >= 8 && version <= STORE__SCHEMA_VERSION)
 		check_links(cc, name, c->h);
 	if (version == 3 || (version >= 5 && version <= STORE__SCHEMA_VERSION))
 		store__ix_check(c, name, report_problem, cc);

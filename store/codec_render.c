@@ -764,6 +764,42 @@ int store_codec_render(const bson_t *doc, enum store_render_style style, struct 
 	return rc;
 }
 
+/* The whitespace that the pretty style adds to the document or array at data, level as in
+ * render_doc: each field's "\n" and indent where the compact style has " " after its ",",
+ * and the "\n" and indent before the closing bracket of a non-empty one. -1: invalid. */
+static int64_t pretty_extra(const uint8_t *data, uint32_t len, int level)
+{
+	const uint8_t *p, *end;
+	const char *key;
+	size_t klen;
+	bson_value_t v;
+	int64_t n = 0, sub = 0, x;
+
+	if (level >= RENDER_MAX_DEPTH || len < 5 || le32(data) != len || data[len - 1] != '\0')
+		return -1;
+	p = data + 4;
+	end = data + len - 1;
+	while (p < end) {
+		if (!next_elem(&p, end, &key, &klen, &v))
+			return -1;
+		n++;
+		if (v.value_type == BSON_TYPE_DOCUMENT || v.value_type == BSON_TYPE_ARRAY) {
+			if ((x = pretty_extra(v.value.v_doc.data, v.value.v_doc.data_len,
+					      level + 1)) < 0)
+				return -1;
+			sub += x;
+		}
+	}
+	return n ? (n + 1) * (2 * (int64_t)level + 2) + sub : 0;
+}
+
+int64_t store_codec_compact_len(const bson_t *doc, int64_t pretty_len)
+{
+	int64_t x = pretty_extra(bson_get_data(doc), doc->len, 0);
+
+	return x < 0 ? -1 : pretty_len - 1 - x;
+}
+
 /*
  * Renders one value in the compact style, appended to out (NUL-terminated). Returns 0, or
  * DFS_EINVAL for an invalid embedded document or an unknown type; then out is unchanged.

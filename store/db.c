@@ -88,10 +88,10 @@ struct store__space *store__space_of(struct store *s)
 #define EVENTS_SQL                                                                                 \
 	"CREATE TABLE IF NOT EXISTS events(seq INTEGER PRIMARY KEY, ts INTEGER NOT NULL,"          \
 	" coll TEXT, op INTEGER NOT NULL, line BLOB NOT NULL, off_db INTEGER, off_coll INTEGER,"   \
-	" docid INTEGER, pmode INTEGER, puid INTEGER, pgid INTEGER);"                              \
-	"CREATE INDEX IF NOT EXISTS events_db ON events(off_db);"                                  \
+	" docid INTEGER, pmode INTEGER, puid INTEGER, pgid INTEGER, wall INTEGER, len INTEGER);"   \
 	"CREATE INDEX IF NOT EXISTS events_coll ON events(coll, off_coll);"                        \
-	"CREATE TABLE IF NOT EXISTS evends(coll TEXT PRIMARY KEY, endoff INTEGER) WITHOUT ROWID;"
+	"CREATE TABLE IF NOT EXISTS evends(coll TEXT PRIMARY KEY, endoff INTEGER) WITHOUT ROWID;"  \
+	"CREATE TABLE IF NOT EXISTS evdocs(seq INTEGER PRIMARY KEY, bson BLOB NOT NULL);"
 
 static const char *const schema_sql =
 	"CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v) WITHOUT ROWID;"
@@ -105,7 +105,7 @@ static const char *const schema_sql =
 	" PRIMARY KEY(ix, key, id)) WITHOUT ROWID;"
 	"CREATE TABLE IF NOT EXISTS docs(id INTEGER PRIMARY KEY, coll INTEGER NOT NULL,"
 	" key BLOB NOT NULL, name TEXT, size INTEGER, mode INTEGER, uid INTEGER, gid INTEGER,"
-	" mtime INTEGER, ctime INTEGER, bson BLOB NOT NULL, atime INTEGER);"
+	" mtime INTEGER, ctime INTEGER, bson BLOB NOT NULL, atime INTEGER, evseq INTEGER);"
 	"CREATE UNIQUE INDEX IF NOT EXISTS docs_key ON docs(coll, key);"
 	"CREATE INDEX IF NOT EXISTS docs_private ON docs(coll) WHERE (mode & 292) != 292;"
 	"CREATE TABLE IF NOT EXISTS runs(coll INTEGER NOT NULL, lo INTEGER NOT NULL,"
@@ -143,22 +143,30 @@ static const char *const migrate_3_4_sql =
 /* What the readers of events select: the event, its offset in the stream read, then the
  * attributes its document had when it was written (NULL: anyone could read it) and has now
  * (NULL: gone), for cred.c: a document made private after its events were written hides
- * them too. */
+ * them too; then wallTime, the rendered length (NULL: line is the text, a version-8 row)
+ * and the document an insert or replace refers to (changes.c note 6): the row's while it
+ * is still the version the event wrote, else the copy kept in evdocs. */
 #define EV_COLS "e.seq, e.ts, e.coll, e.op, e.line,"
 #define EV_PERM                                                                                    \
-	" e.pmode, e.puid, e.pgid, d.mode, d.uid, d.gid FROM events e LEFT JOIN docs d"            \
-	" ON d.id = e.docid"
+	" e.pmode, e.puid, e.pgid, d.mode, d.uid, d.gid, e.wall, e.len,"                           \
+	" CASE WHEN e.len IS NULL OR length(e.line) > 0 THEN NULL WHEN d.evseq = e.seq"            \
+	" THEN d.bson ELSE (SELECT x.bson FROM evdocs x WHERE x.seq = e.seq) END"                  \
+	" FROM events e LEFT JOIN docs d ON d.id = e.docid"
 /* Versions 5 -> 7: atime of documents and scratch files, set only by utimensat (NULL: the
  * mtime, so that an insert writes nothing more); chtime, the last status change of a
  * collection directory (its ctime column is its creation, which its fixed entries show);
  * the attributes of the document an event is about, when not everyone may read it
  * (cred.c; the partial index docs_private is in schema_sql). Version 7 -> 8: ino, the row
- * whose content and attributes a hard link's row names (doc.c note 6). Each column is
+ * whose content and attributes a hard link's row names (doc.c note 6). Version 8 -> 9:
+ * compact change events (changes.c note 6): wallTime and the rendered length of an event,
+ * and the event whose fullDocument a document row still is; the version-8 events keep
+ * their text (len NULL), which reads as it did. Each column is
  * added unless there (migrate_columns), so a version-6 or -7 file of either branch that
  * made these versions is completed. */
 static const char *const migrate_cols[][2] = {
 	{"docs", "atime"},   {"files", "atime"}, {"colls", "chtime"}, {"events", "docid"},
-	{"events", "pmode"}, {"events", "puid"}, {"events", "pgid"},   {"files", "ino"}};
+	{"events", "pmode"}, {"events", "puid"}, {"events", "pgid"},   {"files", "ino"},
+	{"events", "wall"},  {"events", "len"},	 {"docs", "evseq"}};
 
 static const char *const stmt_sql[ST__COUNT] = {
 	[ST_META_GET] = "SELECT v FROM meta WHERE k = ?1",
@@ -187,9 +195,10 @@ static const char *const stmt_sql[ST__COUNT] = {
 			 " WHERE id = ?1",
 	[ST_DOC_BSON] = "SELECT bson FROM docs WHERE id = ?1",
 	[ST_DOC_INSERT] = "INSERT INTO docs(id, coll, key, name, size, mode, uid, gid, mtime,"
-			  " ctime, bson) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?11, ?10)",
-	[ST_DOC_UPDATE] = "UPDATE docs SET size = ?2, mtime = ?5, ctime = ?3, bson = ?4"
-			  " WHERE id = ?1",
+			  " ctime, bson, evseq) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?11, ?10,"
+			  " ?12)",
+	[ST_DOC_UPDATE] = "UPDATE docs SET size = ?2, mtime = ?5, ctime = ?3, bson = ?4,"
+			  " evseq = ?6 WHERE id = ?1",
 	[ST_DOC_DELETE] = "DELETE FROM docs WHERE id = ?1",
 	[ST_DOC_LIST] = "SELECT d.id, d.coll, d.name, d.size, d.mode, d.uid, d.gid, d.mtime,"
 			" d.ctime, coalesce(d.atime, d.mtime)" STORE__DOCS_OF_COLL_AFTER
@@ -198,7 +207,7 @@ static const char *const stmt_sql[ST__COUNT] = {
 			   " atime = ?7 WHERE id = ?1",
 	[ST_DOC_ATIME] = "UPDATE docs SET atime = ?2, ctime = ?3 WHERE id = ?1",
 	[ST_DOC_RENAME] = "UPDATE docs SET coll = ?2, key = ?3, name = ?4, size = ?5, ctime = ?6,"
-			  " bson = ?7 WHERE id = ?1",
+			  " bson = ?7, evseq = ?8 WHERE id = ?1",
 	[ST_FILE_BY_NAME] = "SELECT id, coll, name, kind, length(data), mode, uid, gid, mtime,"
 			    " ctime, coalesce(atime, mtime)," STORE__FILE_LINKS " FROM files"
 			    " WHERE coll = ?1 AND name = ?2",
@@ -232,27 +241,35 @@ static const char *const stmt_sql[ST__COUNT] = {
 			    " ORDER BY seq LIMIT 1024",
 	[ST_CHANGE_LAST] = "SELECT max(seq) FROM changes",
 	[ST_EV_ADD] = "INSERT INTO events(seq, ts, coll, op, line, off_db, off_coll, docid, pmode,"
-		      " puid, pgid) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+		      " puid, pgid, wall, len) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,"
+		      " ?12, ?13)",
+	/* Keeps the version of document ?1 that an event still kept refers to (changes.c
+	 * note 6), before the row changes or goes. */
+	[ST_EV_KEEP_DOC] = "INSERT INTO evdocs(seq, bson) SELECT evseq, bson FROM docs WHERE"
+			   " id = ?1 AND evseq > coalesce((SELECT v FROM meta WHERE"
+			   " k = 'events_cut'), 0)",
+	[ST_EV_SET_REF] = "UPDATE docs SET evseq = ?2 WHERE id = ?1",
 	[ST_EV_LAST_SEQ] = "SELECT max(coalesce((SELECT max(seq) FROM events), 0),"
 			   " coalesce((SELECT v FROM meta WHERE k = 'events_cut'), 0))",
 	[ST_EV_LAST_TS] = "SELECT ts FROM events ORDER BY seq DESC LIMIT 1",
-	[ST_EV_END_DB] = "SELECT max(coalesce((SELECT off_db + length(line) FROM events WHERE"
-			 " off_db IS NOT NULL ORDER BY off_db DESC LIMIT 1), 0),"
+	/* The database's stream by seq: off_db grows with seq (changes.c note 7). */
+	[ST_EV_END_DB] = "SELECT max(coalesce((SELECT off_db + coalesce(len, length(line)) FROM events WHERE"
+			 " off_db IS NOT NULL ORDER BY seq DESC LIMIT 1), 0),"
 			 " coalesce((SELECT endoff FROM evends WHERE coll = ''), 0))",
-	[ST_EV_END_COLL] = "SELECT max(coalesce((SELECT off_coll + length(line) FROM events WHERE"
+	[ST_EV_END_COLL] = "SELECT max(coalesce((SELECT off_coll + coalesce(len, length(line)) FROM events WHERE"
 			   " coll = ?1 AND off_coll IS NOT NULL ORDER BY off_coll DESC LIMIT 1), 0),"
 			   " coalesce((SELECT endoff FROM evends WHERE coll = ?1), 0))",
-	[ST_EV_START_DB] = "SELECT min(off_db) FROM events WHERE off_db IS NOT NULL",
+	[ST_EV_START_DB] = "SELECT off_db FROM events WHERE off_db IS NOT NULL ORDER BY seq LIMIT 1",
 	[ST_EV_START_COLL] = "SELECT min(off_coll) FROM events WHERE coll = ?1 AND off_coll IS NOT NULL",
-	[ST_EV_CUT_AT] = "SELECT seq FROM events WHERE off_db IS NOT NULL AND off_db <= ?1"
-			 " ORDER BY off_db DESC LIMIT 1",
+	[ST_EV_DB_AFTER] = "SELECT seq, off_db FROM events WHERE seq >= ?1 AND off_db IS NOT NULL"
+			   " ORDER BY seq LIMIT 1",
+	[ST_EV_MAX_SEQ] = "SELECT max(seq) FROM events",
 	[ST_EV_LIST_DB] = "SELECT " EV_COLS " off_db," EV_PERM " WHERE seq > ?1"
 			  " AND off_db IS NOT NULL ORDER BY seq",
 	[ST_EV_LIST_COLL] = "SELECT " EV_COLS " off_coll," EV_PERM " WHERE e.coll = ?2"
 			    " AND off_coll IS NOT NULL AND seq > ?1 ORDER BY off_coll",
-	[ST_EV_FROM_DB] = "SELECT " EV_COLS " off_db," EV_PERM " WHERE off_db >="
-			  " coalesce((SELECT max(off_db) FROM events WHERE off_db <= ?1), 0)"
-			  " ORDER BY off_db",
+	[ST_EV_FROM_DB] = "SELECT " EV_COLS " off_db," EV_PERM " WHERE e.seq >= ?1"
+			  " AND e.off_db IS NOT NULL ORDER BY e.seq",
 	[ST_EV_FROM_COLL] = "SELECT " EV_COLS " off_coll," EV_PERM " WHERE e.coll = ?2"
 			    " AND off_coll >= coalesce((SELECT max(off_coll) FROM events WHERE"
 			    " coll = ?2 AND off_coll <= ?1), 0) ORDER BY off_coll",
@@ -858,7 +875,10 @@ static int db_init_schema(struct store *s, struct store__conn *c, const char *na
 		if (uv >= 1 && exec_sql(c->h, EVENTS_SQL, err))
 			goto fail;
 		/* Before the index rebuild below: its statements read the new columns. */
-		if (uv >= 1 && uv <= 7 && migrate_columns(c->h, err))
+		if (uv >= 1 && uv <= 8 && migrate_columns(c->h, err))
+			goto fail;
+		/* 8 -> 9: the database's stream is read by seq (changes.c note 7) */
+		if (uv >= 1 && uv <= 8 && exec_sql(c->h, "DROP INDEX IF EXISTS events_db", err))
 			goto fail;
 		if (uv == 1 && exec_sql(c->h, migrate_1_2_sql, err))
 			goto fail;
@@ -1429,6 +1449,7 @@ void store_txn_undo(struct store_txn *t)
 	store__ix_invalidate(t);
 	t->coll_ok = 0;
 	t->cap_coll = 0;
+	t->ev_collid = 0;
 }
 
 struct store_db *store_txn_db(struct store_txn *t)
@@ -1593,6 +1614,15 @@ int store_coll_profile(struct store_txn *t, struct store_coll *out, struct dfs_e
 	return coll_get(t, ST_COLL_BY_ID, NULL, out->id, out, err);
 }
 
+int store_coll_users(struct store_txn *t, bool create, struct store_coll *out, struct dfs_err *err)
+{
+	if (coll_get(t, ST_COLL_FIND, STORE_USERS_COLL, 0, out, NULL) == 0)
+		return 0;
+	if (!create)
+		return dfs_err_set(err, DFS_ENOENT, "no users in database '%s'", t->db->name);
+	return coll_create(t, STORE_USERS_COLL, 0700, getuid(), getgid(), out, err);
+}
+
 static int coll_create(struct store_txn *t, const char *name, uint32_t mode, uint32_t uid,
 		       uint32_t gid, struct store_coll *out, struct dfs_err *err)
 {
@@ -1629,6 +1659,9 @@ static int coll_clear(struct store_txn *t, int64_t id, bool keep, struct dfs_err
 {
 	static const char *const sql[] = {
 		"DELETE FROM ikeys WHERE ix IN (SELECT ixid FROM indexes WHERE coll = ?1)",
+		/* what the inserts still kept show (changes.c note 6) */
+		"INSERT INTO evdocs(seq, bson) SELECT evseq, bson FROM docs WHERE coll = ?1"
+		" AND evseq > coalesce((SELECT v FROM meta WHERE k = 'events_cut'), 0)",
 		"DELETE FROM docs WHERE coll = ?1",
 		"DELETE FROM files WHERE coll = ?1",
 		"DELETE FROM indexes WHERE coll = ?1",
@@ -1642,6 +1675,7 @@ static int coll_clear(struct store_txn *t, int64_t id, bool keep, struct dfs_err
 	if ((rc = store_coll_by_id(t, id, &c, err)))
 		return rc;
 	t->coll_ok = 0;
+	t->ev_collid = 0;
 	store__run_forget(t, id);
 	for (size_t i = 0; i < sizeof(sql) / sizeof(sql[0]) - (keep ? 1 : 0); i++) {
 		sqlite3_stmt *st;
@@ -1695,6 +1729,7 @@ int store_coll_rename(struct store_txn *t, int64_t id, const char *newname, stru
 	sqlite3_bind_int64(st, 3, store__now_ns());
 	if ((rc = step_done(t, st, "rename collection", err)))
 		return rc;
+	t->ev_collid = 0;
 	if ((rc = store_coll_by_id(t, id, &c, err)))
 		return rc;
 	if (strcmp(oldname, newname) &&

@@ -699,7 +699,7 @@ static int doc_insert_row(struct store_txn *t, int64_t coll, const bson_t *doc, 
 {
 	bson_iter_t it;
 	sqlite3_stmt *st;
-	int64_t now = store__now_ns();
+	int64_t now = store__now_ns(), ref;
 	int rc;
 
 	if ((rc = store__space_check(t, err)) || (rc = coll_exists(t, coll, err)))
@@ -709,7 +709,7 @@ static int doc_insert_row(struct store_txn *t, int64_t coll, const bson_t *doc, 
 	if ((rc = store__ix_prepare(t, 0, coll, id, doc, err)))
 		return rc;
 	/* The run first: whatever fails after it, a row of docs is never outside the runs. */
-	if ((rc = store__run_note(t, coll, id, err)))
+	if ((rc = store__run_note(t, coll, id, err)) || (rc = store__ev_next(t, &ref, err)))
 		return rc;
 	st = store__stmt(t, ST_DOC_INSERT, err);
 	if (!st)
@@ -726,6 +726,8 @@ static int doc_insert_row(struct store_txn *t, int64_t coll, const bson_t *doc, 
 	sqlite3_bind_blob(st, 10, bson_get_data(doc), (int)doc->len, SQLITE_STATIC);
 	/* ctime is always now, whatever mtime the caller keeps: snapshots trust it. */
 	sqlite3_bind_int64(st, 11, now);
+	if (ref) /* the insert event below (changes.c note 6) */
+		sqlite3_bind_int64(st, 12, ref);
 	rc = sqlite3_step(st);
 	if (rc != SQLITE_DONE) {
 		if ((rc & 0xff) == SQLITE_CONSTRAINT) {
@@ -745,9 +747,9 @@ static int doc_insert_row(struct store_txn *t, int64_t coll, const bson_t *doc, 
 	if ((rc = store__ix_apply(t, err)))
 		return rc;
 	{
-		struct store__perm pm = {id, a->mode & 07777, a->uid, a->gid};
+		struct store__perm pm = {id, a->mode & 07777, a->uid, a->gid, size};
 
-		if ((rc = store__ev_doc(t, STORE_EV_INSERT, coll, &pm, NULL, doc, err)))
+		if ((rc = store__ev_doc(t, STORE_EV_INSERT, coll, &pm, NULL, doc, ref, err)))
 			return rc;
 	}
 	{
@@ -837,8 +839,8 @@ static int doc_update(struct store_txn *t, struct store_entry *e, const bson_t *
 		      int64_t mtime_ns, struct dfs_err *err)
 {
 	sqlite3_stmt *st;
-	int64_t size, now = store__now_ns(), oldlen = 0;
-	bool capped;
+	int64_t size, now = store__now_ns(), oldlen = 0, ref = 0;
+	bool capped, as_update = t->ev_update && t->ev_old;
 	int rc;
 
 	if ((rc = store__space_check(t, err)) ||
@@ -850,6 +852,11 @@ static int doc_update(struct store_txn *t, struct store_entry *e, const bson_t *
 		return rc;
 	if ((rc = store__ix_prepare(t, e->coll, e->coll, e->id, doc, err)))
 		return rc;
+	/* The version an insert or replace event shows is kept; a replace event shows the new
+	 * one (changes.c note 6). */
+	if ((rc = store__ev_keep_doc(t, e->id, err)) ||
+	    (!as_update && (rc = store__ev_next(t, &ref, err))))
+		return rc;
 	st = store__stmt(t, ST_DOC_UPDATE, err);
 	if (!st)
 		return err ? err->code : DFS_EIO;
@@ -858,6 +865,8 @@ static int doc_update(struct store_txn *t, struct store_entry *e, const bson_t *
 	sqlite3_bind_int64(st, 3, now);
 	sqlite3_bind_blob(st, 4, bson_get_data(doc), (int)doc->len, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 5, mtime_ns ? mtime_ns : now);
+	if (ref)
+		sqlite3_bind_int64(st, 6, ref);
 	rc = sqlite3_step(st);
 	if (rc != SQLITE_DONE)
 		return store__sqlerr(t, rc, "update document", err);
@@ -870,11 +879,10 @@ static int doc_update(struct store_txn *t, struct store_entry *e, const bson_t *
 	e->mtime_ns = mtime_ns ? mtime_ns : now;
 	e->ctime_ns = now;
 	{
-		bool as_update = t->ev_update && t->ev_old;
-		struct store__perm pm = {e->id, e->mode, e->uid, e->gid};
+		struct store__perm pm = {e->id, e->mode, e->uid, e->gid, size};
 
 		rc = store__ev_doc(t, as_update ? STORE_EV_UPDATE : STORE_EV_REPLACE, e->coll, &pm,
-				   as_update ? t->ev_old : NULL, doc, err);
+				   as_update ? t->ev_old : NULL, doc, ref, err);
 		t->ev_update = false;
 		t->ev_old = NULL;
 		if (rc)
@@ -952,14 +960,15 @@ static int row_delete(struct store_txn *t, const struct store_entry *e, struct d
 
 		if ((rc = store_doc_get(t, e->id, &old, err)))
 			return rc;
-		struct store__perm pm = {e->id, e->mode, e->uid, e->gid};
+		struct store__perm pm = {e->id, e->mode, e->uid, e->gid, 0};
 
-		rc = store__ev_doc(t, STORE_EV_DELETE, e->coll, &pm, NULL, &old, err);
+		rc = store__ev_doc(t, STORE_EV_DELETE, e->coll, &pm, NULL, &old, 0, err);
 		bson_destroy(&old);
 		if (rc)
 			return rc;
 	}
-	if (e->kind == STORE_KIND_DOC && (rc = store__ix_prepare(t, e->coll, 0, e->id, NULL, err)))
+	if (e->kind == STORE_KIND_DOC && ((rc = store__ix_prepare(t, e->coll, 0, e->id, NULL, err)) ||
+					  (rc = store__ev_keep_doc(t, e->id, err))))
 		return rc;
 	st = store__stmt(t, e->kind == STORE_KIND_DOC ? ST_DOC_DELETE : ST_FILE_DELETE, err);
 	if (!st)
@@ -1275,8 +1284,8 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 		int64_t size;
 		sqlite3_stmt *st;
 		bool cap_src, cap_dst;
-		int64_t oldlen;
-		struct store__perm src_perm = {id, src.mode, src.uid, src.gid};
+		int64_t oldlen, ref = 0;
+		struct store__perm src_perm = {id, src.mode, src.uid, src.gid, 0};
 
 		/* A capped collection keeps its documents in insertion order and counts
 		 * them (capped.c): a document cannot move in or out of one. */
@@ -1291,7 +1300,7 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 		if ((rc = store_doc_get(t, id, &doc, err)))
 			return rc;
 		/* To a change stream the _id changed: the old document went, a new one came. */
-		if ((rc = store__ev_doc(t, STORE_EV_DELETE, src.coll, &src_perm, NULL, &doc,
+		if ((rc = store__ev_doc(t, STORE_EV_DELETE, src.coll, &src_perm, NULL, &doc, 0,
 					err))) {
 			bson_destroy(&doc);
 			return rc;
@@ -1323,6 +1332,8 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 			goto doc_done;
 		if (newcoll != src.coll && (rc = store__run_note(t, newcoll, id, err)))
 			goto doc_done;
+		if ((rc = store__ev_keep_doc(t, id, err)) || (rc = store__ev_next(t, &ref, err)))
+			goto doc_done;
 		st = store__stmt(t, ST_DOC_RENAME, err);
 		if (!st) {
 			rc = err ? err->code : DFS_EIO;
@@ -1335,6 +1346,8 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 		sqlite3_bind_int64(st, 5, size);
 		sqlite3_bind_int64(st, 6, store__now_ns());
 		sqlite3_bind_blob(st, 7, bson_get_data(&renamed), (int)renamed.len, SQLITE_STATIC);
+		if (ref)
+			sqlite3_bind_int64(st, 8, ref);
 		rc = sqlite3_step(st);
 		if (rc != SQLITE_DONE) {
 			rc = store__sqlerr(t, rc, "rename document", err);
@@ -1342,8 +1355,9 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 		}
 		if ((rc = store__ix_apply(t, err)))
 			goto doc_done;
+		src_perm.size = size;
 		if ((rc = store__ev_doc(t, STORE_EV_INSERT, newcoll, &src_perm, NULL, &renamed,
-					err)))
+					ref, err)))
 			goto doc_done;
 		if (cap_src && (rc = store__capped_note(t, src.coll, 0,
 							(int64_t)renamed.len - oldlen, id, err)))

@@ -155,6 +155,10 @@ int store_codec_render(const bson_t *doc, enum store_render_style style, struct 
 
 /* Renders one value (compact style) appended to out, for names, keys and messages. */
 int store_codec_render_value(const bson_value_t *v, struct dfs_buf *out, struct dfs_err *err);
+/* The length of doc's compact rendering, given the length of its pretty one (the two differ
+ * only in whitespace, counted from doc's shape without rendering), or -1 when doc is not
+ * valid BSON. */
+int64_t store_codec_compact_len(const bson_t *doc, int64_t pretty_len);
 
 /* ---- document validation (validate.c) ---------------------------------------------- */
 
@@ -309,6 +313,11 @@ int store_coll_by_id(struct store_txn *t, int64_t id, struct store_coll *out, st
 #define STORE_PROFILE_COLL "system.profile"
 #define STORE_PROFILE_SIZE ((int64_t)1 << 20)
 int store_coll_profile(struct store_txn *t, struct store_coll *out, struct dfs_err *err);
+/* The wire protocol's users of t's database (admin), MongoDB's system.users: DFS_ENOENT when
+ * it does not exist and create is false, else made (write t) owned by the store's owner
+ * with mode 0700, the other "system." name a store holds (fs/wire/auth.c). */
+#define STORE_USERS_COLL "system.users"
+int store_coll_users(struct store_txn *t, bool create, struct store_coll *out, struct dfs_err *err);
 int store_coll_list(struct store_txn *t, int (*cb)(void *ctx, const struct store_coll *c),
 		    void *ctx, struct dfs_err *err);
 int store_coll_create(struct store_txn *t, const char *name, uint32_t mode, uint32_t uid,

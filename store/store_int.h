@@ -80,13 +80,16 @@ enum store__st {
 	ST_RUN_PUT,
 	ST_RUN_GAP,
 	ST_EV_ADD,
+	ST_EV_KEEP_DOC,
+	ST_EV_SET_REF,
 	ST_EV_LAST_SEQ,
 	ST_EV_LAST_TS,
 	ST_EV_END_DB,
 	ST_EV_END_COLL,
 	ST_EV_START_DB,
 	ST_EV_START_COLL,
-	ST_EV_CUT_AT,
+	ST_EV_DB_AFTER,
+	ST_EV_MAX_SEQ,
 	ST_EV_LIST_DB,
 	ST_EV_LIST_COLL,
 	ST_EV_FROM_DB,
@@ -176,6 +179,9 @@ struct store_txn {
 	char ev_coll[DFS_MAX_NS_NAME + 1]; /* the collection whose stream end is ev_cend */
 	int64_t ev_cend;	    /*   (ev_coll "": none known) */
 	const bson_t *ev_old;	    /*   Borrowed: the document before it */
+	int64_t ev_collid;	    /* the collection named ev_collname (0: none; reset by
+				     * renames, drops and undo) */
+	char ev_collname[DFS_MAX_NS_NAME + 1];
 	bool enospc;		    /* a statement found the disk full (space.c) */
 	bool has_cred;			   /* cred below is the caller (cred.c); else t sees all */
 	int cred_need;			   /*   STORE_MAY_READ, | STORE_MAY_WRITE for write paths */
@@ -245,12 +251,20 @@ int64_t store__now_ns(void);
 struct store__perm {
 	int64_t id;		 /* the document's entry */
 	uint32_t mode, uid, gid; /* its attributes as the event is written */
+	int64_t size;		 /* its pretty rendered length (0: not known) */
 };
 /* A document event of coll: insert, replace, delete (doc: the old document, or just its
  * _id) or update (old: the document before, for updateDescription). perm: the document's
- * attributes, kept with the event when not every caller may read it. */
+ * attributes, kept with the event when not every caller may read it. An insert or replace
+ * refers to the row perm->id (changes.c note 6), whose evseq the caller set to ref (from
+ * store__ev_next) as it wrote doc there; set right here when the event got another seq. */
 int store__ev_doc(struct store_txn *t, int op, int64_t coll, const struct store__perm *perm,
-		  const bson_t *old, const bson_t *doc, struct dfs_err *err);
+		  const bson_t *old, const bson_t *doc, int64_t ref, struct dfs_err *err);
+/* The seq the next event of t will have, or 0 when the database records none. */
+int store__ev_next(struct store_txn *t, int64_t *seq, struct dfs_err *err);
+/* Keeps document id's row as it is for the insert or replace event that shows it, if that
+ * event is still kept (changes.c note 6): before the row changes or goes. */
+int store__ev_keep_doc(struct store_txn *t, int64_t id, struct dfs_err *err);
 /* drop or rename (to: the new name) of collection coll, each followed by an invalidate in
  * its stream. */
 int store__ev_coll(struct store_txn *t, int op, const char *coll, const char *to,
@@ -275,7 +289,7 @@ void store__capped_decode(const void *blob, int len, struct store_coll *c);
 int store__conn_open(const char *path, bool create, struct store__conn **out, struct dfs_err *err);
 void store__conn_close(struct store__conn *c);
 
-#define STORE__SCHEMA_VERSION 8
+#define STORE__SCHEMA_VERSION 9
 
 /* The FROM and WHERE of a scan of collection ?1's documents (d) in run order (doc.c note
  * 5): runs in lo order, each a rowid range of docs filtered on coll (a run may hold other

@@ -49,7 +49,7 @@ int rs_zk_open(const char *hosts, int timeout_ms, struct rs_zk **out, struct dfs
 			*p = ',';
 	pthread_mutex_init(&z->lock, NULL);
 	pthread_cond_init(&z->cond, NULL);
-	zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
+	zoo_set_debug_level((ZooLogLevel)0); /* errors reach the caller as messages */
 	z->zh = zookeeper_init(list, watcher, timeout_ms > 0 ? timeout_ms : 10000, NULL, z, 0);
 	free(list);
 	if (!z->zh) {

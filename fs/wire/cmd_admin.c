@@ -41,6 +41,7 @@ int wire_cmd_hello(struct wire_ctx *c, bson_t *reply)
 	BSON_APPEND_INT32(reply, "minWireVersion", 0);
 	BSON_APPEND_INT32(reply, "maxWireVersion", 21);
 	BSON_APPEND_BOOL(reply, "readOnly", false);
+	wire_auth_hello(c, reply);
 	return 0;
 }
 
@@ -153,14 +154,10 @@ int wire_cmd_end_sessions(struct wire_ctx *c, bson_t *reply)
 
 int wire_cmd_connection_status(struct wire_ctx *c, bson_t *reply)
 {
-	bson_t info, arr;
+	bson_t info;
 
-	(void)c;
 	BSON_APPEND_DOCUMENT_BEGIN(reply, "authInfo", &info);
-	BSON_APPEND_ARRAY_BEGIN(&info, "authenticatedUsers", &arr);
-	bson_append_array_end(&info, &arr);
-	BSON_APPEND_ARRAY_BEGIN(&info, "authenticatedUserRoles", &arr);
-	bson_append_array_end(&info, &arr);
+	wire_auth_status(c, &info);
 	bson_append_document_end(reply, &info);
 	return 0;
 }
@@ -243,6 +240,8 @@ static int db_one(void *ctx, const char *name)
 	char key[16];
 	bson_t doc = BSON_INITIALIZER;
 
+	if (!wire_auth_db_visible(l->c, name))
+		return 0; /* a database the user has no role on */
 	if (store_db_get(l->c->store, name, false, &db, &err))
 		return 0; /* dropped meanwhile */
 	BSON_APPEND_UTF8(&doc, "name", name);

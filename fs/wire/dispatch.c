@@ -4,7 +4,8 @@
  * $readPreference, writeConcern, readConcern, comment, maxTimeMS, apiVersion, $clusterTime:
  * accepted, and only maxTimeMS acted on), the operation registered in currentOp for the
  * commands that run the engine, and the reply: the handler's document with "ok": 1, or
- * MongoDB's error shape {ok: 0, errmsg, code, codeName}. Also the small argument readers
+ * MongoDB's error shape {ok: 0, errmsg, code, codeName}. Before a command runs, auth.c
+ * says whether the connection may run it. Also the small argument readers
  * the handlers share. What each command does is in cmd_*.c; the bytes are frame.c's.
  */
 #include "wire.h"
@@ -43,7 +44,7 @@ static const struct command commands[] = {
 	{"killSessions", wire_cmd_end_sessions, OP_NONE, false, false,
 	 "ends sessions, closing their cursors"},
 	{"connectionStatus", wire_cmd_connection_status, OP_NONE, false, false,
-	 "who is authenticated (nobody: no authentication yet)"},
+	 "who the connection is authenticated as"},
 	{"hostInfo", wire_cmd_host_info, OP_NONE, false, false, "the machine"},
 	{"listCommands", wire_cmd_list_commands, OP_NONE, false, false, "this list"},
 	{"replSetGetStatus", wire_cmd_repl_status, OP_NONE, false, true,
@@ -92,6 +93,16 @@ static const struct command commands[] = {
 	 "renames a collection within its database"},
 	{"validate", wire_cmd_validate, FS_OP_COMMAND, false, false,
 	 "docfs check's invariants (of the whole store)"},
+	{"saslStart", wire_cmd_sasl_start, OP_NONE, false, false,
+	 "starts authenticating (SCRAM-SHA-256)"},
+	{"saslContinue", wire_cmd_sasl_continue, OP_NONE, false, false, "goes on authenticating"},
+	{"logout", wire_cmd_logout, OP_NONE, false, false, "ends the connection's authentication"},
+	{"createUser", wire_cmd_create_user, OP_NONE, false, false,
+	 "creates a user (pwd, roles, customData)"},
+	{"updateUser", wire_cmd_update_user, OP_NONE, false, false,
+	 "changes a user's password, roles or customData"},
+	{"dropUser", wire_cmd_drop_user, OP_NONE, false, false, "drops a user"},
+	{"usersInfo", wire_cmd_users_info, OP_NONE, false, false, "the users"},
 };
 
 /* MongoDB commands that docfs does not have yet: 238 NotImplemented (naming them), not
@@ -101,15 +112,8 @@ static const char *const not_yet[] = {
 	"compact",
 	"mapReduce",
 	"bulkWrite",
-	"createUser",
-	"updateUser",
-	"dropUser",
-	"usersInfo",
 	"createRole",
-	"saslStart",
-	"saslContinue",
 	"authenticate",
-	"logout",
 	"getnonce",
 	"startSession",
 	"refreshSessions",
@@ -172,7 +176,7 @@ void wire_command_list(bson_t *out)
 
 		BSON_APPEND_DOCUMENT_BEGIN(out, commands[i].name, &one);
 		BSON_APPEND_UTF8(&one, "help", commands[i].help);
-		BSON_APPEND_BOOL(&one, "requiresAuth", false);
+		BSON_APPEND_BOOL(&one, "requiresAuth", wire_auth_needed(commands[i].name));
 		BSON_APPEND_BOOL(&one, "secondaryOk", true);
 		BSON_APPEND_BOOL(&one, "adminOnly", commands[i].admin_only);
 		bson_append_document_end(out, &one);
@@ -410,8 +414,10 @@ void wire_dispatch(struct store *s, struct wire_conn *conn, int64_t conn_id,
 			       "command '%s' is not supported by docfs yet", c.name);
 	else if (!cmd)
 		rc = wire_fail(&c, 59, "CommandNotFound", "no such command: '%s'", c.name);
-	else
+	else if (!(rc = wire_auth_check(&c))) {
 		rc = run(&c, cmd, &reply);
+		wire_auth_done(&c);
+	}
 	if (rc) {
 		bson_reinit(&reply);
 		error_doc(&c, &reply);

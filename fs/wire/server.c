@@ -10,12 +10,17 @@
  *    bytes, an unknown opcode, a truncated section, invalid BSON: frame.c decides) is
  *    closed with a line in the log (fs_errlog_add, the mount's /.docfs/errors) naming the
  *    connection and the reason. Nothing else is affected: the message was never run.
- * 2. Authentication is not implemented yet, so a TCP listener on anything but loopback is
- *    refused unless noauth says so (with a warning in the log): a Unix socket's file
- *    permissions and loopback keep the store to this machine's users.
+ * 2. A TCP listener on anything but loopback is refused unless the store has users (then
+ *    the server always requires authentication: auth.c note 1) or noauth says so (nothing
+ *    enforced, with a warning in the log): without users, a Unix socket's file permissions
+ *    and loopback keep the store to this machine's users.
  * 3. Bind before fork, threads after: a daemon binds (and reports a taken port to the
  *    user) before it detaches, and starts the accepting thread in the child.
  * 4. Idle cursors are closed by the accepting thread, between polls.
+ * 5. With TLS (wire_server_tls, tls.c), a TCP connection's thread makes the handshake
+ *    before anything else, and a client that does not start one is closed with a line in
+ *    the log: plaintext is refused. Unix socket connections stay plaintext: they never
+ *    leave the machine, and drivers do not speak TLS over them.
  */
 #include "wire.h"
 #include "fs_int.h"
@@ -52,6 +57,8 @@ struct wire_conn {
 	int64_t id;	/* connectionId */
 	char peer[128]; /* "127.0.0.1:51234" or "unix" */
 	int pid;	/* a Unix socket peer's process id (SO_PEERCRED), else 0 */
+	struct wire_auth *auth; /* Owned: who it is authenticated as (auth.c) */
+	void *ssl;		/* Owned: its TLS session (tls.c), or NULL: plaintext */
 	struct wire_server *w;
 	struct wire_conn *prev, *next; /* the server's list (w->lock) */
 };
@@ -60,6 +67,8 @@ struct wire_server {
 	struct store *s; /* Borrowed */
 	struct listener l[MAX_LISTENERS];
 	int n;
+	enum wire_auth_mode mode; /* how authentication is enforced (auth.c note 1) */
+	struct wire_tls *tls;	  /* Owned: TLS for TCP connections (note 5), or NULL */
 	int wake[2]; /* a byte here stops the accepting thread */
 	pthread_t th;
 	bool started;
@@ -80,6 +89,16 @@ int wire_conn_pid(const struct wire_conn *cn)
 const char *wire_conn_addr(const struct wire_conn *cn)
 {
 	return cn && !cn->pid && strncmp(cn->peer, "unix", 4) ? cn->peer : "";
+}
+
+struct wire_auth *wire_conn_auth(struct wire_conn *cn)
+{
+	return cn ? cn->auth : NULL;
+}
+
+enum wire_auth_mode wire_conn_auth_mode(const struct wire_conn *cn)
+{
+	return cn ? cn->w->mode : WIRE_AUTH_USERS;
 }
 
 int wire_server_connections(void)
@@ -158,7 +177,10 @@ static int bind_unix(struct listener *l, const char *path, struct dfs_err *err)
 	return 0;
 }
 
-static int bind_tcp(struct listener *l, const char *spec, bool noauth, struct dfs_err *err)
+/* Binds TCP address spec; a non-loopback one only when remote (noauth, or users exist), and
+ * then *remote_bound is set. */
+static int bind_tcp(struct listener *l, const char *spec, bool noauth, bool users,
+		    bool *remote_bound, struct dfs_err *err)
 {
 	char host[256] = "127.0.0.1", port[16] = "27017";
 	const char *colon = strrchr(spec, ':');
@@ -197,13 +219,14 @@ static int bind_tcp(struct listener *l, const char *spec, bool noauth, struct df
 		return dfs_err_set(err, DFS_EINVAL, "cannot resolve '%s': %s", host,
 				   gai_strerror(rc));
 	for (ai = res; ai; ai = ai->ai_next) {
-		if (!is_loopback(ai->ai_addr) && !noauth) {
+		if (!is_loopback(ai->ai_addr) && !noauth && !users) {
 			freeaddrinfo(res);
 			return dfs_err_set(err, DFS_EPERM,
 					   "refusing to listen on '%s:%s' without authentication "
-					   "(not a loopback address; docfs has no authentication "
-					   "yet): use a Unix socket or 127.0.0.1, or --noauth "
-					   "(-o noauth) to accept any client that can connect",
+					   "(not a loopback address, and the store has no users): "
+					   "create one with 'docfs user STORE add NAME', or use a "
+					   "Unix socket or 127.0.0.1, or --noauth (-o noauth) to "
+					   "accept any client that can connect",
 					   host, port);
 		}
 		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
@@ -225,6 +248,8 @@ static int bind_tcp(struct listener *l, const char *spec, bool noauth, struct df
 	if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
 		addr_text((struct sockaddr *)&ss, l->addr, sizeof(l->addr));
 	if (!is_loopback((struct sockaddr *)&ss))
+		*remote_bound = true;
+	if (!is_loopback((struct sockaddr *)&ss) && noauth)
 		fs_errlog_add("wire: WARNING: listening on %s without authentication (noauth): "
 			      "anyone who can connect can read and write the store",
 			      l->addr);
@@ -236,6 +261,7 @@ int wire_server_bind(struct store *s, const char *const *addrs, int n, bool noau
 		     struct wire_server **out, struct dfs_err *err)
 {
 	struct wire_server *w;
+	bool users = false, remote = false;
 	int rc = 0;
 
 	if (n > MAX_LISTENERS)
@@ -247,16 +273,21 @@ int wire_server_bind(struct store *s, const char *const *addrs, int n, bool noau
 	w->wake[0] = w->wake[1] = -1;
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_cond_init(&w->gone, NULL);
+	users = wire_auth_users_at(store_path(s)); /* no database of s opened before a fork */
 	for (int i = 0; i < n && !rc; i++) {
 		const char *a = addrs[i] ? addrs[i] : "";
 
 		if (strchr(a, '/'))
 			rc = bind_unix(&w->l[w->n], a, err);
 		else
-			rc = bind_tcp(&w->l[w->n], a, noauth, err);
+			rc = bind_tcp(&w->l[w->n], a, noauth, users, &remote, err);
 		if (!rc)
 			w->n++;
 	}
+	w->mode = noauth ? WIRE_AUTH_OFF : remote ? WIRE_AUTH_ON : WIRE_AUTH_USERS;
+	if (noauth && users)
+		fs_errlog_add("wire: WARNING: the store has users, but noauth: no command "
+			      "requires authentication");
 	if (!rc && pipe2(w->wake, O_CLOEXEC) != 0)
 		rc = dfs_err_set(err, DFS_EIO, "pipe: %s", strerror(errno));
 	if (rc) {
@@ -267,14 +298,27 @@ int wire_server_bind(struct store *s, const char *const *addrs, int n, bool noau
 	return 0;
 }
 
+int wire_server_tls(struct wire_server *w, const char *cert, const char *key, struct dfs_err *err)
+{
+	struct wire_tls *t;
+	int rc = wire_tls_new(cert, key, &t, err);
+
+	if (rc)
+		return rc;
+	wire_tls_free(w->tls);
+	w->tls = t;
+	return 0;
+}
+
 /* Reads exactly n bytes: 0, 1 at a clean end of stream before any byte, -1 on an error or
  * an end inside the bytes. */
-static int read_full(int fd, uint8_t *p, size_t n, bool first)
+static int read_full(struct wire_conn *cn, uint8_t *p, size_t n, bool first)
 {
 	size_t got = 0;
 
 	while (got < n) {
-		ssize_t k = recv(fd, p + got, n - got, 0);
+		ssize_t k = cn->ssl ? wire_tls_read(cn->ssl, p + got, n - got)
+				    : recv(cn->fd, p + got, n - got, 0);
 
 		if (k == 0)
 			return got == 0 && first ? 1 : -1;
@@ -288,10 +332,11 @@ static int read_full(int fd, uint8_t *p, size_t n, bool first)
 	return 0;
 }
 
-static int write_full(int fd, const char *p, size_t n)
+static int write_full(struct wire_conn *cn, const char *p, size_t n)
 {
 	while (n) {
-		ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+		ssize_t k =
+			cn->ssl ? wire_tls_write(cn->ssl, p, n) : send(cn->fd, p, n, MSG_NOSIGNAL);
 
 		if (k < 0) {
 			if (errno == EINTR)
@@ -313,12 +358,21 @@ static void *conn_main(void *arg)
 
 	dfs_buf_init(&in);
 	dfs_buf_init(&out);
+	if (w->tls && !cn->pid && strncmp(cn->peer, "unix", 4)) { /* note 5 */
+		char why[300];
+
+		if (wire_tls_accept(w->tls, cn->fd, &cn->ssl, why, sizeof(why))) {
+			fs_errlog_add("wire: connection %lld from %s: %s; closing it",
+				      (long long)cn->id, cn->peer, why);
+			goto done;
+		}
+	}
 	for (;;) {
 		struct dfs_err err = {0};
 		struct wire_header h;
 		struct wire_msg m;
 		uint8_t hb[WIRE_HEADER_LEN];
-		int rc = read_full(cn->fd, hb, sizeof(hb), true);
+		int rc = read_full(cn, hb, sizeof(hb), true);
 
 		if (rc)
 			break; /* the client went away */
@@ -330,7 +384,7 @@ static void *conn_main(void *arg)
 		dfs_buf_reset(&in);
 		dfs_buf_reserve(&in, (size_t)h.len);
 		memcpy(in.data, hb, sizeof(hb));
-		if (read_full(cn->fd, (uint8_t *)in.data + sizeof(hb), (size_t)h.len - sizeof(hb),
+		if (read_full(cn, (uint8_t *)in.data + sizeof(hb), (size_t)h.len - sizeof(hb),
 			      false)) {
 			fs_errlog_add("wire: connection %lld from %s: message of %d bytes "
 				      "truncated; closing it",
@@ -346,7 +400,7 @@ static void *conn_main(void *arg)
 		dfs_buf_reset(&out);
 		wire_dispatch(w->s, cn, cn->id, &m, atomic_fetch_add(&reply_id, 1), &out);
 		fs_net_count(in.len, out.len);
-		if (out.len && write_full(cn->fd, out.data, out.len))
+		if (out.len && write_full(cn, out.data, out.len))
 			break;
 		/* a large message's buffer is not kept for the connection's life */
 		if (in.cap > (1u << 20)) {
@@ -358,9 +412,12 @@ static void *conn_main(void *arg)
 			dfs_buf_init(&out);
 		}
 	}
+done:
 	dfs_buf_release(&in);
 	dfs_buf_release(&out);
+	wire_tls_close(cn->ssl);
 	close(cn->fd);
+	wire_auth_free(cn->auth);
 	pthread_mutex_lock(&w->lock);
 	if (cn->prev)
 		cn->prev->next = cn->next;
@@ -389,6 +446,7 @@ static void conn_start(struct wire_server *w, int fd, const struct sockaddr *sa)
 		abort();
 	cn->fd = fd;
 	cn->w = w;
+	cn->auth = wire_auth_new();
 	cn->id = atomic_fetch_add(&next_conn_id, 1);
 	addr_text(sa, cn->peer, sizeof(cn->peer));
 	if (sa->sa_family != AF_UNIX) {
@@ -433,6 +491,7 @@ static void conn_start(struct wire_server *w, int fd, const struct sockaddr *sa)
 		pthread_mutex_unlock(&w->lock);
 		fs_curop_handle(false);
 		close(fd);
+		wire_auth_free(cn->auth);
 		free(cn);
 	}
 }
@@ -531,5 +590,6 @@ void wire_server_stop(struct wire_server *w)
 		close(w->wake[1]);
 	pthread_mutex_destroy(&w->lock);
 	pthread_cond_destroy(&w->gone);
+	wire_tls_free(w->tls);
 	free(w);
 }

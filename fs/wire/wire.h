@@ -17,6 +17,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* ---- frame.c: messages as bytes (pure functions, no sockets) ------------------------ */
 
@@ -323,6 +324,128 @@ int wire_cmd_create_indexes(struct wire_ctx *c, bson_t *reply);
 int wire_cmd_list_indexes(struct wire_ctx *c, bson_t *reply);
 int wire_cmd_drop_indexes(struct wire_ctx *c, bson_t *reply);
 
+/* ---- scram.c: SCRAM-SHA-256, the server's side (pure functions) ---------------------- */
+
+#define WIRE_SCRAM_KEY 32      /* SHA-256's bytes */
+#define WIRE_SCRAM_ITERS 15000 /* MongoDB's default iterationCount */
+
+/* A user's stored credentials, as in system.users' credentials.SCRAM-SHA-256 (base64). */
+struct wire_scram_cred {
+	int iters;	 /* iterationCount */
+	char salt[64];	 /* salt */
+	char stored[48]; /* storedKey */
+	char server[48]; /* serverKey */
+};
+
+/* One conversation's state (step 1: client-first read; 2: server-first sent; 3: failed or
+ * done with the proof; 4: proof accepted). */
+struct wire_scram {
+	int step;
+	char gs2[64];	 /* the gs2 header as sent ("n,,") */
+	char user[256];	 /* the user name, unescaped */
+	char nonce[256]; /* the client's nonce, then the combined one */
+	char cfb[600];	 /* client-first-bare */
+	char sf[700];	 /* server-first */
+	uint8_t stored[WIRE_SCRAM_KEY], server[WIRE_SCRAM_KEY];
+};
+
+/* Base64 of n bytes into out (cap bytes, NUL-terminated): its length, or -1 (no room). */
+int wire_b64_encode(const uint8_t *p, size_t n, char *out, size_t cap);
+/* The bytes of base64 text s (len chars) into out: how many, or -1 (not base64, no room). */
+int wire_b64_decode(const char *s, size_t len, uint8_t *out, size_t cap);
+/* 0 when pwd may be a password (printable ASCII, not empty: scram.c note 1), else
+ * DFS_EINVAL saying why. */
+int wire_scram_password_check(const char *pwd, struct dfs_err *err);
+/* storedKey and serverKey of pwd with salt and iters (RFC 5802). */
+int wire_scram_derive(const char *pwd, const uint8_t *salt, size_t salt_len, int iters,
+		      uint8_t stored[WIRE_SCRAM_KEY], uint8_t server[WIRE_SCRAM_KEY],
+		      struct dfs_err *err);
+/* New credentials for pwd (checked) with a random salt. */
+int wire_scram_credentials(const char *pwd, int iters, struct wire_scram_cred *out,
+			   struct dfs_err *err);
+/* Reads the client-first message (len bytes) into st (reset): its user name and nonce.
+ * DFS_EINVAL when malformed or asking for channel binding. */
+int wire_scram_client_first(struct wire_scram *st, const char *msg, size_t len,
+			    struct dfs_err *err);
+/* The server-first message for the user's cred into out (cap bytes): the client's nonce
+ * and snonce (NULL: 24 random bytes, base64), the salt and iterations. */
+int wire_scram_server_first(struct wire_scram *st, const char *snonce,
+			    const struct wire_scram_cred *cred, char *out, size_t cap,
+			    struct dfs_err *err);
+/* Checks the client-final message (len bytes): 0 with the server-final message ("v=...")
+ * in out; DFS_EPERM for a wrong proof (a wrong password), DFS_EINVAL for a malformed
+ * message or a nonce or channel binding that does not match. One try per conversation. */
+int wire_scram_client_final(struct wire_scram *st, const char *msg, size_t len, char *out,
+			    size_t cap, struct dfs_err *err);
+
+/* ---- auth.c: users, authentication and what each command needs ------------------------ */
+
+/* How a server enforces authentication (auth.c note 1). */
+enum wire_auth_mode {
+	WIRE_AUTH_OFF,	 /* noauth: nothing enforced */
+	WIRE_AUTH_USERS, /* enforced while the store has users (loopback and Unix sockets) */
+	WIRE_AUTH_ON,	 /* always enforced (a non-loopback address is bound) */
+};
+
+/* A connection's authentication: its conversation and the user it is authenticated as. */
+struct wire_auth;
+struct wire_auth *wire_auth_new(void); /* Owned: wire_auth_free */
+void wire_auth_free(struct wire_auth *a);
+/* Whether the store has at least one user (cached for a second; auth.c note 2). */
+bool wire_auth_users_exist(struct store *s);
+/* The same asked of the store at dir through a store of its own, opened and freed here: a
+ * daemon asks before it forks, when no database of its store may be open (server.c). */
+bool wire_auth_users_at(const char *dir);
+/* Before command c runs (c->name known, a handler found): 0, or 13 Unauthorized
+ * (wire_fail) when it needs an authenticated user or a role the user lacks. On 0 the
+ * thread's caller (store_thread_cred_set) is the user's uid and gid when it has one;
+ * wire_auth_done clears it. */
+int wire_auth_check(struct wire_ctx *c);
+void wire_auth_done(struct wire_ctx *c);
+/* Whether command name needs an authenticated user when authentication is enforced
+ * (listCommands' requiresAuth). */
+bool wire_auth_needed(const char *name);
+/* hello's saslSupportedMechs (when the command asks) into reply. */
+void wire_auth_hello(struct wire_ctx *c, bson_t *reply);
+/* connectionStatus' authenticatedUsers and authenticatedUserRoles into info. */
+void wire_auth_status(struct wire_ctx *c, bson_t *info);
+/* Whether listDatabases shows db to c's user (every db when nothing is enforced). */
+bool wire_auth_db_visible(struct wire_ctx *c, const char *db);
+/* Creates user name of database db with password pwd, roles (an array of "role" strings
+ * (of db) or {role, db} documents) and customData (NULL: none; its uid, gid and groups are
+ * the user's caller, auth.c note 4). Errors: DFS_EEXIST, DFS_EINVAL (a role, a password, a
+ * name), store errors. For `docfs user` (cli.c) and createUser. */
+int wire_user_create(struct store *s, const char *db, const char *name, const char *pwd,
+		     const bson_t *roles, const bson_t *custom, struct dfs_err *err);
+/* Drops user name of db: DFS_ENOENT when there is none. */
+int wire_user_drop(struct store *s, const char *db, const char *name, struct dfs_err *err);
+/* Calls cb with each user's document (credentials included), in _id order. */
+int wire_user_each(struct store *s, int (*cb)(void *ctx, const bson_t *user), void *ctx,
+		   struct dfs_err *err);
+
+int wire_cmd_sasl_start(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_sasl_continue(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_logout(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_create_user(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_update_user(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_drop_user(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_users_info(struct wire_ctx *c, bson_t *reply);
+
+/* ---- tls.c: TLS over TCP connections (OpenSSL) ---------------------------------------- */
+
+struct wire_tls;
+/* A server's TLS context from PEM files: cert (the certificate chain) and key (its private
+ * key). DFS_EINVAL saying which file did not load, or that they do not match. */
+int wire_tls_new(const char *cert, const char *key, struct wire_tls **out, struct dfs_err *err);
+void wire_tls_free(struct wire_tls *t); /* NULL: no-op */
+/* The handshake of accepted connection fd: 0 with *ssl (Owned: wire_tls_close), or -1 with
+ * why (a plaintext client, a failed handshake) for the log. */
+int wire_tls_accept(struct wire_tls *t, int fd, void **ssl, char *why, size_t cap);
+/* recv/send through ssl: bytes moved, 0 at a clean end (read), -1 on an error. */
+ssize_t wire_tls_read(void *ssl, void *p, size_t n);
+ssize_t wire_tls_write(void *ssl, const void *p, size_t n);
+void wire_tls_close(void *ssl); /* NULL: no-op */
+
 /* ---- server.c: listeners and connections --------------------------------------------- */
 
 /* The server's listening addresses, parsed: "HOST:PORT", ":PORT" / "PORT" (127.0.0.1),
@@ -331,12 +454,17 @@ struct wire_server;
 
 /*
  * Binds every address of addrs (n of them) for store s (Borrowed: must outlive the
- * server). A TCP address other than loopback is refused (DFS_EPERM, saying so) unless
- * noauth, which logs a warning: there is no authentication yet. No thread is started
+ * server). A TCP address other than loopback is refused (DFS_EPERM, saying so) unless the
+ * store has users (the server then always requires authentication) or noauth (nothing
+ * enforced), which logs a warning. No thread is started
  * (so a daemon may bind before it forks). *out Owned, freed by wire_server_stop.
  */
 int wire_server_bind(struct store *s, const char *const *addrs, int n, bool noauth,
 		     struct wire_server **out, struct dfs_err *err);
+/* Makes every TCP connection of w use TLS (cert, key: PEM files), refusing the clients that
+ * do not (a line in the log); Unix socket connections stay plaintext. Before
+ * wire_server_start. Errors: wire_tls_new's. */
+int wire_server_tls(struct wire_server *w, const char *cert, const char *key, struct dfs_err *err);
 /* Starts the accepting thread (after a fork). */
 int wire_server_start(struct wire_server *w, struct dfs_err *err);
 /* The address listener i is bound to ("127.0.0.1:40123", "/tmp/x.sock"), Borrowed. */
@@ -349,6 +477,10 @@ void wire_server_stop(struct wire_server *w);
 int wire_conn_pid(const struct wire_conn *cn);
 /* A TCP connection's client address ("127.0.0.1:51234"), or "" (Unix sockets, cn NULL). */
 const char *wire_conn_addr(const struct wire_conn *cn);
+/* The connection's authentication state (NULL for cn NULL), Borrowed: lives with cn. */
+struct wire_auth *wire_conn_auth(struct wire_conn *cn);
+/* How cn's server enforces authentication (WIRE_AUTH_USERS for cn NULL). */
+enum wire_auth_mode wire_conn_auth_mode(const struct wire_conn *cn);
 /* Connections open now (serverStatus connections.current). */
 int wire_server_connections(void);
 

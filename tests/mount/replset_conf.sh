@@ -23,7 +23,7 @@ ZKPID=$!
 zk_cleanup() {
 	local rc=$?
 	kill "$ZKPID" 2> /dev/null
-	wait "$ZKPID" 2> /dev/null
+	wait "$ZKPID" 2> /dev/null || true
 	cleanup "$rc"
 }
 trap zk_cleanup EXIT

@@ -4,12 +4,15 @@
  * update with updateDescription, replace, delete, a document renamed to another _id, drop
  * and rename of a collection with their invalidates, createIndexes/dropIndexes), nothing
  * recorded by a write that failed, tokens that parse back and sort in event order, offsets
- * that only grow through trimming, and the cut that marks lost history. Each test uses its
- * own temporary store.
+ * that only grow through trimming, and the cut that marks lost history; the compact rows
+ * (note 6): every line exactly the whole event rendered as one document, an insert showing
+ * what was inserted whatever happened to the document after, and a version-8 store, whose
+ * rows are text, migrated and read byte for byte. Each test uses its own temporary store.
  */
 #include "store.h"
 
 #include <check.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -378,6 +381,330 @@ START_TEST(test_store_events_keep_zero_records_nothing)
 }
 END_TEST
 
+/* The bytes of the database's stream from offset 0 to its end, as a plain `.changes` reads
+ * them (gaps and trimmed history as blanks), into out. */
+static void stream_bytes(const char *coll, struct dfs_buf *out)
+{
+	struct evs v;
+	struct store_events_span sp;
+
+	dfs_buf_reset(out);
+	span(coll, &sp);
+	list(coll, 0, &v);
+	ck_assert_int_lt(v.n, 64);
+	for (int i = 0; i < v.n; i++) {
+		while ((int64_t)out->len < v.off[i])
+			dfs_buf_putc(out, ' ');
+		dfs_buf_puts(out, v.line[i]);
+	}
+	ck_assert_int_eq((int64_t)out->len, sp.end);
+}
+
+/* Each line is exactly the event rendered as one compact document (what schema version 8
+ * stored): parsed and rendered again it is the same bytes. */
+static void lines_render_whole(const struct evs *v)
+{
+	struct dfs_err err = {0};
+	struct dfs_buf again;
+
+	dfs_buf_init(&again);
+	for (int i = 0; i < v->n; i++) {
+		size_t n = strlen(v->line[i]);
+		bson_t ev;
+
+		ck_assert_int_lt((int)n, 1023);
+		bson_init(&ev);
+		ck_assert_msg(store_codec_parse_doc(v->line[i], n, &ev, &err) == 0, "%s: %s",
+			      v->line[i], err.msg);
+		dfs_buf_reset(&again);
+		ck_assert_int_eq(store_codec_render(&ev, STORE_RENDER_COMPACT, &again, &err), 0);
+		dfs_buf_putc(&again, '\n');
+		ck_assert_str_eq(again.data, v->line[i]);
+		bson_destroy(&ev);
+	}
+	dfs_buf_release(&again);
+}
+
+static void delete_doc(int64_t coll, const char *name)
+{
+	struct dfs_err err = {0};
+	struct store_txn *t;
+
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	ck_assert_msg(store_entry_delete(t, entry_of(coll, name), &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+}
+
+static int64_t sql_int(const char *sql)
+{
+	char path[300];
+	sqlite3 *h;
+	sqlite3_stmt *q;
+	int64_t v = -1;
+
+	snprintf(path, sizeof(path), "%s/shop.db", tmpdir);
+	ck_assert_int_eq(sqlite3_open(path, &h), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_prepare_v2(h, sql, -1, &q, NULL), SQLITE_OK);
+	if (sqlite3_step(q) == SQLITE_ROW)
+		v = sqlite3_column_int64(q, 0);
+	sqlite3_finalize(q);
+	sqlite3_close(h);
+	return v;
+}
+
+static void check_problem(void *ctx, const char *p)
+{
+	if (ctx)
+		snprintf(ctx, 512, "%s", p);
+}
+
+START_TEST(test_store_events_inserts_show_what_was_inserted)
+{
+	static const char *const docs[] = {
+		"{\"a\": 1.5, \"s\": \"h\\u00e9 \\\"q\\\"\\n\", \"d\": {\"$date\": \"2020-01-01T00:00:00Z\"},"
+		" \"e\": {}, \"ea\": [], \"n\": [1, [2, {\"x\": null}]]}",
+		"{\"big\": {\"$numberLong\": \"9007199254740993\"}, \"dec\": {\"$numberDecimal\": \"1.10\"},"
+		" \"c\": {\"$code\": \"f()\", \"$scope\": {\"y\": {\"z\": 1}}}, \"neg\": -0.0}",
+		"{\"ts\": {\"$timestamp\": {\"t\": 5, \"i\": 6}}, \"old\": {\"$date\": {\"$numberLong\": \"-5\"}}}",
+		"{\"k\": \"v\"}",
+	};
+	struct dfs_err err = {0};
+	struct store_txn *t;
+	struct dfs_buf before, after;
+	struct evs v;
+	int64_t coll = make_coll("items"), gone = make_coll("gone");
+	char name[32];
+
+	for (int i = 0; i < 4; i++) {
+		snprintf(name, sizeof(name), "%d.json", i + 1);
+		ck_assert_int_eq(put_text(coll, name, docs[i], &err), 0);
+		ck_assert_int_eq(put_text(gone, name, docs[i], &err), 0);
+	}
+	dfs_buf_init(&before);
+	dfs_buf_init(&after);
+	stream_bytes("items", &before);
+	/* every later change to the documents: an update, a replace (then an update of the
+	 * replaced version), a delete, a rename to another _id, the other collection emptied
+	 * and dropped */
+	update_op(coll, "1.json", "{\"_id\": 1, \"a\": 2}");
+	ck_assert_int_eq(put_text(coll, "2.json", "{\"r\": 1}", &err), 0);
+	update_op(coll, "2.json", "{\"_id\": 2, \"r\": 2}");
+	delete_doc(coll, "3.json");
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	ck_assert_int_eq(store_entry_rename(t, entry_of(coll, "4.json"), coll, "5.json", NULL, &err),
+			 0);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	ck_assert_int_eq(store_coll_empty(t, gone, &err), 0);
+	ck_assert_int_eq(store_coll_drop(t, gone, &err), 0);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	/* the first events read as they did, byte for byte */
+	stream_bytes("items", &after);
+	ck_assert_uint_gt(after.len, before.len);
+	ck_assert_int_eq(memcmp(before.data, after.data, before.len), 0);
+	list("gone", 0, &v);
+	ck_assert_int_eq(v.n, 6); /* 4 inserts, drop, invalidate */
+	for (int i = 0; i < 4; i++)
+		ck_assert_ptr_nonnull(strstr(v.line[i], "\"fullDocument\": {\"_id\": "));
+	lines_render_whole(&v);
+	list("items", 0, &v);
+	ck_assert_int_eq(v.n, 10);
+	ck_assert_ptr_nonnull(strstr(v.line[5], "\"fullDocument\": {\"_id\": 2, \"r\": 1}"));
+	ck_assert_ptr_nonnull(strstr(v.line[9], "\"fullDocument\": {\"_id\": 5, \"k\": \"v\"}"));
+	lines_render_whole(&v);
+	/* the first versions of 1-4 of items and 1-4 of gone, and the replaced 2 were kept */
+	ck_assert_int_eq(sql_int("SELECT count(*) FROM evdocs"), 9);
+	/* compact: no insert or replace row holds its document */
+	ck_assert_int_eq(sql_int("SELECT count(*) FROM events WHERE op IN (1, 3) AND"
+				 " length(line) > 0"),
+			 0);
+	/* docfs check finds a kept version gone */
+	ck_assert_msg(store_check(st, check_problem, NULL, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(sql_int("DELETE FROM evdocs WHERE seq = (SELECT min(seq) FROM evdocs)"
+				 " RETURNING 1"),
+			 1);
+	{
+		char found[512] = "";
+
+		ck_assert_int_eq(store_check(st, check_problem, found, &err), DFS_ECORRUPT);
+		ck_assert_msg(strstr(found, "1 change events show a document that is not kept"),
+			      "%s", found);
+	}
+	dfs_buf_release(&before);
+	dfs_buf_release(&after);
+}
+END_TEST
+
+START_TEST(test_store_events_trim_removes_kept_documents)
+{
+	struct dfs_err err = {0};
+	struct store_txn *t;
+	struct evs v;
+	int64_t coll = make_coll("items");
+	char name[32], text[600];
+
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	ck_assert_int_eq(store_events_set_keep(t, 8192, &err), 0);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	for (int i = 0; i < 40; i++) {
+		snprintf(name, sizeof(name), "%d.json", i);
+		snprintf(text, sizeof(text), "{\"pad\": \"%0400d\"}", i);
+		ck_assert_int_eq(put_text(coll, name, text, &err), 0);
+	}
+	/* 0 and 1's inserts are trimmed: nothing kept for them; 39's is kept */
+	update_op(coll, "0.json", "{\"_id\": 0, \"x\": 1}");
+	update_op(coll, "39.json", "{\"_id\": 39, \"x\": 1}");
+	ck_assert_int_eq(sql_int("SELECT count(*) FROM evdocs"), 1);
+	for (int i = 40; i < 100; i++) {
+		snprintf(name, sizeof(name), "%d.json", i);
+		snprintf(text, sizeof(text), "{\"pad\": \"%0400d\"}", i);
+		ck_assert_int_eq(put_text(coll, name, text, &err), 0);
+	}
+	/* 39's insert went with its kept version */
+	ck_assert_int_eq(sql_int("SELECT count(*) FROM evdocs"), 0);
+	list("items", 0, &v);
+	ck_assert_int_gt(v.n, 0);
+	lines_render_whole(&v);
+}
+END_TEST
+
+/* A store of schema version 8 (events as text, no evdocs): made from a version-9 one by
+ * writing each event's text into its row and dropping what version 9 added. */
+static void make_version_8(void)
+{
+	char path[300];
+	struct evs v;
+	sqlite3 *h;
+	sqlite3_stmt *q;
+
+	list(NULL, 0, &v);
+	store_free(st);
+	st = NULL;
+	snprintf(path, sizeof(path), "%s/shop.db", tmpdir);
+	ck_assert_int_eq(sqlite3_open(path, &h), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_prepare_v2(h, "UPDATE events SET line = ?2 WHERE seq = ?1", -1, &q,
+					    NULL),
+			 SQLITE_OK);
+	for (int i = 0; i < v.n; i++) {
+		sqlite3_bind_int64(q, 1, v.seq[i]);
+		sqlite3_bind_blob(q, 2, v.line[i], (int)strlen(v.line[i]), SQLITE_STATIC);
+		ck_assert_int_eq(sqlite3_step(q), SQLITE_DONE);
+		sqlite3_reset(q);
+	}
+	sqlite3_finalize(q);
+	ck_assert_int_eq(sqlite3_exec(h,
+				      "ALTER TABLE events DROP COLUMN wall;"
+				      "ALTER TABLE events DROP COLUMN len;"
+				      "ALTER TABLE docs DROP COLUMN evseq;"
+				      "DROP TABLE evdocs; CREATE INDEX events_db ON events(off_db);"
+				      "PRAGMA user_version = 8",
+				      NULL, NULL, NULL),
+			 SQLITE_OK);
+	sqlite3_close(h);
+}
+
+START_TEST(test_store_events_migrate_version_8)
+{
+	struct dfs_err err = {0};
+	struct dfs_buf before, after;
+	struct evs v;
+	int64_t coll = make_coll("items");
+
+	ck_assert_int_eq(put_text(coll, "1.json", "{\"a\": 1}", &err), 0);
+	ck_assert_int_eq(put_text(coll, "2.json", "{\"b\": [1, 2]}", &err), 0);
+	update_op(coll, "2.json", "{\"_id\": 2, \"b\": [1]}");
+	dfs_buf_init(&before);
+	dfs_buf_init(&after);
+	stream_bytes(NULL, &before);
+	make_version_8();
+	ck_assert_int_eq(sql_int("PRAGMA user_version"), 8);
+	ck_assert_int_eq(store_open(tmpdir, false, &st, &err), 0);
+	ck_assert_msg(store_db_get(st, "shop", false, &db, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(sql_int("PRAGMA user_version"), 9);
+	ck_assert_int_eq(sql_int("SELECT count(*) FROM sqlite_master WHERE name = 'events_db'"), 0);
+	/* the text rows read as they did */
+	stream_bytes(NULL, &after);
+	ck_assert_uint_eq(after.len, before.len);
+	ck_assert_int_eq(memcmp(before.data, after.data, before.len), 0);
+	ck_assert_int_eq(sql_int("SELECT count(*) FROM events WHERE len IS NULL"), 3);
+	/* new events follow them, compact; the old insert of 1 stays what it was */
+	update_op(coll, "1.json", "{\"_id\": 1, \"a\": 5}");
+	ck_assert_int_eq(put_text(coll, "3.json", "{\"c\": 3}", &err), 0);
+	delete_doc(coll, "1.json");
+	stream_bytes(NULL, &after);
+	ck_assert_int_eq(memcmp(before.data, after.data, before.len), 0);
+	list(NULL, 0, &v);
+	ck_assert_int_eq(v.n, 6);
+	ck_assert_int_eq(v.off[3], (int64_t)before.len);
+	ck_assert_ptr_nonnull(strstr(v.line[0], "\"fullDocument\": {\"_id\": 1, \"a\": 1}"));
+	ck_assert_ptr_nonnull(strstr(v.line[4], "\"fullDocument\": {\"_id\": 3, \"c\": 3}"));
+	lines_render_whole(&v);
+	ck_assert_int_eq(sql_int("SELECT count(*) FROM events WHERE len IS NOT NULL"), 3);
+	dfs_buf_release(&before);
+	dfs_buf_release(&after);
+}
+END_TEST
+
+struct first_ctx {
+	int64_t off, len, seq;
+};
+
+static int first_event(void *ctx, const struct store_event *e)
+{
+	struct first_ctx *f = ctx;
+
+	f->off = e->off;
+	f->len = (int64_t)e->len;
+	f->seq = e->seq;
+	return 1;
+}
+
+/* Reading the database's stream from any offset starts at the event holding it (found by
+ * seq, note 7), across events that are not in it (invalidates) and a trimmed start. */
+START_TEST(test_store_events_from_any_offset)
+{
+	struct dfs_err err = {0};
+	struct store_events_span sp;
+	struct store_txn *t;
+	struct evs v;
+	int64_t a = make_coll("items"), b;
+	char name[32];
+
+	ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+	ck_assert_int_eq(store_events_set_keep(t, 4096, &err), 0);
+	ck_assert_int_eq(store_txn_commit(t, &err), 0);
+	for (int i = 0; i < 30; i++) {
+		snprintf(name, sizeof(name), "%d.json", i);
+		ck_assert_int_eq(put_text(a, name, "{\"x\": \"some padding here\"}", &err), 0);
+		if (i % 7 == 3) { /* a drop: its invalidate is only in the collection's stream */
+			b = make_coll("other");
+			ck_assert_int_eq(put_text(b, "1.json", "{}", &err), 0);
+			ck_assert_int_eq(store_txn_begin(db, true, &t, &err), 0);
+			ck_assert_int_eq(store_coll_drop(t, b, &err), 0);
+			ck_assert_int_eq(store_txn_commit(t, &err), 0);
+		}
+	}
+	span(NULL, &sp);
+	ck_assert_int_gt(sp.cut, 0);
+	list(NULL, 0, &v);
+	ck_assert_int_gt(v.n, 3);
+	ck_assert_int_eq(v.off[0], sp.start);
+	ck_assert_int_eq(store_txn_begin(db, false, &t, &err), 0);
+	for (int64_t off = 0; off < sp.end; off++) {
+		struct first_ctx f = {-1, 0, 0};
+
+		ck_assert_int_eq(store_events_from(t, NULL, off, first_event, &f, &err), 0);
+		if (off < sp.start) {
+			ck_assert_int_eq(f.off, sp.start); /* trimmed: from the first kept */
+			continue;
+		}
+		ck_assert_msg(f.off <= off && off < f.off + f.len, "offset %lld: event at %lld+%lld",
+			      (long long)off, (long long)f.off, (long long)f.len);
+	}
+	store_txn_abort(t);
+}
+END_TEST
+
 static Suite *changes_suite(void)
 {
 	Suite *s = suite_create("changes");
@@ -392,6 +719,10 @@ static Suite *changes_suite(void)
 	tcase_add_test(c, test_store_event_tokens_sort_and_parse);
 	tcase_add_test(c, test_store_events_trim_keeps_offsets_growing);
 	tcase_add_test(c, test_store_events_keep_zero_records_nothing);
+	tcase_add_test(c, test_store_events_inserts_show_what_was_inserted);
+	tcase_add_test(c, test_store_events_trim_removes_kept_documents);
+	tcase_add_test(c, test_store_events_migrate_version_8);
+	tcase_add_test(c, test_store_events_from_any_offset);
 	suite_add_tcase(s, c);
 	return s;
 }

@@ -1626,6 +1626,43 @@ START_TEST(test_store_codec_render_roundtrip_property)
 }
 END_TEST
 
+/* The compact length that store_codec_compact_len derives from the pretty length (the
+ * change feed measures insert events with it, store/changes.c note 6) is the length of the
+ * compact rendering, for random documents of every type and nesting ($code with $scope
+ * included, whose scope stays on one line in both styles). */
+START_TEST(test_store_codec_compact_len_property)
+{
+	uint64_t seed = test_seed();
+	struct dfs_buf pretty, compact;
+	bson_t empty;
+
+	rng_state = seed;
+	dfs_buf_init(&pretty);
+	dfs_buf_init(&compact);
+	for (unsigned i = 0; i < 20000; i++) {
+		struct dfs_err err = {0};
+		bson_t doc;
+
+		bson_init(&doc);
+		rnd_doc(&doc, 1, false);
+		dfs_buf_reset(&pretty);
+		dfs_buf_reset(&compact);
+		ck_assert_int_eq(store_codec_render(&doc, STORE_RENDER_PRETTY, &pretty, &err), 0);
+		ck_assert_int_eq(store_codec_render(&doc, STORE_RENDER_COMPACT, &compact, &err), 0);
+		ck_assert_msg(store_codec_compact_len(&doc, (int64_t)pretty.len) ==
+				      (int64_t)compact.len,
+			      "seed %" PRIu64 " doc %u: %s", seed, i, compact.data);
+		bson_destroy(&doc);
+	}
+	bson_init(&empty);
+	dfs_buf_reset(&pretty);
+	ck_assert_int_eq(store_codec_render(&empty, STORE_RENDER_PRETTY, &pretty, NULL), 0);
+	ck_assert_int_eq(store_codec_compact_len(&empty, (int64_t)pretty.len), 2);
+	dfs_buf_release(&pretty);
+	dfs_buf_release(&compact);
+}
+END_TEST
+
 /* Every proper prefix of a rendered document is DFS_EINCOMPLETE for the streaming parser. */
 START_TEST(test_store_codec_parse_next_every_prefix_incomplete)
 {
@@ -1988,6 +2025,7 @@ static Suite *codec_suite(void)
 	tcase_add_test(r, test_store_codec_render_survives_corrupt_bson);
 	tcase_add_test(r, test_store_codec_render_value_compact);
 	tcase_add_test(r, test_store_codec_render_roundtrip_property);
+	tcase_add_test(r, test_store_codec_compact_len_property);
 	tcase_set_timeout(r, 300);
 	tcase_add_test(v, test_store_doc_validate_field_names);
 	tcase_add_test(v, test_store_doc_validate_id_type);
