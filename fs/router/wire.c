@@ -1567,12 +1567,27 @@ static const struct {
 	{"deleteIndexes", r_drop_indexes},
 };
 
-/* What the router answers as a plain server would (its own state, no database). */
-static const char *const own_cmds[] = {
-	"ping",		"buildInfo",	"buildinfo",	"getParameter",
-	"getLog",	"endSessions",	"killSessions", "connectionStatus",
-	"hostInfo",	"listCommands", "getMore",	"killCursors",
-	"serverStatus", "currentOp",	"killOp",	NULL};
+/* What the router answers as a plain server would (its own state, no database; the
+ * authentication conversation against the users of its config store). */
+static const char *const own_cmds[] = {"ping",
+				       "buildInfo",
+				       "buildinfo",
+				       "getParameter",
+				       "getLog",
+				       "endSessions",
+				       "killSessions",
+				       "connectionStatus",
+				       "hostInfo",
+				       "listCommands",
+				       "getMore",
+				       "killCursors",
+				       "serverStatus",
+				       "currentOp",
+				       "killOp",
+				       "saslStart",
+				       "saslContinue",
+				       "logout",
+				       NULL};
 
 static bool in_list(const char *const *l, const char *name)
 {
