@@ -142,12 +142,14 @@ static const char usage_text[] =
 	"      the cluster config in CONFIG_STORE (created if absent) and print MongoDB's\n"
 	"      reply; a failed command (ok: 0, exit status 1) changes nothing. status prints\n"
 	"      sh.status(). No documents move yet (README.md, Sharding).\n"
-	"  router CONFIG_STORE MOUNTPOINT [-f] [-o log=FILE,balancer_ms=N,chunk_mb=N,...]\n"
-
+	"  router CONFIG_STORE MOUNTPOINT [-f]\n"
+	"         [-o log=FILE,balancer_ms=N,chunk_mb=N,listen=ADDR,noauth,...]\n"
 	"      Mount the cluster of CONFIG_STORE: one namespace over the shards' mounted\n"
 	"      directories (config.shards hosts), writes sent to the shard owning each\n"
 	"      shard key, queries to the shards their filter targets; /.cluster/command\n"
 	"      takes the admin commands; a balancer moves chunks (every 10 s).\n"
+	"      listen=ADDR (as mount's) also answers MongoDB's wire protocol as a mongos:\n"
+	"      mongosh's sh.* helpers, routed finds and writes, the config database.\n"
 	"  rs ZK SET initiate CONF | conf | reconfig CONF | add HOST|MEMBER | remove HOST\n"
 	"      rs.initiate(), rs.conf(), rs.reconfig(), rs.add(), rs.remove() of replica set\n"
 	"      SET, whose configuration ZooKeeper at ZK (host:port, several joined by ';')\n"
@@ -1557,6 +1559,15 @@ static int cmd_router(int argc, char **argv)
 						rc = fail("router", "chunk_mb needs a number of MB "
 								    "(1-1024)");
 					o.chunk_mb = v;
+				} else if (!strcmp(tok, "listen") || !strncmp(tok, "listen=", 7)) {
+					if (o.nlisten == ROUTER_MAX_LISTEN)
+						rc = fail("router", "at most %d listen= options",
+							  ROUTER_MAX_LISTEN);
+					else
+						o.listen[o.nlisten++] =
+							strdup(tok[6] ? tok + 7 : "");
+				} else if (!strcmp(tok, "noauth")) {
+					o.noauth = true;
 				} else if (!strncmp(tok, "balancer_ms=", 12)) {
 					char *end;
 					long v = strtol(tok + 12, &end, 10);
@@ -1590,6 +1601,8 @@ static int cmd_router(int argc, char **argv)
 	}
 	free(copy);
 	free(log);
+	for (int i = 0; i < o.nlisten; i++)
+		free((char *)o.listen[i]);
 	dfs_buf_release(&fuse_opts);
 	return rc;
 }

@@ -16,10 +16,16 @@
  *     MongoDB's code names; docfs-only remarks go in a "docfsNote" field.
  *  3. Chunks are rewritten whole per collection (router_cfg_chunks_save) after each change,
  *     and checked to cover the key space before (query_chunk_map_check).
- *  4. Initial chunks: zones first (a chunk per zone range on a shard of its zone, round
- *     robin; the gaps on the database's primary), else for a hashed key MongoDB's split
- *     points of numInitialChunks (default two per shard) in contiguous runs per shard,
- *     else one chunk MinKey -->> MaxKey on the primary.
+ *  4. Initial chunks: zones first when the collection is empty (a chunk per zone range on
+ *     a shard of its zone, round robin; the gaps round robin over every shard, as
+ *     MongoDB's SingleChunkPerTagSplitPolicy; a collection with documents gets one chunk
+ *     on its primary, where they are, and the balancer splits and moves), else for a
+ *     hashed key MongoDB's split points of numInitialChunks (default two per shard) in
+ *     contiguous runs per shard, else one chunk MinKey -->> MaxKey on the primary.
+ *  5. Zone ranges may be given before the collection is sharded (MongoDB 4.0.2+): they
+ *     are checked for shape only (min and max with the same fields in the same order) and
+ *     fitted to the shard key by shardCollection, which refuses a key they are not a
+ *     prefix of.
  */
 #include "router.h"
 
@@ -29,6 +35,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+
+#include "fs_int.h"
 
 /* MongoDB's error codes used here (error_codes.yml). */
 #define E_BADVALUE 2, "BadValue"
@@ -442,21 +450,52 @@ static int zone_bound(const struct query_shard_key *k, const bson_t *in, bson_t 
 	return 0;
 }
 
-/* The shard key of sharded collection ns into k, or a NamespaceNotSharded reply. */
-static int key_of_ns(struct router_cfg *c, const char *ns, struct query_shard_key *k, bson_t *reply,
-		     struct dfs_err *err)
+/* The config.tags document of a zone range into d (initialised, empty). */
+static void tag_doc(const char *ns, const bson_t *min, const bson_t *max, const char *zone,
+		    bson_t *d)
 {
+	bson_t id;
+
+	BSON_APPEND_DOCUMENT_BEGIN(d, "_id", &id);
+	BSON_APPEND_UTF8(&id, "ns", ns);
+	BSON_APPEND_DOCUMENT(&id, "min", min);
+	bson_append_document_end(d, &id);
+	BSON_APPEND_UTF8(d, "ns", ns);
+	BSON_APPEND_DOCUMENT(d, "min", min);
+	BSON_APPEND_DOCUMENT(d, "max", max);
+	BSON_APPEND_UTF8(d, "tag", zone);
+}
+
+/* The key a zone range of ns is checked against: the shard key of a sharded ns; for one
+ * not sharded (yet), as MongoDB 4.0.2+ allows, the fields of the range's min in their order
+ * (note 5). */
+static int key_of_range(struct router_cfg *c, const char *ns, const bson_t *rmin,
+			struct query_shard_key *k, bson_t *reply, struct dfs_err *err)
+{
+	char db[DFS_MAX_NS_NAME + 1], coll[DFS_MAX_NS_NAME + 1];
 	struct query_chunk_map m;
+	struct dfs_err e = {0};
+	bson_t key = BSON_INITIALIZER;
+	bson_iter_t it;
 	int rc = router_cfg_chunks_load(c, ns, &m, err);
 
-	if (rc == DFS_ENOENT) {
-		dfs_err_clear(err);
-		return fail(reply, err, E_NOTSHARDED, "%s is not sharded", ns ? ns : "''");
+	if (rc == 0) {
+		*k = m.key;
+		query_chunk_map_release(&m);
+		return 0;
 	}
-	if (rc)
+	if (rc != DFS_ENOENT)
 		return fail_err(reply, err, rc);
-	*k = m.key;
-	query_chunk_map_release(&m);
+	dfs_err_clear(err);
+	if ((rc = ns_split(ns, db, coll, reply, err)))
+		return rc;
+	if (bson_iter_init(&it, rmin))
+		while (bson_iter_next(&it))
+			BSON_APPEND_INT32(&key, bson_iter_key(&it), 1);
+	rc = query_shard_key_parse(&key, k, &e);
+	bson_destroy(&key);
+	if (rc)
+		return fail(reply, err, E_BADVALUE, "zone range min: %s", e.msg);
 	return 0;
 }
 
@@ -487,7 +526,7 @@ static int cmd_zone_range(struct router_cfg *c, const bson_t *cmd, const char *n
 			    tagform ? "" : ", or null to remove the range");
 	if (!doc_field(cmd, "min", &rmin) || !doc_field(cmd, "max", &rmax))
 		return fail(reply, err, E_BADVALUE, "%s needs min and max documents", name);
-	if ((rc = key_of_ns(c, ns, &k, reply, err)))
+	if ((rc = key_of_range(c, ns, &rmin, &k, reply, err)))
 		return rc;
 	if ((rc = zone_bound(&k, &rmin, &min, "min", reply, err)) ||
 	    (rc = zone_bound(&k, &rmax, &max, "max", reply, err)))
@@ -564,16 +603,9 @@ static int cmd_zone_range(struct router_cfg *c, const bson_t *cmd, const char *n
 		}
 	}
 	{
-		bson_t d = BSON_INITIALIZER, id;
+		bson_t d = BSON_INITIALIZER;
 
-		BSON_APPEND_DOCUMENT_BEGIN(&d, "_id", &id);
-		BSON_APPEND_UTF8(&id, "ns", ns);
-		BSON_APPEND_DOCUMENT(&id, "min", &min);
-		bson_append_document_end(&d, &id);
-		BSON_APPEND_UTF8(&d, "ns", ns);
-		BSON_APPEND_DOCUMENT(&d, "min", &min);
-		BSON_APPEND_DOCUMENT(&d, "max", &max);
-		BSON_APPEND_UTF8(&d, "tag", zone);
+		tag_doc(ns, &min, &max, zone, &d);
 		rc = router_cfg_put(c, "tags", &d, err);
 		bson_destroy(&d);
 		if (rc)
@@ -695,6 +727,85 @@ static const char *zone_shard(bson_t **shards, int n, const char *z, int *rr)
 	return hit[(*rr)++ % nh];
 }
 
+/* Checks that the zone ranges given before ns was sharded fit key k (their fields a prefix
+ * of it) and stores them extended with MinKey to the whole key, as ranges of a sharded
+ * collection are; tags (sorted by min) are replaced by the stored ones. */
+static int zones_fit(struct router_cfg *c, const char *ns, const struct query_shard_key *k,
+		     bson_t **tags, int ntags, bson_t *reply, struct dfs_err *err)
+{
+	int rc = 0;
+
+	for (int i = 0; !rc && i < ntags; i++) {
+		bson_t tmin, tmax, min = BSON_INITIALIZER, max = BSON_INITIALIZER,
+				   d = BSON_INITIALIZER, *f;
+		const char *zone = str_field(tags[i], "tag") ?: "";
+
+		if (!doc_field(tags[i], "min", &tmin) || !doc_field(tags[i], "max", &tmax)) {
+			bson_destroy(&min);
+			bson_destroy(&max);
+			bson_destroy(&d);
+			continue;
+		}
+		rc = zone_bound(k, &tmin, &min, "min", reply, err);
+		if (!rc)
+			rc = zone_bound(k, &tmax, &max, "max", reply, err);
+		if (!rc) {
+			f = BCON_NEW("ns", BCON_UTF8(ns));
+			BSON_APPEND_DOCUMENT(f, "min", &tmin);
+			rc = router_cfg_del(c, "tags", f, NULL, err);
+			bson_destroy(f);
+		}
+		if (!rc) {
+			tag_doc(ns, &min, &max, zone, &d);
+			rc = router_cfg_put(c, "tags", &d, err);
+			if (!rc) {
+				bson_destroy(tags[i]);
+				tags[i] = bson_copy(&d);
+			}
+		}
+		bson_destroy(&min);
+		bson_destroy(&max);
+		bson_destroy(&d);
+	}
+	return rc;
+}
+
+/* Whether db.coll holds no document: it lives on its primary shard until it is sharded,
+ * so that shard is asked (a missing collection is empty). */
+static int coll_empty(struct router_cfg *c, const char *db, const char *coll, bool *empty,
+		      struct dfs_err *err)
+{
+	struct router_ns ns;
+	struct fs_result r;
+	int rc = router_ns_load(c, db, coll, &ns, err);
+	const struct router_shard *s;
+	char p[ROUTER_PATH_MAX], rel[2 * DFS_MAX_NS_NAME + 2];
+	struct stat st;
+
+	if (rc)
+		return rc;
+	s = router_ns_shard(&ns, ns.primary);
+	snprintf(rel, sizeof(rel), "%s/%s", db, coll);
+	if (s)
+		router_shard_path(s, rel, p, sizeof(p));
+	if (!s || (rc = router_shard_ok(s, err))) {
+		router_ns_release(&ns);
+		return s ? rc : dfs_err_set(err, DFS_EIO, "the primary shard of %s is unknown", db);
+	}
+	if (stat(p, &st) != 0) {
+		*empty = true;
+		router_ns_release(&ns);
+		return 0;
+	}
+	fs_result_init(&r);
+	rc = router_find(&ns, db, coll, "{}?count=1", &r, err);
+	if (!rc)
+		*empty = strtoll(r.mem.data ? r.mem.data : "0", NULL, 10) == 0;
+	fs_result_release(&r);
+	router_ns_release(&ns);
+	return rc;
+}
+
 static int cmd_shard_collection(struct router_cfg *c, const bson_t *cmd, bson_t *reply,
 				struct dfs_err *err)
 {
@@ -770,10 +881,29 @@ static int cmd_shard_collection(struct router_cfg *c, const bson_t *cmd, bson_t 
 
 		query_shard_bound_extreme(&k, false, &lo);
 		query_shard_bound_extreme(&k, true, &hi);
-		if (ntags > 0) {
-			/* zones: a chunk per range on a shard of its zone, the gaps on the primary
-			 */
+		bool empty = true;
+
+		if (ntags > 0)
+			rc = zones_fit(c, ns, &k, tags, ntags, reply, err);
+		if (!rc && ntags > 0)
+			rc = coll_empty(c, db, coll, &empty, err);
+		if (rc) {
+			bson_destroy(&lo);
+			bson_destroy(&hi);
+			query_chunk_map_release(&m);
+			router_docs_free(shards, nshards);
+			router_docs_free(tags, ntags);
+			return bson_has_field(reply, "code") ? rc : fail_err(reply, err, rc);
+		}
+		if (ntags > 0 && !empty) {
+			/* documents are there, all on the primary: one chunk there, and the
+			 * balancer splits at the zones and moves (MongoDB does the same) */
+			rc = query_chunk_map_add(&m, &lo, &hi, dbprim, 1, 0, err);
+		} else if (ntags > 0) {
+			/* zones: a chunk per range on a shard of its zone, the gaps round robin
+			 * over every shard (note 4) */
 			bson_t cur = BSON_INITIALIZER;
+			int hole = 0;
 
 			bson_concat(&cur, &lo);
 			for (int i = 0; i < ntags && !rc; i++) {
@@ -784,8 +914,10 @@ static int cmd_shard_collection(struct router_cfg *c, const bson_t *cmd, bson_t 
 				    !doc_field(tags[i], "max", &tmax))
 					continue;
 				if (query_shard_bound_compare(&cur, &tmin) < 0)
-					rc = query_chunk_map_add(&m, &cur, &tmin, dbprim, 1, 0,
-								 err);
+					rc = query_chunk_map_add(
+						&m, &cur, &tmin,
+						str_field(shards[hole++ % nshards], "_id"), 1, 0,
+						err);
 				zs = zone_shard(shards, nshards, str_field(tags[i], "tag") ?: "",
 						&rr);
 				if (!rc)
@@ -795,7 +927,9 @@ static int cmd_shard_collection(struct router_cfg *c, const bson_t *cmd, bson_t 
 				bson_concat(&cur, &tmax);
 			}
 			if (!rc && query_shard_bound_compare(&cur, &hi) < 0)
-				rc = query_chunk_map_add(&m, &cur, &hi, dbprim, 1, 0, err);
+				rc = query_chunk_map_add(&m, &cur, &hi,
+							 str_field(shards[hole++ % nshards], "_id"),
+							 1, 0, err);
 			bson_destroy(&cur);
 		} else if (k.hashed >= 0 && (nchunks > 1 || (!given && nshards > 1))) {
 			/* MongoDB < 5.0: numInitialChunks (default 2 per shard), contiguous runs
@@ -872,6 +1006,24 @@ internal:
 
 /* ---- chunks ------------------------------------------------------------------------ */
 
+/* The shard key of a find written as a query, its key fields named by their dotted paths
+ * ({"user.age": 20}, what sh.moveChunk sends), into key (reset); false when a field is
+ * missing or the key is hashed (whose values the find gives unhashed). */
+static bool flat_key(const struct query_shard_key *k, const bson_t *find, bson_t *key)
+{
+	bson_reinit(key);
+	if (k->hashed >= 0)
+		return false;
+	for (int i = 0; i < k->n; i++) {
+		bson_iter_t it;
+
+		if (!bson_iter_init_find(&it, find, k->f[i].path) || BSON_ITER_HOLDS_DOCUMENT(&it))
+			return false;
+		bson_append_value(key, k->f[i].path, -1, bson_iter_value(&it));
+	}
+	return true;
+}
+
 /* The chunk of ns that find (a document with the shard key) or bounds ([min, max]) names. */
 int router_chunk_named(const struct query_chunk_map *m, const bson_t *cmd, int *idx, bson_t *reply,
 		       struct dfs_err *err)
@@ -881,7 +1033,8 @@ int router_chunk_named(const struct query_chunk_map *m, const bson_t *cmd, int *
 	struct dfs_err e = {0};
 
 	if (doc_field(cmd, "find", &find)) {
-		if (query_shard_key_of(&m->key, &find, &key, &e)) {
+		if (query_shard_key_of(&m->key, &find, &key, &e) &&
+		    !flat_key(&m->key, &find, &key)) {
 			bson_destroy(&key);
 			return fail(reply, err, E_BADVALUE, "find: %s", e.msg);
 		}

@@ -107,6 +107,11 @@ static void doc_code(const bson_t *in, bson_t *out, bool enc)
 	}
 }
 
+void router_cfg_decode(const bson_t *in, bson_t *out)
+{
+	doc_code(in, out, false);
+}
+
 void router_docs_free(bson_t **docs, int n)
 {
 	for (int i = 0; i < n; i++)

@@ -637,8 +637,8 @@ static int cluster_render(const char *name, struct dfs_buf *out, struct dfs_err 
 	return rc;
 }
 
-/* Runs cmd in one write transaction of the config, its reply into reply. */
-int router_config_command(const bson_t *cmd, bson_t *reply, struct dfs_err *err)
+int router_config_update(int (*fn)(struct router_cfg *c, void *ctx, struct dfs_err *err), void *ctx,
+			 struct dfs_err *err)
 {
 	struct router_cfg c = {.st = R.st, .db = R.db};
 	int rc;
@@ -646,13 +646,43 @@ int router_config_command(const bson_t *cmd, bson_t *reply, struct dfs_err *err)
 	pthread_mutex_lock(&R.lock);
 	rc = store_txn_begin(R.db, true, &c.t, err);
 	if (!rc)
-		rc = router_cluster_command(&c, cmd, reply, err);
+		rc = fn(&c, ctx, err);
 	if (!rc)
 		rc = router_cfg_commit(&c, err);
 	if (c.t)
 		store_txn_abort(c.t);
 	pthread_mutex_unlock(&R.lock);
 	return rc;
+}
+
+struct config_cmd {
+	const bson_t *cmd;
+	bson_t *reply;
+};
+
+static int run_config_cmd(struct router_cfg *c, void *ctx, struct dfs_err *err)
+{
+	struct config_cmd *cc = ctx;
+
+	return router_cluster_command(c, cc->cmd, cc->reply, err);
+}
+
+/* Runs cmd in one write transaction of the config, its reply into reply. */
+int router_config_command(const bson_t *cmd, bson_t *reply, struct dfs_err *err)
+{
+	struct config_cmd cc = {cmd, reply};
+
+	return router_config_update(run_config_cmd, &cc, err);
+}
+
+struct store *router_config_store(void)
+{
+	return R.st;
+}
+
+struct store_db *router_merge_db(void)
+{
+	return R.merge_db;
 }
 
 struct move_commit {
@@ -677,10 +707,67 @@ static void move_failed(bson_t *reply, int rc, const struct dfs_err *err)
 			 rc == DFS_EBUSY ? "ConflictingOperationInProgress" : "OperationFailed");
 }
 
+/* Whether chunk c of ns may go to shard to, as MongoDB's moveChunk asks: not a draining
+ * shard, and one of the chunk's zone (the zone range holding its min). Else reply gets
+ * {ok: 0, ..., code 20 IllegalOperation} and DFS_EINVAL is returned. */
+static int move_allowed(const char *ns, const struct query_chunk *c, const char *to, bson_t *reply,
+			struct dfs_err *err)
+{
+	bson_t **tags = NULL, **sh = NULL, *f;
+	const char *zone = NULL;
+	bool in_zone = false, draining = false;
+	int nt = 0, ns_ = 0, rc;
+	bson_iter_t it, a;
+
+	f = BCON_NEW("ns", BCON_UTF8(ns));
+	rc = router_cfg_read_list("tags", f, &tags, &nt, err);
+	bson_destroy(f);
+	for (int i = 0; !rc && i < nt && !zone; i++) {
+		bson_t *min = router_doc_field(tags[i], "min"),
+		       *max = router_doc_field(tags[i], "max");
+
+		if (min && max && query_shard_bound_compare(min, c->min) <= 0 &&
+		    query_shard_bound_compare(c->min, max) < 0 &&
+		    bson_iter_init_find(&it, tags[i], "tag") && BSON_ITER_HOLDS_UTF8(&it))
+			zone = bson_iter_utf8(&it, NULL);
+		if (min)
+			bson_destroy(min);
+		if (max)
+			bson_destroy(max);
+	}
+	f = BCON_NEW("_id", BCON_UTF8(to));
+	if (!rc)
+		rc = router_cfg_read_list("shards", f, &sh, &ns_, err);
+	bson_destroy(f);
+	if (!rc && ns_ > 0) {
+		draining = bson_iter_init_find(&it, sh[0], "draining") && bson_iter_as_bool(&it);
+		if (zone && bson_iter_init_find(&it, sh[0], "tags") && bson_iter_recurse(&it, &a))
+			while (bson_iter_next(&a))
+				in_zone |= BSON_ITER_HOLDS_UTF8(&a) &&
+					   !strcmp(bson_iter_utf8(&a, NULL), zone);
+	}
+	if (!rc && (draining || (zone && !in_zone))) {
+		char msg[256];
+
+		if (draining)
+			snprintf(msg, sizeof(msg), "%s is currently draining.", to);
+		else
+			snprintf(msg, sizeof(msg), "%s is not in the correct zone %s", to, zone);
+		BSON_APPEND_DOUBLE(reply, "ok", 0.0);
+		BSON_APPEND_UTF8(reply, "errmsg", msg);
+		BSON_APPEND_INT32(reply, "code", 20);
+		BSON_APPEND_UTF8(reply, "codeName", "IllegalOperation");
+		rc = dfs_err_set(err, DFS_EINVAL, "%s", msg);
+	}
+	router_docs_free(tags, nt);
+	router_docs_free(sh, ns_);
+	return rc;
+}
+
 /* moveChunk through the router: the documents move (migrate.c), then the owner. A
  * command the migration cannot start (bad namespace, shard, chunk) runs as a plain config
  * command, which gives MongoDB's error. */
-static int move_chunk(const bson_t *cmd, bson_t *reply, struct dfs_err *err)
+int router_move_chunk(const bson_t *cmd, bson_t *reply, struct dfs_err *err)
 {
 	struct move_commit mc = {.cmd = cmd};
 	char db[256] = "", coll[256] = "";
@@ -709,6 +796,10 @@ static int move_chunk(const bson_t *cmd, bson_t *reply, struct dfs_err *err)
 		return router_config_command(cmd, reply, err);
 	}
 	bson_destroy(&got);
+	if ((rc = move_allowed(ns, &rns.map.c[idx], to, reply, err))) {
+		router_ns_release(&rns);
+		return rc;
+	}
 	bson_init(&got);
 	bson_init(&stats);
 	mc.reply = &got;
@@ -754,7 +845,7 @@ static int cluster_run(struct rh *h)
 
 		if (bson_iter_init(&it, &cmd) && bson_iter_next(&it) &&
 		    !strcmp(bson_iter_key(&it), "moveChunk"))
-			rc = move_chunk(&cmd, &reply, &err);
+			rc = router_move_chunk(&cmd, &reply, &err);
 		else
 			rc = router_config_command(&cmd, &reply, &err);
 		if (rc && !bson_has_field(&reply, "ok")) {
@@ -1456,7 +1547,7 @@ int router_cli_move_chunk(const char *config, const bson_t *cmd, bson_t *reply, 
 	}
 	pthread_rwlock_init(&routing, NULL); /* no routed operations in this process */
 	router_migrations_recover(); /* what a router killed in a migration left (migrate.c) */
-	rc = move_chunk(cmd, reply, err);
+	rc = router_move_chunk(cmd, reply, err);
 	pthread_rwlock_destroy(&routing);
 	store_free(R.st);
 	R.st = NULL;
@@ -1507,6 +1598,9 @@ int router_mount_run(const struct router_mount_opts *o, struct dfs_err *err)
 		rc = dfs_err_set(err, DFS_EIO, "cannot mount on '%s'", o->mountpoint);
 		goto done;
 	}
+	/* bound before the fork, so that a taken port fails the command (wire.c) */
+	if (o->nlisten && (rc = router_wire_bind(config, o->listen, o->nlisten, o->noauth, err)))
+		goto unmount;
 	if (fuse_daemonize(o->foreground) != 0) {
 		rc = dfs_err_set(err, DFS_EIO, "cannot daemonize");
 		goto unmount;
@@ -1538,12 +1632,17 @@ int router_mount_run(const struct router_mount_opts *o, struct dfs_err *err)
 		rc = dfs_err_set(err, DFS_EIO, "cannot install signal handlers");
 		goto unmount;
 	}
+	if ((rc = router_wire_start(err))) {
+		fs_errlog_add("router: %s", err->msg);
+		goto unmount;
+	}
 	router_balancer_start(o->balancer_ms, o->chunk_mb);
 	if (fuse_loop_mt(f, &lc) != 0)
 		fs_errlog_add("router: request loop ended with an error");
 	router_balancer_stop();
 	fuse_remove_signal_handlers(fuse_get_session(f));
 unmount:
+	router_wire_stop(); /* its connections end before the config store is freed */
 	fuse_unmount(f);
 done:
 	if (f)

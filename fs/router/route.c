@@ -1195,12 +1195,12 @@ int router_write(const struct router_ns *ns, const char *db, const char *coll, c
 		 const char *text, size_t len, struct dfs_buf *out, struct dfs_err *err)
 {
 	int kind = fs_write_kind_of(rest);
-	const char *component = rest + 7, *qm = strchr(component, '?');
+	const char *component, *qm;
 	const struct router_shard *sh[ROUTER_MAX_SHARDS];
 	struct query_expr *e = NULL;
 	bson_t filter, body, sum;
 	struct dfs_buf fv;
-	bool single, by_id, upsert = opt_true(component, "upsert");
+	bool single, by_id, upsert;
 	char rel[ROUTER_PATH_MAX];
 	int n = 0, rc, hits = 0;
 
@@ -1208,6 +1208,10 @@ int router_write(const struct router_ns *ns, const char *db, const char *coll, c
 		return router_bulk(ns, db, coll, rest, text, len, out, err);
 	if (kind != FSW_UPDATE && kind != FSW_DELETE)
 		return dfs_err_set(err, DFS_EINVAL, "'%s' is not a write path", rest);
+	/* "update/" and "delete/" are 7 bytes (a ".bulk" rest is shorter) */
+	component = rest + 7;
+	qm = strchr(component, '?');
+	upsert = opt_true(component, "upsert");
 	if ((rc = fs_write_validate(rest, err)))
 		return rc;
 	bson_init(&filter);

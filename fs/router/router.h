@@ -1,8 +1,9 @@
 /*
  * router.h - what the files of fs/router/ share: the cluster config kept in a docfs store
  * (config.c), the admin commands run against it (cluster.c), the router mount (mount.c) and
- * the routing of a collection's operations to its shards (route.c). Chunk migrations and
- * the balancer thread are not built yet.
+ * the routing of a collection's operations to its shards (route.c), chunk migrations
+ * (migrate.c), the balancer thread (balance.c) and the router as a mongos over the wire
+ * protocol (wire.c).
  *
  * Thread-safety: a struct router_cfg (one open write transaction) is one thread's.
  */
@@ -189,10 +190,42 @@ void router_balancer_stop(void);
 /* Appends {docfs: {threadRunning, intervalMs, rounds, moves, splits, lastError}} to out. */
 void router_balancer_figures(bson_t *out);
 
+/* moveChunk through the router: the documents move (migrate.c), then the owner; reply gets
+ * MongoDB's reply, failed ones included. */
+int router_move_chunk(const bson_t *cmd, bson_t *reply, struct dfs_err *err);
+/* Runs fn(c, ctx) in one write transaction of the router's config, committed when it
+ * returns 0. */
+int router_config_update(int (*fn)(struct router_cfg *c, void *ctx, struct dfs_err *err), void *ctx,
+			 struct dfs_err *err);
+/* The router's config store and its scratch database for merged aggregations (Borrowed,
+ * valid while the router serves). */
+struct store *router_config_store(void);
+struct store_db *router_merge_db(void);
+/* Copies in to out (initialised) with the field names config.c stores with U+FF0E for '.'
+ * decoded, at every depth. */
+void router_cfg_decode(const bson_t *in, bson_t *out);
+
+/* ---- the router as a mongos (wire.c) ------------------------------------------------- */
+
+/* Binds the wire protocol's listeners (before the daemon forks) for the config store at
+ * directory config. */
+int router_wire_bind(const char *config, const char *const *addrs, int n, bool noauth,
+		     struct dfs_err *err);
+/* Writes config.version and config.mongos and starts serving (after the fork, with the
+ * config store open); nothing when nothing was bound. */
+int router_wire_start(struct dfs_err *err);
+/* Stops the server (no-op when none). */
+void router_wire_stop(void);
+
+#define ROUTER_MAX_LISTEN 8
+
 /* docfs router CONFIG_STORE MOUNTPOINT: serves the mount until it is unmounted. */
 struct router_mount_opts {
 	const char *config, *mountpoint, *log, *fuse_opts;
 	bool foreground, debug;
+	const char *listen[ROUTER_MAX_LISTEN]; /* -o listen=ADDR: also a mongos there */
+	int nlisten;
+	bool noauth;	  /* -o noauth: a listen address that is not loopback */
 	int balancer_ms;  /* the balancer's round (0: 10 s) */
 	int64_t chunk_mb; /* -o chunk_mb (0: config.settings chunksize) */
 };

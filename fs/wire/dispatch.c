@@ -146,6 +146,8 @@ static const char *const not_yet[] = {
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
+int (*wire_route_hook)(struct wire_ctx *c, bson_t *reply);
+
 static const struct command *command_find(const char *name)
 {
 	for (size_t i = 0; i < NCOMMANDS; i++)
@@ -358,6 +360,19 @@ static int run(struct wire_ctx *c, const struct command *cmd, bson_t *reply)
 	return rc;
 }
 
+/* The route hook's answer after the authentication check every command passes
+ * (WIRE_ROUTE_PASS: the table answers, checking again). */
+static int route_checked(struct wire_ctx *c, bson_t *reply)
+{
+	int rc = wire_auth_check(c);
+
+	if (rc)
+		return rc;
+	rc = wire_route_hook(c, reply);
+	wire_auth_done(c);
+	return rc;
+}
+
 void wire_dispatch(struct store *s, struct wire_conn *conn, int64_t conn_id,
 		   const struct wire_msg *m, int32_t reply_id, struct dfs_buf *out)
 {
@@ -386,7 +401,8 @@ void wire_dispatch(struct store *s, struct wire_conn *conn, int64_t conn_id,
 			bson_destroy(&reply);
 			return;
 		}
-		rc = run(&c, cmd, &reply);
+		if (!wire_route_hook || (rc = wire_route_hook(&c, &reply)) == WIRE_ROUTE_PASS)
+			rc = run(&c, cmd, &reply);
 		if (rc) {
 			bson_reinit(&reply);
 			error_doc(&c, &reply);
@@ -409,6 +425,8 @@ void wire_dispatch(struct store *s, struct wire_conn *conn, int64_t conn_id,
 	else if (!c.db[0])
 		rc = wire_fail(&c, 40571, "Location40571",
 			       "OP_MSG requests require a $db argument");
+	else if (wire_route_hook && (rc = route_checked(&c, &reply)) != WIRE_ROUTE_PASS)
+		; /* answered by the router (fs/router/wire.c) */
 	else if (!(cmd = command_find(c.name)) && not_yet_has(c.name))
 		rc = wire_fail(&c, 238, "NotImplemented",
 			       "command '%s' is not supported by docfs yet", c.name);

@@ -119,6 +119,12 @@ int wire_fail_dfs(struct wire_ctx *c, const struct dfs_err *e);
  */
 void wire_dispatch(struct store *s, struct wire_conn *conn, int64_t conn_id,
 		   const struct wire_msg *m, int32_t reply_id, struct dfs_buf *out);
+/* A front end in front of the table (the router's mongos, fs/router/wire.c): when set
+ * (before a server starts), every command is offered to it first, c->name and c->db read;
+ * it answers (its handler's return: 0 or a wire_fail code) or returns WIRE_ROUTE_PASS to
+ * let the table's handler run on c->store (which it may set). */
+#define WIRE_ROUTE_PASS (-1)
+extern int (*wire_route_hook)(struct wire_ctx *c, bson_t *reply);
 /* Whether name is a command docfs answers (for listCommands and tests). */
 bool wire_command_known(const char *name);
 /* Appends {<name>: {help, adminOnly, ...}} for every command to out (listCommands). */

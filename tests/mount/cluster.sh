@@ -70,7 +70,11 @@ ok "{addShardToZone: 'A', zone: 'young'}"
 ok "{addShardToZone: 'B', zone: 'mid'}"
 ok "{addShardToZone: 'shard0000', zone: 'old'}"
 refused "{addShardToZone: 'nobody', zone: 'x'}" "shard nobody does not exist"
-refused "{updateZoneKeyRange: 'test.users', min: {'user.age': 1}, max: {'user.age': 2}, zone: 'young'}" "test.users is not sharded"
+# zone ranges before sharding (MongoDB 4.0.2+): checked for shape, then removed again
+ok "{updateZoneKeyRange: 'test.early', min: {'user.age': 1}, max: {'user.age': 2}, zone: 'young'}"
+refused "{updateZoneKeyRange: 'test.early', min: {a: 1}, max: {b: 2}, zone: 'young'}" "prefix of the shard key"
+refused "{updateZoneKeyRange: 'test.early', min: {'user.age': 1}, max: {'user.age': 3}, zone: 'mid'}" "overlapping"
+ok "{updateZoneKeyRange: 'test.early', min: {'user.age': 1}, max: {'user.age': 2}, zone: null}"
 ok "{shardCollection: 'test.users', key: {'user.age': 1}}" '"collectionsharded": "test.users"'
 refused "{shardCollection: 'test.users', key: {'user.age': 1}}" "already enabled"
 ok "{updateZoneKeyRange: 'test.users', min: {'user.age': MinKey}, max: {'user.age': 21}, zone: 'young'}"
@@ -138,6 +142,9 @@ grep -qP '^\s+A\t1$' <<<"$status" || fail "status does not count A's chunks: $st
 # removeShard: started, ongoing while chunks are left, completed once moved away
 ok "{removeShard: 'shard0000'}" '"state": "started"'
 ok "{removeShard: 'shard0000'}" '"state": "ongoing"'
+# a chunk may only go to a shard of its zone (MongoDB's IllegalOperation): B joins "old"
+refused "{moveChunk: 'test.users', bounds: [{'user.age': 41}, {'user.age': MaxKey}], to: 'B'}" "B is not in the correct zone old"
+ok "{addShardToZone: 'B', zone: 'old'}"
 ok "{moveChunk: 'test.users', bounds: [{'user.age': 41}, {'user.age': MaxKey}], to: 'B'}" '"cloned": 59'
 [ "$(n 1 '{}') $(n 2 '{}')" = "79 0" ] || fail "the drained shard's documents did not move to B: $(n 1 '{}') $(n 2 '{}')"
 ok "{removeShard: 'shard0000'}" '"chunks": {"$numberLong": "1"}'

@@ -564,6 +564,49 @@ START_TEST(test_wire_dispatch_find_get_more)
 }
 END_TEST
 
+/* A route hook as the router's: answers addShard itself, fails shardCollection, passes the
+ * rest to the table. */
+static int test_hook(struct wire_ctx *c, bson_t *reply)
+{
+	if (!strcmp(c->name, "addShard")) {
+		BSON_APPEND_UTF8(reply, "shardAdded", c->db);
+		return 0;
+	}
+	if (!strcmp(c->name, "shardCollection"))
+		return wire_fail(c, 13, "Unauthorized", "only on admin");
+	return WIRE_ROUTE_PASS;
+}
+
+START_TEST(test_wire_dispatch_route_hook)
+{
+	bson_t r;
+
+	wire_route_hook = test_hook;
+	/* answered by the hook, though the table refuses addShard (238) */
+	command(NULL, "{addShard: '/x', $db: 'admin'}", NULL, &r);
+	ck_assert_str_eq(get_str(&r, "shardAdded"), "admin");
+	ck_assert_int_eq(get_int(&r, "ok"), 1);
+	bson_destroy(&r);
+	/* its error in MongoDB's shape */
+	command(NULL, "{shardCollection: 'a.b', $db: 'test'}", NULL, &r);
+	ck_assert_int_eq(get_int(&r, "ok"), 0);
+	ck_assert_int_eq(get_int(&r, "code"), 13);
+	ck_assert_str_eq(get_str(&r, "codeName"), "Unauthorized");
+	bson_destroy(&r);
+	/* passed: the table's handler, and its errors */
+	command(NULL, "{ping: 1, $db: 'admin'}", NULL, &r);
+	ck_assert_int_eq(get_int(&r, "ok"), 1);
+	bson_destroy(&r);
+	command(NULL, "{nosuch: 1, $db: 'admin'}", NULL, &r);
+	ck_assert_int_eq(get_int(&r, "code"), 59);
+	bson_destroy(&r);
+	wire_route_hook = NULL;
+	command(NULL, "{addShard: '/x', $db: 'admin'}", NULL, &r);
+	ck_assert_int_eq(get_int(&r, "code"), 238);
+	bson_destroy(&r);
+}
+END_TEST
+
 static Suite *wire_suite(void)
 {
 	Suite *s = suite_create("wire");
@@ -578,6 +621,7 @@ static Suite *wire_suite(void)
 	tcase_add_test(tc, test_wire_dispatch_handshake_op_query);
 	tcase_add_test(tc, test_wire_dispatch_op_msg);
 	tcase_add_test(tc, test_wire_dispatch_find_get_more);
+	tcase_add_test(tc, test_wire_dispatch_route_hook);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 	return s;
