@@ -1295,16 +1295,25 @@ static int index_specs(struct wire_ctx *c, const struct routed *r, struct wire_d
 	snprintf(rel, sizeof(rel), "%s/%s/.indexes", c->db, r->coll);
 	if (names_union(&one, rel, false, &w, "index", &err))
 		rc = fail_dfs(c, &err);
-	for (size_t i = 0; !rc && i < w.n; i++) {
+	/* _id_ first: every collection has it, and .indexes/ does not list it (an archive of
+	 * the collection must not hold it) */
+	for (size_t i = 0; !rc && i <= w.n; i++) {
 		struct dfs_buf text;
-		bson_t *spec = bson_new(), tmp = BSON_INITIALIZER;
+		bson_t *spec, tmp = BSON_INITIALIZER;
 		bson_iter_t it, nm;
 		char f[ROUTER_PATH_MAX + 256];
+		const char *name = "_id_";
 		size_t used;
 
+		if (i > 0) {
+			bson_iter_init_find(&nm, w.d[i - 1], "name");
+			name = bson_iter_utf8(&nm, NULL);
+			if (!strcmp(name, "_id_"))
+				continue;
+		}
+		spec = bson_new();
 		dfs_buf_init(&text);
-		bson_iter_init_find(&nm, w.d[i], "name");
-		snprintf(f, sizeof(f), "%s/%s", rel, bson_iter_utf8(&nm, NULL));
+		snprintf(f, sizeof(f), "%s/%s", rel, name);
 		router_shard_path(s, f, p, sizeof(p));
 		if (router_read_file(p, &text, NULL)) {
 			router_shard_fail(s, f, errno, &err);
