@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 packages=(build-essential pkg-config meson ninja-build libfuse3-dev fuse3 liburing-dev libbson-dev libpcre2-dev
 	libsqlite3-dev libgit2-dev libstemmer-dev check sqlite3 jq vim perl python3 bindfs strace rsync
 	openssh-server sshfs fio autoconf automake python3-pymongo libmongoc-dev stress-ng git
-	zookeeper libzookeeper-mt-dev libssl-dev openssl)
+	zookeeper libzookeeper-mt-dev libssl-dev openssl libicu-dev)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
