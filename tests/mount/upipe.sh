@@ -60,18 +60,21 @@ expect_eq "$(jq -c .at "$C/1.json")" "$(jq -c .at "$C/2.json")" "one \$\$NOW for
 
 step "changing the _id is refused and changes nothing"
 before=$(doc 1 .)
+m=$(errors_mark)
 bad "$C/update/{_id: 1}" '[{$set: {_id: 9, x: 1}}]'
-tail -n1 "$MNT/.docfs/errors" | grep -q "immutable field '_id'" ||
-	fail "no immutable _id error: $(tail -n1 "$MNT/.docfs/errors")"
+errors_since "$MNT/.docfs/errors" "$m" | grep -q "immutable field '_id'" ||
+	fail "no immutable _id error: $(errors_since "$MNT/.docfs/errors" "$m")"
 expect_eq "$(doc 1 .)" "$before" "document unchanged"
 
 step "stages an update cannot have, and arrayFilters, are refused"
+m=$(errors_mark)
 bad "$C/update/{}?multi=true" '[{$set: {y: 1}}, {$group: {_id: null}}]'
-tail -n1 "$MNT/.docfs/errors" | grep -q '\$group is not allowed to be used within an update' ||
-	fail "no \$group refusal: $(tail -n1 "$MNT/.docfs/errors")"
+errors_since "$MNT/.docfs/errors" "$m" | grep -q '\$group is not allowed to be used within an update' ||
+	fail "no \$group refusal: $(errors_since "$MNT/.docfs/errors" "$m")"
+m=$(errors_mark)
 bad "$C/update/{_id: 1}?arrayFilters=[{e: 1}]" '[{$set: {y: 1}}]'
-tail -n1 "$MNT/.docfs/errors" | grep -q 'arrayFilters may not be specified for pipeline-style updates' ||
-	fail "no arrayFilters refusal: $(tail -n1 "$MNT/.docfs/errors")"
+errors_since "$MNT/.docfs/errors" "$m" | grep -q 'arrayFilters may not be specified for pipeline-style updates' ||
+	fail "no arrayFilters refusal: $(errors_since "$MNT/.docfs/errors" "$m")"
 bad "$C/update/{_id: 1}" '[{$set: {y: {$nosuchop: 1}}}]'
 expect_eq "$(doc 1 .y)" 'null' "nothing set by the refused requests"
 
