@@ -184,3 +184,22 @@ errors_mark() {
 errors_since() {
 	awk -v m="$2" '$1 >= m' "$1"
 }
+
+# cluster_cmd ROUTER_MNT COMMAND: runs a command document through the router's
+# /.cluster/command and prints the reply, read back on the same descriptor
+cluster_cmd() {
+	timeout 60 python3 - "$1/.cluster/command" "$2" <<'EOF'
+import sys
+with open(sys.argv[1], "r+") as f:
+    f.write(sys.argv[2])
+    f.flush()
+    f.seek(0)
+    sys.stdout.write(f.read())
+EOF
+}
+# cluster_ok ROUTER_MNT COMMAND: cluster_cmd that must answer ok: 1, or the test fails
+cluster_ok() {
+	local out
+	out=$(cluster_cmd "$1" "$2") || fail "$2: $out"
+	grep -q '"ok": 1.0' <<< "$out" || fail "$2: not ok: $out"
+}
