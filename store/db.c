@@ -35,7 +35,7 @@
  *    lock, that its connection's file is still the one the path names (SQLite's
  *    HAS_MOVED): a drop unlinks while it holds that lock, so no write lands in a dropped
  *    file. A read started before the retirement is noticed may still see the old file
- *    (the mount's notifier looks at every pass: fs/notify.c). Every connection of a struct
+ *    (the mount's notifier looks at every pass: fs/fuse/notify.c). Every connection of a struct
  *    has its file open: a connection opened later (by a transaction or the checkpointer)
  *    is kept only if it opened that file. A retired struct closes its connections as they
  *    come back, so the dropped file's space is freed at once; SQLite does not checkpoint

@@ -4,7 +4,7 @@
  * buildInfo, getParameter, getLog, endSessions, connectionStatus, hostInfo, listCommands,
  * replSetGetStatus), and databases and collections (listDatabases, listCollections,
  * create, drop, dropDatabase, dbStats, collStats). The store does the work; the figures of
- * the stats are fs/stats.c's, as the mount's .stats files show them.
+ * the stats are fs/paths/stats.c's, as the mount's .stats files show them.
  */
 #include "wire.h"
 #include "fs_int.h"
