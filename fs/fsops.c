@@ -3948,6 +3948,16 @@ static int rename_dir_check(struct store_txn *t, const struct store_entry *src,
 	return 0;
 }
 
+/* name as a message shows it: up to 40 bytes, then "...", so that two names of 255 bytes
+ * leave room in the message for the reason (the buffer is 48 bytes). */
+static const char *msg_name(const char *name, char *buf)
+{
+	if (strlen(name) <= 40)
+		return name;
+	snprintf(buf, 48, "%.40s...", name);
+	return buf;
+}
+
 /* note 11: scratch file name in p renamed over the fixed file newname of np's collection
  * (kind FSN_OPTIONS: ".options", or FSN_INDEX: ".indexes/<newname>"), as rsync puts each
  * file in place: its bytes are written to that file (options applied, or the index made;
@@ -4004,8 +4014,10 @@ static void rename_to_fixed(fuse_req_t req, struct fs_node *p, const char *name,
 		rc = rc ? (store_txn_abort(t), rc) : store_txn_commit(t, &err);
 	}
 	if (rc) {
-		dfs_err_prefix(&err, "rename '%s' to '%s%s': ", name,
-			       kind == FSN_INDEX ? ".indexes/" : "", newname);
+		char s1[48], s2[48];
+
+		dfs_err_prefix(&err, "rename '%s' to '%s%s': ", msg_name(name, s1),
+			       kind == FSN_INDEX ? ".indexes/" : "", msg_name(newname, s2));
 		reply_dfs(req, &err, "rename");
 		return;
 	}
@@ -4162,7 +4174,10 @@ static void fsop_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fus
 	if (!rc && np != p && np->kind != FSN_SAVED_DIR)
 		rc = parent_touch(t, np, &err);
 	if (rc) {
-		dfs_err_prefix(&err, "rename '%s' to '%s': ", name, newname);
+		char s1[48], s2[48];
+
+		dfs_err_prefix(&err, "rename '%s' to '%s': ", msg_name(name, s1),
+			       msg_name(newname, s2));
 		store_txn_abort(t);
 		reply_dfs(req, &err, "rename");
 		return;
