@@ -600,13 +600,28 @@ static void fx_ln_small(struct fx *r, const struct fx *m, int w)
 	*r = y;
 }
 
-/* ln 10 and ln 2 to w digits. */
+/* ln 10 and ln 2 to w digits, kept per thread for the last few w (each costs a few series
+ * of e^y). */
 static void fx_ln_const(struct fx *r, int k, int w)
 {
+	static _Thread_local struct {
+		int k, w; /* 0: a free slot */
+		struct fx v;
+	} cache[6];
+	static _Thread_local int next;
 	struct fx m;
 
+	for (int i = 0; i < 6; i++)
+		if (cache[i].k == k && cache[i].w == w) {
+			*r = cache[i].v;
+			return;
+		}
 	fx_int(&m, k, w);
 	fx_ln_small(r, &m, w);
+	cache[next].k = k;
+	cache[next].w = w;
+	cache[next].v = *r;
+	next = (next + 1) % 6;
 }
 
 /* ---- the functions ------------------------------------------------------------------- */
