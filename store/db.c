@@ -76,7 +76,31 @@ struct store {
 				   * (the mount's nodes, its notifier) may still hold them */
 	size_t dc_budget;	  /* each database's document cache (dcache.c), in bytes */
 	struct store__space space; /* a full disk (space.c) */
+	int (*gate)(void *ctx, struct dfs_err *err); /* the write gate, or NULL */
+	void *gate_ctx;				     /* its argument */
 };
+
+/* A secondary's applier writes while the gate is closed (store_thread_gate_pass). */
+static _Thread_local bool tls_gate_pass;
+
+void store_set_write_gate(struct store *s, int (*gate)(void *ctx, struct dfs_err *err), void *ctx)
+{
+	s->gate_ctx = ctx;
+	s->gate = gate;
+}
+
+void store_thread_gate_pass(bool pass)
+{
+	tls_gate_pass = pass;
+}
+
+/* 0 when s may be written now, else the gate's refusal. */
+static int gate_check(struct store *s, struct dfs_err *err)
+{
+	if (!s->gate || tls_gate_pass)
+		return 0;
+	return s->gate(s->gate_ctx, err);
+}
 
 struct store__space *store__space_of(struct store *s)
 {
@@ -986,6 +1010,8 @@ int store_db_get(struct store *s, const char *name, bool create, struct store_db
 			rc = dfs_err_set(err, DFS_ENOENT, "database '%s' not found", name);
 			goto done;
 		}
+		if ((rc = gate_check(s, err)))
+			goto done;
 		if (asprintf(&lockpath, "%s/.lock", s->dir) < 0)
 			abort();
 		lockfd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -1270,6 +1296,10 @@ int store_txn_begin(struct store_db *db, bool write, struct store_txn **out, str
 
 	if (!t)
 		return dfs_err_set(err, DFS_ENOMEM, "out of memory");
+	if (write && (rc = gate_check(db->s, err))) {
+		free(t);
+		return rc;
+	}
 	if (db->dropped) {
 		free(t);
 		return dfs_err_set(err, DFS_ENOENT, "database '%s' was dropped", db->name);
@@ -1385,6 +1415,9 @@ int store_txn_commit(struct store_txn *t, struct dfs_err *err)
 	/* A stopped write (killOp, maxTimeMS) may have been cut short anywhere: all of it
 	 * or none of it, and this is none. */
 	if (t->write && (rc = store_thread_stopped(err)))
+		goto fail;
+	/* a primary whose lease ended while this write ran must not commit it */
+	if (t->write && (rc = gate_check(t->db->s, err)))
 		goto fail;
 	conn_reset(t->c);
 	tls_ending = true;
