@@ -19,6 +19,10 @@
  * 4. fullDocument=updateLookup reads the document as it is when the event is read, as
  *    MongoDB's does ("some time after the change"); null when it is gone. Post-images
  *    (whenAvailable, required) are not recorded, and are refused.
+ * 5. A store-wide stream that follows (the wire's allChangesForCluster, which a replica
+ *    set's secondaries tail) looks for new databases whenever it has nothing to give: a
+ *    database made after the open is added with all of its events, which all come after
+ *    the open.
  */
 #include "fs_int.h"
 
@@ -161,6 +165,8 @@ struct fs_changes {
 	bool ended;			/* an invalidate was given out */
 	struct source *src;		/* Owned: one per database */
 	size_t nsrc;
+	struct store *store; /* Borrowed: a store-wide follow=1 stream's store, whose databases
+			      * made after the open are added as they appear (note 5) */
 };
 
 static void source_clear(struct source *s)
@@ -446,6 +452,9 @@ static int add_db(void *ctx, const char *name)
 
 	if (store_db_get(d->s, name, false, &db, NULL))
 		return 0; /* dropped meanwhile */
+	for (size_t i = 0; i < d->c->nsrc; i++)
+		if (d->c->src[i].db == db)
+			return 0; /* a source already (note 5) */
 	return add_source(d->c, db, d->err);
 }
 
@@ -472,6 +481,7 @@ int fs_changes_open(struct store *s, struct store_db *db, const char *coll, cons
 		struct dbs_ctx d = {c, s, err};
 
 		rc = store_db_list(s, add_db, &d, err);
+		c->store = s;
 	}
 	for (const char *p = opts ? opts : ""; !rc && *p;) {
 		const char *amp = fs_path_split(p, "&"), *eq;
@@ -692,6 +702,12 @@ int fs_changes_next(struct fs_changes *c, size_t want, struct dfs_buf *out,
 			if (stop && stop(ctx))
 				return dfs_err_set(err, DFS_EINTR, "change stream read interrupted");
 			nanosleep(&ts, NULL);
+			if (c->store) { /* note 5 */
+				struct dbs_ctx d = {c, c->store, err};
+
+				if ((rc = store_db_list(c->store, add_db, &d, err)))
+					return rc;
+			}
 			continue;
 		}
 		p = &s->q[s->qi++];
