@@ -405,6 +405,8 @@ struct fs_mount_opts {
 	bool noauth;	      /* a non-loopback listen address is allowed */
 	int cursor_timeout_s; /* wire cursors idle this long are closed (0: default) */
 	const char *tls_cert, *tls_key; /* TLS for the wire's TCP clients (PEM files), or NULL */
+	const char *replset; /* a replica set member of this set (fs/replset/), or NULL */
+	const char *zk;	     /* its ZooKeeper servers ("h:p;h:p") */
 };
 
 /*
