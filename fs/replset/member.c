@@ -427,6 +427,11 @@ static int command(struct wire_ctx *c, bson_t *reply)
 	return 0;
 }
 
+bool rs_node_active(void)
+{
+	return the_node != NULL;
+}
+
 int rs_node_doc(const char *what, bson_t *out)
 {
 	struct wire_ctx c = {0};
@@ -443,7 +448,14 @@ int rs_node_doc(const char *what, bson_t *out)
 		bson_destroy(&rest);
 		return 0;
 	}
-	c.name = !strcmp(what, "conf") ? "replSetGetConfig" : "replSetGetStatus";
+	if (!strcmp(what, "conf")) { /* rs.conf(): the configuration itself */
+		pthread_mutex_lock(&the_node->lock);
+		if (the_node->have_conf)
+			bson_concat(out, &the_node->conf.doc);
+		pthread_mutex_unlock(&the_node->lock);
+		return 0;
+	}
+	c.name = "replSetGetStatus";
 	if (command(&c, out)) {
 		BSON_APPEND_DOUBLE(out, "ok", 0.0);
 		BSON_APPEND_UTF8(out, "errmsg", c.errmsg);

@@ -149,6 +149,7 @@ void rs_node_stop(struct rs_node *n);
  * replica set fields), "status" (rs.status()) or "conf" (rs.conf()), as /.replset/ shows
  * them. DFS_ENOENT when the daemon is not a member. */
 int rs_node_doc(const char *what, bson_t *out);
+bool rs_node_active(void); /* whether this daemon is a member */
 /* What the applier reports: a position reached; a feed it cannot apply (RECOVERING). */
 void rs_node_applied(struct rs_node *n, const struct rs_optime *op);
 void rs_node_recovering(struct rs_node *n, const char *why);

@@ -151,6 +151,14 @@ assert [m["stateStr"] for m in st["members"]] == ["PRIMARY", "SECONDARY", "SECON
 assert c.admin.command("replSetGetConfig")["config"]["_id"] == "rs0"
 PY
 
+step "/.replset/ on the members' mounts: hello, status, conf"
+expect_eq "$(ls "$T/m1/.replset" | tr '\n' ' ')" "conf hello status " "/.replset/"
+expect_eq "$(jq -c '[.setName, .isWritablePrimary, .secondary, .primary, .me]' "$T/m1/.replset/hello")" \
+	"[\"rs0\",false,true,\"${H[0]}\",\"${H[1]}\"]" "/.replset/hello on a secondary"
+expect_eq "$(jq -c '[.myState, [.members[].stateStr], [.members[].self]]' "$T/m0/.replset/status")" \
+	'[1,["PRIMARY","SECONDARY","SECONDARY"],[true,null,null]]' "/.replset/status on the primary"
+expect_eq "$(jq -c '[._id, .version, (.members | length)]' "$T/m2/.replset/conf")" '["rs0",1,3]' "/.replset/conf"
+
 step "kill -9 the primary: a new primary is elected and takes writes"
 pid=$(member_pid 0)
 kill -9 "$pid"
