@@ -292,6 +292,12 @@ int store_db_sync(struct store_db *db, struct dfs_err *err);
  */
 void store_set_write_gate(struct store *s, int (*gate)(void *ctx, struct dfs_err *err), void *ctx);
 void store_thread_gate_pass(bool pass);
+/* A daemon whose gate is set marks its store (STORE/.write-gate: its pid and why), so that
+ * other processes opening it (the command line) refuse every write with DFS_EROFS and why
+ * while the daemon lives; store_unmark_gate removes the mark. A mark left by a process
+ * that died is ignored. */
+int store_mark_gate(struct store *s, const char *why, struct dfs_err *err);
+void store_unmark_gate(struct store *s);
 
 /* Begins a transaction. A write transaction takes the database's write lock (waiting up to
  * 10 s for another process: DFS_EBUSY after that). *out Owned, ended by commit or abort. */

@@ -844,6 +844,21 @@ int rs_node_start(struct store *s, const char *set, const char *zk, const char *
 	n->applied = saved;
 	the_node = n;
 	store_set_write_gate(s, gate, n);
+	{
+		char why[700];
+
+		/* the command line, in other processes, bypasses this gate: it refuses too */
+		snprintf(why, sizeof(why),
+			 "not primary (10107 NotWritablePrimary): this store is served by member "
+			 "%s of replica set %s (pid %d): write through the set's primary",
+			 me, set, (int)getpid());
+		if (store_mark_gate(s, why, err)) {
+			store_set_write_gate(s, NULL, NULL);
+			the_node = NULL;
+			free(n);
+			return DFS_EIO;
+		}
+	}
 	wire_rs_hello = hello;
 	wire_rs_command = command;
 	if (pthread_create(&n->th, NULL, loop, n)) {
@@ -870,6 +885,7 @@ void rs_node_stop(struct rs_node *n)
 	step_down(n, "the daemon is stopping");
 	rs_zk_close(n->z); /* its ephemeral znodes go at once */
 	n->z = NULL;
+	store_unmark_gate(n->s);
 	/* the configuration stays: a late hello still reads it */
 	/* n itself is kept, and the hooks and the gate (closed) with it: a connection may
 	 * still be answering a hello while the daemon ends */

@@ -134,6 +134,9 @@ grep -q "Read-only file system" "$T/echo.err" || fail "not EROFS: $(cat "$T/echo
 errors_since "$T/m1/.docfs/errors" "$mark" | grep -qF "not primary (10107 NotWritablePrimary): the primary is member 0 at ${H[0]}" ||
 	fail "no NotWritablePrimary message: $(errors_since "$T/m1/.docfs/errors" "$mark")"
 mkdir "$T/m2/newdb" 2> /dev/null && fail "mkdir of a database on a secondary succeeded"
+out=$("$DOCFS" update "$T/s1" shop.items '{_id: 1}' '{$set: {cli: 1}}' 2>&1) && fail "a command line write to a member's store succeeded: $out"
+grep -qF "not primary (10107 NotWritablePrimary): this store is served by member ${H[1]} of replica set rs0" <<< "$out" ||
+	fail "the command line's refusal: $out"
 "$PY" - "$P2" << 'PY' || fail "the wire protocol of a secondary"
 import sys, pymongo
 c = pymongo.MongoClient(f"mongodb://127.0.0.1:{sys.argv[1]}/?directConnection=true")
