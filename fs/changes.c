@@ -23,6 +23,9 @@
  *    set's secondaries tail) looks for new databases whenever it has nothing to give: a
  *    database made after the open is added with all of its events, which all come after
  *    the open.
+ * 6. startAtOperationTime at or before the oldest event a database still keeps, after
+ *    some were trimmed, may skip trimmed events: ChangeStreamHistoryLost, as MongoDB
+ *    answers a time older than its oplog (a secondary must not think itself in sync).
  */
 #include "fs_int.h"
 
@@ -425,6 +428,16 @@ static int resume_at(struct fs_changes *c, const char *hex, bool start_after, st
 	return 0;
 }
 
+struct first_ts {
+	uint64_t ts; /* the clusterTime of the oldest event kept (0: none) */
+};
+
+static int first_kept(void *ctx, const struct store_event *e)
+{
+	((struct first_ts *)ctx)->ts = e->ts;
+	return 1;
+}
+
 static int add_source(struct fs_changes *c, struct store_db *db, struct dfs_err *err)
 {
 	struct source *n = realloc(c->src, (c->nsrc + 1) * sizeof(*n));
@@ -572,6 +585,17 @@ int fs_changes_open(struct store *s, struct store_db *db, const char *coll, cons
 		if ((rc = store_txn_begin(src->db, false, &t, err)))
 			break;
 		rc = store_events_span(t, NULL, &sp, err);
+		if (!rc && c->start_ts && sp.cut > 0) { /* note 6 */
+			struct first_ts ft = {0};
+
+			rc = store_events_list(t, NULL, sp.cut, first_kept, &ft, err);
+			if (!rc && (!ft.ts || c->start_ts <= ft.ts))
+				rc = dfs_err_set(err, DFS_EINVAL,
+						 "startAtOperationTime is older than the oldest "
+						 "event database '%s' keeps "
+						 "(ChangeStreamHistoryLost, code 286)",
+						 store_db_name(src->db));
+		}
 		store_txn_abort(t);
 		if (rc)
 			break;

@@ -26,7 +26,9 @@
  *    made, so at a later clusterTime of its own, and what is replayed twice is harmless;
  *    else (nothing saved: a new or wiped member, or a former primary that never followed)
  *    at the start of the primary's kept history (startAtOperationTime 1), which is this
- *    member's initial sync: every event the primary keeps, replayed.
+ *    member's initial sync: every event the primary keeps, replayed. A primary that
+ *    trimmed history refuses that start (ChangeStreamHistoryLost, fs/changes.c note 6),
+ *    and the member goes RECOVERING (note 4).
  * 4. A feed that cannot be applied (an event of an unknown kind, a command that fails, a
  *    resume token whose history the primary trimmed: ChangeStreamHistoryLost) stops the
  *    applier and puts the member in RECOVERING with the reason (rs_node_recovering): it
