@@ -101,6 +101,7 @@
  */
 #define FUSE_USE_VERSION 34
 #include "fs_int.h"
+#include "replset/replset.h"
 
 #include <errno.h>
 #include <fuse_lowlevel.h>
@@ -140,8 +141,15 @@ enum docfs_file {
 	DF_KILLOP,
 	DF_SERVERSTATUS,
 	DF_TOP,
-	DF__COUNT
+	DF__COUNT,
+	/* /.replset/ (a replica set member's mount only): its node is an FSN_DOCFS_DIR with
+	 * id 1, its files FSN_DOCFS_FILEs with these ids */
+	DF_RS_STATUS = DF__COUNT,
+	DF_RS_CONF,
+	DF_RS_HELLO,
+	DF__ALL
 };
+static const char *const replset_files[DF__ALL - DF__COUNT] = {"status", "conf", "hello"};
 static const char *const docfs_files[DF__COUNT] = {"errors", "version",	     "status", "currentOp",
 						   "killOp", "serverStatus", "top"};
 
@@ -424,7 +432,13 @@ static void docfs_file_render(int which, struct dfs_buf *out)
 		fs_curop_render_top(out);
 	else if (which == DF_KILLOP)
 		dfs_buf_puts(out, "");
-	else
+	else if (which >= DF__COUNT && which < DF__ALL) {
+		bson_t d = BSON_INITIALIZER;
+
+		if (!rs_node_doc(replset_files[which - DF__COUNT], &d))
+			store_codec_render(&d, STORE_RENDER_PRETTY, out, NULL);
+		bson_destroy(&d);
+	} else
 		dfs_buf_puts(out, "docfs 0.1.0\n");
 }
 
@@ -532,7 +546,7 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 		dir_attr(st, FS_INO_ROOT, 0755, getuid(), getgid(), 0, 0);
 		return 0;
 	case FSN_DOCFS_DIR:
-		dir_attr(st, FS_INO_DOCFS, 0555, getuid(), getgid(), 0, 0);
+		dir_attr(st, n->id ? FS_INO_REPLSET : FS_INO_DOCFS, 0555, getuid(), getgid(), 0, 0);
 		return 0;
 	case FSN_DOCFS_FILE: {
 		struct dfs_buf b;
@@ -1001,6 +1015,8 @@ static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct d
 	case FSN_ROOT:
 		if (strcmp(name, ".docfs") == 0)
 			return fs_node_ref(FSN_DOCFS_DIR, NULL, 0, 0, FS_INO_DOCFS, NULL);
+		if (strcmp(name, ".replset") == 0 && rs_node_active())
+			return fs_node_ref(FSN_DOCFS_DIR, NULL, 0, 1, FS_INO_REPLSET, NULL);
 		if (strcmp(name, ".snapshots") == 0)
 			return fs_node_ref(FSN_SNAP_ROOT, NULL, 0, 0, FS_INO_SNAPS, NULL);
 		if (changes_name(name))
@@ -1013,7 +1029,11 @@ static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct d
 		fs_notify_watch(db);
 		return fs_node_ref(FSN_DB, db, 0, 0, fs_ino_db(db), NULL);
 	case FSN_DOCFS_DIR:
-		for (int i = 0; i < DF__COUNT; i++)
+		for (int i = DF__COUNT; p->id && i < DF__ALL; i++)
+			if (strcmp(name, replset_files[i - DF__COUNT]) == 0)
+				return fs_node_ref(FSN_DOCFS_FILE, NULL, 0, i,
+						   FS_INO_REPLSET_FILE(i - DF__COUNT), NULL);
+		for (int i = 0; !p->id && i < DF__COUNT; i++)
 			if (strcmp(name, docfs_files[i]) == 0)
 				return fs_node_ref(FSN_DOCFS_FILE, NULL, 0, i, FS_INO_DOCFS_FILE(i),
 						   NULL);
@@ -3655,7 +3675,12 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 		if (d->kind == FSN_ROOT) {
 			name_list_add(&l, ".docfs");
 			name_list_add(&l, ".snapshots");
+			if (rs_node_active())
+				name_list_add(&l, ".replset");
 			rc = store_db_list(fs_store, name_list_add, &l, &err);
+		} else if (d->kind == FSN_DOCFS_DIR && d->id) {
+			for (int i = DF__COUNT; i < DF__ALL; i++)
+				file_list_add(&l, replset_files[i - DF__COUNT]);
 		} else if (d->kind == FSN_DOCFS_DIR) {
 			for (int i = 0; i < DF__COUNT; i++)
 				file_list_add(&l, docfs_files[i]);

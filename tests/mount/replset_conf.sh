@@ -1,40 +1,20 @@
 #!/usr/bin/env bash
-# replset_conf.sh - a replica set's configuration kept in ZooKeeper (the first part of
-# replica sets: no member runs yet): `docfs rs ZK SET` initiate, conf, reconfig, add and
+# replset_conf.sh - a replica set's configuration kept in ZooKeeper (no member runs here:
+# replset.sh runs them): `docfs rs ZK SET` initiate, conf, status, reconfig, add and
 # remove print MongoDB's shapes with its defaults; a malformed configuration (duplicate
 # _ids, two members on one address, priority over 1000, more than 7 voters, an unknown tag
 # in a write concern mode, ...) is refused with mongod's message and code and changes
 # nothing; a reconfig adding two voters at once is refused; the version grows by one per
 # change. Starts its own ZooKeeper (Debian's package) on a free port and stops it.
 . "$(dirname "$0")/lib.sh"
-ls /usr/share/java/zookeeper-3*.jar > /dev/null 2>&1 || { echo "SKIP: no zookeeper package"; exit 77; }
-command -v java > /dev/null || { echo "SKIP: no java"; exit 77; }
-PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-mkdir -p "$T/zk"
-cat > "$T/zoo.cfg" <<EOF
-tickTime=500
-dataDir=$T/zk
-clientPort=$PORT
-clientPortAddress=127.0.0.1
-admin.enableServer=false
-EOF
-java -cp "/usr/share/java/*" org.apache.zookeeper.server.quorum.QuorumPeerMain "$T/zoo.cfg" > "$T/zk.log" 2>&1 &
-ZKPID=$!
 zk_cleanup() {
 	local rc=$?
-	kill "$ZKPID" 2> /dev/null
-	wait "$ZKPID" 2> /dev/null || true
+	zk_stop
 	cleanup "$rc"
 }
 trap zk_cleanup EXIT
-ZK=127.0.0.1:$PORT
+zk_start
 rs() { "$DOCFS" rs "$ZK" "$@"; }
-for _ in $(seq 100); do
-	out=$(rs rs0 conf 2>&1) && break
-	case $out in *NotYetInitialized* | *"no replset config"*) break ;; esac
-	sleep 0.2
-done
-grep -q "no replset config has been received" <<< "$out" || fail "ZooKeeper did not come up: $out $(tail -n 5 "$T/zk.log")"
 
 # refused CONF MESSAGE: rs.initiate(CONF) fails with MESSAGE and exit status 1, nothing stored
 refused() {
@@ -84,6 +64,9 @@ expect_eq "$(jq -c '.settings | [.chainingAllowed, .heartbeatIntervalMillis, .el
 	'[true,2000,10000,2,1]' "settings with defaults"
 setid=$(jq -c '.settings.replicaSetId' <<< "$conf")
 [ "$setid" != null ] || fail "no replicaSetId: $conf"
+
+expect_eq "$(rs rs0 status | jq -c '[.set, [.members[].stateStr], [.members[].health], .ok]')" \
+	'["rs0",["DOWN","DOWN","DOWN"],[0,0,0],1]' "rs.status() with no member running"
 
 step "add and remove: one voter at a time, the version grows by one each"
 rs rs0 add 127.0.0.1:27020 > /dev/null || fail "rs.add"
