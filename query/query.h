@@ -589,4 +589,19 @@ int query_shard_merge_open(const bson_t *sort, int64_t skip, int64_t limit,
 int query_shard_merge_next(struct query_shard_merge *m, const bson_t **doc, struct dfs_err *err);
 void query_shard_merge_free(struct query_shard_merge *m);
 
+/* ---- dbHash (dbhash.c) ------------------------------------------------------------ */
+
+/*
+ * MongoDB's dbHash of database db (NULL: a database that does not exist, which has no
+ * collections), appended to out in mongod's reply order: host (given),
+ * collections {name: md5 hex of the collection}, capped [names], md5 (of the database),
+ * timeMillis; mongod's "uuids" is left out (docfs collections have no UUIDs). Read in one
+ * read transaction, so the hashes are of one moment. colls: NULL, or an array of names to
+ * hash (empty: all; a name that does not exist is left out, as mongod does). Documents a
+ * caller of the thread may not read are left out of its hashes (README "Permissions").
+ * Errors: DFS_EINVAL (an entry of colls that is not a string), the store's.
+ */
+int query_dbhash(struct store_db *db, const char *host, const bson_t *colls, bson_t *out,
+		 struct dfs_err *err);
+
 #endif

@@ -102,14 +102,22 @@ static void md5_fetch(void)
 	md5_md = EVP_MD_fetch(NULL, "MD5", NULL);
 }
 
-static void md5_init(struct md5 *m)
+EVP_MD_CTX *query__md5_new(void)
 {
+	EVP_MD_CTX *ctx;
+
 	pthread_once(&md5_once, md5_fetch);
-	m->ctx = EVP_MD_CTX_new();
-	if (!md5_md || !m->ctx || EVP_DigestInit_ex(m->ctx, md5_md, NULL) != 1) {
+	ctx = EVP_MD_CTX_new();
+	if (!md5_md || !ctx || EVP_DigestInit_ex(ctx, md5_md, NULL) != 1) {
 		fprintf(stderr, "docfs: OpenSSL's MD5 is not available\n");
 		abort();
 	}
+	return ctx;
+}
+
+static void md5_init(struct md5 *m)
+{
+	m->ctx = query__md5_new();
 }
 
 static void md5_add(struct md5 *m, const void *data, size_t n)

@@ -615,6 +615,35 @@ int wire_cmd_db_stats(struct wire_ctx *c, bson_t *reply)
 	return 0;
 }
 
+/* dbHash: query_dbhash's document (query/dbhash.c says what is hashed); a database that
+ * does not exist hashes as one without collections. */
+int wire_cmd_db_hash(struct wire_ctx *c, bson_t *reply)
+{
+	struct dfs_err err = {0};
+	struct store_db *db = NULL;
+	char host[256] = "localhost";
+	bson_t view, *colls = NULL;
+	bson_iter_t it;
+	const uint8_t *data;
+	uint32_t len;
+	int rc;
+
+	if (bson_iter_init_find(&it, c->cmd, "collections") && BSON_ITER_HOLDS_ARRAY(&it)) {
+		bson_iter_array(&it, &len, &data);
+		if (!bson_init_static(&view, data, len))
+			return wire_fail(c, 2, "BadValue", "invalid array under 'collections'");
+		colls = &view;
+	}
+	if ((rc = wire_db(c, false, &db)) == DFS_ENOENT)
+		db = NULL;
+	else if (rc)
+		return rc;
+	gethostname(host, sizeof(host) - 1);
+	if (query_dbhash(db, host, colls, reply, &err))
+		return wire_fail_dfs(c, &err);
+	return 0;
+}
+
 int wire_cmd_coll_stats(struct wire_ctx *c, bson_t *reply)
 {
 	struct dfs_err err = {0};

@@ -315,6 +315,7 @@ int wire_cmd_convert_to_capped(struct wire_ctx *c, bson_t *reply);
 int wire_cmd_drop_database(struct wire_ctx *c, bson_t *reply);
 int wire_cmd_db_stats(struct wire_ctx *c, bson_t *reply);
 int wire_cmd_coll_stats(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_db_hash(struct wire_ctx *c, bson_t *reply);
 
 int wire_cmd_insert(struct wire_ctx *c, bson_t *reply);
 int wire_cmd_update(struct wire_ctx *c, bson_t *reply);

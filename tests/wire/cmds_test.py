@@ -1,0 +1,151 @@
+#!/usr/bin/python3
+"""cmds_test.py - wire commands of issue 27 beyond CRUD, with PyMongo (Debian's 3.11) against
+`docfs serve` on a Unix socket: dbHash (each collection's MD5 recomputed here from the BSON
+of its documents in _id order, the database's from the collections' digests in name order,
+capped, the collections filter, a missing database, system.profile left out) and
+`docfs dbhash STORE DB` printing the same hashes. Every expected value is computed here.
+Run by meson (suite wire) with DOCFS set to the binary."""
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import bson
+import pymongo
+from bson.son import SON
+from pymongo.errors import OperationFailure
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pymongo_test as base  # noqa: E402  (check, expect_code, start)
+
+check = base.check
+expect_code = base.expect_code
+EMPTY_MD5 = hashlib.md5(b"").hexdigest()
+
+
+def md5_docs(docs):
+    """The MD5 of the documents' BSON, in the order given (the caller's _id order)."""
+    h = hashlib.md5()
+    for d in docs:
+        h.update(bson.encode(d))
+    return h.hexdigest()
+
+
+def md5_db(colls):
+    """The database's md5: the collections' hex digests in name order."""
+    return hashlib.md5("".join(colls[k] for k in sorted(colls)).encode()).hexdigest()
+
+
+def cli_dbhash(store, db, *colls):
+    r = subprocess.run([base.DOCFS, "dbhash", store, db] + list(colls), capture_output=True,
+                       text=True)
+    check(r.returncode == 0, "docfs dbhash %s: %s" % (db, r.stderr))
+    return json.loads(r.stdout)
+
+
+def dbhash(db, store):
+    users = [SON([("_id", 3), ("name", "c"), ("tags", ["x", "y"])]),
+             SON([("_id", 1), ("name", "a"), ("n", 1.5)]),
+             SON([("_id", "k"), ("name", "s")]),  # strings after numbers
+             SON([("_id", 2), ("name", "b"), ("sub", SON([("z", 1), ("a", None)]))])]
+    for d in users:
+        db.users.insert_one(d)
+    by_id = [users[1], users[3], users[0], users[2]]
+    db.create_collection("log", capped=True, size=8192)
+    db.log.insert_many([SON([("_id", i), ("m", "line %d" % i)]) for i in range(5)])
+    db.create_collection("empty")
+
+    r = db.command("dbHash")
+    want = {"users": md5_docs(by_id), "log": md5_docs(
+        [SON([("_id", i), ("m", "line %d" % i)]) for i in range(5)]), "empty": EMPTY_MD5}
+    check(r["collections"] == want, "dbHash collections: %r, want %r" % (r["collections"], want))
+    check(r["md5"] == md5_db(want), "dbHash md5 %s, want %s" % (r["md5"], md5_db(want)))
+    check(r["capped"] == ["log"], "capped: %r" % r["capped"])
+    check(list(r.keys())[:5] == ["host", "collections", "capped", "md5", "timeMillis"] and
+          r["ok"] == 1.0 and isinstance(r["timeMillis"], int), "reply shape: %r" % r)
+    check(list(r["collections"].keys()) == ["empty", "log", "users"], "name order")
+    check(db.command("dbhash")["md5"] == r["md5"], "the lowercase alias")
+
+    # the same through the command line, beside the running server
+    cli = cli_dbhash(store, db.name)
+    check(cli["collections"] == want and cli["md5"] == r["md5"] and cli["capped"] == ["log"]
+          and "ok" not in cli and cli["host"] == r["host"], "docfs dbhash: %r" % cli)
+    cli = cli_dbhash(store, db.name, "users", "nope")
+    check(cli["collections"] == {"users": want["users"]} and
+          cli["md5"] == md5_db({"users": want["users"]}), "docfs dbhash COLL: %r" % cli)
+
+    # collections: only those named; a missing one is absent; [] is all
+    r2 = db.command("dbHash", collections=["users", "nope", "empty"])
+    sub = {"users": want["users"], "empty": EMPTY_MD5}
+    check(r2["collections"] == sub and r2["md5"] == md5_db(sub) and r2["capped"] == [],
+          "collections filter: %r" % r2)
+    check(db.command("dbHash", collections=[])["md5"] == r["md5"], "collections [] is all")
+    expect_code(2, db.command, "dbHash", collections=["users", 7])
+
+    # a write changes the collection's hash (and only it); undoing it restores it
+    db.users.update_one({"_id": 2}, {"$set": {"extra": True}})
+    r3 = db.command("dbHash")
+    check(r3["collections"]["users"] != want["users"] and
+          r3["collections"]["log"] == want["log"], "an update changes only its collection")
+    db.users.update_one({"_id": 2}, {"$unset": {"extra": ""}})
+    check(db.command("dbHash")["md5"] == r["md5"], "the same documents hash the same again")
+    # field order is part of the BSON, as in mongod
+    db.order.insert_one(SON([("_id", 1), ("a", 1), ("b", 2)]))
+    h1 = db.command("dbHash", collections=["order"])["collections"]["order"]
+    db.order.replace_one({"_id": 1}, SON([("b", 2), ("a", 1)]))
+    h2 = db.command("dbHash", collections=["order"])["collections"]["order"]
+    check(h1 != h2 and h2 == md5_docs([SON([("_id", 1), ("b", 2), ("a", 1)])]),
+          "field order hashed")
+
+    # the profiler's collection is not hashed (not replicated in MongoDB)
+    db.command("profile", 2)
+    list(db.users.find({"name": "a"}))
+    db.command("profile", 0)
+    check(db.system.profile.count_documents({}) > 0, "the profiler wrote entries")
+    check("system.profile" not in db.command("dbHash")["collections"], "system.profile left out")
+
+    # a database that does not exist: no collections, the MD5 of nothing
+    r4 = db.client.nodb.command("dbHash")
+    check(r4["collections"] == {} and r4["capped"] == [] and r4["md5"] == EMPTY_MD5,
+          "missing database: %r" % r4)
+    check(cli_dbhash(store, "nodb")["md5"] == EMPTY_MD5, "docfs dbhash of a missing database")
+    check("nodb" not in db.client.list_database_names(), "dbHash created no database")
+    r = subprocess.run([base.DOCFS, "dbhash", store], capture_output=True, text=True)
+    check(r.returncode != 0 and "needs STORE and DB" in r.stderr, "docfs dbhash usage")
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="docfs-cmds-")
+    store = os.path.join(tmp, "store")
+    os.mkdir(store)
+    sock = os.path.join(tmp, "docfs.sock")
+    srv = base.start(store, sock)
+    try:
+        cl = pymongo.MongoClient("mongodb://" + sock.replace("/", "%2F"),
+                                 serverSelectionTimeoutMS=5000)
+        dbhash(cl.h, store)
+        cl.close()
+        srv.terminate()
+        rc = srv.wait(timeout=30)
+        log = open(store + ".log").read()
+        check("Sanitizer" not in log and "runtime error" not in log,
+              "sanitizer report from docfs serve:\n" + log)
+        check(rc == 0, "docfs serve exit status %d: %s" % (rc, log))
+        r = subprocess.run([base.DOCFS, "check", store], capture_output=True, text=True)
+        check(r.returncode == 0, "docfs check: %s %s" % (r.stdout, r.stderr))
+        print("cmds_test: %d checks passed" % base.checks)
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except (AssertionError, OperationFailure) as e:
+        print("cmds_test: FAILED after %d checks: %s" % (base.checks, e))
+        sys.exit(1)
