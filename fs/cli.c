@@ -1956,9 +1956,17 @@ static int cmd_serve(int argc, char **argv)
 	return 0;
 }
 
+/* A "warn" validator's message (store/validator.c): the log and /.docfs/errors. */
+static void validation_warn(const char *msg)
+{
+	fs_errlog_add("%s", msg);
+}
+
 int fs_main(int argc, char **argv)
 {
 	const char *cmd = argc > 1 ? argv[1] : NULL;
+
+	store_validation_warn_hook_set(validation_warn);
 
 	if (!cmd || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 ||
 	    strcmp(cmd, "help") == 0) {

@@ -468,7 +468,8 @@ size_t query_distinct_finish_collated(struct query_distinct *d, const struct que
 
 /* The MongoDB error code of an engine error (11000 DuplicateKey for a unique key clash, 66
  * ImmutableField, 40 ConflictingUpdateOperators, 10334 BSONObjectTooLarge, 26
- * NamespaceNotFound, 50 MaxTimeMSExpired, 11601 Interrupted, 136 CappedPositionLost, 2
+ * NamespaceNotFound, 50 MaxTimeMSExpired, 11601 Interrupted, 136 CappedPositionLost, 121
+ * DocumentValidationFailure (a collection's validator refused the document), 2
  * BadValue for bad input...) and its codeName in *name (Borrowed: static; may be NULL).
  * The one mapping both front ends (.bulk results, the wire protocol) use. */
 int query_error_code(const struct dfs_err *e, const char **name);

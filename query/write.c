@@ -496,6 +496,7 @@ int query_error_code(const struct dfs_err *e, const char **name)
 		{146, "ExceededMemoryLimit"},
 		{14, "TypeMismatch"},
 		{13, "Unauthorized"},
+		{121, "DocumentValidationFailure"},
 	};
 	int code;
 
@@ -541,7 +542,10 @@ int query_error_code(const struct dfs_err *e, const char **name)
 		code = 1;
 		break;
 	default:
-		code = strstr(e->msg, "immutable") ? 66 : strstr(e->msg, "conflict") ? 40 : 2;
+		code = strstr(e->msg, "Document failed validation")   ? 121 /* store/validator.c */
+		       : strstr(e->msg, "immutable") ? 66
+		       : strstr(e->msg, "conflict")  ? 40
+						     : 2;
 		break;
 	}
 	if (name) {
