@@ -11,6 +11,7 @@
  * protocol's create and collMod (fs_validation_opt).
  */
 #include "fs_int.h"
+#include "query.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -167,6 +168,13 @@ static int options_parse(const char *text, size_t len, bool *capped_out, int64_t
 					 "validationLevel and validationAction are known)",
 					 k);
 		}
+	}
+	if (!rc && v->has_validator && !bson_empty(&v->validator)) {
+		struct query_expr *x = NULL; /* a bad validator fails the write(), not the close */
+
+		if ((rc = query_filter_parse(&v->validator, &x, err)))
+			dfs_err_prefix(err, "validator: ");
+		query_expr_free(x);
 	}
 	if (rc)
 		goto out;

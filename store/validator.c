@@ -46,8 +46,13 @@ struct store__vcache {
 	char name[DFS_MAX_NS_NAME + 1];
 };
 
+#define INFO_MAX 16384 /* bytes of errInfo kept; a larger one keeps failingDocumentId only */
+
 static _Thread_local bool tls_bypass;
-static _Thread_local bson_t *tls_info; /* Owned: the last refusal's errInfo */
+/* the last refusal's errInfo: a buffer, not the heap, so that a thread that ends (a FUSE
+ * worker) leaves nothing behind */
+static _Thread_local uint8_t tls_info[INFO_MAX];
+static _Thread_local uint32_t tls_info_len; /* 0: none */
 static void (*warn_hook)(const char *msg);
 
 void store_thread_bypass_validation(bool on)
@@ -57,13 +62,31 @@ void store_thread_bypass_validation(bool on)
 
 bool store_validation_failure_take(bson_t *out)
 {
-	if (!tls_info)
+	bson_t view;
+
+	if (!tls_info_len || !bson_init_static(&view, tls_info, tls_info_len))
 		return false;
+	tls_info_len = 0;
 	bson_init(out);
-	bson_concat(out, tls_info);
-	bson_destroy(tls_info);
-	tls_info = NULL;
+	bson_concat(out, &view);
 	return true;
+}
+
+/* Keeps info as the thread's last errInfo (note 4). */
+static void info_keep(const bson_t *info)
+{
+	bson_iter_t it;
+	bson_t small = BSON_INITIALIZER;
+
+	if (info->len > INFO_MAX) {
+		if (bson_iter_init_find(&it, info, "failingDocumentId"))
+			bson_append_iter(&small, NULL, 0, &it);
+		info = &small;
+	}
+	tls_info_len = info->len <= INFO_MAX ? info->len : 0;
+	if (tls_info_len)
+		memcpy(tls_info, bson_get_data(info), info->len);
+	bson_destroy(&small);
 }
 
 void store_validation_warn_hook_set(void (*fn)(const char *msg))
@@ -505,15 +528,11 @@ int store__validate(struct store_txn *t, int64_t coll, const bson_t *doc, int64_
 		}
 		return 0;
 	}
-	if (!tls_info)
-		tls_info = bson_new();
-	else
-		bson_reinit(tls_info);
 	{
 		bson_t info;
 
 		failure_info(vc, doc, &info);
-		bson_concat(tls_info, &info);
+		info_keep(&info);
 		bson_destroy(&info);
 	}
 	return dfs_err_set(err, DFS_EINVAL, "Document failed validation");

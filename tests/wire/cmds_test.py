@@ -3,7 +3,10 @@
 `docfs serve` on a Unix socket: dbHash (each collection's MD5 recomputed here from the BSON
 of its documents in _id order, the database's from the collections' digests in name order,
 capped, the collections filter, a missing database, system.profile left out) and
-`docfs dbhash STORE DB` printing the same hashes. Every expected value is computed here.
+`docfs dbhash STORE DB` printing the same hashes; validators (create's validator,
+validationLevel, validationAction, collMod, 121 DocumentValidationFailure with errInfo on
+every write command, bypassDocumentValidation, moderate, off, warn, refusals that change
+nothing). Every expected value is computed here.
 Run by meson (suite wire) with DOCFS set to the binary."""
 import hashlib
 import json
@@ -16,7 +19,8 @@ import tempfile
 import bson
 import pymongo
 from bson.son import SON
-from pymongo.errors import OperationFailure
+from pymongo import InsertOne
+from pymongo.errors import BulkWriteError, OperationFailure, WriteError
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pymongo_test as base  # noqa: E402  (check, expect_code, start)
@@ -117,6 +121,97 @@ def dbhash(db, store):
     check(r.returncode != 0 and "needs STORE and DB" in r.stderr, "docfs dbhash usage")
 
 
+def expect_write_error(fn, *a, **kw):
+    try:
+        fn(*a, **kw)
+    except (OperationFailure, WriteError, BulkWriteError) as e:
+        return e
+    raise AssertionError("expected a write error")
+
+
+def validators(db, store):
+    db.create_collection("people", validator={"age": {"$gte": 0}, "name": {"$type": "string"}})
+    opts = db.people.options()
+    check(opts == {"validator": {"age": {"$gte": 0}, "name": {"$type": "string"}},
+                   "validationLevel": "strict", "validationAction": "error"},
+          "listCollections options: %r" % opts)
+    p = db.people
+    p.insert_one({"_id": 1, "name": "ann", "age": 30})
+    e = expect_write_error(p.insert_one, {"_id": 2, "name": "bob", "age": -4})
+    d = e.details
+    check(d["code"] == 121 and d["codeName"] == "DocumentValidationFailure" and
+          d["errmsg"] == "Document failed validation", "insert refused: %r" % d)
+    check(d["errInfo"]["failingDocumentId"] == 2 and
+          d["errInfo"]["details"] == {"operatorName": "$and", "clausesNotSatisfied": [
+              {"index": 0, "details": {"operatorName": "$gte", "specifiedAs": {"age": {"$gte": 0}},
+                                       "reason": "comparison failed", "consideredValue": -4}}]},
+          "errInfo of an insert: %r" % d["errInfo"])
+    check(p.count_documents({}) == 1, "the refused insert stored nothing")
+    # every write command: update, replace, findAndModify, an ordered bulk, upsert
+    e = expect_write_error(p.update_one, {"_id": 1}, {"$set": {"name": 5}})
+    check(e.details["code"] == 121 and e.details["errInfo"]["failingDocumentId"] == 1, "update")
+    expect_write_error(p.replace_one, {"_id": 1}, {"name": "ann"})  # age missing
+    e = expect_write_error(p.find_one_and_update, {"_id": 1}, {"$inc": {"age": -100}})
+    check(e.code == 121 and e.details["errInfo"]["details"]["clausesNotSatisfied"][0]
+          ["details"]["operatorName"] == "$gte", "findAndModify errInfo: %r" % e.details)
+    e = expect_write_error(p.bulk_write, [InsertOne({"_id": 3, "name": "c", "age": 1}),
+                                          InsertOne({"_id": 4, "name": "d"}),
+                                          InsertOne({"_id": 5, "name": "e", "age": 2})])
+    we = e.details["writeErrors"]
+    check(len(we) == 1 and we[0]["index"] == 1 and we[0]["code"] == 121 and
+          we[0]["errInfo"]["failingDocumentId"] == 4 and e.details["nInserted"] == 1,
+          "ordered bulk: %r" % e.details)
+    expect_write_error(p.update_one, {"_id": 9}, {"$set": {"name": "x"}}, upsert=True)
+    check(sorted(d["_id"] for d in p.find()) == [1, 3], "only valid documents: %r" % list(p.find()))
+    check(p.find_one({"_id": 1}) == {"_id": 1, "name": "ann", "age": 30}, "ann unchanged")
+    e = expect_write_error(db.people.insert_one, {"_id": 6, "name": 7, "age": 1})
+    check(e.details["errInfo"]["details"]["clausesNotSatisfied"] ==
+          [{"index": 1, "details": {"operatorName": "$type", "specifiedAs": {"name": {"$type": "string"}},
+                                    "reason": "type did not match", "consideredValue": 7,
+                                    "consideredType": "int"}}], "a $type clause: %r" % e.details)
+
+    # bypassDocumentValidation
+    p.insert_one({"_id": 10, "name": "raw"}, bypass_document_validation=True)
+    p.update_one({"_id": 10}, {"$set": {"age": -1}}, bypass_document_validation=True)
+    check(p.find_one({"_id": 10}) == {"_id": 10, "name": "raw", "age": -1}, "bypassed writes")
+    expect_write_error(p.insert_one, {"_id": 11}, bypass_document_validation=False)
+
+    # collMod: the level, the action, a new validator
+    check(db.command("collMod", "people", validationLevel="moderate") == {"ok": 1.0}, "collMod")
+    p.update_one({"_id": 10}, {"$set": {"note": "still invalid"}})  # invalid before: allowed
+    expect_write_error(p.update_one, {"_id": 1}, {"$set": {"age": -1}})  # valid before: checked
+    expect_write_error(p.insert_one, {"_id": 12})
+    db.command("collMod", "people", validationLevel="off")
+    p.insert_one({"_id": 12})
+    db.command("collMod", "people", validationLevel="strict", validationAction="warn")
+    p.insert_one({"_id": 13, "age": -13})
+    check(p.find_one({"_id": 13}) is not None, "warn lets it in")
+    db.command("collMod", "people", validator={"age": {"$exists": True}}, validationAction="error")
+    check(db.people.options() == {"validator": {"age": {"$exists": True}},
+                                  "validationLevel": "strict", "validationAction": "error"},
+          "options after collMod: %r" % db.people.options())
+    e = expect_write_error(p.insert_one, {"_id": 14})
+    check(e.details["errInfo"]["details"] == {
+        "operatorName": "$exists", "specifiedAs": {"age": {"$exists": True}},
+        "reason": "path does not exist"}, "one clause: %r" % e.details["errInfo"])
+    p.insert_one({"_id": 15, "age": "any"})
+
+    # refusals change nothing
+    before = db.people.options()
+    expect_code(2, db.command, "collMod", "people", validationLevel="loose")
+    expect_code(2, db.command, "collMod", "people", validator={"a": {"$bogus": 1}})
+    expect_code(238, db.command, "collMod", "people", index={"name": "x_1", "hidden": True})
+    expect_code(40415, db.command, "collMod", "people", colour=1)
+    expect_code(26, db.command, "collMod", "nope", validationLevel="off")
+    expect_code(2, db.create_collection, "bad", validator={"$where": "1"})
+    check("bad" not in db.list_collection_names(), "a refused create made nothing")
+    check(db.people.options() == before, "refused collMods changed nothing")
+    # the log says what warn let through
+    log = open(store + ".log").read()
+    check("Document would fail validation: collection 'h.people' _id 13" in log,
+          "warn's log line")
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="docfs-cmds-")
     store = os.path.join(tmp, "store")
@@ -127,6 +222,7 @@ def main():
         cl = pymongo.MongoClient("mongodb://" + sock.replace("/", "%2F"),
                                  serverSelectionTimeoutMS=5000)
         dbhash(cl.h, store)
+        validators(cl.h, store)
         cl.close()
         srv.terminate()
         rc = srv.wait(timeout=30)
