@@ -1760,6 +1760,7 @@ struct query_agg {
 	int first, last;	  /* stages [first, last) run here */
 	struct query_cursor *cur; /* Owned: the source, or NULL */
 	FILE *spool;		  /* Borrowed: the $facet source (length-prefixed BSON), or NULL */
+	FILE *own_spool;	  /* Owned: the $documents source (query_agg_open_docs), or NULL */
 	const bson_t *one;	  /* Borrowed: the only document (update pipelines), or NULL */
 	struct dfs_buf sbuf;	  /* the document read last from spool */
 	bson_t *sview;		  /* Owned: a view of sbuf (see view_new) */
@@ -2741,7 +2742,8 @@ static int lookup_next(struct query_agg *a, int i, struct rstage *rs, const bson
 		goto done;
 	meta_set(rs, meta_in(a, i));
 	agg__arena_reset(&rs->ar);
-	rc = store_coll_find(a->t, ps->from, &fc, err);
+	/* no transaction: $documents over a database that does not exist */
+	rc = a->t ? store_coll_find(a->t, ps->from, &fc, err) : DFS_ENOENT;
 	if (rc && rc != DFS_ENOENT)
 		goto done;
 	if (rc)
@@ -3382,7 +3384,56 @@ void query_agg_free(struct query_agg *a)
 	dfs_buf_release(&a->sbuf);
 	free(a->sview);
 	query_cursor_free(a->cur);
+	if (a->own_spool)
+		fclose(a->own_spool);
 	free(a);
+}
+
+int query_agg_open_docs(struct store_txn *t, const bson_t *docs, const struct query_pipeline *p,
+			const struct query_agg_opts *o, struct query_agg **out, struct dfs_err *err)
+{
+	FILE *spool;
+	bson_iter_t it;
+	const uint8_t *data;
+	uint32_t len;
+	char none = 0;
+	double score = 0;
+	int rc;
+
+	*out = NULL;
+	if (p->writes)
+		return dfs_err_set(err, DFS_EINVAL,
+				   "$documents followed by $out or $merge is not supported by docfs");
+	if (!bson_iter_init(&it, docs))
+		return dfs_err_set(err, DFS_EINVAL, "$documents: not a valid array");
+	spool = tmpfile();
+	if (!spool)
+		return dfs_err_set(err, DFS_EIO, "$documents: cannot create a temporary file");
+	/* the $facet spool's format: each document, then a text score (none) */
+	while (bson_iter_next(&it)) {
+		if (!BSON_ITER_HOLDS_DOCUMENT(&it)) {
+			fclose(spool);
+			return dfs_err_set(err, DFS_ETYPE,
+					   "$documents: element %s is not a document",
+					   bson_iter_key(&it));
+		}
+		bson_iter_document(&it, &len, &data);
+		if (fwrite(&len, sizeof(len), 1, spool) != 1 ||
+		    fwrite(data, 1, len, spool) != len || fwrite(&none, 1, 1, spool) != 1 ||
+		    fwrite(&score, sizeof(score), 1, spool) != 1) {
+			fclose(spool);
+			return dfs_err_set(err, DFS_EIO, "$documents: cannot write a temporary file");
+		}
+	}
+	rewind(spool);
+	rc = agg_open(t, 0, p, o ? o->now_ms : 0, o && o->mem ? o->mem : AGG_MEM_DEFAULT, spool,
+		      NULL, NULL, query__let_vars(o ? o->let : NULL), NULL, p->n, out, err);
+	if (rc) {
+		fclose(spool);
+		return rc;
+	}
+	(*out)->own_spool = spool;
+	return 0;
 }
 
 /* ---- update pipelines (note 8) ------------------------------------------------------- */

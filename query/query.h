@@ -296,6 +296,13 @@ struct query_agg;
  */
 int query_agg_open(struct store_txn *t, int64_t coll, const struct query_pipeline *p,
 		   const struct query_agg_opts *o, struct query_agg **out, struct dfs_err *err);
+/* p over the documents of array docs instead of a collection (MongoDB's leading
+ * $documents stage, which p no longer holds), in their order: an aggregate over a
+ * database. t (may be NULL: a database that does not exist) is what $lookup reads; docs is
+ * copied (to a temporary file). Errors: DFS_ETYPE (an element that is not a document),
+ * DFS_EINVAL (p ends in $out or $merge), DFS_EIO. *out as query_agg_open's. */
+int query_agg_open_docs(struct store_txn *t, const bson_t *docs, const struct query_pipeline *p,
+			const struct query_agg_opts *o, struct query_agg **out, struct dfs_err *err);
 /* The next result: 0 with *doc Borrowed (valid until the next call or free), DFS_ENOENT at
  * the end, or an error: DFS_EINVAL for an expression error, naming the stage ("stage 2:
  * can't $divide by zero"), DFS_EFBIG for a result over 16 MiB, DFS_EIO when spilling fails. */

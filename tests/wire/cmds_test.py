@@ -6,7 +6,7 @@ capped, the collections filter, a missing database, system.profile left out) and
 `docfs dbhash STORE DB` printing the same hashes; validators (create's validator,
 validationLevel, validationAction, collMod, 121 DocumentValidationFailure with errInfo on
 every write command, bypassDocumentValidation, moderate, off, warn, refusals that change
-nothing). Every expected value is computed here.
+nothing); aggregate: 1 with $documents. Every expected value is computed here.
 Run by meson (suite wire) with DOCFS set to the binary."""
 import hashlib
 import json
@@ -212,6 +212,36 @@ def validators(db, store):
           "warn's log line")
 
 
+def documents(db):
+    """aggregate: 1 with $documents: the rest of the pipeline over the given documents."""
+    r = list(db.aggregate([{"$documents": [{"x": 1}, {"x": 2}, {"x": 3}]},
+                           {"$match": {"x": {"$gte": 2}}},
+                           {"$group": {"_id": None, "s": {"$sum": "$x"}}}]))
+    check(r == [{"_id": None, "s": 5}], "$documents + $match + $group: %r" % r)
+    r = list(db.aggregate([{"$documents": [{"b": 2, "a": 1}, {"a": 0}]}]))
+    check(r == [{"b": 2, "a": 1}, {"a": 0}], "$documents alone keeps order and fields: %r" % r)
+    check(list(db.aggregate([{"$documents": []}])) == [], "no documents")
+    db.dk.insert_many([{"_id": 1, "k": 1, "v": "a"}, {"_id": 2, "k": 2, "v": "b"}])
+    r = list(db.aggregate([{"$documents": [{"k": 1}, {"k": 3}]},
+                           {"$lookup": {"from": "dk", "localField": "k", "foreignField": "k",
+                                        "as": "j"}}]))
+    check(r == [{"k": 1, "j": [{"_id": 1, "k": 1, "v": "a"}]}, {"k": 3, "j": []}],
+          "$documents + $lookup: %r" % r)
+    r = list(db.client.nodb2.aggregate([{"$documents": [{"k": 1}]},
+                                        {"$lookup": {"from": "c", "localField": "k",
+                                                     "foreignField": "k", "as": "j"}}]))
+    check(r == [{"k": 1, "j": []}] and "nodb2" not in db.client.list_database_names(),
+          "$documents on a missing database: %r" % r)
+    many = [{"i": i} for i in range(250)]
+    check([d["i"] for d in db.aggregate([{"$documents": many}], batchSize=10)] ==
+          list(range(250)), "$documents in batches (getMore)")
+    expect_code(238, lambda: list(db.aggregate([{"$documents": "$x"}])))
+    expect_code(14, lambda: list(db.aggregate([{"$documents": [1]}])))
+    expect_code(238, lambda: list(db.aggregate([{"$documents": [{"a": 1}]}, {"$out": "z"}])))
+    expect_code(238, lambda: list(db.aggregate([{"$match": {}}])))
+    check("z" not in db.list_collection_names(), "a refused $out wrote nothing")
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="docfs-cmds-")
     store = os.path.join(tmp, "store")
@@ -223,6 +253,7 @@ def main():
                                  serverSelectionTimeoutMS=5000)
         dbhash(cl.h, store)
         validators(cl.h, store)
+        documents(cl.h)
         cl.close()
         srv.terminate()
         rc = srv.wait(timeout=30)
