@@ -129,6 +129,12 @@ struct query_find_opts {
 	const bson_t *hint;	  /* NULL, or a key pattern ({price: 1}) or {$natural: 1|-1}
 				   * forcing that plan (DFS_EINVAL when no index matches) */
 	const char *hint_name;	  /* NULL, or the name of the index to force ("price_1") */
+	const bson_t *min, *max;  /* NULL, or MongoDB's find min/max: the hinted index's keys
+				   * from min (included) to max (excluded), fields named as the
+				   * index's in its order; the filter is applied to what they
+				   * bound. Without a hint DFS_EINVAL "When using min()/max() a
+				   * hint ..." (51173), fields not the index's "The index chosen
+				   * is not compatible with min/max" (51174) */
 	bool count_only;	  /* the caller only counts the results: an index scan whose
 				   * bounds decide the filter reads no document (COUNT_SCAN),
 				   * and the cursor may return NULL documents */

@@ -248,7 +248,7 @@ struct wire_coll {
 /* A find's arguments, views into the command. */
 struct wire_find_args {
 	struct query_find_opts o;
-	bson_t filter, sort, projection, hint;
+	bson_t filter, sort, projection, hint, min, max;
 	int64_t batch; /* -1: default */
 	bool single;
 };

@@ -6,7 +6,7 @@ capped, the collections filter, a missing database, system.profile left out) and
 `docfs dbhash STORE DB` printing the same hashes; validators (create's validator,
 validationLevel, validationAction, collMod, 121 DocumentValidationFailure with errInfo on
 every write command, bypassDocumentValidation, moderate, off, warn, refusals that change
-nothing); aggregate: 1 with $documents. Every expected value is computed here.
+nothing); aggregate: 1 with $documents; find with min/max. Every expected value is computed here.
 Run by meson (suite wire) with DOCFS set to the binary."""
 import hashlib
 import json
@@ -17,6 +17,8 @@ import sys
 import tempfile
 
 import bson
+import warnings
+
 import pymongo
 from bson.son import SON
 from pymongo import InsertOne
@@ -242,6 +244,40 @@ def documents(db):
     check("z" not in db.list_collection_names(), "a refused $out wrote nothing")
 
 
+def min_max(db):
+    """find with min/max: the hinted index's keys from min (included) to max (excluded)."""
+    c = db.mm
+    c.insert_many([{"_id": i, "a": i % 5, "b": i} for i in range(20)])
+    c.create_index([("a", 1), ("b", -1)])
+    docs = list(c.find())
+
+    def ids(cur):
+        return [d["_id"] for d in cur]
+
+    check(ids(c.find(min={"_id": 5}, max={"_id": 9}).hint("_id_")) == [5, 6, 7, 8],
+          "_id_ from 5 to 9")
+    check(ids(c.find({"b": {"$gt": 6}}, min={"_id": 5}, max={"_id": 9}).hint([("_id", 1)])) ==
+          [7, 8], "the filter applies within the bounds")
+    # a compound index with a descending field, in the index's order (computed here)
+    key = lambda d: (d["a"], -d["b"])  # noqa: E731
+    want = [d["_id"] for d in sorted(docs, key=key) if (1, -100) <= key(d) < (2, -100)]
+    check(ids(c.find(min={"a": 1, "b": 100}, max={"a": 2, "b": 100}).hint("a_1_b_-1")) == want,
+          "compound bounds: %r" % want)
+    want = [d["_id"] for d in sorted(docs, key=key) if key(d) >= (3, -100)]
+    check(ids(c.find(min={"a": 3, "b": 100}).hint("a_1_b_-1")) == want, "min only")
+    want = [d["_id"] for d in sorted(docs, key=key) if key(d) < (1, -100)]
+    check(ids(c.find(max={"a": 1, "b": 100}).hint("a_1_b_-1")) == want, "max only")
+    check(ids(c.find(min={"_id": 5}, max={"_id": 9}).hint("_id_").sort("_id", -1).limit(2)) ==
+          [8, 7], "sort and limit over the bounds")
+    plan = c.find(min={"_id": 5}, max={"_id": 9}).hint("_id_").explain()
+    check(plan["queryPlanner"]["winningPlan"]["inputStage"]["indexName"] == "_id_",
+          "explain names the hinted index")
+    expect_code(51173, lambda: list(c.find(min={"_id": 5})))
+    expect_code(51174, lambda: list(c.find(min={"a": 1}).hint("a_1_b_-1")))
+    expect_code(51174, lambda: list(c.find(min={"b": 1, "a": 1}).hint("a_1_b_-1")))
+    expect_code(51175, lambda: list(c.find(min={"_id": 9}, max={"_id": 5}).hint("_id_")))
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="docfs-cmds-")
     store = os.path.join(tmp, "store")
@@ -254,6 +290,7 @@ def main():
         dbhash(cl.h, store)
         validators(cl.h, store)
         documents(cl.h)
+        min_max(cl.h)
         cl.close()
         srv.terminate()
         rc = srv.wait(timeout=30)
@@ -271,6 +308,7 @@ def main():
 
 
 if __name__ == "__main__":
+    warnings.simplefilter("ignore", DeprecationWarning)  # PyMongo 3.11 on min/max
     try:
         main()
     except (AssertionError, OperationFailure) as e:
