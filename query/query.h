@@ -243,6 +243,8 @@ int query_pipeline_parse(const bson_t *pipeline, struct query_pipeline **out, st
 void query_pipeline_free(struct query_pipeline *p);
 /* Does p end in $out or $merge (and so must be run with query_agg_run_out)? */
 bool query_pipeline_writes(const struct query_pipeline *p);
+/* The collection p's $out or $merge writes (Borrowed: lives with p), or NULL. */
+const char *query_pipeline_target(const struct query_pipeline *p);
 
 /*
  * A command's variables (MongoDB's "let" option, an update statement's "c"): let is a
@@ -306,9 +308,15 @@ int query_agg_open(struct store_txn *t, int64_t coll, const struct query_pipelin
  * $documents stage, which p no longer holds), in their order: an aggregate over a
  * database. t (may be NULL: a database that does not exist) is what $lookup reads; docs is
  * copied (to a temporary file). Errors: DFS_ETYPE (an element that is not a document),
- * DFS_EINVAL (p ends in $out or $merge), DFS_EIO. *out as query_agg_open's. */
+ * DFS_EINVAL (p ends in $out or $merge: query_agg_run_out_docs), DFS_EIO. *out as
+ * query_agg_open's. */
 int query_agg_open_docs(struct store_txn *t, const bson_t *docs, const struct query_pipeline *p,
 			const struct query_agg_opts *o, struct query_agg **out, struct dfs_err *err);
+/* query_agg_run_out over the documents of array docs ($documents then $out/$merge), in
+ * write transaction t of the target's database. */
+int query_agg_run_out_docs(struct store_txn *t, const bson_t *docs,
+			   const struct query_pipeline *p, const struct query_agg_opts *o,
+			   int64_t *nwritten, struct dfs_err *err);
 /* The next result: 0 with *doc Borrowed (valid until the next call or free), DFS_ENOENT at
  * the end, or an error: DFS_EINVAL for an expression error, naming the stage ("stage 2:
  * can't $divide by zero"), DFS_EFBIG for a result over 16 MiB, DFS_EIO when spilling fails. */

@@ -355,6 +355,27 @@ static int documents_stage(struct wire_ctx *c, struct query_let *let, int64_t ba
 		rc = wire_fail_dfs(c, &err);
 		goto done;
 	}
+	snprintf(ns, sizeof(ns), "%s.$cmd.aggregate", c->db);
+	if (query_pipeline_writes(p)) { /* $out / $merge: one write transaction */
+		int64_t nw = 0;
+
+		if ((rc = wire_db(c, true, &db)))
+			goto done;
+		if (store_txn_begin(db, true, &t, &err) ||
+		    query_agg_run_out_docs(t, &docs, p, &ao, &nw, &err) ||
+		    store_txn_commit(t, &err)) {
+			bson_t *info = c->err_info ? c->err_info : (c->err_info = bson_new());
+
+			store_txn_abort(t);
+			t = NULL;
+			wire_dup_key_info(c, query_pipeline_target(p), &err, info);
+			rc = wire_fail_dfs(c, &err);
+			goto done;
+		}
+		t = NULL;
+		wire_empty_cursor(reply, ns, "firstBatch");
+		goto done;
+	}
 	if ((rc = wire_db(c, false, &db)) == DFS_ENOENT)
 		rc = 0; /* no collections to $lookup: t stays NULL */
 	else if (rc)
@@ -364,12 +385,9 @@ static int documents_stage(struct wire_ctx *c, struct query_let *let, int64_t ba
 		goto done;
 	}
 	if (query_agg_open_docs(t, &docs, p, &ao, &as.agg, &err)) {
-		rc = err.code == DFS_EINVAL && strstr(err.msg, "$out or $merge")
-			     ? wire_fail(c, 238, "NotImplemented", "%s", err.msg)
-			     : wire_fail_dfs(c, &err);
+		rc = wire_fail_dfs(c, &err);
 		goto done;
 	}
-	snprintf(ns, sizeof(ns), "%s.$cmd.aggregate", c->db);
 	if (wire_cursor_reply(c, ns, &src, batch, false, wire_lsid(c, &lsid), reply, &err))
 		rc = wire_fail_dfs(c, &err);
 done:
@@ -682,6 +700,9 @@ int wire_cmd_aggregate(struct wire_ctx *c, bson_t *reply)
 		if (rc)
 			goto done;
 		if (query_agg_run_out(x.t, x.co.id, p, &ao, &nw, &err)) {
+			if (!c->err_info)
+				c->err_info = bson_new();
+			wire_dup_key_info(c, query_pipeline_target(p), &err, c->err_info);
 			rc = wire_fail_dfs(c, &err);
 			goto done;
 		}

@@ -239,9 +239,25 @@ def documents(db):
           list(range(250)), "$documents in batches (getMore)")
     expect_code(238, lambda: list(db.aggregate([{"$documents": "$x"}])))
     expect_code(14, lambda: list(db.aggregate([{"$documents": [1]}])))
-    expect_code(238, lambda: list(db.aggregate([{"$documents": [{"a": 1}]}, {"$out": "z"}])))
     expect_code(238, lambda: list(db.aggregate([{"$match": {}}])))
-    check("z" not in db.list_collection_names(), "a refused $out wrote nothing")
+    # then $out and $merge, in one write transaction; $merge's duplicate key error says
+    # which key, as mongod's (keyPattern, keyValue)
+    db.command("aggregate", 1, pipeline=[{"$documents": [{"_id": 1, "a": 1}, {"_id": 2}]},
+                                         {"$out": "z"}], cursor={})
+    check(list(db.z.find()) == [{"_id": 1, "a": 1}, {"_id": 2}], "$documents + $out")
+    db.command("aggregate", 1, pipeline=[{"$documents": [{"_id": 2, "b": 2}, {"_id": 3}]},
+                                         {"$merge": {"into": "z"}}], cursor={})
+    check(list(db.z.find()) == [{"_id": 1, "a": 1}, {"_id": 2, "b": 2}, {"_id": 3}],
+          "$documents + $merge: %r" % list(db.z.find()))
+    try:
+        db.command("aggregate", 1, pipeline=[{"$documents": [{"_id": 9}, {"_id": 2}]},
+                                             {"$merge": {"into": "z", "whenMatched": "fail"}}],
+                   cursor={})
+        check(False, "$merge whenMatched fail on an existing _id succeeded")
+    except OperationFailure as e:
+        check(e.code == 11000 and e.details["keyPattern"] == {"_id": 1} and
+              e.details["keyValue"] == {"_id": 2}, "$merge's duplicate key: %r" % e.details)
+    check(db.z.count_documents({}) == 3, "the failed $merge wrote nothing")
 
 
 def min_max(db):
