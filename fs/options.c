@@ -76,9 +76,10 @@ int fs_validation_opt(bson_iter_t *it, struct fs_validation *v, bool *mine, stru
 	}
 	if (!strcmp(k, "validationLevel") || !strcmp(k, "validationAction")) {
 		bool level = k[10] == 'L';
-		int x = BSON_ITER_HOLDS_UTF8(it) ? (level ? store_vlevel_parse : store_vaction_parse)(
-							   bson_iter_utf8(it, NULL))
-						 : -1;
+		int x = BSON_ITER_HOLDS_UTF8(it)
+				? (level ? store_vlevel_parse
+					 : store_vaction_parse)(bson_iter_utf8(it, NULL))
+				: -1;
 
 		if (!BSON_ITER_HOLDS_UTF8(it))
 			return dfs_err_set(err, DFS_ETYPE, "'%s' must be a string", k);
@@ -99,8 +100,8 @@ int fs_validation_apply(struct store_txn *t, int64_t coll, const struct fs_valid
 {
 	if (!v->has_validator && v->level < 0 && v->action < 0)
 		return 0;
-	return store_coll_set_validation(t, coll, v->has_validator ? &v->validator : NULL,
-					 v->level, v->action, err);
+	return store_coll_set_validation(t, coll, v->has_validator ? &v->validator : NULL, v->level,
+					 v->action, err);
 }
 
 /* A whole number option (int32, int64 or an integral double), >= 0. */
@@ -163,10 +164,11 @@ static int options_parse(const char *text, size_t len, bool *capped_out, int64_t
 		} else if (strcmp(k, "max") == 0) {
 			rc = count_opt(&it, &max, err);
 		} else {
-			rc = dfs_err_set(err, DFS_EINVAL,
-					 "unknown collection option '%s' (capped, size, max, validator, "
-					 "validationLevel and validationAction are known)",
-					 k);
+			rc = dfs_err_set(
+				err, DFS_EINVAL,
+				"unknown collection option '%s' (capped, size, max, validator, "
+				"validationLevel and validationAction are known)",
+				k);
 		}
 	}
 	if (!rc && v->has_validator && !bson_empty(&v->validator)) {

@@ -3418,7 +3418,8 @@ static int docs_spool(const bson_t *docs, FILE **out, struct dfs_err *err)
 		    fwrite(data, 1, len, spool) != len || fwrite(&none, 1, 1, spool) != 1 ||
 		    fwrite(&score, sizeof(score), 1, spool) != 1) {
 			fclose(spool);
-			return dfs_err_set(err, DFS_EIO, "$documents: cannot write a temporary file");
+			return dfs_err_set(err, DFS_EIO,
+					   "$documents: cannot write a temporary file");
 		}
 	}
 	rewind(spool);
@@ -3588,9 +3589,8 @@ int query_agg_run_out(struct store_txn *t, int64_t coll, const struct query_pipe
 	return run_out(t, coll, NULL, p, o, nwritten, err);
 }
 
-int query_agg_run_out_docs(struct store_txn *t, const bson_t *docs,
-			   const struct query_pipeline *p, const struct query_agg_opts *o,
-			   int64_t *nwritten, struct dfs_err *err)
+int query_agg_run_out_docs(struct store_txn *t, const bson_t *docs, const struct query_pipeline *p,
+			   const struct query_agg_opts *o, int64_t *nwritten, struct dfs_err *err)
 {
 	FILE *spool;
 	int rc;
@@ -3719,7 +3719,8 @@ static int run_out(struct store_txn *t, int64_t coll, FILE *src, const struct qu
 				/* MongoDB's E11000 form, which the wire reads keyValue from */
 				dfs_buf_init(&idt);
 				if (bson_iter_init_find(&idit, &d, "_id"))
-					store_codec_render_value(bson_iter_value(&idit), &idt, NULL);
+					store_codec_render_value(bson_iter_value(&idit), &idt,
+								 NULL);
 				rc = dfs_err_set(err, DFS_EEXIST,
 						 "stage %d: $merge: a document with _id of "
 						 "'%s' already exists in the target (whenMatched: "

@@ -311,12 +311,12 @@ int query_agg_open(struct store_txn *t, int64_t coll, const struct query_pipelin
  * DFS_EINVAL (p ends in $out or $merge: query_agg_run_out_docs), DFS_EIO. *out as
  * query_agg_open's. */
 int query_agg_open_docs(struct store_txn *t, const bson_t *docs, const struct query_pipeline *p,
-			const struct query_agg_opts *o, struct query_agg **out, struct dfs_err *err);
+			const struct query_agg_opts *o, struct query_agg **out,
+			struct dfs_err *err);
 /* query_agg_run_out over the documents of array docs ($documents then $out/$merge), in
  * write transaction t of the target's database. */
-int query_agg_run_out_docs(struct store_txn *t, const bson_t *docs,
-			   const struct query_pipeline *p, const struct query_agg_opts *o,
-			   int64_t *nwritten, struct dfs_err *err);
+int query_agg_run_out_docs(struct store_txn *t, const bson_t *docs, const struct query_pipeline *p,
+			   const struct query_agg_opts *o, int64_t *nwritten, struct dfs_err *err);
 /* The next result: 0 with *doc Borrowed (valid until the next call or free), DFS_ENOENT at
  * the end, or an error: DFS_EINVAL for an expression error, naming the stage ("stage 2:
  * can't $divide by zero"), DFS_EFBIG for a result over 16 MiB, DFS_EIO when spilling fails. */

@@ -570,8 +570,8 @@ void store_validation_release(struct store_validation *v);
 /* Sets coll's validation (write t): validator NULL keeps the current one, an empty
  * document means none; level or action -1 keeps the current one. The validator must
  * compile (DFS_EINVAL "validator: ..."); documents already there are not checked. */
-int store_coll_set_validation(struct store_txn *t, int64_t coll, const bson_t *validator,
-			      int level, int action, struct dfs_err *err);
+int store_coll_set_validation(struct store_txn *t, int64_t coll, const bson_t *validator, int level,
+			      int action, struct dfs_err *err);
 const char *store_vlevel_name(int level);   /* "strict", "moderate", "off" */
 const char *store_vaction_name(int action); /* "error", "warn" */
 int store_vlevel_parse(const char *s);	    /* -1: not a level */

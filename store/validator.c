@@ -170,8 +170,7 @@ int store__options_merge(struct store_txn *t, int64_t coll, bson_t *b, struct df
 	return rc;
 }
 
-static int options_put_blob(struct store_txn *t, int64_t coll, const bson_t *b,
-			    struct dfs_err *err)
+static int options_put_blob(struct store_txn *t, int64_t coll, const bson_t *b, struct dfs_err *err)
 {
 	sqlite3_stmt *st = store__stmt(t, ST_COLL_OPTIONS, err);
 	int rc;
@@ -256,8 +255,8 @@ void store__validate_forget(struct store_txn *t)
 	t->vc = NULL;
 }
 
-int store_coll_set_validation(struct store_txn *t, int64_t coll, const bson_t *validator,
-			      int level, int action, struct dfs_err *err)
+int store_coll_set_validation(struct store_txn *t, int64_t coll, const bson_t *validator, int level,
+			      int action, struct dfs_err *err)
 {
 	const struct store_filter_hooks *h = store__filter_hooks();
 	struct store_validation cur;
@@ -325,8 +324,10 @@ static int vcache_load(struct store_txn *t, int64_t coll, struct dfs_err *err)
 		}
 		snprintf(vc->name, sizeof(vc->name), "%s", c.name);
 		if (!h)
-			rc = dfs_err_set(err, DFS_EINVAL, "collection '%s' has a validator, which "
-							  "needs the query engine", c.name);
+			rc = dfs_err_set(err, DFS_EINVAL,
+					 "collection '%s' has a validator, which "
+					 "needs the query engine",
+					 c.name);
 		else
 			rc = h->compile(v.validator, &vc->compiled, err);
 		if (rc) {
@@ -345,28 +346,50 @@ static int vcache_load(struct store_txn *t, int64_t coll, struct dfs_err *err)
 static const char *type_alias(bson_type_t t)
 {
 	switch (t) {
-	case BSON_TYPE_DOUBLE: return "double";
-	case BSON_TYPE_UTF8: return "string";
-	case BSON_TYPE_DOCUMENT: return "object";
-	case BSON_TYPE_ARRAY: return "array";
-	case BSON_TYPE_BINARY: return "binData";
-	case BSON_TYPE_UNDEFINED: return "undefined";
-	case BSON_TYPE_OID: return "objectId";
-	case BSON_TYPE_BOOL: return "bool";
-	case BSON_TYPE_DATE_TIME: return "date";
-	case BSON_TYPE_NULL: return "null";
-	case BSON_TYPE_REGEX: return "regex";
-	case BSON_TYPE_DBPOINTER: return "dbPointer";
-	case BSON_TYPE_CODE: return "javascript";
-	case BSON_TYPE_SYMBOL: return "symbol";
-	case BSON_TYPE_CODEWSCOPE: return "javascriptWithScope";
-	case BSON_TYPE_INT32: return "int";
-	case BSON_TYPE_TIMESTAMP: return "timestamp";
-	case BSON_TYPE_INT64: return "long";
-	case BSON_TYPE_DECIMAL128: return "decimal";
-	case BSON_TYPE_MINKEY: return "minKey";
-	case BSON_TYPE_MAXKEY: return "maxKey";
-	default: return "unknown";
+	case BSON_TYPE_DOUBLE:
+		return "double";
+	case BSON_TYPE_UTF8:
+		return "string";
+	case BSON_TYPE_DOCUMENT:
+		return "object";
+	case BSON_TYPE_ARRAY:
+		return "array";
+	case BSON_TYPE_BINARY:
+		return "binData";
+	case BSON_TYPE_UNDEFINED:
+		return "undefined";
+	case BSON_TYPE_OID:
+		return "objectId";
+	case BSON_TYPE_BOOL:
+		return "bool";
+	case BSON_TYPE_DATE_TIME:
+		return "date";
+	case BSON_TYPE_NULL:
+		return "null";
+	case BSON_TYPE_REGEX:
+		return "regex";
+	case BSON_TYPE_DBPOINTER:
+		return "dbPointer";
+	case BSON_TYPE_CODE:
+		return "javascript";
+	case BSON_TYPE_SYMBOL:
+		return "symbol";
+	case BSON_TYPE_CODEWSCOPE:
+		return "javascriptWithScope";
+	case BSON_TYPE_INT32:
+		return "int";
+	case BSON_TYPE_TIMESTAMP:
+		return "timestamp";
+	case BSON_TYPE_INT64:
+		return "long";
+	case BSON_TYPE_DECIMAL128:
+		return "decimal";
+	case BSON_TYPE_MINKEY:
+		return "minKey";
+	case BSON_TYPE_MAXKEY:
+		return "maxKey";
+	default:
+		return "unknown";
 	}
 }
 
@@ -376,13 +399,18 @@ static const char *reason_of(const char *op)
 	static const struct {
 		const char *op, *reason;
 	} tab[] = {
-		{"$eq", "comparison failed"},	 {"$ne", "comparison succeeded"},
-		{"$gt", "comparison failed"},	 {"$gte", "comparison failed"},
-		{"$lt", "comparison failed"},	 {"$lte", "comparison failed"},
+		{"$eq", "comparison failed"},
+		{"$ne", "comparison succeeded"},
+		{"$gt", "comparison failed"},
+		{"$gte", "comparison failed"},
+		{"$lt", "comparison failed"},
+		{"$lte", "comparison failed"},
 		{"$in", "no matching value found in array"},
 		{"$nin", "matching value found in array"},
-		{"$type", "type did not match"}, {"$regex", "regular expression did not match"},
-		{"$exists", "path had value"},	 {"$size", "array length was not equal to given size"},
+		{"$type", "type did not match"},
+		{"$regex", "regular expression did not match"},
+		{"$exists", "path had value"},
+		{"$size", "array length was not equal to given size"},
 		{"$mod", "$mod did not evaluate to expected remainder"},
 		{"$all", "array did not contain all specified values"},
 		{"$elemMatch", "array did not satisfy the child predicate"},
@@ -418,7 +446,8 @@ static void clause_details(bson_iter_t *it, const bson_t *doc, bson_t *out)
 	BSON_APPEND_UTF8(out, "operatorName", op);
 	BSON_APPEND_DOCUMENT(out, "specifiedAs", &spec);
 	if (key[0] != '$' && one_op) {
-		bool there = bson_iter_init(&val, doc) && bson_iter_find_descendant(&val, key, &sub);
+		bool there =
+			bson_iter_init(&val, doc) && bson_iter_find_descendant(&val, key, &sub);
 
 		if (!there && strcmp(op, "$exists") == 0)
 			BSON_APPEND_UTF8(out, "reason", "path does not exist");
@@ -429,7 +458,8 @@ static void clause_details(bson_iter_t *it, const bson_t *doc, bson_t *out)
 		if (there) {
 			bson_append_iter(out, "consideredValue", -1, &sub);
 			if (!strcmp(op, "$type"))
-				BSON_APPEND_UTF8(out, "consideredType", type_alias(bson_iter_type(&sub)));
+				BSON_APPEND_UTF8(out, "consideredType",
+						 type_alias(bson_iter_type(&sub)));
 		}
 	}
 	bson_destroy(&spec);

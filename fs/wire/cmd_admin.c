@@ -460,14 +460,33 @@ int wire_cmd_create(struct wire_ctx *c, bson_t *reply)
 
 /* Fields of collMod MongoDB 7.0 has that docfs refuses by name (238), and the generic
  * arguments every command may carry. */
-static const char *const coll_mod_refused[] = {
-	"index",      "viewOn",	    "pipeline",	  "expireAfterSeconds", "timeseries",
-	"cappedSize", "cappedMax", "dryRun",	  "changeStreamPreAndPostImages",
-	"clusteredIndex", "recordPreImages", NULL};
-static const char *const generic_args[] = {
-	"$db",	       "lsid",	     "$clusterTime", "writeConcern", "comment",
-	"maxTimeMS",   "$readPreference", "apiVersion", "apiStrict", "apiDeprecationErrors",
-	"txnNumber",   "autocommit", "startTransaction", "readConcern", NULL};
+static const char *const coll_mod_refused[] = {"index",
+					       "viewOn",
+					       "pipeline",
+					       "expireAfterSeconds",
+					       "timeseries",
+					       "cappedSize",
+					       "cappedMax",
+					       "dryRun",
+					       "changeStreamPreAndPostImages",
+					       "clusteredIndex",
+					       "recordPreImages",
+					       NULL};
+static const char *const generic_args[] = {"$db",
+					   "lsid",
+					   "$clusterTime",
+					   "writeConcern",
+					   "comment",
+					   "maxTimeMS",
+					   "$readPreference",
+					   "apiVersion",
+					   "apiStrict",
+					   "apiDeprecationErrors",
+					   "txnNumber",
+					   "autocommit",
+					   "startTransaction",
+					   "readConcern",
+					   NULL};
 
 static bool listed(const char *const *list, const char *k)
 {

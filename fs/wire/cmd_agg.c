@@ -315,8 +315,7 @@ static bool starts_with_documents(const bson_t *cmd)
  * an expression), the rest of the pipeline run by the engine over them
  * (query_agg_open_docs; $lookup reads the database's collections in a read transaction).
  * -1 when the pipeline does not start with $documents, else 0 or a wire_fail code. */
-static int documents_stage(struct wire_ctx *c, struct query_let *let, int64_t batch,
-			   bson_t *reply)
+static int documents_stage(struct wire_ctx *c, struct query_let *let, int64_t batch, bson_t *reply)
 {
 	struct dfs_err err = {0};
 	struct query_agg_opts ao = {.mem = fs_sort_mem, .now_ms = wire_now_ms(), .let = let};

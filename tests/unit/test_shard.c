@@ -161,7 +161,8 @@ START_TEST(test_query_shard_hash_unchanged_golden)
 			break;
 		default:
 			if (i % 3 == 0)
-				BSON_APPEND_DATE_TIME(b, "v", (int64_t)i * 86400000 - 1000000000000);
+				BSON_APPEND_DATE_TIME(b, "v",
+						      (int64_t)i * 86400000 - 1000000000000);
 			else if (i % 3 == 1)
 				BSON_APPEND_DOUBLE(b, "v", (i - 1500) * 12345.678);
 			else
@@ -169,7 +170,8 @@ START_TEST(test_query_shard_hash_unchanged_golden)
 			break;
 		}
 		ck_assert(bson_iter_init_find(&it, b, "v"));
-		fold = fold * 1000003u ^ (uint64_t)query_shard_hash_seed(bson_iter_value(&it), i % 3);
+		fold = fold * 1000003u ^
+		       (uint64_t)query_shard_hash_seed(bson_iter_value(&it), i % 3);
 		bson_destroy(b);
 	}
 	ck_assert_msg(fold == (uint64_t)GOLDEN_FOLD, "fold 0x%016llxLL", (unsigned long long)fold);
