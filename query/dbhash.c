@@ -155,7 +155,8 @@ int query_dbhash(struct store_db *db, const char *host, const bson_t *colls, bso
 		rc = store_coll_list(t, collect, &l, err);
 	if (rc)
 		goto done;
-	qsort(l.v, l.n, sizeof(*l.v), by_name);
+	if (l.n) /* qsort(NULL, 0) is undefined */
+		qsort(l.v, l.n, sizeof(*l.v), by_name);
 	BSON_APPEND_UTF8(out, "host", host);
 	BSON_APPEND_DOCUMENT_BEGIN(out, "collections", &hashes);
 	all = query__md5_new();
