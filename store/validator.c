@@ -10,9 +10,9 @@
  * Design notes
  * 1. colls.options keys: "validator" (a filter document), "validationLevel" ("strict",
  *    "moderate", "off"), "validationAction" ("error", "warn"); set together by
- *    store_coll_set_validation, which keeps the other keys (capped.c's) and whose callers
- *    keep capped.c's writes from dropping them (options_merge). A collection without a
- *    validator has no such keys.
+ *    store_coll_set_validation, which keeps the other keys (capped.c's); capped.c's
+ *    rewrites of its totals keep these (store__options_merge). A collection without
+ *    validation options has no such keys.
  * 2. Levels as MongoDB: strict checks every insert and replacement; moderate checks inserts
  *    and the replacement of a document that was valid before (an invalid one may stay
  *    invalid); off checks nothing. Actions: error refuses the write (DFS_EINVAL "Document
