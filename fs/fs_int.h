@@ -205,11 +205,12 @@ int fs_index_render(struct store_txn *t, int64_t coll, const char *name, bool pr
 /* ---- options.c: the .options file of a collection ---------------------------------- */
 
 /* Appends what .options shows: MongoDB's collection options ({} or {"capped": true,
- * "size": N, "max": M}), one line. */
+ * "size": N, "max": M}, and the validation options), one line. */
 int fs_options_render(struct store_txn *t, int64_t coll, struct dfs_buf *out, struct dfs_err *err);
 /* Applies text written to .options in one write transaction of db: {capped: true, size,
  * max} makes an empty collection capped; the options it already has are accepted again
- * (a file read and written back changes nothing); anything else is DFS_EINVAL naming what. */
+ * (a file read and written back changes nothing); validator, validationLevel and
+ * validationAction set those given; anything else is DFS_EINVAL naming what. */
 int fs_options_apply(struct store_db *db, int64_t coll, const char *text, size_t len,
 		     struct dfs_err *err);
 
@@ -221,6 +222,23 @@ int fs_index_spec_parse(const char *text, size_t len, bson_t *out, struct dfs_er
 int fs_index_spec_check(const char *name, const bson_t *in, struct dfs_err *err);
 /* Checks the text of `.options` as fs_options_apply would before applying it. */
 int fs_options_check(const char *text, size_t len, struct dfs_err *err);
+/* The validation options of create, collMod and .options (store/validator.c). */
+struct fs_validation {
+	bson_t validator;   /* a view of the "validator" given (Borrowed from the command) */
+	bool has_validator; /* validator was given */
+	int level, action;  /* enum store_vlevel / store_vaction, -1: not given */
+};
+/* Reads the option at it into v when it is "validator", "validationLevel" or
+ * "validationAction" (*mine true), checking its type and value (DFS_ETYPE, DFS_EINVAL
+ * "Enumeration value 'x' for field 'validationLevel' is not a valid value."); else *mine is
+ * false. Set level and action to -1 and has_validator false before the first option. */
+int fs_validation_opt(bson_iter_t *it, struct fs_validation *v, bool *mine, struct dfs_err *err);
+/* Sets what v gives on coll (write t); nothing when v gives nothing. */
+int fs_validation_apply(struct store_txn *t, int64_t coll, const struct fs_validation *v,
+			struct dfs_err *err);
+/* Appends coll's validator, validationLevel and validationAction (when it has any) to out,
+ * as listCollections and .options show them. */
+int fs_options_validation(struct store_txn *t, int64_t coll, bson_t *out, struct dfs_err *err);
 /*
  * Creates index name on collection coll of db from spec {"key": {...}, ...} (Borrowed),
  * whose "name", when present, must be name (name NULL: the spec's or the default name); a

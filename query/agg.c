@@ -1760,6 +1760,7 @@ struct query_agg {
 	int first, last;	  /* stages [first, last) run here */
 	struct query_cursor *cur; /* Owned: the source, or NULL */
 	FILE *spool;		  /* Borrowed: the $facet source (length-prefixed BSON), or NULL */
+	FILE *own_spool;	  /* Owned: the $documents source (query_agg_open_docs), or NULL */
 	const bson_t *one;	  /* Borrowed: the only document (update pipelines), or NULL */
 	struct dfs_buf sbuf;	  /* the document read last from spool */
 	bson_t *sview;		  /* Owned: a view of sbuf (see view_new) */
@@ -2741,7 +2742,8 @@ static int lookup_next(struct query_agg *a, int i, struct rstage *rs, const bson
 		goto done;
 	meta_set(rs, meta_in(a, i));
 	agg__arena_reset(&rs->ar);
-	rc = store_coll_find(a->t, ps->from, &fc, err);
+	/* no transaction: $documents over a database that does not exist */
+	rc = a->t ? store_coll_find(a->t, ps->from, &fc, err) : DFS_ENOENT;
 	if (rc && rc != DFS_ENOENT)
 		goto done;
 	if (rc)
@@ -3382,7 +3384,70 @@ void query_agg_free(struct query_agg *a)
 	dfs_buf_release(&a->sbuf);
 	free(a->sview);
 	query_cursor_free(a->cur);
+	if (a->own_spool)
+		fclose(a->own_spool);
 	free(a);
+}
+
+/* The documents of array docs written to a temporary file in the $facet spool's format
+ * (each document, then a text score: none), rewound, into *out (Owned: fclose). */
+static int docs_spool(const bson_t *docs, FILE **out, struct dfs_err *err)
+{
+	FILE *spool;
+	bson_iter_t it;
+	const uint8_t *data;
+	uint32_t len;
+	char none = 0;
+	double score = 0;
+
+	*out = NULL;
+	if (!bson_iter_init(&it, docs))
+		return dfs_err_set(err, DFS_EINVAL, "$documents: not a valid array");
+	spool = tmpfile();
+	if (!spool)
+		return dfs_err_set(err, DFS_EIO, "$documents: cannot create a temporary file");
+	while (bson_iter_next(&it)) {
+		if (!BSON_ITER_HOLDS_DOCUMENT(&it)) {
+			fclose(spool);
+			return dfs_err_set(err, DFS_ETYPE,
+					   "$documents: element %s is not a document",
+					   bson_iter_key(&it));
+		}
+		bson_iter_document(&it, &len, &data);
+		if (fwrite(&len, sizeof(len), 1, spool) != 1 ||
+		    fwrite(data, 1, len, spool) != len || fwrite(&none, 1, 1, spool) != 1 ||
+		    fwrite(&score, sizeof(score), 1, spool) != 1) {
+			fclose(spool);
+			return dfs_err_set(err, DFS_EIO,
+					   "$documents: cannot write a temporary file");
+		}
+	}
+	rewind(spool);
+	*out = spool;
+	return 0;
+}
+
+int query_agg_open_docs(struct store_txn *t, const bson_t *docs, const struct query_pipeline *p,
+			const struct query_agg_opts *o, struct query_agg **out, struct dfs_err *err)
+{
+	FILE *spool;
+	int rc;
+
+	*out = NULL;
+	if (p->writes)
+		return dfs_err_set(err, DFS_EINVAL,
+				   "$documents followed by $out or $merge: use "
+				   "query_agg_run_out_docs");
+	if ((rc = docs_spool(docs, &spool, err)))
+		return rc;
+	rc = agg_open(t, 0, p, o ? o->now_ms : 0, o && o->mem ? o->mem : AGG_MEM_DEFAULT, spool,
+		      NULL, NULL, query__let_vars(o ? o->let : NULL), NULL, p->n, out, err);
+	if (rc) {
+		fclose(spool);
+		return rc;
+	}
+	(*out)->own_spool = spool;
+	return 0;
 }
 
 /* ---- update pipelines (note 8) ------------------------------------------------------- */
@@ -3510,8 +3575,38 @@ static int spool_read_score(FILE *f, bool *has, double *score, struct dfs_err *e
 	return 0;
 }
 
+static int run_out(struct store_txn *t, int64_t coll, FILE *src, const struct query_pipeline *p,
+		   const struct query_agg_opts *o, int64_t *nwritten, struct dfs_err *err);
+
+const char *query_pipeline_target(const struct query_pipeline *p)
+{
+	return p->writes ? p->st[p->n - 1].from : NULL;
+}
+
 int query_agg_run_out(struct store_txn *t, int64_t coll, const struct query_pipeline *p,
 		      const struct query_agg_opts *o, int64_t *nwritten, struct dfs_err *err)
+{
+	return run_out(t, coll, NULL, p, o, nwritten, err);
+}
+
+int query_agg_run_out_docs(struct store_txn *t, const bson_t *docs, const struct query_pipeline *p,
+			   const struct query_agg_opts *o, int64_t *nwritten, struct dfs_err *err)
+{
+	FILE *spool;
+	int rc;
+
+	if (nwritten)
+		*nwritten = 0;
+	if ((rc = docs_spool(docs, &spool, err)))
+		return rc;
+	rc = run_out(t, 0, spool, p, o, nwritten, err);
+	fclose(spool);
+	return rc;
+}
+
+/* query_agg_run_out over coll, or over the documents of spool src when not NULL. */
+static int run_out(struct store_txn *t, int64_t coll, FILE *src, const struct query_pipeline *p,
+		   const struct query_agg_opts *o, int64_t *nwritten, struct dfs_err *err)
 {
 	const struct pstage *last;
 	struct query_agg *a = NULL;
@@ -3542,7 +3637,7 @@ int query_agg_run_out(struct store_txn *t, int64_t coll, const struct query_pipe
 	dfs_buf_init(&key);
 	dfs_buf_init(&buf);
 	/* 1. run the pipeline, preparing every result, sorted by _id */
-	if ((rc = agg_open(t, coll, p, o ? o->now_ms : 0, mem, NULL, NULL, NULL,
+	if ((rc = agg_open(t, coll, p, o ? o->now_ms : 0, mem, src, NULL, NULL,
 			   query__let_vars(o ? o->let : NULL), o ? o->collation : NULL, p->n - 1,
 			   &a, err)))
 		goto done;
@@ -3618,11 +3713,22 @@ int query_agg_run_out(struct store_txn *t, int64_t coll, const struct query_pipe
 			if (rc)
 				goto done;
 			if (found && last->when_matched == 3) {
+				struct dfs_buf idt;
+				bson_iter_t idit;
+
+				/* MongoDB's E11000 form, which the wire reads keyValue from */
+				dfs_buf_init(&idt);
+				if (bson_iter_init_find(&idit, &d, "_id"))
+					store_codec_render_value(bson_iter_value(&idit), &idt,
+								 NULL);
 				rc = dfs_err_set(err, DFS_EEXIST,
 						 "stage %d: $merge: a document with _id of "
 						 "'%s' already exists in the target (whenMatched: "
-						 "fail)",
-						 last->index, name);
+						 "fail): E11000 duplicate key error collection: "
+						 "%s.%s index: _id_ dup key: { _id: %s }",
+						 last->index, name, store_db_name(store_txn_db(t)),
+						 target.name, idt.data ? idt.data : "");
+				dfs_buf_release(&idt);
 				goto done;
 			}
 			if (!found && last->when_not_matched == 2) {

@@ -997,6 +997,13 @@ static int parse_opts(const struct query_find_opts *o, struct plan__query *q, st
 	q->proj_spec = o->projection;
 	q->hint = o->hint;
 	q->hint_name = o->hint_name;
+	q->min = o->min && !bson_empty(o->min) ? o->min : NULL;
+	q->max = o->max && !bson_empty(o->max) ? o->max : NULL;
+	if ((q->min || q->max) && !o->hint_name &&
+	    (!o->hint || bson_has_field(o->hint, "$natural")))
+		return dfs_err_set(err, DFS_EINVAL,
+				   "When using min()/max() a hint of which index "
+				   "to use must be provided");
 	q->sort_mem = o->sort_mem;
 	q->count_only = o->count_only;
 	q->coll = query__collation_ref(o->collation); /* the cursor may outlive o's */

@@ -1503,6 +1503,80 @@ static int index_cand(const struct plan__query *q, int ixpos, struct ixbounds *b
 	return 0;
 }
 
+/* The key of bound b (min or max of a find) in ix's encoding into out: b's fields must be
+ * ix's, in its order (MongoDB's indexCompatibleMaxMin); none hashed or text. */
+static int minmax_key(const struct store_index *ix, const bson_t *b, struct dfs_buf *out,
+		      struct dfs_err *err)
+{
+	bson_iter_t it;
+	int i = 0, rc;
+
+	if (!bson_iter_init(&it, b))
+		return dfs_err_set(err, DFS_EINVAL, "min/max is not a valid document");
+	while (bson_iter_next(&it)) {
+		if (i >= ix->nfields || strcmp(bson_iter_key(&it), ix->field[i].path) ||
+		    ix->field[i].dir == 0 || ix->field[i].dir == STORE_IX_TEXT)
+			break;
+		if ((rc = store_key_append(out, bson_iter_value(&it), ix->field[i].dir < 0, err)))
+			return rc;
+		i++;
+	}
+	if (i != ix->nfields || bson_iter_next(&it))
+		return dfs_err_set(err, DFS_EINVAL,
+				   "The index chosen is not compatible with min/max (index '%s')",
+				   ix->name);
+	return 0;
+}
+
+/* A find with min and/or max: the hinted index's one key range [min, max), FETCH with the
+ * whole filter (the range does not come from it), then sort, skip, limit as usual. */
+static int minmax_cand(const struct plan__query *q, int ixpos, struct plan__cand *c,
+		       struct dfs_err *err)
+{
+	const struct store_index *ix = &q->ixs[ixpos];
+	struct plan__range *r = xcalloc(1, sizeof(*r));
+	struct plan__node *n;
+	int rc;
+
+	memset(c, 0, sizeof(*c));
+	dfs_buf_init(&r->lo);
+	dfs_buf_init(&r->hi);
+	if ((q->min && (rc = minmax_key(ix, q->min, &r->lo, err))) ||
+	    (q->max && (rc = minmax_key(ix, q->max, &r->hi, err)))) {
+		plan__ranges_free(r, 1);
+		return rc;
+	}
+	if (q->min && q->max) {
+		size_t m = r->lo.len < r->hi.len ? r->lo.len : r->hi.len;
+		int cmp = memcmp(r->lo.data, r->hi.data, m);
+
+		if (cmp == 0)
+			cmp = r->lo.len < r->hi.len ? -1 : r->lo.len > r->hi.len;
+		if (cmp >= 0) {
+			plan__ranges_free(r, 1);
+			return dfs_err_set(err, DFS_EINVAL,
+					   "The value provided for min() does not come before the "
+					   "value provided for max() in the hinted index");
+		}
+	}
+	n = node_new(PS_IXSCAN, NULL);
+	n->ix = ix;
+	n->ixpos = ixpos;
+	n->multikey = ix->multikey != 0;
+	n->ranges = r;
+	n->nranges = 1;
+	n->fb = xcalloc((size_t)ix->nfields, sizeof(*n->fb));
+	for (int i = 0; i < ix->nfields; i++)
+		plan__ivals_full(&n->fb[i]); /* explain: the bounds are min/max, not intervals */
+	n = node_new(PS_FETCH, n);
+	if (q->filter && !(q->filter->kind == QK_AND && q->filter->nkids == 0))
+		n->filter = q->filter;
+	c->has_fetch = true;
+	c->root = finish(q, n, sortable(q), false, c);
+	snprintf(c->desc, sizeof(c->desc), "ix:%s:minmax", ix->name);
+	return 0;
+}
+
 static int collscan_cand(const struct plan__query *q, bool backward, struct plan__cand *c)
 {
 	struct plan__node *n = node_new(PS_COLLSCAN, NULL);
@@ -1955,6 +2029,11 @@ int plan__enumerate(struct plan__query *q, struct plan__cand **cands, int *n, st
 			return dfs_err_set(err, DFS_EINVAL,
 					   "a text index ('%s') serves $text queries only",
 					   q->ixs[pos].name);
+		if (q->min || q->max) {
+			if ((rc = minmax_cand(q, pos, &c, err)))
+				return rc;
+			return add_cand(cands, n, &c);
+		}
 		{
 			struct ixbounds b;
 

@@ -169,6 +169,7 @@ struct plan__query {
 	int nixs;
 	const bson_t *hint;		      /* Borrowed */
 	const char *hint_name;		      /* Borrowed */
+	const bson_t *min, *max;	      /* Borrowed: query_find_opts' (NULL: none) */
 	size_t sort_mem;		      /* SORT budget */
 	bool count_only;		      /* query_find_opts.count_only */
 	struct query_collation *coll;	      /* Owned: a reference to query_find_opts.collation */

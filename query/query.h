@@ -129,6 +129,12 @@ struct query_find_opts {
 	const bson_t *hint;	  /* NULL, or a key pattern ({price: 1}) or {$natural: 1|-1}
 				   * forcing that plan (DFS_EINVAL when no index matches) */
 	const char *hint_name;	  /* NULL, or the name of the index to force ("price_1") */
+	const bson_t *min, *max;  /* NULL, or MongoDB's find min/max: the hinted index's keys
+				   * from min (included) to max (excluded), fields named as the
+				   * index's in its order; the filter is applied to what they
+				   * bound. Without a hint DFS_EINVAL "When using min()/max() a
+				   * hint ..." (51173), fields not the index's "The index chosen
+				   * is not compatible with min/max" (51174) */
 	bool count_only;	  /* the caller only counts the results: an index scan whose
 				   * bounds decide the filter reads no document (COUNT_SCAN),
 				   * and the cursor may return NULL documents */
@@ -237,6 +243,8 @@ int query_pipeline_parse(const bson_t *pipeline, struct query_pipeline **out, st
 void query_pipeline_free(struct query_pipeline *p);
 /* Does p end in $out or $merge (and so must be run with query_agg_run_out)? */
 bool query_pipeline_writes(const struct query_pipeline *p);
+/* The collection p's $out or $merge writes (Borrowed: lives with p), or NULL. */
+const char *query_pipeline_target(const struct query_pipeline *p);
 
 /*
  * A command's variables (MongoDB's "let" option, an update statement's "c"): let is a
@@ -296,6 +304,19 @@ struct query_agg;
  */
 int query_agg_open(struct store_txn *t, int64_t coll, const struct query_pipeline *p,
 		   const struct query_agg_opts *o, struct query_agg **out, struct dfs_err *err);
+/* p over the documents of array docs instead of a collection (MongoDB's leading
+ * $documents stage, which p no longer holds), in their order: an aggregate over a
+ * database. t (may be NULL: a database that does not exist) is what $lookup reads; docs is
+ * copied (to a temporary file). Errors: DFS_ETYPE (an element that is not a document),
+ * DFS_EINVAL (p ends in $out or $merge: query_agg_run_out_docs), DFS_EIO. *out as
+ * query_agg_open's. */
+int query_agg_open_docs(struct store_txn *t, const bson_t *docs, const struct query_pipeline *p,
+			const struct query_agg_opts *o, struct query_agg **out,
+			struct dfs_err *err);
+/* query_agg_run_out over the documents of array docs ($documents then $out/$merge), in
+ * write transaction t of the target's database. */
+int query_agg_run_out_docs(struct store_txn *t, const bson_t *docs, const struct query_pipeline *p,
+			   const struct query_agg_opts *o, int64_t *nwritten, struct dfs_err *err);
 /* The next result: 0 with *doc Borrowed (valid until the next call or free), DFS_ENOENT at
  * the end, or an error: DFS_EINVAL for an expression error, naming the stage ("stage 2:
  * can't $divide by zero"), DFS_EFBIG for a result over 16 MiB, DFS_EIO when spilling fails. */
@@ -468,7 +489,8 @@ size_t query_distinct_finish_collated(struct query_distinct *d, const struct que
 
 /* The MongoDB error code of an engine error (11000 DuplicateKey for a unique key clash, 66
  * ImmutableField, 40 ConflictingUpdateOperators, 10334 BSONObjectTooLarge, 26
- * NamespaceNotFound, 50 MaxTimeMSExpired, 11601 Interrupted, 136 CappedPositionLost, 2
+ * NamespaceNotFound, 50 MaxTimeMSExpired, 11601 Interrupted, 136 CappedPositionLost, 121
+ * DocumentValidationFailure (a collection's validator refused the document), 2
  * BadValue for bad input...) and its codeName in *name (Borrowed: static; may be NULL).
  * The one mapping both front ends (.bulk results, the wire protocol) use. */
 int query_error_code(const struct dfs_err *e, const char **name);
@@ -588,5 +610,20 @@ int query_shard_merge_open(const bson_t *sort, int64_t skip, int64_t limit,
  * error prefixed "shard stream i: ". */
 int query_shard_merge_next(struct query_shard_merge *m, const bson_t **doc, struct dfs_err *err);
 void query_shard_merge_free(struct query_shard_merge *m);
+
+/* ---- dbHash (dbhash.c) ------------------------------------------------------------ */
+
+/*
+ * MongoDB's dbHash of database db (NULL: a database that does not exist, which has no
+ * collections), appended to out in mongod's reply order: host (given),
+ * collections {name: md5 hex of the collection}, capped [names], md5 (of the database),
+ * timeMillis; mongod's "uuids" is left out (docfs collections have no UUIDs). Read in one
+ * read transaction, so the hashes are of one moment. colls: NULL, or an array of names to
+ * hash (empty: all; a name that does not exist is left out, as mongod does). Documents a
+ * caller of the thread may not read are left out of its hashes (README "Permissions").
+ * Errors: DFS_EINVAL (an entry of colls that is not a string), the store's.
+ */
+int query_dbhash(struct store_db *db, const char *host, const bson_t *colls, bson_t *out,
+		 struct dfs_err *err);
 
 #endif

@@ -160,4 +160,12 @@ void query__text_parsed(const struct query__text *t, bson_t *out, const char *ke
  * call of a thread)? */
 bool query__regex_match(const struct query__regex *re, const char *s, size_t len);
 
+/* ---- MD5 (shard.c) ---------------------------------------------------------------- */
+
+/* A new MD5 context, ready for EVP_DigestUpdate: OpenSSL's, its implementation fetched once
+ * per process. Owned, freed by EVP_MD_CTX_free. Aborts when OpenSSL has no MD5 (a FIPS-only
+ * configuration), as on memory exhaustion: every hashed key would be wrong otherwise. Used
+ * by the hashed shard key (shard.c) and dbHash (dbhash.c). */
+struct evp_md_ctx_st *query__md5_new(void);
+
 #endif

@@ -500,6 +500,10 @@ int query_error_code(const struct dfs_err *e, const char **name)
 		{14, "TypeMismatch"},
 		{13, "Unauthorized"},
 		{10107, "NotWritablePrimary"},
+		{121, "DocumentValidationFailure"},
+		{51173, "Location51173"},
+		{51174, "Location51174"},
+		{51175, "Location51175"},
 	};
 	int code;
 
@@ -548,7 +552,13 @@ int query_error_code(const struct dfs_err *e, const char **name)
 		code = 1;
 		break;
 	default:
-		code = strstr(e->msg, "immutable") ? 66 : strstr(e->msg, "conflict") ? 40 : 2;
+		code = strstr(e->msg, "Document failed validation")    ? 121 /* store/validator.c */
+		       : strstr(e->msg, "When using min()/max()")      ? 51173 /* plan.c */
+		       : strstr(e->msg, "not compatible with min/max") ? 51174
+		       : strstr(e->msg, "provided for min() does not") ? 51175
+		       : strstr(e->msg, "immutable")		       ? 66
+		       : strstr(e->msg, "conflict")		       ? 40
+								       : 2;
 		break;
 	}
 	if (name) {

@@ -65,6 +65,15 @@ static int options_put(struct store_txn *t, const struct store_coll *c, struct d
 	BSON_APPEND_INT64(&b, "max", c->cap_max);
 	BSON_APPEND_INT64(&b, "bytes", c->cap_bytes);
 	BSON_APPEND_INT64(&b, "count", c->cap_count);
+	if ((rc = store__options_merge(t, c->id, &b, err))) { /* validator.c note 1 */
+		bson_destroy(&b);
+		return rc;
+	}
+	st = store__stmt(t, ST_COLL_OPTIONS, err); /* the merge used statements too */
+	if (!st) {
+		bson_destroy(&b);
+		return err ? err->code : DFS_EIO;
+	}
 	sqlite3_bind_int64(st, 1, c->id);
 	sqlite3_bind_blob(st, 2, bson_get_data(&b), (int)b.len, SQLITE_TRANSIENT);
 	rc = sqlite3_step(st);

@@ -271,6 +271,7 @@ static const char *const stmt_sql[ST__COUNT] = {
 	[ST_COLL_NDOCS] = "SELECT count(*) FROM docs WHERE coll = ?1",
 	[ST_COLL_NFILES] = "SELECT count(*) FROM files WHERE coll = ?1",
 	[ST_COLL_OPTIONS] = "UPDATE colls SET options = ?2 WHERE id = ?1",
+	[ST_COLL_OPTIONS_GET] = "SELECT options FROM colls WHERE id = ?1",
 	[ST_DOC_BSON_LEN] = "SELECT length(bson) FROM docs WHERE id = ?1",
 	[ST_DOC_BY_KEY] = "SELECT id, coll, name, size, mode, uid, gid, mtime, ctime,"
 			  " coalesce(atime, mtime) FROM docs"
@@ -1446,6 +1447,7 @@ static void txn_end(struct store_txn *t)
 	struct store_db *db = t->db;
 
 	store__ix_txn_free(t);
+	store__validate_forget(t);
 	dfs_buf_release(&t->scratch);
 	dfs_buf_release(&t->key);
 	if (t->write)
@@ -1548,6 +1550,7 @@ void store_txn_undo(struct store_txn *t)
 	t->coll_ok = 0;
 	t->cap_coll = 0;
 	t->ev_collid = 0;
+	store__validate_forget(t);
 }
 
 struct store_db *store_txn_db(struct store_txn *t)

@@ -710,6 +710,8 @@ static int doc_insert_row(struct store_txn *t, int64_t coll, const bson_t *doc, 
 
 	if ((rc = store__space_check(t, err)) || (rc = coll_exists(t, coll, err)))
 		return rc;
+	if ((rc = store__validate(t, coll, doc, 0, err)))
+		return rc;
 	if (!id && (rc = doc_id_for(t, coll, &id, err)))
 		return rc;
 	if ((rc = store__ix_prepare(t, 0, coll, id, doc, err)))
@@ -851,6 +853,8 @@ static int doc_update(struct store_txn *t, struct store_entry *e, const bson_t *
 
 	if ((rc = store__space_check(t, err)) ||
 	    (rc = store_doc_rendered_len(doc, &t->scratch, &size, err)))
+		return rc;
+	if ((rc = store__validate(t, e->coll, doc, e->id, err)))
 		return rc;
 	if ((rc = store__capped_is(t, e->coll, &capped, err)))
 		return rc;
@@ -1333,6 +1337,9 @@ int store_entry_rename(struct store_txn *t, int64_t id, int64_t newcoll, const c
 		if ((rc = doc_key_name(t, bson_iter_value(&it), name, sizeof(name), err)))
 			goto doc_done;
 		if ((rc = store_doc_rendered_len(&renamed, &t->scratch, &size, err)))
+			goto doc_done;
+		/* a new _id is a new document to the validator (validator.c) */
+		if ((rc = store__validate(t, newcoll, &renamed, 0, err)))
 			goto doc_done;
 		if ((rc = store__ix_prepare(t, src.coll, newcoll, id, &renamed, err)))
 			goto doc_done;

@@ -105,6 +105,11 @@ static size_t key_part(const uint8_t *key, size_t len)
 static struct store_filter_hooks hooks; /* note 5 */
 static bool hooks_set;
 
+const struct store_filter_hooks *store__filter_hooks(void)
+{
+	return hooks_set ? &hooks : NULL;
+}
+
 void store_filter_hooks_set(const struct store_filter_hooks *h)
 {
 	if (h) {

@@ -567,6 +567,44 @@ int store_coll_set_capped(struct store_txn *t, int64_t coll, int64_t size, int64
 /* The rounded size store_coll_set_capped keeps for size. */
 int64_t store_capped_round(int64_t size);
 
+/* ---- collection validators (validator.c) ------------------------------------------ */
+
+/*
+ * MongoDB's schema validation with query operators: a collection's validator (a filter)
+ * that every insert and replacement of a document must match, by level and action, kept
+ * in colls.options; every write path of the store checks it (validator.c's notes).
+ */
+enum store_vlevel { STORE_VLEVEL_STRICT, STORE_VLEVEL_MODERATE, STORE_VLEVEL_OFF };
+enum store_vaction { STORE_VACTION_ERROR, STORE_VACTION_WARN };
+struct store_validation {
+	bson_t *validator; /* Owned: the validator, or NULL (none) */
+	int level;	   /* enum store_vlevel */
+	int action;	   /* enum store_vaction */
+	bool has;	   /* any validation option is set (the validator, level or action) */
+};
+/* The validation options of coll; release with store_validation_release. */
+int store_coll_validation(struct store_txn *t, int64_t coll, struct store_validation *out,
+			  struct dfs_err *err);
+void store_validation_release(struct store_validation *v);
+/* Sets coll's validation (write t): validator NULL keeps the current one, an empty
+ * document means none; level or action -1 keeps the current one. The validator must
+ * compile (DFS_EINVAL "validator: ..."); documents already there are not checked. */
+int store_coll_set_validation(struct store_txn *t, int64_t coll, const bson_t *validator, int level,
+			      int action, struct dfs_err *err);
+const char *store_vlevel_name(int level);   /* "strict", "moderate", "off" */
+const char *store_vaction_name(int action); /* "error", "warn" */
+int store_vlevel_parse(const char *s);	    /* -1: not a level */
+int store_vaction_parse(const char *s);	    /* -1: not an action */
+/* While on, the calling thread's writes are not validated (bypassDocumentValidation). */
+void store_thread_bypass_validation(bool on);
+/* The errInfo ({failingDocumentId, details}) of the calling thread's last write refused
+ * for validation, moved into out (initialised here): false when there is none since the
+ * last take. A refusal is DFS_EINVAL "Document failed validation". */
+bool store_validation_failure_take(bson_t *out);
+/* Called (from any writing thread) for each document a "warn" validator lets through with
+ * a message naming the collection and the _id; set once at startup. */
+void store_validation_warn_hook_set(void (*fn)(const char *msg));
+
 /* ---- the change feed (db.c) -------------------------------------------------------- */
 
 enum store_change_op {

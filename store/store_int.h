@@ -27,6 +27,7 @@ enum store__st {
 	ST_COLL_NDOCS,
 	ST_COLL_NFILES,
 	ST_COLL_OPTIONS,
+	ST_COLL_OPTIONS_GET,
 	ST_DOC_BSON_LEN,
 	ST_DOC_BY_KEY,
 	ST_DOC_BY_ID,
@@ -164,6 +165,7 @@ struct store_txn {
 	struct dfs_buf scratch;	    /* rendering buffer reused by the transaction's writes */
 	struct dfs_buf key;	    /* key buffer reused by the transaction's writes */
 	struct store__ixcache *ixc; /* Owned: index.c's cache and pending entries, or NULL */
+	struct store__vcache *vc;   /* Owned: validator.c's compiled validator, or NULL */
 	sqlite3_blob *fetch;	    /* Owned: store_doc_fetch's handle on docs.bson, or NULL */
 	struct dfs_buf fetched;	    /* the last fetched document's bytes */
 	int64_t fetched_id;	    /* its id, when fetched with cache (else 0) */
@@ -292,6 +294,20 @@ int store__capped_note(struct store_txn *t, int64_t coll, int64_t dcount, int64_
 		       int64_t keep, struct dfs_err *err);
 /* Decodes colls.options (a BSON blob, or NULL) into c's capped fields. */
 void store__capped_decode(const void *blob, int len, struct store_coll *c);
+/* ---- collection validators (validator.c) ---- */
+/* Checks doc, about to be written into coll (old_id: the document it replaces, 0 for an
+ * insert), against coll's validator: DFS_EINVAL "Document failed validation" (errInfo kept
+ * for store_validation_failure_take), or 0 (valid, not checked, or only warned). */
+int store__validate(struct store_txn *t, int64_t coll, const bson_t *doc, int64_t old_id,
+		    struct dfs_err *err);
+/* Forgets t's compiled validator (a collMod, an undo, the transaction's end). */
+void store__validate_forget(struct store_txn *t);
+/* coll's options blob as a document (empty when NULL); out initialised here. */
+int store__options_get(struct store_txn *t, int64_t coll, bson_t *out, struct dfs_err *err);
+/* Appends coll's validation keys to b (capped.c rewrites the options with them). */
+int store__options_merge(struct store_txn *t, int64_t coll, bson_t *b, struct dfs_err *err);
+/* The filter hooks the query layer installed (index.c note 5), or NULL. */
+const struct store_filter_hooks *store__filter_hooks(void);
 /* Opens a private connection to a database file (for check.c). */
 int store__conn_open(const char *path, bool create, struct store__conn **out, struct dfs_err *err);
 void store__conn_close(struct store__conn *c);

@@ -111,6 +111,10 @@ static const char usage_text[] =
 	"      interval, the 10 busiest first.\n"
 	"  check STORE\n"
 	"      Verify SQLite integrity and the store's invariants; exit 0 when sound.\n"
+	"  dbhash STORE DB [COLL]...\n"
+	"      Print MongoDB's dbHash of DB (all its collections, or those named): the MD5\n"
+	"      of each collection's documents (their BSON in _id order) and of the database,\n"
+	"      as the wire protocol's dbHash answers; equal stores print equal md5s.\n"
 	"  generate TEMPLATE [-n N] [--seed S]\n"
 	"      Write N (default 1) documents as JSON Lines from an mgenerate-style template\n"
 	"      (a file, or the template text itself when it starts with '{').\n"
@@ -1085,6 +1089,55 @@ static int cmd_check(int argc, char **argv)
 	return 0;
 }
 
+/* ---- dbhash ------------------------------------------------------------------------ */
+
+/* `docfs dbhash STORE DB [COLL]...`: the wire protocol's dbHash document (query/dbhash.c),
+ * without its "ok", as one line of relaxed Extended JSON. A database that does not exist
+ * hashes as one without collections, as mongod answers. */
+static int cmd_dbhash(int argc, char **argv)
+{
+	struct dfs_err err = {0};
+	struct store *s = NULL;
+	struct store_db *db = NULL;
+	struct dfs_buf out = {0};
+	bson_t doc = BSON_INITIALIZER, colls = BSON_INITIALIZER;
+	char host[256] = "localhost", key[16];
+	int rc;
+
+	dfs_buf_init(&out);
+	if (argc < 3 || argv[1][0] == '-' || argv[2][0] == '-')
+		return fail("dbhash", "needs STORE and DB, and optionally collections (see docfs "
+				      "--help)");
+	for (int i = 3; i < argc; i++) {
+		snprintf(key, sizeof(key), "%d", i - 3);
+		BSON_APPEND_UTF8(&colls, key, argv[i]);
+	}
+	gethostname(host, sizeof(host) - 1);
+	if (!(rc = store_db_name_check(argv[2], &err)) &&
+	    !(rc = store_open(argv[1], false, &s, &err))) {
+		rc = store_db_get(s, argv[2], false, &db, &err);
+		if (rc == DFS_ENOENT) {
+			dfs_err_clear(&err);
+			db = NULL;
+			rc = 0;
+		}
+	}
+	if (!rc)
+		rc = query_dbhash(db, host, argc > 3 ? &colls : NULL, &doc, &err);
+	if (!rc)
+		rc = store_codec_render(&doc, STORE_RENDER_COMPACT, &out, &err);
+	store_free(s);
+	bson_destroy(&doc);
+	bson_destroy(&colls);
+	if (rc) {
+		dfs_buf_release(&out);
+		return fail("dbhash", "%s", err.msg);
+	}
+	printf("%s\n", out.data);
+	dfs_buf_release(&out);
+	return fflush(stdout) == 0 ? 0 : fail("dbhash", "write error: %s", strerror(errno));
+}
+
 /* ---- snapshots --------------------------------------------------------------------- */
 
 static int snapshot_db(struct store *s, const char *db, const char *coll,
@@ -1931,9 +1984,17 @@ static int cmd_serve(int argc, char **argv)
 	return 0;
 }
 
+/* A "warn" validator's message (store/validator.c): the log and /.docfs/errors. */
+static void validation_warn(const char *msg)
+{
+	fs_errlog_add("%s", msg);
+}
+
 int fs_main(int argc, char **argv)
 {
 	const char *cmd = argc > 1 ? argv[1] : NULL;
+
+	store_validation_warn_hook_set(validation_warn);
 
 	if (!cmd || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 ||
 	    strcmp(cmd, "help") == 0) {
@@ -1962,6 +2023,8 @@ int fs_main(int argc, char **argv)
 		return cmd_changes_keep(argc - 1, argv + 1);
 	if (strcmp(cmd, "check") == 0)
 		return cmd_check(argc - 1, argv + 1);
+	if (strcmp(cmd, "dbhash") == 0)
+		return cmd_dbhash(argc - 1, argv + 1);
 	if (strcmp(cmd, "generate") == 0)
 		return cmd_generate(argc - 1, argv + 1);
 	if (strcmp(cmd, "snapshot") == 0)

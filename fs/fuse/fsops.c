@@ -986,14 +986,16 @@ static bool opts_hide(const struct fs_node *p, bool set, bool clear)
 }
 
 /* Does collection node p show a .options file? Only when the collection has options (is
- * capped) and the file was not unlinked since (opts_hide): a plain collection's are {},
- * which an archive need not hold, and a restore by tar can then create the file (an
- * existing one would be EEXIST, which tar answers with unlink). A store error shows it, so
- * that reading it reports the error. */
+ * capped, or has a validator or validation options) and the file was not unlinked since
+ * (opts_hide): a plain collection's are {}, which an archive need not hold, and a restore
+ * by tar can then create the file (an existing one would be EEXIST, which tar answers with
+ * unlink). A store error shows it, so that reading it reports the error. */
 static bool opts_shown(const struct fs_node *p)
 {
 	struct store_coll c;
+	struct store_validation v = {0};
 	struct store_txn *t;
+	bool has;
 	int rc;
 
 	if (opts_hide(p, false, false))
@@ -1001,8 +1003,12 @@ static bool opts_shown(const struct fs_node *p)
 	if (store_txn_begin(p->db, false, &t, NULL))
 		return true;
 	rc = store_coll_by_id(t, p->coll, &c, NULL);
+	if (!rc && !c.capped)
+		rc = store_coll_validation(t, p->coll, &v, NULL);
 	store_txn_abort(t);
-	return rc || c.capped;
+	has = v.has;
+	store_validation_release(&v);
+	return rc || c.capped || has;
 }
 
 static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct dfs_err *err)

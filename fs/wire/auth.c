@@ -131,6 +131,8 @@ static const struct {
 	{"listIndexes", N_META},
 	{"collStats", N_META},
 	{"dbStats", N_META},
+	{"dbHash", N_READ}, /* MongoDB's read role has the dbHash action */
+	{"dbhash", N_READ},
 	{"insert", N_WRITE},
 	{"update", N_WRITE},
 	{"delete", N_WRITE},

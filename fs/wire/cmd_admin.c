@@ -317,6 +317,7 @@ struct coll_list {
 	struct wire_docs docs;
 	bool name_only;
 	struct query_expr *filter;
+	struct store_txn *t; /* Borrowed: the listing's transaction */
 };
 
 static int coll_one(void *ctx, const struct store_coll *co)
@@ -329,6 +330,8 @@ static int coll_one(void *ctx, const struct store_coll *co)
 	if (!l->name_only) {
 		BSON_APPEND_DOCUMENT_BEGIN(doc, "options", &sub);
 		coll_options(co, &sub);
+		if (l->t)
+			fs_options_validation(l->t, co->id, &sub, NULL);
 		bson_append_document_end(doc, &sub);
 		BSON_APPEND_DOCUMENT_BEGIN(doc, "info", &sub);
 		BSON_APPEND_BOOL(&sub, "readOnly", false);
@@ -380,6 +383,7 @@ int wire_cmd_list_collections(struct wire_ctx *c, bson_t *reply)
 			rc = wire_fail_dfs(c, &err);
 			goto done;
 		}
+		l.t = t;
 		rc = store_coll_list(t, coll_one, &l, &err);
 		store_txn_abort(t);
 		if (rc) {
@@ -403,7 +407,6 @@ static const char *const create_refused[] = {
 	"viewOn",
 	"pipeline",
 	"timeseries",
-	"validator",
 	"collation",
 	"clusteredIndex",
 	"changeStreamPreAndPostImages",
@@ -418,8 +421,10 @@ int wire_cmd_create(struct wire_ctx *c, bson_t *reply)
 	struct store_db *db;
 	struct store_txn *t;
 	struct store_coll co;
-	bool capped = false;
+	struct fs_validation v = {.level = -1, .action = -1};
+	bool capped = false, mine;
 	int64_t size = 0, max = 0;
+	bson_iter_t it;
 	int rc;
 
 	(void)reply;
@@ -430,6 +435,10 @@ int wire_cmd_create(struct wire_ctx *c, bson_t *reply)
 			return wire_fail(c, 238, "NotImplemented",
 					 "create: option '%s' is not supported by docfs",
 					 create_refused[i]);
+	if (bson_iter_init(&it, c->cmd))
+		while (bson_iter_next(&it))
+			if (fs_validation_opt(&it, &v, &mine, &err))
+				return wire_fail_dfs(c, &err);
 	wire_arg_bool(c, "capped", &capped);
 	if ((rc = wire_arg_int(c, "size", &size)) > 1 || (rc = wire_arg_int(c, "max", &max)) > 1)
 		return rc;
@@ -448,6 +457,8 @@ int wire_cmd_create(struct wire_ctx *c, bson_t *reply)
 	}
 	if (!rc && capped)
 		rc = store_coll_set_capped(t, co.id, size, max, &err);
+	if (!rc) /* validator, validationLevel, validationAction (store/validator.c) */
+		rc = fs_validation_apply(t, co.id, &v, &err);
 	if (rc) {
 		store_txn_abort(t);
 		return wire_fail_dfs(c, &err);
@@ -455,6 +466,99 @@ int wire_cmd_create(struct wire_ctx *c, bson_t *reply)
 	if (store_txn_commit(t, &err))
 		return wire_fail_dfs(c, &err);
 	return 0;
+}
+
+/* Fields of collMod MongoDB 7.0 has that docfs refuses by name (238), and the generic
+ * arguments every command may carry. */
+static const char *const coll_mod_refused[] = {"index",
+					       "viewOn",
+					       "pipeline",
+					       "expireAfterSeconds",
+					       "timeseries",
+					       "cappedSize",
+					       "cappedMax",
+					       "dryRun",
+					       "changeStreamPreAndPostImages",
+					       "clusteredIndex",
+					       "recordPreImages",
+					       NULL};
+static const char *const generic_args[] = {"$db",
+					   "lsid",
+					   "$clusterTime",
+					   "writeConcern",
+					   "comment",
+					   "maxTimeMS",
+					   "$readPreference",
+					   "apiVersion",
+					   "apiStrict",
+					   "apiDeprecationErrors",
+					   "txnNumber",
+					   "autocommit",
+					   "startTransaction",
+					   "readConcern",
+					   NULL};
+
+static bool listed(const char *const *list, const char *k)
+{
+	for (size_t i = 0; list[i]; i++)
+		if (!strcmp(list[i], k))
+			return true;
+	return false;
+}
+
+/* collMod: a collection's validator, validationLevel and validationAction (the store
+ * keeps them in its options, store/validator.c); MongoDB's other changes are refused by
+ * name (238), unknown fields 40415; the reply is {ok: 1}. */
+int wire_cmd_coll_mod(struct wire_ctx *c, bson_t *reply)
+{
+	struct dfs_err err = {0};
+	char name[DFS_MAX_NS_NAME + 1];
+	struct store_db *db;
+	struct store_txn *t;
+	struct store_coll co;
+	struct fs_validation v = {.level = -1, .action = -1};
+	bson_iter_t it;
+	bool mine;
+	int rc;
+
+	(void)reply;
+	if ((rc = wire_arg_coll(c, name, sizeof(name))))
+		return rc;
+	bson_iter_init(&it, c->cmd);
+	bson_iter_next(&it); /* the command's own field */
+	while (bson_iter_next(&it)) {
+		const char *k = bson_iter_key(&it);
+
+		if (fs_validation_opt(&it, &v, &mine, &err))
+			return wire_fail_dfs(c, &err);
+		if (mine || listed(generic_args, k))
+			continue;
+		if (listed(coll_mod_refused, k))
+			return wire_fail(c, 238, "NotImplemented",
+					 "collMod: option '%s' is not supported by docfs", k);
+		return wire_fail(c, 40415, "Location40415",
+				 "BSON field 'collMod.%s' is an unknown field.", k);
+	}
+	if ((rc = wire_db(c, false, &db)) == DFS_ENOENT)
+		return wire_fail(c, 26, "NamespaceNotFound", "ns does not exist: %s.%s", c->db,
+				 name);
+	if (rc)
+		return rc;
+	if ((rc = store_txn_begin(db, true, &t, &err)))
+		return wire_fail_dfs(c, &err);
+	rc = store_coll_find(t, name, &co, &err);
+	if (rc == DFS_ENOENT) {
+		store_txn_abort(t);
+		return wire_fail(c, 26, "NamespaceNotFound", "ns does not exist: %s.%s", c->db,
+				 name);
+	}
+	if (!rc)
+		rc = fs_validation_apply(t, co.id, &v, &err);
+	if (rc) {
+		store_txn_abort(t);
+		return wire_fail_dfs(c, &err);
+	}
+	return store_txn_commit(t, &err) ? wire_fail_dfs(c, &err) : 0;
 }
 
 int wire_cmd_convert_to_capped(struct wire_ctx *c, bson_t *reply)
@@ -621,6 +725,35 @@ int wire_cmd_db_stats(struct wire_ctx *c, bson_t *reply)
 	if (rc)
 		return rc;
 	if (fs_stats_doc(db, 0, scale, reply, &err))
+		return wire_fail_dfs(c, &err);
+	return 0;
+}
+
+/* dbHash: query_dbhash's document (query/dbhash.c says what is hashed); a database that
+ * does not exist hashes as one without collections. */
+int wire_cmd_db_hash(struct wire_ctx *c, bson_t *reply)
+{
+	struct dfs_err err = {0};
+	struct store_db *db = NULL;
+	char host[256] = "localhost";
+	bson_t view, *colls = NULL;
+	bson_iter_t it;
+	const uint8_t *data;
+	uint32_t len;
+	int rc;
+
+	if (bson_iter_init_find(&it, c->cmd, "collections") && BSON_ITER_HOLDS_ARRAY(&it)) {
+		bson_iter_array(&it, &len, &data);
+		if (!bson_init_static(&view, data, len))
+			return wire_fail(c, 2, "BadValue", "invalid array under 'collections'");
+		colls = &view;
+	}
+	if ((rc = wire_db(c, false, &db)) == DFS_ENOENT)
+		db = NULL;
+	else if (rc)
+		return rc;
+	gethostname(host, sizeof(host) - 1);
+	if (query_dbhash(db, host, colls, reply, &err))
 		return wire_fail_dfs(c, &err);
 	return 0;
 }

@@ -300,6 +300,103 @@ static int agg_next(void *ctx, const bson_t **doc, struct dfs_err *err)
 	return query_agg_next(((struct agg_src *)ctx)->agg, doc, err);
 }
 
+/* Whether the pipeline's first stage is $documents. */
+static bool starts_with_documents(const bson_t *cmd)
+{
+	bson_iter_t it, st, d;
+
+	return bson_iter_init_find(&it, cmd, "pipeline") && BSON_ITER_HOLDS_ARRAY(&it) &&
+	       bson_iter_recurse(&it, &st) && bson_iter_next(&st) &&
+	       BSON_ITER_HOLDS_DOCUMENT(&st) && bson_iter_recurse(&st, &d) && bson_iter_next(&d) &&
+	       !strcmp(bson_iter_key(&d), "$documents");
+}
+
+/* An aggregate: 1 whose first stage is $documents (an array of documents, written out: not
+ * an expression), the rest of the pipeline run by the engine over them
+ * (query_agg_open_docs; $lookup reads the database's collections in a read transaction).
+ * -1 when the pipeline does not start with $documents, else 0 or a wire_fail code. */
+static int documents_stage(struct wire_ctx *c, struct query_let *let, int64_t batch, bson_t *reply)
+{
+	struct dfs_err err = {0};
+	struct query_agg_opts ao = {.mem = fs_sort_mem, .now_ms = wire_now_ms(), .let = let};
+	struct query_pipeline *p = NULL;
+	struct agg_src as = {0};
+	struct wire_source src = {agg_next, &as};
+	struct store_db *db = NULL;
+	struct store_txn *t = NULL;
+	bson_iter_t it, st, d;
+	bson_t rest = BSON_INITIALIZER, docs, lsid;
+	const uint8_t *data;
+	uint32_t len;
+	char ns[DFS_MAX_NS_NAME + 32], key[16];
+	int n = 0, rc = 0;
+
+	if (!bson_iter_init(&it, c->cmd) || !bson_iter_next(&it) || BSON_ITER_HOLDS_UTF8(&it) ||
+	    !starts_with_documents(c->cmd))
+		return -1;
+	bson_iter_init_find(&it, c->cmd, "pipeline");
+	bson_iter_recurse(&it, &st);
+	bson_iter_next(&st);
+	bson_iter_recurse(&st, &d);
+	bson_iter_next(&d);
+	if (!BSON_ITER_HOLDS_ARRAY(&d))
+		return wire_fail(c, 238, "NotImplemented",
+				 "$documents takes an array of documents in docfs (not an "
+				 "expression)");
+	bson_iter_array(&d, &len, &data);
+	if (!bson_init_static(&docs, data, len))
+		return wire_fail(c, 2, "BadValue", "$documents: not a valid array");
+	while (bson_iter_next(&st)) {
+		snprintf(key, sizeof(key), "%d", n++);
+		bson_append_iter(&rest, key, -1, &st);
+	}
+	if (query_pipeline_parse_let(&rest, let, &p, &err)) {
+		rc = wire_fail_dfs(c, &err);
+		goto done;
+	}
+	snprintf(ns, sizeof(ns), "%s.$cmd.aggregate", c->db);
+	if (query_pipeline_writes(p)) { /* $out / $merge: one write transaction */
+		int64_t nw = 0;
+
+		if ((rc = wire_db(c, true, &db)))
+			goto done;
+		if (store_txn_begin(db, true, &t, &err) ||
+		    query_agg_run_out_docs(t, &docs, p, &ao, &nw, &err) ||
+		    store_txn_commit(t, &err)) {
+			bson_t *info = c->err_info ? c->err_info : (c->err_info = bson_new());
+
+			store_txn_abort(t);
+			t = NULL;
+			wire_dup_key_info(c, query_pipeline_target(p), &err, info);
+			rc = wire_fail_dfs(c, &err);
+			goto done;
+		}
+		t = NULL;
+		wire_empty_cursor(reply, ns, "firstBatch");
+		goto done;
+	}
+	if ((rc = wire_db(c, false, &db)) == DFS_ENOENT)
+		rc = 0; /* no collections to $lookup: t stays NULL */
+	else if (rc)
+		goto done;
+	else if (store_txn_begin(db, false, &t, &err)) {
+		rc = wire_fail_dfs(c, &err);
+		goto done;
+	}
+	if (query_agg_open_docs(t, &docs, p, &ao, &as.agg, &err)) {
+		rc = wire_fail_dfs(c, &err);
+		goto done;
+	}
+	if (wire_cursor_reply(c, ns, &src, batch, false, wire_lsid(c, &lsid), reply, &err))
+		rc = wire_fail_dfs(c, &err);
+done:
+	query_agg_free(as.agg);
+	store_txn_abort(t);
+	query_pipeline_free(p);
+	bson_destroy(&rest);
+	return rc;
+}
+
 /* The pipeline of an aggregate, parsed with the command's variables let (may be NULL): 0 or
  * a wire_fail code. */
 static int agg_pipeline(struct wire_ctx *c, const struct query_let *let, struct query_pipeline **p)
@@ -319,10 +416,15 @@ static int agg_collection(struct wire_ctx *c, char *name, size_t cap)
 {
 	bson_iter_t it;
 
-	if (bson_iter_init(&it, c->cmd) && bson_iter_next(&it) && !BSON_ITER_HOLDS_UTF8(&it))
+	if (bson_iter_init(&it, c->cmd) && bson_iter_next(&it) && !BSON_ITER_HOLDS_UTF8(&it)) {
+		if (starts_with_documents(c->cmd)) {
+			snprintf(name, cap, "$cmd.aggregate"); /* documents_stage answers */
+			return 0;
+		}
 		return wire_fail(c, 238, "NotImplemented",
-				 "aggregate: 1 (a pipeline over a whole database, such as "
-				 "$currentOp) is not supported by docfs yet");
+				 "aggregate: 1 (a pipeline over a whole database) is not "
+				 "supported by docfs yet but with $currentOp or $documents first");
+	}
 	return wire_arg_coll(c, name, cap);
 }
 
@@ -567,6 +669,10 @@ int wire_cmd_aggregate(struct wire_ctx *c, bson_t *reply)
 		return rc;
 	if ((rc = wire_arg_let(c, &let)))
 		return rc;
+	if (!explain && (rc = documents_stage(c, let, batch, reply)) != -1) {
+		query_let_free(let);
+		return rc;
+	}
 	ao.let = let;
 	if ((rc = wire_arg_collation(c, c->cmd, &c->coll)))
 		goto done;
@@ -593,6 +699,9 @@ int wire_cmd_aggregate(struct wire_ctx *c, bson_t *reply)
 		if (rc)
 			goto done;
 		if (query_agg_run_out(x.t, x.co.id, p, &ao, &nw, &err)) {
+			if (!c->err_info)
+				c->err_info = bson_new();
+			wire_dup_key_info(c, query_pipeline_target(p), &err, c->err_info);
 			rc = wire_fail_dfs(c, &err);
 			goto done;
 		}

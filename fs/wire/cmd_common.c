@@ -195,8 +195,7 @@ int wire_arg_let(struct wire_ctx *c, struct query_let **out)
 
 /* Options of find, and of count and distinct, that docfs does not have yet: refused by
  * name rather than ignored (an option ignored gives other documents, silently). */
-static const char *const find_refused[] = {"min",	   "max",	  "returnKey",
-					   "showRecordId", "oplogReplay", NULL};
+static const char *const find_refused[] = {"returnKey", "showRecordId", "oplogReplay", NULL};
 static const char *const count_refused[] = {NULL};
 
 int wire_find_args(struct wire_ctx *c, struct wire_find_args *a, bool count)
@@ -223,6 +222,12 @@ int wire_find_args(struct wire_ctx *c, struct wire_find_args *a, bool count)
 		if ((rc = wire_arg_doc(c, "projection", &a->projection)) > 1)
 			return rc;
 		a->o.projection = rc == 0 && !bson_empty(&a->projection) ? &a->projection : NULL;
+		if ((rc = wire_arg_doc(c, "min", &a->min)) > 1)
+			return rc;
+		a->o.min = rc == 0 ? &a->min : NULL; /* plan.c: index bounds (needs a hint) */
+		if ((rc = wire_arg_doc(c, "max", &a->max)) > 1)
+			return rc;
+		a->o.max = rc == 0 ? &a->max : NULL;
 	}
 	if (bson_iter_init_find(&it, c->cmd, "hint")) {
 		if (BSON_ITER_HOLDS_UTF8(&it)) {

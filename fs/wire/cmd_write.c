@@ -111,6 +111,8 @@ static void write_error(struct wire_ctx *c, const char *coll, bson_t *errs, int 
 	BSON_APPEND_INT32(&one, "code", code);
 	BSON_APPEND_UTF8(&one, "codeName", name);
 	wire_dup_key_info(c, coll, e, &one);
+	if (wire_validation_info(e, &one)) /* without the engine's "document i: " */
+		errmsg = WIRE_VALIDATION_MSG;
 	BSON_APPEND_UTF8(&one, "errmsg", errmsg ? errmsg : e->msg);
 	bson_append_document_end(errs, &one);
 }
@@ -159,6 +161,17 @@ static bool dup_key_value(const char *msg, const struct store_index *ix, bson_t 
 		bson_reinit(out);
 	dfs_buf_release(&b);
 	return ok;
+}
+
+bool wire_validation_info(const struct dfs_err *e, bson_t *out)
+{
+	bson_t info;
+
+	if (!strstr(e->msg, WIRE_VALIDATION_MSG) || !store_validation_failure_take(&info))
+		return false;
+	BSON_APPEND_DOCUMENT(out, "errInfo", &info);
+	bson_destroy(&info);
+	return true;
 }
 
 void wire_dup_key_info(struct wire_ctx *c, const char *name, const struct dfs_err *e, bson_t *out)
@@ -667,6 +680,8 @@ int wire_cmd_find_and_modify(struct wire_ctx *c, bson_t *reply)
 		if (!c->err_info)
 			c->err_info = bson_new();
 		wire_dup_key_info(c, name, &err, c->err_info);
+		if (wire_validation_info(&err, c->err_info))
+			return wire_fail(c, 121, "DocumentValidationFailure", WIRE_VALIDATION_MSG);
 		return wire_fail_dfs(c, &err);
 	}
 	if ((rc = store_txn_commit(x.t, &err))) {

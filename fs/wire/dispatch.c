@@ -57,11 +57,17 @@ static const struct command commands[] = {
 	{"create", wire_cmd_create, FS_OP_COMMAND, false, false,
 	 "creates a collection (capped, size, max)"},
 	{"drop", wire_cmd_drop, FS_OP_COMMAND, false, false, "drops a collection"},
+	{"collMod", wire_cmd_coll_mod, FS_OP_COMMAND, false, false,
+	 "changes a collection's validator, validationLevel, validationAction"},
 	{"convertToCapped", wire_cmd_convert_to_capped, FS_OP_COMMAND, false, false,
 	 "caps a collection (size, max), removing the oldest documents past them"},
 	{"dropDatabase", wire_cmd_drop_database, FS_OP_COMMAND, false, false, "drops a database"},
 	{"dbStats", wire_cmd_db_stats, FS_OP_COMMAND, false, false, "a database's figures"},
 	{"collStats", wire_cmd_coll_stats, FS_OP_COMMAND, false, false, "a collection's figures"},
+	{"dbHash", wire_cmd_db_hash, FS_OP_COMMAND, false, false,
+	 "an MD5 of each collection's documents in _id order, and of the database"},
+	{"dbhash", wire_cmd_db_hash, FS_OP_COMMAND, false, false,
+	 "an MD5 of each collection's documents in _id order, and of the database"},
 	{"insert", wire_cmd_insert, FS_OP_INSERT, false, false, "inserts documents"},
 	{"update", wire_cmd_update, FS_OP_UPDATE, false, false, "updates documents"},
 	{"delete", wire_cmd_delete, FS_OP_REMOVE, false, false, "deletes documents"},
@@ -110,7 +116,6 @@ static const struct command commands[] = {
 /* MongoDB commands that docfs does not have yet: 238 NotImplemented (naming them), not
  * 59, so a client tells "not here yet" from a typo. */
 static const char *const not_yet[] = {
-	"collMod",
 	"compact",
 	"mapReduce",
 	"bulkWrite",
@@ -357,7 +362,16 @@ static int run(struct wire_ctx *c, const struct command *cmd, bson_t *reply)
 	fs_curop_client(&op, wire_conn_addr(c->conn));
 	/* a getMore's maxTimeMS is how long a tailable awaitData cursor waits (cursor.c) */
 	fs_curop_describe(c->cmd, cmd->fn == wire_cmd_get_more ? 0 : max_ms);
+	{
+		bool bypass = false;
+
+		/* insert, update, findAndModify, aggregate's $out/$merge: the store's writes of
+		 * this thread skip the collections' validators (store/validator.c note 4) */
+		wire_arg_bool(c, "bypassDocumentValidation", &bypass);
+		store_thread_bypass_validation(bypass);
+	}
 	rc = cmd->fn(c, reply);
+	store_thread_bypass_validation(false);
 	fs_curop_end(&op, rc ? (c->dfs_code ? c->dfs_code : DFS_EINVAL) : 0);
 	return rc;
 }

@@ -258,7 +258,7 @@ struct wire_coll {
 /* A find's arguments, views into the command. */
 struct wire_find_args {
 	struct query_find_opts o;
-	bson_t filter, sort, projection, hint;
+	bson_t filter, sort, projection, hint, min, max;
 	int64_t batch; /* -1: default */
 	bool single;
 };
@@ -277,6 +277,11 @@ bool wire_sub_view(const bson_t *doc, const char *key, bool array, bson_t *view)
  * keyValue appended to out. Nothing for another error, and no keyValue when the key cannot
  * be read back from e's message (cut at its length limit). */
 void wire_dup_key_info(struct wire_ctx *c, const char *name, const struct dfs_err *e, bson_t *out);
+/* MongoDB's errInfo ({failingDocumentId, details}) appended to out when e is a refusal of a
+ * collection's validator (121): the store keeps it for the thread (store/validator.c).
+ * True when it was one (its errmsg is then WIRE_VALIDATION_MSG, as mongod's). */
+#define WIRE_VALIDATION_MSG "Document failed validation"
+bool wire_validation_info(const struct dfs_err *e, bson_t *out);
 /* The "collation" of doc (the command or one of its statements) read into *out (Owned,
  * query_collation_free; NULL when absent or {locale: "simple"}). 0, or a wire_fail code: 2
  * BadValue for a collation docfs cannot make (no locale, one ICU lacks, a bad option). */
@@ -325,6 +330,8 @@ int wire_cmd_convert_to_capped(struct wire_ctx *c, bson_t *reply);
 int wire_cmd_drop_database(struct wire_ctx *c, bson_t *reply);
 int wire_cmd_db_stats(struct wire_ctx *c, bson_t *reply);
 int wire_cmd_coll_stats(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_db_hash(struct wire_ctx *c, bson_t *reply);
+int wire_cmd_coll_mod(struct wire_ctx *c, bson_t *reply);
 
 int wire_cmd_insert(struct wire_ctx *c, bson_t *reply);
 int wire_cmd_update(struct wire_ctx *c, bson_t *reply);

@@ -40,7 +40,7 @@ expect_eq "$(cat "$C/query/{}?count=1")" "1" "documents in the collection"
 step "index specs, options, saved queries"
 must_fail "index spec" '{key: {price: 1}, bogus: 1}' "$C/.indexes/x" "unknown index option 'bogus'"
 expect_eq "$(ls "$C/.indexes" | tr '\n' ' ')" "u_1 " "indexes after the refused spec"
-must_fail "collection options" '{validator: {a: 1}}' "$C/.options" "unknown collection option 'validator'"
+must_fail "collection options" '{viewOn: "a"}' "$C/.options" "unknown collection option 'viewOn'"
 must_fail "saved query" '{"filter": {"$gtx": 1}}' "$C/.queries/bad" "unknown top level operator '\$gtx'"
 [ ! -e "$C/.queries/bad" ] || fail "an empty .queries/bad was left behind"
 

@@ -113,6 +113,71 @@ START_TEST(test_query_shard_hash_seed_one)
 }
 END_TEST
 
+/*
+ * The hash of 3,000 generated values (strings and binaries of every length from 0 to 299
+ * bytes, so the MD5 input crosses its 64-byte blocks and padding boundary at every offset,
+ * numbers, dates, nested documents and arrays), folded into one number: GOLDEN_FOLD was
+ * computed with the hand-written MD5 that shard.c had before it took OpenSSL's, so hashed
+ * shard keys already placed in chunks keep their chunks.
+ */
+#define GOLDEN_FOLD 0x016cd845f69d557fLL
+START_TEST(test_query_shard_hash_unchanged_golden)
+{
+	uint64_t fold = 0;
+	char s[301];
+
+	for (int i = 0; i < 3000; i++) {
+		bson_t *b = bson_new(), sub;
+		bson_iter_t it;
+		int len = i % 300;
+
+		for (int j = 0; j < len; j++)
+			s[j] = (char)('a' + (i * 7 + j * 13) % 26);
+		s[len] = 0;
+		switch (i / 300 % 5) {
+		case 0:
+			BSON_APPEND_UTF8(b, "v", s);
+			break;
+		case 1:
+			BSON_APPEND_BINARY(b, "v", (bson_subtype_t)(i % 2 ? 0 : 5), (uint8_t *)s,
+					   (uint32_t)len);
+			break;
+		case 2:
+			BSON_APPEND_DOCUMENT_BEGIN(b, "v", &sub);
+			BSON_APPEND_INT64(&sub, "n", (int64_t)i * 1000003 - 1500000000);
+			BSON_APPEND_UTF8(&sub, s[0] ? s : "k", s);
+			BSON_APPEND_DOUBLE(&sub, "d", i / 7.0);
+			bson_append_document_end(b, &sub);
+			break;
+		case 3:
+			BSON_APPEND_ARRAY_BEGIN(b, "v", &sub);
+			for (int j = 0; j < i % 17; j++) {
+				char k[16];
+
+				snprintf(k, sizeof(k), "%d", j);
+				BSON_APPEND_UTF8(&sub, k, s + j);
+			}
+			bson_append_array_end(b, &sub);
+			break;
+		default:
+			if (i % 3 == 0)
+				BSON_APPEND_DATE_TIME(b, "v",
+						      (int64_t)i * 86400000 - 1000000000000);
+			else if (i % 3 == 1)
+				BSON_APPEND_DOUBLE(b, "v", (i - 1500) * 12345.678);
+			else
+				BSON_APPEND_INT32(b, "v", (i - 1500) * 1431655);
+			break;
+		}
+		ck_assert(bson_iter_init_find(&it, b, "v"));
+		fold = fold * 1000003u ^
+		       (uint64_t)query_shard_hash_seed(bson_iter_value(&it), i % 3);
+		bson_destroy(b);
+	}
+	ck_assert_msg(fold == (uint64_t)GOLDEN_FOLD, "fold 0x%016llxLL", (unsigned long long)fold);
+}
+END_TEST
+
 START_TEST(test_query_shard_hash_decimal_by_value)
 {
 	/* decimals hash as the int64 they round to (ties to even), like the other numbers */
@@ -558,6 +623,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_query_shard_hash_mongodb_values);
 	tcase_add_test(tc, test_query_shard_hash_seed_one);
 	tcase_add_test(tc, test_query_shard_hash_decimal_by_value);
+	tcase_add_test(tc, test_query_shard_hash_unchanged_golden);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("keys");
 	tcase_add_test(tc, test_query_shard_key_parse_rules);

@@ -447,7 +447,7 @@ def run(sock, port):
     db.tmp2.drop()
     v = db.command("validate", "items")
     check(v["valid"] is True and v["nrecords"] == c.count_documents({}), "validate %r" % v)
-    expect_code(238, db.command, "collMod", "items")
+    expect_code(238, db.command, "collMod", "items", viewOn="x", pipeline=[])  # no views
     # collations (upipe_test.py tests them): a locale docfs cannot make is refused, never
     # ignored (an ignored collation matches other documents)
     bad = {"locale": "xx_NOPE", "strength": 2}
