@@ -25,10 +25,11 @@ from pymongo import InsertOne
 from pymongo.errors import BulkWriteError, OperationFailure, WriteError
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import pymongo_test as base  # noqa: E402  (check, expect_code, start)
+import pymongo_test as base  # noqa: E402  (start)
+import wirelib  # noqa: E402  (check, expect_code, the count of checks)
 
-check = base.check
-expect_code = base.expect_code
+check = wirelib.check
+expect_code = wirelib.expect_code
 EMPTY_MD5 = hashlib.md5(b"").hexdigest()
 
 
@@ -316,7 +317,7 @@ def main():
         check(rc == 0, "docfs serve exit status %d: %s" % (rc, log))
         r = subprocess.run([base.DOCFS, "check", store], capture_output=True, text=True)
         check(r.returncode == 0, "docfs check: %s %s" % (r.stdout, r.stderr))
-        print("cmds_test: %d checks passed" % base.checks)
+        print("cmds_test: %d checks passed" % wirelib.checks)
     finally:
         if srv.poll() is None:
             srv.kill()
@@ -328,5 +329,5 @@ if __name__ == "__main__":
     try:
         main()
     except (AssertionError, OperationFailure) as e:
-        print("cmds_test: FAILED after %d checks: %s" % (base.checks, e))
+        print("cmds_test: FAILED after %d checks: %s" % (wirelib.checks, e))
         sys.exit(1)
