@@ -115,6 +115,7 @@ static _Thread_local struct {
 	struct uchunk *head; /* Owned: the chunks, newest first */
 	char *cur, *end;     /* free space in head */
 	int depth;	     /* nested applications (an update pipeline's inner updates) */
+	bool corrupt;	     /* un_from_container met bytes that are not BSON */
 } ua;
 
 static void *ua_alloc(size_t n)
@@ -316,6 +317,10 @@ static struct unode *un_from_container(const uint8_t *data, uint32_t len, bson_t
 	if (bson_iter_init_from_data(&it, data, len)) {
 		while (bson_iter_next(&it))
 			un_push(u, bson_iter_key(&it), bson_iter_key_len(&it), un_from_iter(&it));
+		if (it.err_off)
+			ua.corrupt = true; /* an iteration stops early only there */
+	} else {
+		ua.corrupt = true;
 	}
 	return u;
 }
@@ -2669,7 +2674,9 @@ int query_update_apply(const struct query_update *u, const bson_t *doc, int elem
 
 	if (changed)
 		*changed = false;
-	if (!bson_validate(doc, BSON_VALIDATE_NONE, NULL))
+	/* Operators: the tree is built from every byte of doc, and notices what is not BSON
+	 * as bson_validate would, without a walk of its own (a 1,440-field document's). */
+	if ((u->replacement || u->pipe) && !bson_validate(doc, BSON_VALIDATE_NONE, NULL))
 		return dfs_err_set(err, DFS_EINVAL, "the document is not valid BSON");
 	ua_enter();
 	if (u->replacement) {
@@ -2680,7 +2687,12 @@ int query_update_apply(const struct query_update *u, const bson_t *doc, int elem
 		rc = apply_pipeline(&a, out);
 		goto done;
 	}
+	ua.corrupt = false;
 	root = un_from_container(bson_get_data(doc), doc->len, BSON_TYPE_DOCUMENT);
+	if (ua.corrupt) {
+		rc = dfs_err_set(err, DFS_EINVAL, "the document is not valid BSON");
+		goto done;
+	}
 	dfs_buf_init(&a.path);
 	dfs_buf_reserve(&a.path, 64);
 	a.path.data[0] = '\0';
