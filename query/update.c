@@ -147,25 +147,20 @@ static void ua_enter(void)
 	ua.depth++;
 }
 
-/* Ends an application: the outermost frees every chunk but one of the usual size. */
+/* Ends an application: the outermost frees every chunk (none is kept for the next one: a
+ * worker thread that FUSE ends would leak it). */
 static void ua_leave(void)
 {
-	struct uchunk *keep = NULL, *c, *next;
+	struct uchunk *c, *next;
 
 	if (--ua.depth > 0)
 		return;
 	for (c = ua.head; c; c = next) {
 		next = c->next;
-		if (!keep && c->size == UA_CHUNK) {
-			keep = c;
-			keep->next = NULL;
-		} else {
-			free(c);
-		}
+		free(c);
 	}
-	ua.head = keep;
-	ua.cur = keep ? keep->data : NULL;
-	ua.end = keep ? keep->data + keep->size : NULL;
+	ua.head = NULL;
+	ua.cur = ua.end = NULL;
 }
 
 static bool all_digits(const char *s)
