@@ -47,6 +47,12 @@
  *    size limit plus the input's size (what a storable result can have added, since at most
  *    the whole input is removed). '$[]' copying a large value into every element of a large
  *    array would otherwise allocate without bound. The exact check is store_doc_validate.
+ * 9. The tree lives in a per-thread arena for one application (ua_enter .. ua_leave): nodes,
+ *    their child arrays and keys are carved from 64 KiB chunks and freed all at once, and
+ *    scalar values point at their bytes (in the input document, the update's operands or
+ *    the upsert filter's copies, which outlive the tree) instead of being copied. An $inc
+ *    into a document of 1,440 fields made 4,300 mallocs and frees before (a third of the
+ *    20,000-upsert report's time went to building, writing and freeing the tree).
  */
 #include "dec.h"
 #include "query_int.h"
@@ -93,6 +99,68 @@ static char *xstrndup(const char *s, size_t n)
 static char *xstrdup(const char *s)
 {
 	return xstrndup(s, strlen(s));
+}
+
+/* ---- the tree's arena (note 9) ------------------------------------------------------- */
+
+#define UA_CHUNK (64 * 1024)
+
+struct uchunk {
+	struct uchunk *next;
+	size_t size;
+	_Alignas(16) char data[];
+};
+
+static _Thread_local struct {
+	struct uchunk *head; /* Owned: the chunks, newest first */
+	char *cur, *end;     /* free space in head */
+	int depth;	     /* nested applications (an update pipeline's inner updates) */
+	bool corrupt;	     /* un_from_container met bytes that are not BSON */
+} ua;
+
+static void *ua_alloc(size_t n)
+{
+	char *p;
+
+	n = (n + 15) & ~(size_t)15;
+	if ((size_t)(ua.end - ua.cur) < n) {
+		size_t size = n > UA_CHUNK ? n : UA_CHUNK;
+		struct uchunk *c = malloc(sizeof(*c) + size);
+
+		if (!c) {
+			fprintf(stderr, "docfs: out of memory\n");
+			abort();
+		}
+		c->next = ua.head;
+		c->size = size;
+		ua.head = c;
+		ua.cur = c->data;
+		ua.end = c->data + size;
+	}
+	p = ua.cur;
+	ua.cur += n;
+	return p;
+}
+
+static void ua_enter(void)
+{
+	ua.depth++;
+}
+
+/* Ends an application: the outermost frees every chunk (none is kept for the next one: a
+ * worker thread that FUSE ends would leak it). */
+static void ua_leave(void)
+{
+	struct uchunk *c, *next;
+
+	if (--ua.depth > 0)
+		return;
+	for (c = ua.head; c; c = next) {
+		next = c->next;
+		free(c);
+	}
+	ua.head = NULL;
+	ua.cur = ua.end = NULL;
 }
 
 static bool all_digits(const char *s)
@@ -192,41 +260,45 @@ struct unode {
 
 static struct unode *un_new(bson_type_t type)
 {
-	struct unode *u = xcalloc(1, sizeof(*u));
+	struct unode *u = ua_alloc(sizeof(*u));
 
+	memset(u, 0, sizeof(*u));
 	u->type = type;
 	u->v.value_type = type;
 	return u;
 }
 
+/* Drops u: its memory goes with the arena (note 9). */
 static void un_free(struct unode *u)
 {
-	if (!u)
-		return;
-	if (u->type == BSON_TYPE_DOCUMENT || u->type == BSON_TYPE_ARRAY) {
-		for (size_t i = 0; i < u->n; i++) {
-			un_free(u->kids[i]);
-			if (u->keys)
-				free(u->keys[i]);
-		}
-		free(u->kids);
-		free(u->keys);
-	} else {
-		bson_value_destroy(&u->v);
-	}
-	free(u);
+	(void)u;
 }
 
 static void un_push(struct unode *c, const char *key, size_t klen, struct unode *kid)
 {
 	if (c->n == c->cap) {
-		c->cap = c->cap ? c->cap * 2 : 4;
-		c->kids = xrealloc(c->kids, c->cap * sizeof(*c->kids));
-		if (c->type == BSON_TYPE_DOCUMENT)
-			c->keys = xrealloc(c->keys, c->cap * sizeof(*c->keys));
+		size_t cap = c->cap ? c->cap * 2 : 4;
+		struct unode **kids = ua_alloc(cap * sizeof(*kids));
+
+		if (c->n)
+			memcpy(kids, c->kids, c->n * sizeof(*kids));
+		c->kids = kids;
+		if (c->type == BSON_TYPE_DOCUMENT) {
+			char **keys = ua_alloc(cap * sizeof(*keys));
+
+			if (c->n)
+				memcpy(keys, c->keys, c->n * sizeof(*keys));
+			c->keys = keys;
+		}
+		c->cap = cap;
 	}
-	if (c->type == BSON_TYPE_DOCUMENT)
-		c->keys[c->n] = xstrndup(key, klen);
+	if (c->type == BSON_TYPE_DOCUMENT) {
+		char *k = ua_alloc(klen + 1);
+
+		memcpy(k, key, klen);
+		k[klen] = '\0';
+		c->keys[c->n] = k;
+	}
 	c->kids[c->n++] = kid;
 }
 
@@ -240,6 +312,10 @@ static struct unode *un_from_container(const uint8_t *data, uint32_t len, bson_t
 	if (bson_iter_init_from_data(&it, data, len)) {
 		while (bson_iter_next(&it))
 			un_push(u, bson_iter_key(&it), bson_iter_key_len(&it), un_from_iter(&it));
+		if (it.err_off)
+			ua.corrupt = true; /* an iteration stops early only there */
+	} else {
+		ua.corrupt = true;
 	}
 	return u;
 }
@@ -252,7 +328,7 @@ static struct unode *un_from_value(const bson_value_t *v)
 		return un_from_container(v->value.v_doc.data, v->value.v_doc.data_len,
 					 v->value_type);
 	u = un_new(v->value_type);
-	bson_value_copy(v, &u->v);
+	u->v = *v; /* its bytes outlive the tree (note 9) */
 	return u;
 }
 
@@ -358,8 +434,6 @@ static long un_find(const struct unode *u, const char *key)
 static void un_remove(struct unode *u, size_t i)
 {
 	un_free(u->kids[i]);
-	if (u->keys)
-		free(u->keys[i]);
 	memmove(u->kids + i, u->kids + i + 1, (u->n - i - 1) * sizeof(*u->kids));
 	if (u->keys)
 		memmove(u->keys + i, u->keys + i + 1, (u->n - i - 1) * sizeof(*u->keys));
@@ -2140,7 +2214,7 @@ static int apply_numeric(struct actx *a, const struct uleaf *l, struct slot *s)
 		if (l->op == U_MUL)
 			num_zero(&l->arg, &n->v);
 		else
-			bson_value_copy(&l->arg, &n->v);
+			n->v = l->arg; /* a number */
 		return slot_put(a, s, n);
 	}
 	if (!is_number(s->node->type))
@@ -2156,7 +2230,6 @@ static int apply_numeric(struct actx *a, const struct uleaf *l, struct slot *s)
 				   l->opname, value_render(&s->node->v, vb, sizeof(vb)),
 				   id_text(a, ib, sizeof(ib)));
 	/* the same bytes when nothing changes (x + 0, x * 1 of the same type) */
-	bson_value_destroy(&s->node->v);
 	s->node->v = r;
 	s->node->type = r.value_type;
 	return 0;
@@ -2596,8 +2669,11 @@ int query_update_apply(const struct query_update *u, const bson_t *doc, int elem
 
 	if (changed)
 		*changed = false;
-	if (!bson_validate(doc, BSON_VALIDATE_NONE, NULL))
+	/* Operators: the tree is built from every byte of doc, and notices what is not BSON
+	 * as bson_validate would, without a walk of its own (a 1,440-field document's). */
+	if ((u->replacement || u->pipe) && !bson_validate(doc, BSON_VALIDATE_NONE, NULL))
 		return dfs_err_set(err, DFS_EINVAL, "the document is not valid BSON");
+	ua_enter();
 	if (u->replacement) {
 		rc = apply_replacement(&a, u->repl, out);
 		goto done;
@@ -2606,7 +2682,12 @@ int query_update_apply(const struct query_update *u, const bson_t *doc, int elem
 		rc = apply_pipeline(&a, out);
 		goto done;
 	}
+	ua.corrupt = false;
 	root = un_from_container(bson_get_data(doc), doc->len, BSON_TYPE_DOCUMENT);
+	if (ua.corrupt) {
+		rc = dfs_err_set(err, DFS_EINVAL, "the document is not valid BSON");
+		goto done;
+	}
 	dfs_buf_init(&a.path);
 	dfs_buf_reserve(&a.path, 64);
 	a.path.data[0] = '\0';
@@ -2624,6 +2705,7 @@ int query_update_apply(const struct query_update *u, const bson_t *doc, int elem
 	free(a.touched);
 	un_free(root);
 done:
+	ua_leave();
 	if (rc) {
 		bson_reinit(out);
 		return rc;
@@ -2744,6 +2826,7 @@ int query_upsert_seed(const bson_t *filter, bson_t *out, struct dfs_err *err)
 			goto done;
 		}
 	}
+	ua_enter();
 	root = un_new(BSON_TYPE_DOCUMENT);
 	/* _id first, as an insert stores it */
 	for (int pass = 0; pass < 2; pass++) {
@@ -2781,8 +2864,9 @@ int query_upsert_seed(const bson_t *filter, bson_t *out, struct dfs_err *err)
 	un_append_kids(out, root);
 	if ((rc = store_doc_validate(out, err)))
 		bson_reinit(out);
-done:
 	un_free(root);
+	ua_leave();
+done:
 	for (size_t i = 0; i < s.n; i++) {
 		free(s.eq[i].path);
 		bson_value_destroy(&s.eq[i].copy);

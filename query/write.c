@@ -254,8 +254,9 @@ static int update_ids(struct store_txn *t, int64_t coll, const struct query_expr
 		bson_init(&out);
 		rc = query_update_apply(u, &doc, idx, false, now, &out, &changed, err);
 		if (!rc && changed) {
-			rc = query_update_is_replacement(u) ? store_doc_replace(t, eid, &out, err)
-							    : store_doc_update_op(t, eid, &out, err);
+			rc = query_update_is_replacement(u)
+				     ? store_doc_replace(t, eid, &out, err)
+				     : store_doc_update_op_checked(t, eid, &doc, &out, err);
 			if (!rc)
 				r->modified++;
 		}

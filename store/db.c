@@ -22,10 +22,12 @@
  *    block writers). A commit that finds CKPT_PAGES pages in the WAL wakes the thread, which
  *    checkpoints until a pass finds little new (the writer appends meanwhile). The WAL only
  *    starts over when a write begins with every frame copied, so the next commit copies
- *    that little rest itself. A commit that finds CKPT_BACKSTOP pages (the thread cannot keep
- *    up, or was not started in this process after a fork) checkpoints itself, as SQLite's
- *    autocheckpoint would. Durability does not change: a commit is in the WAL before any
- *    checkpoint copies it.
+ *    that little rest itself (when it is little: one large transaction since is the
+ *    thread's again). A commit that finds CKPT_BACKSTOP pages while the thread runs (it
+ *    cannot keep up) checkpoints itself, as SQLite's autocheckpoint would; one large
+ *    transaction past it with the thread idle does not (a 100,000-document updateMany
+ *    spent a tenth of its time copying its own WAL before answering). Durability does not
+ *    change: a commit is in the WAL before any checkpoint copies it.
  * 7. Another process may drop a database (another mount's rmdir unlinks its files) and
  *    create one of the same name: this process's connections still have the old, unlinked
  *    file open, and whatever they wrote would be lost. So a struct store_db is tied to the
@@ -1265,7 +1267,7 @@ static void *ckpt_thread(void *arg)
 			c = NULL;
 		}
 		if (c) {
-			int log, done, before = 0;
+			int log = 0, done, before = 0;
 
 			/* Passes until one finds little new, or cannot copy everything (a
 			 * reader needs older frames); SQLITE_BUSY (another checkpoint runs) or
@@ -1275,6 +1277,9 @@ static void *ckpt_thread(void *arg)
 			       log - before >= CKPT_REST && done == log)
 				before = done;
 			conn_put(db, c);
+			pthread_mutex_lock(&db->ckpt_lock);
+			db->ckpt_log = log;
+			pthread_mutex_unlock(&db->ckpt_lock);
 		}
 		pthread_mutex_lock(&db->ckpt_lock);
 		db->ckpt_want = false;
@@ -1300,11 +1305,13 @@ static bool ckpt_start(struct store_db *db)
 
 /* Wakes the checkpointer unless it runs, starting it first if this process has none.
  * Returns true when the committing writer must checkpoint itself: the thread caught up
- * (the rest is small), or cannot be started. */
-static bool ckpt_wake(struct store_db *db)
+ * and the rest since its last pass is small (any rest on a tight disk), or it cannot be
+ * started. *busy: the thread was already running, so the WAL grew while it copied. */
+static bool ckpt_wake(struct store_db *db, int pages, bool tight, bool *busy)
 {
 	bool self = false;
 
+	*busy = false;
 	pthread_mutex_lock(&db->ckpt_lock);
 	if (db->ckpt_pid && db->ckpt_pid != getpid()) {
 		/* A forked child: the thread that these flags describe is the parent's. */
@@ -1312,8 +1319,18 @@ static bool ckpt_wake(struct store_db *db)
 		db->ckpt_want = db->ckpt_done = false;
 	}
 	if (db->ckpt_done) {
+		/* A WAL that started over since the last pass is all rest. */
+		int rest = pages >= db->ckpt_log ? pages - db->ckpt_log : pages;
+
 		db->ckpt_done = false;
-		self = true;
+		if (tight || rest < CKPT_PAGES) {
+			self = true;
+		} else {
+			/* One large commit (an updateMany over 100,000 documents) since: the
+			 * thread copies it, not the writer that waits to answer. */
+			db->ckpt_want = true;
+			pthread_cond_signal(&db->ckpt_cond);
+		}
 	} else if (!db->ckpt_want) {
 		if (!db->ckpt_pid) {
 			if (db->ckpt_stop || !ckpt_start(db))
@@ -1325,6 +1342,8 @@ static bool ckpt_wake(struct store_db *db)
 			db->ckpt_want = true;
 			pthread_cond_signal(&db->ckpt_cond);
 		}
+	} else {
+		*busy = true;
 	}
 	pthread_mutex_unlock(&db->ckpt_lock);
 	return self;
@@ -1337,7 +1356,8 @@ static int wal_hook(void *arg, sqlite3 *h, const char *name, int pages)
 	struct store_db *db = arg;
 	/* A store whose disk was found full copies its WAL back in small steps: a WAL left
 	 * to grow to CKPT_PAGES could fill that disk again by itself (space.c note 5). */
-	int limit = atomic_load(&store__space_of(db->s)->tight) ? CKPT_TIGHT : CKPT_PAGES;
+	bool tight = atomic_load(&store__space_of(db->s)->tight), busy;
+	int limit = tight ? CKPT_TIGHT : CKPT_PAGES;
 
 	if (pages < limit) {
 		/* The WAL started over since the thread last finished: what it left is no
@@ -1348,7 +1368,9 @@ static int wal_hook(void *arg, sqlite3 *h, const char *name, int pages)
 		pthread_mutex_unlock(&db->ckpt_lock);
 		return SQLITE_OK;
 	}
-	if (ckpt_wake(db) || pages >= CKPT_BACKSTOP)
+	/* The backstop is for writers that outpace a running thread; a single commit past
+	 * it, with the thread idle, is the thread's to copy (note 6). */
+	if (ckpt_wake(db, pages, tight, &busy) || ((busy || tight) && pages >= CKPT_BACKSTOP))
 		sqlite3_wal_checkpoint_v2(h, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
 	return SQLITE_OK;
 }

@@ -1673,21 +1673,25 @@ int store_doc_find_id(struct store_txn *t, int64_t coll, const bson_value_t *id,
 	return rc;
 }
 
+/* known: the caller's copy of the current version, and doc already validated (NULL: read
+ * and validate here). */
 static int doc_replace(struct store_txn *t, int64_t id, const bson_t *doc, bool as_update,
-		       struct dfs_err *err)
+		       const bson_t *known, struct dfs_err *err)
 {
 	struct store_entry e;
 	bson_t old;
 	bson_iter_t a, b;
 	int rc;
 
-	if ((rc = store_doc_validate(doc, err)))
+	if (!known && (rc = store_doc_validate(doc, err)))
 		return rc;
 	if ((rc = store_entry_get(t, id, &e, err)))
 		return rc;
 	if (e.kind != STORE_KIND_DOC)
 		return dfs_err_set(err, DFS_EINVAL, "'%s' is not a document", e.name);
-	if ((rc = store_doc_get(t, id, &old, err)))
+	if (known)
+		bson_init_static(&old, bson_get_data(known), known->len);
+	else if ((rc = store_doc_get(t, id, &old, err)))
 		return rc;
 	if (!bson_iter_init(&b, doc) || !bson_iter_next(&b) || strcmp(bson_iter_key(&b), "_id") ||
 	    !bson_iter_init_find(&a, &old, "_id") || store_iter_compare(&a, &b) != 0 ||
@@ -1708,10 +1712,16 @@ static int doc_replace(struct store_txn *t, int64_t id, const bson_t *doc, bool 
 
 int store_doc_replace(struct store_txn *t, int64_t id, const bson_t *doc, struct dfs_err *err)
 {
-	return doc_replace(t, id, doc, false, err);
+	return doc_replace(t, id, doc, false, NULL, err);
 }
 
 int store_doc_update_op(struct store_txn *t, int64_t id, const bson_t *doc, struct dfs_err *err)
 {
-	return doc_replace(t, id, doc, true, err);
+	return doc_replace(t, id, doc, true, NULL, err);
+}
+
+int store_doc_update_op_checked(struct store_txn *t, int64_t id, const bson_t *old,
+				const bson_t *doc, struct dfs_err *err)
+{
+	return doc_replace(t, id, doc, true, old, err);
 }

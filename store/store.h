@@ -686,6 +686,11 @@ int store_events_set_keep(struct store_txn *t, int64_t bytes, struct dfs_err *er
 /* store_doc_replace that records an update event (with updateDescription) instead of a
  * replace: update operators use it. */
 int store_doc_update_op(struct store_txn *t, int64_t id, const bson_t *doc, struct dfs_err *err);
+/* store_doc_update_op for a caller that read old, the document's current version, in this
+ * transaction and made doc with query_update_apply (which ends with store_doc_validate):
+ * neither is done again (a tenth of an $inc into a large document). */
+int store_doc_update_op_checked(struct store_txn *t, int64_t id, const bson_t *old,
+				const bson_t *doc, struct dfs_err *err);
 
 /* ---- git snapshots (snapshot.c, snapgit.c; only these include git2.h) ----------------- */
 

@@ -124,6 +124,7 @@ struct store_db {
 	pid_t ckpt_pid;			/* process that started it (0: none; a fork has none) */
 	bool ckpt_want;			/* a commit found the WAL long: the thread runs */
 	bool ckpt_done;			/* the thread caught up: the writer finishes */
+	int ckpt_log;			/* the WAL's frames at the thread's last pass */
 	bool ckpt_stop;			/* db_free: the thread must end */
 	pthread_mutex_t ixstats_lock;	/* guards ixstats (index.c, store_index_stats) */
 	struct store__ixstats {

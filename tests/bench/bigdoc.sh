@@ -14,6 +14,7 @@
 #      anonymous memory (its heap and stacks, polled) and VmHWM.
 # Prints a Markdown table on stdout, progress on stderr; exits 1 when docfs misbehaves
 # (a write fails, counts differ, ls -l prints the wrong number of lines).
+# The upserts also print the daemon's CPU seconds (/proc/PID/stat), what to read on a loaded machine.
 # Environment: BENCH_DIR (default /tmp), BENCH_N_SET (500 updates), BENCH_N_UPS (20000
 # upserts), BENCH_N_LS (100000 documents; 0 skips part 3), BENCH_MOUNT_OPTS.
 # Cold runs need root (drop_caches); without it they are warm runs after a remount.
@@ -86,13 +87,18 @@ echo "== 2. README's pre-aggregated report, .bulk?atomic=true, up to $NUPS upser
 python3 "$EX/gen-access-log.py" "$NUPS" 1 > "$B/access.log"
 awk -f "$EX/log2upserts.awk" "$B/access.log" > "$B/ops.jsonl"
 [ "$(wc -l < "$B/ops.jsonl")" = "$NUPS" ] || problem "log2upserts made $(wc -l < "$B/ops.jsonl") operations"
-declare -A T_UPS
+declare -A T_UPS C_UPS
+# the daemon's CPU seconds (user + system) so far: on a loaded machine the wall clock is
+# mostly waiting for a core
+daemon_cpu() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$(daemon_pid)/stat"; }
 for n in $((NUPS / 10)) $((NUPS / 3)) "$NUPS"; do
 	c=daily$n
 	mkdir "$MNT/b/$c"
 	head -n "$n" "$B/ops.jsonl" > "$B/ops$n.jsonl"
+	cpu0=$(daemon_cpu)
 	timeit 'exec 3<>"$MNT/b/$c/.bulk?atomic=true"; cat "$B/ops$n.jsonl" >&3; jq -c "{matchedCount, upsertedCount}" <&3 > "$B/ups$n"; exec 3>&-'
 	T_UPS[$n]=$T
+	C_UPS[$n]=$(awk -v a="$cpu0" -v b="$(daemon_cpu)" 'BEGIN { printf "%.2f", b - a }')
 	got=$(cat "$MNT/b/$c/aggregate/[{\$group: {_id: null, n: {\$sum: \"\$daily\"}}}]" | jq .n)
 	[ "$got" = "$n" ] || problem ".bulk of $n upserts counted $got requests ($(cat "$B/ups$n"))"
 done
@@ -170,7 +176,7 @@ echo "|---|---:|---:|---:|"
 echo "| $NSET x \`{\$set: {\"m.k5\": i}}\`, m of 1,440 fields, per update | $(div "$T_EMB" "$NSET" '%.4f') s | the same on a top-level field: $(div "$T_TOP" "$NSET" '%.4f') s | $(div "$T_EMB" "$T_TOP") |"
 echo "| the same m.k5 updates | $T_EMB s | sqlite3 json_set, autocommit: $T_SQL s | $(div "$T_EMB" "$T_SQL") |"
 for n in $((NUPS / 10)) $((NUPS / 3)) "$NUPS"; do
-	echo "| \`.bulk?atomic=true\`, $n \$inc upserts | ${T_UPS[$n]} s ($(div "${T_UPS[$n]}" "$n" '%.6f') s/op) | | |"
+	echo "| \`.bulk?atomic=true\`, $n \$inc upserts | ${T_UPS[$n]} s ($(div "${T_UPS[$n]}" "$n" '%.6f') s/op; daemon CPU ${C_UPS[$n]} s) | | |"
 done
 echo "| the $NUPS upserts | ${T_UPS[$NUPS]} s | sqlite3 ON CONFLICT json_set, one transaction: $T_UPS_SQL s | $(div "${T_UPS[$NUPS]}" "$T_UPS_SQL") |"
 if [ "$NLS" -gt 0 ]; then

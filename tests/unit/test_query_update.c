@@ -181,6 +181,47 @@ START_TEST(test_query_update_apply_error_leaves_out_empty)
 }
 END_TEST
 
+/* Bytes that are not BSON, deep in the document, are refused and nothing is made of them:
+ * the operator path notices while building its tree (no bson_validate walk of its own). */
+START_TEST(test_query_update_apply_corrupt_input)
+{
+	static const char *const ups[] = {"{$inc: {n: 1}}", "{$set: {\"m.k\": 2}}", "{n: 5}"};
+
+	for (size_t i = 0; i < sizeof(ups) / sizeof(ups[0]); i++) {
+		/* bson_validate, which a replacement keeps, does not look at an embedded
+		 * document's last byte (a replacement does not read m) */
+		for (int where = 0; where < (i < 2 ? 2 : 1); where++) {
+			struct query_update *u = update_new(ups[i], NULL);
+			struct dfs_err err = {0};
+			bool changed = true;
+			bson_t d, bad, out;
+			uint8_t *bytes;
+			bson_iter_t it;
+
+			parse("{_id: 1, n: 1, m: {k: 1, s: \"abc\"}}", &d);
+			bytes = bson_malloc(d.len);
+			memcpy(bytes, bson_get_data(&d), d.len);
+			ck_assert(bson_iter_init_find(&it, &d, "m"));
+			if (where == 0) /* the string in m claims more bytes than m holds */
+				bytes[it.d1 + 4 + 1 + 2 + 4 + 1 + 2] = 0x7f;
+			else /* m's last byte is not its terminating NUL */
+				bytes[it.d1 + bson_iter_value(&it)->value.v_doc.data_len - 1] = 0x01;
+			ck_assert(bson_init_static(&bad, bytes, d.len));
+			bson_init(&out);
+			ck_assert_msg(query_update_apply(u, &bad, -1, false, 0, &out, &changed,
+							 &err) == DFS_EINVAL,
+				      "%s, corruption %d: accepted", ups[i], where);
+			ck_assert_msg(strstr(err.msg, "not valid BSON"), "%s", err.msg);
+			ck_assert(bson_empty(&out) && !changed);
+			bson_destroy(&out);
+			bson_free(bytes);
+			bson_destroy(&d);
+			query_update_free(u);
+		}
+	}
+}
+END_TEST
+
 START_TEST(test_query_update_apply_changed_flag)
 {
 	struct query_update *u;
@@ -356,6 +397,7 @@ static Suite *query_update_suite(void)
 	tcase_add_test(t, test_query_update_is_replacement_kinds);
 	tcase_add_test(t, test_query_update_apply_error_leaves_out_empty);
 	tcase_add_test(t, test_query_update_apply_changed_flag);
+	tcase_add_test(t, test_query_update_apply_corrupt_input);
 	tcase_add_test(t, test_query_update_apply_reused);
 	tcase_add_test(t, test_query_update_apply_positional_index);
 	tcase_add_test(t, test_query_update_apply_upsert_insert);
