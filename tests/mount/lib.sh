@@ -184,3 +184,45 @@ errors_mark() {
 errors_since() {
 	awk -v m="$2" '$1 >= m' "$1"
 }
+
+# zk_start: a ZooKeeper of the test's own (Debian's package, one server on the JRE) on a
+# free loopback port, its data in $T/zk; sets ZK (host:port) and ZKPID, and waits until it
+# answers (ruok). Skips the test (77) without the package or java. A script that calls it
+# calls zk_stop from its EXIT trap.
+zk_start() {
+	ls /usr/share/java/zookeeper-3*.jar > /dev/null 2>&1 || { echo "SKIP: no zookeeper package"; exit 77; }
+	command -v java > /dev/null || { echo "SKIP: no java"; exit 77; }
+	local port
+	port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+	mkdir -p "$T/zk"
+	cat > "$T/zoo.cfg" <<CFG
+tickTime=500
+dataDir=$T/zk
+clientPort=$port
+clientPortAddress=127.0.0.1
+admin.enableServer=false
+4lw.commands.whitelist=ruok
+CFG
+	java -cp "/usr/share/java/*" org.apache.zookeeper.server.quorum.QuorumPeerMain "$T/zoo.cfg" > "$T/zk.log" 2>&1 &
+	ZKPID=$!
+	ZK=127.0.0.1:$port
+	for _ in $(seq 150); do
+		[ "$(python3 - "$port" 2> /dev/null <<'PY'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=1)
+s.sendall(b"ruok")
+print(s.recv(16).decode())
+PY
+)" = imok ] && return 0
+		sleep 0.2
+	done
+	fail "ZooKeeper did not come up: $(tail -n 5 "$T/zk.log")"
+}
+
+# zk_stop: stops the ZooKeeper of zk_start (nothing when none runs).
+zk_stop() {
+	[ -n "${ZKPID:-}" ] || return 0
+	kill "$ZKPID" 2> /dev/null || true
+	wait "$ZKPID" 2> /dev/null || true
+	ZKPID=
+}

@@ -7,27 +7,13 @@
 # nothing; a reconfig adding two voters at once is refused; the version grows by one per
 # change. Starts its own ZooKeeper (Debian's package) on a free port and stops it.
 . "$(dirname "$0")/lib.sh"
-ls /usr/share/java/zookeeper-3*.jar > /dev/null 2>&1 || { echo "SKIP: no zookeeper package"; exit 77; }
-command -v java > /dev/null || { echo "SKIP: no java"; exit 77; }
-PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-mkdir -p "$T/zk"
-cat > "$T/zoo.cfg" <<EOF
-tickTime=500
-dataDir=$T/zk
-clientPort=$PORT
-clientPortAddress=127.0.0.1
-admin.enableServer=false
-EOF
-java -cp "/usr/share/java/*" org.apache.zookeeper.server.quorum.QuorumPeerMain "$T/zoo.cfg" > "$T/zk.log" 2>&1 &
-ZKPID=$!
 zk_cleanup() {
 	local rc=$?
-	kill "$ZKPID" 2> /dev/null
-	wait "$ZKPID" 2> /dev/null || true
+	zk_stop
 	cleanup "$rc"
 }
 trap zk_cleanup EXIT
-ZK=127.0.0.1:$PORT
+zk_start
 rs() { "$DOCFS" rs "$ZK" "$@"; }
 for _ in $(seq 100); do
 	out=$(rs rs0 conf 2>&1) && break

@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# router_zk.sh - several routers over one cluster whose config lives in ZooKeeper
+# (`docfs router -o zk=...,cluster=...`): its own ZooKeeper, three shard mounts, two routers
+# mounted at once with their own local config stores. shardCollection and inserts through
+# router 1, counts through router 2 equal; a split made through router 2 seen by router 1;
+# a moveChunk through router 1 while router 2 reads and inserts into the moving chunk
+# (nothing lost, nothing twice); router 1 killed with -9 and a third router started from an
+# empty config store: the whole cluster, same counts; two moveChunks of one chunk at once
+# from routers 2 and 3: exactly one succeeds, the documents are on one shard, counts exact;
+# the balancer runs in one router at a time.
+. "$(dirname "$0")/lib.sh"
+for i in 0 1 2; do mkdir -p "$T/s$i" "$T/m$i"; done
+mkdir -p "$T/r1" "$T/r2" "$T/r3"
+zk_router_cleanup() {
+	local rc=$? pids
+	kill $(jobs -p) 2> /dev/null || true
+	pids=$(pgrep -f -- "docfs (router .*$T/r[0-9]\$|mount .*$T/m[0-9]\$)" || true)
+	for m in "$T/r1" "$T/r2" "$T/r3" "$T/m0" "$T/m1" "$T/m2"; do
+		mountpoint -q "$m" && { fusermount3 -u "$m" 2> /dev/null || fusermount3 -uz "$m" || true; }
+	done
+	for p in $pids; do wait_gone "$p" || true; done
+	zk_stop
+	cleanup "$rc"
+}
+trap zk_router_cleanup EXIT
+zk_start
+for i in 0 1 2; do
+	"$DOCFS" mount -o "log=$T/log$i,notify_ms=100" "$T/s$i" "$T/m$i"
+done
+# router N: mounts router N on $T/rN over its own config store $T/cN
+router() {
+	"$DOCFS" router -o "log=$T/rlog$1,balancer_ms=300,zk=$ZK,cluster=c1" "$T/c$1" "$T/r$1" ||
+		fail "router $1 did not start"
+	mountpoint -q "$T/r$1" || fail "router $1 is not mounted"
+}
+# cmd N COMMAND: runs it through router N's /.cluster/command, reply read back
+cmd() {
+	python3 - "$T/r$1/.cluster/command" "$2" << 'EOF'
+import sys
+with open(sys.argv[1], "r+") as f:
+    f.write(sys.argv[2])
+    f.flush()
+    f.seek(0)
+    sys.stdout.write(f.read())
+EOF
+}
+ok() {
+	local out
+	out=$(cmd "$1" "$2") || fail "router $1: $2: $out"
+	grep -q '"ok": 1.0' <<< "$out" || fail "router $1: $2: not ok: $out"
+}
+count() { cat "$T/r$1/test/users/query/{}?count=1"; }
+shard_count() { cat "$T/m$1/test/users/query/$2?count=1"; }
+chunks() { jq -c '[.min.k, .shard]' "$T/r$1/.cluster/chunks" | sort | tr -d '\n'; }
+
+step "two routers mounted at once over the same ZooKeeper cluster (no .router-lock)"
+router 1
+router 2
+names=(A B C)
+for i in 0 1 2; do ok 1 "{addShard: '$T/m$i', name: '${names[$i]}'}"; done
+ok 1 '{balancerStop: 1}'
+mkdir "$T/r1/test" "$T/r1/test/users"
+ok 1 '{enableSharding: "test", primaryShard: "A"}'
+ok 1 '{shardCollection: "test.users", key: {k: 1}}'
+ok 1 '{split: "test.users", middle: {k: 500}}'
+ok 1 '{moveChunk: "test.users", find: {k: 600}, to: "B"}'
+expect_eq "$(jq -r ._id "$T/r2/.cluster/shards" | tr '\n' ' ')" "A B C " "router 2 sees router 1's shards"
+[ ! -e "$T/c1/.router-lock" ] || fail "a router on ZooKeeper took the local .router-lock"
+
+step "inserts through router 1, counts through router 2"
+python3 -c '
+for i in range(1000): print("{\"_id\": %d, \"k\": %d, \"s\": \"x\"}" % (i, i))' > "$T/docs.jsonl"
+cp "$T/docs.jsonl" "$T/r1/test/users/.insert" || fail "insert: $(tail -n 1 "$T/r1/.docfs/errors")"
+expect_eq "$(count 2)" 1000 "count through router 2"
+expect_eq "$(count 1)" 1000 "count through router 1"
+expect_eq "$(shard_count 0 '{}')" 500 "shard A holds k < 500"
+expect_eq "$(shard_count 1 '{}')" 500 "shard B holds k >= 500"
+expect_eq "$(cat "$T/r2/test/users/query/{k:{\$gte:990}}?sort={k:1}&format=ids" | sed "s/\.json//" | tr "\n" " ")" \
+	"990 991 992 993 994 995 996 997 998 999 " "a targeted find through router 2"
+
+step "a split through router 2 is seen by router 1"
+ok 2 '{split: "test.users", middle: {k: 250}}'
+expect_eq "$(chunks 1)" "$(chunks 2)" "both routers' chunk maps"
+expect_eq "$(jq -s length "$T/r1/.cluster/chunks")" 3 "router 1's chunk count after router 2's split"
+
+step "moveChunk through router 1 while router 2 reads and inserts into the moving chunk"
+(
+	n=0
+	while [ ! -e "$T/stop_readers" ]; do
+		c=$(count 2) || { echo "read failed" > "$T/reader.bad"; break; }
+		[ "$c" -ge 1000 ] || echo "count $c" >> "$T/reader.bad"
+		n=$((n + 1))
+	done
+	echo "$n" > "$T/reader.n"
+) &
+reader=$!
+(
+	for i in $(seq 2000 2099); do
+		printf '{"_id": %d, "k": %d}\n' "$i" "$((i - 1700))" > "$T/r2/test/users/.insert" ||
+			echo "insert $i failed" >> "$T/writer.bad"
+	done
+) &
+writer=$!
+ok 1 '{moveChunk: "test.users", find: {k: 300}, to: "C"}'
+wait "$writer"
+touch "$T/stop_readers"
+wait "$reader"
+[ ! -e "$T/writer.bad" ] || fail "inserts through router 2 failed: $(cat "$T/writer.bad")"
+[ ! -e "$T/reader.bad" ] || fail "router 2 read wrong counts during the migration: $(head -n 3 "$T/reader.bad")"
+echo "router 2 counted $(cat "$T/reader.n") times during the migration"
+expect_eq "$(count 2)" 1100 "count after the migration (router 2)"
+expect_eq "$(count 1)" 1100 "count after the migration (router 1)"
+# every inserted key (300-399) is in the moved chunk [250, 500): all on C, none left on A
+expect_eq "$(shard_count 2 '{}')" 350 "shard C holds the chunk [250, 500) with router 2's inserts"
+expect_eq "$(shard_count 0 '{}')" 250 "shard A holds [MinKey, 250)"
+expect_eq "$(chunks 1)" "$(chunks 2)" "both routers' chunk maps after the move"
+
+step "router 1 killed with -9; a third router from an empty config store sees everything"
+pid=$(pgrep -f -- "docfs router .*$T/r1\$" | head -n 1)
+[ -n "$pid" ] || fail "no router 1 process"
+kill -9 "$pid"
+wait_gone "$pid" || fail "router 1 survived kill -9"
+fusermount3 -uz "$T/r1" 2> /dev/null || true
+router 3
+expect_eq "$(count 3)" 1100 "count through router 3"
+expect_eq "$(chunks 3)" "$(chunks 2)" "router 3's chunk map"
+expect_eq "$(jq -r ._id "$T/r3/.cluster/shards" | tr '\n' ' ')" "A B C " "router 3's shards"
+
+step "two moveChunks of one chunk at once, from routers 2 and 3: exactly one commits"
+cmd 2 '{moveChunk: "test.users", find: {k: 100}, to: "B"}' > "$T/mv2" &
+m2=$!
+cmd 3 '{moveChunk: "test.users", find: {k: 100}, to: "C"}' > "$T/mv3" &
+m3=$!
+wait "$m2" "$m3"
+oks=$(cat "$T/mv2" "$T/mv3" | grep -c '"ok": 1.0' || true)
+expect_eq "$oks" 1 "moveChunks that succeeded ($(cat "$T/mv2" "$T/mv3" | tr -d '\n'))"
+expect_eq "$(count 2)" 1100 "count after the race (router 2)"
+expect_eq "$(count 3)" 1100 "count after the race (router 3)"
+owner=$(jq -r 'select(.min.k == {"$minKey": 1} or .min.k == null) | .shard' "$T/r2/.cluster/chunks" | head -n 1)
+in_range='{k:{$lt:250}}'
+expect_eq "$(($(shard_count 0 "$in_range") + $(shard_count 1 "$in_range") + $(shard_count 2 "$in_range")))" 250 \
+	"documents of [MinKey, 250) on all shards together (owner $owner)"
+expect_eq "$(chunks 2)" "$(chunks 3)" "both routers' chunk maps after the race"
+
+step "the balancer runs in one router at a time"
+ok 2 '{balancerStart: 1}'
+sleep 1.5
+r2=$(jq '.docfs.rounds' "$T/r2/.cluster/balancer")
+r3=$(jq '.docfs.rounds' "$T/r3/.cluster/balancer")
+h2=$(jq '.docfs.holdsLock' "$T/r2/.cluster/balancer")
+h3=$(jq '.docfs.holdsLock' "$T/r3/.cluster/balancer")
+expect_eq "$h2 $h3" "$([ "$h2" = true ] && echo 'true false' || echo 'false true')" \
+	"exactly one router holds the balancer lock (rounds $r2, $r3)"
+ok 3 '{balancerStop: 1}'
+expect_eq "$(count 3)" 1100 "count at the end"
+echo "PASS"
