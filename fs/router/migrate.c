@@ -43,6 +43,23 @@
  *    recipient's; committed but not cleaned: the donor's). It runs when a router's
  *    balancer thread starts, at every balancer round (balancer on or off), and before a
  *    `docfs cluster` moveChunk; an entry whose shard is unreachable waits for the next.
+ * 7. With zk= (several routers over one cluster, zkcfg.c) the other routers' routed
+ *    operations are not held off by this router's routing lock, so a migration also
+ *    waits for their acknowledgements (zkcfg.c note 5) at three points: (a) after its log
+ *    entry (which now names its router, and which an entry of another router for the
+ *    same chunk refuses: ConflictingOperationInProgress) - every router then sees the
+ *    migration in config.migrations (router_migration_of) and keeps each document only
+ *    from its chunk's owner; (b) after the entry is marked `critical`, before the last
+ *    catch-up - every other router then holds off db.coll (mount.c note 7) until the
+ *    chunk has a new owner or the entry loses the mark, so none writes to the donor
+ *    after the last catch-up; (c) after the commit, before the donor's copy is deleted -
+ *    no router reads it any more. The commit itself checks that the chunk is still on
+ *    the source with the same bounds (router_commit_move), in the same compare-and-set,
+ *    so a router that lost a race to another's move or split commits nothing. A router
+ *    that does not acknowledge within ZK_ACK_MS fails the migration (before the commit)
+ *    or leaves the donor's copy to the range deleter (after it). The range deleter
+ *    settles only the entries of routers that are gone (their routers/ znode), and runs
+ *    in the router holding the balancer's lock.
  */
 #include "router.h"
 

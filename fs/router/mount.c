@@ -34,11 +34,21 @@
  *    A migration's critical section must hold off every writer of the collection, and the
  *    CLI cannot hold off a router's: with a router mounted the CLI refuses and names
  *    /.cluster/command, and a router does not start during a CLI migration.
+ *    With -o zk= (zkcfg.c) there is no lock: CONFIG_STORE is this router's cache of the
+ *    config in ZooKeeper, several routers serve one cluster, and migrations wait for the
+ *    other routers instead (migrate.c note 7).
  * 6. A shard that is gone fails only what needs it. A database or collection directory is
  *    there when any shard has it; the fixed paths of a sharded collection (query/,
  *    explain/, .indexes, ...) are the primary's, or another shard's while the primary is
  *    unreachable, so a query that targets the shards still there keeps working. The
  *    primary's own paths (scratch files) fail naming it.
+ * 7. With zk=, every config read first makes the cache current (zkcfg.c note 2) and every
+ *    config write is a compare-and-set in ZooKeeper, run again over the winner's config
+ *    when another router committed first (router_config_update). While another live
+ *    router's migration of a collection is in its critical section (its config.migrations
+ *    entry is `critical` and the chunk is still on the source), ns_load of that collection
+ *    waits, with the routing lock let go so that this router's refresher can take it and
+ *    acknowledge the commit; after 60 s it fails with EBUSY.
  */
 #define FUSE_USE_VERSION 34
 #include <fuse.h>
