@@ -94,24 +94,40 @@ step "moveChunk through router 1 while router 2 reads and inserts into the movin
 	echo "$n" > "$T/reader.n"
 ) &
 reader=$!
-(
-	for i in $(seq 2000 2099); do
-		printf '{"_id": %d, "k": %d}\n' "$i" "$((i - 1700))" > "$T/r2/test/users/.insert" ||
-			echo "insert $i failed" >> "$T/writer.bad"
-	done
-) &
+python3 - "$T/r2/test/users/.insert" "$T/stop_writers" "$T/acked" "$T/writer.bad" << 'EOF' &
+import os, sys
+path, stop, acked, bad = sys.argv[1:]
+i = 2000
+with open(acked, "w") as log:
+    while not os.path.exists(stop):
+        try:
+            with open(path, "w") as f:  # one document per write, acknowledged at the close
+                f.write('{"_id": %d, "k": %d}\n' % (i, 250 + i % 250))
+        except OSError as e:
+            open(bad, "a").write("insert %d: %s\n" % (i, e))
+            break
+        log.write("%d\n" % i)
+        log.flush()
+        i += 1
+EOF
 writer=$!
+sleep 0.3
 ok 1 '{moveChunk: "test.users", find: {k: 300}, to: "C"}'
+sleep 0.3
+touch "$T/stop_writers" "$T/stop_readers"
 wait "$writer"
-touch "$T/stop_readers"
 wait "$reader"
 [ ! -e "$T/writer.bad" ] || fail "inserts through router 2 failed: $(cat "$T/writer.bad")"
 [ ! -e "$T/reader.bad" ] || fail "router 2 read wrong counts during the migration: $(head -n 3 "$T/reader.bad")"
-echo "router 2 counted $(cat "$T/reader.n") times during the migration"
-expect_eq "$(count 2)" 1100 "count after the migration (router 2)"
-expect_eq "$(count 1)" 1100 "count after the migration (router 1)"
-# every inserted key (300-399) is in the moved chunk [250, 500): all on C, none left on A
-expect_eq "$(shard_count 2 '{}')" 350 "shard C holds the chunk [250, 500) with router 2's inserts"
+nw=$(wc -l < "$T/acked")
+[ "$nw" -gt 0 ] || fail "router 2 inserted nothing during the migration"
+echo "router 2 counted $(cat "$T/reader.n") times and inserted $nw documents during the migration"
+total=$((1000 + nw))
+expect_eq "$(count 2)" "$total" "count after the migration (router 2)"
+expect_eq "$(count 1)" "$total" "count after the migration (router 1)"
+# every inserted key is in the moved chunk [250, 500): all on C, none left on A
+expect_eq "$(shard_count 2 '{}')" "$((250 + nw))" "shard C holds the chunk [250, 500) with router 2's inserts"
+expect_eq "$(cat "$T/r2/test/users/query/{_id:{\$gte:2000}}?count=1")" "$nw" "router 2's acknowledged inserts"
 expect_eq "$(shard_count 0 '{}')" 250 "shard A holds [MinKey, 250)"
 expect_eq "$(chunks 1)" "$(chunks 2)" "both routers' chunk maps after the move"
 
@@ -122,7 +138,7 @@ kill -9 "$pid"
 wait_gone "$pid" || fail "router 1 survived kill -9"
 fusermount3 -uz "$T/r1" 2> /dev/null || true
 router 3
-expect_eq "$(count 3)" 1100 "count through router 3"
+expect_eq "$(count 3)" "$total" "count through router 3"
 expect_eq "$(chunks 3)" "$(chunks 2)" "router 3's chunk map"
 expect_eq "$(jq -r ._id "$T/r3/.cluster/shards" | tr '\n' ' ')" "A B C " "router 3's shards"
 
@@ -134,8 +150,8 @@ m3=$!
 wait "$m2" "$m3"
 oks=$(cat "$T/mv2" "$T/mv3" | grep -c '"ok": 1.0' || true)
 expect_eq "$oks" 1 "moveChunks that succeeded ($(cat "$T/mv2" "$T/mv3" | tr -d '\n'))"
-expect_eq "$(count 2)" 1100 "count after the race (router 2)"
-expect_eq "$(count 3)" 1100 "count after the race (router 3)"
+expect_eq "$(count 2)" "$total" "count after the race (router 2)"
+expect_eq "$(count 3)" "$total" "count after the race (router 3)"
 owner=$(jq -r 'select(.min.k == {"$minKey": 1} or .min.k == null) | .shard' "$T/r2/.cluster/chunks" | head -n 1)
 in_range='{k:{$lt:250}}'
 expect_eq "$(($(shard_count 0 "$in_range") + $(shard_count 1 "$in_range") + $(shard_count 2 "$in_range")))" 250 \
@@ -152,5 +168,5 @@ h3=$(jq '.docfs.holdsLock' "$T/r3/.cluster/balancer")
 expect_eq "$h2 $h3" "$([ "$h2" = true ] && echo 'true false' || echo 'false true')" \
 	"exactly one router holds the balancer lock (rounds $r2, $r3)"
 ok 3 '{balancerStop: 1}'
-expect_eq "$(count 3)" 1100 "count at the end"
+expect_eq "$(count 3)" "$total" "count at the end"
 echo "PASS"
