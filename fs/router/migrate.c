@@ -577,6 +577,7 @@ int router_migrate(const struct router_ns *ns, const char *db, const char *coll,
 	if (!zk) {
 		rc = router_cfg_write("migrations", &entry, NULL, err);
 	} else if ((rc = router_cfg_insert_new("migrations", &entry, err)) == DFS_EBUSY) {
+		dfs_err_clear(err);
 		rc = dfs_err_set(err, DFS_EBUSY,
 				 "ConflictingOperationInProgress (117): another router is migrating "
 				 "that chunk of %s.%s",

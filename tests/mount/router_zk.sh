@@ -33,16 +33,14 @@ router() {
 		fail "router $1 did not start"
 	mountpoint -q "$T/r$1" || fail "router $1 is not mounted"
 }
-# cmd N COMMAND: runs it through router N's /.cluster/command, reply read back
+# cmd N COMMAND: runs it through router N's /.cluster/command, the reply read back where the
+# write ended (bash's builtin echo writes it in one write)
 cmd() {
-	python3 - "$T/r$1/.cluster/command" "$2" << 'EOF'
-import sys
-with open(sys.argv[1], "r+") as f:
-    f.write(sys.argv[2])
-    f.flush()
-    f.seek(0)
-    sys.stdout.write(f.read())
-EOF
+	(
+		exec 3<> "$T/r$1/.cluster/command"
+		echo "$2" >&3
+		cat <&3
+	)
 }
 ok() {
 	local out
@@ -111,7 +109,7 @@ with open(acked, "w") as log:
         i += 1
 EOF
 writer=$!
-sleep 0.3
+for _ in $(seq 100); do [ -s "$T/acked" ] && break; sleep 0.1; done
 ok 1 '{moveChunk: "test.users", find: {k: 300}, to: "C"}'
 sleep 0.3
 touch "$T/stop_writers" "$T/stop_readers"
@@ -131,6 +129,62 @@ expect_eq "$(cat "$T/r2/test/users/query/{_id:{\$gte:2000}}?count=1")" "$nw" "ro
 expect_eq "$(shard_count 0 '{}')" 250 "shard A holds [MinKey, 250)"
 expect_eq "$(chunks 1)" "$(chunks 2)" "both routers' chunk maps after the move"
 
+step "two moveChunks of one chunk at once, from routers 1 and 2: exactly one commits"
+cmd 1 '{moveChunk: "test.users", find: {k: 100}, to: "B"}' > "$T/mv1" &
+m1=$!
+cmd 2 '{moveChunk: "test.users", find: {k: 100}, to: "C"}' > "$T/mv2" &
+m2=$!
+wait "$m1" "$m2"
+oks=$(cat "$T/mv1" "$T/mv2" | grep -c '"ok": 1.0' || true)
+expect_eq "$oks" 1 "moveChunks that succeeded ($(cat "$T/mv1" "$T/mv2" | tr -d '\n'))"
+echo "the other: $(jq -c 'select(.ok == 0) | [.code, .errmsg]' "$T/mv1" "$T/mv2")"
+expect_eq "$(count 1)" "$total" "count after the race (router 1)"
+expect_eq "$(count 2)" "$total" "count after the race (router 2)"
+in_range='{k:{$lt:250}}'
+expect_eq "$(($(shard_count 0 "$in_range") + $(shard_count 1 "$in_range") + $(shard_count 2 "$in_range")))" 250 \
+	"documents of [MinKey, 250) on all shards together"
+owner=$(jq -r 'select(.max.k == 250) | .shard' "$T/r2/.cluster/chunks")
+expect_eq "$(shard_count "$(tr ABC 012 <<< "$owner")" "$in_range")" 250 "documents of [MinKey, 250) on its owner $owner"
+expect_eq "$(chunks 1)" "$(chunks 2)" "both routers' chunk maps after the race"
+
+step "a split through router 2 during router 1's moveChunk of the same chunk: never both applied to one chunk"
+cmd 1 '{moveChunk: "test.users", find: {k: 600}, to: "A"}' > "$T/mv" &
+m1=$!
+sleep 0.1
+ok 2 '{split: "test.users", middle: {k: 750}}'
+wait "$m1"
+if grep -q '"ok": 1.0' "$T/mv"; then
+	echo "the split came after the migration's commit"
+else
+	grep -q '"code": 117' "$T/mv" || fail "the moveChunk failed otherwise: $(cat "$T/mv")"
+	echo "the migration's commit found the chunk split: $(jq -r .errmsg "$T/mv")"
+fi
+expect_eq "$(count 1)" "$total" "count after the split race (router 1)"
+expect_eq "$(count 2)" "$total" "count after the split race (router 2)"
+for s in 0 1 2; do
+	# each shard holds exactly the documents of the chunks it owns
+	want=0
+	while read -r lo hi; do
+		want=$((want + $(cat "$T/r2/test/users/query/{k:{\$gte:$lo,\$lt:$hi}}?count=1")))
+	done < <(jq -r --arg s "$(tr 012 ABC <<< "$s")" 'select(.shard == $s) | "\(.min.k | if type == "number" then . else -1 end) \(.max.k | if type == "number" then . else 100000 end)"' "$T/r2/.cluster/chunks")
+	expect_eq "$(shard_count "$s" '{}')" "$want" "shard $s holds only its chunks' documents"
+done
+expect_eq "$(chunks 1)" "$(chunks 2)" "both routers' chunk maps after the split race"
+
+# holder: the routers (of 1 2 3 given) whose /.cluster/balancer says they hold the lock
+holders() {
+	local r h=""
+	for r in "$@"; do
+		[ "$(jq '.docfs.holdsLock' "$T/r$r/.cluster/balancer")" = true ] && h="$h$r"
+	done
+	echo "$h"
+}
+step "the balancer runs in one router at a time"
+ok 2 '{balancerStart: 1}'
+sleep 1
+h=$(holders 1 2)
+[ "${#h}" = 1 ] || fail "routers holding the balancer lock: '$h' (expected exactly one)"
+
 step "router 1 killed with -9; a third router from an empty config store sees everything"
 pid=$(pgrep -f -- "docfs router .*$T/r1\$" | head -n 1)
 [ -n "$pid" ] || fail "no router 1 process"
@@ -139,34 +193,17 @@ wait_gone "$pid" || fail "router 1 survived kill -9"
 fusermount3 -uz "$T/r1" 2> /dev/null || true
 router 3
 expect_eq "$(count 3)" "$total" "count through router 3"
+expect_eq "$(count 2)" "$total" "count through router 2"
 expect_eq "$(chunks 3)" "$(chunks 2)" "router 3's chunk map"
 expect_eq "$(jq -r ._id "$T/r3/.cluster/shards" | tr '\n' ' ')" "A B C " "router 3's shards"
-
-step "two moveChunks of one chunk at once, from routers 2 and 3: exactly one commits"
-cmd 2 '{moveChunk: "test.users", find: {k: 100}, to: "B"}' > "$T/mv2" &
-m2=$!
-cmd 3 '{moveChunk: "test.users", find: {k: 100}, to: "C"}' > "$T/mv3" &
-m3=$!
-wait "$m2" "$m3"
-oks=$(cat "$T/mv2" "$T/mv3" | grep -c '"ok": 1.0' || true)
-expect_eq "$oks" 1 "moveChunks that succeeded ($(cat "$T/mv2" "$T/mv3" | tr -d '\n'))"
-expect_eq "$(count 2)" "$total" "count after the race (router 2)"
-expect_eq "$(count 3)" "$total" "count after the race (router 3)"
-owner=$(jq -r 'select(.min.k == {"$minKey": 1} or .min.k == null) | .shard' "$T/r2/.cluster/chunks" | head -n 1)
-in_range='{k:{$lt:250}}'
-expect_eq "$(($(shard_count 0 "$in_range") + $(shard_count 1 "$in_range") + $(shard_count 2 "$in_range")))" 250 \
-	"documents of [MinKey, 250) on all shards together (owner $owner)"
-expect_eq "$(chunks 2)" "$(chunks 3)" "both routers' chunk maps after the race"
-
-step "the balancer runs in one router at a time"
-ok 2 '{balancerStart: 1}'
-sleep 1.5
-r2=$(jq '.docfs.rounds' "$T/r2/.cluster/balancer")
-r3=$(jq '.docfs.rounds' "$T/r3/.cluster/balancer")
-h2=$(jq '.docfs.holdsLock' "$T/r2/.cluster/balancer")
-h3=$(jq '.docfs.holdsLock' "$T/r3/.cluster/balancer")
-expect_eq "$h2 $h3" "$([ "$h2" = true ] && echo 'true false' || echo 'false true')" \
-	"exactly one router holds the balancer lock (rounds $r2, $r3)"
+# router 1's lock goes with its ZooKeeper session (10 s after the kill)
+for _ in $(seq 100); do
+	h=$(holders 2 3)
+	[ -z "$h" ] || break
+	sleep 0.2
+done
+[ "${#h}" = 1 ] || fail "routers holding the balancer lock after router 1 died: '$h' (expected exactly one)"
+echo "balancer lock: router $h"
 ok 3 '{balancerStop: 1}'
 expect_eq "$(count 3)" "$total" "count at the end"
 echo "PASS"
