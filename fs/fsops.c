@@ -90,6 +90,12 @@
  *    temporary file: a scratch entry named IXTEMP_PREFIX "<name>" in the store, listed
  *    there and never an index; renamed to an index name, its bytes make that index
  *    (rename_to_fixed, which also takes a scratch file renamed over .options).
+ * 12. rm -r of a collection (issue 28). rm removes what a directory lists, then rmdirs it,
+ *    then the collection. So rmdir of a collection's fixed directory succeeds when it
+ *    lists nothing (query/ and the other computed ones always, .indexes/ once only _id_
+ *    is left, .queries/ once no query is saved) and the directory stays: it is part of
+ *    the collection and goes with it. Then the collection, holding no documents and no
+ *    files, is dropped by its own rmdir.
  */
 #define FUSE_USE_VERSION 34
 #include "fs_int.h"
@@ -3216,6 +3222,54 @@ static void fsop_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 	reply_entry(req, fs_node_ref(FSN_COLL, p->db, c.id, c.id, fs_ino_entry(p->db, c.id), NULL));
 }
 
+/* Stops store_entry_list at the first saved query (a scratch entry under SAVED_PREFIX). */
+static int saved_seen(void *ctx, const struct store_entry *e, uint64_t next)
+{
+	(void)ctx;
+	(void)next;
+	if (e->kind == STORE_KIND_DOC)
+		return 2; /* scratch entries come first: there is none */
+	return strncmp(e->name, SAVED_PREFIX, strlen(SAVED_PREFIX)) == 0;
+}
+
+/* note 12: 0 when the fixed directory name of collection p (kind) is empty as listed:
+ * query/, explain/, aggregate/, update/ and delete/ always are, .indexes/ when only _id_
+ * is left, .queries/ when no query is saved; else DFS_ENOTEMPTY, or not a directory. */
+static int fixed_dir_empty(struct fs_node *p, int kind, const char *name, struct dfs_err *err)
+{
+	struct store_index *ixs = NULL;
+	struct store_txn *t;
+	int rc, nix = 0;
+
+	if (kind != FSN_QDIR && kind != FSN_XDIR && kind != FSN_ADIR && kind != FSN_UDIR &&
+	    kind != FSN_DDIR && kind != FSN_IXDIR && kind != FSN_SAVED_DIR)
+		return dfs_err_set(err, DFS_ENOTDIR, "rmdir '%s': not a directory", name);
+	if (kind != FSN_IXDIR && kind != FSN_SAVED_DIR)
+		return 0;
+	if ((rc = store_txn_begin(p->db, false, &t, err)))
+		return rc;
+	if (kind == FSN_IXDIR) {
+		rc = store_index_list(t, p->coll, &ixs, &nix, err);
+		if (!rc && nix > 1)
+			rc = dfs_err_set(err, DFS_ENOTEMPTY,
+					 "rmdir '%s': indexes besides _id_ remain (%d) "
+					 "(remove their files first)",
+					 name, nix - 1);
+		if (ixs)
+			store_index_list_free(ixs, nix);
+	} else {
+		rc = store_entry_list(t, p->coll, 0, saved_seen, NULL, err);
+		if (rc == 1)
+			rc = dfs_err_set(err, DFS_ENOTEMPTY,
+					 "rmdir '%s': queries are saved here (remove them first)",
+					 name);
+		else if (rc == 2)
+			rc = 0;
+	}
+	store_txn_abort(t);
+	return rc;
+}
+
 static void fsop_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs_node *p = fs_node_get(parent);
@@ -3246,7 +3300,11 @@ static void fsop_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	fi = p->kind == FSN_COLL ? fixed_index(name) : -1;
 	if (fi >= 0 && coll_fixed[fi].kind != FSN_INSERT && coll_fixed[fi].kind != FSN_WRITE) {
-		reply_msg(req, DFS_EPERM, "rmdir '%s': every collection has this directory", name);
+		/* note 12: accepted when empty, and the directory stays */
+		if ((rc = fixed_dir_empty(p, coll_fixed[fi].kind, name, &err)))
+			reply_dfs(req, &err, "rmdir");
+		else
+			fuse_reply_err(req, 0);
 		return;
 	}
 	if (scratch_parent(p) && fi < 0) {

@@ -466,6 +466,9 @@ void query_write_result_describe(const struct query_write_result *r, const char 
 
 /* ---- bulkWrite ------------------------------------------------------------------- */
 
+/* Operations of a bulk (not atomic) committed together (query_bulk_run). */
+#define BULK_GROUP 1000
+
 struct bulk_acc {
 	int64_t inserted, matched, modified, deleted, upserted;
 	bson_t inserted_ids; /* {"<op index>": _id} */
@@ -728,15 +731,30 @@ static void bulk_error(struct bulk_acc *acc, uint32_t index, const bson_t *op,
 	bson_append_document_end(&acc->errors, &d);
 }
 
+/* Keeps in ids (a {"<op index>": _id} document) only the entries of operations before
+ * index: those of a group whose commit failed are dropped. */
+static void ids_before(bson_t *ids, uint32_t index)
+{
+	bson_t kept = BSON_INITIALIZER;
+	bson_iter_t it;
+
+	if (bson_iter_init(&it, ids))
+		while (bson_iter_next(&it))
+			if (strtoul(bson_iter_key(&it), NULL, 10) < index)
+				bson_append_iter(&kept, NULL, 0, &it);
+	bson_destroy(ids);
+	bson_steal(ids, &kept);
+}
+
 int query_bulk_run(struct store_db *db, int64_t coll, const bson_t *ops, bool ordered, bool atomic,
 		   bson_t *out, struct dfs_err *err)
 {
-	struct bulk_acc acc = {0};
+	struct bulk_acc acc = {0}, group = {0};
 	struct store_txn *t = NULL;
 	struct dfs_err first = {0};
 	bson_iter_t it;
-	uint32_t index = 0, first_index = 0;
-	int rc = 0, ret = 0;
+	uint32_t index = 0, first_index = 0, group_first = 0;
+	int rc = 0, ret = 0, in_group = 0;
 
 	bson_init(&acc.inserted_ids);
 	bson_init(&acc.upserted_ids);
@@ -745,13 +763,45 @@ int query_bulk_run(struct store_db *db, int64_t coll, const bson_t *ops, bool or
 		return dfs_err_set(err, DFS_EINVAL, "bulk: the operations are not an array");
 	if (atomic && (rc = store_txn_begin(db, true, &t, err)))
 		goto finish;
-	while (bson_iter_next(&it)) {
+	for (bool more = bson_iter_next(&it), stop = false;; more = !stop && bson_iter_next(&it)) {
 		struct dfs_err e = {0};
 		struct bulk_acc saved = acc;
 		bson_t opv;
 		const uint8_t *data;
 		uint32_t len;
 
+		/* Not atomic: each operation is undone alone when it fails (a savepoint), and
+		 * BULK_GROUP of them commit together, so a bulk costs a commit per group rather
+		 * than per operation; nothing is acknowledged before its group's commit, and a
+		 * failed commit fails the operations of its group. */
+		if (!atomic && t && (!more || in_group >= BULK_GROUP)) {
+			if ((rc = store_txn_commit(t, &e)) != 0) {
+				acc.inserted = group.inserted;
+				acc.matched = group.matched;
+				acc.modified = group.modified;
+				acc.deleted = group.deleted;
+				acc.upserted = group.upserted;
+				ids_before(&acc.inserted_ids, group_first);
+				ids_before(&acc.upserted_ids, group_first);
+				bson_init(&opv);
+				bulk_error(&acc, group_first, &opv, &e);
+				bson_destroy(&opv);
+				if (!first.code) {
+					first = e;
+					first_index = group_first;
+				}
+				t = NULL;
+				break;
+			}
+			t = NULL;
+		}
+		if (!more)
+			break;
+		if (!atomic && !t) {
+			group = acc;
+			group_first = index;
+			in_group = 0;
+		}
 		if (!BSON_ITER_HOLDS_DOCUMENT(&it)) {
 			dfs_err_set(&e, DFS_EINVAL, "operation %u is not a document", index);
 			bson_init(&opv);
@@ -761,10 +811,15 @@ int query_bulk_run(struct store_db *db, int64_t coll, const bson_t *ops, bool or
 		} else {
 			bson_iter_document(&it, &len, &data);
 			bson_init_static(&opv, data, len);
-			if (!atomic && (rc = store_txn_begin(db, true, &t, &e)) == 0) {
+			rc = 0;
+			if (!atomic && !t)
+				rc = store_txn_begin(db, true, &t, &e);
+			if (!rc && !atomic)
+				rc = store_txn_mark(t, &e);
+			if (!rc && !atomic) {
 				rc = bulk_one(t, coll, &opv, index, &acc, &e);
 				if (rc) {
-					store_txn_abort(t);
+					store_txn_undo(t);
 					/* The failed operation's counts are not kept. */
 					acc.inserted = saved.inserted;
 					acc.matched = saved.matched;
@@ -772,9 +827,9 @@ int query_bulk_run(struct store_db *db, int64_t coll, const bson_t *ops, bool or
 					acc.deleted = saved.deleted;
 					acc.upserted = saved.upserted;
 				} else {
-					rc = store_txn_commit(t, &e);
+					rc = store_txn_release(t, &e);
 				}
-				t = NULL;
+				in_group++;
 			} else if (atomic) {
 				rc = bulk_one(t, coll, &opv, index, &acc, &e);
 			}
@@ -786,8 +841,8 @@ int query_bulk_run(struct store_db *db, int64_t coll, const bson_t *ops, bool or
 			first_index = index;
 		}
 		index++;
-		if (rc && (ordered || atomic))
-			break;
+		/* ordered: what came before the failure stays (its group commits above) */
+		stop = rc && (ordered || atomic);
 	}
 	if (atomic && t) {
 		if (first.code) {

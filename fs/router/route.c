@@ -42,7 +42,10 @@
  *    insertOne to the owner of its document's key, with the _id the router gives it) and
  *    sent as a one-operation .bulk to its shards, the results summed into one
  *    BulkWriteResult with MongoDB's indexes; ordered stops at the first error, as a plain
- *    mount's. atomic=true cannot span shards and is refused.
+ *    mount's. atomic=true cannot span shards and is refused. Consecutive insertOnes go
+ *    together, one .bulk per shard (as mongos splits a batch): ordered, a run ends where
+ *    the next document's shard differs, so the shards see them in the request's order and
+ *    nothing after a failed insert is sent; unordered, each shard gets all of its own.
  * 6. update/ and delete/ go to the shards their filter targets, the request written to
  *    each shard's same path and the results summed (matchedCount, modifiedCount,
  *    deletedCount, ...). As MongoDB requires: a single update or delete (not multi, or
@@ -868,12 +871,18 @@ done:
 
 /* ---- writes -------------------------------------------------------------------------- */
 
-/* The shard owning doc (its shard key's chunk), checked reachable. */
+/* The shard owning doc (its shard key's chunk, or the primary of an unsharded
+ * collection), checked reachable. */
 static int owner_of(const struct router_ns *ns, const bson_t *doc, const struct router_shard **out,
 		    struct dfs_err *err)
 {
 	int idx = -1, rc;
 
+	if (!ns->sharded) { /* note 1: its primary's */
+		if (!(*out = router_ns_shard(ns, ns->primary)))
+			return dfs_err_set(err, DFS_EIO, "the primary shard is not in the config");
+		return router_shard_ok(*out, err);
+	}
 	if ((rc = query_chunk_map_find_doc(&ns->map, doc, &idx, err)))
 		return rc;
 	if (idx < 0 || !(*out = router_ns_shard(ns, ns->map.c[idx].shard)))
@@ -1820,34 +1829,50 @@ static void bulk_err(struct bulk_sum *b, int index, int code, const char *msg, c
 	bson_append_document_end(&b->errors, &d);
 }
 
-/* Adds a shard's one-operation BulkWriteResult for operation index; returns whether it
- * had a write error. */
-static bool bulk_add_result(struct bulk_sum *b, int index, const bson_t *res, int64_t *hits)
+/* The request's index of a shard's operation k (map: the request's index of each
+ * operation sent, nmap of them); -1 when k is out of range. */
+static int mapped(const int *map, int nmap, int64_t k)
+{
+	return k >= 0 && k < nmap ? map[k] : -1;
+}
+
+/* Adds a shard's BulkWriteResult for the operations it was sent (map[k] is the request's
+ * index of the shard's operation k); returns whether it had a write error. */
+static bool bulk_add_result(struct bulk_sum *b, const int *map, int nmap, const bson_t *res,
+			    int64_t *hits)
 {
 	static const char *const counts[] = {"insertedCount", "matchedCount", "modifiedCount",
 					     "deletedCount", "upsertedCount"};
 	int64_t *to[] = {&b->inserted, &b->matched, &b->modified, &b->deleted, &b->upserted};
+	bson_t *ids[] = {&b->inserted_ids, &b->upserted_ids};
+	const char *ids_name[] = {"insertedIds", "upsertedIds"};
 	bson_iter_t it, e, f;
 	char key[16];
 	bool failed = false;
 
-	snprintf(key, sizeof(key), "%d", index);
 	for (int i = 0; i < 5; i++)
 		if (bson_iter_init_find(&it, res, counts[i]) && BSON_ITER_HOLDS_NUMBER(&it)) {
 			*to[i] += bson_iter_as_int64(&it);
 			if (i)
 				*hits += bson_iter_as_int64(&it);
 		}
-	if (bson_iter_init_find(&it, res, "insertedIds") && bson_iter_recurse(&it, &e) &&
-	    bson_iter_next(&e))
-		bson_append_value(&b->inserted_ids, key, -1, bson_iter_value(&e));
-	if (bson_iter_init_find(&it, res, "upsertedIds") && bson_iter_recurse(&it, &e) &&
-	    bson_iter_next(&e))
-		bson_append_value(&b->upserted_ids, key, -1, bson_iter_value(&e));
+	for (int i = 0; i < 2; i++) {
+		if (!bson_iter_init_find(&it, res, ids_name[i]) || !bson_iter_recurse(&it, &e))
+			continue;
+		while (bson_iter_next(&e)) {
+			int at = mapped(map, nmap, strtoll(bson_iter_key(&e), NULL, 10));
+
+			if (at < 0)
+				continue;
+			snprintf(key, sizeof(key), "%d", at);
+			bson_append_value(ids[i], key, -1, bson_iter_value(&e));
+		}
+	}
 	if (bson_iter_init_find(&it, res, "writeErrors") && bson_iter_recurse(&it, &e)) {
 		while (bson_iter_next(&e)) {
 			bson_t one, op;
 			int code = 8; /* UnknownError, when the shard gave none */
+			int64_t k = 0;
 			const char *msg = "a write error";
 
 			bson_init(&op);
@@ -1855,6 +1880,8 @@ static bool bulk_add_result(struct bulk_sum *b, int index, const bson_t *res, in
 				while (bson_iter_next(&f)) {
 					if (!strcmp(bson_iter_key(&f), "code"))
 						code = (int)bson_iter_as_int64(&f);
+					else if (!strcmp(bson_iter_key(&f), "index"))
+						k = bson_iter_as_int64(&f);
 					else if (!strcmp(bson_iter_key(&f), "errmsg") &&
 						 BSON_ITER_HOLDS_UTF8(&f))
 						msg = bson_iter_utf8(&f, NULL);
@@ -1870,12 +1897,89 @@ static bool bulk_add_result(struct bulk_sum *b, int index, const bson_t *res, in
 					}
 				}
 			}
-			bulk_err(b, index, code, msg, &op);
+			bulk_err(b, mapped(map, nmap, k) < 0 ? map[0] : mapped(map, nmap, k), code,
+				 msg, &op);
 			bson_destroy(&op);
 			failed = true;
 		}
 	}
 	return failed;
+}
+
+/* Consecutive insertOnes waiting to go to their shards in one request each (note 8). */
+struct insert_run {
+	struct dfs_buf text[ROUTER_MAX_SHARDS]; /* insertOne lines per shard */
+	int *map[ROUTER_MAX_SHARDS];		/* the request's index of each line */
+	int n[ROUTER_MAX_SHARDS], cap[ROUTER_MAX_SHARDS];
+	int pending; /* lines in all */
+};
+
+static void run_add(struct insert_run *r, int shard, int index, const bson_t *one_op)
+{
+	if (r->n[shard] == r->cap[shard]) {
+		r->cap[shard] = r->cap[shard] ? 2 * r->cap[shard] : 64;
+		r->map[shard] = realloc(r->map[shard], (size_t)r->cap[shard] * sizeof(int));
+		if (!r->map[shard])
+			abort();
+	}
+	r->map[shard][r->n[shard]++] = index;
+	store_codec_render(one_op, STORE_RENDER_COMPACT, &r->text[shard], NULL);
+	dfs_buf_putc(&r->text[shard], '\n');
+	r->pending++;
+}
+
+/* Sends each shard's waiting insertOnes as one .bulk (rel) and adds the results; returns
+ * whether any failed (the first failure's message into first). A shard that cannot be
+ * reached fails each of its operations (their outcome unknown, none reported). */
+static bool run_flush(const struct router_ns *ns, struct insert_run *r, const char *rel,
+		      struct bulk_sum *b, struct dfs_err *first)
+{
+	bool any = false;
+
+	for (int s = 0; s < ns->nshards && r->pending; s++) {
+		struct dfs_buf reply;
+		struct dfs_err e = {0};
+		bson_t res;
+		int64_t hits = 0;
+		bool failed = false;
+		int orc;
+
+		if (!r->n[s])
+			continue;
+		dfs_buf_init(&reply);
+		bson_init(&res);
+		orc = shard_request(&ns->shards[s], rel, r->text[s].data, r->text[s].len, &reply,
+				    &e);
+		/* a refused operation fails the close, but the result was read back */
+		if (reply.len && !store_codec_parse_doc(reply.data, reply.len, &res, NULL)) {
+			failed = bulk_add_result(b, r->map[s], r->n[s], &res, &hits);
+		} else if (orc) {
+			bson_t none = BSON_INITIALIZER;
+
+			for (int k = 0; k < r->n[s]; k++)
+				bulk_err(b, r->map[s][k], 8, e.msg, &none);
+			bson_destroy(&none);
+			failed = true;
+		}
+		if (failed && !first->code)
+			dfs_err_set(first, DFS_EINVAL, "operation %d: %s", r->map[s][0],
+				    e.msg[0] ? e.msg : "a write error");
+		any |= failed;
+		bson_destroy(&res);
+		dfs_buf_release(&reply);
+		r->pending -= r->n[s];
+		r->n[s] = 0;
+		r->text[s].len = 0;
+	}
+	return any;
+}
+
+static void run_release(struct insert_run *r)
+{
+	for (int s = 0; s < ROUTER_MAX_SHARDS; s++) {
+		dfs_buf_release(&r->text[s]);
+		free(r->map[s]);
+	}
 }
 
 /* The filter and body of a bulk operation {<kind>: {filter, update|replacement, upsert}}. */
@@ -1977,7 +2081,9 @@ int router_bulk(const struct router_ns *ns, const char *db, const char *coll, co
 		const char *text, size_t len, struct dfs_buf *out, struct dfs_err *err)
 {
 	bool ordered = !opt_given(rest, "ordered") || opt_true(rest, "ordered");
-	char rel[ROUTER_PATH_MAX];
+	char rel[ROUTER_PATH_MAX], rel_run[ROUTER_PATH_MAX + 16];
+	struct insert_run *run = calloc(1, sizeof(*run));
+	bool stopped = false;
 	struct bulk_sum b = {0};
 	struct dfs_err first = {0};
 	unsigned line = 1;
@@ -1992,7 +2098,12 @@ int router_bulk(const struct router_ns *ns, const char *db, const char *coll, co
 	bson_init(&b.inserted_ids);
 	bson_init(&b.upserted_ids);
 	bson_init(&b.errors);
+	if (!run)
+		abort();
+	for (int s = 0; s < ROUTER_MAX_SHARDS; s++)
+		dfs_buf_init(&run->text[s]);
 	snprintf(rel, sizeof(rel), "%s/%s/.bulk", db, coll);
+	snprintf(rel_run, sizeof(rel_run), "%s%s", rel, ordered ? "" : "?ordered=false");
 	while (at < len) {
 		const struct router_shard *sh[ROUTER_MAX_SHARDS];
 		struct dfs_err e = {0};
@@ -2028,14 +2139,34 @@ int router_bulk(const struct router_ns *ns, const char *db, const char *coll, co
 		else
 			orc = bulk_targets(ns, kind, &args, &ins, sh, &n, &single, &e);
 		if (!orc && !strcmp(kind, "insertOne")) {
-			/* the document with the _id the router gave it */
+			/* the document with the _id the router gave it, waiting with the
+			 * inserts next to it for the same shard (ordered: while the shard
+			 * stays the same) */
 			bson_t in;
+			int s = (int)(sh[0] - ns->shards);
 
 			BSON_APPEND_DOCUMENT_BEGIN(&one_op, "insertOne", &in);
 			BSON_APPEND_DOCUMENT(&in, "document", &ins);
 			bson_append_document_end(&one_op, &in);
+			if (ordered && run->pending > run->n[s] &&
+			    run_flush(ns, run, rel_run, &b, &first)) {
+				stopped = true;
+			} else {
+				run_add(run, s, index, &one_op);
+				n = 0; /* sent with the run */
+			}
 		} else if (!orc) {
 			bson_copy_to_excluding_noinit(&op, &one_op, "", NULL);
+			if (run->pending && run_flush(ns, run, rel_run, &b, &first) && ordered)
+				stopped = true;
+		} else if (run->pending && run_flush(ns, run, rel_run, &b, &first) && ordered) {
+			stopped = true;
+		}
+		if (stopped) {
+			bson_destroy(&op);
+			bson_destroy(&ins);
+			bson_destroy(&one_op);
+			break;
 		}
 		if (orc) {
 			bulk_err(&b, index, 2 /* BadValue */, e.msg, &op);
@@ -2054,7 +2185,7 @@ int router_bulk(const struct router_ns *ns, const char *db, const char *coll, co
 			if (reply.len &&
 			    !store_codec_parse_doc(reply.data, reply.len, &res, NULL)) {
 				orc = 0;
-				failed |= bulk_add_result(&b, index, &res, &hits);
+				failed |= bulk_add_result(&b, &index, 1, &res, &hits);
 			} else if (orc) {
 				bulk_err(&b, index, 8, e.msg, &op);
 				failed = true;
@@ -2075,6 +2206,10 @@ int router_bulk(const struct router_ns *ns, const char *db, const char *coll, co
 		if (failed && ordered)
 			break;
 	}
+	if (!stopped && run->pending) /* the operations before an unreadable one stay applied */
+		run_flush(ns, run, rel_run, &b, &first);
+	run_release(run);
+	free(run);
 	if (!rc) {
 		bson_t out_doc;
 

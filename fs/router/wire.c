@@ -16,9 +16,10 @@
  *    cursor's documents. The path grammar limits a component to 255 bytes once escaped,
  *    so a longer query is refused with that error (ENAMETOOLONG: 73 from the engine's
  *    codes), as the mount refuses it.
- * 2. Writes: insert is the .insert of the collection (router_insert by shard key, or the
- *    primary's .insert); update and delete become one .bulk request (router_write), whose
- *    BulkWriteResult gives n, nModified, upserted and writeErrors; findAndModify is an
+ * 2. Writes: insert, update and delete become one .bulk request (router_write; an insert
+ *    as insertOnes, which route.c note 8 sends one request per shard and run), whose
+ *    BulkWriteResult gives n, nModified, upserted and writeErrors at the request's indexes
+ *    (ordered stops at the first, as mongos does); findAndModify is an
  *    update/ or delete/ request with returnDocument. createIndexes writes
  *    .indexes/<name> on every shard (collections exist on every shard, mount.c note 2), so
  *    a collection sharded later has its key's index wherever its chunks go; create makes
@@ -825,40 +826,100 @@ static int add_line(void *ctx, const bson_t *doc)
 	return 0;
 }
 
+static int64_t num_of(const bson_t *d, const char *key)
+{
+	bson_iter_t it;
+
+	return bson_iter_init_find(&it, d, key) ? bson_iter_as_int64(&it) : 0;
+}
+
+/* The writeErrors of a BulkWriteResult res into reply as mongos gives them ({index, code,
+ * errmsg}, the request's indexes), when there are any. */
+static void put_write_errors(const bson_t *res, bson_t *reply)
+{
+	bson_iter_t it, e, f;
+	bson_t arr;
+	int i = 0;
+
+	if (!bson_iter_init_find(&it, res, "writeErrors") || !BSON_ITER_HOLDS_ARRAY(&it) ||
+	    !bson_iter_recurse(&it, &e))
+		return;
+	while (bson_iter_next(&e)) {
+		bson_t one;
+		char key[16];
+
+		if (!BSON_ITER_HOLDS_DOCUMENT(&e) || !bson_iter_recurse(&e, &f))
+			continue;
+		if (!i)
+			BSON_APPEND_ARRAY_BEGIN(reply, "writeErrors", &arr);
+		snprintf(key, sizeof(key), "%d", i++);
+		BSON_APPEND_DOCUMENT_BEGIN(&arr, key, &one);
+		while (bson_iter_next(&f))
+			if (strcmp(bson_iter_key(&f), "op") != 0)
+				bson_append_iter(&one, NULL, 0, &f);
+		bson_append_document_end(&arr, &one);
+	}
+	if (i)
+		bson_append_array_end(reply, &arr);
+}
+
+/* One document of an insert as a .bulk insertOne line. */
+static int add_insert(void *ctx, const bson_t *doc)
+{
+	struct lines *l = ctx;
+	bson_t line = BSON_INITIALIZER, op;
+
+	BSON_APPEND_DOCUMENT_BEGIN(&line, "insertOne", &op);
+	BSON_APPEND_DOCUMENT(&op, "document", doc);
+	bson_append_document_end(&line, &op);
+	add_line(l, &line);
+	bson_destroy(&line);
+	return 0;
+}
+
+/* insert: the documents as one .bulk request of insertOnes (route.c note 8: one request
+ * per shard and run), so that a refused document is a writeError at its index, ordered
+ * stops there and unordered goes on, as mongos answers. */
 static int r_insert(struct wire_ctx *c, bson_t *reply)
 {
 	struct dfs_err err = {0};
 	struct lines l = {0};
+	struct dfs_buf out;
 	struct routed r;
+	bson_t res = BSON_INITIALIZER;
+	bool ordered = true;
 	int rc;
 
+	wire_arg_bool(c, "ordered", &ordered);
 	dfs_buf_init(&l.text);
-	if (each_statement(c, "documents", add_line, &l)) {
+	dfs_buf_init(&out);
+	if (each_statement(c, "documents", add_insert, &l)) {
 		dfs_buf_release(&l.text);
+		bson_destroy(&res);
 		return wire_fail(c, 14, "TypeMismatch", "documents must be documents");
 	}
 	if ((rc = routed_begin(c, &r))) {
 		dfs_buf_release(&l.text);
+		bson_destroy(&res);
 		return rc;
 	}
-	if (!l.n) {
-		rc = 0;
-	} else if (r.ns.sharded) {
-		if (router_insert(&r.ns, c->db, r.coll, l.text.data, l.text.len, &err))
-			rc = fail_dfs(c, &err);
-	} else {
-		char rel[ROUTER_PATH_MAX];
-
-		snprintf(rel, sizeof(rel), "%s/%s/.insert", c->db, r.coll);
-		if (make_everywhere(&r.ns, c->db, r.coll, &err) ||
-		    router_shard_write(router_ns_shard(&r.ns, r.ns.primary), rel, O_WRONLY,
-				       l.text.data, l.text.len, &err))
-			rc = fail_dfs(c, &err);
-	}
+	if (l.n && !r.ns.sharded && make_everywhere(&r.ns, c->db, r.coll, &err))
+		rc = fail_dfs(c, &err);
+	else if (l.n &&
+		 router_write(&r.ns, c->db, r.coll, ordered ? ".bulk" : ".bulk?ordered=false",
+			      l.text.data, l.text.len, &out, &err) &&
+		 !out.len)
+		rc = fail_dfs(c, &err);
 	routed_end(&r);
-	if (!rc)
-		wire_append_count(reply, "n", l.n);
+	if (!rc && l.n && store_codec_parse_doc(out.data, out.len, &res, &err))
+		rc = fail_dfs(c, &err);
+	if (!rc) {
+		wire_append_count(reply, "n", num_of(&res, "insertedCount"));
+		put_write_errors(&res, reply);
+	}
+	bson_destroy(&res);
 	dfs_buf_release(&l.text);
+	dfs_buf_release(&out);
 	return rc;
 }
 
@@ -932,13 +993,6 @@ static int add_write(void *ctx, const bson_t *st)
 	return 0;
 }
 
-static int64_t num_of(const bson_t *d, const char *key)
-{
-	bson_iter_t it;
-
-	return bson_iter_init_find(&it, d, key) ? bson_iter_as_int64(&it) : 0;
-}
-
 static int r_write(struct wire_ctx *c, bson_t *reply)
 {
 	bool del = !strcmp(c->name, "delete"), ordered = true;
@@ -1005,14 +1059,8 @@ static int r_write(struct wire_ctx *c, bson_t *reply)
 			bson_append_array_end(reply, &arr);
 		}
 	}
-	if (!rc && bson_iter_init_find(&it, &res, "writeErrors") && BSON_ITER_HOLDS_ARRAY(&it) &&
-	    num_of(&res, "writeErrors") == 0) {
-		bson_iter_t e;
-
-		bson_iter_recurse(&it, &e);
-		if (bson_iter_next(&e))
-			bson_append_iter(reply, "writeErrors", -1, &it);
-	}
+	if (!rc)
+		put_write_errors(&res, reply);
 	bson_destroy(&res);
 	dfs_buf_release(&l.text);
 	dfs_buf_release(&out);

@@ -63,8 +63,11 @@ sed 's/.*"_id": "\([^"]*\)".*/\1.json/' "$T/odd.jsonl" | sort > "$T/new"
 ls -f "$MNT/test/big" | grep '\.json$' | sort > "$T/ls.before"
 cmp -s "$T/orig" "$T/ls.before" || fail "ls -f before the concurrent insert: $(diff "$T/orig" "$T/ls.before" | sed -n 1,4p)"
 # The inserter writes 200 documents per write, 100 writes, a little apart, so that many
-# listings run while it inserts.
-python3 - "$T/odd.jsonl" "$MNT/test/big/.insert" > "$T/inserter.out" 2>&1 <<'EOF' &
+# listings run while it inserts. After its first write it leaves $T/half and waits for
+# $T/listed: the listing loop makes that only after a whole listing that began once $T/half
+# was there, so at least one listing surely ran in the middle of the insert, however the
+# machine schedules the two.
+python3 - "$T/odd.jsonl" "$MNT/test/big/.insert" "$T/half" "$T/listed" > "$T/inserter.out" 2>&1 <<'EOF' &
 import os, sys, time
 lines = open(sys.argv[1], "rb").read().splitlines(keepends=True)
 fd = os.open(sys.argv[2], os.O_WRONLY)
@@ -73,15 +76,26 @@ for i in range(0, len(lines), 200):
     off = 0
     while off < len(data):
         off += os.write(fd, data[off:])
+    if i == 0:
+        open(sys.argv[3], "w").close()
+        for _ in range(6000):
+            if os.path.exists(sys.argv[4]):
+                break
+            time.sleep(0.01)
+        else:
+            sys.exit("no listing came after the first write in 60 s")
     time.sleep(0.02)
 os.close(fd)
 EOF
 inserter=$!
 runs=0
 while kill -0 "$inserter" 2>/dev/null || [ "$runs" -eq 0 ]; do
+	half=0
+	[ ! -e "$T/half" ] || half=1
 	ls -f "$MNT/test/big" > "$T/ls.$runs" || fail "ls -f during the insert"
+	[ "$half" -eq 0 ] || touch "$T/listed"
 	runs=$((runs + 1))
-	[ "$runs" -lt 2000 ] || fail "the inserter did not finish"
+	[ "$runs" -lt 20000 ] || fail "the inserter did not finish"
 done
 wait "$inserter" || fail "the concurrent inserter failed: $(cat "$T/inserter.out")"
 overlapped=0

@@ -185,6 +185,25 @@ errors_since() {
 	awk -v m="$2" '$1 >= m' "$1"
 }
 
+# cluster_cmd ROUTER_MNT COMMAND: runs a command document through the router's
+# /.cluster/command and prints the reply, read back on the same descriptor
+cluster_cmd() {
+	timeout 60 python3 - "$1/.cluster/command" "$2" <<'EOF'
+import sys
+with open(sys.argv[1], "r+") as f:
+    f.write(sys.argv[2])
+    f.flush()
+    f.seek(0)
+    sys.stdout.write(f.read())
+EOF
+}
+# cluster_ok ROUTER_MNT COMMAND: cluster_cmd that must answer ok: 1, or the test fails
+cluster_ok() {
+	local out
+	out=$(cluster_cmd "$1" "$2") || fail "$2: $out"
+	grep -q '"ok": 1.0' <<< "$out" || fail "$2: not ok: $out"
+}
+
 # zk_start: a ZooKeeper of the test's own (Debian's package, one server on the JRE) on a
 # free loopback port, its data in $T/zk; sets ZK (host:port) and ZKPID, and waits until it
 # answers (ruok). Skips the test (77) without the package or java. A script that calls it
@@ -207,13 +226,8 @@ CFG
 	ZKPID=$!
 	ZK=127.0.0.1:$port
 	for _ in $(seq 150); do
-		[ "$(python3 - "$port" 2> /dev/null <<'PY'
-import socket, sys
-s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=1)
-s.sendall(b"ruok")
-print(s.recv(16).decode())
-PY
-)" = imok ] && return 0
+		[ "$(timeout 2 bash -c "exec 4<> /dev/tcp/127.0.0.1/$port && printf ruok >&4 && cat <&4" 2> /dev/null)" = imok ] &&
+			return 0
 		sleep 0.2
 	done
 	fail "ZooKeeper did not come up: $(tail -n 5 "$T/zk.log")"

@@ -177,22 +177,9 @@ done
 "$DOCFS" router -o "log=$T/rlog" "$CFG" "$R" || fail "docfs router did not start"
 mountpoint -q "$R" || fail "the router is not mounted"
 
-# cmd COMMAND: runs it through /.cluster/command, reply read back on the same descriptor
-cmd() {
-	timeout 60 python3 - "$R/.cluster/command" "$1" << 'EOF'
-import sys
-with open(sys.argv[1], "r+") as f:
-    f.write(sys.argv[2])
-    f.flush()
-    f.seek(0)
-    sys.stdout.write(f.read())
-EOF
-}
-ok() {
-	local out
-	out=$(cmd "$1") || fail "$1: $out"
-	grep -q '"ok": 1.0' <<< "$out" || fail "$1: not ok: $out"
-}
+# cmd COMMAND, ok COMMAND: through the router's /.cluster/command (lib.sh)
+cmd() { cluster_cmd "$R" "$1"; }
+ok() { cluster_ok "$R" "$1"; }
 rerr() {
 	tail -n1 "$R/.docfs/errors"
 }

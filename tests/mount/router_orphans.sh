@@ -37,21 +37,9 @@ start_router() {
 	mountpoint -q "$R" || fail "the router is not mounted"
 }
 start_router
-cmd() {
-	python3 - "$R/.cluster/command" "$1" <<'EOF'
-import sys
-with open(sys.argv[1], "r+") as f:
-    f.write(sys.argv[2])
-    f.flush()
-    f.seek(0)
-    sys.stdout.write(f.read())
-EOF
-}
-ok() {
-	local out
-	out=$(cmd "$1") || fail "$1: $out"
-	grep -q '"ok": 1.0' <<<"$out" || fail "$1: not ok: $out"
-}
+# cmd COMMAND, ok COMMAND: through the router's /.cluster/command (lib.sh)
+cmd() { cluster_cmd "$R" "$1"; }
+ok() { cluster_ok "$R" "$1"; }
 count() { cat "$1/test/c/query/{}?count=1"; }
 # owner: the shard owning the chunk from x 5000 up
 owner() { jq -r 'select(.ns == "test.c" and .min.x == 5000) | .shard' "$R/.cluster/chunks"; }

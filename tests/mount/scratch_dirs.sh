@@ -175,6 +175,35 @@ done
 expect_eq "$(ls "$C" | grep -c '^tmp-stress-ng' || true)" "0" "stress-ng removed its directories"
 
 rm -r "$C/proj" "$C/run" "$C/empty"
+
+step "cp -r of a collection; rm -r of a collection drops it, and of a database; a fixed directory with entries refuses rmdir"
+G="$MNT/sd/gone"
+mkdir -p "$G/sub/deep" "$MNT/sd2/other"
+echo '{"a": 1}' > "$G/x.json"
+echo '{"key": {"a": 1}}' > "$G/.indexes/a_1"
+echo '{"filter": {"a": 1}}' > "$G/.queries/byA"
+echo scratch > "$G/sub/deep/f.txt"
+echo '{"b": 2}' > "$MNT/sd2/other/y.json"
+mark=$(errors_mark)
+rc=0
+rmdir "$G/.indexes" 2> "$T/rmdir.err" || rc=$?
+[ "$rc" -ne 0 ] && grep -q "Directory not empty" "$T/rmdir.err" ||
+	fail "rmdir of .indexes holding a_1: rc $rc, $(cat "$T/rmdir.err")"
+errors_since "$MNT/.docfs/errors" "$mark" | grep -q "rmdir '.indexes': indexes besides _id_ remain (1)" ||
+	fail "no error line for rmdir .indexes: $(errors_since "$MNT/.docfs/errors" "$mark")"
+rc=0
+rmdir "$G/.queries" 2> "$T/rmdir.err" || rc=$?
+[ "$rc" -ne 0 ] || fail "rmdir of .queries holding byA succeeded"
+[ -f "$G/.queries/byA" ] && [ -f "$G/.indexes/a_1" ] || fail "a refused rmdir removed something"
+cp -r "$G" "$T/gone.copy" 2> "$T/cp.err" || fail "cp -r of a collection: $(cat "$T/cp.err")"
+cmp "$G/x.json" "$T/gone.copy/x.json" && cmp "$G/sub/deep/f.txt" "$T/gone.copy/sub/deep/f.txt" &&
+	cmp "$G/.indexes/a_1" "$T/gone.copy/.indexes/a_1" || fail "cp -r copied other bytes"
+rm -r "$G" 2> "$T/rm.err" || fail "rm -r of a collection: $(cat "$T/rm.err")"
+[ ! -e "$G" ] || fail "the collection is still there after rm -r"
+mkdir "$G"
+expect_eq "$(ls -A "$G/.indexes" "$G/.queries" | grep -vc ':$' || true)" "1" 	"a collection made again under the name has no old index or saved query (only the blank line)"
+rm -r "$MNT/sd2" 2> "$T/rm.err" || fail "rm -r of a database: $(cat "$T/rm.err")"
+[ ! -e "$MNT/sd2" ] || fail "the database is still there after rm -r"
 unmount_docfs
 "$DOCFS" check "$STORE" > "$T/check.out" 2>&1 || fail "docfs check: $(cat "$T/check.out")"
 echo ok

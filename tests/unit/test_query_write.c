@@ -376,6 +376,48 @@ START_TEST(test_query_bulk_run_ordered_unordered_atomic)
 }
 END_TEST
 
+/* A bulk longer than a commit group (query_bulk_run's BULK_GROUP, 1000): a duplicate in
+ * the second group fails alone, unordered; ordered, everything before it stays and nothing
+ * after it is written, whichever group it falls in. */
+START_TEST(test_query_bulk_run_groups_keep_exact_results)
+{
+	struct dfs_err err = {0};
+	bson_t out = BSON_INITIALIZER;
+	struct dfs_buf ops;
+	int64_t ndocs = 0, nfiles = 0;
+	struct store_txn *t;
+
+	dfs_buf_init(&ops);
+	dfs_buf_puts(&ops, "[");
+	for (int i = 0; i < 2500; i++)
+		dfs_buf_printf(&ops, "%s{insertOne: {document: {_id: %d}}}", i ? "," : "",
+			       i == 1500 ? 2 : 100000 + i);
+	dfs_buf_puts(&ops, "]");
+	ck_assert_int_eq(bulk(ops.data, false, false, &out, &err), DFS_EEXIST);
+	ck_assert_int_eq(field_int(&out, "insertedCount"), 2499);
+	ck_assert_int_eq(field_int(&out, "writeErrors.0.index"), 1500);
+	ck_assert_int_eq(field_int(&out, "insertedIds.2499"), 102499);
+	ck_assert_int_eq(store_txn_begin(db, false, &t, &err), 0);
+	ck_assert_int_eq(store_coll_count(t, coll, &ndocs, &nfiles, &err), 0);
+	store_txn_abort(t);
+	ck_assert_int_eq(ndocs, 3 + 2499);
+	/* ordered, over what is there now: the first insert is a duplicate */
+	bson_reinit(&out);
+	ck_assert_int_eq(bulk("[{insertOne: {document: {_id: 200000}}}, "
+			      "{insertOne: {document: {_id: 100000}}}, "
+			      "{insertOne: {document: {_id: 200001}}}]",
+			      true, false, &out, &err),
+			 DFS_EEXIST);
+	ck_assert_int_eq(field_int(&out, "insertedCount"), 1);
+	ck_assert_int_eq(store_txn_begin(db, false, &t, &err), 0);
+	ck_assert_int_eq(store_coll_count(t, coll, &ndocs, &nfiles, &err), 0);
+	store_txn_abort(t);
+	ck_assert_int_eq(ndocs, 3 + 2499 + 1);
+	dfs_buf_release(&ops);
+	bson_destroy(&out);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("query_write");
@@ -390,6 +432,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_query_delete_run_one_and_many);
 	tcase_add_test(tc, test_query_find_modify_returns_before_and_after);
 	tcase_add_test(tc, test_query_bulk_run_ordered_unordered_atomic);
+	tcase_add_test(tc, test_query_bulk_run_groups_keep_exact_results);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -14,66 +14,18 @@ plaintext refused (when the openssl command is there). Then docfs check.
 Run by meson (suite wire) with DOCFS set to the binary."""
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
 import pymongo
-from pymongo.errors import OperationFailure
 
-DOCFS = os.environ.get("DOCFS", "build/docfs")
+import wirelib
+from wirelib import DOCFS, check, expect_code, free_port, servers, start, stop
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 MONGOSH = os.path.join(HERE, "node_modules", ".bin", "mongosh")
-checks = 0
-servers = []  # killed at the end, whatever happened
-
-
-def check(cond, what):
-    global checks
-    checks += 1
-    if not cond:
-        raise AssertionError(what)
-
-
-def expect_code(code, fn, *a, **kw):
-    try:
-        fn(*a, **kw)
-    except OperationFailure as e:
-        check(e.code == code, "expected code %d, got %r: %s" % (code, e.code, e))
-        return e
-    raise AssertionError("expected an error with code %d" % code)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def start(store, log, *args):
-    p = subprocess.Popen([DOCFS, "serve", store] + list(args), stdout=subprocess.PIPE,
-                         stderr=open(log, "a"), text=True)
-    nlisten = max(1, sum(1 for a in args if a == "--listen"))
-    for _ in range(nlisten):
-        line = p.stdout.readline()
-        if "listening on" not in line:
-            p.kill()
-            raise AssertionError("docfs serve did not start: %r %s" % (line, open(log).read()))
-    servers.append(p)
-    return p
-
-
-def stop(p, log):
-    p.terminate()
-    rc = p.wait(timeout=30)
-    text = open(log).read()
-    check("Sanitizer" not in text and "runtime error" not in text,
-          "sanitizer report from docfs serve:\n" + text)
-    check(rc == 0, "docfs serve exit status %d: %s" % (rc, text))
 
 
 def uri(sock):
@@ -101,7 +53,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="docfs-auth-")
     try:
         run(tmp)
-        print("auth_test: %d checks passed" % checks)
+        print("auth_test: %d checks passed" % wirelib.checks)
     finally:
         for p in servers:
             if p.poll() is None:
@@ -524,5 +476,5 @@ if __name__ == "__main__":
     try:
         main()
     except AssertionError as e:
-        print("auth_test: FAILED after %d checks: %s" % (checks, e))
+        print("auth_test: FAILED after %d checks: %s" % (wirelib.checks, e))
         sys.exit(1)

@@ -97,6 +97,34 @@ r = users.delete_many({"_id": {"$gte": 100}})
 check("delete_many", r.deleted_count, 3)
 check("count after the deletes", users.count_documents({}), 98)
 
+
+def bulk_error(what, fn):
+    try:
+        fn()
+    except BulkWriteError as e:
+        return e.details
+    check(what + ": refused", "not refused", "a BulkWriteError")
+    return {"nInserted": None, "writeErrors": []}
+
+
+# a duplicate _id in the middle of an insert across shards: ordered stops there, unordered
+# goes on; the error is at the request's index either way (as mongos answers)
+d = bulk_error("ordered insert_many with a duplicate", lambda: users.insert_many(
+    [{"_id": 300, "user": {"age": 95}}, {"_id": 7, "user": {"age": 7}}, {"_id": 301, "user": {"age": 50}}]))
+check("ordered: inserted before the duplicate", d["nInserted"], 1)
+check("ordered: the duplicate's index and code",
+      [(e["index"], e["code"]) for e in d["writeErrors"]], [(1, 11000)])
+check("ordered: nothing after the duplicate", users.find_one({"_id": 301}), None)
+d = bulk_error("unordered insert_many with a duplicate", lambda: users.insert_many(
+    [{"_id": 302, "user": {"age": 96}}, {"_id": 7, "user": {"age": 7}}, {"_id": 303, "user": {"age": 51}}],
+    ordered=False))
+check("unordered: inserted around the duplicate", d["nInserted"], 2)
+check("unordered: the duplicate's index and code",
+      [(e["index"], e["code"]) for e in d["writeErrors"]], [(1, 11000)])
+check("unordered: the documents after it are there",
+      sorted(x["_id"] for x in users.find({"_id": {"$gte": 300}})), [300, 302, 303])
+check("delete_many of them", users.delete_many({"_id": {"$gte": 300}}).deleted_count, 3)
+
 plain = client.test.plain
 plain.insert_many([{"_id": i, "x": i * i} for i in range(10)])
 check("an unsharded collection lives on the primary",

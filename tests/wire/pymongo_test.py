@@ -7,7 +7,6 @@ findAndModify, collections and databases, and the error codes. Every check compa
 value computed here. Run by meson (suite wire) with DOCFS set to the binary."""
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -18,47 +17,16 @@ import pymongo
 from bson.int64 import Int64
 from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 
-DOCFS = os.environ.get("DOCFS", "build/docfs")
-checks = 0
-
-
-def check(cond, what):
-    global checks
-    checks += 1
-    if not cond:
-        raise AssertionError(what)
-
-
-def expect_code(code, fn, *a, **kw):
-    try:
-        fn(*a, **kw)
-    except OperationFailure as e:
-        check(e.code == code, "expected code %d, got %r: %s" % (code, e.code, e))
-        return e
-    raise AssertionError("expected an error with code %d" % code)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+import wirelib
+from wirelib import DOCFS, check, expect_code, free_port
 
 
 def start(store, *addrs):
-    args = [DOCFS, "serve", store]
+    """docfs serve STORE listening on each of addrs, its stderr in STORE.log"""
+    args = []
     for a in addrs:
         args += ["--listen", a]
-    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=open(store + ".log", "w"),
-                         text=True)
-    for _ in addrs:
-        line = p.stdout.readline()
-        if "listening on" not in line:
-            p.kill()
-            raise AssertionError("docfs serve did not start: %r %s" %
-                                 (line, open(store + ".log").read()))
-    return p
+    return wirelib.start(store, store + ".log", *args)
 
 
 def main():
@@ -80,7 +48,7 @@ def main():
         check(rc == 0, "docfs serve exit status %d: %s" % (rc, log))
         r = subprocess.run([DOCFS, "check", store], capture_output=True, text=True)
         check(r.returncode == 0, "docfs check: %s %s" % (r.stdout, r.stderr))
-        print("pymongo_test: %d checks passed" % checks)
+        print("pymongo_test: %d checks passed" % wirelib.checks)
     finally:
         if srv.poll() is None:
             srv.kill()
@@ -523,5 +491,5 @@ if __name__ == "__main__":
     try:
         main()
     except AssertionError as e:
-        print("pymongo_test: FAILED after %d checks: %s" % (checks, e))
+        print("pymongo_test: FAILED after %d checks: %s" % (wirelib.checks, e))
         sys.exit(1)
