@@ -118,7 +118,12 @@ static int zk_sync(bool for_write, struct dfs_err *err)
 		*err = e;
 		return e.code;
 	}
-	fs_errlog_add("router: %s (serving the config last loaded)", e.msg);
+	static time_t logged; /* once a minute at most (R.lock held) */
+
+	if (time(NULL) - logged >= 60) {
+		logged = time(NULL);
+		fs_errlog_add("router: %s (serving the config last loaded)", e.msg);
+	}
 	return 0;
 }
 

@@ -592,8 +592,11 @@ static void *refresher(void *arg)
 			if (Z.resync(&v, &e)) {
 				fs_errlog_add("router: %s", e.msg);
 				usleep(200000);
-			} else if (v != Z.acked && write_ack(v) == ZOK) {
-				Z.acked = v;
+			} else if (v != Z.acked) {
+				if (write_ack(v) == ZOK)
+					Z.acked = v;
+				else
+					usleep(200000); /* ZooKeeper away: not a busy loop */
 			}
 		}
 		pthread_mutex_lock(&Z.lock);
