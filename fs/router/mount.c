@@ -24,8 +24,9 @@
  *    (the reply, pretty JSON, is read back on the same descriptor, at offset 0 or at the
  *    offset the write ended), or at the close when nothing read it: a failed command then
  *    fails the close (EINVAL) with its errmsg in /.docfs/errors. The other /.cluster/ files
- *    are snapshots made at open: shards, databases, collections, chunks and zones (the
- *    config documents as JSON Lines), balancer (balancerStatus) and status (sh.status()).
+ *    are snapshots made at open: shards, databases, collections, chunks, zones and
+ *    migrations (the config documents as JSON Lines: the migration log of migrate.c note
+ *    6), balancer (balancerStatus) and status (sh.status()).
  * 4. Errors: a failed operation returns the shard's errno; its message (the shard's own,
  *    from the shard's /.docfs/errors, prefixed with the shard's name) goes to the router's
  *    /.docfs/errors, as does "shard 'X' (<host>) is unreachable: ..." (EIO).
@@ -323,9 +324,9 @@ struct rp {
 	const char *rel;  /* the path without its leading '/' */
 };
 
-static const char *const cluster_files[] = {"command",	   "shards", "databases",
-					    "collections", "chunks", "zones",
-					    "balancer",	   "status", NULL};
+static const char *const cluster_files[] = {"command",  "shards",   "databases", "collections",
+					    "chunks",   "zones",    "migrations", "balancer",
+					    "status",   NULL};
 
 static bool cluster_file(const char *name)
 {

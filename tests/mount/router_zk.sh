@@ -51,6 +51,19 @@ count() { cat "$T/r$1/test/users/query/{}?count=1"; }
 shard_count() { cat "$T/m$1/test/users/query/$2?count=1"; }
 chunks() { jq -c '[.min.k, .shard]' "$T/r$1/.cluster/chunks" | sort | tr -d '\n'; }
 
+# placement_exact: each shard holds exactly the documents of the chunks it owns (counted
+# through router 2 by chunk range, on the shard through its own mount)
+placement_exact() {
+	local s want lo hi
+	for s in 0 1 2; do
+		want=0
+		while read -r lo hi; do
+			want=$((want + $(cat "$T/r2/test/users/query/{k:{\$gte:$lo,\$lt:$hi}}?count=1")))
+		done < <(jq -r --arg s "$(tr 012 ABC <<< "$s")" 'select(.shard == $s) | "\(.min.k | if type == "number" then . else -1 end) \(.max.k | if type == "number" then . else 100000 end)"' "$T/r2/.cluster/chunks")
+		expect_eq "$(shard_count "$s" '{}')" "$want" "shard $s holds only its chunks' documents"
+	done
+}
+
 step "two routers mounted at once over the same ZooKeeper cluster (no .router-lock)"
 router 1
 router 2
@@ -161,14 +174,7 @@ else
 fi
 expect_eq "$(count 1)" "$total" "count after the split race (router 1)"
 expect_eq "$(count 2)" "$total" "count after the split race (router 2)"
-for s in 0 1 2; do
-	# each shard holds exactly the documents of the chunks it owns
-	want=0
-	while read -r lo hi; do
-		want=$((want + $(cat "$T/r2/test/users/query/{k:{\$gte:$lo,\$lt:$hi}}?count=1")))
-	done < <(jq -r --arg s "$(tr 012 ABC <<< "$s")" 'select(.shard == $s) | "\(.min.k | if type == "number" then . else -1 end) \(.max.k | if type == "number" then . else 100000 end)"' "$T/r2/.cluster/chunks")
-	expect_eq "$(shard_count "$s" '{}')" "$want" "shard $s holds only its chunks' documents"
-done
+placement_exact
 expect_eq "$(chunks 1)" "$(chunks 2)" "both routers' chunk maps after the split race"
 
 # holder: the routers (of 1 2 3 given) whose /.cluster/balancer says they hold the lock
@@ -184,10 +190,25 @@ ok 2 '{balancerStart: 1}'
 sleep 1
 h=$(holders 1 2)
 [ "${#h}" = 1 ] || fail "routers holding the balancer lock: '$h' (expected exactly one)"
+ok 2 '{balancerStop: 1}'
+for _ in $(seq 150); do [ -s "$T/r2/.cluster/migrations" ] || break; sleep 0.2; done
+[ ! -s "$T/r2/.cluster/migrations" ] || fail "a balancer migration did not end: $(cat "$T/r2/.cluster/migrations")"
+expect_eq "$(count 2)" "$total" "count after the balancer's rounds"
+placement_exact
 
-step "router 1 killed with -9; a third router from an empty config store sees everything"
+step "router 1 killed with -9 in a migration; a third router from an empty config store sees everything"
 pid=$(pgrep -f -- "docfs router .*$T/r1\$" | head -n 1)
 [ -n "$pid" ] || fail "no router 1 process"
+# the chunk holding k: 300 goes to another shard; router 1 dies once the copy shows there
+# (between the copy and the commit, or between the commit and the donor's delete)
+read -r src lo hi < <(jq -r 'select(.min.k <= 300 and .max.k > 300) | "\(.shard) \(.min.k) \(.max.k)"' "$T/r2/.cluster/chunks")
+dst=$([ "$src" = A ] && echo B || echo A)
+range="{k:{\$gte:$lo,\$lt:$hi}}"
+cmd 1 "{moveChunk: 'test.users', find: {k: 300}, to: '$dst'}" > "$T/mv.killed" 2>&1 &
+for _ in $(seq 1000); do
+	[ "$(shard_count "$(tr ABC 012 <<< "$dst")" "$range")" -gt 0 ] && break
+	sleep 0.01
+done
 kill -9 "$pid"
 wait_gone "$pid" || fail "router 1 survived kill -9"
 fusermount3 -uz "$T/r1" 2> /dev/null || true
@@ -196,14 +217,21 @@ expect_eq "$(count 3)" "$total" "count through router 3"
 expect_eq "$(count 2)" "$total" "count through router 2"
 expect_eq "$(chunks 3)" "$(chunks 2)" "router 3's chunk map"
 expect_eq "$(jq -r ._id "$T/r3/.cluster/shards" | tr '\n' ' ')" "A B C " "router 3's shards"
-# router 1's lock goes with its ZooKeeper session (10 s after the kill)
-for _ in $(seq 100); do
+
+step "router 1's migration is settled by another router, which takes the balancer lock"
+# router 1's ephemeral znodes (registration, lock) go with its session, 10 s after the kill
+for _ in $(seq 150); do
+	[ -s "$T/r3/.cluster/migrations" ] || break
+	sleep 0.2
+done
+[ ! -s "$T/r3/.cluster/migrations" ] || fail "router 1's migration entry stayed: $(cat "$T/r3/.cluster/migrations")"
+placement_exact
+expect_eq "$(count 3)" "$total" "count after the settlement"
+for _ in $(seq 150); do
 	h=$(holders 2 3)
 	[ -z "$h" ] || break
 	sleep 0.2
 done
 [ "${#h}" = 1 ] || fail "routers holding the balancer lock after router 1 died: '$h' (expected exactly one)"
-echo "balancer lock: router $h"
-ok 3 '{balancerStop: 1}'
-expect_eq "$(count 3)" "$total" "count at the end"
+echo "balancer lock: router $h; router 1's moveChunk: $(tr -d '\n' < "$T/mv.killed"); settled: $(grep -h "interrupted" "$T/rlog2" "$T/rlog3" || echo "nothing to delete")"
 echo "PASS"
