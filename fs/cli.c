@@ -1647,6 +1647,10 @@ static int cmd_cluster(int argc, char **argv)
 	if (strcmp(argv[2], "status") != 0 &&
 	    store_codec_parse_doc(argv[2], strlen(argv[2]), &cmd, &err))
 		return fail("cluster", "command: %s", err.msg);
+	if (router_cfg_zk_cache(argv[1], &err)) {
+		bson_destroy(&cmd);
+		return fail("cluster", "%s", err.msg);
+	}
 	dfs_buf_init(&out);
 	if (strcmp(argv[2], "status") != 0 && first_key_is(&cmd, "moveChunk")) {
 		/* the documents move too, unless a router serves this config */

@@ -1731,6 +1731,10 @@ int router_cli_move_chunk(const char *config, const bson_t *cmd, bson_t *reply, 
 {
 	int lock, rc;
 
+	if ((rc = router_cfg_zk_cache(config, err))) {
+		move_failed(reply, rc, err);
+		return rc;
+	}
 	if ((lock = config_lock(config, LOCK_EX, err)) < 0) {
 		move_failed(reply, err->code, err);
 		return err->code;
@@ -1769,6 +1773,27 @@ static int zk_resync(int64_t *version, struct dfs_err *err)
 	return rc;
 }
 
+#define ZK_MARK ".zk-cluster" /* in CONFIG_STORE: it is the cache of a cluster in ZooKeeper */
+
+int router_cfg_zk_cache(const char *dir, struct dfs_err *err)
+{
+	char p[PATH_MAX + 16], what[1024] = "";
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/" ZK_MARK, dir);
+	if (!(f = fopen(p, "r")))
+		return 0;
+	if (!fgets(what, sizeof(what), f))
+		what[0] = 0;
+	fclose(f);
+	what[strcspn(what, "\n")] = 0;
+	return dfs_err_set(err, DFS_EBUSY,
+			   "config store '%s' is a router's cache of the cluster config in ZooKeeper "
+			   "(%s): run the command through that router's /.cluster/command (or remove "
+			   "'%s' to use the store on its own)",
+			   dir, what, p);
+}
+
 int router_mount_run(const struct router_mount_opts *o, struct dfs_err *err)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
@@ -1777,7 +1802,7 @@ int router_mount_run(const struct router_mount_opts *o, struct dfs_err *err)
 	char *opts = NULL, config[PATH_MAX];
 	struct router_cfg probe;
 	int rc = 0, lock = -1;
-	bool fresh = false;
+	bool fresh = false, was_cache = false;
 
 	/* the config must open (and is created) before the mount goes live; the daemon
 	 * leaves the working directory, so it keeps the absolute path */
@@ -1791,9 +1816,26 @@ int router_mount_run(const struct router_mount_opts *o, struct dfs_err *err)
 		/* several routers serve one cluster: no lock of the local store, which is only
 		 * a cache (zkcfg.c note 2); ZooKeeper must answer before the mount goes live,
 		 * and is connected again in the process that serves */
+		char mark[PATH_MAX + 16];
+		FILE *mf;
+
+		/* a store that is a cache already never seeds a cluster (it may be another's) */
+		was_cache = router_cfg_zk_cache(config, NULL) != 0;
 		if ((rc = router_zk_open(o->zk, o->cluster, &fresh, err)))
 			return rc;
 		router_zk_close();
+		/* `docfs cluster` refuses this store from now on (router_cfg_zk_cache) */
+		snprintf(mark, sizeof(mark), "%s/" ZK_MARK, config);
+		bool wrote = false;
+
+		if ((mf = fopen(mark, "w"))) {
+			wrote = fprintf(mf, "zk=%s,cluster=%s\n", o->zk, o->cluster) > 0;
+			wrote = !fclose(mf) && wrote;
+		}
+		if (!wrote)
+			return dfs_err_set(err, DFS_EIO, "'%s': %s", mark, strerror(errno));
+	} else if ((rc = router_cfg_zk_cache(config, err))) {
+		return rc; /* without zk=, a stale copy would become the cluster's config */
 	} else if ((lock = config_lock(config, LOCK_SH, err)) < 0) {
 		/* kept across the daemon's fork (an flock belongs to the open file), released
 		 * when the process ends */
@@ -1840,8 +1882,8 @@ int router_mount_run(const struct router_mount_opts *o, struct dfs_err *err)
 		/* the first router of a cluster uploads its local config; the others (and
 		 * this one's later starts) take ZooKeeper's */
 		if ((rc = router_zk_open(o->zk, o->cluster, &again, err)) ||
-		    (rc = (fresh || again) ? router_zk_seed(R.db, err)
-					   : router_zk_sync(R.db, true, err))) {
+		    (rc = (fresh || again) && !was_cache ? router_zk_seed(R.db, err)
+						     : router_zk_sync(R.db, true, err))) {
 			fs_errlog_add("router: %s", err->msg);
 			goto unmount;
 		}

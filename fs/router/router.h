@@ -275,6 +275,9 @@ struct router_mount_opts {
 	const char *cluster; /* -o cluster=NAME: its cluster there */
 };
 int router_mount_run(const struct router_mount_opts *o, struct dfs_err *err);
+/* 0, or DFS_EBUSY when the store at dir is a router's cache of a cluster config kept in
+ * ZooKeeper (-o zk=): `docfs cluster` would change a copy that the next reload replaces. */
+int router_cfg_zk_cache(const char *dir, struct dfs_err *err);
 /* docfs cluster CONFIG_STORE '{moveChunk: ...}': the migration of the router's moveChunk
  * (migrate.c) run by the CLI, refused while a router serves the config (mount.c note 5);
  * reply gets MongoDB's reply, failed ones included. */

@@ -65,18 +65,29 @@ placement_exact() {
 }
 
 step "two routers mounted at once over the same ZooKeeper cluster (no .router-lock)"
+# a cluster made with docfs cluster on a plain config store: its first router on ZooKeeper
+# uploads it
+names=(A B C)
+for i in 0 1 2; do
+	"$DOCFS" cluster "$T/c1" "{addShard: '$T/m$i', name: '${names[$i]}'}" > /dev/null || fail "addShard ${names[$i]}"
+done
+"$DOCFS" cluster "$T/c1" '{balancerStop: 1}' > /dev/null || fail "balancerStop"
 router 1
 router 2
-names=(A B C)
-for i in 0 1 2; do ok 1 "{addShard: '$T/m$i', name: '${names[$i]}'}"; done
-ok 1 '{balancerStop: 1}'
 mkdir "$T/r1/test" "$T/r1/test/users"
 ok 1 '{enableSharding: "test", primaryShard: "A"}'
 ok 1 '{shardCollection: "test.users", key: {k: 1}}'
 ok 1 '{split: "test.users", middle: {k: 500}}'
 ok 1 '{moveChunk: "test.users", find: {k: 600}, to: "B"}'
-expect_eq "$(jq -r ._id "$T/r2/.cluster/shards" | tr '\n' ' ')" "A B C " "router 2 sees router 1's shards"
+expect_eq "$(jq -r ._id "$T/r2/.cluster/shards" | tr '\n' ' ')" "A B C " "router 2 sees the shards router 1 uploaded"
+expect_eq "$(jq -c .mode "$T/r2/.cluster/balancer")" '"off"' "router 2 sees the balancer setting router 1 uploaded"
 [ ! -e "$T/c1/.router-lock" ] || fail "a router on ZooKeeper took the local .router-lock"
+# docfs cluster refuses a router's cache (its changes would be replaced at the next reload)
+if out=$("$DOCFS" cluster "$T/c1" '{split: "test.users", middle: {k: 100}}' 2>&1); then
+	fail "docfs cluster changed a router's cache: $out"
+fi
+grep -q "cache of the cluster config in ZooKeeper" <<< "$out" || fail "docfs cluster on a cache: $out"
+expect_eq "$(jq -s length "$T/r1/.cluster/chunks")" 2 "chunks after the refused docfs cluster"
 
 step "inserts through router 1, counts through router 2"
 python3 -c '
