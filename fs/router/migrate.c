@@ -76,7 +76,7 @@
 #include "fs_int.h"
 
 #define COPY_BATCH 2000 /* operations per .bulk write */
-#define ZK_ACK_MS 20000	/* how long a migration waits for the other routers (note 7) */
+#define ZK_ACK_MS 20000 /* how long a migration waits for the other routers (note 7) */
 
 static struct {
 	pthread_mutex_t lock;
@@ -519,7 +519,8 @@ int router_migrations_recover(void)
 
 		/* a live router's entry is its running migration (note 7) */
 		if (router_zk_on() && bson_iter_init_find(&it, docs[i], "router") &&
-		    BSON_ITER_HOLDS_UTF8(&it) && strcmp(bson_iter_utf8(&it, NULL), router_zk_id()) &&
+		    BSON_ITER_HOLDS_UTF8(&it) &&
+		    strcmp(bson_iter_utf8(&it, NULL), router_zk_id()) &&
 		    router_zk_alive(bson_iter_utf8(&it, NULL)))
 			continue;
 		dfs_err_clear(&err);
@@ -578,10 +579,11 @@ int router_migrate(const struct router_ns *ns, const char *db, const char *coll,
 		rc = router_cfg_write("migrations", &entry, NULL, err);
 	} else if ((rc = router_cfg_insert_new("migrations", &entry, err)) == DFS_EBUSY) {
 		dfs_err_clear(err);
-		rc = dfs_err_set(err, DFS_EBUSY,
-				 "ConflictingOperationInProgress (117): another router is migrating "
-				 "that chunk of %s.%s",
-				 db, coll);
+		rc = dfs_err_set(
+			err, DFS_EBUSY,
+			"ConflictingOperationInProgress (117): another router is migrating "
+			"that chunk of %s.%s",
+			db, coll);
 		bson_reinit(&entry); /* not ours: left alone below */
 	} else if (!rc && (rc = router_zk_wait_acks(router_zk_version(), ZK_ACK_MS, err))) {
 		log_done(&entry, NULL);

@@ -146,7 +146,8 @@ static bool held_off(struct router_cfg *c, const char *db, const char *coll,
 	if (router_cfg_list(c, "migrations", f, NULL, &docs, &n, NULL))
 		n = 0;
 	for (int i = 0; i < n && !held; i++) {
-		bson_t *min = router_doc_field(docs[i], "min"), *max = router_doc_field(docs[i], "max");
+		bson_t *min = router_doc_field(docs[i], "min"),
+		       *max = router_doc_field(docs[i], "max");
 		bson_iter_t it;
 		const char *who = "", *from = "";
 
@@ -191,10 +192,11 @@ static int ns_load(const char *db, const char *coll, struct router_ns *ns, struc
 			return rc;
 		router_ns_release(ns);
 		if (waited >= HELD_OFF_WAIT_MS)
-			return dfs_err_set(err, DFS_EBUSY,
-					   "%s.%s: a chunk migration of another router stayed in its "
-					   "critical section for %d s",
-					   db, coll, HELD_OFF_WAIT_MS / 1000);
+			return dfs_err_set(
+				err, DFS_EBUSY,
+				"%s.%s: a chunk migration of another router stayed in its "
+				"critical section for %d s",
+				db, coll, HELD_OFF_WAIT_MS / 1000);
 		/* the routing lock is let go meanwhile, so this router's refresher can
 		 * acknowledge the migration's commit (zkcfg.c note 5) */
 		int held_shared = routing_shared;
@@ -248,7 +250,8 @@ static int cfg_write_fn(struct router_cfg *c, void *ctx, struct dfs_err *err)
 			bson_append_value(&f, "_id", 3, bson_iter_value(&it));
 		rc = router_cfg_get(c, w->coll, &f, &have, err);
 		if (rc == 0) {
-			rc = dfs_err_set(err, DFS_EBUSY, "config.%s already holds that _id", w->coll);
+			rc = dfs_err_set(err, DFS_EBUSY, "config.%s already holds that _id",
+					 w->coll);
 		} else if (rc == DFS_ENOENT) {
 			dfs_err_clear(err);
 			rc = 0;
@@ -324,9 +327,9 @@ struct rp {
 	const char *rel;  /* the path without its leading '/' */
 };
 
-static const char *const cluster_files[] = {"command",  "shards",   "databases", "collections",
-					    "chunks",   "zones",    "migrations", "balancer",
-					    "status",   NULL};
+static const char *const cluster_files[] = {"command", "shards", "databases",  "collections",
+					    "chunks",  "zones",	 "migrations", "balancer",
+					    "status",  NULL};
 
 static bool cluster_file(const char *name)
 {
@@ -1787,11 +1790,12 @@ int router_cfg_zk_cache(const char *dir, struct dfs_err *err)
 		what[0] = 0;
 	fclose(f);
 	what[strcspn(what, "\n")] = 0;
-	return dfs_err_set(err, DFS_EBUSY,
-			   "config store '%s' is a router's cache of the cluster config in ZooKeeper "
-			   "(%s): run the command through that router's /.cluster/command (or remove "
-			   "'%s' to use the store on its own)",
-			   dir, what, p);
+	return dfs_err_set(
+		err, DFS_EBUSY,
+		"config store '%s' is a router's cache of the cluster config in ZooKeeper "
+		"(%s): run the command through that router's /.cluster/command (or remove "
+		"'%s' to use the store on its own)",
+		dir, what, p);
 }
 
 int router_mount_run(const struct router_mount_opts *o, struct dfs_err *err)
@@ -1883,7 +1887,7 @@ int router_mount_run(const struct router_mount_opts *o, struct dfs_err *err)
 		 * this one's later starts) take ZooKeeper's */
 		if ((rc = router_zk_open(o->zk, o->cluster, &again, err)) ||
 		    (rc = (fresh || again) && !was_cache ? router_zk_seed(R.db, err)
-						     : router_zk_sync(R.db, true, err))) {
+							 : router_zk_sync(R.db, true, err))) {
 			fs_errlog_add("router: %s", err->msg);
 			goto unmount;
 		}

@@ -271,7 +271,7 @@ struct router_mount_opts {
 	bool noauth;	  /* -o noauth: a listen address that is not loopback */
 	int balancer_ms;  /* the balancer's round (0: 10 s) */
 	int64_t chunk_mb; /* -o chunk_mb (0: config.settings chunksize) */
-	const char *zk;	     /* -o zk=HOST:PORT[;HOST:PORT]: the config in ZooKeeper */
+	const char *zk;	  /* -o zk=HOST:PORT[;HOST:PORT]: the config in ZooKeeper */
 	const char *cluster; /* -o cluster=NAME: its cluster there */
 };
 int router_mount_run(const struct router_mount_opts *o, struct dfs_err *err);

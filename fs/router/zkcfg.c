@@ -70,16 +70,16 @@ struct zsnap {
 static struct {
 	zhandle_t *zh;
 	char hosts[1024];
-	char root[512];	  /* /docfs/cluster/<name> */
-	char me[64];	  /* this router's routers/ child */
-	struct zsnap s;	  /* the config as last loaded or committed (under the caller's lock) */
-	int zver;	  /* the version znode's version s is of; -1: none loaded */
-	atomic_bool stale;	     /* the watch fired (note 4) */
-	_Atomic int64_t loaded;	     /* the version the cache holds */
-	int64_t acked;		     /* the version written into routers/<me> */
-	pthread_mutex_t lock;	     /* guards the wakeups below and the session state */
+	char root[512];	   /* /docfs/cluster/<name> */
+	char me[64];	   /* this router's routers/ child */
+	struct zsnap s;	   /* the config as last loaded or committed (under the caller's lock) */
+	int zver;	   /* the version znode's version s is of; -1: none loaded */
+	atomic_bool stale; /* the watch fired (note 4) */
+	_Atomic int64_t loaded; /* the version the cache holds */
+	int64_t acked;		/* the version written into routers/<me> */
+	pthread_mutex_t lock;	/* guards the wakeups below and the session state */
 	pthread_cond_t cond;
-	int state;		     /* the session's last state */
+	int state; /* the session's last state */
 	bool stop, thread_on;
 	pthread_t thread;
 	int (*resync)(int64_t *version, struct dfs_err *err);
@@ -231,7 +231,7 @@ static int load_docs(struct zsnap *s, char *buf, struct dfs_err *err)
 			snprintf(path, sizeof(path), "%s/%s", cpath, docs.data[j]);
 			zrc = zoo_get(Z.zh, path, 0, buf, &len, NULL);
 			if (zrc == ZNONODE)
-				continue; /* deleted meanwhile: the version check repeats the load */
+				continue; /* deleted meanwhile: the version check loads again */
 			if (zrc != ZOK)
 				rc = zfail(zrc, "read", path, err);
 			else if (len >= 5)
@@ -391,7 +391,8 @@ int router_zk_commit(struct router_cfg *c, struct dfs_err *err)
 	if ((rc = snap_of_txn(c, &s, err)))
 		goto done;
 	cap = Z.s.n + s.n + 1;
-	if (!(ops = calloc((size_t)cap, sizeof(*ops))) || !(res = calloc((size_t)cap, sizeof(*res))) ||
+	if (!(ops = calloc((size_t)cap, sizeof(*ops))) ||
+	    !(res = calloc((size_t)cap, sizeof(*res))) ||
 	    !(paths = calloc((size_t)cap, sizeof(*paths))))
 		abort();
 	while (i < Z.s.n || j < s.n) {
@@ -409,8 +410,8 @@ int router_zk_commit(struct router_cfg *c, struct dfs_err *err)
 			zoo_delete_op_init(&ops[nops], paths[nops], -1);
 			i++;
 		} else if (cmp == 0) {
-			zoo_set_op_init(&ops[nops], paths[nops], (const char *)e->data, (int)e->len, -1,
-					NULL);
+			zoo_set_op_init(&ops[nops], paths[nops], (const char *)e->data, (int)e->len,
+					-1, NULL);
 			i++, j++;
 		} else {
 			char parent[1024];
@@ -443,8 +444,9 @@ int router_zk_commit(struct router_cfg *c, struct dfs_err *err)
 	} else if (zrc == ZBADVERSION || zrc == ZNONODE || zrc == ZNODEEXISTS) {
 		/* another router committed since this one loaded: nothing was written */
 		atomic_store(&Z.stale, true);
-		rc = dfs_err_set(err, DFS_EBUSY,
-				 "the cluster config changed in ZooKeeper meanwhile (another router)");
+		rc = dfs_err_set(
+			err, DFS_EBUSY,
+			"the cluster config changed in ZooKeeper meanwhile (another router)");
 	} else {
 		atomic_store(&Z.stale, true);
 		rc = zfail(zrc, "commit to", Z.root, err);
@@ -526,9 +528,10 @@ int router_zk_wait_acks(int64_t version, int timeout_ms, struct dfs_err *err)
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		if ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 >
 		    timeout_ms) {
-			dfs_err_set(err, DFS_ETIMEDOUT,
-				    "router %s did not acknowledge config version %lld within %d ms",
-				    behind, (long long)version, timeout_ms);
+			dfs_err_set(
+				err, DFS_ETIMEDOUT,
+				"router %s did not acknowledge config version %lld within %d ms",
+				behind, (long long)version, timeout_ms);
 			deallocate_String_vector(&kids);
 			return DFS_ETIMEDOUT;
 		}
@@ -615,8 +618,9 @@ int router_zk_open(const char *hosts, const char *cluster, bool *fresh, struct d
 	*fresh = false;
 	if (!cluster || !cluster[0] || strchr(cluster, '/') || strlen(cluster) > 200 ||
 	    !strcmp(cluster, ".") || !strcmp(cluster, ".."))
-		return dfs_err_set(err, DFS_EINVAL,
-				   "zk= needs cluster=NAME (a name without '/', at most 200 bytes)");
+		return dfs_err_set(
+			err, DFS_EINVAL,
+			"zk= needs cluster=NAME (a name without '/', at most 200 bytes)");
 	snprintf(Z.hosts, sizeof(Z.hosts), "%s", hosts);
 	snprintf(list, sizeof(list), "%s", hosts);
 	for (char *p = list; *p; p++)
@@ -660,8 +664,8 @@ int router_zk_open(const char *hosts, const char *cluster, bool *fresh, struct d
 		goto fail;
 	}
 	snprintf(path, sizeof(path), "%s/routers/r-", Z.root);
-	zrc = zoo_create(Z.zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
-			 ZOO_EPHEMERAL | ZOO_SEQUENCE, created, sizeof(created));
+	zrc = zoo_create(Z.zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL | ZOO_SEQUENCE,
+			 created, sizeof(created));
 	if (zrc != ZOK) {
 		rc = zfail(zrc, "create", path, err);
 		goto fail;
