@@ -174,6 +174,11 @@ static bool held_off(struct router_cfg *c, const char *db, const char *coll,
 
 static int ns_load(const char *db, const char *coll, struct router_ns *ns, struct dfs_err *err)
 {
+	int zrc;
+
+	/* with zk=, a router cut off from ZooKeeper routes nothing (zkcfg.c note 6) */
+	if (db && coll && (zrc = router_zk_check(err)))
+		return zrc;
 	for (int waited = 0;; waited += 20) {
 		struct router_cfg c = {.st = R.st, .db = R.db};
 		bool held = false;

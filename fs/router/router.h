@@ -245,6 +245,9 @@ int router_zk_wait_acks(int64_t version, int timeout_ms, struct dfs_err *err);
 bool router_zk_alive(const char *id);
 /* Whether this router holds the balancer's lock (taken when free); true without zk=. */
 bool router_zk_balancer_turn(void);
+/* 0, or DFS_EIO when this router may not route: its ZooKeeper session expired or has been
+ * disconnected for two thirds of its timeout (zkcfg.c note 6). 0 without zk=. */
+int router_zk_check(struct dfs_err *err);
 /* Whether it held the lock at its last round (for /.cluster/balancer); false without zk=. */
 bool router_zk_balancer_held(void);
 

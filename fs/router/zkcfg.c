@@ -36,6 +36,11 @@
  *    donor's copy: no router routes a write to the donor after the last catch-up, and none
  *    reads the donor after its copy is gone (migrate.c note 7).
  *
+ * 6. A lease: a router that has not been connected to ZooKeeper for two thirds of the
+ *    session timeout (or whose session expired) routes nothing (router_zk_check): by the
+ *    time its session ends the others stop waiting for its acknowledgements and may move
+ *    chunks it would still route to. An expired session is not renewed: remount.
+ *
  * Thread-safety: router_zk_sync and router_zk_commit are called under mount.c's config
  * mutex (they share the snapshot); the rest may be called from any thread.
  */
@@ -53,7 +58,8 @@
 
 #include "fs_int.h"
 
-#define ZBUF (1 << 20) /* ZooKeeper's largest znode (jute.maxbuffer's default) */
+#define ZBUF (1 << 20)	 /* ZooKeeper's largest znode (jute.maxbuffer's default) */
+#define SESSION_MS 10000 /* the session's timeout: a dead router's znodes go after it */
 
 /* One config document as ZooKeeper holds it: key "<coll>/<id>". */
 struct zent {
@@ -79,7 +85,8 @@ static struct {
 	int64_t acked;		/* the version written into routers/<me> */
 	pthread_mutex_t lock;	/* guards the wakeups below and the session state */
 	pthread_cond_t cond;
-	int state; /* the session's last state */
+	int state;	      /* the session's last state */
+	struct timespec down; /* when it stopped being connected (tv_sec 0: connected) */
 	bool stop, thread_on;
 	pthread_t thread;
 	int (*resync)(int64_t *version, struct dfs_err *err);
@@ -117,7 +124,11 @@ static void session_watch(zhandle_t *zh, int type, int state, const char *path, 
 	pthread_mutex_lock(&Z.lock);
 	if (state == ZOO_EXPIRED_SESSION_STATE && Z.state != state)
 		fs_errlog_add("router: the ZooKeeper session expired: this router's balancer lock "
-			      "and registration are gone; remount it");
+			      "and registration are gone, it routes nothing; remount it");
+	if (state == ZOO_CONNECTED_STATE)
+		Z.down.tv_sec = 0;
+	else if (Z.down.tv_sec == 0)
+		clock_gettime(CLOCK_MONOTONIC, &Z.down);
 	Z.state = state;
 	atomic_store(&Z.stale, true); /* what happened while disconnected is read again */
 	pthread_cond_broadcast(&Z.cond);
@@ -564,6 +575,31 @@ bool router_zk_balancer_turn(void)
 	return mine;
 }
 
+int router_zk_check(struct dfs_err *err)
+{
+	struct timespec now;
+	int64_t ms = 0;
+	int state;
+
+	if (!Z.zh)
+		return 0;
+	pthread_mutex_lock(&Z.lock);
+	state = Z.state;
+	if (Z.down.tv_sec) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		ms = (now.tv_sec - Z.down.tv_sec) * 1000 + (now.tv_nsec - Z.down.tv_nsec) / 1000000;
+	}
+	pthread_mutex_unlock(&Z.lock);
+	if (state != ZOO_EXPIRED_SESSION_STATE && ms < SESSION_MS * 2 / 3)
+		return 0;
+	return dfs_err_set(err, DFS_EIO,
+			   "the ZooKeeper session of this router is %s (%lld ms): it routes "
+			   "nothing, since the other routers may have moved chunks meanwhile",
+			   state == ZOO_EXPIRED_SESSION_STATE ? "expired: remount the router"
+							      : "lost",
+			   (long long)ms);
+}
+
 bool router_zk_balancer_held(void)
 {
 	return Z.zh && atomic_load(&Z.balancer);
@@ -628,7 +664,11 @@ int router_zk_open(const char *hosts, const char *cluster, bool *fresh, struct d
 			*p = ',';
 	snprintf(Z.root, sizeof(Z.root), "/docfs/cluster/%s", cluster);
 	zoo_set_debug_level((ZooLogLevel)0);
-	if (!(Z.zh = zookeeper_init(list, session_watch, 10000, NULL, NULL, 0)))
+	pthread_mutex_lock(&Z.lock);
+	Z.state = 0; /* not the state of an earlier session (the probe before the fork) */
+	Z.down.tv_sec = 0;
+	pthread_mutex_unlock(&Z.lock);
+	if (!(Z.zh = zookeeper_init(list, session_watch, SESSION_MS, NULL, NULL, 0)))
 		return dfs_err_set(err, DFS_EINVAL, "ZooKeeper '%s': not a host list", hosts);
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += 10;
