@@ -2,8 +2,8 @@
  * router.h - what the files of fs/router/ share: the cluster config kept in a docfs store
  * (config.c), the admin commands run against it (cluster.c), the router mount (mount.c) and
  * the routing of a collection's operations to its shards (route.c), chunk migrations
- * (migrate.c), the balancer thread (balance.c) and the router as a mongos over the wire
- * protocol (wire.c).
+ * (migrate.c), the balancer thread (balance.c), the router as a mongos over the wire
+ * protocol (wire.c) and, with -o zk=, the config kept in ZooKeeper (zkcfg.c).
  *
  * Thread-safety: a struct router_cfg (one open write transaction) is one thread's.
  */
