@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential pkg-config meson ninja-build libfuse3-dev fuse3 liburing-dev libbson-dev libpcre2-dev
-	libsqlite3-dev libgit2-dev libstemmer-dev check sqlite3 jq libzookeeper-mt-dev libssl-dev libicu-dev)
+	libsqlite3-dev libgit2-dev libstemmer-dev check sqlite3 jq libzookeeper-mt-dev libssl-dev libicu-dev libmongoc-dev)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -405,6 +405,8 @@ struct fs_mount_opts {
 	bool noauth;	      /* a non-loopback listen address is allowed */
 	int cursor_timeout_s; /* wire cursors idle this long are closed (0: default) */
 	const char *tls_cert, *tls_key; /* TLS for the wire's TCP clients (PEM files), or NULL */
+	const char *replset; /* a replica set member of this set (fs/replset/), or NULL */
+	const char *zk;	     /* its ZooKeeper servers ("h:p;h:p") */
 };
 
 /*
@@ -511,6 +513,8 @@ struct fs_node {
 #define FS_INO_DOCFS 2
 #define FS_INO_DOCFS_FILE(n) (3 + (uint64_t)(n))
 #define FS_INO_SNAPS 10
+#define FS_INO_REPLSET 12			/* /.replset (a replica set member's mount) */
+#define FS_INO_REPLSET_FILE(n) (13 + (uint64_t)(n)) /* its files */
 #define FS_INO_SNAP_BASE (0xfffeULL << 48) /* snapshot objects: a hash of commit and path */
 static inline uint64_t fs_ino_db(const struct store_db *db)
 {

@@ -3655,7 +3655,7 @@ int query_agg_run_out(struct store_txn *t, int64_t coll, const struct query_pipe
 	/* 3. write, as the caller would through files (note 9) */
 	store_txn_owner(t, &owner, &group);
 	if (!target_exists) {
-		/* a database directory is 0755, the daemon's (fs/fsops.c) */
+		/* a database directory is 0755, the daemon's (fs/fuse/fsops.c) */
 		if (!store_txn_may(t, STORE_MAY_WRITE, 0755, (uint32_t)getuid(), (uint32_t)getgid())) {
 			rc = dfs_err_set(err, DFS_EACCES,
 					 "stage %d: %s: permission denied: uid %u may not create "

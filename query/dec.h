@@ -21,4 +21,17 @@ int agg__dec_round(const bson_decimal128_t *a, int64_t place, char mode, bson_de
 /* A number as a decimal128: integers exactly, doubles with 15 significant digits. */
 void agg__dec_from_value(const bson_value_t *v, bson_decimal128_t *out);
 
+/* The transcendental operators on decimals, correctly rounded to 34 digits (decmath.c):
+ * NaN gives NaN, infinities what the limits are. -1 when the argument is one MongoDB refuses
+ * (the caller's error): a negative $sqrt, a $ln, $log10 or $log of a number <= 0, a $pow of
+ * 0 to a negative power; $log returns -2 for a base <= 0, 1 or infinite. $pow's result has
+ * 34 digits (MongoDB pads it); $log's base 10 and 2 are log10 and log2, any other base b
+ * gives ln x / ln b. */
+int agg__dec_sqrt(const bson_decimal128_t *a, bson_decimal128_t *out);
+int agg__dec_exp(const bson_decimal128_t *a, bson_decimal128_t *out);
+int agg__dec_ln(const bson_decimal128_t *a, bson_decimal128_t *out);
+int agg__dec_log10(const bson_decimal128_t *a, bson_decimal128_t *out);
+int agg__dec_log(const bson_decimal128_t *a, const bson_decimal128_t *base, bson_decimal128_t *out);
+int agg__dec_pow(const bson_decimal128_t *a, const bson_decimal128_t *b, bson_decimal128_t *out);
+
 #endif

@@ -18,8 +18,8 @@
  * 4. Decimal128 arithmetic ($add $subtract $multiply $divide, $sum, $avg) is IEEE 754-2008
  *    decimal arithmetic (dec.c) when any operand is a decimal, exact to 34 digits for every
  *    operand; $round $trunc $ceil $floor $abs of a decimal work on its own digits. The
- *    transcendental operators ($sqrt $exp $ln $log10 $pow) compute decimals in long double
- *    (about 18 significant digits).
+ *    transcendental operators ($sqrt $exp $ln $log10 $log $pow) of a decimal are correctly
+ *    rounded to 34 digits (decmath.c).
  */
 #include "agg_int.h"
 
@@ -548,6 +548,7 @@ enum xop {
 	X_EXP,
 	X_LN,
 	X_LOG10,
+	X_LOG,
 	/* comparison, boolean, conditional */
 	X_EQ,
 	X_NE,
@@ -669,6 +670,7 @@ static const struct xdef xdefs[] = {
 	{"$exp", X_EXP, F_ARGS, 1, 1, {0}, 0},
 	{"$ln", X_LN, F_ARGS, 1, 1, {0}, 0},
 	{"$log10", X_LOG10, F_ARGS, 1, 1, {0}, 0},
+	{"$log", X_LOG, F_ARGS, 2, 2, {0}, 0},
 	{"$eq", X_EQ, F_ARGS, 2, 2, {0}, 0},
 	{"$ne", X_NE, F_ARGS, 2, 2, {0}, 0},
 	{"$gt", X_GT, F_ARGS, 2, 2, {0}, 0},
@@ -2240,21 +2242,38 @@ static int eval_unary_math(const struct agg__x *x, struct agg__ctx *c, bson_valu
 		agg__num_set(k, x->op == X_CEIL ? ceill(d) : floorl(d), out);
 		return 0;
 	case X_SQRT:
-		if (d < 0)
+		/* decimals correctly rounded, on their own digits (decmath.c) */
+		if ((k == 4 && agg__dec_sqrt(&a.value.v_decimal128, &out->value.v_decimal128)) ||
+		    (k != 4 && d < 0))
 			return dfs_err_set(err, DFS_EINVAL,
 					   "$sqrt's argument must be greater than or equal to 0");
-		agg__num_set(k == 4 ? 4 : 3, sqrtl(d), out);
+		if (k == 4) {
+			out->value_type = BSON_TYPE_DECIMAL128;
+			return 0;
+		}
+		agg__num_set(3, sqrtl(d), out);
 		return 0;
 	case X_EXP:
-		agg__num_set(k == 4 ? 4 : 3, expl(d), out);
+		if (k == 4) {
+			out->value_type = BSON_TYPE_DECIMAL128;
+			agg__dec_exp(&a.value.v_decimal128, &out->value.v_decimal128);
+			return 0;
+		}
+		agg__num_set(3, expl(d), out);
 		return 0;
 	case X_LN:
 	case X_LOG10:
-		if (!(d > 0) && !isnan(d))
+		if ((k == 4 && (x->op == X_LN ? agg__dec_ln : agg__dec_log10)(
+				       &a.value.v_decimal128, &out->value.v_decimal128)) ||
+		    (k != 4 && !(d > 0) && !isnan(d)))
 			return dfs_err_set(err, DFS_EINVAL,
 					   "%s's argument must be a positive number, but is %Lg",
 					   opname(x), d);
-		agg__num_set(k == 4 ? 4 : 3, x->op == X_LN ? logl(d) : log10l(d), out);
+		if (k == 4) {
+			out->value_type = BSON_TYPE_DECIMAL128;
+			return 0;
+		}
+		agg__num_set(3, x->op == X_LN ? logl(d) : log10l(d), out);
 		return 0;
 	default:
 		return dfs_err_set(err, DFS_EINVAL, "internal: bad unary operator");
@@ -2344,6 +2363,17 @@ static int eval_pow(const struct agg__x *x, struct agg__ctx *c, bson_value_t *ou
 		return rc;
 	da = agg__num_ld(&a);
 	db = agg__num_ld(&b);
+	if (kind == 4) { /* correctly rounded, padded to 34 digits as MongoDB does (decmath.c) */
+		bson_decimal128_t xa, xb;
+
+		agg__dec_from_value(&a, &xa);
+		agg__dec_from_value(&b, &xb);
+		out->value_type = BSON_TYPE_DECIMAL128;
+		if (agg__dec_pow(&xa, &xb, &out->value.v_decimal128))
+			return dfs_err_set(err, DFS_EINVAL,
+					   "$pow cannot take a base of 0 and a negative exponent");
+		return 0;
+	}
 	if (da == 0 && db < 0)
 		return dfs_err_set(err, DFS_EINVAL,
 				   "$pow cannot take a base of 0 and a negative exponent");
@@ -2371,7 +2401,44 @@ static int eval_pow(const struct agg__x *x, struct agg__ctx *c, bson_value_t *ou
 		agg__num_set(3, powl(da, db), out);
 		return 0;
 	}
-	agg__num_set(kind == 4 ? 4 : 3, powl(da, db), out);
+	agg__num_set(3, powl(da, db), out);
+	return 0;
+}
+
+/* {$log: [x, base]}: MongoDB's errors for x <= 0 and a base <= 0 or 1. */
+static int eval_log(const struct agg__x *x, struct agg__ctx *c, bson_value_t *out,
+		    struct dfs_err *err)
+{
+	bson_value_t a, b;
+	int kind = 0, rc = two_nums(x, c, &a, &b, &kind, err);
+	long double da, db;
+
+	if (rc < 0) {
+		set_null(out);
+		return 0;
+	}
+	if (rc)
+		return rc;
+	da = agg__num_ld(&a);
+	db = agg__num_ld(&b);
+	if (kind == 4) { /* correctly rounded (decmath.c) */
+		bson_decimal128_t xa, xb;
+
+		agg__dec_from_value(&a, &xa);
+		agg__dec_from_value(&b, &xb);
+		out->value_type = BSON_TYPE_DECIMAL128;
+		rc = agg__dec_log(&xa, &xb, &out->value.v_decimal128);
+		if (rc == 0)
+			return 0;
+	}
+	if (rc == -1 || (kind != 4 && !(da > 0) && !isnan(da)))
+		return dfs_err_set(err, DFS_EINVAL,
+				   "$log's argument must be a positive number, but is %Lg", da);
+	if (rc == -2 || (!(db > 0) && !isnan(db)) || db == 1)
+		return dfs_err_set(
+			err, DFS_EINVAL,
+			"$log's base must be a positive number not equal to 1, but is %Lg", db);
+	set_dbl(out, log((double)da) / log((double)db));
 	return 0;
 }
 
@@ -3791,6 +3858,8 @@ int agg__x_eval(const struct agg__x *x, struct agg__ctx *c, bson_value_t *out, s
 		return eval_round(x, c, out, err);
 	case X_POW:
 		return eval_pow(x, c, out, err);
+	case X_LOG:
+		return eval_log(x, c, out, err);
 	case X_EQ:
 	case X_NE:
 	case X_GT:

@@ -499,6 +499,7 @@ int query_error_code(const struct dfs_err *e, const char **name)
 		{146, "ExceededMemoryLimit"},
 		{14, "TypeMismatch"},
 		{13, "Unauthorized"},
+		{10107, "NotWritablePrimary"},
 	};
 	int code;
 
@@ -538,6 +539,9 @@ int query_error_code(const struct dfs_err *e, const char **name)
 		break;
 	case DFS_EACCES:
 		code = 13;
+		break;
+	case DFS_EROFS:
+		code = 10107;
 		break;
 	case DFS_EIO:
 	case DFS_ECORRUPT:

@@ -4,7 +4,7 @@
  * removal of the oldest documents when an insert takes a collection past its limits. The
  * hooks that keep the totals are in doc.c (every insert, update, delete and rename of a
  * document calls store__capped_note when its collection is capped). It does not decide
- * what the mount shows (fs/); tailable reads are fs/tail.c's.
+ * what the mount shows (fs/); tailable reads are fs/paths/tail.c's.
  *
  * Design notes
  * 1. colls.options is a BSON document {capped: true, size, max, bytes, count}: the limits

@@ -3,7 +3,7 @@
  * appends MongoDB change events to (inside the same transaction as the write), their resume
  * tokens, the byte offsets that make `<db>/.changes` and `<db>/<coll>/.changes` files that
  * only grow, and the trimming of old history. It does not filter, look documents up or
- * serve files: fs/changes.c does that.
+ * serve files: fs/paths/changes.c does that.
  *
  * Design notes
  * 1. One row per event: seq (the rowid, never reused: the newest row is never trimmed), ts
@@ -691,7 +691,7 @@ static int event_from_row(struct store_txn *t, sqlite3_stmt *st, struct store_ev
 	e->len = (size_t)sqlite3_column_int64(st, 13);
 	dfs_buf_reset(buf);
 	if (e->hidden) {
-		/* Nothing of it is rendered: its place reads as blanks (fs/changes.c). */
+		/* Nothing of it is rendered: its place reads as blanks (fs/paths/changes.c). */
 		for (size_t i = 0; i < e->len; i++)
 			dfs_buf_putc(buf, i + 1 == e->len ? '\n' : ' ');
 	} else {

@@ -35,7 +35,7 @@
  *    lock, that its connection's file is still the one the path names (SQLite's
  *    HAS_MOVED): a drop unlinks while it holds that lock, so no write lands in a dropped
  *    file. A read started before the retirement is noticed may still see the old file
- *    (the mount's notifier looks at every pass: fs/notify.c). Every connection of a struct
+ *    (the mount's notifier looks at every pass: fs/fuse/notify.c). Every connection of a struct
  *    has its file open: a connection opened later (by a transaction or the checkpointer)
  *    is kept only if it opened that file. A retired struct closes its connections as they
  *    come back, so the dropped file's space is freed at once; SQLite does not checkpoint
@@ -76,7 +76,92 @@ struct store {
 				   * (the mount's nodes, its notifier) may still hold them */
 	size_t dc_budget;	  /* each database's document cache (dcache.c), in bytes */
 	struct store__space space; /* a full disk (space.c) */
+	int (*gate)(void *ctx, struct dfs_err *err); /* the write gate, or NULL */
+	void *gate_ctx;				     /* its argument */
+	char *mark_why; /* Owned: why another live process's gate refuses (store_mark_gate) */
 };
+
+/* A secondary's applier writes while the gate is closed (store_thread_gate_pass). */
+static _Thread_local bool tls_gate_pass;
+
+void store_set_write_gate(struct store *s, int (*gate)(void *ctx, struct dfs_err *err), void *ctx)
+{
+	s->gate_ctx = ctx;
+	s->gate = gate;
+}
+
+void store_thread_gate_pass(bool pass)
+{
+	tls_gate_pass = pass;
+}
+
+#define GATE_MARK ".write-gate" /* "<pid>\n<why>\n" of the process whose gate holds */
+
+static int mark_gate(void *ctx, struct dfs_err *err)
+{
+	return dfs_err_set(err, DFS_EROFS, "%s", ((struct store *)ctx)->mark_why);
+}
+
+/* Another live process's mark closes this store's gate (store_mark_gate). */
+static void read_mark(struct store *s)
+{
+	char *path, why[512] = "";
+	FILE *f;
+	int pid = 0;
+
+	if (asprintf(&path, "%s/" GATE_MARK, s->dir) < 0)
+		abort();
+	f = fopen(path, "r");
+	free(path);
+	if (!f)
+		return;
+	if (fscanf(f, "%d\n", &pid) == 1 && fgets(why, sizeof(why), f))
+		why[strcspn(why, "\n")] = '\0';
+	fclose(f);
+	if (pid <= 0 || pid == getpid() || !why[0] || (kill(pid, 0) != 0 && errno != EPERM))
+		return; /* none, ours, or a process gone (killed before it removed its mark) */
+	if (!(s->mark_why = strdup(why)))
+		abort();
+	store_set_write_gate(s, mark_gate, s);
+}
+
+int store_mark_gate(struct store *s, const char *why, struct dfs_err *err)
+{
+	char *path, *tmp;
+	FILE *f;
+	int rc = 0;
+
+	if (asprintf(&path, "%s/" GATE_MARK, s->dir) < 0 ||
+	    asprintf(&tmp, "%s/" GATE_MARK ".%d", s->dir, (int)getpid()) < 0)
+		abort();
+	f = fopen(tmp, "w");
+	if (!f || fprintf(f, "%d\n%s\n", (int)getpid(), why) < 0 || fclose(f) != 0 ||
+	    rename(tmp, path) != 0) {
+		rc = dfs_err_set(err, DFS_EIO, "cannot write '%s': %s", path, strerror(errno));
+		unlink(tmp);
+	}
+	free(path);
+	free(tmp);
+	return rc;
+}
+
+void store_unmark_gate(struct store *s)
+{
+	char *path;
+
+	if (asprintf(&path, "%s/" GATE_MARK, s->dir) < 0)
+		abort();
+	unlink(path);
+	free(path);
+}
+
+/* 0 when s may be written now, else the gate's refusal. */
+static int gate_check(struct store *s, struct dfs_err *err)
+{
+	if (!s->gate || tls_gate_pass)
+		return 0;
+	return s->gate(s->gate_ctx, err);
+}
 
 struct store__space *store__space_of(struct store *s)
 {
@@ -604,6 +689,7 @@ int store_open(const char *dir, bool create, struct store **out, struct dfs_err 
 	}
 	pthread_mutex_init(&s->lock, NULL);
 	s->dc_budget = STORE_DOC_CACHE_DEFAULT;
+	read_mark(s);
 	*out = s;
 	return 0;
 }
@@ -664,6 +750,7 @@ void store_free(struct store *s)
 		db_free(db);
 	}
 	pthread_mutex_destroy(&s->lock);
+	free(s->mark_why);
 	free(s->dir);
 	free(s);
 }
@@ -986,6 +1073,8 @@ int store_db_get(struct store *s, const char *name, bool create, struct store_db
 			rc = dfs_err_set(err, DFS_ENOENT, "database '%s' not found", name);
 			goto done;
 		}
+		if ((rc = gate_check(s, err)))
+			goto done;
 		if (asprintf(&lockpath, "%s/.lock", s->dir) < 0)
 			abort();
 		lockfd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -1270,6 +1359,10 @@ int store_txn_begin(struct store_db *db, bool write, struct store_txn **out, str
 
 	if (!t)
 		return dfs_err_set(err, DFS_ENOMEM, "out of memory");
+	if (write && (rc = gate_check(db->s, err))) {
+		free(t);
+		return rc;
+	}
 	if (db->dropped) {
 		free(t);
 		return dfs_err_set(err, DFS_ENOENT, "database '%s' was dropped", db->name);
@@ -1385,6 +1478,9 @@ int store_txn_commit(struct store_txn *t, struct dfs_err *err)
 	/* A stopped write (killOp, maxTimeMS) may have been cut short anywhere: all of it
 	 * or none of it, and this is none. */
 	if (t->write && (rc = store_thread_stopped(err)))
+		goto fail;
+	/* a primary whose lease ended while this write ran must not commit it */
+	if (t->write && (rc = gate_check(t->db->s, err)))
 		goto fail;
 	conn_reset(t->c);
 	tls_ending = true;

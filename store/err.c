@@ -78,6 +78,7 @@ const char *dfs_code_name(int code)
 		[DFS_ETYPE] = "type mismatch",
 		[DFS_EXDEV] = "cross-device move",
 		[DFS_EACCES] = "permission denied",
+		[DFS_EROFS] = "not primary",
 	};
 
 	if (code < 0 || (size_t)code >= sizeof(names) / sizeof(names[0]) || !names[code])

@@ -36,14 +36,15 @@ enum dfs_code {
 	DFS_EPERM,	  /* not allowed here (mkdir inside a collection, ...) */
 	DFS_ENOTDIR,
 	DFS_EISDIR,
-	DFS_ERANGE, /* a number out of range */
-	DFS_EINTR,  /* the caller stopped waiting (an interrupted read), or killOp */
+	DFS_ERANGE,    /* a number out of range */
+	DFS_EINTR,     /* the caller stopped waiting (an interrupted read), or killOp */
 	DFS_ETIMEDOUT, /* an operation ran past its time limit (maxTimeMS) */
 	DFS_ESTALE,    /* a position is gone: a tailable read overtaken (CappedPositionLost) */
 	DFS_ENOSPC,    /* the store's file system is full (space.c) */
 	DFS_ETYPE,     /* a value of the wrong type for the operation (MongoDB's TypeMismatch) */
 	DFS_EXDEV,     /* a move between places that hold things apart (a directory's collection) */
 	DFS_EACCES,    /* the caller may not (a file's mode and owner refuse it: cred.c) */
+	DFS_EROFS,     /* writes refused: a replica set member that is not primary */
 };
 
 struct dfs_err {
@@ -279,6 +280,24 @@ int store_db_usage(const struct store_db *db, int64_t *file_bytes, int64_t *fs_u
 /* Makes committed writes durable against power loss (fsyncs the WAL; db.c says why not the
  * database file). */
 int store_db_sync(struct store_db *db, struct dfs_err *err);
+
+/*
+ * The write gate of a replica set member (fs/replset/member.c): while one is set, every
+ * write of s asks gate(ctx, err) first, at the beginning and again at the commit of each
+ * write transaction, and before a database file is made: a nonzero return (DFS_EROFS with
+ * its message) refuses the write and changes nothing. This is the one place writes enter
+ * the engine, so the mount, the wire protocol and the command line all honour it. A thread
+ * that called store_thread_gate_pass(true) (a secondary's applier) is let through. gate must
+ * only read state (it runs inside every writer); NULL clears it. Set before s is served.
+ */
+void store_set_write_gate(struct store *s, int (*gate)(void *ctx, struct dfs_err *err), void *ctx);
+void store_thread_gate_pass(bool pass);
+/* A daemon whose gate is set marks its store (STORE/.write-gate: its pid and why), so that
+ * other processes opening it (the command line) refuse every write with DFS_EROFS and why
+ * while the daemon lives; store_unmark_gate removes the mark. A mark left by a process
+ * that died is ignored. */
+int store_mark_gate(struct store *s, const char *why, struct dfs_err *err);
+void store_unmark_gate(struct store *s);
 
 /* Begins a transaction. A write transaction takes the database's write lock (waiting up to
  * 10 s for another process: DFS_EBUSY after that). *out Owned, ended by commit or abort. */

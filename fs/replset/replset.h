@@ -1,11 +1,14 @@
 /*
- * replset.h - replica sets (issue 31), the part built so far: a set's configuration
+ * replset.h - replica sets (issue 31): a set's configuration
  * (rsconf.c: rs.conf() checked and completed as mongod does) kept in ZooKeeper (zk.c,
  * through its official C client), and `docfs rs` running the shell's rs.initiate,
- * rs.conf, rs.reconfig, rs.add and rs.remove against it. Members (replication, elections,
- * write concern) are not built yet.
+ * rs.conf, rs.reconfig, rs.add, rs.remove and rs.status against it; members that replicate
+ * and fail over: member.c (state, elections, the write gate, hello) and apply.c (a
+ * secondary applying its primary's change stream). Write concern, read preference,
+ * rollback and transactions are the rest of issue 31, not built yet.
  *
- * Thread-safety: none needed yet (the command line is one thread).
+ * Thread-safety: the configuration functions are pure; a struct rs_zk is thread-safe (the
+ * _mt client); a struct rs_node is, through its lock.
  */
 #ifndef DOCFS_REPLSET_H
 #define DOCFS_REPLSET_H
@@ -24,6 +27,7 @@ struct rs_member {
 	int votes;
 	double priority;
 	bool arbiter;
+	bool hidden;
 };
 
 /* A checked configuration: doc is what rs.conf() shows (Owned), the rest read from it. */
@@ -62,6 +66,102 @@ int rs_zk_get_conf(struct rs_zk *z, const char *set, bson_t *out, int *version,
  * first: MongoDB's ConfigurationInProgress). */
 int rs_zk_put_conf(struct rs_zk *z, const char *set, const bson_t *conf, int version,
 		   struct dfs_err *err);
+
+/* The session's id (0: none), its negotiated timeout in ms, and whether it expired (the
+ * handle is then dead: close it and open another). */
+int64_t rs_zk_session(struct rs_zk *z);
+int rs_zk_timeout(struct rs_zk *z);
+bool rs_zk_expired(struct rs_zk *z);
+/* The BSON document at path into out (initialised here); *version (may be NULL) gets the
+ * znode's version, *owner (may be NULL) the session that owns it when ephemeral (0 else).
+ * DFS_ENOENT when there is none. */
+int rs_zk_get(struct rs_zk *z, const char *path, bson_t *out, int *version, int64_t *owner,
+	      struct dfs_err *err);
+/* Creates path holding doc, ephemeral (tied to this session) or not: DFS_EEXIST, DFS_ENOENT
+ * (no parent). */
+int rs_zk_create(struct rs_zk *z, const char *path, const bson_t *doc, bool ephemeral,
+		 struct dfs_err *err);
+/* Replaces path's document if its version is version (-1: any): DFS_EBUSY, DFS_ENOENT. */
+int rs_zk_set(struct rs_zk *z, const char *path, const bson_t *doc, int version,
+	      struct dfs_err *err);
+int rs_zk_delete(struct rs_zk *z, const char *path, int version, struct dfs_err *err);
+/* Calls cb with the name of each child of path (a nonzero return stops and is returned). */
+int rs_zk_children(struct rs_zk *z, const char *path, int (*cb)(void *ctx, const char *name),
+		   void *ctx, struct dfs_err *err);
+
+/* ---- members (member.c, apply.c) ----------------------------------------------------- */
+
+#define RS_HOST_MAX 256
+/* A member's state, MongoDB's numbers. */
+enum rs_state {
+	RS_STARTUP = 0,
+	RS_PRIMARY = 1,
+	RS_SECONDARY = 2,
+	RS_RECOVERING = 3,
+	RS_DOWN = 8,
+	RS_REMOVED = 10,
+};
+const char *rs_state_name(int state); /* "PRIMARY", ...: static */
+
+/* A position in the set's history (member.c note 2). */
+struct rs_optime {
+	uint64_t ts; /* clusterTime: seconds << 32 | increment */
+	int64_t t;   /* the term of the primary that made it */
+};
+int rs_optime_cmp(const struct rs_optime *a, const struct rs_optime *b);
+
+/* A live member as it published itself in ZooKeeper. */
+struct rs_seen {
+	int id;			/* its _id */
+	int state;		/* enum rs_state */
+	struct rs_optime op;	/* its position */
+	int64_t beat_ms;	/* when it last published (wall ms) */
+	char host[RS_HOST_MAX]; /* its address */
+	char sync[RS_HOST_MAX]; /* whom it follows */
+	char why[200];		/* infoMessage (RECOVERING's reason) */
+};
+/* What ZooKeeper shows of a set: its primary and live members. */
+struct rs_view {
+	bool has_primary;
+	char primary[RS_HOST_MAX]; /* the primary znode's host */
+	int primary_id;
+	int64_t primary_term;
+	int64_t primary_owner; /* the session holding it */
+	int primary_version;   /* the znode's version */
+	struct rs_seen m[RS_MAX_MEMBERS];
+	int n;
+};
+int rs_view_read(struct rs_zk *z, const char *set, struct rs_view *v, struct dfs_err *err);
+/* rs.status()'s document of configuration c as v shows it, from self's side (NULL: no
+ * member's), appended to out. */
+void rs_status_build(const struct rs_conf *c, const struct rs_view *v, const char *self,
+		     bson_t *out);
+
+struct rs_node;
+/* Makes this daemon (serving store s, Borrowed: must outlive the node) member me of set
+ * through ZooKeeper zk: closes s's write gate until elected, answers hello and
+ * replSetGetStatus / replSetGetConfig, and starts the member's thread. Call after the
+ * daemon forked. *out Owned: rs_node_stop (which keeps the gate closed). */
+int rs_node_start(struct store *s, const char *set, const char *zk, const char *me,
+		  struct rs_node **out, struct dfs_err *err);
+void rs_node_stop(struct rs_node *n);
+/* The daemon's membership as a document into out (initialised): what is "hello" (its
+ * replica set fields), "status" (rs.status()) or "conf" (rs.conf()), as /.replset/ shows
+ * them. DFS_ENOENT when the daemon is not a member. */
+int rs_node_doc(const char *what, bson_t *out);
+bool rs_node_active(void); /* whether this daemon is a member */
+/* What the applier reports: a position reached; a feed it cannot apply (RECOVERING). */
+void rs_node_applied(struct rs_node *n, const struct rs_optime *op);
+void rs_node_recovering(struct rs_node *n, const char *why);
+
+struct rs_apply;
+/* Starts applying the change stream of primary host (in term) to s (apply.c). *out Owned:
+ * rs_apply_stop (NULL: no-op), which waits for the thread. */
+int rs_apply_start(struct rs_node *n, struct store *s, const char *host, int64_t term,
+		   struct rs_apply **out, struct dfs_err *err);
+void rs_apply_stop(struct rs_apply *a);
+/* The position kept in s (local.replset), or zeros. */
+void rs_apply_saved(struct store *s, struct rs_optime *out);
 
 /* `docfs rs ZK SET initiate|conf|reconfig|add|remove [ARG]` (cli.c calls it): prints the
  * reply (MongoDB's shape) and returns 0, or 1 after a refusal. */

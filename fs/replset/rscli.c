@@ -1,11 +1,13 @@
 /*
  * rscli.c - `docfs rs ZK SET VERB [ARG]`: the shell's rs.initiate(cfg), rs.conf(),
- * rs.reconfig(cfg), rs.add(host|member) and rs.remove(host) against the configuration kept
- * in ZooKeeper, printing MongoDB's replies. Members that run the set are not built yet.
+ * rs.reconfig(cfg), rs.add(host|member), rs.remove(host) and rs.status() against what is
+ * kept in ZooKeeper (the configuration; the members' published states), printing
+ * MongoDB's replies.
  */
 #include "replset.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void reply_err(bson_t *reply, int code, const char *name, const char *msg)
@@ -118,22 +120,25 @@ int rs_cli(int argc, char **argv)
 	bool have_cur = false, have_next = false;
 
 	if (argc < 4 || argc > 5) {
-		fprintf(stderr, "docfs rs: usage: docfs rs ZK SET initiate CONF | conf | reconfig "
-				"CONF | add HOST|MEMBER | remove HOST\n");
+		fprintf(stderr, "docfs rs: usage: docfs rs ZK SET initiate CONF | conf | status | "
+				"reconfig CONF | add HOST|MEMBER | remove HOST\n");
 		return 2;
 	}
 	set = argv[2];
 	verb = argv[3];
 	if (strcmp(verb, "initiate") && strcmp(verb, "conf") && strcmp(verb, "reconfig") &&
-	    strcmp(verb, "add") && strcmp(verb, "remove")) {
-		fprintf(stderr, "docfs rs: unknown command '%s' (initiate, conf, reconfig, add, "
-				"remove)\n",
+	    strcmp(verb, "add") && strcmp(verb, "remove") && strcmp(verb, "status")) {
+		fprintf(stderr,
+			"docfs rs: unknown command '%s' (initiate, conf, status, reconfig, "
+			"add, remove)\n",
 			verb);
 		return 2;
 	}
-	if ((!strcmp(verb, "conf") && argc != 4) || (strcmp(verb, "conf") && argc != 5)) {
+	bool bare = !strcmp(verb, "conf") || !strcmp(verb, "status");
+
+	if ((bare && argc != 4) || (!bare && argc != 5)) {
 		fprintf(stderr, "docfs rs: %s %s\n", verb,
-			!strcmp(verb, "conf") ? "takes no argument" : "needs its argument");
+			bare ? "takes no argument" : "needs its argument");
 		return 2;
 	}
 	if (argc == 5 && (!strcmp(verb, "initiate") || !strcmp(verb, "reconfig") ||
@@ -163,6 +168,20 @@ int rs_cli(int argc, char **argv)
 	}
 	if (!rc && !strcmp(verb, "conf")) {
 		bson_concat(&reply, &cur.doc);
+	} else if (!rc && !strcmp(verb, "status")) {
+		/* rs.status() as ZooKeeper shows the set: the members' published states */
+		struct rs_view *v = calloc(1, sizeof(*v));
+
+		if (!v)
+			abort();
+		rc = rs_view_read(z, set, v, &err);
+		if (!rc) {
+			rs_status_build(&cur, v, NULL, &reply);
+			BSON_APPEND_DOUBLE(&reply, "ok", 1.0);
+		} else {
+			reply_err(&reply, 1, "InternalError", err.msg);
+		}
+		free(v);
 	} else if (!rc && strcmp(verb, "initiate")) {
 		bson_t cfg;
 

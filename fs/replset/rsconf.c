@@ -204,6 +204,7 @@ static int member(const bson_t *m, int i, bson_t *out, struct rs_member *mm, bso
 		mm->votes = (int)votes;
 		mm->priority = priority;
 		mm->arbiter = arbiter;
+		mm->hidden = hidden;
 	}
 	bson_destroy(&tags);
 	return rc;

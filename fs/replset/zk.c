@@ -161,3 +161,88 @@ int rs_zk_put_conf(struct rs_zk *z, const char *set, const bson_t *conf, int ver
 			 &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
 	return zrc == ZOK ? 0 : zfail(zrc, "create", path, err);
 }
+
+/* ---- what members keep there (member.c note 1) ---------------------------------------- */
+
+int64_t rs_zk_session(struct rs_zk *z)
+{
+	const clientid_t *id = zoo_client_id(z->zh);
+
+	return id ? id->client_id : 0;
+}
+
+int rs_zk_timeout(struct rs_zk *z)
+{
+	return zoo_recv_timeout(z->zh);
+}
+
+bool rs_zk_expired(struct rs_zk *z)
+{
+	int state;
+
+	pthread_mutex_lock(&z->lock);
+	state = z->state;
+	pthread_mutex_unlock(&z->lock);
+	return state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE;
+}
+
+int rs_zk_get(struct rs_zk *z, const char *path, bson_t *out, int *version, int64_t *owner,
+	      struct dfs_err *err)
+{
+	char buf[65536];
+	int len = sizeof(buf), zrc;
+	struct Stat st;
+	bson_t view;
+
+	bson_init(out);
+	zrc = zoo_get(z->zh, path, 0, buf, &len, &st);
+	if (zrc != ZOK)
+		return zfail(zrc, "read", path, err);
+	if (len < 5 || !bson_init_static(&view, (const uint8_t *)buf, (size_t)len) ||
+	    !bson_validate(&view, BSON_VALIDATE_NONE, NULL))
+		return dfs_err_set(err, DFS_ECORRUPT, "ZooKeeper: %s holds no BSON document", path);
+	bson_concat(out, &view);
+	if (version)
+		*version = st.version;
+	if (owner)
+		*owner = st.ephemeralOwner;
+	return 0;
+}
+
+int rs_zk_create(struct rs_zk *z, const char *path, const bson_t *doc, bool ephemeral,
+		 struct dfs_err *err)
+{
+	int zrc = zoo_create(z->zh, path, (const char *)bson_get_data(doc), (int)doc->len,
+			     &ZOO_OPEN_ACL_UNSAFE, ephemeral ? ZOO_EPHEMERAL : 0, NULL, 0);
+
+	return zrc == ZOK ? 0 : zfail(zrc, "create", path, err);
+}
+
+int rs_zk_set(struct rs_zk *z, const char *path, const bson_t *doc, int version,
+	      struct dfs_err *err)
+{
+	int zrc = zoo_set(z->zh, path, (const char *)bson_get_data(doc), (int)doc->len, version);
+
+	return zrc == ZOK ? 0 : zfail(zrc, "write", path, err);
+}
+
+int rs_zk_delete(struct rs_zk *z, const char *path, int version, struct dfs_err *err)
+{
+	int zrc = zoo_delete(z->zh, path, version);
+
+	return zrc == ZOK ? 0 : zfail(zrc, "delete", path, err);
+}
+
+int rs_zk_children(struct rs_zk *z, const char *path, int (*cb)(void *ctx, const char *name),
+		   void *ctx, struct dfs_err *err)
+{
+	struct String_vector v = {0};
+	int zrc = zoo_get_children(z->zh, path, 0, &v), rc = 0;
+
+	if (zrc != ZOK)
+		return zfail(zrc, "list", path, err);
+	for (int i = 0; i < v.count && !rc; i++)
+		rc = cb(ctx, v.data[i]);
+	deallocate_String_vector(&v);
+	return rc;
+}

@@ -4,7 +4,7 @@
  * buildInfo, getParameter, getLog, endSessions, connectionStatus, hostInfo, listCommands,
  * replSetGetStatus), and databases and collections (listDatabases, listCollections,
  * create, drop, dropDatabase, dbStats, collStats). The store does the work; the figures of
- * the stats are fs/stats.c's, as the mount's .stats files show them.
+ * the stats are fs/paths/stats.c's, as the mount's .stats files show them.
  */
 #include "wire.h"
 #include "fs_int.h"
@@ -24,14 +24,23 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+bool (*wire_rs_hello)(bson_t *reply);
+int (*wire_rs_command)(struct wire_ctx *c, bson_t *reply);
+
 int wire_cmd_hello(struct wire_ctx *c, bson_t *reply)
 {
-	bool hello_ok = false;
+	bool hello_ok = false, writable = true;
+	bson_t set = BSON_INITIALIZER;
 
 	wire_arg_bool(c, "helloOk", &hello_ok);
 	if (hello_ok)
 		BSON_APPEND_BOOL(reply, "helloOk", true);
-	BSON_APPEND_BOOL(reply, strcmp(c->name, "hello") ? "ismaster" : "isWritablePrimary", true);
+	if (wire_rs_hello)
+		writable = wire_rs_hello(&set);
+	BSON_APPEND_BOOL(reply, strcmp(c->name, "hello") ? "ismaster" : "isWritablePrimary",
+			 writable);
+	bson_concat(reply, &set);
+	bson_destroy(&set);
 	BSON_APPEND_INT32(reply, "maxBsonObjectSize", WIRE_MAX_BSON);
 	BSON_APPEND_INT32(reply, "maxMessageSizeBytes", WIRE_MAX_MSG);
 	BSON_APPEND_INT32(reply, "maxWriteBatchSize", WIRE_MAX_WRITE_BATCH);
@@ -207,7 +216,8 @@ int wire_cmd_list_commands(struct wire_ctx *c, bson_t *reply)
 
 int wire_cmd_repl_status(struct wire_ctx *c, bson_t *reply)
 {
-	(void)reply;
+	if (wire_rs_command)
+		return wire_rs_command(c, reply);
 	return wire_fail(c, 76, "NoReplicationEnabled", "not running with --replSet");
 }
 

@@ -1,7 +1,7 @@
 /*
  * cmd_agg.c - aggregate and explain: a pipeline parsed and run by the engine (query_agg_*,
  * $out/$merge through query_agg_run_out), and the stages the engine has no pipeline for,
- * answered from what the mount has: $changeStream (fs/changes.c's streams, read on by a
+ * answered from what the mount has: $changeStream (fs/paths/changes.c's streams, read on by a
  * stream cursor), $currentOp (curop.c's registry) and $collStats (stats.c's figures);
  * explain of find, count, distinct and aggregate (the documents explain/ paths show), and
  * of update, delete and findAndModify (their find under the write's stage).
@@ -60,7 +60,7 @@ static int changes_next(void *src, struct dfs_buf *out, bool (*stop)(void *ctx),
 
 	dfs_buf_init(&lines);
 	rc = fs_changes_next(src, 1 << 20, &lines, stop, ctx, err);
-	/* each event is a line of type-exact JSON (fs/changes.c): back to the same BSON */
+	/* each event is a line of type-exact JSON (fs/paths/changes.c): back to the same BSON */
 	while (!rc && at < lines.len) {
 		const char *nl = memchr(lines.data + at, '\n', lines.len - at);
 		size_t n = nl ? (size_t)(nl - (lines.data + at)) : lines.len - at;
@@ -91,7 +91,7 @@ static bool changes_token(void *src, bson_t *out)
 }
 
 /* An aggregate whose first stage is $changeStream (watch()): the mount's change stream
- * (fs/changes.c: resume tokens, fullDocument, $match stages) with follow=1, read by a
+ * (fs/paths/changes.c: resume tokens, fullDocument, $match stages) with follow=1, read by a
  * stream cursor (cursor.c note 4). -1 when the pipeline does not start with
  * $changeStream, else 0 or a wire_fail code. */
 static int change_stream(struct wire_ctx *c, bson_t *reply)
@@ -169,7 +169,7 @@ static int change_stream(struct wire_ctx *c, bson_t *reply)
 					       k);
 			}
 		}
-	/* the stages after it: the mount's streams take $match stages (fs/changes.c) */
+	/* the stages after it: the mount's streams take $match stages (fs/paths/changes.c) */
 	dfs_buf_putc(&rest, '[');
 	while (!rc && bson_iter_next(&st)) {
 		if (nrest++)

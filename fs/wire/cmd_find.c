@@ -1,5 +1,5 @@
 /*
- * cmd_find.c - the read commands: find (and tailable finds over fs/tail.c), getMore,
+ * cmd_find.c - the read commands: find (and tailable finds over fs/paths/tail.c), getMore,
  * killCursors, count and distinct. Each runs the engine's find (query_find_open,
  * query_cursor_count, query_distinct_*) and answers with a cursor (cursor.c) or a value.
  */
@@ -46,7 +46,7 @@ static void tail_free(void *src)
 	fs_tail_free(src);
 }
 
-/* A tailable find (cursor.c note 4): the mount's tailable read (fs/tail.c) of a capped
+/* A tailable find (cursor.c note 4): the mount's tailable read (fs/paths/tail.c) of a capped
  * collection, which refuses what MongoDB's does (a sort other than $natural, an index hint,
  * a collection that is not capped). */
 static int find_tailable(struct wire_ctx *c, const char *name, const char *ns,

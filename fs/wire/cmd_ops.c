@@ -1,6 +1,6 @@
 /*
  * cmd_ops.c - the operations commands, on the same registry and counters as the mount's
- * /.docfs files (fs/curop.c, fs/profile.c): serverStatus, currentOp, killOp, top, profile;
+ * /.docfs files (fs/ops/curop.c, fs/ops/profile.c): serverStatus, currentOp, killOp, top, profile;
  * and renameCollection and validate, which the store does. A wire client and a file
  * reader see the same operations: a find run by PyMongo is in /.docfs/currentOp, a
  * `cat query/...` in the wire's currentOp.

@@ -16,7 +16,7 @@
  * 3. A cursor is closed when it is exhausted, killed, idle for wire_cursor_timeout_s, or
  *    when its session (lsid) ends.
  * 4. A stream cursor (a tailable find on a capped collection, a $changeStream) is not a
- *    snapshot: it keeps the mount's reader of that stream (fs/tail.c, fs/changes.c: their
+ *    snapshot: it keeps the mount's reader of that stream (fs/paths/tail.c, fs/paths/changes.c: their
  *    positions, CappedPositionLost, resume tokens) and reads on at each getMore, waiting
  *    for more with awaitData up to the getMore's maxTimeMS (1 s by default). It stays open
  *    with empty batches until the stream ends (a limit, an invalidate), fails, or is

@@ -48,7 +48,9 @@ static const struct command commands[] = {
 	{"hostInfo", wire_cmd_host_info, OP_NONE, false, false, "the machine"},
 	{"listCommands", wire_cmd_list_commands, OP_NONE, false, false, "this list"},
 	{"replSetGetStatus", wire_cmd_repl_status, OP_NONE, false, true,
-	 "a standalone: NoReplicationEnabled"},
+	 "a member's rs.status() (a standalone: NoReplicationEnabled)"},
+	{"replSetGetConfig", wire_cmd_repl_status, OP_NONE, false, true,
+	 "a member's rs.conf() (a standalone: NoReplicationEnabled)"},
 	{"listDatabases", wire_cmd_list_databases, FS_OP_COMMAND, false, true, "the databases"},
 	{"listCollections", wire_cmd_list_collections, FS_OP_COMMAND, false, false,
 	 "the collections of a database"},
@@ -456,4 +458,31 @@ void wire_dispatch(struct store *s, struct wire_conn *conn, int64_t conn_id,
 	if (c.err_info)
 		bson_destroy(c.err_info);
 	query_collation_free(c.coll);
+}
+
+int wire_command_local(struct store *s, const char *db, const bson_t *cmd, bson_t *reply)
+{
+	struct wire_msg m = {.h = {.opcode = WIRE_OP_MSG}};
+	struct wire_ctx c = {.store = s, .msg = &m, .cmd = cmd};
+	const struct command *found;
+	bson_iter_t it;
+	int rc;
+
+	bson_init_static(&m.body, bson_get_data(cmd), cmd->len);
+	c.name = bson_iter_init(&it, cmd) && bson_iter_next(&it) ? bson_iter_key(&it) : "";
+	snprintf(c.db, sizeof(c.db), "%s", db);
+	if (!(found = command_find(c.name)))
+		rc = wire_fail(&c, 59, "CommandNotFound", "no such command: '%s'", c.name);
+	else
+		rc = found->fn(&c, reply);
+	if (rc) {
+		bson_reinit(reply);
+		error_doc(&c, reply);
+	} else if (!bson_has_field(reply, "ok")) {
+		BSON_APPEND_DOUBLE(reply, "ok", 1.0);
+	}
+	if (c.err_info)
+		bson_destroy(c.err_info);
+	query_collation_free(c.coll);
+	return rc;
 }

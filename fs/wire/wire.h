@@ -125,6 +125,16 @@ void wire_dispatch(struct store *s, struct wire_conn *conn, int64_t conn_id,
  * let the table's handler run on c->store (which it may set). */
 #define WIRE_ROUTE_PASS (-1)
 extern int (*wire_route_hook)(struct wire_ctx *c, bson_t *reply);
+/* Runs command cmd on database db of s in this thread, as the store's owner (no
+ * authentication, currentOp or profiler: a replica set member applying its primary's
+ * writes, fs/replset/apply.c), into reply (initialised, empty): the reply MongoDB gives,
+ * {ok: 0, errmsg, code, codeName} on a failure. Returns 0 or the error's code. */
+int wire_command_local(struct store *s, const char *db, const bson_t *cmd, bson_t *reply);
+/* A replica set member (fs/replset/member.c) sets these before its server starts; NULL in
+ * a standalone. wire_rs_hello appends the set's fields of hello to reply and returns
+ * isWritablePrimary; wire_rs_command answers replSetGetStatus and replSetGetConfig. */
+extern bool (*wire_rs_hello)(bson_t *reply);
+extern int (*wire_rs_command)(struct wire_ctx *c, bson_t *reply);
 /* Whether name is a command docfs answers (for listCommands and tests). */
 bool wire_command_known(const char *name);
 /* Appends {<name>: {help, adminOnly, ...}} for every command to out (listCommands). */

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# coherence.sh - a soak of the kernel caches against another process's writes (fs/fsops.c
+# coherence.sh - a soak of the kernel caches against another process's writes (fs/fuse/fsops.c
 # notes 3 and 8): for SECONDS seconds, the CLI updates random documents of a 200-document
 # collection while two shells `cat` random documents through the mount and a third process
 # keeps every seventh document open and reads it again and again. Then, once the notifier

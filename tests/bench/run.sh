@@ -239,7 +239,7 @@ T_DW=$T G_DW=$G
 RSS_GREP=$(vmhwm "$B/store-grep" "$B/mnt-grep")
 unmount_docfs grep
 
-# The same through FUSE over io_uring (`-o uring`, fs/ring.c), when the kernel has it: its
+# The same through FUSE over io_uring (`-o uring`, fs/fuse/ring.c), when the kernel has it: its
 # module parameter is turned on for this mount and put back after it.
 URING_PARAM=/sys/module/fuse/parameters/enable_uring
 T_UC=- T_UW=- G_UC=- G_UW=- UR_STATUS="not run: $URING_PARAM missing or read-only"

@@ -149,6 +149,27 @@ same "tar of a database into a new database" 2 "$D" "$MNT/shop2"
 expect_eq "$(cat "$MNT/shop2/ring/.options")" '{"capped": true, "size": 8192, "max": 5}' \
 	"the options of the capped collection"
 
+step "tar xf over the existing database: a capped collection's .options written back"
+# plain tar (no --overwrite) meets EEXIST on .options, unlinks it and creates it again:
+# the unlink only hides the file (the cap stays), the same options are accepted
+quiet "tar xf of a database over itself" tar xf "$T/shop.tar"
+same "tar xf over the existing database" 2 "$T/disk/shop" "$D"
+expect_eq "$(cat "$D/ring/.options")" '{"capped": true, "size": 8192, "max": 5}' \
+	"the options after tar xf over the capped collection"
+mkdir -p "$T/other/shop/ring"
+echo '{"capped": true, "size": 4096}' > "$T/other/shop/ring/.options"
+(cd "$T/other" && tar cf "$T/other.tar" shop/ring/.options)
+mark=$(errors_mark)
+if tar xf "$T/other.tar" 2> "$T/stderr"; then
+	fail "tar xf of different options over a capped collection succeeded"
+fi
+errors_since "$MNT/.docfs/errors" "$mark" | grep -q "collection 'ring' is capped already: its options cannot change" ||
+	fail "no message for different options: $(cat "$T/stderr")"
+expect_eq "$(cat "$D/ring/.options")" '{"capped": true, "size": 8192, "max": 5}' \
+	"the options after a refused change"
+for i in 4 5 6 7 8 9; do echo "{\"_id\": $i}" > "$D/ring/$i.json"; done
+expect_eq "$(ls "$D/ring" | grep -c '\.json$')" 5 "the collection is still capped at 5 documents"
+
 step "rsync -a: mount to disk, disk to a new database, disk over the existing database"
 quiet "rsync -a mount to disk" rsync -a "$D/" "$T/rs/"
 same "rsync -a to a disk" 2 "$D" "$T/rs"

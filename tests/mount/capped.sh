@@ -70,7 +70,17 @@ bad "$MNT/logs/ring/.options" '{capped: true, size: 99999}' "cannot change"
 printf '{"_id": 1}\n' > "$MNT/logs/plain/.insert"
 bad "$MNT/logs/plain/.options" '{capped: true, size: 4096}' "docfs capped"
 [ ! -e "$MNT/logs/plain/.options" ] || fail "refused writes made a .options file"
-expect_fail "rm .options" rm "$C/.options"
+# rm .options of a capped collection (what tar x does before it writes the file again)
+# hides the file and keeps the cap; writing the options back shows it again
+opts=$(cat "$C/.options")
+rm "$C/.options" || fail "rm .options of a capped collection"
+[ ! -e "$C/.options" ] || fail ".options still there after rm"
+ls -A "$C" | grep -qx '\.options' && fail ".options still listed after rm"
+n0=$(ls "$C" | grep -c '\.json$')
+for i in $(seq 1 $((n0 + 3))); do echo "{\"_id\": \"rm$i\"}" > "$C/rm$i.json"; done
+expect_eq "$(ls "$C" | grep -c '\.json$')" "$n0" "the collection stays capped after rm .options"
+printf '%s' "$opts" > "$C/.options" || fail "writing the same options back"
+expect_eq "$(cat "$C/.options")" "$opts" "the options written back"
 
 unmount_docfs
 "$DOCFS" check "$STORE" > /dev/null || fail "docfs check after capped writes"

@@ -203,40 +203,33 @@ cluster_ok() {
 	out=$(cluster_cmd "$1" "$2") || fail "$2: $out"
 	grep -q '"ok": 1.0' <<< "$out" || fail "$2: not ok: $out"
 }
-
-# zk_start: a ZooKeeper of the test's own (Debian's package, one server on the JRE) on a
-# free loopback port, its data in $T/zk; sets ZK (host:port) and ZKPID, and waits until it
-# answers (ruok). Skips the test (77) without the package or java. A script that calls it
-# calls zk_stop from its EXIT trap.
+# zk_start: starts a ZooKeeper server of the test's own (Debian's package, tickTime 500 ms,
+# so sessions may last 1 to 10 s) on a free loopback port, sets ZK (its HOST:PORT) and ZKPID,
+# and waits until it answers; skips (77) without the package or java. zk_stop stops it: call
+# it from the test's EXIT trap, before cleanup.
 zk_start() {
+	local port out
 	ls /usr/share/java/zookeeper-3*.jar > /dev/null 2>&1 || { echo "SKIP: no zookeeper package"; exit 77; }
 	command -v java > /dev/null || { echo "SKIP: no java"; exit 77; }
-	local port
 	port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 	mkdir -p "$T/zk"
-	cat > "$T/zoo.cfg" <<CFG
+	cat > "$T/zoo.cfg" <<ZOOCFG
 tickTime=500
 dataDir=$T/zk
 clientPort=$port
 clientPortAddress=127.0.0.1
 admin.enableServer=false
-4lw.commands.whitelist=ruok
-CFG
+ZOOCFG
 	java -cp "/usr/share/java/*" org.apache.zookeeper.server.quorum.QuorumPeerMain "$T/zoo.cfg" > "$T/zk.log" 2>&1 &
 	ZKPID=$!
 	ZK=127.0.0.1:$port
-	for _ in $(seq 150); do
-		[ "$(timeout 2 bash -c "exec 4<> /dev/tcp/127.0.0.1/$port && printf ruok >&4 && cat <&4" 2> /dev/null)" = imok ] &&
-			return 0
+	for _ in $(seq 100); do
+		out=$("$DOCFS" rs "$ZK" zk-probe conf 2>&1) && break
+		case $out in *"no replset config"*) break ;; esac
 		sleep 0.2
 	done
-	fail "ZooKeeper did not come up: $(tail -n 5 "$T/zk.log")"
+	grep -q "no replset config has been received" <<< "$out" || fail "ZooKeeper did not come up: $out $(tail -n 5 "$T/zk.log")"
 }
-
-# zk_stop: stops the ZooKeeper of zk_start (nothing when none runs).
 zk_stop() {
-	[ -n "${ZKPID:-}" ] || return 0
-	kill "$ZKPID" 2> /dev/null || true
-	wait "$ZKPID" 2> /dev/null || true
-	ZKPID=
+	[ -z "${ZKPID:-}" ] || { kill "$ZKPID" 2> /dev/null; wait "$ZKPID" 2> /dev/null || true; }
 }

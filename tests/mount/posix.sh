@@ -199,6 +199,15 @@ expect_eq "$(pyerr "os.mkdir('$MNT/shop/$long')")" "File name too long" "mkdir o
 ok=$(printf 'n%.0s' $(seq 1 250))
 touch "$C/$ok.json" || fail "a 255-byte name"
 expect_eq "$(jq -r ._id "$C/$ok.json")" "$ok" "the longest name"
+# a refused rename between two long names still says why (pjdfstest rename/01.t in a
+# collection: an empty scratch file renamed to a document's name)
+scr=$(printf 's%.0s' $(seq 1 255))
+: > "$C/$scr"
+mark=$(errors_mark)
+expect_eq "$(pyerr "os.rename('$C/$scr', '$C/$ok.json')")" "Invalid argument" "an empty scratch file renamed to a document"
+errors_since "$MNT/.docfs/errors" "$mark" | grep "rename 's\{40\}\.\.\.' to 'n\{40\}\.\.\.': ..*" > /dev/null ||
+	fail "the rename's message lost its reason: $(errors_since "$MNT/.docfs/errors" "$mark")"
+rm "$C/$scr"
 
 step "documented exceptions: what a collection refuses, with a clear errno"
 # Directories, fifos, sockets and hard links are scratch entries (scratch_dirs.sh); not

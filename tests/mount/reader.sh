@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# reader.sh - the /dev/fuse reader follows its callers (fs/mount.c note 3): with two CPUs or
+# reader.sh - the /dev/fuse reader follows its callers (fs/fuse/mount.c note 3): with two CPUs or
 # more it runs at SCHED_IDLE and pins itself to the CPU of the process whose requests it
 # serves (/.docfs/status: readerFollows, readerMoves), what it serves is exact, and busy
-# tasks on its CPU do not starve it (fs/idle.c's watchdog raises it). Without the right to
+# tasks on its CPU do not starve it (fs/fuse/idle.c's watchdog raises it). Without the right to
 # leave SCHED_IDLE again, and with -o uring (uring.sh checks every thread's policy and
 # CPUs), it stays an ordinary thread.
 . "$(dirname "$0")/lib.sh"
@@ -16,7 +16,7 @@ policy() { # the reader's scheduling policy (0: normal, 5: SCHED_IDLE)
 	sed 's/.*) //' "/proc/$pid/task/$pid/stat" | cut -d' ' -f39
 }
 # settle_idle: waits until the reader is back at SCHED_IDLE: a raised one goes back at its
-# next request once its second at normal priority is over (fs/idle.c note 2). The request
+# next request once its second at normal priority is over (fs/fuse/idle.c note 2). The request
 # is a quick one from CPU 0 (a warm open), which leaves its CPUs as they are.
 settle_idle() {
 	for _ in 1 2 3 4 5; do
@@ -88,7 +88,7 @@ EOF
 
 step "busy tasks on its CPU do not starve it: the watchdog raises it"
 # In the foreground the daemon shares the test's scheduling group (autogroup), so hogs
-# started here compete with the SCHED_IDLE reader directly (fs/idle.c note 2).
+# started here compete with the SCHED_IDLE reader directly (fs/fuse/idle.c note 2).
 unmount_docfs
 mount_fg
 write_heavy "$C/heavy.json"

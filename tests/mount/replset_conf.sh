@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# replset_conf.sh - a replica set's configuration kept in ZooKeeper (the first part of
-# replica sets: no member runs yet): `docfs rs ZK SET` initiate, conf, reconfig, add and
+# replset_conf.sh - a replica set's configuration kept in ZooKeeper (no member runs here:
+# replset.sh runs them): `docfs rs ZK SET` initiate, conf, status, reconfig, add and
 # remove print MongoDB's shapes with its defaults; a malformed configuration (duplicate
 # _ids, two members on one address, priority over 1000, more than 7 voters, an unknown tag
 # in a write concern mode, ...) is refused with mongod's message and code and changes
@@ -15,12 +15,6 @@ zk_cleanup() {
 trap zk_cleanup EXIT
 zk_start
 rs() { "$DOCFS" rs "$ZK" "$@"; }
-for _ in $(seq 100); do
-	out=$(rs rs0 conf 2>&1) && break
-	case $out in *NotYetInitialized* | *"no replset config"*) break ;; esac
-	sleep 0.2
-done
-grep -q "no replset config has been received" <<< "$out" || fail "ZooKeeper did not come up: $out $(tail -n 5 "$T/zk.log")"
 
 # refused CONF MESSAGE: rs.initiate(CONF) fails with MESSAGE and exit status 1, nothing stored
 refused() {
@@ -70,6 +64,9 @@ expect_eq "$(jq -c '.settings | [.chainingAllowed, .heartbeatIntervalMillis, .el
 	'[true,2000,10000,2,1]' "settings with defaults"
 setid=$(jq -c '.settings.replicaSetId' <<< "$conf")
 [ "$setid" != null ] || fail "no replicaSetId: $conf"
+
+expect_eq "$(rs rs0 status | jq -c '[.set, [.members[].stateStr], [.members[].health], .ok]')" \
+	'["rs0",["DOWN","DOWN","DOWN"],[0,0,0],1]' "rs.status() with no member running"
 
 step "add and remove: one voter at a time, the version grows by one each"
 rs rs0 add 127.0.0.1:27020 > /dev/null || fail "rs.add"

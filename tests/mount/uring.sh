@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# uring.sh - `docfs mount -o uring` (FUSE over io_uring, fs/ring.c): refused with a clear
+# uring.sh - `docfs mount -o uring` (FUSE over io_uring, fs/fuse/ring.c): refused with a clear
 # error while the kernel's parameter is off; with it on, requests come through a queue per
 # CPU (/.docfs/status), reads and 1 MiB writes and multi-MiB query results are byte-exact, a
 # ring thread starved by a CPU hog is raised (the watchdog), and the daemon exits cleanly on
@@ -113,7 +113,7 @@ expect_eq "$nring" "$(getconf _NPROCESSORS_CONF)" "ring threads"
 
 step "a ring thread starved by CPU hogs on its CPU is raised to normal priority"
 # In the foreground the daemon shares the test's scheduling group (autogroup), so hogs
-# started here compete with its SCHED_IDLE ring threads directly (fs/ring.c note 6).
+# started here compete with its SCHED_IDLE ring threads directly (fs/fuse/ring.c note 6).
 unmount_docfs
 mount_fg uring
 write_heavy "$MNT/db/c/heavy.json"

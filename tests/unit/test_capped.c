@@ -331,7 +331,7 @@ static void ids_after(int64_t coll, int64_t after, char *out, size_t cap, int at
 	store_txn_abort(t);
 }
 
-/* A tailable read resumes $natural order after the last entry it saw (fs/tail.c), across
+/* A tailable read resumes $natural order after the last entry it saw (fs/paths/tail.c), across
  * id runs shared with another collection's inserts. */
 START_TEST(test_store_cursor_resumes_after_an_entry)
 {

@@ -1,5 +1,5 @@
 /*
- * test_generate.c - unit tests of the template engine (fs/generate.c): the example user
+ * test_generate.c - unit tests of the template engine (fs/cli/generate.c): the example user
  * template, every operator form, determinism per seed, and the compile and run-time errors.
  *
  * Templates are written as JSON with single quotes; tmpl() reads them with libbson's JSON

@@ -1,5 +1,5 @@
 /*
- * test_inode.c - unit tests of the node generations behind the kernel caches (fs/inode.c,
+ * test_inode.c - unit tests of the node generations behind the kernel caches (fs/fuse/inode.c,
  * fsops.c notes 3 and 8): a node's content or listing counts as cached by the kernel only
  * while nothing changed since it was read, and a listing that overlapped an older one never
  * makes a collection's cached listing current.

@@ -1,5 +1,5 @@
 /*
- * test_insert.c - unit tests of the streaming bulk inserter (fs/insert.c) behind `.insert`
+ * test_insert.c - unit tests of the streaming bulk inserter (fs/paths/insert.c) behind `.insert`
  * and `docfs import`: chunks large enough to be scanned on a second thread keep the ordered
  * semantics (the documents before a bad one are committed, none after it, the error names
  * the document and its line), and documents split across chunks are inserted once.

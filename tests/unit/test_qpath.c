@@ -1,7 +1,7 @@
 /*
- * test_qpath.c - unit tests of the query path grammar (fs/qpath.c) for the options that came
+ * test_qpath.c - unit tests of the query path grammar (fs/paths/qpath.c) for the options that came
  * with indexes and explain (hint by name and by key pattern, verbosity, format=tree, "hint"
- * in saved queries), of index file names (fs/ixfile.c), and of what query/ and explain/
+ * in saved queries), of index file names (fs/paths/ixfile.c), and of what query/ and explain/
  * refuse of each other's options, run over an in-memory collection in a temporary store.
  */
 #include "fs_int.h"

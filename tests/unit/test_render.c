@@ -1,4 +1,4 @@
-/* test_render.c - fs/render.c: results rendered on a second thread are byte for byte what
+/* test_render.c - fs/paths/render.c: results rendered on a second thread are byte for byte what
  * rendering each document in turn gives, in every format, spilled or not; errors found on
  * the thread reach the caller; an abandoned result stops cleanly. */
 #include "fs_int.h"

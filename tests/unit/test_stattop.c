@@ -1,5 +1,5 @@
 /*
- * test_stattop.c - unit tests of `docfs stat` and `docfs top`'s rows (fs/stattop.c): the
+ * test_stattop.c - unit tests of `docfs stat` and `docfs top`'s rows (fs/ops/stattop.c): the
  * units and significant digits of sizes and rates, mongostat's "*0" and "N|0" forms, rates
  * from counter differences (truncated, and over a restart), widths that only grow, a
  * header every 10 rows, the JSON forms, and mongotop's blocks (sorted by total time, in

@@ -89,7 +89,9 @@
  *    show and any time (fixed_setattr). In .indexes/, a name starting with '.' is a
  *    temporary file: a scratch entry named IXTEMP_PREFIX "<name>" in the store, listed
  *    there and never an index; renamed to an index name, its bytes make that index
- *    (rename_to_fixed, which also takes a scratch file renamed over .options).
+ *    (rename_to_fixed, which also takes a scratch file renamed over .options). A capped
+ *    collection's .options, unlinked, is hidden until written again (opts_hide): tar x
+ *    over the collection then writes the same options back; the cap never goes.
  * 12. rm -r of a collection (issue 28). rm removes what a directory lists, then rmdirs it,
  *    then the collection. So rmdir of a collection's fixed directory succeeds when it
  *    lists nothing (query/ and the other computed ones always, .indexes/ once only _id_
@@ -99,6 +101,7 @@
  */
 #define FUSE_USE_VERSION 34
 #include "fs_int.h"
+#include "replset/replset.h"
 
 #include <errno.h>
 #include <fuse_lowlevel.h>
@@ -138,8 +141,15 @@ enum docfs_file {
 	DF_KILLOP,
 	DF_SERVERSTATUS,
 	DF_TOP,
-	DF__COUNT
+	DF__COUNT,
+	/* /.replset/ (a replica set member's mount only): its node is an FSN_DOCFS_DIR with
+	 * id 1, its files FSN_DOCFS_FILEs with these ids */
+	DF_RS_STATUS = DF__COUNT,
+	DF_RS_CONF,
+	DF_RS_HELLO,
+	DF__ALL
 };
+static const char *const replset_files[DF__ALL - DF__COUNT] = {"status", "conf", "hello"};
 static const char *const docfs_files[DF__COUNT] = {"errors", "version",	     "status", "currentOp",
 						   "killOp", "serverStatus", "top"};
 
@@ -422,7 +432,13 @@ static void docfs_file_render(int which, struct dfs_buf *out)
 		fs_curop_render_top(out);
 	else if (which == DF_KILLOP)
 		dfs_buf_puts(out, "");
-	else
+	else if (which >= DF__COUNT && which < DF__ALL) {
+		bson_t d = BSON_INITIALIZER;
+
+		if (!rs_node_doc(replset_files[which - DF__COUNT], &d))
+			store_codec_render(&d, STORE_RENDER_PRETTY, out, NULL);
+		bson_destroy(&d);
+	} else
 		dfs_buf_puts(out, "docfs 0.1.0\n");
 }
 
@@ -530,7 +546,7 @@ static int node_attr(struct fs_node *n, struct stat *st, double *timeout, struct
 		dir_attr(st, FS_INO_ROOT, 0755, getuid(), getgid(), 0, 0);
 		return 0;
 	case FSN_DOCFS_DIR:
-		dir_attr(st, FS_INO_DOCFS, 0555, getuid(), getgid(), 0, 0);
+		dir_attr(st, n->id ? FS_INO_REPLSET : FS_INO_DOCFS, 0555, getuid(), getgid(), 0, 0);
 		return 0;
 	case FSN_DOCFS_FILE: {
 		struct dfs_buf b;
@@ -931,16 +947,57 @@ static struct fs_node *entry_node(struct store_db *db, const struct store_entry 
 				  const char *name);
 
 /* Looks name up under parent and returns a referenced node, or NULL with err set. */
+/* The capped collections whose .options was unlinked (note 11): tar x over an existing
+ * capped collection meets EEXIST, unlinks the file and creates it again. A capped
+ * collection cannot be uncapped, so the unlink only hides the file until it is written
+ * again (the same options are accepted, others refused) or the store is mounted again. */
+#define OPTS_HIDDEN_MAX 64
+static struct {
+	struct store_db *db; /* NULL: a free slot */
+	int64_t coll;
+} opts_hidden[OPTS_HIDDEN_MAX];
+static pthread_mutex_t opts_hidden_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Is p's .options hidden? With set: hide it (false when the table is full); with clear:
+ * show it again. */
+static bool opts_hide(const struct fs_node *p, bool set, bool clear)
+{
+	int i, freei = -1;
+	bool r = false;
+
+	pthread_mutex_lock(&opts_hidden_lock);
+	for (i = 0; i < OPTS_HIDDEN_MAX; i++) {
+		if (opts_hidden[i].db == p->db && opts_hidden[i].coll == p->coll)
+			break;
+		if (!opts_hidden[i].db && freei < 0)
+			freei = i;
+	}
+	if (i < OPTS_HIDDEN_MAX) {
+		r = true;
+		if (clear)
+			opts_hidden[i].db = NULL;
+	} else if (set && freei >= 0) {
+		opts_hidden[freei].db = p->db;
+		opts_hidden[freei].coll = p->coll;
+		r = true;
+	}
+	pthread_mutex_unlock(&opts_hidden_lock);
+	return r;
+}
+
 /* Does collection node p show a .options file? Only when the collection has options (is
- * capped): a plain collection's are {}, which an archive need not hold, and a restore by
- * tar can then create the file (an existing one would be EEXIST, which tar answers with
- * unlink). A store error shows it, so that reading it reports the error. */
+ * capped) and the file was not unlinked since (opts_hide): a plain collection's are {},
+ * which an archive need not hold, and a restore by tar can then create the file (an
+ * existing one would be EEXIST, which tar answers with unlink). A store error shows it, so
+ * that reading it reports the error. */
 static bool opts_shown(const struct fs_node *p)
 {
 	struct store_coll c;
 	struct store_txn *t;
 	int rc;
 
+	if (opts_hide(p, false, false))
+		return false;
 	if (store_txn_begin(p->db, false, &t, NULL))
 		return true;
 	rc = store_coll_by_id(t, p->coll, &c, NULL);
@@ -958,6 +1015,8 @@ static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct d
 	case FSN_ROOT:
 		if (strcmp(name, ".docfs") == 0)
 			return fs_node_ref(FSN_DOCFS_DIR, NULL, 0, 0, FS_INO_DOCFS, NULL);
+		if (strcmp(name, ".replset") == 0 && rs_node_active())
+			return fs_node_ref(FSN_DOCFS_DIR, NULL, 0, 1, FS_INO_REPLSET, NULL);
 		if (strcmp(name, ".snapshots") == 0)
 			return fs_node_ref(FSN_SNAP_ROOT, NULL, 0, 0, FS_INO_SNAPS, NULL);
 		if (changes_name(name))
@@ -970,7 +1029,11 @@ static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct d
 		fs_notify_watch(db);
 		return fs_node_ref(FSN_DB, db, 0, 0, fs_ino_db(db), NULL);
 	case FSN_DOCFS_DIR:
-		for (int i = 0; i < DF__COUNT; i++)
+		for (int i = DF__COUNT; p->id && i < DF__ALL; i++)
+			if (strcmp(name, replset_files[i - DF__COUNT]) == 0)
+				return fs_node_ref(FSN_DOCFS_FILE, NULL, 0, i,
+						   FS_INO_REPLSET_FILE(i - DF__COUNT), NULL);
+		for (int i = 0; !p->id && i < DF__COUNT; i++)
 			if (strcmp(name, docfs_files[i]) == 0)
 				return fs_node_ref(FSN_DOCFS_FILE, NULL, 0, i, FS_INO_DOCFS_FILE(i),
 						   NULL);
@@ -1007,7 +1070,11 @@ static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct d
 			return stats_node(p->db, p->coll, name);
 		if (fi >= 0 && coll_fixed[fi].kind == FSN_OPTIONS && !opts_shown(p)) {
 			dfs_err_set(err, DFS_ENOENT,
-				    "collection has no options ('.options' exists once written)");
+				    opts_hide(p, false, false)
+					    ? "'.options' was unlinked: the collection stays capped "
+					      "(the file is back once written again)"
+					    : "collection has no options ('.options' exists once "
+					      "written)");
 			return NULL;
 		}
 		if (fi >= 0)
@@ -1511,6 +1578,7 @@ static int ix_commit(struct fs_handle *h, struct dfs_err *err)
 		return rc;
 	}
 	if (n->kind == FSN_OPTIONS) {
+		opts_hide(n, false, true); /* written again: shown, whatever the options */
 		rc = fs_options_apply(n->db, n->coll, h->buf.data ? h->buf.data : "", h->buf.len,
 				      err);
 		if (rc)
@@ -3607,7 +3675,12 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 		if (d->kind == FSN_ROOT) {
 			name_list_add(&l, ".docfs");
 			name_list_add(&l, ".snapshots");
+			if (rs_node_active())
+				name_list_add(&l, ".replset");
 			rc = store_db_list(fs_store, name_list_add, &l, &err);
+		} else if (d->kind == FSN_DOCFS_DIR && d->id) {
+			for (int i = DF__COUNT; i < DF__ALL; i++)
+				file_list_add(&l, replset_files[i - DF__COUNT]);
 		} else if (d->kind == FSN_DOCFS_DIR) {
 			for (int i = 0; i < DF__COUNT; i++)
 				file_list_add(&l, docfs_files[i]);
@@ -3861,6 +3934,13 @@ static void fsop_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, p ? EPERM : ESTALE);
 		return;
 	}
+	if (p->kind == FSN_COLL && fixed_index(name) >= 0 &&
+	    coll_fixed[fixed_index(name)].kind == FSN_OPTIONS && opts_shown(p) &&
+	    opts_hide(p, true, false)) {
+		/* note 11: tar x over a capped collection; the cap stays */
+		fuse_reply_err(req, 0);
+		return;
+	}
 	if (p->kind == FSN_COLL && fixed_index(name) >= 0) {
 		reply_msg(req, DFS_EPERM, "unlink '%s': it is part of every collection", name);
 		return;
@@ -3951,6 +4031,16 @@ static int rename_dir_check(struct store_txn *t, const struct store_entry *src,
 	return 0;
 }
 
+/* name as a message shows it: up to 40 bytes, then "...", so that two names of 255 bytes
+ * leave room in the message for the reason (the buffer is 48 bytes). */
+static const char *msg_name(const char *name, char *buf)
+{
+	if (strlen(name) <= 40)
+		return name;
+	snprintf(buf, 48, "%.40s...", name);
+	return buf;
+}
+
 /* note 11: scratch file name in p renamed over the fixed file newname of np's collection
  * (kind FSN_OPTIONS: ".options", or FSN_INDEX: ".indexes/<newname>"), as rsync puts each
  * file in place: its bytes are written to that file (options applied, or the index made;
@@ -3984,6 +4074,7 @@ static void rename_to_fixed(fuse_req_t req, struct fs_node *p, const char *name,
 		store_txn_abort(t);
 	}
 	if (!rc && kind == FSN_OPTIONS) {
+		opts_hide(np, false, true);
 		rc = fs_options_apply(np->db, np->coll, b.data ? b.data : "", b.len, &err);
 	} else if (!rc) {
 		bson_t spec;
@@ -4006,8 +4097,10 @@ static void rename_to_fixed(fuse_req_t req, struct fs_node *p, const char *name,
 		rc = rc ? (store_txn_abort(t), rc) : store_txn_commit(t, &err);
 	}
 	if (rc) {
-		dfs_err_prefix(&err, "rename '%s' to '%s%s': ", name,
-			       kind == FSN_INDEX ? ".indexes/" : "", newname);
+		char s1[48], s2[48];
+
+		dfs_err_prefix(&err, "rename '%s' to '%s%s': ", msg_name(name, s1),
+			       kind == FSN_INDEX ? ".indexes/" : "", msg_name(newname, s2));
 		reply_dfs(req, &err, "rename");
 		return;
 	}
@@ -4164,7 +4257,10 @@ static void fsop_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fus
 	if (!rc && np != p && np->kind != FSN_SAVED_DIR)
 		rc = parent_touch(t, np, &err);
 	if (rc) {
-		dfs_err_prefix(&err, "rename '%s' to '%s': ", name, newname);
+		char s1[48], s2[48];
+
+		dfs_err_prefix(&err, "rename '%s' to '%s': ", msg_name(name, s1),
+			       msg_name(newname, s2));
 		store_txn_abort(t);
 		reply_dfs(req, &err, "rename");
 		return;

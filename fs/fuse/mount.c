@@ -33,6 +33,7 @@
  */
 #define FUSE_USE_VERSION 34
 #include "fs_int.h"
+#include "replset/replset.h"
 #include "wire/wire.h"
 
 #include <errno.h>
@@ -518,6 +519,7 @@ int fs_mount_run(const struct fs_mount_opts *o, struct dfs_err *err)
 	struct fuse_session *se = NULL;
 	struct store *s = NULL;
 	struct wire_server *wire = NULL;
+	struct rs_node *node = NULL;
 	char *opts = NULL;
 	int rc = 0;
 
@@ -586,8 +588,18 @@ int fs_mount_run(const struct fs_mount_opts *o, struct dfs_err *err)
 		fs_notify_stop();
 		goto unmount;
 	}
+	/* a member's write gate is closed before anything is served (member.c note 5) */
+	if (o->replset &&
+	    (rc = rs_node_start(s, o->replset, o->zk, wire ? wire_server_addr(wire, 0) : NULL,
+				&node, err))) {
+		fs_errlog_add("mount: %s", err->msg);
+		fs_ttl_stop();
+		fs_notify_stop();
+		goto unmount;
+	}
 	if (wire && (rc = wire_server_start(wire, err))) {
 		fs_errlog_add("mount: %s", err->msg);
+		rs_node_stop(node);
 		fs_ttl_stop();
 		fs_notify_stop();
 		goto unmount;
@@ -604,6 +616,7 @@ int fs_mount_run(const struct fs_mount_opts *o, struct dfs_err *err)
 	}
 	wire_server_stop(wire); /* its connections end before the store is freed */
 	wire = NULL;
+	rs_node_stop(node);
 	fs_ttl_stop();
 	fs_notify_stop();
 unmount:

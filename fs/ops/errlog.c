@@ -64,6 +64,8 @@ int fs_errno(int code)
 		return EXDEV;
 	case DFS_EACCES:
 		return EACCES;
+	case DFS_EROFS:
+		return EROFS;
 	default:
 		return EIO;
 	}

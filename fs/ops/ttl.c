@@ -65,9 +65,11 @@ static void sweep_all(void)
 			if (deleted > 0)
 				fs_log_info("ttl: deleted %lld expired documents in '%s'",
 					    (long long)deleted, dbs.v[i]);
-		} else if (err.code != DFS_ENOENT && strcmp(err.msg, tlast_err) != 0) {
-			/* A database dropped meanwhile is no failure; a failure that repeats
-			 * every sweep is logged once. */
+		} else if (err.code != DFS_ENOENT && err.code != DFS_EROFS &&
+			   strcmp(err.msg, tlast_err) != 0) {
+			/* A database dropped meanwhile is no failure, nor a replica set's
+			 * secondary's refusal (only the primary's sweeper deletes; its deletes
+			 * are replicated); a failure that repeats every sweep is logged once. */
 			snprintf(tlast_err, sizeof(tlast_err), "%s", err.msg);
 			fs_errlog_add("ttl: database '%s': %s", dbs.v[i], err.msg);
 		}

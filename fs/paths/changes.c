@@ -19,6 +19,13 @@
  * 4. fullDocument=updateLookup reads the document as it is when the event is read, as
  *    MongoDB's does ("some time after the change"); null when it is gone. Post-images
  *    (whenAvailable, required) are not recorded, and are refused.
+ * 5. A store-wide stream that follows (the wire's allChangesForCluster, which a replica
+ *    set's secondaries tail) looks for new databases whenever it has nothing to give: a
+ *    database made after the open is added with all of its events, which all come after
+ *    the open.
+ * 6. startAtOperationTime at or before the oldest event a database still keeps, after
+ *    some were trimmed, may skip trimmed events: ChangeStreamHistoryLost, as MongoDB
+ *    answers a time older than its oplog (a secondary must not think itself in sync).
  */
 #include "fs_int.h"
 
@@ -161,6 +168,8 @@ struct fs_changes {
 	bool ended;			/* an invalidate was given out */
 	struct source *src;		/* Owned: one per database */
 	size_t nsrc;
+	struct store *store; /* Borrowed: a store-wide follow=1 stream's store, whose databases
+			      * made after the open are added as they appear (note 5) */
 };
 
 static void source_clear(struct source *s)
@@ -419,6 +428,16 @@ static int resume_at(struct fs_changes *c, const char *hex, bool start_after, st
 	return 0;
 }
 
+struct first_ts {
+	uint64_t ts; /* the clusterTime of the oldest event kept (0: none) */
+};
+
+static int first_kept(void *ctx, const struct store_event *e)
+{
+	((struct first_ts *)ctx)->ts = e->ts;
+	return 1;
+}
+
 static int add_source(struct fs_changes *c, struct store_db *db, struct dfs_err *err)
 {
 	struct source *n = realloc(c->src, (c->nsrc + 1) * sizeof(*n));
@@ -446,6 +465,9 @@ static int add_db(void *ctx, const char *name)
 
 	if (store_db_get(d->s, name, false, &db, NULL))
 		return 0; /* dropped meanwhile */
+	for (size_t i = 0; i < d->c->nsrc; i++)
+		if (d->c->src[i].db == db)
+			return 0; /* a source already (note 5) */
 	return add_source(d->c, db, d->err);
 }
 
@@ -472,6 +494,7 @@ int fs_changes_open(struct store *s, struct store_db *db, const char *coll, cons
 		struct dbs_ctx d = {c, s, err};
 
 		rc = store_db_list(s, add_db, &d, err);
+		c->store = s;
 	}
 	for (const char *p = opts ? opts : ""; !rc && *p;) {
 		const char *amp = fs_path_split(p, "&"), *eq;
@@ -562,6 +585,17 @@ int fs_changes_open(struct store *s, struct store_db *db, const char *coll, cons
 		if ((rc = store_txn_begin(src->db, false, &t, err)))
 			break;
 		rc = store_events_span(t, NULL, &sp, err);
+		if (!rc && c->start_ts && sp.cut > 0) { /* note 6 */
+			struct first_ts ft = {0};
+
+			rc = store_events_list(t, NULL, sp.cut, first_kept, &ft, err);
+			if (!rc && (!ft.ts || c->start_ts <= ft.ts))
+				rc = dfs_err_set(err, DFS_EINVAL,
+						 "startAtOperationTime is older than the oldest "
+						 "event database '%s' keeps "
+						 "(ChangeStreamHistoryLost, code 286)",
+						 store_db_name(src->db));
+		}
 		store_txn_abort(t);
 		if (rc)
 			break;
@@ -692,6 +726,12 @@ int fs_changes_next(struct fs_changes *c, size_t want, struct dfs_buf *out,
 			if (stop && stop(ctx))
 				return dfs_err_set(err, DFS_EINTR, "change stream read interrupted");
 			nanosleep(&ts, NULL);
+			if (c->store) { /* note 5 */
+				struct dbs_ctx d = {c, c->store, err};
+
+				if ((rc = store_db_list(c->store, add_db, &d, err)))
+					return rc;
+			}
 			continue;
 		}
 		p = &s->q[s->qi++];

@@ -47,8 +47,11 @@ static const char usage_text[] =
 	"      without users), cursor_timeout_s=N (close wire cursors idle for N seconds, 600),\n"
 	"      tls_cert=FILE,tls_key=FILE (TLS for the wire's TCP clients, PEM files; plaintext\n"
 	"      TCP clients are refused).\n"
+	"      replset=NAME,zk=HOST:PORT[;HOST:PORT...] (a member of replica set NAME, known\n"
+	"      by its first listen= address as rs.conf() names it; ZooKeeper holds the set's\n"
+	"      configuration and elections; see README \"Replica sets\").\n"
 	"  serve STORE [--listen ADDR]... [--noauth] [--log FILE] [--cursor-timeout-s N]\n"
-	"        [--tls-cert FILE --tls-key FILE]\n"
+	"        [--tls-cert FILE --tls-key FILE] [--replset NAME --zk HOST:PORT[;...]]\n"
 	"      Serve the store to MongoDB clients (mongosh, drivers) over the wire protocol,\n"
 	"      without FUSE, until SIGINT or SIGTERM. ADDR is HOST:PORT, :PORT or a Unix socket\n"
 	"      path (default 127.0.0.1:27017); a non-loopback HOST needs users in the store\n"
@@ -153,11 +156,11 @@ static const char usage_text[] =
 	"      is a local cache) and several routers serve the cluster at once.\n"
 	"      listen=ADDR (as mount's) also answers MongoDB's wire protocol as a mongos:\n"
 	"      mongosh's sh.* helpers, routed finds and writes, the config database.\n"
-	"  rs ZK SET initiate CONF | conf | reconfig CONF | add HOST|MEMBER | remove HOST\n"
-	"      rs.initiate(), rs.conf(), rs.reconfig(), rs.add(), rs.remove() of replica set\n"
-	"      SET, whose configuration ZooKeeper at ZK (host:port, several joined by ';')\n"
-	"      keeps; prints MongoDB's reply, exit status 1 when refused (nothing changed).\n"
-	"      Members that run the set are not built yet (README.md, Replica sets).\n"
+	"  rs ZK SET initiate CONF | conf | status | reconfig CONF | add HOST|MEMBER | remove HOST\n"
+	"      rs.initiate(), rs.conf(), rs.status(), rs.reconfig(), rs.add(), rs.remove() of\n"
+	"      replica set SET, whose configuration ZooKeeper at ZK (host:port, several\n"
+	"      joined by ';') keeps; prints MongoDB's reply, exit status 1 when refused\n"
+	"      (nothing changed). Members: mount's replset= (README.md, Replica sets).\n"
 	"  version\n"
 	"      Print the version.\n"
 	"\n"
@@ -278,6 +281,10 @@ static int mount_args(int argc, char **argv, struct mount_strs *ms)
 					o.listen[o.nlisten++] = tok[6] ? tok + 7 : "";
 				} else if (strcmp(tok, "noauth") == 0) {
 					o.noauth = true;
+				} else if (strncmp(tok, "replset=", 8) == 0) {
+					o.replset = tok + 8;
+				} else if (strncmp(tok, "zk=", 3) == 0) {
+					o.zk = tok + 3;
 				} else if (strncmp(tok, "tls_cert=", 9) == 0) {
 					o.tls_cert = tok + 9;
 				} else if (strncmp(tok, "tls_key=", 8) == 0) {
@@ -346,6 +353,9 @@ static int mount_args(int argc, char **argv, struct mount_strs *ms)
 	}
 	if (npos != 2)
 		return fail("mount", "needs STORE and MOUNTPOINT (see docfs --help)");
+	if ((o.replset || o.zk) && (!o.replset || !o.replset[0] || !o.zk || !o.zk[0] || !o.nlisten))
+		return fail("mount", "a replica set member needs replset=NAME, zk=HOST:PORT and a "
+				     "listen=ADDR (its name in rs.conf())");
 	o.store = pos[0];
 	o.mountpoint = pos[1];
 	o.fuse_opts = ms->fuse_opts.data;
@@ -1845,6 +1855,8 @@ static int cmd_user(int argc, char **argv)
 static int cmd_serve(int argc, char **argv)
 {
 	const char *addrs[FS_MAX_LISTEN], *store_dir = NULL, *log = "-", *cert = NULL, *key = NULL;
+	const char *replset = NULL, *zk = NULL;
+	struct rs_node *node = NULL;
 	struct dfs_err err = {0};
 	struct wire_server *w = NULL;
 	struct store *s = NULL;
@@ -1867,6 +1879,10 @@ static int cmd_serve(int argc, char **argv)
 			cert = argv[++i];
 		} else if (!strcmp(argv[i], "--tls-key") && i + 1 < argc) {
 			key = argv[++i];
+		} else if (!strcmp(argv[i], "--replset") && i + 1 < argc) {
+			replset = argv[++i];
+		} else if (!strcmp(argv[i], "--zk") && i + 1 < argc) {
+			zk = argv[++i];
 		} else if (!strcmp(argv[i], "--log") && i + 1 < argc) {
 			log = argv[++i];
 		} else if (!strcmp(argv[i], "--cursor-timeout-s") && i + 1 < argc) {
@@ -1886,6 +1902,10 @@ static int cmd_serve(int argc, char **argv)
 	}
 	if (!store_dir)
 		return fail("serve", "needs STORE (see docfs --help)");
+	if ((replset || zk) && (!replset || !replset[0] || !zk || !zk[0] || !n))
+		return fail("serve",
+			    "a replica set member needs --replset NAME, --zk HOST:PORT and "
+			    "a --listen ADDR (its name in rs.conf())");
 	if (n == 0)
 		addrs[n++] = "";
 	if (fs_errlog_open(log, &err))
@@ -1906,8 +1926,15 @@ static int cmd_serve(int argc, char **argv)
 	}
 	fs_curop_start();
 	fs_store = s; /* the profiler writes <db>.system.profile of the served store */
+	if (replset && rs_node_start(s, replset, zk, wire_server_addr(w, 0), &node, &err)) {
+		wire_server_stop(w);
+		fs_store = NULL;
+		store_free(s);
+		return fail("serve", "%s", err.msg);
+	}
 	if (wire_server_start(w, &err)) {
 		wire_server_stop(w);
+		rs_node_stop(node);
 		fs_store = NULL;
 		store_free(s);
 		return fail("serve", "%s", err.msg);
@@ -1918,6 +1945,7 @@ static int cmd_serve(int argc, char **argv)
 	sigwait(&sigs, &sig);
 	fs_log_info("serve: signal %d: stopping", sig);
 	wire_server_stop(w);
+	rs_node_stop(node);
 	fs_store = NULL;
 	store_free(s);
 	fs_errlog_open(NULL, NULL);
