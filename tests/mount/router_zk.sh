@@ -13,13 +13,13 @@ for i in 0 1 2; do mkdir -p "$T/s$i" "$T/m$i"; done
 mkdir -p "$T/r1" "$T/r2" "$T/r3"
 zk_router_cleanup() {
 	local rc=$? pids
+	zk_stop # first: its kill fails (and ends the trap) once the jobs' kill took the server
 	kill $(jobs -p) 2> /dev/null || true
 	pids=$(pgrep -f -- "docfs (router .*$T/r[0-9]\$|mount .*$T/m[0-9]\$)" || true)
 	for m in "$T/r1" "$T/r2" "$T/r3" "$T/m0" "$T/m1" "$T/m2"; do
 		mountpoint -q "$m" && { fusermount3 -u "$m" 2> /dev/null || fusermount3 -uz "$m" || true; }
 	done
 	for p in $pids; do wait_gone "$p" || true; done
-	zk_stop
 	cleanup "$rc"
 }
 trap zk_router_cleanup EXIT
