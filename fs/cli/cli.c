@@ -151,10 +151,13 @@ static const char usage_text[] =
 	"      sh.status(). No documents move yet (README.md, Sharding).\n"
 	"  router CONFIG_STORE MOUNTPOINT [-f]\n"
 	"         [-o log=FILE,balancer_ms=N,chunk_mb=N,listen=ADDR,noauth,...]\n"
+	"         [-o zk=HOST:PORT[;HOST:PORT],cluster=NAME]\n"
 	"      Mount the cluster of CONFIG_STORE: one namespace over the shards' mounted\n"
 	"      directories (config.shards hosts), writes sent to the shard owning each\n"
 	"      shard key, queries to the shards their filter targets; /.cluster/command\n"
-	"      takes the admin commands; a balancer moves chunks (every 10 s).\n"
+	"      takes the admin commands; a balancer moves chunks (every 10 s). With zk=,\n"
+	"      the cluster config lives in ZooKeeper under /docfs/cluster/NAME (CONFIG_STORE\n"
+	"      is a local cache) and several routers serve the cluster at once.\n"
 	"      listen=ADDR (as mount's) also answers MongoDB's wire protocol as a mongos:\n"
 	"      mongosh's sh.* helpers, routed finds and writes, the config database.\n"
 	"  rs ZK SET initiate CONF | conf | status | reconfig CONF | add HOST|MEMBER | remove HOST\n"
@@ -1595,7 +1598,7 @@ static int cmd_router(int argc, char **argv)
 	struct dfs_err err = {0};
 	struct dfs_buf fuse_opts;
 	const char *pos[2];
-	char *copy = NULL, *log = NULL;
+	char *copy = NULL, *log = NULL, *zk = NULL, *cluster = NULL;
 	int npos = 0, rc = 0;
 
 	dfs_buf_init(&fuse_opts);
@@ -1631,6 +1634,12 @@ static int cmd_router(int argc, char **argv)
 							strdup(tok[6] ? tok + 7 : "");
 				} else if (!strcmp(tok, "noauth")) {
 					o.noauth = true;
+				} else if (!strncmp(tok, "zk=", 3)) {
+					free(zk);
+					zk = strdup(tok + 3);
+				} else if (!strncmp(tok, "cluster=", 8)) {
+					free(cluster);
+					cluster = strdup(tok + 8);
 				} else if (!strncmp(tok, "balancer_ms=", 12)) {
 					char *end;
 					long v = strtol(tok + 12, &end, 10);
@@ -1654,7 +1663,13 @@ static int cmd_router(int argc, char **argv)
 	}
 	if (!rc && npos != 2)
 		rc = fail("router", "needs CONFIG_STORE and MOUNTPOINT (see docfs --help)");
+	if (!rc && (zk && !zk[0]))
+		rc = fail("router", "zk= needs HOST:PORT[;HOST:PORT...]");
+	if (!rc && !zk != !cluster)
+		rc = fail("router", "zk= and cluster=NAME go together");
 	if (!rc) {
+		o.zk = zk;
+		o.cluster = cluster;
 		o.config = pos[0];
 		o.mountpoint = pos[1];
 		o.log = log;
@@ -1664,6 +1679,8 @@ static int cmd_router(int argc, char **argv)
 	}
 	free(copy);
 	free(log);
+	free(zk);
+	free(cluster);
 	for (int i = 0; i < o.nlisten; i++)
 		free((char *)o.listen[i]);
 	dfs_buf_release(&fuse_opts);
@@ -1693,6 +1710,10 @@ static int cmd_cluster(int argc, char **argv)
 	if (strcmp(argv[2], "status") != 0 &&
 	    store_codec_parse_doc(argv[2], strlen(argv[2]), &cmd, &err))
 		return fail("cluster", "command: %s", err.msg);
+	if (router_cfg_zk_cache(argv[1], &err)) {
+		bson_destroy(&cmd);
+		return fail("cluster", "%s", err.msg);
+	}
 	dfs_buf_init(&out);
 	if (strcmp(argv[2], "status") != 0 && first_key_is(&cmd, "moveChunk")) {
 		/* the documents move too, unless a router serves this config */

@@ -20,6 +20,9 @@
  *    documents' keys read, counted per chunk, and its biggest chunk (documents times the
  *    shard's average size) split when over. MongoDB splits as inserts come; here it
  *    happens at the next round, so a chunk can grow past the size in between.
+ * 5. With zk= (several routers over one cluster) a round runs only in the router holding
+ *    the balancer's lock, an ephemeral znode (zkcfg.c): when that router ends or dies,
+ *    its session's end frees the lock and another router's next round takes it.
  * 3. What it did is logged ("balancer: moved chunk ... from A to B") to the log file and
  *    counted in /.cluster/balancer's docfs figures (rounds, moves, splits, lastError).
  */
@@ -116,13 +119,16 @@ static int threshold(int nchunks)
 
 struct commit_ctx {
 	bson_t cmd, reply;
+	const char *ns, *from, *to;
+	const bson_t *min, *max;
 };
 
 static int commit_move(void *ctx, struct dfs_err *err)
 {
 	struct commit_ctx *c = ctx;
 
-	return router_config_command(&c->cmd, &c->reply, err);
+	/* the chunk must still be where it was (another router's move or split) */
+	return router_commit_move(c->ns, c->min, c->max, c->from, c->to, &c->reply, err);
 }
 
 /* Moves chunk idx of ns to shard to (migrate.c). */
@@ -141,6 +147,11 @@ static int move(const struct router_ns *rns, const char *ns, const char *db, con
 	BSON_APPEND_DOCUMENT(&arr, "1", rns->map.c[idx].max);
 	bson_append_array_end(&cc.cmd, &arr);
 	BSON_APPEND_UTF8(&cc.cmd, "to", to);
+	cc.ns = ns;
+	cc.min = rns->map.c[idx].min;
+	cc.max = rns->map.c[idx].max;
+	cc.from = rns->map.c[idx].shard;
+	cc.to = to;
 	rc = router_migrate(rns, db, coll, idx, to, commit_move, &cc, NULL, err);
 	if (!rc) {
 		struct dfs_buf b;
@@ -453,6 +464,9 @@ static void round_once(void)
 	bson_t **colls = NULL;
 	int n = 0, rc;
 
+	/* with zk=, one router of the cluster balances: the one holding its lock */
+	if (!router_zk_balancer_turn())
+		return;
 	/* the range deleter runs whether or not the balancer is on (migrate.c note 6) */
 	router_migrations_recover();
 	if (router_balancer_stopped())
@@ -489,7 +503,8 @@ static void *balancer_main(void *arg)
 	(void)arg;
 	/* a router killed during a migration left its documents on two shards: settle that
 	 * first (migrate.c note 6) */
-	router_migrations_recover();
+	if (router_zk_balancer_turn())
+		router_migrations_recover();
 	pthread_mutex_lock(&B.lock);
 	while (!B.stop) {
 		struct timespec ts;
@@ -545,5 +560,9 @@ void router_balancer_figures(bson_t *out)
 	BSON_APPEND_INT32(&d, "moves", (int32_t)B.moves);
 	BSON_APPEND_INT32(&d, "splits", (int32_t)B.splits);
 	BSON_APPEND_UTF8(&d, "lastError", B.last_error);
+	if (router_zk_on()) {
+		BSON_APPEND_UTF8(&d, "router", router_zk_id());
+		BSON_APPEND_BOOL(&d, "holdsLock", router_zk_balancer_held());
+	}
 	bson_append_document_end(out, &d);
 }

@@ -43,6 +43,23 @@
  *    recipient's; committed but not cleaned: the donor's). It runs when a router's
  *    balancer thread starts, at every balancer round (balancer on or off), and before a
  *    `docfs cluster` moveChunk; an entry whose shard is unreachable waits for the next.
+ * 7. With zk= (several routers over one cluster, zkcfg.c) the other routers' routed
+ *    operations are not held off by this router's routing lock, so a migration also
+ *    waits for their acknowledgements (zkcfg.c note 5) at three points: (a) after its log
+ *    entry (which now names its router, and which an entry of another router for the
+ *    same chunk refuses: ConflictingOperationInProgress) - every router then sees the
+ *    migration in config.migrations (router_migration_of) and keeps each document only
+ *    from its chunk's owner; (b) after the entry is marked `critical`, before the last
+ *    catch-up - every other router then holds off db.coll (mount.c note 7) until the
+ *    chunk has a new owner or the entry loses the mark, so none writes to the donor
+ *    after the last catch-up; (c) after the commit, before the donor's copy is deleted -
+ *    no router reads it any more. The commit itself checks that the chunk is still on
+ *    the source with the same bounds (router_commit_move), in the same compare-and-set,
+ *    so a router that lost a race to another's move or split commits nothing. A router
+ *    that does not acknowledge within ZK_ACK_MS fails the migration (before the commit)
+ *    or leaves the donor's copy to the range deleter (after it). The range deleter
+ *    settles only the entries of routers that are gone (their routers/ znode), and runs
+ *    in the router holding the balancer's lock.
  */
 #include "router.h"
 
@@ -59,6 +76,7 @@
 #include "fs_int.h"
 
 #define COPY_BATCH 2000 /* operations per .bulk write */
+#define ZK_ACK_MS 20000 /* how long a migration waits for the other routers (note 7) */
 
 static struct {
 	pthread_mutex_t lock;
@@ -78,6 +96,21 @@ bool router_migration_of(const char *db, const char *coll, char *from, size_t ca
 	if (yes && from)
 		snprintf(from, cap, "%s", M.from);
 	pthread_mutex_unlock(&M.lock);
+	if (!yes && router_zk_on()) {
+		/* another router's migration: its entry in config.migrations (note 7) */
+		bson_t **docs = NULL, *f = BCON_NEW("ns", BCON_UTF8(ns));
+		int n = 0;
+		bson_iter_t it;
+
+		if (!router_cfg_read_list("migrations", f, &docs, &n, NULL) && n > 0) {
+			yes = true;
+			if (from && bson_iter_init_find(&it, docs[0], "from") &&
+			    BSON_ITER_HOLDS_UTF8(&it))
+				snprintf(from, cap, "%s", bson_iter_utf8(&it, NULL));
+		}
+		router_docs_free(docs, n);
+		bson_destroy(f);
+	}
 	return yes;
 }
 
@@ -374,6 +407,8 @@ static void log_entry(const struct mig *m, const bson_t *min, const bson_t *max,
 	BSON_APPEND_UTF8(out, "from", m->from->name);
 	BSON_APPEND_UTF8(out, "to", m->to->name);
 	BSON_APPEND_DATE_TIME(out, "started", (int64_t)time(NULL) * 1000);
+	if (router_zk_on())
+		BSON_APPEND_UTF8(out, "router", router_zk_id());
 }
 
 /* Deletes the entry with the _id of entry. */
@@ -480,6 +515,14 @@ int router_migrations_recover(void)
 	M.from[0] = M.to[0] = 0;
 	pthread_mutex_unlock(&M.lock);
 	for (int i = 0; i < n; i++) {
+		bson_iter_t it;
+
+		/* a live router's entry is its running migration (note 7) */
+		if (router_zk_on() && bson_iter_init_find(&it, docs[i], "router") &&
+		    BSON_ITER_HOLDS_UTF8(&it) &&
+		    strcmp(bson_iter_utf8(&it, NULL), router_zk_id()) &&
+		    router_zk_alive(bson_iter_utf8(&it, NULL)))
+			continue;
 		dfs_err_clear(&err);
 		if (settle(docs[i], &err))
 			fs_errlog_add("migration recovery: %s", err.msg);
@@ -524,12 +567,28 @@ int router_migrate(const struct router_ns *ns, const char *db, const char *coll,
 	pthread_mutex_unlock(&M.lock);
 
 	bson_t entry;
+	bool zk = router_zk_on(), critical = false;
 
-	/* logged before the first document moves, settled after the last (note 6) */
+	/* logged before the first document moves, settled after the last (note 6); with
+	 * zk=, an entry of another router for the same chunk refuses this one, and every
+	 * router must know of it before documents are on two shards (note 7) */
 	bson_init(&entry);
 	log_entry(&m, ns->map.c[idx].min, ns->map.c[idx].max, &entry);
 	bulk_init(&b, m.to, db, coll);
-	rc = router_cfg_write("migrations", &entry, NULL, err);
+	if (!zk) {
+		rc = router_cfg_write("migrations", &entry, NULL, err);
+	} else if ((rc = router_cfg_insert_new("migrations", &entry, err)) == DFS_EBUSY) {
+		dfs_err_clear(err);
+		rc = dfs_err_set(
+			err, DFS_EBUSY,
+			"ConflictingOperationInProgress (117): another router is migrating "
+			"that chunk of %s.%s",
+			db, coll);
+		bson_reinit(&entry); /* not ours: left alone below */
+	} else if (!rc && (rc = router_zk_wait_acks(router_zk_version(), ZK_ACK_MS, err))) {
+		log_done(&entry, NULL);
+		bson_reinit(&entry);
+	}
 	if (!rc)
 		rc = changes_end(&m, &m.changes_off, err);
 	if (!rc)
@@ -539,6 +598,18 @@ int router_migrate(const struct router_ns *ns, const char *db, const char *coll,
 	for (int round = 0; !rc && round < 8; round++) {
 		if ((rc = catch_up(&m, &b, &events, err)) || !events)
 			break;
+	}
+	if (!rc && zk) {
+		/* the other routers hold off db.coll before the last catch-up (note 7) */
+		bson_t crit = BSON_INITIALIZER;
+
+		bson_copy_to_excluding_noinit(&entry, &crit, "critical", NULL);
+		BSON_APPEND_BOOL(&crit, "critical", true);
+		rc = router_cfg_write("migrations", &crit, NULL, err);
+		bson_destroy(&crit);
+		critical = !rc;
+		if (!rc)
+			rc = router_zk_wait_acks(router_zk_version(), ZK_ACK_MS, err);
 	}
 	if (!rc) {
 		/* the critical section (note 1d) */
@@ -568,6 +639,12 @@ int router_migrate(const struct router_ns *ns, const char *db, const char *coll,
 		}
 		if (!rc)
 			committed = !(rc = commit(ctx, err));
+		/* no router reads or writes the donor's copy when it goes (note 7) */
+		if (!rc && zk && (rc = router_zk_wait_acks(router_zk_version(), ZK_ACK_MS, err)))
+			dfs_err_prefix(err,
+				       "the chunk moved, but its documents stay on %s as orphans "
+				       "(the range deleter removes them): ",
+				       m.from->name);
 		if (!rc) {
 			struct bulk del;
 
@@ -588,14 +665,21 @@ int router_migrate(const struct router_ns *ns, const char *db, const char *coll,
 	if (!rc) {
 		dfs_err_clear(err);
 		log_done(&entry, NULL);
-	} else if (!committed) {
-		/* what was copied to the destination goes now, not at the next recovery */
+	} else if (!committed && !bson_empty(&entry)) {
+		/* what was copied to the destination goes now, not at the next recovery; by
+		 * the config as it is now (another router may have moved the chunk there) */
 		struct dfs_err e = {0};
+		struct router_ns now;
 		int64_t n = 0;
 
-		if (!range_delete(ns, db, coll, m.to, ns->map.c[idx].min, ns->map.c[idx].max,
-				  &n, &e))
-			log_done(&entry, NULL);
+		if (critical)
+			router_cfg_write("migrations", &entry, NULL, &e); /* others go on */
+		if (!router_ns_read(db, coll, &now, &e)) {
+			if (now.sharded && !range_delete(&now, db, coll, m.to, ns->map.c[idx].min,
+							 ns->map.c[idx].max, &n, &e))
+				log_done(&entry, NULL);
+			router_ns_release(&now);
+		}
 	}
 	bson_destroy(&entry);
 	if (stats) {

@@ -24,8 +24,9 @@
  *    (the reply, pretty JSON, is read back on the same descriptor, at offset 0 or at the
  *    offset the write ended), or at the close when nothing read it: a failed command then
  *    fails the close (EINVAL) with its errmsg in /.docfs/errors. The other /.cluster/ files
- *    are snapshots made at open: shards, databases, collections, chunks and zones (the
- *    config documents as JSON Lines), balancer (balancerStatus) and status (sh.status()).
+ *    are snapshots made at open: shards, databases, collections, chunks, zones and
+ *    migrations (the config documents as JSON Lines: the migration log of migrate.c note
+ *    6), balancer (balancerStatus) and status (sh.status()).
  * 4. Errors: a failed operation returns the shard's errno; its message (the shard's own,
  *    from the shard's /.docfs/errors, prefixed with the shard's name) goes to the router's
  *    /.docfs/errors, as does "shard 'X' (<host>) is unreachable: ..." (EIO).
@@ -34,11 +35,21 @@
  *    A migration's critical section must hold off every writer of the collection, and the
  *    CLI cannot hold off a router's: with a router mounted the CLI refuses and names
  *    /.cluster/command, and a router does not start during a CLI migration.
+ *    With -o zk= (zkcfg.c) there is no lock: CONFIG_STORE is this router's cache of the
+ *    config in ZooKeeper, several routers serve one cluster, and migrations wait for the
+ *    other routers instead (migrate.c note 7).
  * 6. A shard that is gone fails only what needs it. A database or collection directory is
  *    there when any shard has it; the fixed paths of a sharded collection (query/,
  *    explain/, .indexes, ...) are the primary's, or another shard's while the primary is
  *    unreachable, so a query that targets the shards still there keeps working. The
  *    primary's own paths (scratch files) fail naming it.
+ * 7. With zk=, every config read first makes the cache current (zkcfg.c note 2) and every
+ *    config write is a compare-and-set in ZooKeeper, run again over the winner's config
+ *    when another router committed first (router_config_update). While another live
+ *    router's migration of a collection is in its critical section (its config.migrations
+ *    entry is `critical` and the chunk is still on the source), ns_load of that collection
+ *    waits, with the routing lock let go so that this router's refresher can take it and
+ *    acknowledge the commit; after 60 s it fails with EBUSY.
  */
 #define FUSE_USE_VERSION 34
 #include <fuse.h>
@@ -73,35 +84,134 @@ static struct {
 /* Routed reads and writes hold it shared, a migration's critical section exclusively
  * (migrate.c note 1d); writers are preferred so a migration is not starved. */
 static pthread_rwlock_t routing;
+/* The calling thread holds it shared (ns_load lets it go while it waits, note 7). */
+static _Thread_local int routing_shared;
 
 void router_routing_lock(bool exclusive)
 {
-	if (exclusive)
+	if (exclusive) {
 		pthread_rwlock_wrlock(&routing);
-	else
+	} else {
 		pthread_rwlock_rdlock(&routing);
+		routing_shared++;
+	}
 }
 
 void router_routing_unlock(void)
 {
+	if (routing_shared > 0)
+		routing_shared--;
 	pthread_rwlock_unlock(&routing);
 }
 
 /* ---- the config (note 1) ------------------------------------------------------------ */
 
+/* With zk=, the local config made current first (zkcfg.c note 2), under R.lock. A read
+ * goes on over the cache when ZooKeeper cannot be reached (the failure logged); a write
+ * fails. */
+static int zk_sync(bool for_write, struct dfs_err *err)
+{
+	struct dfs_err e = {0};
+
+	if (!router_zk_on() || !router_zk_sync(R.db, false, &e))
+		return 0;
+	if (for_write) {
+		*err = e;
+		return e.code;
+	}
+	static time_t logged; /* once a minute at most (R.lock held) */
+
+	if (time(NULL) - logged >= 60) {
+		logged = time(NULL);
+		fs_errlog_add("router: %s (serving the config last loaded)", e.msg);
+	}
+	return 0;
+}
+
+/* Whether another live router's migration of db.coll is in its critical section and has
+ * not committed yet (note 7): its entry in config.migrations says critical, and the chunk
+ * is still on the migration's source. */
+static bool held_off(struct router_cfg *c, const char *db, const char *coll,
+		     const struct router_ns *ns)
+{
+	char full[2 * DFS_MAX_NS_NAME + 2];
+	bson_t **docs = NULL, *f;
+	bool held = false;
+	int n = 0;
+
+	if (!ns->sharded)
+		return false;
+	snprintf(full, sizeof(full), "%s.%s", db, coll);
+	f = BCON_NEW("ns", BCON_UTF8(full), "critical", BCON_BOOL(true));
+	if (router_cfg_list(c, "migrations", f, NULL, &docs, &n, NULL))
+		n = 0;
+	for (int i = 0; i < n && !held; i++) {
+		bson_t *min = router_doc_field(docs[i], "min"),
+		       *max = router_doc_field(docs[i], "max");
+		bson_iter_t it;
+		const char *who = "", *from = "";
+
+		if (bson_iter_init_find(&it, docs[i], "router") && BSON_ITER_HOLDS_UTF8(&it))
+			who = bson_iter_utf8(&it, NULL);
+		if (bson_iter_init_find(&it, docs[i], "from") && BSON_ITER_HOLDS_UTF8(&it))
+			from = bson_iter_utf8(&it, NULL);
+		if (min && max && strcmp(who, router_zk_id()) && router_zk_alive(who))
+			for (int k = 0; k < ns->map.n && !held; k++)
+				held = !query_shard_bound_compare(ns->map.c[k].min, min) &&
+				       !query_shard_bound_compare(ns->map.c[k].max, max) &&
+				       !strcmp(ns->map.c[k].shard, from);
+		if (min)
+			bson_destroy(min);
+		if (max)
+			bson_destroy(max);
+	}
+	router_docs_free(docs, n);
+	bson_destroy(f);
+	return held;
+}
+
+#define HELD_OFF_WAIT_MS 60000
+
 static int ns_load(const char *db, const char *coll, struct router_ns *ns, struct dfs_err *err)
 {
-	struct router_cfg c = {.st = R.st, .db = R.db};
-	int rc;
+	int zrc;
 
-	pthread_mutex_lock(&R.lock);
-	rc = store_txn_begin(R.db, false, &c.t, err);
-	if (!rc) {
-		rc = router_ns_load(&c, db, coll, ns, err);
-		store_txn_abort(c.t);
+	/* with zk=, a router cut off from ZooKeeper routes nothing (zkcfg.c note 6) */
+	if (db && coll && (zrc = router_zk_check(err)))
+		return zrc;
+	for (int waited = 0;; waited += 20) {
+		struct router_cfg c = {.st = R.st, .db = R.db};
+		bool held = false;
+		int rc;
+
+		pthread_mutex_lock(&R.lock);
+		zk_sync(false, err);
+		rc = store_txn_begin(R.db, false, &c.t, err);
+		if (!rc) {
+			rc = router_ns_load(&c, db, coll, ns, err);
+			held = !rc && db && coll && router_zk_on() && held_off(&c, db, coll, ns);
+			store_txn_abort(c.t);
+		}
+		pthread_mutex_unlock(&R.lock);
+		if (!held)
+			return rc;
+		router_ns_release(ns);
+		if (waited >= HELD_OFF_WAIT_MS)
+			return dfs_err_set(
+				err, DFS_EBUSY,
+				"%s.%s: a chunk migration of another router stayed in its "
+				"critical section for %d s",
+				db, coll, HELD_OFF_WAIT_MS / 1000);
+		/* the routing lock is let go meanwhile, so this router's refresher can
+		 * acknowledge the migration's commit (zkcfg.c note 5) */
+		int held_shared = routing_shared;
+
+		if (held_shared)
+			router_routing_unlock();
+		usleep(20000);
+		if (held_shared)
+			router_routing_lock(false);
 	}
-	pthread_mutex_unlock(&R.lock);
-	return rc;
 }
 
 int router_ns_read(const char *db, const char *coll, struct router_ns *out, struct dfs_err *err)
@@ -116,6 +226,7 @@ int router_cfg_read_list(const char *coll, const bson_t *filter, bson_t ***docs,
 	int rc;
 
 	pthread_mutex_lock(&R.lock);
+	zk_sync(false, err);
 	rc = store_txn_begin(R.db, false, &c.t, err);
 	if (!rc) {
 		rc = router_cfg_list(&c, coll, filter, NULL, docs, n, err);
@@ -125,23 +236,53 @@ int router_cfg_read_list(const char *coll, const bson_t *filter, bson_t ***docs,
 	return rc;
 }
 
+struct cfg_write {
+	const char *coll;
+	const bson_t *put, *del;
+	bool only_new; /* put must not replace a document */
+};
+
+static int cfg_write_fn(struct router_cfg *c, void *ctx, struct dfs_err *err)
+{
+	struct cfg_write *w = ctx;
+	int rc = 0;
+
+	if (w->only_new) {
+		bson_t f = BSON_INITIALIZER, have = BSON_INITIALIZER;
+		bson_iter_t it;
+
+		if (bson_iter_init_find(&it, w->put, "_id"))
+			bson_append_value(&f, "_id", 3, bson_iter_value(&it));
+		rc = router_cfg_get(c, w->coll, &f, &have, err);
+		if (rc == 0) {
+			rc = dfs_err_set(err, DFS_EBUSY, "config.%s already holds that _id",
+					 w->coll);
+		} else if (rc == DFS_ENOENT) {
+			dfs_err_clear(err);
+			rc = 0;
+		}
+		bson_destroy(&f);
+		bson_destroy(&have);
+	}
+	if (!rc && w->put)
+		rc = router_cfg_put(c, w->coll, w->put, err);
+	if (!rc && w->del)
+		rc = router_cfg_del(c, w->coll, w->del, NULL, err);
+	return rc;
+}
+
 int router_cfg_write(const char *coll, const bson_t *put, const bson_t *del, struct dfs_err *err)
 {
-	struct router_cfg c = {.st = R.st, .db = R.db};
-	int rc;
+	struct cfg_write w = {coll, put, del, false};
 
-	pthread_mutex_lock(&R.lock);
-	rc = store_txn_begin(R.db, true, &c.t, err);
-	if (!rc && put)
-		rc = router_cfg_put(&c, coll, put, err);
-	if (!rc && del)
-		rc = router_cfg_del(&c, coll, del, NULL, err);
-	if (!rc)
-		rc = router_cfg_commit(&c, err);
-	if (c.t)
-		store_txn_abort(c.t);
-	pthread_mutex_unlock(&R.lock);
-	return rc;
+	return router_config_update(cfg_write_fn, &w, err);
+}
+
+int router_cfg_insert_new(const char *coll, const bson_t *doc, struct dfs_err *err)
+{
+	struct cfg_write w = {coll, doc, NULL, true};
+
+	return router_config_update(cfg_write_fn, &w, err);
 }
 
 bool router_balancer_stopped(void)
@@ -191,9 +332,9 @@ struct rp {
 	const char *rel;  /* the path without its leading '/' */
 };
 
-static const char *const cluster_files[] = {"command",	   "shards", "databases",
-					    "collections", "chunks", "zones",
-					    "balancer",	   "status", NULL};
+static const char *const cluster_files[] = {"command", "shards", "databases",  "collections",
+					    "chunks",  "zones",	 "migrations", "balancer",
+					    "status",  NULL};
 
 static bool cluster_file(const char *name)
 {
@@ -603,6 +744,7 @@ static int cluster_render(const char *name, struct dfs_buf *out, struct dfs_err 
 	int rc;
 
 	pthread_mutex_lock(&R.lock);
+	zk_sync(false, err);
 	rc = store_txn_begin(R.db, false, &c.t, err);
 	if (!rc && !strcmp(name, "status")) {
 		rc = router_cluster_status(&c, out, err);
@@ -640,17 +782,30 @@ static int cluster_render(const char *name, struct dfs_buf *out, struct dfs_err 
 int router_config_update(int (*fn)(struct router_cfg *c, void *ctx, struct dfs_err *err), void *ctx,
 			 struct dfs_err *err)
 {
-	struct router_cfg c = {.st = R.st, .db = R.db};
 	int rc;
 
 	pthread_mutex_lock(&R.lock);
-	rc = store_txn_begin(R.db, true, &c.t, err);
-	if (!rc)
-		rc = fn(&c, ctx, err);
-	if (!rc)
-		rc = router_cfg_commit(&c, err);
-	if (c.t)
-		store_txn_abort(c.t);
+	/* with zk=, a command that lost the race to another router's runs again over the
+	 * winner's config (zkcfg.c note 3) */
+	for (int tries = 0;; tries++) {
+		struct router_cfg c = {.st = R.st, .db = R.db};
+
+		rc = zk_sync(true, err);
+		if (!rc)
+			rc = store_txn_begin(R.db, true, &c.t, err);
+		if (!rc)
+			rc = fn(&c, ctx, err);
+		if (!rc)
+			rc = router_zk_commit(&c, err);
+		if (!rc)
+			rc = router_cfg_commit(&c, err);
+		if (c.t)
+			store_txn_abort(c.t);
+		if (rc != DFS_EBUSY || !router_zk_on() || tries == 20 ||
+		    !strstr(err->msg, "changed in ZooKeeper"))
+			break;
+		dfs_err_clear(err);
+	}
 	pthread_mutex_unlock(&R.lock);
 	return rc;
 }
@@ -664,6 +819,7 @@ static int run_config_cmd(struct router_cfg *c, void *ctx, struct dfs_err *err)
 {
 	struct config_cmd *cc = ctx;
 
+	bson_reinit(cc->reply); /* a run again (zk=) replies afresh */
 	return router_cluster_command(c, cc->cmd, cc->reply, err);
 }
 
@@ -685,16 +841,61 @@ struct store_db *router_merge_db(void)
 	return R.merge_db;
 }
 
-struct move_commit {
-	const bson_t *cmd;
+struct commit_move {
+	const char *ns;
+	const bson_t *min, *max;
+	const char *from, *to;
 	bson_t *reply;
 };
 
+static int commit_move_fn(struct router_cfg *c, void *ctx, struct dfs_err *err)
+{
+	struct commit_move *cm = ctx;
+	struct query_chunk_map m;
+	bool there = false;
+	bson_t *cmd;
+	int rc;
+
+	bson_reinit(cm->reply);
+	if ((rc = router_cfg_chunks_load(c, cm->ns, &m, err)))
+		return rc;
+	for (int i = 0; i < m.n && !there; i++)
+		there = !query_shard_bound_compare(m.c[i].min, cm->min) &&
+			!query_shard_bound_compare(m.c[i].max, cm->max) &&
+			!strcmp(m.c[i].shard, cm->from);
+	query_chunk_map_release(&m);
+	if (!there) {
+		rc = dfs_err_set(err, DFS_EBUSY,
+				 "ConflictingOperationInProgress (117): the chunk of %s being "
+				 "migrated is no longer on %s as it was (another router moved or "
+				 "split it meanwhile): the migration is not committed",
+				 cm->ns, cm->from);
+		BSON_APPEND_DOUBLE(cm->reply, "ok", 0.0);
+		BSON_APPEND_UTF8(cm->reply, "errmsg", err->msg);
+		BSON_APPEND_INT32(cm->reply, "code", 117);
+		BSON_APPEND_UTF8(cm->reply, "codeName", "ConflictingOperationInProgress");
+		return rc;
+	}
+	cmd = BCON_NEW("moveChunk", BCON_UTF8(cm->ns), "bounds", "[", BCON_DOCUMENT(cm->min),
+		       BCON_DOCUMENT(cm->max), "]", "to", BCON_UTF8(cm->to));
+	rc = router_cluster_command(c, cmd, cm->reply, err);
+	bson_destroy(cmd);
+	return rc;
+}
+
+int router_commit_move(const char *ns, const bson_t *min, const bson_t *max, const char *from,
+		       const char *to, bson_t *reply, struct dfs_err *err)
+{
+	struct commit_move cm = {ns, min, max, from, to, reply};
+
+	return router_config_update(commit_move_fn, &cm, err);
+}
+
 static int move_commit(void *ctx, struct dfs_err *err)
 {
-	struct move_commit *mc = ctx;
+	struct commit_move *cm = ctx;
 
-	return router_config_command(mc->cmd, mc->reply, err);
+	return router_commit_move(cm->ns, cm->min, cm->max, cm->from, cm->to, cm->reply, err);
 }
 
 /* The reply of a moveChunk that failed with rc before the config command could give one. */
@@ -769,7 +970,7 @@ static int move_allowed(const char *ns, const struct query_chunk *c, const char 
  * command, which gives MongoDB's error. */
 int router_move_chunk(const bson_t *cmd, bson_t *reply, struct dfs_err *err)
 {
-	struct move_commit mc = {.cmd = cmd};
+	struct commit_move mc = {0};
 	char db[256] = "", coll[256] = "";
 	const char *ns = NULL, *to = NULL, *dot;
 	struct router_ns rns;
@@ -803,6 +1004,11 @@ int router_move_chunk(const bson_t *cmd, bson_t *reply, struct dfs_err *err)
 	bson_init(&got);
 	bson_init(&stats);
 	mc.reply = &got;
+	mc.ns = ns;
+	mc.min = rns.map.c[idx].min;
+	mc.max = rns.map.c[idx].max;
+	mc.from = rns.map.c[idx].shard;
+	mc.to = to;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	rc = router_migrate(&rns, db, coll, idx, to, move_commit, &mc, &stats, err);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -1533,6 +1739,10 @@ int router_cli_move_chunk(const char *config, const bson_t *cmd, bson_t *reply, 
 {
 	int lock, rc;
 
+	if ((rc = router_cfg_zk_cache(config, err))) {
+		move_failed(reply, rc, err);
+		return rc;
+	}
 	if ((lock = config_lock(config, LOCK_EX, err)) < 0) {
 		move_failed(reply, err->code, err);
 		return err->code;
@@ -1556,6 +1766,43 @@ int router_cli_move_chunk(const char *config, const bson_t *cmd, bson_t *reply, 
 	return rc;
 }
 
+/* The refresher's reload (zkcfg.c note 5): with the routing lock held exclusively, so every
+ * routed operation begun on an older config has ended when the version is acknowledged. */
+static int zk_resync(int64_t *version, struct dfs_err *err)
+{
+	int rc;
+
+	router_routing_lock(true);
+	pthread_mutex_lock(&R.lock);
+	rc = router_zk_sync(R.db, false, err);
+	*version = router_zk_version();
+	pthread_mutex_unlock(&R.lock);
+	router_routing_unlock();
+	return rc;
+}
+
+#define ZK_MARK ".zk-cluster" /* in CONFIG_STORE: it is the cache of a cluster in ZooKeeper */
+
+int router_cfg_zk_cache(const char *dir, struct dfs_err *err)
+{
+	char p[PATH_MAX + 16], what[1024] = "";
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/" ZK_MARK, dir);
+	if (!(f = fopen(p, "r")))
+		return 0;
+	if (!fgets(what, sizeof(what), f))
+		what[0] = 0;
+	fclose(f);
+	what[strcspn(what, "\n")] = 0;
+	return dfs_err_set(
+		err, DFS_EBUSY,
+		"config store '%s' is a router's cache of the cluster config in ZooKeeper "
+		"(%s): run the command through that router's /.cluster/command (or remove "
+		"'%s' to use the store on its own)",
+		dir, what, p);
+}
+
 int router_mount_run(const struct router_mount_opts *o, struct dfs_err *err)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
@@ -1563,7 +1810,8 @@ int router_mount_run(const struct router_mount_opts *o, struct dfs_err *err)
 	struct fuse *f = NULL;
 	char *opts = NULL, config[PATH_MAX];
 	struct router_cfg probe;
-	int rc = 0, lock;
+	int rc = 0, lock = -1;
+	bool fresh = false, was_cache = false;
 
 	/* the config must open (and is created) before the mount goes live; the daemon
 	 * leaves the working directory, so it keeps the absolute path */
@@ -1573,12 +1821,38 @@ int router_mount_run(const struct router_mount_opts *o, struct dfs_err *err)
 	if (!realpath(o->config, config))
 		return dfs_err_set(err, DFS_EIO, "config store '%s': %s", o->config,
 				   strerror(errno));
-	/* kept across the daemon's fork (an flock belongs to the open file), released when
-	 * the process ends */
-	if ((lock = config_lock(config, LOCK_SH, err)) < 0)
+	if (o->zk) {
+		/* several routers serve one cluster: no lock of the local store, which is only
+		 * a cache (zkcfg.c note 2); ZooKeeper must answer before the mount goes live,
+		 * and is connected again in the process that serves */
+		char mark[PATH_MAX + 16];
+		FILE *mf;
+
+		/* a store that is a cache already never seeds a cluster (it may be another's) */
+		was_cache = router_cfg_zk_cache(config, NULL) != 0;
+		if ((rc = router_zk_open(o->zk, o->cluster, &fresh, err)))
+			return rc;
+		router_zk_close();
+		/* `docfs cluster` refuses this store from now on (router_cfg_zk_cache) */
+		snprintf(mark, sizeof(mark), "%s/" ZK_MARK, config);
+		bool wrote = false;
+
+		if ((mf = fopen(mark, "w"))) {
+			wrote = fprintf(mf, "zk=%s,cluster=%s\n", o->zk, o->cluster) > 0;
+			wrote = !fclose(mf) && wrote;
+		}
+		if (!wrote)
+			return dfs_err_set(err, DFS_EIO, "'%s': %s", mark, strerror(errno));
+	} else if ((rc = router_cfg_zk_cache(config, err))) {
+		return rc; /* without zk=, a stale copy would become the cluster's config */
+	} else if ((lock = config_lock(config, LOCK_SH, err)) < 0) {
+		/* kept across the daemon's fork (an flock belongs to the open file), released
+		 * when the process ends */
 		return err->code;
+	}
 	if (o->log && (rc = fs_errlog_open(o->log, err))) {
-		close(lock);
+		if (lock >= 0)
+			close(lock);
 		return rc;
 	}
 	if (asprintf(&opts, "fsname=docfs-router:%s,subtype=docfs-router%s%s", config,
@@ -1610,6 +1884,19 @@ int router_mount_run(const struct router_mount_opts *o, struct dfs_err *err)
 	    (rc = store_db_get(R.st, ROUTER_CONFIG_DB, true, &R.db, err))) {
 		fs_errlog_add("router: %s", err->msg);
 		goto unmount;
+	}
+	if (o->zk) {
+		bool again = false;
+
+		/* the first router of a cluster uploads its local config; the others (and
+		 * this one's later starts) take ZooKeeper's */
+		if ((rc = router_zk_open(o->zk, o->cluster, &again, err)) ||
+		    (rc = (fresh || again) && !was_cache ? router_zk_seed(R.db, err)
+							 : router_zk_sync(R.db, true, err))) {
+			fs_errlog_add("router: %s", err->msg);
+			goto unmount;
+		}
+		router_zk_start(zk_resync);
 	}
 	snprintf(R.merge_dir, sizeof(R.merge_dir), "/tmp/docfs-router-XXXXXX");
 	if (!mkdtemp(R.merge_dir) || (rc = store_open(R.merge_dir, true, &R.merge, err)) ||
@@ -1643,6 +1930,7 @@ int router_mount_run(const struct router_mount_opts *o, struct dfs_err *err)
 	fuse_remove_signal_handlers(fuse_get_session(f));
 unmount:
 	router_wire_stop(); /* its connections end before the config store is freed */
+	router_zk_close();
 	fuse_unmount(f);
 done:
 	if (f)
@@ -1671,6 +1959,7 @@ done:
 	}
 	fs_errlog_open(NULL, NULL);
 	free(opts);
-	close(lock);
+	if (lock >= 0)
+		close(lock);
 	return rc;
 }

@@ -2,8 +2,8 @@
  * router.h - what the files of fs/router/ share: the cluster config kept in a docfs store
  * (config.c), the admin commands run against it (cluster.c), the router mount (mount.c) and
  * the routing of a collection's operations to its shards (route.c), chunk migrations
- * (migrate.c), the balancer thread (balance.c) and the router as a mongos over the wire
- * protocol (wire.c).
+ * (migrate.c), the balancer thread (balance.c), the router as a mongos over the wire
+ * protocol (wire.c) and, with -o zk=, the config kept in ZooKeeper (zkcfg.c).
  *
  * Thread-safety: a struct router_cfg (one open write transaction) is one thread's.
  */
@@ -205,6 +205,52 @@ struct store_db *router_merge_db(void);
  * decoded, at every depth. */
 void router_cfg_decode(const bson_t *in, bson_t *out);
 
+/* The moveChunk commit of a migration (mount.c): in one write transaction of the config,
+ * the chunk [min, max) of ns must still be on shard from (DFS_EBUSY, reply {ok: 0, code 117}
+ * when another router moved or split it meanwhile), then it goes to shard to. */
+int router_commit_move(const char *ns, const bson_t *min, const bson_t *max, const char *from,
+		       const char *to, bson_t *reply, struct dfs_err *err);
+/* Inserts doc into config.<coll> in one write transaction; DFS_EBUSY when its _id is there. */
+int router_cfg_insert_new(const char *coll, const bson_t *doc, struct dfs_err *err);
+
+/* ---- the config in ZooKeeper (zkcfg.c, -o zk=) ----------------------------------------- */
+
+/* Connects to hosts (';' or '+' between servers) and registers this router under
+ * /docfs/cluster/<cluster>/ (zkcfg.c note 1); *fresh tells that the cluster had no config
+ * yet. */
+int router_zk_open(const char *hosts, const char *cluster, bool *fresh, struct dfs_err *err);
+/* Ends the refresher thread and the session (its ephemeral znodes go). */
+void router_zk_close(void);
+/* Whether the config is in ZooKeeper (a session is open). */
+bool router_zk_on(void);
+/* This router's id (its routers/ znode), "" without zk=. Borrowed, valid while open. */
+const char *router_zk_id(void);
+/* The config version the local cache holds. */
+int64_t router_zk_version(void);
+/* Uploads the local config db to a fresh cluster (the first router of a cluster). */
+int router_zk_seed(struct store_db *db, struct dfs_err *err);
+/* Replaces the local config db by ZooKeeper's when it is stale (or force): note 2. The
+ * caller holds the config mutex. */
+int router_zk_sync(struct store_db *db, bool force, struct dfs_err *err);
+/* Commits what c's open transaction changed to ZooKeeper as one compare-and-set (note 3):
+ * DFS_EBUSY when another router committed first (nothing written; sync and run again).
+ * The caller commits c only after 0. */
+int router_zk_commit(struct router_cfg *c, struct dfs_err *err);
+/* Starts the refresher thread (note 5); resync reloads with the routing lock held
+ * exclusively and gives the version loaded. */
+void router_zk_start(int (*resync)(int64_t *version, struct dfs_err *err));
+/* Waits until every other live router acknowledged config version (note 5). */
+int router_zk_wait_acks(int64_t version, int timeout_ms, struct dfs_err *err);
+/* Whether the router of that id is serving (its ephemeral znode exists). */
+bool router_zk_alive(const char *id);
+/* Whether this router holds the balancer's lock (taken when free); true without zk=. */
+bool router_zk_balancer_turn(void);
+/* 0, or DFS_EIO when this router may not route: its ZooKeeper session expired or has been
+ * disconnected for two thirds of its timeout (zkcfg.c note 6). 0 without zk=. */
+int router_zk_check(struct dfs_err *err);
+/* Whether it held the lock at its last round (for /.cluster/balancer); false without zk=. */
+bool router_zk_balancer_held(void);
+
 /* ---- the router as a mongos (wire.c) ------------------------------------------------- */
 
 /* Binds the wire protocol's listeners (before the daemon forks) for the config store at
@@ -228,8 +274,13 @@ struct router_mount_opts {
 	bool noauth;	  /* -o noauth: a listen address that is not loopback */
 	int balancer_ms;  /* the balancer's round (0: 10 s) */
 	int64_t chunk_mb; /* -o chunk_mb (0: config.settings chunksize) */
+	const char *zk;	  /* -o zk=HOST:PORT[;HOST:PORT]: the config in ZooKeeper */
+	const char *cluster; /* -o cluster=NAME: its cluster there */
 };
 int router_mount_run(const struct router_mount_opts *o, struct dfs_err *err);
+/* 0, or DFS_EBUSY when the store at dir is a router's cache of a cluster config kept in
+ * ZooKeeper (-o zk=): `docfs cluster` would change a copy that the next reload replaces. */
+int router_cfg_zk_cache(const char *dir, struct dfs_err *err);
 /* docfs cluster CONFIG_STORE '{moveChunk: ...}': the migration of the router's moveChunk
  * (migrate.c) run by the CLI, refused while a router serves the config (mount.c note 5);
  * reply gets MongoDB's reply, failed ones included. */
