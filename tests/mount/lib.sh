@@ -231,5 +231,5 @@ ZOOCFG
 	grep -q "no replset config has been received" <<< "$out" || fail "ZooKeeper did not come up: $out $(tail -n 5 "$T/zk.log")"
 }
 zk_stop() {
-	[ -z "${ZKPID:-}" ] || { kill "$ZKPID" 2> /dev/null; wait "$ZKPID" 2> /dev/null || true; }
+	[ -z "${ZKPID:-}" ] || { kill "$ZKPID" 2> /dev/null || true; wait "$ZKPID" 2> /dev/null || true; }
 }
