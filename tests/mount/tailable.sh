@@ -95,8 +95,8 @@ import errno, os, subprocess, sys
 c = sys.argv[1]
 fd = os.open(c + "/query/{}?tailable=1", os.O_RDONLY)
 assert os.read(fd, 65536).count(b"\n") == 1
-subprocess.run(["rm", "-rf", c])  # removes the documents; the fixed entries stay
-os.rmdir(c)
+subprocess.run(["rm", "-rf", c], check=True)  # drops the collection (README: rm -r)
+assert not os.path.exists(c), "the collection is still there after rm -rf"
 try:
     os.read(fd, 65536)
     sys.exit("a read of a dropped collection succeeded")
