@@ -2082,7 +2082,7 @@ int router_bulk(const struct router_ns *ns, const char *db, const char *coll, co
 {
 	bool ordered = !opt_given(rest, "ordered") || opt_true(rest, "ordered");
 	char rel[ROUTER_PATH_MAX], rel_run[ROUTER_PATH_MAX + 16];
-	struct insert_run *run = calloc(1, sizeof(*run));
+	struct insert_run *run;
 	bool stopped = false;
 	struct bulk_sum b = {0};
 	struct dfs_err first = {0};
@@ -2098,7 +2098,7 @@ int router_bulk(const struct router_ns *ns, const char *db, const char *coll, co
 	bson_init(&b.inserted_ids);
 	bson_init(&b.upserted_ids);
 	bson_init(&b.errors);
-	if (!run)
+	if (!(run = calloc(1, sizeof(*run))))
 		abort();
 	for (int s = 0; s < ROUTER_MAX_SHARDS; s++)
 		dfs_buf_init(&run->text[s]);

@@ -21,10 +21,11 @@ from pymongo import ReturnDocument, UpdateMany, UpdateOne
 from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure, WriteError
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import pymongo_test as base  # noqa: E402  (check, expect_code, start)
+import pymongo_test as base  # noqa: E402  (start)
+import wirelib  # noqa: E402  (check, expect_code, the count of checks)
 
-check = base.check
-expect_code = base.expect_code
+check = wirelib.check
+expect_code = wirelib.expect_code
 
 
 def expect_error(fn, *a, **kw):
@@ -287,7 +288,7 @@ def main():
         check(rc == 0, "docfs serve exit status %d: %s" % (rc, log))
         r = subprocess.run([base.DOCFS, "check", store], capture_output=True, text=True)
         check(r.returncode == 0, "docfs check: %s %s" % (r.stdout, r.stderr))
-        print("upipe_test: %d checks passed" % base.checks)
+        print("upipe_test: %d checks passed" % wirelib.checks)
     finally:
         if srv.poll() is None:
             srv.kill()
@@ -298,5 +299,5 @@ if __name__ == "__main__":
     try:
         main()
     except AssertionError as e:
-        print("upipe_test: FAILED after %d checks: %s" % (base.checks, e))
+        print("upipe_test: FAILED after %d checks: %s" % (wirelib.checks, e))
         sys.exit(1)
