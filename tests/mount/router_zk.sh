@@ -92,7 +92,9 @@ expect_eq "$(jq -s length "$T/r1/.cluster/chunks")" 2 "chunks after the refused 
 step "inserts through router 1, counts through router 2"
 python3 -c '
 for i in range(1000): print("{\"_id\": %d, \"k\": %d, \"s\": \"x\"}" % (i, i))' > "$T/docs.jsonl"
-cp "$T/docs.jsonl" "$T/r1/test/users/.insert" || fail "insert: $(tail -n 1 "$T/r1/.docfs/errors")"
+mark=$(errors_mark)
+cp "$T/docs.jsonl" "$T/r1/test/users/.insert" ||
+	fail "insert: $(errors_since "$T/r1/.docfs/errors" "$mark")"
 expect_eq "$(count 2)" 1000 "count through router 2"
 expect_eq "$(count 1)" 1000 "count through router 1"
 expect_eq "$(shard_count 0 '{}')" 500 "shard A holds k < 500"
