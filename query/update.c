@@ -179,57 +179,6 @@ static bool is_number(bson_type_t t)
 	       t == BSON_TYPE_DECIMAL128;
 }
 
-/* MongoDB's alias of a BSON type, for messages. */
-static const char *type_name(bson_type_t t)
-{
-	switch (t) {
-	case BSON_TYPE_DOUBLE:
-		return "double";
-	case BSON_TYPE_UTF8:
-		return "string";
-	case BSON_TYPE_DOCUMENT:
-		return "object";
-	case BSON_TYPE_ARRAY:
-		return "array";
-	case BSON_TYPE_BINARY:
-		return "binData";
-	case BSON_TYPE_UNDEFINED:
-		return "undefined";
-	case BSON_TYPE_OID:
-		return "objectId";
-	case BSON_TYPE_BOOL:
-		return "bool";
-	case BSON_TYPE_DATE_TIME:
-		return "date";
-	case BSON_TYPE_NULL:
-		return "null";
-	case BSON_TYPE_REGEX:
-		return "regex";
-	case BSON_TYPE_DBPOINTER:
-		return "dbPointer";
-	case BSON_TYPE_CODE:
-		return "javascript";
-	case BSON_TYPE_SYMBOL:
-		return "symbol";
-	case BSON_TYPE_CODEWSCOPE:
-		return "javascriptWithScope";
-	case BSON_TYPE_INT32:
-		return "int";
-	case BSON_TYPE_TIMESTAMP:
-		return "timestamp";
-	case BSON_TYPE_INT64:
-		return "long";
-	case BSON_TYPE_DECIMAL128:
-		return "decimal";
-	case BSON_TYPE_MINKEY:
-		return "minKey";
-	case BSON_TYPE_MAXKEY:
-		return "maxKey";
-	default:
-		return "unknown";
-	}
-}
-
 /* Numeric-aware order of field names (MongoDB 5.0+): both numeric by value, else bytewise. */
 static int name_cmp(const char *a, const char *b)
 {
@@ -961,7 +910,7 @@ static int parse_push(struct uleaf *l, const bson_value_t *v, bool push, struct 
 				return dfs_err_set(err, DFS_EINVAL,
 						   "The argument to $each in %s must be an array "
 						   "but it was of type: %s",
-						   op, type_name(fv->value_type));
+						   op, store_type_alias(fv->value_type));
 			bson_value_copy(fv, &l->arg);
 		} else if (!push) {
 			return dfs_err_set(
@@ -974,14 +923,14 @@ static int parse_push(struct uleaf *l, const bson_value_t *v, bool push, struct 
 				return dfs_err_set(err, DFS_EINVAL,
 						   "The value for $slice must be an integer value "
 						   "but was given type: %s",
-						   type_name(fv->value_type));
+						   store_type_alias(fv->value_type));
 			l->has_slice = true;
 		} else if (!strcmp(k, "$position")) {
 			if (!integral(fv, &l->pos))
 				return dfs_err_set(err, DFS_EINVAL,
 						   "The value for $position must be an integer "
 						   "value, not of type: %s",
-						   type_name(fv->value_type));
+						   store_type_alias(fv->value_type));
 			l->has_pos = true;
 		} else if (!strcmp(k, "$sort")) {
 			int64_t d;
@@ -1116,7 +1065,7 @@ static int parse_operand(struct query_update *u, int op, struct uleaf *l, const 
 		if (v->value_type != BSON_TYPE_ARRAY)
 			return dfs_err_set(err, DFS_EINVAL,
 					   "$pullAll requires an array argument but was given a %s",
-					   type_name(v->value_type));
+					   store_type_alias(v->value_type));
 		bson_value_copy(v, &l->arg);
 		return 0;
 	case OP_PULL:
@@ -1223,7 +1172,7 @@ static int parse_operator(struct query_update *u, const char *opname, const bson
 		return dfs_err_set(err, DFS_EINVAL,
 				   "Modifiers operate on fields but we found type %s instead. For "
 				   "example: {$mod: {<field>: ...}} not {%s: ...}",
-				   type_name(bson_iter_type(opit)), opname);
+				   store_type_alias(bson_iter_type(opit)), opname);
 	if (!bson_iter_recurse(opit, &it))
 		return dfs_err_set(err, DFS_EINVAL, "%s is not valid BSON", opname);
 	while (bson_iter_next(&it)) {
@@ -1325,7 +1274,7 @@ static int parse_array_filters(struct query_update *u, const bson_t *af, struct 
 		if (!BSON_ITER_HOLDS_DOCUMENT(&it))
 			return dfs_err_set(err, DFS_EINVAL,
 					   "arrayFilters entries must be objects, found %s",
-					   type_name(bson_iter_type(&it)));
+					   store_type_alias(bson_iter_type(&it)));
 		bson_iter_document(&it, &len, &data);
 		if (!bson_init_static(&f, data, len))
 			return dfs_err_set(err, DFS_EINVAL, "bad array filter");
@@ -2130,7 +2079,7 @@ static int apply_push(struct actx *a, const struct uleaf *l, struct slot *s)
 		return dfs_err_set(a->err, DFS_EINVAL,
 				   "The field '%s' must be an array but is of type %s in document "
 				   "{_id: %s}",
-				   a->path.data, type_name(s->node->type),
+				   a->path.data, store_type_alias(s->node->type),
 				   id_text(a, ib, sizeof(ib)));
 	}
 	if (!s->node) {
@@ -2222,7 +2171,7 @@ static int apply_numeric(struct actx *a, const struct uleaf *l, struct slot *s)
 				   "Cannot apply %s to a value of non-numeric type. {_id: %s} has "
 				   "the field '%s' of non-numeric type %s",
 				   l->opname, id_text(a, ib, sizeof(ib)), s->name,
-				   type_name(s->node->type));
+				   store_type_alias(s->node->type));
 	if (num_arith(l->op == U_MUL, &s->node->v, &l->arg, &r))
 		return dfs_err_set(a->err, DFS_ERANGE,
 				   "Failed to apply %s operations to current value (%s) for "
@@ -2292,7 +2241,7 @@ static int apply_leaf(struct actx *a, const struct uleaf *l, struct slot *s)
 			return dfs_err_set(a->err, DFS_EINVAL,
 					   "Cannot apply $addToSet to non-array field. Field named "
 					   "'%s' has non-array type %s",
-					   s->name, type_name(s->node->type));
+					   s->name, store_type_alias(s->node->type));
 		return apply_push(a, l, s);
 	case U_POP:
 		if (!s->node)
@@ -2300,7 +2249,7 @@ static int apply_leaf(struct actx *a, const struct uleaf *l, struct slot *s)
 		if (s->node->type != BSON_TYPE_ARRAY)
 			return dfs_err_set(a->err, DFS_EINVAL,
 					   "Path '%s' contains an element of non-array type '%s'",
-					   a->path.data, type_name(s->node->type));
+					   a->path.data, store_type_alias(s->node->type));
 		if (s->node->n) {
 			int64_t d = 1;
 

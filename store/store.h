@@ -186,6 +186,9 @@ int store_type_bracket(bson_type_t t);
 int store_value_compare(const bson_value_t *a, const bson_value_t *b);
 int store_iter_compare(const bson_iter_t *a, const bson_iter_t *b); /* the elements' values */
 int store_doc_compare(const bson_t *a, const bson_t *b);
+/* MongoDB's alias of a BSON type ("double", "string", ... "maxKey"; "unknown" for others), as
+ * $type takes it and messages name it. */
+const char *store_type_alias(bson_type_t t);
 
 /* ---- key encoding (key.c) ---------------------------------------------------------- */
 

@@ -343,56 +343,6 @@ static int vcache_load(struct store_txn *t, int64_t coll, struct dfs_err *err)
 	return 0;
 }
 
-static const char *type_alias(bson_type_t t)
-{
-	switch (t) {
-	case BSON_TYPE_DOUBLE:
-		return "double";
-	case BSON_TYPE_UTF8:
-		return "string";
-	case BSON_TYPE_DOCUMENT:
-		return "object";
-	case BSON_TYPE_ARRAY:
-		return "array";
-	case BSON_TYPE_BINARY:
-		return "binData";
-	case BSON_TYPE_UNDEFINED:
-		return "undefined";
-	case BSON_TYPE_OID:
-		return "objectId";
-	case BSON_TYPE_BOOL:
-		return "bool";
-	case BSON_TYPE_DATE_TIME:
-		return "date";
-	case BSON_TYPE_NULL:
-		return "null";
-	case BSON_TYPE_REGEX:
-		return "regex";
-	case BSON_TYPE_DBPOINTER:
-		return "dbPointer";
-	case BSON_TYPE_CODE:
-		return "javascript";
-	case BSON_TYPE_SYMBOL:
-		return "symbol";
-	case BSON_TYPE_CODEWSCOPE:
-		return "javascriptWithScope";
-	case BSON_TYPE_INT32:
-		return "int";
-	case BSON_TYPE_TIMESTAMP:
-		return "timestamp";
-	case BSON_TYPE_INT64:
-		return "long";
-	case BSON_TYPE_DECIMAL128:
-		return "decimal";
-	case BSON_TYPE_MINKEY:
-		return "minKey";
-	case BSON_TYPE_MAXKEY:
-		return "maxKey";
-	default:
-		return "unknown";
-	}
-}
-
 /* MongoDB's reason for an operator that failed on a value that is there. */
 static const char *reason_of(const char *op)
 {
@@ -459,7 +409,7 @@ static void clause_details(bson_iter_t *it, const bson_t *doc, bson_t *out)
 			bson_append_iter(out, "consideredValue", -1, &sub);
 			if (!strcmp(op, "$type"))
 				BSON_APPEND_UTF8(out, "consideredType",
-						 type_alias(bson_iter_type(&sub)));
+						 store_type_alias(bson_iter_type(&sub)));
 		}
 	}
 	bson_destroy(&spec);
