@@ -1654,6 +1654,41 @@ done:
 	return kept;
 }
 
+/*
+ * Opens an explain/ or aggregate/ result file: read-only, its text computed now by run into
+ * the handle's buffer and counted as a command in currentOp. NULL when refused (replied).
+ */
+static struct fs_handle *open_result(fuse_req_t req, struct fs_node *n, struct fuse_file_info *fi,
+				     const char *what, const char *ro,
+				     int (*run)(struct store_db *, int64_t, const char *,
+						struct fs_result *, struct dfs_err *))
+{
+	struct dfs_err err = {0};
+	struct fs_handle *h;
+	struct fs_curop op;
+	int rc;
+
+	if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+		reply_msg(req, DFS_EPERM, "%s '%s': %s read-only", what, n->pending_name, ro);
+		return NULL;
+	}
+	h = handle_new(FH_RESULT, n);
+	fs_result_init(&h->res);
+	fs_curop_begin(&op, FS_OP_COMMAND, n->db, n->coll, fuse_req_ctx(req)->pid);
+	rc = run(n->db, n->coll, n->pending_name, &h->res, &err);
+	op.reslen = (int64_t)h->res.size;
+	fs_curop_end(&op, rc);
+	if (rc) {
+		handle_free(h);
+		dfs_err_prefix(&err, "%s '%s': ", what, n->pending_name);
+		reply_dfs(req, &err, "open");
+		return NULL;
+	}
+	n->result_size = h->res.size;
+	fi->direct_io = 1;
+	return h;
+}
+
 static void fsop_open_as(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs_node *n = fs_node_get(ino);
@@ -1756,32 +1791,11 @@ static void fsop_open_as(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
 		fi->direct_io = 1;
 		break;
 	}
-	case FSN_EXPLAIN: {
-		struct fs_curop op;
-		int rc;
-
-		if ((fi->flags & O_ACCMODE) != O_RDONLY) {
-			reply_msg(req, DFS_EPERM, "explain '%s': explain results are read-only",
-				  n->pending_name);
+	case FSN_EXPLAIN: /* a find, or a pipeline (apath.c) */
+		h = open_result(req, n, fi, "explain", "explain results are", fs_explain_path_run);
+		if (!h)
 			return;
-		}
-		h = handle_new(FH_RESULT, n);
-		fs_result_init(&h->res);
-		/* a find, or a pipeline (apath.c) */
-		fs_curop_begin(&op, FS_OP_COMMAND, n->db, n->coll, fuse_req_ctx(req)->pid);
-		rc = fs_explain_path_run(n->db, n->coll, n->pending_name, &h->res, &err);
-		op.reslen = (int64_t)h->res.size;
-		fs_curop_end(&op, rc);
-		if (rc) {
-			handle_free(h);
-			dfs_err_prefix(&err, "explain '%s': ", n->pending_name);
-			reply_dfs(req, &err, "open");
-			return;
-		}
-		n->result_size = h->res.size;
-		fi->direct_io = 1;
 		break;
-	}
 	case FSN_INDEX: {
 		struct store_txn *t;
 		int rc;
@@ -1972,31 +1986,11 @@ static void fsop_open_as(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
 			fs_node_cache_set(n, gen);
 		break;
 	}
-	case FSN_AGG: {
-		struct fs_curop op;
-		int rc;
-
-		if ((fi->flags & O_ACCMODE) != O_RDONLY) {
-			reply_msg(req, DFS_EPERM, "aggregate '%s': results are read-only",
-				  n->pending_name);
+	case FSN_AGG:
+		h = open_result(req, n, fi, "aggregate", "results are", fs_agg_run);
+		if (!h)
 			return;
-		}
-		h = handle_new(FH_RESULT, n);
-		fs_result_init(&h->res);
-		fs_curop_begin(&op, FS_OP_COMMAND, n->db, n->coll, fuse_req_ctx(req)->pid);
-		rc = fs_agg_run(n->db, n->coll, n->pending_name, &h->res, &err);
-		op.reslen = (int64_t)h->res.size;
-		fs_curop_end(&op, rc);
-		if (rc) {
-			handle_free(h);
-			dfs_err_prefix(&err, "aggregate '%s': ", n->pending_name);
-			reply_dfs(req, &err, "open");
-			return;
-		}
-		n->result_size = h->res.size;
-		fi->direct_io = 1;
 		break;
-	}
 	case FSN_WRITE: {
 		struct dfs_err e2 = {0};
 
