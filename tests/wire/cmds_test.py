@@ -11,10 +11,8 @@ Run by meson (suite wire) with DOCFS set to the binary."""
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 
 import bson
 import warnings
@@ -25,7 +23,6 @@ from pymongo import InsertOne
 from pymongo.errors import BulkWriteError, OperationFailure, WriteError
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import pymongo_test as base  # noqa: E402  (start)
 import wirelib  # noqa: E402  (check, expect_code, the count of checks)
 
 check = wirelib.check
@@ -47,7 +44,7 @@ def md5_db(colls):
 
 
 def cli_dbhash(store, db, *colls):
-    r = subprocess.run([base.DOCFS, "dbhash", store, db] + list(colls), capture_output=True,
+    r = subprocess.run([wirelib.DOCFS, "dbhash", store, db] + list(colls), capture_output=True,
                        text=True)
     check(r.returncode == 0, "docfs dbhash %s: %s" % (db, r.stderr))
     return json.loads(r.stdout)
@@ -120,7 +117,7 @@ def dbhash(db, store):
           "missing database: %r" % r4)
     check(cli_dbhash(store, "nodb")["md5"] == EMPTY_MD5, "docfs dbhash of a missing database")
     check("nodb" not in db.client.list_database_names(), "dbHash created no database")
-    r = subprocess.run([base.DOCFS, "dbhash", store], capture_output=True, text=True)
+    r = subprocess.run([wirelib.DOCFS, "dbhash", store], capture_output=True, text=True)
     check(r.returncode != 0 and "needs STORE and DB" in r.stderr, "docfs dbhash usage")
 
 
@@ -295,39 +292,16 @@ def min_max(db):
     expect_code(51175, lambda: list(c.find(min={"_id": 9}, max={"_id": 5}).hint("_id_")))
 
 
-def main():
-    tmp = tempfile.mkdtemp(prefix="docfs-cmds-")
-    store = os.path.join(tmp, "store")
-    os.mkdir(store)
-    sock = os.path.join(tmp, "docfs.sock")
-    srv = base.start(store, sock)
-    try:
-        cl = pymongo.MongoClient("mongodb://" + sock.replace("/", "%2F"),
-                                 serverSelectionTimeoutMS=5000)
-        dbhash(cl.h, store)
-        validators(cl.h, store)
-        documents(cl.h)
-        min_max(cl.h)
-        cl.close()
-        srv.terminate()
-        rc = srv.wait(timeout=30)
-        log = open(store + ".log").read()
-        check("Sanitizer" not in log and "runtime error" not in log,
-              "sanitizer report from docfs serve:\n" + log)
-        check(rc == 0, "docfs serve exit status %d: %s" % (rc, log))
-        r = subprocess.run([base.DOCFS, "check", store], capture_output=True, text=True)
-        check(r.returncode == 0, "docfs check: %s %s" % (r.stdout, r.stderr))
-        print("cmds_test: %d checks passed" % wirelib.checks)
-    finally:
-        if srv.poll() is None:
-            srv.kill()
-        shutil.rmtree(tmp, ignore_errors=True)
+def body(srv):
+    cl = pymongo.MongoClient("mongodb://" + srv.sock.replace("/", "%2F"),
+                             serverSelectionTimeoutMS=5000)
+    dbhash(cl.h, srv.store)
+    validators(cl.h, srv.store)
+    documents(cl.h)
+    min_max(cl.h)
+    cl.close()
 
 
 if __name__ == "__main__":
     warnings.simplefilter("ignore", DeprecationWarning)  # PyMongo 3.11 on min/max
-    try:
-        main()
-    except (AssertionError, OperationFailure) as e:
-        print("cmds_test: FAILED after %d checks: %s" % (wirelib.checks, e))
-        sys.exit(1)
+    wirelib.main("cmds_test", body, failures=(AssertionError, OperationFailure))

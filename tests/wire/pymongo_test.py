@@ -6,10 +6,7 @@ killCursors, a cursor's snapshot while writers go on), indexes (unique -> 11000)
 findAndModify, collections and databases, and the error codes. Every check compares with a
 value computed here. Run by meson (suite wire) with DOCFS set to the binary."""
 import os
-import shutil
 import subprocess
-import sys
-import tempfile
 import threading
 import time
 
@@ -18,41 +15,12 @@ from bson.int64 import Int64
 from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 
 import wirelib
-from wirelib import DOCFS, check, expect_code, free_port
+from wirelib import DOCFS, check, expect_code
 
 
-def start(store, *addrs):
-    """docfs serve STORE listening on each of addrs, its stderr in STORE.log"""
-    args = []
-    for a in addrs:
-        args += ["--listen", a]
-    return wirelib.start(store, store + ".log", *args)
-
-
-def main():
-    tmp = tempfile.mkdtemp(prefix="docfs-wire-")
-    store = os.path.join(tmp, "store")
-    os.mkdir(store)
-    sock = os.path.join(tmp, "docfs.sock")
-    port = free_port()
-    srv = start(store, sock, "127.0.0.1:%d" % port)
-    try:
-        run(sock, port)
-        idle_cursors(tmp)
-        # the store is sound after all of it
-        srv.terminate()
-        rc = srv.wait(timeout=30)
-        log = open(store + ".log").read()
-        check("Sanitizer" not in log and "runtime error" not in log,
-              "sanitizer report from docfs serve:\n" + log)
-        check(rc == 0, "docfs serve exit status %d: %s" % (rc, log))
-        r = subprocess.run([DOCFS, "check", store], capture_output=True, text=True)
-        check(r.returncode == 0, "docfs check: %s %s" % (r.stdout, r.stderr))
-        print("pymongo_test: %d checks passed" % wirelib.checks)
-    finally:
-        if srv.poll() is None:
-            srv.kill()
-        shutil.rmtree(tmp, ignore_errors=True)
+def body(srv):
+    run(srv.sock, srv.port)
+    idle_cursors(srv.tmp)
 
 
 def idle_cursors(tmp):
@@ -488,8 +456,4 @@ def run(sock, port):
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except AssertionError as e:
-        print("pymongo_test: FAILED after %d checks: %s" % (wirelib.checks, e))
-        sys.exit(1)
+    wirelib.main("pymongo_test", body, tcp=True)

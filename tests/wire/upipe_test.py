@@ -11,17 +11,13 @@ Every expected value is computed here. Run by
 meson (suite wire) with DOCFS set to the binary."""
 import datetime
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 
 import pymongo
 from pymongo import ReturnDocument, UpdateMany, UpdateOne
 from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure, WriteError
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import pymongo_test as base  # noqa: E402  (start)
 import wirelib  # noqa: E402  (check, expect_code, the count of checks)
 
 check = wirelib.check
@@ -266,38 +262,15 @@ def collations(db):
           "the simple locale is binary")
 
 
-def main():
-    tmp = tempfile.mkdtemp(prefix="docfs-upipe-")
-    store = os.path.join(tmp, "store")
-    os.mkdir(store)
-    sock = os.path.join(tmp, "docfs.sock")
-    srv = base.start(store, sock)
-    try:
-        cl = pymongo.MongoClient("mongodb://" + sock.replace("/", "%2F"),
-                                 serverSelectionTimeoutMS=5000)
-        pipelines(cl.t)
-        lets(cl.t)
-        dup_keys(cl.t)
-        collations(cl.t)
-        cl.close()
-        srv.terminate()
-        rc = srv.wait(timeout=30)
-        log = open(store + ".log").read()
-        check("Sanitizer" not in log and "runtime error" not in log,
-              "sanitizer report from docfs serve:\n" + log)
-        check(rc == 0, "docfs serve exit status %d: %s" % (rc, log))
-        r = subprocess.run([base.DOCFS, "check", store], capture_output=True, text=True)
-        check(r.returncode == 0, "docfs check: %s %s" % (r.stdout, r.stderr))
-        print("upipe_test: %d checks passed" % wirelib.checks)
-    finally:
-        if srv.poll() is None:
-            srv.kill()
-        shutil.rmtree(tmp, ignore_errors=True)
+def body(srv):
+    cl = pymongo.MongoClient("mongodb://" + srv.sock.replace("/", "%2F"),
+                             serverSelectionTimeoutMS=5000)
+    pipelines(cl.t)
+    lets(cl.t)
+    dup_keys(cl.t)
+    collations(cl.t)
+    cl.close()
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except AssertionError as e:
-        print("upipe_test: FAILED after %d checks: %s" % (wirelib.checks, e))
-        sys.exit(1)
+    wirelib.main("upipe_test", body)

@@ -1,9 +1,14 @@
 """wirelib.py - what the wire tests written in Python share: the check counter, expecting an
-error code, a free TCP port, and starting and stopping `docfs serve` (its stderr kept in a
-log that the stop reads for sanitizer reports). Imported by the tests beside it."""
+error code, a free TCP port, starting and stopping `docfs serve` (its stderr kept in a log
+that the stop reads for sanitizer reports), and a test's main: serve a temp store, run the
+test's body, stop and check the store. Imported by the tests beside it."""
+import collections
 import os
+import shutil
 import socket
 import subprocess
+import sys
+import tempfile
 
 from pymongo.errors import OperationFailure
 
@@ -62,3 +67,43 @@ def stop(p, log):
     check("Sanitizer" not in text and "runtime error" not in text,
           "sanitizer report from docfs serve:\n" + text)
     check(rc == 0, "docfs serve exit status %d: %s" % (rc, text))
+
+
+Served = collections.namedtuple("Served", "tmp store sock port")
+
+
+def serve_and_check(name, body, tcp=False):
+    """Serves a new temp store on a Unix socket (and on a free TCP port when tcp), calls
+    body(Served), then stops the server (exit status, no sanitizer report) and runs
+    `docfs check` on the store; prints "NAME: N checks passed"."""
+    tmp = tempfile.mkdtemp(prefix="docfs-%s-" % name)
+    store = os.path.join(tmp, "store")
+    os.mkdir(store)
+    log = store + ".log"
+    sock = os.path.join(tmp, "docfs.sock")
+    args = ["--listen", sock]
+    port = None
+    if tcp:
+        port = free_port()
+        args += ["--listen", "127.0.0.1:%d" % port]
+    srv = start(store, log, *args)
+    try:
+        body(Served(tmp, store, sock, port))
+        stop(srv, log)
+        r = subprocess.run([DOCFS, "check", store], capture_output=True, text=True)
+        check(r.returncode == 0, "docfs check: %s %s" % (r.stdout, r.stderr))
+        print("%s: %d checks passed" % (name, checks))
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main(name, body, tcp=False, failures=(AssertionError,)):
+    """A test script's entry: serve_and_check, exiting 1 with "NAME: FAILED after N checks:
+    why" when one of failures is raised."""
+    try:
+        serve_and_check(name, body, tcp)
+    except failures as e:
+        print("%s: FAILED after %d checks: %s" % (name, checks, e))
+        sys.exit(1)
