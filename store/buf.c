@@ -73,14 +73,19 @@ void dfs_buf_puts(struct dfs_buf *b, const char *s)
 
 void dfs_buf_printf(struct dfs_buf *b, const char *fmt, ...)
 {
+	char small[256]; /* most texts fit: formatted once */
 	va_list ap;
 	int n;
 
 	va_start(ap, fmt);
-	n = vsnprintf(NULL, 0, fmt, ap);
+	n = vsnprintf(small, sizeof small, fmt, ap);
 	va_end(ap);
 	if (n < 0)
 		return;
+	if ((size_t)n < sizeof small) {
+		dfs_buf_append(b, small, (size_t)n);
+		return;
+	}
 	dfs_buf_reserve(b, (size_t)n);
 	va_start(ap, fmt);
 	vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);

@@ -60,6 +60,14 @@
 #include <time.h>
 #include <unistd.h>
 
+/* How long a transaction waits for another process's write to end (store.h). */
+static int busy_ms = STORE_LOCK_WAIT_MS;
+
+void store_set_lock_wait_ms(int ms)
+{
+	busy_ms = ms;
+}
+
 #define SCHEMA_VERSION STORE__SCHEMA_VERSION
 #define CHANGES_KEEP 100000
 /* WAL pages after which a commit wakes the checkpointer (SQLite's autocheckpoint was this),
@@ -466,7 +474,7 @@ static void space_reclaim(struct store_txn *t)
 		store__space_exhausted(t->db->s);
 	sqlite3_busy_timeout(t->c->h, 200);
 	sqlite3_wal_checkpoint_v2(t->c->h, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
-	sqlite3_busy_timeout(t->c->h, 10000);
+	sqlite3_busy_timeout(t->c->h, busy_ms);
 }
 
 static bool is_full(sqlite3 *h, int rc)
@@ -605,7 +613,7 @@ int store__conn_open(const char *path, bool create, struct store__conn **out, st
 		free(c);
 		return err ? err->code : DFS_EIO;
 	}
-	sqlite3_busy_timeout(c->h, 10000);
+	sqlite3_busy_timeout(c->h, busy_ms);
 	sqlite3_extended_result_codes(c->h, 1);
 	sqlite3_progress_handler(c->h, 1000, conn_progress, NULL);
 	/* mmap_size: reads map the database file instead of copying each page out of the OS

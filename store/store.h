@@ -236,6 +236,16 @@ struct store_txn;
 /* Opens (creating the directory when create is true) the store at dir. *out Owned, freed by
  * store_free. Errors: DFS_ENOENT (no such store), DFS_EIO. */
 int store_open(const char *dir, bool create, struct store **out, struct dfs_err *err);
+/*
+ * How long a transaction of this process waits for another process's write to end before it
+ * fails with DFS_EBUSY ("database is locked"). The mount and the servers keep 10 s (a request
+ * should not hang); the command-line writers, batch jobs, wait 2 minutes: SQLite's busy
+ * handler is not fair, and eight `docfs bulk` writers of 1,000-operation transactions on a
+ * loaded machine starved one past 10 s. Set before opening stores.
+ */
+#define STORE_LOCK_WAIT_MS 10000
+#define STORE_LOCK_WAIT_BATCH_MS 120000
+void store_set_lock_wait_ms(int ms);
 void store_free(struct store *s);
 const char *store_path(const struct store *s); /* Borrowed: valid until store_free */
 

@@ -2030,6 +2030,9 @@ int fs_main(int argc, char **argv)
 		return cmd_mount(argc - 1, argv + 1);
 	if (strcmp(cmd, "serve") == 0)
 		return cmd_serve(argc - 1, argv + 1);
+	/* The daemons above keep the mount's 10 s wait for another process's write lock; a
+	 * command-line writer is a batch job and waits longer (store.h). */
+	store_set_lock_wait_ms(STORE_LOCK_WAIT_BATCH_MS);
 	if (strcmp(cmd, "user") == 0)
 		return cmd_user(argc - 1, argv + 1);
 	if (strcmp(cmd, "import") == 0)

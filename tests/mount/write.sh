@@ -219,7 +219,7 @@ for w in $(seq 1 8); do
 	) &
 done
 wait
-for _ in $(seq 1 50); do [ "$(jq .n "$MNT/shop/counters/c.json")" = 10000 ] && break; sleep 0.1; done
+for _ in $(seq 1 300); do [ "$(jq .n "$MNT/shop/counters/c.json")" = 10000 ] && break; sleep 0.1; done
 expect_eq "$(jq .n "$MNT/shop/counters/c.json")" "10000" "\$inc total"
 
 "$DOCFS" check "$STORE" > /dev/null || fail "docfs check after the writes"

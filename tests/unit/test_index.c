@@ -986,7 +986,7 @@ START_TEST(test_store_ixscan_range_both_directions)
 	struct dfs_buf lo, hi, x;
 	char *got, *vals;
 	int64_t id[6];
-	char name[16], text[64];
+	char name[24], text[64];
 
 	mkix_ok(c, "{\"key\": {\"n\": 1}}");
 	mkix_ok(c, "{\"key\": {\"n\": -1}}");
@@ -1495,7 +1495,7 @@ START_TEST(test_store_ixscan_ties_in_id_order)
 	enum { N = 300, LONG = 200 };
 	int64_t c = make_coll("items"), entry[N];
 	struct dfs_err err = {0};
-	char name[16], text[64];
+	char name[24], text[64];
 	int a[N];
 
 	mkix_ok(c, "{\"key\": {\"a\": 1}}");

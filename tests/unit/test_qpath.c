@@ -200,7 +200,7 @@ static void fixture_open(struct fixture *f)
 	ck_assert_int_eq(store_txn_begin(f->db, true, &t, NULL), 0);
 	ck_assert_int_eq(store_coll_create(t, "c", 0755, 0, 0, &f->c, NULL), 0);
 	for (int i = 1; i <= 3; i++) {
-		char name[16], text[64];
+		char name[24], text[64];
 
 		snprintf(name, sizeof(name), "%d.json", i);
 		snprintf(text, sizeof(text), "{\"p\": %d}", i * 10);

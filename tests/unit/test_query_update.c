@@ -370,7 +370,7 @@ START_TEST(test_query_update_apply_too_big)
 	BSON_APPEND_INT32(&d, "_id", 1);
 	bson_append_array_begin(&d, "a", -1, &arr);
 	for (int i = 0; i < 40; i++) {
-		char k[8];
+		char k[12];
 
 		snprintf(k, sizeof(k), "%d", i);
 		BSON_APPEND_INT32(&arr, k, i);
