@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/run.sh - the test command: installs what is missing (Debian packages), builds docfs
-# twice (a normal build and one with AddressSanitizer + UndefinedBehaviorSanitizer), and runs
+# twice (a normal build and one with AddressSanitizer + UndefinedBehaviorSanitizer at -O1), and runs
 # every test suite (unit, mount) in both. The last line is the overall summary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -67,7 +67,7 @@ echo "== build and test (debugoptimized)"
 run_suite build
 echo "== build and test (address,undefined sanitizers)"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	run_suite build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
+	run_suite build-asan -Db_sanitize=address,undefined -Db_lundef=false -Doptimization=1 -Ddebug=true
 
 echo "tests/run.sh: Ok: $total_ok Fail: $total_fail"
 [ "$total_fail" -eq 0 ]
