@@ -1544,12 +1544,18 @@ static void commit_locks_init(void)
 static int handle_commit(fuse_req_t req, struct fs_handle *h, struct dfs_err *err)
 {
 	pthread_mutex_t *lock;
+	struct rs_wc wc;
+	struct rs_wc_fail wf;
 	bool ins;
 	int64_t t0;
 	int rc;
 
 	if (h->kind != FH_ENTRY || !h->dirty || !h->written)
 		return 0; /* nothing to commit (handle_commit_ordered) */
+	/* a replica set's primary: the mount's -o w= (member.c note 8), checked first */
+	rs_wc_default(false, &wc);
+	if (h->is_doc && rs_wc_check(&wc, &wf))
+		return rs_wc_fail_err(&wf, err);
 	pthread_once(&commit_locks_once, commit_locks_init);
 	lock = &commit_locks[h->node->nodeid % (sizeof(commit_locks) / sizeof(commit_locks[0]))];
 	ins = h->node->kind == FSN_PENDING;
@@ -1559,6 +1565,10 @@ static int handle_commit(fuse_req_t req, struct fs_handle *h, struct dfs_err *er
 	pthread_mutex_unlock(lock);
 	if (!rc && h->is_doc) /* serverStatus and top count a document file's write */
 		fs_curop_count_doc(h->node->db, h->node->coll, ins, 1, (now_ns() - t0) / 1000);
+	/* the close returns once the write concern is met; when it is not, the document
+	 * stays and the close fails with ETIMEDOUT */
+	if (!rc && h->is_doc && rs_wc_wait(h->node->db, &wc, &wf))
+		rc = rs_wc_fail_err(&wf, err);
 	return rc;
 }
 
