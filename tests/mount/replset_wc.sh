@@ -5,9 +5,9 @@
 # as many secondaries as it asked for the moment it is acknowledged; bad write concerns (an
 # unknown mode: 79, w: 5 on 3 members: 100) refused with nothing written; a secondary
 # stopped (kill -STOP): w: 3 with wtimeout gets 64 WriteConcernFailed and the write stays,
-# w: "majority" still succeeds, a path option ?w=3&wtimeout= and the mount's -o w= make the
-# close fail with ETIMEDOUT and the message in /.docfs/errors; ?w=majority on update/ and
-# .bulk; rs.stepDown hands over to a caught-up member and the old primary follows it;
+# w: "majority" still succeeds, path options ?w=3&wtimeout= (update/, .insert) and the
+# mount's -o w= make the close fail with ETIMEDOUT and the message in /.docfs/errors (the
+# writes stay); ?w=3 on update/ and .insert, ?w=majority on .bulk; rs.stepDown hands over to a caught-up member and the old primary follows it;
 # rs.freeze keeps a secondary from standing (a stepDown with no electable secondary: 262).
 . "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
@@ -56,12 +56,12 @@ primary_is() { [ "$(state_of "$1")" == PRIMARY ]; }
 secondaries() { for i in "$@"; do [ "$(state_of "$i")" == SECONDARY ] || return 1; done; }
 primary_of() { rs status | jq -r '.members | map(.stateStr) | index("PRIMARY")'; }
 
-step "three tagged members; member 0 mounted with -o w=3:wtimeout=3000 for its files"
+step "three tagged members; member 0 mounted with -o w=3:wtimeout=1500 for its files"
 rs initiate "{_id: 'rs0', members: [{_id: 0, host: '${H[0]}', priority: 2, tags: {dc: 'east'}},
 	{_id: 1, host: '${H[1]}', tags: {dc: 'east'}}, {_id: 2, host: '${H[2]}', tags: {dc: 'west'}}],
 	settings: {electionTimeoutMillis: 3000, getLastErrorModes: {MultipleDC: {dc: 2}}}}" > /dev/null || fail "initiate"
 expect_fail "-o w= with a bad value" "$DOCFS" mount -o "w=-1,listen=127.0.0.1:1" "$T/s0" "$T/m0"
-member_up 0 "w=3:wtimeout=3000"
+member_up 0 "w=3:wtimeout=1500"
 member_up 1
 member_up 2
 wait_for "a primary" 20 primary_is 0
@@ -109,13 +109,16 @@ print("figures (ms per insert): " + ", ".join(f"w {k}: {v:.0f}" for k, v in t.it
 PY
 expect_eq "$(jq -r ._id "$T/m0/shop/wc/3.json")" 3 "the w: 3 write on the primary's mount"
 
-step "path options: ?w=3 on update/, ?w=majority on .bulk; -o w=3 on a document file"
+step "path options: ?w=3 on update/ and .insert, ?w=majority on .bulk; -o w=3 on a document file"
 echo '{"$set": {"p": 1}}' > "$T/m0/shop/wc/update/{\"_id\": 0}?w=3&wtimeout=5000" || fail "update/?w=3"
 expect_eq "$(jq -c .p "$T/m1/shop/wc/0.json")-$(jq -c .p "$T/m2/shop/wc/0.json")" "1-1" "?w=3: both secondaries have the update at the close"
 echo '{"insertOne": {"document": {"_id": "b1"}}}' > "$T/m0/shop/wc/.bulk?w=majority" || fail ".bulk?w=majority"
 "$PY" -c 'import sys; f = open(sys.argv[1], "w"); f.write("{\"_id\": \"file1\", \"v\": 1}"); f.close()' "$T/m0/shop/wc/file1.json" ||
 	fail "a document file under -o w=3"
 expect_eq "$(jq -c .v "$T/m1/shop/wc/file1.json")-$(jq -c .v "$T/m2/shop/wc/file1.json")" "1-1" "-o w=3: both secondaries have the file at the close"
+"$PY" -c 'import sys; f = open(sys.argv[1], "w"); f.write("{\"_id\": \"i1\"}\n"); f.close()' "$T/m0/shop/wc/.insert?w=3" ||
+	fail ".insert?w=3"
+expect_eq "$(jq -r ._id "$T/m1/shop/wc/i1.json")-$(jq -r ._id "$T/m2/shop/wc/i1.json")" "i1-i1" ".insert?w=3: both secondaries have it at the close"
 mark=$(errors_mark)
 echo '{"$set": {"p": 2}}' > "$T/m0/shop/wc/update/{\"_id\": 0}?w=nosuchmode" 2> /dev/null && fail "?w=nosuchmode was accepted"
 errors_since "$T/m0/.docfs/errors" "$mark" | grep -qF "No write concern mode named 'nosuchmode' found in replica set configuration (79 UnknownReplWriteConcern)" ||
@@ -149,10 +152,16 @@ if "$PY" -c 'import sys; f = open(sys.argv[1], "w"); f.write("{\"_id\": \"file2\
 	kill -CONT "$pid2"
 	fail "a file under -o w=3 closed fine with a member stopped"
 fi
+if "$PY" -c 'import sys; f = open(sys.argv[1], "w"); f.write("{\"_id\": \"i2\"}\n"); f.close()' "$T/m0/shop/wc/.insert?w=3&wtimeout=500" 2> "$T/e3"; then
+	kill -CONT "$pid2"
+	fail ".insert?w=3&wtimeout=500 closed fine with a member stopped"
+fi
 kill -CONT "$pid2"
+grep -q "timed out" "$T/e3" || fail "the .insert's error is not ETIMEDOUT: $(cat "$T/e3")"
+[ -e "$T/m0/shop/wc/i2.json" ] || fail "the timed-out .insert's document is gone"
 grep -q "timed out" "$T/e1" || fail "the update's error is not ETIMEDOUT: $(cat "$T/e1")"
 grep -q "timed out" "$T/e2" || fail "the file's error is not ETIMEDOUT: $(cat "$T/e2")"
-expect_eq "$(errors_since "$T/m0/.docfs/errors" "$mark" | grep -cF 'waiting for replication timed out (64 WriteConcernFailed)')" 2 "the two timeouts in /.docfs/errors"
+expect_eq "$(errors_since "$T/m0/.docfs/errors" "$mark" | grep -cF 'waiting for replication timed out (64 WriteConcernFailed)')" 3 "the three timeouts in /.docfs/errors"
 expect_eq "$(jq -c .p "$T/m0/shop/wc/0.json")" 3 "the timed-out update stays"
 [ -e "$T/m0/shop/wc/file2.json" ] || fail "the timed-out file is gone"
 wait_for "member 2 catches up after SIGCONT" 20 test -e "$T/m2/shop/wc/file2.json"
