@@ -226,6 +226,7 @@ struct fs_handle {
 	int64_t ins_shown;	/* FH_INSERT: ins.ndocs when the collection was last bumped */
 	struct rs_wc wc;	/* FH_INSERT: the write concern its close waits for */
 	int64_t ins_waited;	/* FH_INSERT: ins.ndocs when it was last waited for */
+	uint64_t ins_mark;	/* FH_INSERT: rs_wc_mark before what it waits for next */
 	struct fs_result res;	/* FH_RESULT: the snapshot of a query's output */
 	struct dfs_buf wres;	/* FH_WRITE: the result of the request in buf */
 	bool applied;		/* FH_WRITE: the request has run; wres holds its result */
@@ -848,8 +849,8 @@ static int insert_wc(const char *name, struct rs_wc *wc, struct dfs_err *err)
 			*eq = '\0';
 		rc = rs_wc_opt(tok, eq ? eq + 1 : "", wc, err);
 		if (rc == 1)
-			rc = dfs_err_set(err, DFS_EINVAL, ".insert: unknown option '%s' (w, wtimeout, j)",
-					 tok);
+			rc = dfs_err_set(err, DFS_EINVAL,
+					 ".insert: unknown option '%s' (w, wtimeout, j)", tok);
 	}
 	if (!rc && rs_wc_check(wc, &f))
 		rc = rs_wc_fail_err(&f, err);
@@ -1586,6 +1587,7 @@ static int handle_commit(fuse_req_t req, struct fs_handle *h, struct dfs_err *er
 	pthread_mutex_t *lock;
 	struct rs_wc wc;
 	struct rs_wc_fail wf;
+	uint64_t before;
 	bool ins;
 	int64_t t0;
 	int rc;
@@ -1596,6 +1598,7 @@ static int handle_commit(fuse_req_t req, struct fs_handle *h, struct dfs_err *er
 	rs_wc_default(false, &wc);
 	if (h->is_doc && rs_wc_check(&wc, &wf))
 		return rs_wc_fail_err(&wf, err);
+	before = h->is_doc ? rs_wc_mark(h->node->db) : 0;
 	pthread_once(&commit_locks_once, commit_locks_init);
 	lock = &commit_locks[h->node->nodeid % (sizeof(commit_locks) / sizeof(commit_locks[0]))];
 	ins = h->node->kind == FSN_PENDING;
@@ -1607,7 +1610,7 @@ static int handle_commit(fuse_req_t req, struct fs_handle *h, struct dfs_err *er
 		fs_curop_count_doc(h->node->db, h->node->coll, ins, 1, (now_ns() - t0) / 1000);
 	/* the close returns once the write concern is met; when it is not, the document
 	 * stays and the close fails with ETIMEDOUT */
-	if (!rc && h->is_doc && rs_wc_wait(h->node->db, &wc, &wf))
+	if (!rc && h->is_doc && rs_wc_wait(h->node->db, before, &wc, &wf))
 		rc = rs_wc_fail_err(&wf, err);
 	return rc;
 }
@@ -1763,6 +1766,7 @@ static void fsop_open_as(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
 		}
 		h = handle_new(FH_INSERT, n);
 		h->wc = wc;
+		h->ins_mark = rs_wc_mark(n->db);
 		fs_inserter_init(&h->ins, n->db, n->coll, &a);
 		h->ins_init = true;
 		fi->direct_io = 1;
@@ -2659,9 +2663,11 @@ static int open_file_commit(fuse_req_t req, struct fs_handle *h, bool flush, str
 	}
 	if (!rc && h->ins.ndocs != h->ins_waited) { /* the documents stay when it fails */
 		struct rs_wc_fail wf;
+		uint64_t before = h->ins_mark;
 
 		h->ins_waited = h->ins.ndocs;
-		if (rs_wc_wait(h->node->db, &h->wc, &wf))
+		h->ins_mark = rs_wc_mark(h->node->db); /* the next wait: what comes after */
+		if (rs_wc_wait(h->node->db, before, &h->wc, &wf))
 			rc = rs_wc_fail_err(&wf, err);
 	}
 	return rc;

@@ -150,7 +150,7 @@ static int set_opt(struct wreq *w, const char *name, const struct dfs_buf *v, st
 	if (w->kind == FSW_DELETE && !strcmp(name, "justOne"))
 		return fs_path_bool_opt(name, v, &w->just_one, err);
 	return dfs_err_set(err, DFS_EINVAL, "unknown option '%s' (%s, w, wtimeout, j)", name,
-			   w->kind == FSW_BULK   ? "ordered, atomic"
+			   w->kind == FSW_BULK	   ? "ordered, atomic"
 			   : w->kind == FSW_DELETE ? "justOne, returnDocument, sort, projection"
 						   : "multi, upsert, arrayFilters, returnDocument, "
 						     "sort, projection");
@@ -417,6 +417,7 @@ int fs_write_run(struct store_db *db, int64_t coll, const char *name, const char
 	struct query_write_result r = {0};
 	struct store_txn *t = NULL;
 	struct rs_wc_fail wf;
+	uint64_t before;
 	struct wreq w;
 	bson_t body = BSON_INITIALIZER, res = BSON_INITIALIZER;
 	const char *command;
@@ -428,12 +429,13 @@ int fs_write_run(struct store_db *db, int64_t coll, const char *name, const char
 		rc = rs_wc_fail_err(&wf, err);
 		goto done;
 	}
+	before = rs_wc_mark(db);
 	if (w.kind == FSW_BULK) {
 		describe_op(&w, &body);
 		if ((rc = body_ops(text, len, &body, err)) == 0)
 			rc = query_bulk_run(db, coll, &body, w.ordered, w.atomic, &res, err);
 		note_op(NULL, &res);
-		if (!rc && rs_wc_wait(db, &w.wc, &wf)) { /* the write stays (note 2) */
+		if (!rc && rs_wc_wait(db, before, &w.wc, &wf)) { /* the write stays (note 2) */
 			rs_wc_fail_append(&wf, &w.wc, &res);
 			rc = rs_wc_fail_err(&wf, err);
 		}
@@ -508,7 +510,7 @@ int fs_write_run(struct store_db *db, int64_t coll, const char *name, const char
 	if (!rc) {
 		note_op(&r, NULL);
 		query_write_result_describe(&r, command, &res);
-		if (rs_wc_wait(db, &w.wc, &wf)) { /* the write stays (note 2) */
+		if (rs_wc_wait(db, before, &w.wc, &wf)) { /* the write stays (note 2) */
 			rs_wc_fail_append(&wf, &w.wc, &res);
 			rc = rs_wc_fail_err(&wf, err);
 		}

@@ -91,7 +91,7 @@
 #include <unistd.h>
 
 #define TICK_MS 100
-#define MIN_TICK_MS 20 /* note 6: the shortest time between two looks when poked */
+#define MIN_TICK_MS 20	   /* note 6: the shortest time between two looks when poked */
 #define STAND_WAIT_MS 2000 /* note 3 */
 
 struct rs_node {
@@ -126,13 +126,13 @@ struct rs_node {
 	int waiters;		   /* writers waiting for a write concern */
 	struct rs_dbpos dbs[RS_DBPOS]; /* our applied position per database (note 6) */
 	int ndbs;
-	int64_t frozen_until;	   /* monotonic ms: we do not stand before it (note 7) */
-	bool stepping;		   /* replSetStepDown runs: the gate is closed */
-	bool hand_over;		   /* the loop should give up the primary znode */
-	int64_t step_round;	   /* the round we publish while stepping (0: none) */
-	int64_t round_seen;	   /* a secondary: the primary's round it saw, */
-	int64_t round_seen_at;	   /*   when (monotonic ms), */
-	int64_t caught_up;	   /*   and the round it caught up in */
+	int64_t frozen_until;  /* monotonic ms: we do not stand before it (note 7) */
+	bool stepping;	       /* replSetStepDown runs: the gate is closed */
+	bool hand_over;	       /* the loop should give up the primary znode */
+	int64_t step_round;    /* the round we publish while stepping (0: none) */
+	int64_t round_seen;    /* a secondary: the primary's round it saw, */
+	int64_t round_seen_at; /*   when (monotonic ms), */
+	int64_t caught_up;     /*   and the round it caught up in */
 };
 
 static struct rs_node *the_node; /* the daemon's one membership (hello, status) */
@@ -199,10 +199,11 @@ static int gate(void *ctx, struct dfs_err *err)
 
 	pthread_mutex_lock(&n->lock);
 	if (n->state == RS_PRIMARY && n->stepping)
-		rc = dfs_err_set(err, DFS_EROFS,
-				 "not primary (10107 NotWritablePrimary): member %d at %s is stepping "
-				 "down",
-				 n->primary_id, n->me);
+		rc = dfs_err_set(
+			err, DFS_EROFS,
+			"not primary (10107 NotWritablePrimary): member %d at %s is stepping "
+			"down",
+			n->primary_id, n->me);
 	else if (n->state == RS_PRIMARY && mono_ms() < n->lease_until)
 		rc = 0;
 	else if (n->primary[0] && (n->state != RS_PRIMARY || strcmp(n->primary, n->me)))
@@ -629,7 +630,8 @@ static int freeze_cmd(struct rs_node *n, struct wire_ctx *c, bson_t *reply)
 	} else {
 		n->frozen_until = mono_ms() + secs * 1000;
 		if (secs == 1)
-			BSON_APPEND_UTF8(reply, "warning", "you really want to freeze for only 1 second?");
+			BSON_APPEND_UTF8(reply, "warning",
+					 "you really want to freeze for only 1 second?");
 	}
 	poke(n);
 	return 0;
@@ -645,7 +647,8 @@ static int command(struct wire_ctx *c, bson_t *reply)
 		return wire_fail(c, 94, "NotYetInitialized", "no replset config has been received");
 	}
 	if (!strcmp(c->name, "replSetStepDown") || !strcmp(c->name, "replSetFreeze")) {
-		int rc = !strcmp(c->name, "replSetFreeze") ? freeze_cmd(n, c, reply) : step_down_cmd(n, c);
+		int rc = !strcmp(c->name, "replSetFreeze") ? freeze_cmd(n, c, reply)
+							   : step_down_cmd(n, c);
 
 		pthread_mutex_unlock(&n->lock);
 		return rc;
@@ -876,7 +879,8 @@ int rs_wc_check(const struct rs_wc *wc, struct rs_wc_fail *f)
 		for (int i = 0; i < n->conf.n; i++)
 			all[i] = !n->conf.m[i].arbiter;
 		if (!wc_met(&n->conf, wc, all)) {
-			wc_fail(f, 100, "UnsatisfiableWriteConcern", "Not enough data-bearing nodes");
+			wc_fail(f, 100, "UnsatisfiableWriteConcern",
+				"Not enough data-bearing nodes");
 			rc = 100;
 		}
 	}
@@ -916,7 +920,13 @@ static bool has_write(struct rs_node *n, const struct rs_seen *s, const char *db
 	return s->ndbs == RS_DBPOS && s->op.ts >= ts;
 }
 
-int rs_wc_wait(struct store_db *db, const struct rs_wc *wc, struct rs_wc_fail *f)
+uint64_t rs_wc_mark(struct store_db *db)
+{
+	return db && the_node ? newest_ts(db) : 0;
+}
+
+int rs_wc_wait(struct store_db *db, uint64_t before, const struct rs_wc *wc,
+	       struct rs_wc_fail *f)
 {
 	struct rs_node *n = the_node;
 	const char *dbname = store_db_name(db);
@@ -927,6 +937,8 @@ int rs_wc_wait(struct store_db *db, const struct rs_wc *wc, struct rs_wc_fail *f
 	if (!n || (!wc->mode[0] && wc->w <= 1))
 		return 0;
 	ts = newest_ts(db);
+	if (ts == before)
+		return 0; /* no event since: nothing of this write to replicate */
 	deadline = wc->wtimeout_ms > 0 ? mono_ms() + wc->wtimeout_ms : 0;
 	pthread_mutex_lock(&n->lock);
 	n->waiters++;
@@ -947,8 +959,8 @@ int rs_wc_wait(struct store_db *db, const struct rs_wc *wc, struct rs_wc_fail *f
 		for (int i = 0; i < n->conf.n; i++) {
 			const struct rs_seen *s = seen_of(&n->view, n->conf.m[i].id);
 
-			has[i] = i == n->my || (s && !n->conf.m[i].arbiter &&
-						has_write(n, s, dbname, ts));
+			has[i] = i == n->my ||
+				 (s && !n->conf.m[i].arbiter && has_write(n, s, dbname, ts));
 		}
 		if (wc_met(&n->conf, wc, has))
 			break;
@@ -1255,7 +1267,7 @@ static void tick(struct rs_node *n)
 		pthread_mutex_unlock(&n->lock);
 		n->no_primary_since = t0;
 	} else if (v.has_primary && v.primary_owner == session && n->state == RS_PRIMARY &&
-	    v.primary_term == n->term) {
+		   v.primary_term == n->term) {
 		pthread_mutex_lock(&n->lock);
 		n->lease_until = t0 + rs_zk_timeout(n->z) / 2;
 		n->applied.t = n->term;

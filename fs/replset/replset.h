@@ -130,9 +130,9 @@ struct rs_seen {
 	char why[200];		/* infoMessage (RECOVERING's reason) */
 	struct rs_dbpos dbs[RS_DBPOS]; /* its positions per database (note 6) */
 	int ndbs;
-	bool frozen;	     /* it does not stand now (replSetFreeze, a step-down) */
-	int64_t step_down;   /* a primary stepping down: its round (member.c note 7), 0: not */
-	int64_t caught_up;   /* a secondary: the round it caught up in (0: none) */
+	bool frozen;	   /* it does not stand now (replSetFreeze, a step-down) */
+	int64_t step_down; /* a primary stepping down: its round (member.c note 7), 0: not */
+	int64_t caught_up; /* a secondary: the round it caught up in (0: none) */
 };
 /* What ZooKeeper shows of a set: its primary and live members. */
 struct rs_view {
@@ -215,10 +215,15 @@ int rs_wc_set_file_default(const char *value, struct dfs_err *err);
  * UnknownReplWriteConcern, 100 UnsatisfiableWriteConcern on a member; 2 BadValue for w > 1
  * or a custom mode on a standalone. Nothing is written after a refusal. */
 int rs_wc_check(const struct rs_wc *wc, struct rs_wc_fail *f);
-/* After a write to db committed: returns once wc is met (0), or nonzero with f: 64
- * WriteConcernFailed at wtimeout (the write stays), 11602 when the member stopped being
- * primary meanwhile. A standalone returns 0 at once. */
-int rs_wc_wait(struct store_db *db, const struct rs_wc *wc, struct rs_wc_fail *f);
+/* Where db's history stands (the clusterTime of its newest event, 0: none, or db NULL):
+ * taken before a write, for rs_wc_wait. */
+uint64_t rs_wc_mark(struct store_db *db);
+/* After a write to db committed (before: rs_wc_mark before it): returns once wc is met (0),
+ * or nonzero with f: 64 WriteConcernFailed at wtimeout (the write stays), 11602 when the
+ * member stopped being primary meanwhile. A standalone, and a write that made no event
+ * (nothing to replicate: an update that matched nothing), return 0 at once. */
+int rs_wc_wait(struct store_db *db, uint64_t before, const struct rs_wc *wc,
+	       struct rs_wc_fail *f);
 /* f as the mount reports it: "waiting for replication timed out (64 WriteConcernFailed)",
  * DFS_ETIMEDOUT (64) or DFS_EINVAL (the others). */
 int rs_wc_fail_err(const struct rs_wc_fail *f, struct dfs_err *err);

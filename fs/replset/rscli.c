@@ -177,9 +177,11 @@ static int member_cli(int argc, char **argv)
 		size_t o = (size_t)snprintf(uri, sizeof(uri), "mongodb://");
 
 		for (const char *p = host; *p && o + 4 < sizeof(uri); p++) /* a socket's '/' */
-			o += (size_t)snprintf(uri + o, sizeof(uri) - o, *p == '/' ? "%%2F" : "%c", *p);
+			o += (size_t)snprintf(uri + o, sizeof(uri) - o, *p == '/' ? "%%2F" : "%c",
+					      *p);
 		snprintf(uri + o, sizeof(uri) - o,
-			 "/?directConnection=true&serverSelectionTimeoutMS=5000&socketTimeoutMS=%lld",
+			 "/?directConnection=true&serverSelectionTimeoutMS=5000&socketTimeoutMS=%"
+			 "lld",
 			 (long long)(secs + 30) * 1000);
 		mongoc_init();
 		cl = mongoc_client_new(uri);

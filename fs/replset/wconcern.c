@@ -23,7 +23,8 @@ static int set_w_text(const char *v, struct rs_wc *out, struct dfs_err *err)
 	long n;
 
 	if (!v[0])
-		return dfs_err_set(err, DFS_EINVAL, "w needs a number, \"majority\" or a mode name");
+		return dfs_err_set(err, DFS_EINVAL,
+				   "w needs a number, \"majority\" or a mode name");
 	n = strtol(v, &end, 10);
 	if (!*end) {
 		if (n < 0 || n > RS_MAX_MEMBERS)
@@ -107,7 +108,8 @@ int rs_wc_opt(const char *name, const char *value, struct rs_wc *out, struct dfs
 
 		if (!value[0] || *end || ms < 0)
 			return dfs_err_set(err, DFS_EINVAL,
-					   "wtimeout needs milliseconds (0: none), not '%s'", value);
+					   "wtimeout needs milliseconds (0: none), not '%s'",
+					   value);
 		out->wtimeout_ms = ms;
 		out->given = true;
 		return 0;
@@ -146,8 +148,8 @@ int rs_wc_set_file_default(const char *value, struct dfs_err *err)
 		*eq = '\0';
 		rc = rs_wc_opt(tok, eq + 1, &wc, err);
 		if (rc == 1)
-			return dfs_err_set(err, DFS_EINVAL,
-					   "w=%s: unknown part '%s' (wtimeout, j)", value, tok);
+			return dfs_err_set(err, DFS_EINVAL, "w=%s: unknown part '%s' (wtimeout, j)",
+					   value, tok);
 	}
 	if (rc)
 		return rc;

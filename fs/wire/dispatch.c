@@ -3,11 +3,11 @@
  * key) looked up in one table, the generic arguments every command may carry (lsid, $db,
  * $readPreference, writeConcern, readConcern, comment, maxTimeMS, apiVersion, $clusterTime:
  * accepted, and maxTimeMS and a write command's writeConcern acted on: checked before the
- * write, waited for after it on a replica set member, fs/replset/member.c note 8), the operation registered in currentOp for the
- * commands that run the engine, and the reply: the handler's document with "ok": 1, or
- * MongoDB's error shape {ok: 0, errmsg, code, codeName}. Before a command runs, auth.c
- * says whether the connection may run it. Also the small argument readers
- * the handlers share. What each command does is in cmd_*.c; the bytes are frame.c's.
+ * write, waited for after it on a replica set member, fs/replset/member.c note 8), the operation
+ * registered in currentOp for the commands that run the engine, and the reply: the handler's
+ * document with "ok": 1, or MongoDB's error shape {ok: 0, errmsg, code, codeName}. Before a command
+ * runs, auth.c says whether the connection may run it. Also the small argument readers the handlers
+ * share. What each command does is in cmd_*.c; the bytes are frame.c's.
  */
 #include "wire.h"
 #include "fs_int.h"
@@ -387,9 +387,9 @@ static int run(struct wire_ctx *c, const struct command *cmd, bson_t *reply)
 static bool writes(const char *name)
 {
 	static const char *const w[] = {
-		"insert",	 "update",	 "delete",	  "findAndModify", "findandmodify",
-		"create",	 "drop",	 "dropDatabase",  "createIndexes", "dropIndexes",
-		"deleteIndexes", "collMod",	 "convertToCapped", "renameCollection",
+		"insert",	 "update",  "delete",	       "findAndModify",	   "findandmodify",
+		"create",	 "drop",    "dropDatabase",    "createIndexes",	   "dropIndexes",
+		"deleteIndexes", "collMod", "convertToCapped", "renameCollection",
 	};
 
 	for (size_t i = 0; i < sizeof(w) / sizeof(w[0]); i++)
@@ -420,14 +420,14 @@ static int wc_before(struct wire_ctx *c, struct rs_wc *wc)
 
 /* After write command c succeeded: waits for wc, and says in reply when it was not met
  * (writeConcernError: the write stays). */
-static void wc_after(struct wire_ctx *c, const struct rs_wc *wc, bson_t *reply)
+static void wc_after(struct wire_ctx *c, const struct rs_wc *wc, uint64_t before, bson_t *reply)
 {
 	struct store_db *db;
 	struct rs_wc_fail f;
 
 	if (store_db_get(c->store, c->db, false, &db, NULL))
 		return; /* dropped: nothing of it to wait for */
-	if (rs_wc_wait(db, wc, &f))
+	if (rs_wc_wait(db, before, wc, &f))
 		rs_wc_fail_append(&f, wc, reply);
 }
 
@@ -505,12 +505,17 @@ void wire_dispatch(struct store *s, struct wire_conn *conn, int64_t conn_id,
 		rc = wire_fail(&c, 59, "CommandNotFound", "no such command: '%s'", c.name);
 	else if (!(rc = wire_auth_check(&c))) {
 		struct rs_wc wc;
+		struct store_db *db = NULL;
 		bool w = writes(c.name);
+		uint64_t before = 0;
 
-		if (!w || !(rc = wc_before(&c, &wc)))
+		if (w && !(rc = wc_before(&c, &wc)) &&
+		    !store_db_get(c.store, c.db, false, &db, NULL))
+			before = rs_wc_mark(db); /* (a new database: 0) */
+		if (!w || !rc)
 			rc = run(&c, cmd, &reply);
 		if (w && !rc)
-			wc_after(&c, &wc, &reply);
+			wc_after(&c, &wc, before, &reply);
 		wire_auth_done(&c);
 	}
 	if (rc) {
