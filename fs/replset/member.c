@@ -190,6 +190,25 @@ static void poke(struct rs_node *n)
 	pthread_cond_signal(&n->wake);
 }
 
+/* Waits on cond (n->lock held, the conds use CLOCK_MONOTONIC) until the monotonic time
+ * until (ms) at most. */
+static void wait_cond(struct rs_node *n, pthread_cond_t *cond, int64_t until)
+{
+	struct timespec ts;
+	int64_t d = until - mono_ms();
+
+	if (d <= 0)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += d / 1000;
+	ts.tv_nsec += (d % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_cond_timedwait(cond, &n->lock, &ts);
+}
+
 /* ---- the gate (note 5) --------------------------------------------------------------- */
 
 static int gate(void *ctx, struct dfs_err *err)
@@ -495,19 +514,7 @@ static bool hello(bson_t *reply)
 /* Waits on n->seen (n->lock held) until the monotonic time until at most. */
 static void wait_seen(struct rs_node *n, int64_t until)
 {
-	struct timespec ts;
-	int64_t d = until - mono_ms();
-
-	if (d <= 0)
-		return;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += d / 1000;
-	ts.tv_nsec += (d % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
-	pthread_cond_timedwait(&n->seen, &n->lock, &ts);
+	wait_cond(n, &n->seen, until);
 }
 
 /* An electable secondary that caught up in round (note 7); n->lock held. */
@@ -945,7 +952,6 @@ int rs_wc_wait(struct store_db *db, uint64_t before, const struct rs_wc *wc,
 	poke(n);
 	for (;;) {
 		bool has[RS_MAX_MEMBERS] = {0};
-		struct timespec until;
 		int64_t now = mono_ms(), wake = now + 1000;
 
 		if (n->state != RS_PRIMARY || !n->have_conf) {
@@ -972,14 +978,7 @@ int rs_wc_wait(struct store_db *db, uint64_t before, const struct rs_wc *wc,
 		}
 		if (deadline && deadline < wake)
 			wake = deadline;
-		clock_gettime(CLOCK_MONOTONIC, &until);
-		until.tv_sec += (wake - now) / 1000;
-		until.tv_nsec += ((wake - now) % 1000) * 1000000;
-		if (until.tv_nsec >= 1000000000) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000;
-		}
-		pthread_cond_timedwait(&n->seen, &n->lock, &until);
+		wait_cond(n, &n->seen, wake);
 	}
 	n->waiters--;
 	pthread_mutex_unlock(&n->lock);
@@ -1354,19 +1353,8 @@ static void *loop(void *arg)
 		tick(n);
 		/* the next look: after TICK_MS, or sooner when poked (note 6) */
 		pthread_mutex_lock(&n->lock);
-		while (!n->stop && !n->pokes && !n->waiters && mono_ms() < t0 + TICK_MS) {
-			struct timespec ts;
-			int64_t until = t0 + TICK_MS;
-
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			ts.tv_sec += (until - mono_ms()) / 1000;
-			ts.tv_nsec += ((until - mono_ms()) % 1000) * 1000000;
-			if (ts.tv_nsec >= 1000000000) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000;
-			}
-			pthread_cond_timedwait(&n->wake, &n->lock, &ts);
-		}
+		while (!n->stop && !n->pokes && !n->waiters && mono_ms() < t0 + TICK_MS)
+			wait_cond(n, &n->wake, t0 + TICK_MS);
 		n->pokes = 0;
 		pthread_mutex_unlock(&n->lock);
 		if (mono_ms() < t0 + MIN_TICK_MS)
