@@ -8,7 +8,8 @@
 # w: "majority" still succeeds, path options ?w=3&wtimeout= (update/, .insert) and the
 # mount's -o w= make the close fail with ETIMEDOUT and the message in /.docfs/errors (the
 # writes stay); ?w=3 on update/ and .insert, ?w=majority on .bulk; rs.stepDown hands over to a caught-up member and the old primary follows it;
-# rs.freeze keeps a secondary from standing (a stepDown with no electable secondary: 262).
+# rs.freeze keeps a secondary from standing (a stepDown with no electable secondary: 262);
+# a standalone (docfs serve) answers w > 1 and custom modes with 2 BadValue, as mongod.
 . "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 "$PY" -c 'import pymongo' 2> /dev/null || { echo "SKIP: no pymongo"; exit 77; }
@@ -23,6 +24,7 @@ rs_cleanup() {
 		fi
 		[ -z "$pid" ] || wait_gone "$pid" || kill -9 "$pid" 2> /dev/null || true
 	done
+	[ -z "${solo:-}" ] || kill "$solo" 2> /dev/null || true
 	zk_stop
 	cleanup "$rc"
 }
@@ -55,6 +57,34 @@ wait_for() {
 primary_is() { [ "$(state_of "$1")" == PRIMARY ]; }
 secondaries() { for i in "$@"; do [ "$(state_of "$i")" == SECONDARY ] || return 1; done; }
 primary_of() { rs status | jq -r '.members | map(.stateStr) | index("PRIMARY")'; }
+
+step "a standalone answers as mongod: w > 1 and custom modes 2 BadValue (nothing written), majority is w 1"
+mkdir -p "$T/solo"
+"$DOCFS" serve "$T/solo" --listen "$T/solo.sock" --log "$T/solo.log" > /dev/null &
+solo=$!
+wait_file "$T/solo.sock" || fail "docfs serve did not start: $(cat "$T/solo.log")"
+"$PY" - "$T/solo.sock" << 'PY' || { kill "$solo"; fail "a standalone's write concerns"; }
+import sys, urllib.parse, pymongo
+from pymongo.write_concern import WriteConcern
+c = pymongo.MongoClient("mongodb://" + urllib.parse.quote(sys.argv[1], safe=""))
+for w in (2, "MultipleDC"):
+    try:
+        c.t.get_collection("c", write_concern=WriteConcern(w=w)).insert_one({"_id": str(w)})
+        raise SystemExit(f"a standalone took w: {w}")
+    except pymongo.errors.OperationFailure as e:
+        assert e.code == 2 and e.details["codeName"] == "BadValue", e.details
+c.t.get_collection("c", write_concern=WriteConcern(w="majority", wtimeout=1000)).insert_one({"_id": 1})
+assert [d["_id"] for d in c.t.c.find()] == [1]
+for cmd in ("replSetStepDown", "replSetFreeze"):
+    try:
+        c.admin.command(cmd, 10)
+        raise SystemExit(f"a standalone ran {cmd}")
+    except pymongo.errors.OperationFailure as e:
+        assert e.code == 76, e.details
+PY
+kill "$solo"
+wait "$solo" || true
+solo=
 
 step "three tagged members; member 0 mounted with -o w=3:wtimeout=1500 for its files"
 rs initiate "{_id: 'rs0', members: [{_id: 0, host: '${H[0]}', priority: 2, tags: {dc: 'east'}},
