@@ -7,7 +7,8 @@
 # stopped (kill -STOP): w: 3 with wtimeout gets 64 WriteConcernFailed and the write stays,
 # w: "majority" still succeeds, path options ?w=3&wtimeout= (update/, .insert) and the
 # mount's -o w= make the close fail with ETIMEDOUT and the message in /.docfs/errors (the
-# writes stay); ?w=3 on update/ and .insert, ?w=majority on .bulk; rs.stepDown hands over to a caught-up member and the old primary follows it;
+# writes stay); ?w=3 on update/ and .insert, ?w=majority on .bulk; rs.stepDown hands over
+# to a caught-up member and the old primary follows it;
 # rs.freeze keeps a secondary from standing (a stepDown with no electable secondary: 262);
 # a standalone (docfs serve) answers w > 1 and custom modes with 2 BadValue, as mongod.
 . "$(dirname "$0")/lib.sh"
