@@ -49,7 +49,9 @@ static const char usage_text[] =
 	"      TCP clients are refused).\n"
 	"      replset=NAME,zk=HOST:PORT[;HOST:PORT...] (a member of replica set NAME, known\n"
 	"      by its first listen= address as rs.conf() names it; ZooKeeper holds the set's\n"
-	"      configuration and elections; see README \"Replica sets\").\n"
+	"      configuration and elections; see README \"Replica sets\"), w=1|N|majority|MODE\n"
+	"      [:wtimeout=MS][:j=true] (a primary's write concern for document files and write\n"
+	"      paths: close() returns once it is met, else fails with ETIMEDOUT; default w=1).\n"
 	"  serve STORE [--listen ADDR]... [--noauth] [--log FILE] [--cursor-timeout-s N]\n"
 	"        [--tls-cert FILE --tls-key FILE] [--replset NAME --zk HOST:PORT[;...]]\n"
 	"      Serve the store to MongoDB clients (mongosh, drivers) over the wire protocol,\n"
@@ -165,6 +167,9 @@ static const char usage_text[] =
 	"      replica set SET, whose configuration ZooKeeper at ZK (host:port, several\n"
 	"      joined by ';') keeps; prints MongoDB's reply, exit status 1 when refused\n"
 	"      (nothing changed). Members: mount's replset= (README.md, Replica sets).\n"
+	"  rs ZK SET stepDown [SECS [CATCHUP]] | freeze HOST SECS\n"
+	"      rs.stepDown() on the set's primary (it hands over to a secondary caught up within\n"
+	"      CATCHUP s, 10, and does not stand for SECS, 60), rs.freeze() on member HOST.\n"
 	"  version\n"
 	"      Print the version.\n"
 	"\n"
@@ -289,6 +294,11 @@ static int mount_args(int argc, char **argv, struct mount_strs *ms)
 					o.replset = tok + 8;
 				} else if (strncmp(tok, "zk=", 3) == 0) {
 					o.zk = tok + 3;
+				} else if (strncmp(tok, "w=", 2) == 0) {
+					struct dfs_err werr = {0};
+
+					if (rs_wc_set_file_default(tok + 2, &werr))
+						return fail("mount", "%s", werr.msg);
 				} else if (strncmp(tok, "tls_cert=", 9) == 0) {
 					o.tls_cert = tok + 9;
 				} else if (strncmp(tok, "tls_key=", 8) == 0) {

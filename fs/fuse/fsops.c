@@ -224,6 +224,9 @@ struct fs_handle {
 	struct fs_inserter ins; /* FH_INSERT */
 	bool ins_init;		/* ins is initialised */
 	int64_t ins_shown;	/* FH_INSERT: ins.ndocs when the collection was last bumped */
+	struct rs_wc wc;	/* FH_INSERT: the write concern its close waits for */
+	int64_t ins_waited;	/* FH_INSERT: ins.ndocs when it was last waited for */
+	uint64_t ins_mark;	/* FH_INSERT: rs_wc_mark before what it waits for next */
 	struct fs_result res;	/* FH_RESULT: the snapshot of a query's output */
 	struct dfs_buf wres;	/* FH_WRITE: the result of the request in buf */
 	bool applied;		/* FH_WRITE: the request has run; wres holds its result */
@@ -810,17 +813,48 @@ static bool is_json_name(const char *name)
 	return n > 5 && name[0] != '.' && strcmp(name + n - 5, ".json") == 0;
 }
 
-/* The node of write path name ("update/<q>", ".bulk?...") in p's collection. */
-static struct fs_node *write_node(struct fs_node *p, const char *name)
+/* The node of write path name ("update/<q>", ".bulk?...", or of kind FSN_INSERT
+ * ".insert?w=...") in p's collection. */
+static struct fs_node *write_node_kind(struct fs_node *p, const char *name, int kind)
 {
 	uint64_t h = 1099511628211ULL;
 
 	for (const char *c = name; *c; c++)
 		h = (h ^ (unsigned char)*c) * 0x100000001b3ULL;
 	h ^= (uint64_t)p->coll * 0x9e3779b97f4a7c15ULL;
-	return fs_node_keyed(FSN_WRITE, p->db, p->coll, name,
+	return fs_node_keyed(kind, p->db, p->coll, name,
 			     fs_ino_db(p->db) | (3ULL << 37) | (1ULL << 36) |
 				     (h & ((1ULL << 36) - 1)));
+}
+
+static struct fs_node *write_node(struct fs_node *p, const char *name)
+{
+	return write_node_kind(p, name, FSN_WRITE);
+}
+
+/* The write concern of ".insert?w=..&wtimeout=..&j=.." (the only options it takes) into
+ * wc, checked (fs/replset/member.c note 8). */
+static int insert_wc(const char *name, struct rs_wc *wc, struct dfs_err *err)
+{
+	char copy[FS_PENDING_NAME_CAP], *save = NULL;
+	struct rs_wc_fail f;
+	int rc = 0;
+
+	rs_wc_default(false, wc);
+	snprintf(copy, sizeof(copy), "%s", strncmp(name, ".insert?", 8) ? "" : name + 8);
+	for (char *tok = strtok_r(copy, "&", &save); tok && !rc; tok = strtok_r(NULL, "&", &save)) {
+		char *eq = strchr(tok, '=');
+
+		if (eq)
+			*eq = '\0';
+		rc = rs_wc_opt(tok, eq ? eq + 1 : "", wc, err);
+		if (rc == 1)
+			rc = dfs_err_set(err, DFS_EINVAL,
+					 ".insert: unknown option '%s' (w, wtimeout, j)", tok);
+	}
+	if (!rc && rs_wc_check(wc, &f))
+		rc = rs_wc_fail_err(&f, err);
+	return rc;
 }
 
 /* ---- queries that span path components (a '/' in a query) -------------------------- */
@@ -1070,6 +1104,13 @@ static struct fs_node *lookup_node(struct fs_node *p, const char *name, struct d
 
 		if (fs_write_kind_of(name) == FSW_BULK)
 			return write_node(p, name);
+		if (strncmp(name, ".insert?", 8) == 0) { /* a write concern (insert_wc) */
+			struct rs_wc wc;
+
+			if (insert_wc(name, &wc, err))
+				return NULL;
+			return write_node_kind(p, name, FSN_INSERT);
+		}
 		if (fi < 0 && changes_name(name))
 			return changes_node(p->db, p->coll, name);
 		if (fi < 0 && stats_name(name))
@@ -1544,12 +1585,20 @@ static void commit_locks_init(void)
 static int handle_commit(fuse_req_t req, struct fs_handle *h, struct dfs_err *err)
 {
 	pthread_mutex_t *lock;
+	struct rs_wc wc;
+	struct rs_wc_fail wf;
+	uint64_t before;
 	bool ins;
 	int64_t t0;
 	int rc;
 
 	if (h->kind != FH_ENTRY || !h->dirty || !h->written)
 		return 0; /* nothing to commit (handle_commit_ordered) */
+	/* a replica set's primary: the mount's -o w= (member.c note 8), checked first */
+	rs_wc_default(false, &wc);
+	if (h->is_doc && rs_wc_check(&wc, &wf))
+		return rs_wc_fail_err(&wf, err);
+	before = h->is_doc ? rs_wc_mark(h->node->db) : 0;
 	pthread_once(&commit_locks_once, commit_locks_init);
 	lock = &commit_locks[h->node->nodeid % (sizeof(commit_locks) / sizeof(commit_locks[0]))];
 	ins = h->node->kind == FSN_PENDING;
@@ -1559,6 +1608,10 @@ static int handle_commit(fuse_req_t req, struct fs_handle *h, struct dfs_err *er
 	pthread_mutex_unlock(lock);
 	if (!rc && h->is_doc) /* serverStatus and top count a document file's write */
 		fs_curop_count_doc(h->node->db, h->node->coll, ins, 1, (now_ns() - t0) / 1000);
+	/* the close returns once the write concern is met; when it is not, the document
+	 * stays and the close fails with ETIMEDOUT */
+	if (!rc && h->is_doc && rs_wc_wait(h->node->db, before, &wc, &wf))
+		rc = rs_wc_fail_err(&wf, err);
 	return rc;
 }
 
@@ -1739,8 +1792,16 @@ static void fsop_open_as(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
 	}
 	case FSN_INSERT: {
 		struct store_attrs a = caller_attrs(req, 0644);
+		struct rs_wc wc;
+		struct dfs_err werr = {0};
 
+		if (insert_wc(n->pending_name ? n->pending_name : "", &wc, &werr)) {
+			reply_dfs(req, &werr, "open");
+			return;
+		}
 		h = handle_new(FH_INSERT, n);
+		h->wc = wc;
+		h->ins_mark = rs_wc_mark(n->db);
 		fs_inserter_init(&h->ins, n->db, n->coll, &a);
 		h->ins_init = true;
 		fi->direct_io = 1;
@@ -2593,6 +2654,15 @@ static int open_file_commit(fuse_req_t req, struct fs_handle *h, bool flush, str
 	else if (rc) {
 		h->reported = true;
 		*err = h->ins.err;
+	}
+	if (!rc && h->ins.ndocs != h->ins_waited) { /* the documents stay when it fails */
+		struct rs_wc_fail wf;
+		uint64_t before = h->ins_mark;
+
+		h->ins_waited = h->ins.ndocs;
+		h->ins_mark = rs_wc_mark(h->node->db); /* the next wait: what comes after */
+		if (rs_wc_wait(h->node->db, before, &h->wc, &wf))
+			rc = rs_wc_fail_err(&wf, err);
 	}
 	return rc;
 }

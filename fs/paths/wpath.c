@@ -16,13 +16,18 @@
  *    array); with returnDocument=before|after (and optionally sort, projection) it is
  *    findAndModify (findOneAndUpdate). delete/<filter>?justOne=true (or a request
  *    {"justOne": true}), returnDocument=before for findOneAndDelete.
- *    .bulk?ordered=false&atomic=true.
+ *    .bulk?ordered=false&atomic=true. All three take a write concern, w=1|N|majority|<mode>,
+ *    wtimeout=MS, j=true (fs/replset/member.c note 8): checked before the write, waited
+ *    for after it; not met in time, the result carries MongoDB's writeConcernError, the
+ *    write stays, and the close fails with ETIMEDOUT ("waiting for replication timed out
+ *    (64 WriteConcernFailed)").
  * 3. A failing write changes nothing (query/write.c runs it in one transaction) and its
  *    result is MongoDB's error shape {"ok": 0, "errmsg", "code"}; the error also fails the
  *    close (and the read) with its errno and goes to /.docfs/errors.
  */
 #include "fs_int.h"
 #include "query.h"
+#include "replset/replset.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +39,7 @@ struct wreq {
 	bool has_sort, has_projection, has_array_filters;
 	bool multi, upsert, just_one, ordered, atomic;
 	int return_doc; /* 0 none, 1 before, 2 after */
+	struct rs_wc wc; /* its write concern (note 2) */
 };
 
 static void wreq_init(struct wreq *w, int kind)
@@ -41,6 +47,7 @@ static void wreq_init(struct wreq *w, int kind)
 	memset(w, 0, sizeof(*w));
 	w->kind = kind;
 	w->ordered = true;
+	rs_wc_default(false, &w->wc);
 	bson_init(&w->filter);
 	bson_init(&w->sort);
 	bson_init(&w->projection);
@@ -97,7 +104,10 @@ static int parse_arrayv(const char *what, const struct dfs_buf *v, bson_t *out,
 static int set_opt(struct wreq *w, const char *name, const struct dfs_buf *v, struct dfs_err *err)
 {
 	const char *s = v->data ? v->data : "";
+	int rc = rs_wc_opt(name, s, &w->wc, err);
 
+	if (rc != 1)
+		return rc;
 	if (w->kind == FSW_BULK) {
 		if (!strcmp(name, "ordered"))
 			return fs_path_bool_opt(name, v, &w->ordered, err);
@@ -139,8 +149,8 @@ static int set_opt(struct wreq *w, const char *name, const struct dfs_buf *v, st
 	}
 	if (w->kind == FSW_DELETE && !strcmp(name, "justOne"))
 		return fs_path_bool_opt(name, v, &w->just_one, err);
-	return dfs_err_set(err, DFS_EINVAL, "unknown option '%s' (%s)", name,
-			   w->kind == FSW_BULK   ? "ordered, atomic"
+	return dfs_err_set(err, DFS_EINVAL, "unknown option '%s' (%s, w, wtimeout, j)", name,
+			   w->kind == FSW_BULK	   ? "ordered, atomic"
 			   : w->kind == FSW_DELETE ? "justOne, returnDocument, sort, projection"
 						   : "multi, upsert, arrayFilters, returnDocument, "
 						     "sort, projection");
@@ -406,6 +416,8 @@ int fs_write_run(struct store_db *db, int64_t coll, const char *name, const char
 	struct query_write_opts o = {0};
 	struct query_write_result r = {0};
 	struct store_txn *t = NULL;
+	struct rs_wc_fail wf;
+	uint64_t before;
 	struct wreq w;
 	bson_t body = BSON_INITIALIZER, res = BSON_INITIALIZER;
 	const char *command;
@@ -413,11 +425,20 @@ int fs_write_run(struct store_db *db, int64_t coll, const char *name, const char
 
 	if ((rc = wreq_parse(name, &w, err)))
 		goto done;
+	if (rs_wc_check(&w.wc, &wf)) { /* nothing is written */
+		rc = rs_wc_fail_err(&wf, err);
+		goto done;
+	}
+	before = rs_wc_mark(db);
 	if (w.kind == FSW_BULK) {
 		describe_op(&w, &body);
 		if ((rc = body_ops(text, len, &body, err)) == 0)
 			rc = query_bulk_run(db, coll, &body, w.ordered, w.atomic, &res, err);
 		note_op(NULL, &res);
+		if (!rc && rs_wc_wait(db, before, &w.wc, &wf)) { /* the write stays (note 2) */
+			rs_wc_fail_append(&wf, &w.wc, &res);
+			rc = rs_wc_fail_err(&wf, err);
+		}
 		if (!bson_empty(&res))
 			render_line(&res, out);
 		goto done;
@@ -489,11 +510,18 @@ int fs_write_run(struct store_db *db, int64_t coll, const char *name, const char
 	if (!rc) {
 		note_op(&r, NULL);
 		query_write_result_describe(&r, command, &res);
+		if (rs_wc_wait(db, before, &w.wc, &wf)) { /* the write stays (note 2) */
+			rs_wc_fail_append(&wf, &w.wc, &res);
+			rc = rs_wc_fail_err(&wf, err);
+		}
 		render_line(&res, out);
+		if (rc)
+			goto done_rendered;
 	}
 done:
 	if (rc && w.kind != FSW_BULK)
 		render_error(err, out);
+done_rendered:
 	query_write_result_release(&r);
 	wreq_release(&w);
 	bson_destroy(&body);

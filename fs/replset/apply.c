@@ -459,10 +459,13 @@ static void *thread(void *arg)
 		start_opts(a, &opts);
 		cs = mongoc_client_watch(cl, &pipeline, &opts);
 		while (!atomic_load(&a->stop)) {
+			int64_t asked = rs_mono_ms(); /* member.c note 7 */
+
 			if (!mongoc_change_stream_next(cs, &ev)) {
 				if (mongoc_change_stream_error_document(cs, &e, &errdoc))
 					break; /* below */
-				continue;      /* nothing new yet */
+				rs_node_idle(a->n, asked);
+				continue; /* nothing new yet */
 			}
 			struct rs_optime op = {0, a->term};
 			bson_iter_t it;
@@ -492,6 +495,7 @@ static void *thread(void *arg)
 				break;
 			}
 			rs_node_applied(a->n, &op);
+			rs_node_applied_db(a->n, str_of(ev, "ns.db"), op.ts); /* member.c note 6 */
 		}
 		if (!failed && !atomic_load(&a->stop) &&
 		    mongoc_change_stream_error_document(cs, &e, &errdoc) && retryable(&e))

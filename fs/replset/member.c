@@ -3,8 +3,9 @@
  * in rs.conf() by its listen address, publishes its state and position in ZooKeeper, takes
  * part in elections there, holds the store's write gate closed unless it is the primary in
  * a live lease, follows the primary with an applier (apply.c), and answers hello,
- * replSetGetStatus and replSetGetConfig. It does not move documents itself (apply.c does)
- * and does not do write concern, read preference or rollback (not built yet).
+ * replSetGetStatus and replSetGetConfig; waits for write concerns (notes 6, 8), and runs
+ * replSetStepDown and replSetFreeze (note 7). It does not move documents itself (apply.c
+ * does) and does not do read preference or rollback (not built yet).
  *
  * Design notes
  * 1. ZooKeeper holds, under /docfs/rs/<set>/: config (rs.conf(), zk.c), term ({term}: a
@@ -38,6 +39,40 @@
  * 5. The write gate (store_set_write_gate) refuses with DFS_EROFS and "not primary (10107
  *    NotWritablePrimary): the primary is member N at ADDR": EROFS on the mount, 10107 on
  *    the wire. The applier's thread passes it (store_thread_gate_pass).
+ * 6. Write concern positions go through ZooKeeper, not a direct report: a secondary
+ *    publishes, beside its optime, the clusterTime of the last event it applied in each
+ *    database ("dbs", the RS_DBPOS most recently written), because clusterTimes grow only
+ *    within a database (store/changes.c note 1): a global position would let an event of
+ *    another database, made later with a smaller time, look applied. A write on database D
+ *    is acknowledged by a member once that member follows us and its D position is at
+ *    least the newest event of D when the write returned (later events make the wait a
+ *    little longer, never shorter). A secondary publishes at once when its position moves
+ *    (it pokes its loop, at most one look at ZooKeeper per MIN_TICK_MS), and the primary
+ *    looks as often while a writer waits: a w: "majority" write costs a getMore's wake-up
+ *    (the primary's stream polls every 100 ms) and two ZooKeeper round trips, not a
+ *    replSetUpdatePosition exchange; fast enough for acknowledgements, and one way for
+ *    positions to travel. A member whose table holds RS_DBPOS databases and not D counts
+ *    for D by its global optime (an approximation only past that many databases).
+ *    The table is emptied when the member starts following another primary: times of
+ *    another history say nothing of this one.
+ * 7. replSetStepDown: the primary closes its gate (stepping: writes are refused, and one
+ *    that began before is refused at its commit) and publishes a round number. A
+ *    secondary that sees the round notes when it saw it; the first time its applier then
+ *    asks the primary for events and gets none (rs_node_idle with a start after that
+ *    moment), it has applied everything the primary committed before the gate closed, and
+ *    publishes caughtUp: round. No clocks are compared between hosts. Once an electable
+ *    secondary is caught up (or force), the loop deletes the primary znode, the member
+ *    steps down and is frozen for stepDownSecs: it does not stand, and the others do not
+ *    wait for it (it publishes frozen), so the caught-up member is elected. None caught up
+ *    within secondaryCatchUpPeriodSecs: 262 ExceededTimeLimit, the gate opens again.
+ *    replSetFreeze sets the same frozen time on a secondary (0 unfreezes).
+ * 8. Default write concern: over the wire MongoDB's implicit default, w: "majority"
+ *    (provenance implicitDefault); for the mount's files -o w= (default w: 1, the file's
+ *    close returns once it is met). w: N counts data-bearing members (the primary
+ *    included), "majority" voting ones (writeMajorityCount), a custom mode of
+ *    settings.getLastErrorModes {tag: k, ...} needs, for each tag, k distinct values of it
+ *    among the members that have the write. j: true asks for nothing more: every
+ *    acknowledged commit is in SQLite's journal already.
  *
  * Thread-safety: one thread runs the loop; the gate, hello and status take n->lock.
  */
@@ -48,6 +83,7 @@
 
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +91,7 @@
 #include <unistd.h>
 
 #define TICK_MS 100
+#define MIN_TICK_MS 20	   /* note 6: the shortest time between two looks when poked */
 #define STAND_WAIT_MS 2000 /* note 3 */
 
 struct rs_node {
@@ -83,6 +120,19 @@ struct rs_node {
 	struct rs_apply *ap;	   /* Owned: the applier, NULL when none runs */
 	char ap_host[RS_HOST_MAX]; /* whom it follows */
 	int64_t ap_term;	   /*   in which term */
+	pthread_cond_t seen;	   /* broadcast after each look at ZooKeeper (note 6) */
+	pthread_cond_t wake;	   /* pokes the loop (note 6) */
+	int pokes;		   /* pokes not yet answered */
+	int waiters;		   /* writers waiting for a write concern */
+	struct rs_dbpos dbs[RS_DBPOS]; /* our applied position per database (note 6) */
+	int ndbs;
+	int64_t frozen_until;  /* monotonic ms: we do not stand before it (note 7) */
+	bool stepping;	       /* replSetStepDown runs: the gate is closed */
+	bool hand_over;	       /* the loop should give up the primary znode */
+	int64_t step_round;    /* the round we publish while stepping (0: none) */
+	int64_t round_seen;    /* a secondary: the primary's round it saw, */
+	int64_t round_seen_at; /*   when (monotonic ms), */
+	int64_t caught_up;     /*   and the round it caught up in */
 };
 
 static struct rs_node *the_node; /* the daemon's one membership (hello, status) */
@@ -93,6 +143,11 @@ static int64_t mono_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t rs_mono_ms(void)
+{
+	return mono_ms();
 }
 
 static int64_t wall_ms(void)
@@ -128,6 +183,32 @@ int rs_optime_cmp(const struct rs_optime *a, const struct rs_optime *b)
 	return a->ts < b->ts ? -1 : a->ts > b->ts;
 }
 
+/* Wakes the loop for an early look at ZooKeeper (note 6); n->lock held. */
+static void poke(struct rs_node *n)
+{
+	n->pokes++;
+	pthread_cond_signal(&n->wake);
+}
+
+/* Waits on cond (n->lock held, the conds use CLOCK_MONOTONIC) until the monotonic time
+ * until (ms) at most. */
+static void wait_cond(struct rs_node *n, pthread_cond_t *cond, int64_t until)
+{
+	struct timespec ts;
+	int64_t d = until - mono_ms();
+
+	if (d <= 0)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += d / 1000;
+	ts.tv_nsec += (d % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_cond_timedwait(cond, &n->lock, &ts);
+}
+
 /* ---- the gate (note 5) --------------------------------------------------------------- */
 
 static int gate(void *ctx, struct dfs_err *err)
@@ -136,7 +217,13 @@ static int gate(void *ctx, struct dfs_err *err)
 	int rc = 0;
 
 	pthread_mutex_lock(&n->lock);
-	if (n->state == RS_PRIMARY && mono_ms() < n->lease_until)
+	if (n->state == RS_PRIMARY && n->stepping)
+		rc = dfs_err_set(
+			err, DFS_EROFS,
+			"not primary (10107 NotWritablePrimary): member %d at %s is stepping "
+			"down",
+			n->primary_id, n->me);
+	else if (n->state == RS_PRIMARY && mono_ms() < n->lease_until)
 		rc = 0;
 	else if (n->primary[0] && (n->state != RS_PRIMARY || strcmp(n->primary, n->me)))
 		rc = dfs_err_set(err, DFS_EROFS,
@@ -212,6 +299,26 @@ static int view_one(void *ctx, const char *name)
 	if (bson_iter_init_find(&it, &d, "lastHeartbeat") && BSON_ITER_HOLDS_DATE_TIME(&it))
 		m->beat_ms = bson_iter_date_time(&it);
 	read_optime(&d, &m->op);
+	if (bson_iter_init_find(&it, &d, "frozen"))
+		m->frozen = bson_iter_as_bool(&it);
+	if (bson_iter_init_find(&it, &d, "stepDown"))
+		m->step_down = bson_iter_as_int64(&it);
+	if (bson_iter_init_find(&it, &d, "caughtUp"))
+		m->caught_up = bson_iter_as_int64(&it);
+	if (bson_iter_init_find(&it, &d, "dbs") && BSON_ITER_HOLDS_DOCUMENT(&it)) {
+		bson_iter_t db;
+
+		bson_iter_recurse(&it, &db);
+		while (m->ndbs < RS_DBPOS && bson_iter_next(&db))
+			if (BSON_ITER_HOLDS_TIMESTAMP(&db)) {
+				struct rs_dbpos *p = &m->dbs[m->ndbs++];
+				uint32_t t, i;
+
+				snprintf(p->db, sizeof(p->db), "%s", bson_iter_key(&db));
+				bson_iter_timestamp(&db, &t, &i);
+				p->ts = (uint64_t)t << 32 | i;
+			}
+	}
 	bson_destroy(&d);
 	return 0;
 }
@@ -344,7 +451,7 @@ static bool hello(bson_t *reply)
 	bool writable;
 
 	pthread_mutex_lock(&n->lock);
-	writable = n->state == RS_PRIMARY && mono_ms() < n->lease_until;
+	writable = n->state == RS_PRIMARY && !n->stepping && mono_ms() < n->lease_until;
 	if (!n->have_conf) {
 		BSON_APPEND_BOOL(reply, "secondary", false);
 		BSON_APPEND_BOOL(reply, "isreplicaset", true);
@@ -404,6 +511,139 @@ static bool hello(bson_t *reply)
 	return writable;
 }
 
+/* Waits on n->seen (n->lock held) until the monotonic time until at most. */
+static void wait_seen(struct rs_node *n, int64_t until)
+{
+	wait_cond(n, &n->seen, until);
+}
+
+/* An electable secondary that caught up in round (note 7); n->lock held. */
+static bool caught_up(struct rs_node *n, int64_t round)
+{
+	for (int i = 0; i < n->conf.n; i++) {
+		const struct rs_member *m = &n->conf.m[i];
+		const struct rs_seen *s = seen_of(&n->view, m->id);
+
+		if (i != n->my && s && s->caught_up == round && s->state == RS_SECONDARY &&
+		    !s->frozen && m->priority > 0 && m->votes > 0 && !m->arbiter)
+			return true;
+	}
+	return false;
+}
+
+/* A number argument of the command (def when absent): 0, or 2 BadValue / 14 TypeMismatch. */
+static int arg_secs(struct wire_ctx *c, const char *key, int64_t def, int64_t *out)
+{
+	bson_iter_t it;
+
+	*out = def;
+	if (!bson_iter_init_find(&it, c->cmd, key))
+		return 0;
+	if (!BSON_ITER_HOLDS_NUMBER(&it))
+		return wire_fail(c, 14, "TypeMismatch", "'%s' must be a number", key);
+	*out = bson_iter_as_int64(&it);
+	if (*out < 0)
+		return wire_fail(c, 2, "BadValue", "'%s' must be non-negative", key);
+	return 0;
+}
+
+/* replSetStepDown: {replSetStepDown: secs (60), secondaryCatchUpPeriodSecs (10), force}
+ * (note 7). Called with n->lock held; returns with it held. */
+static int step_down_cmd(struct rs_node *n, struct wire_ctx *c)
+{
+	int64_t secs, catch_s, until, round;
+	bool force = false, found;
+	bson_iter_t it;
+	int rc;
+
+	if (bson_iter_init_find(&it, c->cmd, c->name) && BSON_ITER_HOLDS_NUMBER(&it))
+		secs = bson_iter_as_int64(&it);
+	else if (bson_iter_init_find(&it, c->cmd, c->name) && !BSON_ITER_HOLDS_BOOL(&it))
+		return wire_fail(c, 14, "TypeMismatch", "stepdown period must be a number");
+	else
+		secs = 60;
+	if ((rc = arg_secs(c, "secondaryCatchUpPeriodSecs", 10, &catch_s)))
+		return rc;
+	if (bson_iter_init_find(&it, c->cmd, "force"))
+		force = bson_iter_as_bool(&it);
+	if (secs < 1)
+		return wire_fail(c, 2, "BadValue", "stepdown period must be a positive integer");
+	if (catch_s > secs)
+		return wire_fail(c, 2, "BadValue",
+				 "stepdown period must be longer than secondaryCatchUpPeriodSecs");
+	if (n->state != RS_PRIMARY)
+		return wire_fail(c, 10107, "NotWritablePrimary", "not primary so can't step down");
+	if (n->stepping)
+		return wire_fail(c, 117, "ConflictingOperationInProgress",
+				 "a replSetStepDown is already running on %s", n->me);
+	n->stepping = true;
+	round = n->step_round = wall_ms(); /* distinct from any earlier round of ours */
+	poke(n);
+	until = mono_ms() + catch_s * 1000;
+	while (!(found = caught_up(n, round)) && n->state == RS_PRIMARY && !n->stop &&
+	       mono_ms() < until)
+		wait_seen(n, until);
+	if (n->state != RS_PRIMARY) { /* lost it meanwhile: stepped down all the same */
+		n->stepping = false;
+		n->frozen_until = mono_ms() + secs * 1000;
+		return 0;
+	}
+	if (!found && !force) {
+		char date[64];
+		time_t now = time(NULL);
+		struct tm tm;
+
+		n->stepping = false;
+		gmtime_r(&now, &tm);
+		strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", &tm);
+		return wire_fail(c, 262, "ExceededTimeLimit",
+				 "No electable secondaries caught up as of %s. Please use the "
+				 "replSetStepDown command with the argument {force: true} to force "
+				 "node to step down.",
+				 date);
+	}
+	n->frozen_until = mono_ms() + secs * 1000;
+	n->hand_over = true;
+	poke(n);
+	until = mono_ms() + 5000;
+	while (n->state == RS_PRIMARY && !n->stop && mono_ms() < until)
+		wait_seen(n, until);
+	n->stepping = false;
+	n->hand_over = false;
+	if (n->state == RS_PRIMARY)
+		return wire_fail(c, 262, "ExceededTimeLimit",
+				 "could not give up the primary's place in ZooKeeper in time");
+	return 0;
+}
+
+/* replSetFreeze: {replSetFreeze: secs}; 0 unfreezes (note 7). n->lock held. */
+static int freeze_cmd(struct rs_node *n, struct wire_ctx *c, bson_t *reply)
+{
+	bson_iter_t it;
+	int64_t secs;
+
+	if (!bson_iter_init_find(&it, c->cmd, c->name) || !BSON_ITER_HOLDS_NUMBER(&it))
+		return wire_fail(c, 14, "TypeMismatch", "replSetFreeze needs a number of seconds");
+	secs = bson_iter_as_int64(&it);
+	if (secs < 0)
+		return wire_fail(c, 2, "BadValue", "replSetFreeze needs a non-negative number");
+	if (n->state == RS_PRIMARY)
+		return wire_fail(c, 95, "NotSecondary",
+				 "cannot freeze node when primary or running for election. state: "
+				 "Primary");
+	if (secs == 0) {
+		n->frozen_until = 0;
+		BSON_APPEND_UTF8(reply, "info", "unfreezing");
+	} else {
+		n->frozen_until = mono_ms() + secs * 1000;
+		if (secs == 1)
+			BSON_APPEND_UTF8(reply, "warning",
+					 "you really want to freeze for only 1 second?");
+	}
+	poke(n);
+	return 0;
+}
+
 static int command(struct wire_ctx *c, bson_t *reply)
 {
 	struct rs_node *n = the_node;
@@ -412,6 +652,13 @@ static int command(struct wire_ctx *c, bson_t *reply)
 	if (!n->have_conf) {
 		pthread_mutex_unlock(&n->lock);
 		return wire_fail(c, 94, "NotYetInitialized", "no replset config has been received");
+	}
+	if (!strcmp(c->name, "replSetStepDown") || !strcmp(c->name, "replSetFreeze")) {
+		int rc = !strcmp(c->name, "replSetFreeze") ? freeze_cmd(n, c, reply)
+							   : step_down_cmd(n, c);
+
+		pthread_mutex_unlock(&n->lock);
+		return rc;
 	}
 	if (!strcmp(c->name, "replSetGetConfig")) {
 		bson_t cfg;
@@ -475,6 +722,40 @@ void rs_node_applied(struct rs_node *n, const struct rs_optime *op)
 	pthread_mutex_unlock(&n->lock);
 }
 
+void rs_node_applied_db(struct rs_node *n, const char *db, uint64_t ts)
+{
+	int i, oldest = 0;
+
+	if (!db || !db[0])
+		return;
+	pthread_mutex_lock(&n->lock);
+	for (i = 0; i < n->ndbs && strcmp(n->dbs[i].db, db); i++)
+		if (n->dbs[i].ts < n->dbs[oldest].ts)
+			oldest = i;
+	if (i == n->ndbs) {
+		if (n->ndbs < RS_DBPOS)
+			n->ndbs++;
+		else
+			i = oldest; /* the database written longest ago makes room */
+		snprintf(n->dbs[i].db, sizeof(n->dbs[i].db), "%s", db);
+		n->dbs[i].ts = 0;
+	}
+	if (ts > n->dbs[i].ts)
+		n->dbs[i].ts = ts;
+	poke(n);
+	pthread_mutex_unlock(&n->lock);
+}
+
+void rs_node_idle(struct rs_node *n, int64_t t0)
+{
+	pthread_mutex_lock(&n->lock);
+	if (n->round_seen && n->caught_up != n->round_seen && t0 > n->round_seen_at) {
+		n->caught_up = n->round_seen;
+		poke(n);
+	}
+	pthread_mutex_unlock(&n->lock);
+}
+
 void rs_node_recovering(struct rs_node *n, const char *why)
 {
 	pthread_mutex_lock(&n->lock);
@@ -484,6 +765,224 @@ void rs_node_recovering(struct rs_node *n, const char *why)
 	}
 	pthread_mutex_unlock(&n->lock);
 	fs_errlog_add("replica set %s: RECOVERING: %s", n->set, why);
+}
+
+/* ---- write concern (notes 6, 8) --------------------------------------------------------- */
+
+static void wc_fail(struct rs_wc_fail *f, int code, const char *name, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static void wc_fail(struct rs_wc_fail *f, int code, const char *name, const char *fmt, ...)
+{
+	va_list ap;
+
+	f->code = code;
+	f->code_name = name;
+	f->wtimeout = false;
+	va_start(ap, fmt);
+	vsnprintf(f->msg, sizeof(f->msg), fmt, ap);
+	va_end(ap);
+}
+
+/* The mode's document {tag: count, ...} in settings.getLastErrorModes into out (a view
+ * into c->doc); false when there is no such mode. */
+static bool find_mode(const struct rs_conf *c, const char *mode, bson_t *out)
+{
+	bson_iter_t it, f;
+	const uint8_t *data;
+	uint32_t len;
+	char path[200];
+
+	snprintf(path, sizeof(path), "settings.getLastErrorModes.%s", mode);
+	if (strchr(mode, '.') || !bson_iter_init(&it, &c->doc) ||
+	    !bson_iter_find_descendant(&it, path, &f) || !BSON_ITER_HOLDS_DOCUMENT(&f))
+		return false;
+	bson_iter_document(&f, &len, &data);
+	return bson_init_static(out, data, len);
+}
+
+/* Member i's value of tag (NULL: none); Borrowed from c->doc. */
+static const char *tag_of(const struct rs_conf *c, int i, const char *tag)
+{
+	bson_iter_t it, f;
+	char path[300];
+
+	snprintf(path, sizeof(path), "members.%d.tags.%s", i, tag);
+	if (bson_iter_init(&it, &c->doc) && bson_iter_find_descendant(&it, path, &f) &&
+	    BSON_ITER_HOLDS_UTF8(&f))
+		return bson_iter_utf8(&f, NULL);
+	return NULL;
+}
+
+/* Whether the members marked in has[] (indexes of c->m) meet wc (the mode checked). */
+static bool wc_met(const struct rs_conf *c, const struct rs_wc *wc, const bool *has)
+{
+	int n = 0, voters = 0;
+	bson_t mode;
+	bson_iter_t it;
+
+	if (!wc->mode[0]) {
+		for (int i = 0; i < c->n; i++)
+			n += has[i];
+		return n >= wc->w;
+	}
+	if (!strcmp(wc->mode, "majority")) {
+		for (int i = 0; i < c->n; i++)
+			voters += has[i] && c->m[i].votes > 0;
+		return voters >= majority_of(c);
+	}
+	if (!find_mode(c, wc->mode, &mode) || !bson_iter_init(&it, &mode))
+		return false;
+	while (bson_iter_next(&it)) { /* each tag: that many distinct values among has[] */
+		const char *tag = bson_iter_key(&it);
+		int64_t want = bson_iter_as_int64(&it), distinct = 0;
+
+		for (int i = 0; i < c->n; i++) {
+			const char *v = has[i] ? tag_of(c, i, tag) : NULL;
+			bool before = false;
+
+			for (int j = 0; v && j < i; j++) {
+				const char *w = has[j] ? tag_of(c, j, tag) : NULL;
+
+				before = before || (w && !strcmp(w, v));
+			}
+			distinct += v && !before;
+		}
+		if (distinct < want)
+			return false;
+	}
+	return true;
+}
+
+int rs_wc_check(const struct rs_wc *wc, struct rs_wc_fail *f)
+{
+	struct rs_node *n = the_node;
+	bool all[RS_MAX_MEMBERS];
+	bson_t mode;
+	int rc = 0;
+
+	if (!n || !n->have_conf) { /* MongoDB's standalone answers */
+		if (!wc->mode[0] && wc->w > 1) {
+			wc_fail(f, 2, "BadValue", "cannot use 'w' > 1 on a standalone");
+			return 2;
+		}
+		if (wc->mode[0] && strcmp(wc->mode, "majority")) {
+			wc_fail(f, 2, "BadValue",
+				"cannot use non-majority 'w' mode \"%s\" when a host is not a "
+				"member of a replica set",
+				wc->mode);
+			return 2;
+		}
+		return 0;
+	}
+	pthread_mutex_lock(&n->lock);
+	if (wc->mode[0] && strcmp(wc->mode, "majority") && !find_mode(&n->conf, wc->mode, &mode)) {
+		wc_fail(f, 79, "UnknownReplWriteConcern",
+			"No write concern mode named '%s' found in replica set configuration",
+			wc->mode);
+		rc = 79;
+	} else {
+		/* every data-bearing member having it must be enough */
+		for (int i = 0; i < n->conf.n; i++)
+			all[i] = !n->conf.m[i].arbiter;
+		if (!wc_met(&n->conf, wc, all)) {
+			wc_fail(f, 100, "UnsatisfiableWriteConcern",
+				"Not enough data-bearing nodes");
+			rc = 100;
+		}
+	}
+	pthread_mutex_unlock(&n->lock);
+	return rc;
+}
+
+static int newest_cb(void *ctx, const struct store_event *e)
+{
+	*(uint64_t *)ctx = e->ts;
+	return 1;
+}
+
+/* The clusterTime of db's newest event (0: none). */
+static uint64_t newest_ts(struct store_db *db)
+{
+	struct store_events_span sp;
+	struct store_txn *t;
+	uint64_t ts = 0;
+
+	if (store_txn_begin(db, false, &t, NULL))
+		return 0;
+	if (!store_events_span(t, NULL, &sp, NULL) && sp.last_seq > 0)
+		store_events_list(t, NULL, sp.last_seq - 1, newest_cb, &ts, NULL);
+	store_txn_abort(t);
+	return ts;
+}
+
+/* Whether member s has applied the event of dbname at ts (note 6); n->lock held. */
+static bool has_write(struct rs_node *n, const struct rs_seen *s, const char *dbname, uint64_t ts)
+{
+	if (strcmp(s->sync, n->me) || (s->state != RS_SECONDARY && s->state != RS_RECOVERING))
+		return false;
+	for (int i = 0; i < s->ndbs; i++)
+		if (!strcmp(s->dbs[i].db, dbname))
+			return s->dbs[i].ts >= ts;
+	return s->ndbs == RS_DBPOS && s->op.ts >= ts;
+}
+
+uint64_t rs_wc_mark(struct store_db *db)
+{
+	return db && the_node ? newest_ts(db) : 0;
+}
+
+int rs_wc_wait(struct store_db *db, uint64_t before, const struct rs_wc *wc,
+	       struct rs_wc_fail *f)
+{
+	struct rs_node *n = the_node;
+	const char *dbname = store_db_name(db);
+	uint64_t ts;
+	int64_t deadline;
+	int rc = 0;
+
+	if (!n || (!wc->mode[0] && wc->w <= 1))
+		return 0;
+	ts = newest_ts(db);
+	if (ts == before)
+		return 0; /* no event since: nothing of this write to replicate */
+	deadline = wc->wtimeout_ms > 0 ? mono_ms() + wc->wtimeout_ms : 0;
+	pthread_mutex_lock(&n->lock);
+	n->waiters++;
+	poke(n);
+	for (;;) {
+		bool has[RS_MAX_MEMBERS] = {0};
+		int64_t now = mono_ms(), wake = now + 1000;
+
+		if (n->state != RS_PRIMARY || !n->have_conf) {
+			wc_fail(f, 11602, "InterruptedDueToReplStateChange",
+				"operation was interrupted because a replica set state change "
+				"(%s is not primary now) happened while waiting for replication",
+				n->me);
+			rc = 11602;
+			break;
+		}
+		for (int i = 0; i < n->conf.n; i++) {
+			const struct rs_seen *s = seen_of(&n->view, n->conf.m[i].id);
+
+			has[i] = i == n->my ||
+				 (s && !n->conf.m[i].arbiter && has_write(n, s, dbname, ts));
+		}
+		if (wc_met(&n->conf, wc, has))
+			break;
+		if (deadline && now >= deadline) {
+			wc_fail(f, 64, "WriteConcernFailed", "waiting for replication timed out");
+			f->wtimeout = true;
+			rc = 64;
+			break;
+		}
+		if (deadline && deadline < wake)
+			wake = deadline;
+		wait_cond(n, &n->seen, wake);
+	}
+	n->waiters--;
+	pthread_mutex_unlock(&n->lock);
+	return rc;
 }
 
 /* ---- the loop ------------------------------------------------------------------------- */
@@ -578,6 +1077,20 @@ static void publish(struct rs_node *n)
 	BSON_APPEND_DATE_TIME(&d, "lastHeartbeat", wall_ms());
 	BSON_APPEND_UTF8(&d, "syncSourceHost", n->state == RS_PRIMARY ? "" : n->primary);
 	BSON_APPEND_UTF8(&d, "infoMessage", n->state == RS_RECOVERING ? n->why : "");
+	BSON_APPEND_BOOL(&d, "frozen", n->frozen_until > mono_ms());
+	if (n->state == RS_PRIMARY && n->stepping)
+		BSON_APPEND_INT64(&d, "stepDown", n->step_round);
+	if (n->caught_up)
+		BSON_APPEND_INT64(&d, "caughtUp", n->caught_up);
+	{
+		bson_t dbs;
+
+		BSON_APPEND_DOCUMENT_BEGIN(&d, "dbs", &dbs);
+		for (int i = 0; i < n->ndbs; i++)
+			BSON_APPEND_TIMESTAMP(&dbs, n->dbs[i].db, (uint32_t)(n->dbs[i].ts >> 32),
+					      (uint32_t)n->dbs[i].ts);
+		bson_append_document_end(&d, &dbs);
+	}
 	pthread_mutex_unlock(&n->lock);
 	zpath(n, path, sizeof(path), leaf);
 	if (rs_zk_set(n->z, path, &d, -1, &err) == DFS_ENOENT) {
@@ -609,6 +1122,7 @@ static void follow(struct rs_node *n, const struct rs_view *v)
 	pthread_mutex_lock(&n->lock);
 	n->state = RS_SECONDARY;
 	n->why[0] = '\0';
+	n->ndbs = 0; /* positions of another history say nothing of this one (note 6) */
 	snprintf(n->ap_host, sizeof(n->ap_host), "%s", v->primary);
 	n->ap_term = v->primary_term;
 	pthread_mutex_unlock(&n->lock);
@@ -628,7 +1142,8 @@ static bool may_stand(struct rs_node *n, const struct rs_view *v, int64_t now)
 
 	pthread_mutex_lock(&n->lock);
 	me = &n->conf.m[n->my];
-	if (me->priority <= 0 || me->votes <= 0 || me->arbiter || n->state == RS_RECOVERING) {
+	if (me->priority <= 0 || me->votes <= 0 || me->arbiter || n->state == RS_RECOVERING ||
+	    n->frozen_until > now) {
 		pthread_mutex_unlock(&n->lock);
 		return false;
 	}
@@ -648,7 +1163,7 @@ static bool may_stand(struct rs_node *n, const struct rs_view *v, int64_t now)
 		cmp = rs_optime_cmp(&op, &n->applied);
 		if (cmp <= 0 && m->votes > 0)
 			votes_behind++;
-		if (m->priority > 0 && !m->arbiter && s->state != RS_RECOVERING &&
+		if (m->priority > 0 && !m->arbiter && s->state != RS_RECOVERING && !s->frozen &&
 		    (cmp > 0 || (cmp == 0 && (m->priority > me->priority ||
 					      (m->priority == me->priority && m->id < me->id)))))
 			wait = true;
@@ -725,9 +1240,33 @@ static void tick(struct rs_node *n)
 		return; /* ZooKeeper did not answer: a primary's lease runs out by itself */
 	pthread_mutex_lock(&n->lock);
 	n->view = v;
+	pthread_cond_broadcast(&n->seen);
+	if (v.has_primary && strcmp(v.primary, n->me)) { /* the primary's step-down round */
+		for (int i = 0; i < v.n; i++)
+			if (!strcmp(v.m[i].host, v.primary) && v.m[i].step_down &&
+			    v.m[i].step_down != n->round_seen) {
+				n->round_seen = v.m[i].step_down;
+				n->round_seen_at = mono_ms();
+			}
+	}
+	bool hand_over = n->hand_over && n->state == RS_PRIMARY;
 	pthread_mutex_unlock(&n->lock);
-	if (v.has_primary && v.primary_owner == session && n->state == RS_PRIMARY &&
-	    v.primary_term == n->term) {
+	if (hand_over && v.has_primary && v.primary_owner == session) {
+		char ppath[300];
+
+		/* note 7: a caught-up member takes over; we stay frozen meanwhile */
+		zpath(n, ppath, sizeof(ppath), "primary");
+		step_down(n, "replSetStepDown");
+		rs_zk_delete(n->z, ppath, v.primary_version, NULL);
+		pthread_mutex_lock(&n->lock);
+		n->hand_over = false;
+		n->stepping = false;
+		n->primary[0] = '\0';
+		pthread_cond_broadcast(&n->seen);
+		pthread_mutex_unlock(&n->lock);
+		n->no_primary_since = t0;
+	} else if (v.has_primary && v.primary_owner == session && n->state == RS_PRIMARY &&
+		   v.primary_term == n->term) {
 		pthread_mutex_lock(&n->lock);
 		n->lease_until = t0 + rs_zk_timeout(n->z) / 2;
 		n->applied.t = n->term;
@@ -809,8 +1348,17 @@ static void *loop(void *arg)
 			rs_zk_create(n->z, path, &empty, false, NULL);
 			bson_destroy(&empty);
 		}
+		int64_t t0 = mono_ms();
+
 		tick(n);
-		usleep(TICK_MS * 1000);
+		/* the next look: after TICK_MS, or sooner when poked (note 6) */
+		pthread_mutex_lock(&n->lock);
+		while (!n->stop && !n->pokes && !n->waiters && mono_ms() < t0 + TICK_MS)
+			wait_cond(n, &n->wake, t0 + TICK_MS);
+		n->pokes = 0;
+		pthread_mutex_unlock(&n->lock);
+		if (mono_ms() < t0 + MIN_TICK_MS)
+			usleep((useconds_t)(t0 + MIN_TICK_MS - mono_ms()) * 1000);
 	}
 	return NULL;
 }
@@ -837,6 +1385,15 @@ int rs_node_start(struct store *s, const char *set, const char *zk, const char *
 	snprintf(n->zkhosts, sizeof(n->zkhosts), "%s", zk);
 	snprintf(n->me, sizeof(n->me), "%s", me);
 	pthread_mutex_init(&n->lock, NULL);
+	{
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&n->wake, &ca);
+		pthread_cond_init(&n->seen, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	bson_init(&n->conf.doc);
 	n->my = -1;
 	n->started = wall_ms();
@@ -879,6 +1436,8 @@ void rs_node_stop(struct rs_node *n)
 		return;
 	pthread_mutex_lock(&n->lock);
 	n->stop = true;
+	pthread_cond_signal(&n->wake);
+	pthread_cond_broadcast(&n->seen);
 	pthread_mutex_unlock(&n->lock);
 	pthread_join(n->th, NULL);
 	stop_applier(n);

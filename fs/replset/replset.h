@@ -4,7 +4,8 @@
  * through its official C client), and `docfs rs` running the shell's rs.initiate,
  * rs.conf, rs.reconfig, rs.add, rs.remove and rs.status against it; members that replicate
  * and fail over: member.c (state, elections, the write gate, hello) and apply.c (a
- * secondary applying its primary's change stream). Write concern, read preference,
+ * secondary applying its primary's change stream); write concern (wconcern.c parses it,
+ * member.c waits for it), replSetStepDown and replSetFreeze (member.c). Read preference,
  * rollback and transactions are the rest of issue 31, not built yet.
  *
  * Thread-safety: the configuration functions are pure; a struct rs_zk is thread-safe (the
@@ -110,6 +111,14 @@ struct rs_optime {
 };
 int rs_optime_cmp(const struct rs_optime *a, const struct rs_optime *b);
 
+/* Where a secondary stands in one database: the clusterTime of the last event of it that it
+ * applied (clusterTimes grow within a database only: member.c note 6). */
+#define RS_DBPOS 32
+struct rs_dbpos {
+	char db[DFS_MAX_NS_NAME + 1];
+	uint64_t ts;
+};
+
 /* A live member as it published itself in ZooKeeper. */
 struct rs_seen {
 	int id;			/* its _id */
@@ -119,6 +128,11 @@ struct rs_seen {
 	char host[RS_HOST_MAX]; /* its address */
 	char sync[RS_HOST_MAX]; /* whom it follows */
 	char why[200];		/* infoMessage (RECOVERING's reason) */
+	struct rs_dbpos dbs[RS_DBPOS]; /* its positions per database (note 6) */
+	int ndbs;
+	bool frozen;	   /* it does not stand now (replSetFreeze, a step-down) */
+	int64_t step_down; /* a primary stepping down: its round (member.c note 7), 0: not */
+	int64_t caught_up; /* a secondary: the round it caught up in (0: none) */
 };
 /* What ZooKeeper shows of a set: its primary and live members. */
 struct rs_view {
@@ -152,6 +166,12 @@ int rs_node_doc(const char *what, bson_t *out);
 bool rs_node_active(void); /* whether this daemon is a member */
 /* What the applier reports: a position reached; a feed it cannot apply (RECOVERING). */
 void rs_node_applied(struct rs_node *n, const struct rs_optime *op);
+/* The applier applied an event of database db at clusterTime ts (note 6). */
+void rs_node_applied_db(struct rs_node *n, const char *db, uint64_t ts);
+/* The applier asked its primary for events at t0 (monotonic ms) and got none: everything
+ * committed there before t0 is applied (note 7). */
+void rs_node_idle(struct rs_node *n, int64_t t0);
+int64_t rs_mono_ms(void); /* the monotonic clock of rs_node_idle, in ms */
 void rs_node_recovering(struct rs_node *n, const char *why);
 
 struct rs_apply;
@@ -162,6 +182,53 @@ int rs_apply_start(struct rs_node *n, struct store *s, const char *host, int64_t
 void rs_apply_stop(struct rs_apply *a);
 /* The position kept in s (local.replset), or zeros. */
 void rs_apply_saved(struct store *s, struct rs_optime *out);
+
+/* ---- write concern (wconcern.c, member.c notes 6, 8) ------------------------------------ */
+
+/* A write concern: {w, j, wtimeout}. */
+struct rs_wc {
+	int w;		     /* members that must have the write, when mode is "" (0: none) */
+	char mode[128];	     /* "majority", or a mode of settings.getLastErrorModes */
+	bool j;		     /* j: true (a commit is always durable: nothing more to wait for) */
+	int64_t wtimeout_ms; /* 0: wait as long as it takes */
+	bool given;	     /* set by the writer (else the daemon's default) */
+};
+/* A write concern that cannot be met, or was not in time, in MongoDB's terms. */
+struct rs_wc_fail {
+	int code;	       /* 64 WriteConcernFailed, 79, 100, 2 BadValue, 11602 */
+	const char *code_name; /* static */
+	char msg[256];	       /* errmsg */
+	bool wtimeout;	       /* errInfo {wtimeout: true} */
+};
+/* Parses a writeConcern document ({w: 1|N|"majority"|"<mode>", j, wtimeout, fsync}) into
+ * out: DFS_EINVAL naming the field (MongoDB's 9 FailedToParse). */
+int rs_wc_parse(const bson_t *doc, struct rs_wc *out, struct dfs_err *err);
+/* One path option into out: w=, wtimeout=, j=. 1 when name is none of them, 0 when taken,
+ * DFS_EINVAL for a bad value. */
+int rs_wc_opt(const char *name, const char *value, struct rs_wc *out, struct dfs_err *err);
+/* The daemon's default write concern into out (member.c note 8): the mount's -o w= for files
+ * (rs_wc_set_file_default), MongoDB's implicit default over the wire (wire true). */
+void rs_wc_default(bool wire, struct rs_wc *out);
+/* -o w=VALUE: the default for document files; DFS_EINVAL for a bad value. */
+int rs_wc_set_file_default(const char *value, struct dfs_err *err);
+/* Before a write: whether wc can be met at all (0), or why not in f (nonzero): 79
+ * UnknownReplWriteConcern, 100 UnsatisfiableWriteConcern on a member; 2 BadValue for w > 1
+ * or a custom mode on a standalone. Nothing is written after a refusal. */
+int rs_wc_check(const struct rs_wc *wc, struct rs_wc_fail *f);
+/* Where db's history stands (the clusterTime of its newest event, 0: none, or db NULL):
+ * taken before a write, for rs_wc_wait. */
+uint64_t rs_wc_mark(struct store_db *db);
+/* After a write to db committed (before: rs_wc_mark before it): returns once wc is met (0),
+ * or nonzero with f: 64 WriteConcernFailed at wtimeout (the write stays), 11602 when the
+ * member stopped being primary meanwhile. A standalone, and a write that made no event
+ * (nothing to replicate: an update that matched nothing), return 0 at once. */
+int rs_wc_wait(struct store_db *db, uint64_t before, const struct rs_wc *wc,
+	       struct rs_wc_fail *f);
+/* f as the mount reports it: "waiting for replication timed out (64 WriteConcernFailed)",
+ * DFS_ETIMEDOUT (64) or DFS_EINVAL (the others). */
+int rs_wc_fail_err(const struct rs_wc_fail *f, struct dfs_err *err);
+/* f as MongoDB's writeConcernError document, appended to reply. */
+void rs_wc_fail_append(const struct rs_wc_fail *f, const struct rs_wc *wc, bson_t *reply);
 
 /* `docfs rs ZK SET initiate|conf|reconfig|add|remove [ARG]` (cli.c calls it): prints the
  * reply (MongoDB's shape) and returns 0, or 1 after a refusal. */

@@ -2,10 +2,13 @@
  * rscli.c - `docfs rs ZK SET VERB [ARG]`: the shell's rs.initiate(cfg), rs.conf(),
  * rs.reconfig(cfg), rs.add(host|member), rs.remove(host) and rs.status() against what is
  * kept in ZooKeeper (the configuration; the members' published states), printing
- * MongoDB's replies.
+ * MongoDB's replies; rs.stepDown() and rs.freeze(), which a member runs, as the commands
+ * replSetStepDown (sent to the primary ZooKeeper names) and replSetFreeze (to the member
+ * named), over the wire protocol (libmongoc as the client).
  */
 #include "replset.h"
 
+#include <mongoc/mongoc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,6 +111,105 @@ static int edited(const struct rs_conf *cur, const bson_t *add, const char *drop
 	return 0;
 }
 
+/* A number argument: 0, or 2 after saying why. */
+static int secs_arg(const char *verb, const char *s, int64_t *out)
+{
+	char *end;
+	long long v = strtoll(s, &end, 10);
+
+	if (!s[0] || *end || v < 0) {
+		fprintf(stderr, "docfs rs: %s: '%s' is not a number of seconds\n", verb, s);
+		return 2;
+	}
+	*out = v;
+	return 0;
+}
+
+/* rs.stepDown([secs [, catchUpSecs]]) on the primary, rs.freeze(secs) on member host:
+ * runs the command over the wire and prints the member's reply. */
+static int member_cli(int argc, char **argv)
+{
+	const char *verb = argv[3], *host = NULL;
+	int64_t secs = 60, catch_s = -1;
+	struct dfs_err err = {0};
+	struct rs_view *v = NULL;
+	struct rs_zk *z = NULL;
+	bson_t cmd = BSON_INITIALIZER, reply = BSON_INITIALIZER;
+	bson_error_t e;
+	struct dfs_buf out;
+	char uri[600];
+	int rc = 0;
+
+	if (!strcmp(verb, "stepDown")) {
+		if (argc > 6 || (argc > 4 && secs_arg(verb, argv[4], &secs)) ||
+		    (argc > 5 && secs_arg(verb, argv[5], &catch_s)))
+			return 2;
+		BSON_APPEND_INT64(&cmd, "replSetStepDown", secs);
+		if (catch_s >= 0)
+			BSON_APPEND_INT64(&cmd, "secondaryCatchUpPeriodSecs", catch_s);
+		if ((rc = rs_zk_open(argv[1], 10000, &z, &err))) {
+			fprintf(stderr, "docfs rs: %s\n", err.msg);
+			return 1;
+		}
+		if (!(v = calloc(1, sizeof(*v))))
+			abort();
+		rc = rs_view_read(z, argv[2], v, &err);
+		if (!rc && !v->has_primary) {
+			fprintf(stderr, "docfs rs: stepDown: replica set %s has no primary now\n",
+				argv[2]);
+			rc = 1;
+		} else if (rc) {
+			fprintf(stderr, "docfs rs: %s\n", err.msg);
+		}
+		host = v->primary;
+	} else {
+		if (argc != 6) {
+			fprintf(stderr, "docfs rs: usage: docfs rs ZK SET freeze HOST SECS\n");
+			return 2;
+		}
+		if (secs_arg(verb, argv[5], &secs))
+			return 2;
+		host = argv[4];
+		BSON_APPEND_INT64(&cmd, "replSetFreeze", secs);
+	}
+	if (!rc) {
+		mongoc_client_t *cl;
+		size_t o = (size_t)snprintf(uri, sizeof(uri), "mongodb://");
+
+		for (const char *p = host; *p && o + 4 < sizeof(uri); p++) /* a socket's '/' */
+			o += (size_t)snprintf(uri + o, sizeof(uri) - o, *p == '/' ? "%%2F" : "%c",
+					      *p);
+		snprintf(uri + o, sizeof(uri) - o,
+			 "/?directConnection=true&serverSelectionTimeoutMS=5000&socketTimeoutMS=%"
+			 "lld",
+			 (long long)(secs + 30) * 1000);
+		mongoc_init();
+		cl = mongoc_client_new(uri);
+		if (!cl) {
+			fprintf(stderr, "docfs rs: '%s' is not a member's address\n", host);
+			rc = 1;
+		} else if (!mongoc_client_command_simple(cl, "admin", &cmd, NULL, &reply, &e)) {
+			if (bson_empty(&reply)) {
+				BSON_APPEND_DOUBLE(&reply, "ok", 0.0);
+				BSON_APPEND_UTF8(&reply, "errmsg", e.message);
+			}
+			fprintf(stderr, "docfs rs: %s: %s\n", verb, e.message);
+			rc = 1;
+		}
+		mongoc_client_destroy(cl);
+		mongoc_cleanup();
+		dfs_buf_init(&out);
+		store_codec_render(&reply, STORE_RENDER_PRETTY, &out, NULL);
+		fputs(out.data ? out.data : "", stdout);
+		dfs_buf_release(&out);
+	}
+	free(v);
+	rs_zk_close(z);
+	bson_destroy(&cmd);
+	bson_destroy(&reply);
+	return rc;
+}
+
 int rs_cli(int argc, char **argv)
 {
 	struct dfs_err err = {0};
@@ -119,9 +221,12 @@ int rs_cli(int argc, char **argv)
 	int rc = 0, version = -1;
 	bool have_cur = false, have_next = false;
 
+	if (argc >= 4 && (!strcmp(argv[3], "stepDown") || !strcmp(argv[3], "freeze")))
+		return member_cli(argc, argv);
 	if (argc < 4 || argc > 5) {
 		fprintf(stderr, "docfs rs: usage: docfs rs ZK SET initiate CONF | conf | status | "
-				"reconfig CONF | add HOST|MEMBER | remove HOST\n");
+				"reconfig CONF | add HOST|MEMBER | remove HOST | stepDown [SECS "
+				"[CATCHUP]] | freeze HOST SECS\n");
 		return 2;
 	}
 	set = argv[2];
@@ -130,7 +235,7 @@ int rs_cli(int argc, char **argv)
 	    strcmp(verb, "add") && strcmp(verb, "remove") && strcmp(verb, "status")) {
 		fprintf(stderr,
 			"docfs rs: unknown command '%s' (initiate, conf, status, reconfig, "
-			"add, remove)\n",
+			"add, remove, stepDown, freeze)\n",
 			verb);
 		return 2;
 	}

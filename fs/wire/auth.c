@@ -159,6 +159,8 @@ static const struct {
 	{"hostInfo", N_CLUSTER},
 	{"getLog", N_CLUSTER},
 	{"replSetGetStatus", N_CLUSTER},
+	{"replSetStepDown", N_CLUSTER},
+	{"replSetFreeze", N_CLUSTER},
 };
 
 struct role {

@@ -2,15 +2,17 @@
  * dispatch.c - a request to its command handler and back: the command's name (its first
  * key) looked up in one table, the generic arguments every command may carry (lsid, $db,
  * $readPreference, writeConcern, readConcern, comment, maxTimeMS, apiVersion, $clusterTime:
- * accepted, and only maxTimeMS acted on), the operation registered in currentOp for the
- * commands that run the engine, and the reply: the handler's document with "ok": 1, or
- * MongoDB's error shape {ok: 0, errmsg, code, codeName}. Before a command runs, auth.c
- * says whether the connection may run it. Also the small argument readers
- * the handlers share. What each command does is in cmd_*.c; the bytes are frame.c's.
+ * accepted, and maxTimeMS and a write command's writeConcern acted on: checked before the
+ * write, waited for after it on a replica set member, fs/replset/member.c note 8), the operation
+ * registered in currentOp for the commands that run the engine, and the reply: the handler's
+ * document with "ok": 1, or MongoDB's error shape {ok: 0, errmsg, code, codeName}. Before a command
+ * runs, auth.c says whether the connection may run it. Also the small argument readers the handlers
+ * share. What each command does is in cmd_*.c; the bytes are frame.c's.
  */
 #include "wire.h"
 #include "fs_int.h"
 #include "query.h"
+#include "replset/replset.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -51,6 +53,11 @@ static const struct command commands[] = {
 	 "a member's rs.status() (a standalone: NoReplicationEnabled)"},
 	{"replSetGetConfig", wire_cmd_repl_status, OP_NONE, false, true,
 	 "a member's rs.conf() (a standalone: NoReplicationEnabled)"},
+	{"replSetStepDown", wire_cmd_repl_status, OP_NONE, false, true,
+	 "the primary hands over to a caught-up secondary (a standalone: NoReplicationEnabled)"},
+	{"replSetFreeze", wire_cmd_repl_status, OP_NONE, false, true,
+	 "a secondary does not stand for election for a while (a standalone: "
+	 "NoReplicationEnabled)"},
 	{"listDatabases", wire_cmd_list_databases, FS_OP_COMMAND, false, true, "the databases"},
 	{"listCollections", wire_cmd_list_collections, FS_OP_COMMAND, false, false,
 	 "the collections of a database"},
@@ -376,6 +383,54 @@ static int run(struct wire_ctx *c, const struct command *cmd, bson_t *reply)
 	return rc;
 }
 
+/* The commands that write, whose writeConcern is acted on. */
+static bool writes(const char *name)
+{
+	static const char *const w[] = {
+		"insert",	 "update",  "delete",	       "findAndModify",	   "findandmodify",
+		"create",	 "drop",    "dropDatabase",    "createIndexes",	   "dropIndexes",
+		"deleteIndexes", "collMod", "convertToCapped", "renameCollection",
+	};
+
+	for (size_t i = 0; i < sizeof(w) / sizeof(w[0]); i++)
+		if (!strcmp(name, w[i]))
+			return true;
+	return false;
+}
+
+/* The write concern of c (its writeConcern, or the default) into wc: 0, or a refusal before
+ * anything is written (9 FailedToParse, 79, 100, a standalone's 2 BadValue). */
+static int wc_before(struct wire_ctx *c, struct rs_wc *wc)
+{
+	struct dfs_err err = {0};
+	struct rs_wc_fail f;
+	bson_t view;
+	int rc = wire_arg_doc(c, "writeConcern", &view);
+
+	if (rc > 1)
+		return rc;
+	if (rc == 0 && rs_wc_parse(&view, wc, &err))
+		return wire_fail(c, 9, "FailedToParse", "%s", err.msg);
+	if (rc == 1)
+		rs_wc_default(true, wc);
+	if (rs_wc_check(wc, &f))
+		return wire_fail(c, f.code, f.code_name, "%s", f.msg);
+	return 0;
+}
+
+/* After write command c succeeded: waits for wc, and says in reply when it was not met
+ * (writeConcernError: the write stays). */
+static void wc_after(struct wire_ctx *c, const struct rs_wc *wc, uint64_t before, bson_t *reply)
+{
+	struct store_db *db;
+	struct rs_wc_fail f;
+
+	if (store_db_get(c->store, c->db, false, &db, NULL))
+		return; /* dropped: nothing of it to wait for */
+	if (rs_wc_wait(db, before, wc, &f))
+		rs_wc_fail_append(&f, wc, reply);
+}
+
 /* The route hook's answer after the authentication check every command passes
  * (WIRE_ROUTE_PASS: the table answers, checking again). */
 static int route_checked(struct wire_ctx *c, bson_t *reply)
@@ -449,7 +504,18 @@ void wire_dispatch(struct store *s, struct wire_conn *conn, int64_t conn_id,
 	else if (!cmd)
 		rc = wire_fail(&c, 59, "CommandNotFound", "no such command: '%s'", c.name);
 	else if (!(rc = wire_auth_check(&c))) {
-		rc = run(&c, cmd, &reply);
+		struct rs_wc wc;
+		struct store_db *db = NULL;
+		bool w = writes(c.name);
+		uint64_t before = 0;
+
+		if (w && !(rc = wc_before(&c, &wc)) &&
+		    !store_db_get(c.store, c.db, false, &db, NULL))
+			before = rs_wc_mark(db); /* (a new database: 0) */
+		if (!w || !rc)
+			rc = run(&c, cmd, &reply);
+		if (w && !rc)
+			wc_after(&c, &wc, before, &reply);
 		wire_auth_done(&c);
 	}
 	if (rc) {
