@@ -164,9 +164,9 @@ static int wreq_parse(const char *name, struct wreq *w, struct dfs_err *err)
 	struct dfs_buf v, k;
 	int rc = 0;
 
+	wreq_init(w, kind); /* first: the caller releases it whatever is returned */
 	if (!kind)
 		return dfs_err_set(err, DFS_EINVAL, "'%s' is not a write path", name);
-	wreq_init(w, kind);
 	dfs_buf_init(&v);
 	dfs_buf_init(&k);
 	opts = fs_path_split(q, "?");
