@@ -449,6 +449,7 @@ void wire_dispatch(struct store *s, struct wire_conn *conn, int64_t conn_id,
 	else if (!cmd)
 		rc = wire_fail(&c, 59, "CommandNotFound", "no such command: '%s'", c.name);
 	else if (!(rc = wire_auth_check(&c))) {
+		wire_session_touch(&c);
 		rc = run(&c, cmd, &reply);
 		wire_auth_done(&c);
 	}

@@ -6,7 +6,7 @@ capped, the collections filter, a missing database, system.profile left out) and
 `docfs dbhash STORE DB` printing the same hashes; validators (create's validator,
 validationLevel, validationAction, collMod, 121 DocumentValidationFailure with errInfo on
 every write command, bypassDocumentValidation, moderate, off, warn, refusals that change
-nothing); aggregate: 1 with $documents; find with min/max. Every expected value is computed here.
+nothing); aggregate: 1 with $documents and with $listLocalSessions; find with min/max. Every expected value is computed here.
 Run by meson (suite wire) with DOCFS set to the binary."""
 import hashlib
 import json
@@ -295,6 +295,28 @@ def min_max(db):
     expect_code(51175, lambda: list(c.find(min={"_id": 9}, max={"_id": 5}).hint("_id_")))
 
 
+def local_sessions(cl):
+    """aggregate: 1 with $listLocalSessions: a session shows once a command carried its lsid,
+    with its id and lastUse, and is gone after endSessions; a bad spec is refused."""
+    adm = cl.admin
+    with cl.start_session() as s:
+        adm.command("ping", session=s)
+        sid = s.session_id["id"]
+        rows = list(adm.aggregate([{"$listLocalSessions": {}},
+                                   {"$match": {"_id.id": sid}}], session=s))
+        check(len(rows) == 1, "the session is listed: %r" % rows)
+        check(len(rows[0]["_id"]["uid"]) == 32 and "lastUse" in rows[0],
+              "a session document's shape: %r" % rows[0])
+        rows = list(adm.aggregate([{"$listLocalSessions": {"allUsers": True}},
+                                   {"$match": {"_id.id": sid}}, {"$count": "n"}]))
+        check(rows == [{"n": 1}], "allUsers lists it too: %r" % rows)
+        adm.command("endSessions", [s.session_id])
+        rows = list(adm.aggregate([{"$listLocalSessions": {}},
+                                   {"$match": {"_id.id": sid}}]))
+        check(rows == [], "the session is gone after endSessions: %r" % rows)
+    expect_code(40415, lambda: list(adm.aggregate([{"$listLocalSessions": {"bogus": 1}}])))
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="docfs-cmds-")
     store = os.path.join(tmp, "store")
@@ -308,6 +330,7 @@ def main():
         validators(cl.h, store)
         documents(cl.h)
         min_max(cl.h)
+        local_sessions(cl)
         cl.close()
         srv.terminate()
         rc = srv.wait(timeout=30)
