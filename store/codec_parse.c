@@ -1738,8 +1738,8 @@ bool store_codec_is_wrapper(const bson_t *doc)
 	bson_t scratch;
 	int rc;
 
-	if (bson_count_keys(doc) > 2 || !bson_iter_init(&it, doc) || !bson_iter_next(&it) ||
-	    bson_iter_key(&it)[0] != '$')
+	if (!bson_iter_init(&it, doc) || !bson_iter_next(&it) || bson_iter_key(&it)[0] != '$' ||
+	    bson_count_keys(doc) > 2)
 		return false;
 	parser_init(&p, "", 0, 1, &err);
 	bson_init(&scratch);

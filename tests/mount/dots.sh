@@ -55,6 +55,14 @@ expect_fail "\$getField of a field path" cat "$C/query/{\"\$expr\":{\"\$getField
 errors_since "$MNT/.docfs/errors" "$mark" | grep -qF "\$getField requires 'field' to evaluate to a constant" ||
 	fail "no \$getField argument error in /.docfs/errors: $(errors_since "$MNT/.docfs/errors" "$mark")"
 
+step "index key patterns address paths, never such fields (as MongoDB)"
+echo '{"key": {"a.b": 1}}' > "$C/.indexes/ab" || fail "an index on the path a.b"
+expect_eq "$(cat "$C/query/{\"a.b\":1}?hint=ab&count=1")" "0" "the index on a.b finds no field named 'a.b'"
+expect_eq "$(cat "$C/query/{\"a.b\":null}?hint=ab&projection={\"_id\":1}" | jq -c ._id | tr '\n' ' ')" "1 2 " \
+	"both documents are under null in the index on the path a.b"
+expect_fail "an index on '\$x'" sh -c 'echo "{\"key\": {\"\$x\": 1}}" > "$1/.indexes/dx"' sh "$C"
+[ ! -e "$C/.indexes/dx" ] || fail "the refused index exists"
+
 step "update pipelines write and remove them with \$setField and \$unsetField"
 echo '[{$replaceWith: {$setField: {field: {$literal: "$n"}, input: "$$ROOT", value: 7}}}]' > "$C/update/{_id: 2}" ||
 	fail "\$setField update"
