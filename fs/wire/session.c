@@ -39,23 +39,6 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* The 16 bytes of lsid's "id" (a UUID): true when it has one. */
-static bool id_of(const bson_t *lsid, uint8_t out[16])
-{
-	bson_subtype_t st;
-	const uint8_t *b;
-	uint32_t len;
-	bson_iter_t it;
-
-	if (!lsid || !bson_iter_init_find(&it, lsid, "id") || !BSON_ITER_HOLDS_BINARY(&it))
-		return false;
-	bson_iter_binary(&it, &st, &len, &b);
-	if (len != 16)
-		return false;
-	memcpy(out, b, 16);
-	return true;
-}
-
 /* Drops the sessions unused for SESSION_TIMEOUT_MS. Under lock. */
 static void expire(int64_t now)
 {
@@ -74,7 +57,7 @@ void wire_session_touch(struct wire_ctx *c)
 	bson_t lsid;
 	int64_t now = now_ms();
 
-	if (!wire_sub_view(c->cmd, "lsid", false, &lsid) || !id_of(&lsid, id))
+	if (!wire_sub_view(c->cmd, "lsid", false, &lsid) || !wire_lsid_id(&lsid, id))
 		return;
 	wire_auth_user(c, &name, &db);
 	pthread_mutex_lock(&lock);
@@ -115,7 +98,7 @@ void wire_session_end(const bson_t *lsid)
 {
 	uint8_t id[16];
 
-	if (!id_of(lsid, id))
+	if (!wire_lsid_id(lsid, id))
 		return;
 	pthread_mutex_lock(&lock);
 	for (size_t i = 0; i < n; i++)

@@ -229,6 +229,8 @@ void wire_cursor_stop_waits(bool stop);
 bool wire_cursor_kill(int64_t id);
 /* Closes the cursors of session lsid ({id: UUID}). */
 void wire_cursor_kill_session(const bson_t *lsid);
+/* The 16 bytes of lsid's "id" (a UUID) into out: true when it has one (lsid may be NULL). */
+bool wire_lsid_id(const bson_t *lsid, uint8_t out[16]);
 
 /* ---- sessions (session.c) ------------------------------------------------------------- */
 
