@@ -121,10 +121,11 @@ static int check_wrapper(struct vctx *v, const bson_iter_t *it)
 		return dfs_err_set(v->err, DFS_EINVAL, "document is not valid BSON");
 	if (!store_codec_is_wrapper(&sub))
 		return DFS_OK;
-	return dfs_err_set(v->err, DFS_EINVAL,
-			   "the document at '%s' has the keys of an Extended JSON type wrapper "
-			   "('%.40s'): its file would read back as a typed value, not as a document",
-			   shown_path(v, pb), first_key(&sub));
+	return dfs_err_set(
+		v->err, DFS_EINVAL,
+		"the document at '%s' has the keys of an Extended JSON type wrapper "
+		"('%.40s'): its file would read back as a typed value, not as a document",
+		shown_path(v, pb), first_key(&sub));
 }
 
 /* Walks the document or array held by it (or the top level when it is NULL). */

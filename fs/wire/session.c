@@ -154,10 +154,11 @@ int wire_session_list(struct wire_ctx *c, const bson_value_t *spec, bson_t *docs
 		} else if (!strcmp(bson_iter_key(&it), "users") && BSON_ITER_HOLDS_ARRAY(&it)) {
 			has_users = bson_iter_recurse(&it, &users);
 		} else {
-			return wire_fail(c, 40415, "Location40415",
-					 "BSON field '$listLocalSessions.%s' is an unknown field or "
-					 "has the wrong type",
-					 bson_iter_key(&it));
+			return wire_fail(
+				c, 40415, "Location40415",
+				"BSON field '$listLocalSessions.%s' is an unknown field or "
+				"has the wrong type",
+				bson_iter_key(&it));
 		}
 	}
 	if (all && has_users)

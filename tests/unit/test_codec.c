@@ -1841,7 +1841,8 @@ START_TEST(test_store_doc_validate_field_names)
 	expect_valid("{a: {$gt: 5}, b: {$regex: 'x'}, c: {$inc: true, $db: 'd'}}");
 	expect_valid("{a: {$ref: 'c', $id: 1, $db: 'd'}}"); /* a DBRef is ordinary */
 	expect_valid("{_id: {'a.b': 1}}");
-	expect_invalid("{_id: {$a: 1}}", "field name '$a' at '_id' must not start with '$' inside '_id'");
+	expect_invalid("{_id: {$a: 1}}",
+		       "field name '$a' at '_id' must not start with '$' inside '_id'");
 	expect_invalid("{_id: {a: [{$b: 1}]}}",
 		       "field name '$b' at '_id.a.0' must not start with '$' inside '_id'");
 	expect_valid("{x: {_id: {$a: 1}}}"); /* only the document's own _id */
@@ -1883,9 +1884,10 @@ START_TEST(test_store_doc_validate_wrapper_shapes)
 	/* {"$numberInt": "1"} would read back as the int 1 */
 	doc_with_sub(&doc, fill_number_int);
 	ck_assert_int_eq(store_doc_validate(&doc, &err), DFS_EINVAL);
-	ck_assert_str_eq(err.msg, "the document at 'v' has the keys of an Extended JSON type wrapper "
-				  "('$numberInt'): its file would read back as a typed value, not as "
-				  "a document");
+	ck_assert_str_eq(err.msg,
+			 "the document at 'v' has the keys of an Extended JSON type wrapper "
+			 "('$numberInt'): its file would read back as a typed value, not as "
+			 "a document");
 	bson_destroy(&doc);
 	/* {"$oid": "12"} would not read back at all */
 	doc_with_sub(&doc, fill_bad_oid);
@@ -1912,8 +1914,9 @@ START_TEST(test_store_doc_validate_wrapper_shapes)
 					  "typed value, not as a document");
 		bson_destroy(&doc);
 	}
-	expect_valid("{$date: 5, $oid: '12', $numberInt: 'x'}"); /* the top level is never a wrapper */
-	expect_valid("{a: {$date: 5, b: 1}}");			  /* three keys: no wrapper has them */
+	expect_valid(
+		"{$date: 5, $oid: '12', $numberInt: 'x'}"); /* the top level is never a wrapper */
+	expect_valid("{a: {$date: 5, b: 1}}");		    /* three keys: no wrapper has them */
 }
 END_TEST
 
@@ -1924,8 +1927,13 @@ END_TEST
  */
 static void rnd_wrapper_value(bson_t *b, const char *key)
 {
-	static const char *const strs[] = {"1", "x", "5f0c3c1e9b1e8a0001a2b3c4", "00",
-					   "2020-01-01T00:00:00Z", "Infinity", "",
+	static const char *const strs[] = {"1",
+					   "x",
+					   "5f0c3c1e9b1e8a0001a2b3c4",
+					   "00",
+					   "2020-01-01T00:00:00Z",
+					   "Infinity",
+					   "",
 					   "0b8d2b5e-3a4c-4d0e-8f1a-2b3c4d5e6f70"};
 	bson_oid_t oid;
 	bson_t sub;
@@ -1971,12 +1979,15 @@ static void rnd_wrapper_value(bson_t *b, const char *key)
 
 START_TEST(test_store_doc_validate_dollar_roundtrip_property)
 {
-	static const char *const keys[] = {
-	    "$oid",	"$symbol", "$numberInt", "$numberLong", "$numberDouble", "$numberDecimal",
-	    "$code",	"$date",   "$uuid",	 "$minKey",	"$maxKey",	 "$undefined",
-	    "$binary",	"$type",   "$timestamp", "$regex",	"$options",	 "$regularExpression",
-	    "$dbPointer", "$scope", "$ref",	 "$id",		"$db",		 "a.b",
-	    "$x"};
+	static const char *const keys[] = {"$oid",	  "$symbol",	   "$numberInt",
+					   "$numberLong", "$numberDouble", "$numberDecimal",
+					   "$code",	  "$date",	   "$uuid",
+					   "$minKey",	  "$maxKey",	   "$undefined",
+					   "$binary",	  "$type",	   "$timestamp",
+					   "$regex",	  "$options",	   "$regularExpression",
+					   "$dbPointer",  "$scope",	   "$ref",
+					   "$id",	  "$db",	   "a.b",
+					   "$x"};
 	unsigned stored = 0, refused = 0;
 	struct dfs_buf text;
 
