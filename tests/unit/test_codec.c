@@ -1935,13 +1935,15 @@ static void rnd_wrapper_value(bson_t *b, const char *key)
 					   "Infinity",
 					   "",
 					   "0b8d2b5e-3a4c-4d0e-8f1a-2b3c4d5e6f70"};
+	const char *k1, *k2;
 	bson_oid_t oid;
 	bson_t sub;
 
 	switch (rndn(9)) {
 	case 0:
 	case 1:
-		BSON_APPEND_UTF8(b, key, strs[rndn(sizeof(strs) / sizeof(strs[0]))]);
+		k1 = strs[rndn(sizeof(strs) / sizeof(strs[0]))];
+		BSON_APPEND_UTF8(b, key, k1);
 		break;
 	case 2:
 		BSON_APPEND_INT32(b, key, (int32_t)rndn(3));
@@ -1954,14 +1956,17 @@ static void rnd_wrapper_value(bson_t *b, const char *key)
 		break;
 	case 5:
 		BSON_APPEND_DOCUMENT_BEGIN(b, key, &sub);
-		BSON_APPEND_INT32(&sub, rndn(2) ? "t" : "x", 1);
+		k1 = rndn(2) ? "t" : "x"; /* (the macros read their key twice) */
+		BSON_APPEND_INT32(&sub, k1, 1);
 		BSON_APPEND_INT32(&sub, "i", 2);
 		bson_append_document_end(b, &sub);
 		break;
 	case 6:
 		BSON_APPEND_DOCUMENT_BEGIN(b, key, &sub);
-		BSON_APPEND_UTF8(&sub, rndn(2) ? "base64" : "pattern", "");
-		BSON_APPEND_UTF8(&sub, rndn(2) ? "subType" : "options", "0");
+		k1 = rndn(2) ? "base64" : "pattern";
+		k2 = rndn(2) ? "subType" : "options";
+		BSON_APPEND_UTF8(&sub, k1, "");
+		BSON_APPEND_UTF8(&sub, k2, "0");
 		bson_append_document_end(b, &sub);
 		break;
 	case 7:
