@@ -575,6 +575,9 @@ enum xop {
 	X_MERGEOBJECTS,
 	X_OBJTOARRAY,
 	X_ARRTOOBJ,
+	X_GETFIELD,   /* args: field (a string literal), input */
+	X_SETFIELD,   /* args: field, input, value */
+	X_UNSETFIELD, /* args: field, input */
 	/* accumulators as expressions */
 	X_SUM,
 	X_AVG,
@@ -596,6 +599,7 @@ enum xform {
 	F_LET,
 	F_DATEPART, /* a date expression or {date, timezone} */
 	F_META,	    /* $meta: a metadata name */
+	F_FIELD,    /* $getField, $setField, $unsetField: named, 'field' a string constant */
 };
 
 struct xdef {
@@ -704,6 +708,9 @@ static const struct xdef xdefs[] = {
 	{"$mergeObjects", X_MERGEOBJECTS, F_ARGS, 0, -1, {0}, 0},
 	{"$objectToArray", X_OBJTOARRAY, F_ARGS, 1, 1, {0}, 0},
 	{"$arrayToObject", X_ARRTOOBJ, F_ARGS, 1, 1, {0}, 0},
+	{"$getField", X_GETFIELD, F_FIELD, 0, 0, {"field", "input"}, 1},
+	{"$setField", X_SETFIELD, F_FIELD, 0, 0, {"field", "input", "value"}, 7},
+	{"$unsetField", X_UNSETFIELD, F_FIELD, 0, 0, {"field", "input"}, 3},
 	{"$sum", X_SUM, F_ARGS, 0, -1, {0}, 0},
 	{"$avg", X_AVG, F_ARGS, 0, -1, {0}, 0},
 	{"$min", X_MIN, F_ARGS, 0, -1, {0}, 0},
@@ -1167,6 +1174,56 @@ static int parse_meta(const bson_value_t *v, struct agg__x **out, struct dfs_err
 	return dfs_err_set(err, DFS_EINVAL, "Unsupported argument to $meta: %s", name);
 }
 
+/*
+ * $getField, $setField, $unsetField (MongoDB 5.0+), the only expressions that reach fields
+ * whose names hold '.' or start with '$'. Named arguments; $getField also takes its field
+ * alone ({$getField: "a.b"}, input $$CURRENT). 'field' must be a constant string (a plain
+ * string, or {$literal: "$x"} for one starting with '$': "$x" alone is a field path).
+ */
+static int parse_field_op(struct agg__x *x, const struct xdef *d, const bson_value_t *v,
+			  const struct agg__scope *sc, struct dfs_err *err)
+{
+	const bson_value_t *f;
+	bson_iter_t it;
+	int rc;
+
+	if (x->op == X_GETFIELD &&
+	    !(v->value_type == BSON_TYPE_DOCUMENT &&
+	      bson_iter_init_from_data(&it, v->value.v_doc.data, v->value.v_doc.data_len) &&
+	      bson_iter_find(&it, "field"))) {
+		x->n = 2;
+		x->args = calloc(2, sizeof(*x->args));
+		if (!x->args)
+			abort();
+		if ((rc = parse_value(v, sc, &x->args[0], err)))
+			return rc;
+		x->args[1] = x_new(X_VAR, 0);
+		x->args[1]->var = strdup("CURRENT");
+		if (!x->args[1]->var)
+			abort();
+	} else {
+		if (v->value_type != BSON_TYPE_DOCUMENT)
+			return dfs_err_set(err, DFS_EINVAL,
+					   "%s only supports an object as its argument", d->name);
+		if ((rc = parse_named(x, d, v, sc, err)))
+			return rc;
+	}
+	f = agg__x_const(x->args[0]);
+	if (!f)
+		return dfs_err_set(err, DFS_EINVAL,
+				   "%s requires 'field' to evaluate to a constant, but got a "
+				   "non-constant argument",
+				   d->name);
+	if (f->value_type != BSON_TYPE_UTF8)
+		return dfs_err_set(err, DFS_EINVAL,
+				   "%s requires 'field' to evaluate to type String, but got %s",
+				   d->name, agg__type_name(f));
+	if (strlen(f->value.v_utf8.str) != f->value.v_utf8.len)
+		return dfs_err_set(err, DFS_EINVAL, "%s: 'field' must not contain a NUL byte",
+				   d->name);
+	return 0;
+}
+
 static int parse_operator(const char *name, const bson_value_t *v, const struct agg__scope *sc,
 			  struct agg__x **out, struct dfs_err *err)
 {
@@ -1200,6 +1257,8 @@ static int parse_operator(const char *name, const bson_value_t *v, const struct 
 			return parse_named(x, &cd, v, sc, err);
 		}
 		return parse_args(x, d, v, sc, err);
+	case F_FIELD:
+		return parse_field_op(x, d, v, sc, err);
 	case F_SWITCH:
 		return parse_switch(x, v, sc, err);
 	case F_LET:
@@ -2930,6 +2989,61 @@ done:
 	return rc;
 }
 
+/*
+ * $getField: the value of the field named exactly 'field' in input (missing when absent).
+ * $setField / $unsetField: a copy of input with that field replaced in place, appended when
+ * absent, or removed when the value is missing ($$REMOVE, $unsetField). A null, undefined or
+ * missing input gives null; another non-document is an error.
+ */
+static int eval_field_op(const struct agg__x *x, struct agg__ctx *c, bson_value_t *out,
+			 struct dfs_err *err)
+{
+	const bson_value_t *f = agg__x_const(x->args[0]);
+	const char *name = f->value.v_utf8.str;
+	bson_value_t in, val = missing_v;
+	bson_iter_t it;
+	bson_t b;
+	bool found = false;
+	int rc;
+
+	EV(1, &in);
+	if (agg__nullish(&in)) {
+		set_null(out);
+		return 0;
+	}
+	if (in.value_type != BSON_TYPE_DOCUMENT)
+		return dfs_err_set(err, DFS_EINVAL,
+				   "%s requires 'input' to evaluate to type Object, but got %s",
+				   opname(x), agg__type_name(&in));
+	if (!bson_iter_init_from_data(&it, in.value.v_doc.data, in.value.v_doc.data_len))
+		return dfs_err_set(err, DFS_EINVAL, "%s: 'input' is not valid BSON", opname(x));
+	if (x->op == X_GETFIELD) {
+		*out = missing_v;
+		while (bson_iter_next(&it))
+			if (!strcmp(bson_iter_key(&it), name)) {
+				*out = *bson_iter_value(&it);
+				break;
+			}
+		return 0;
+	}
+	if (x->op == X_SETFIELD)
+		EV(2, &val);
+	bson_init(&b);
+	while (bson_iter_next(&it)) {
+		if (!strcmp(bson_iter_key(&it), name)) {
+			found = true;
+			if (val.value_type != BSON_TYPE_EOD)
+				bson_append_value(&b, name, -1, &val);
+			continue;
+		}
+		bson_append_value(&b, bson_iter_key(&it), -1, bson_iter_value(&it));
+	}
+	if (!found && val.value_type != BSON_TYPE_EOD)
+		bson_append_value(&b, name, -1, &val);
+	agg__arena_take(c->ar, &b, BSON_TYPE_DOCUMENT, out);
+	return 0;
+}
+
 static int eval_arr_to_obj(const struct agg__x *x, struct agg__ctx *c, bson_value_t *out,
 			   struct dfs_err *err)
 {
@@ -3911,6 +4025,10 @@ int agg__x_eval(const struct agg__x *x, struct agg__ctx *c, bson_value_t *out, s
 		return eval_arr_to_obj(x, c, out, err);
 	case X_MERGEOBJECTS:
 		return eval_merge(x, c, out, err);
+	case X_GETFIELD:
+	case X_SETFIELD:
+	case X_UNSETFIELD:
+		return eval_field_op(x, c, out, err);
 	case X_TYPE:
 	case X_TOSTRING:
 	case X_TOINT:

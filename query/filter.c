@@ -899,7 +899,7 @@ static void xnode_free(struct query__xnode *x)
 	}
 	free(x->args);
 	free(x->keys);
-	if (x->op == QX_LIT)
+	if (x->op == QX_LIT || x->op == QX_GETFIELD)
 		bson_value_destroy(&x->lit);
 	if (x->op == QX_PATH)
 		path_release(&x->path);
@@ -964,6 +964,56 @@ static int parse_xargs(struct pctx *pc, struct query__xnode *x, const bson_iter_
 		xnode_add(x, kid, NULL);
 	}
 	return 0;
+}
+
+/*
+ * {$getField: <field>} or {$getField: {field: <field>, input: <expr>}} (MongoDB 5.0+): the
+ * field named exactly <field> ('.' and '$' included), which must be a constant string (a
+ * plain one or {$literal: ..}), of the input ($$CURRENT when not given). Same checks and
+ * messages as query/expr.c's.
+ */
+static int parse_getfield(struct pctx *pc, const bson_iter_t *args, struct query__xnode **out,
+			  struct dfs_err *err)
+{
+	struct query__xnode *x = xnode_new(QX_GETFIELD), *f = NULL, *in = NULL;
+	bson_iter_t sub;
+	int rc = 0;
+
+	*out = x;
+	if (BSON_ITER_HOLDS_DOCUMENT(args) && bson_iter_recurse(args, &sub) &&
+	    bson_iter_find(&sub, "field")) {
+		bson_iter_recurse(args, &sub);
+		while (bson_iter_next(&sub)) {
+			const char *k = bson_iter_key(&sub);
+
+			if (strcmp(k, "field") && strcmp(k, "input"))
+				return dfs_err_set(err, DFS_EINVAL,
+						   "$getField found an unknown argument: %s", k);
+			if ((rc = parse_xexpr(pc, &sub, k[0] == 'f' ? &f : &in, err)))
+				goto done;
+		}
+	} else if ((rc = parse_xexpr(pc, args, &f, err))) {
+		goto done;
+	}
+	if (f->op != QX_LIT) {
+		rc = dfs_err_set(err, DFS_EINVAL,
+				 "$getField requires 'field' to evaluate to a constant, but got a "
+				 "non-constant argument");
+		goto done;
+	}
+	if (f->lit.value_type != BSON_TYPE_UTF8 ||
+	    strlen(f->lit.value.v_utf8.str) != f->lit.value.v_utf8.len) {
+		rc = dfs_err_set(err, DFS_EINVAL,
+				 "$getField requires 'field' to evaluate to type String");
+		goto done;
+	}
+	bson_value_copy(&f->lit, &x->lit);
+	xnode_add(x, in ? in : xnode_new(QX_ROOT), NULL);
+	in = NULL;
+done:
+	xnode_free(f);
+	xnode_free(in);
+	return rc;
 }
 
 /* One aggregation expression: a literal, "$path", "$$ROOT", [..], {..} or {$op: args}. */
@@ -1038,6 +1088,10 @@ static int parse_xexpr(struct pctx *pc, const bson_iter_t *it, struct query__xno
 			if (!strcmp(op, "$literal")) {
 				x = xnode_new(QX_LIT);
 				bson_value_copy(bson_iter_value(&args), &x->lit);
+				goto done;
+			}
+			if (!strcmp(op, "$getField")) {
+				rc = parse_getfield(pc, &args, &x, err);
 				goto done;
 			}
 			for (i = 0; i < sizeof(xops) / sizeof(xops[0]); i++)

@@ -964,6 +964,27 @@ static bool eval(const struct query__xnode *x, const uint8_t *root, uint32_t rle
 		if (!eval(x->args[0], root, rlen, ar, &a))
 			return false;
 		return eval_abs(&a, out);
+	case QX_GETFIELD: {
+		bson_iter_t it;
+
+		if (!eval(x->args[0], root, rlen, ar, &a))
+			return false;
+		if (nullish(&a)) {
+			out->v = null_value;
+			return true;
+		}
+		if (a.v.value_type != BSON_TYPE_DOCUMENT ||
+		    !bson_iter_init_from_data(&it, a.v.value.v_doc.data, a.v.value.v_doc.data_len))
+			return false; /* MongoDB: an error; here no match */
+		out->missing = true;
+		while (bson_iter_next(&it))
+			if (!strcmp(bson_iter_key(&it), x->lit.value.v_utf8.str)) {
+				out->v = *bson_iter_value(&it);
+				out->missing = false;
+				break;
+			}
+		return true;
+	}
 	default:
 		return false;
 	}

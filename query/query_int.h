@@ -83,7 +83,8 @@ enum query__xop {
 	QX_MUL,
 	QX_DIV,
 	QX_MOD,
-	QX_ABS
+	QX_ABS,
+	QX_GETFIELD /* {$getField: ..}: lit the field name, args[0] the input */
 };
 
 struct query__xnode {

@@ -505,6 +505,7 @@ int query_error_code(const struct dfs_err *e, const char **name)
 		{51173, "Location51173"},
 		{51174, "Location51174"},
 		{51175, "Location51175"},
+		{52, "DollarPrefixedFieldName"},
 	};
 	int code;
 
@@ -557,6 +558,8 @@ int query_error_code(const struct dfs_err *e, const char **name)
 		       : strstr(e->msg, "When using min()/max()")      ? 51173 /* plan.c */
 		       : strstr(e->msg, "not compatible with min/max") ? 51174
 		       : strstr(e->msg, "provided for min() does not") ? 51175
+		       : strstr(e->msg, "The dollar ($) prefixed field") ? 52 /* update.c */
+		       : strstr(e->msg, "with '$' inside '_id'")       ? 52 /* validate.c */
 		       : strstr(e->msg, "immutable")		       ? 66
 		       : strstr(e->msg, "conflict")		       ? 40
 								       : 2;

@@ -1722,6 +1722,34 @@ static void parser_release(struct parser *p)
 	dfs_buf_release(&p->bin);
 }
 
+/*
+ * True when the subdocument doc, rendered and read back, would not come back as a document:
+ * its keys and value types spell one of the wrapper shapes above, so the parser would turn it
+ * into a typed value or refuse it as a bad wrapper. validate.c refuses to store such shapes.
+ * It runs the same conversion as the parser (into a scratch document), so the two cannot
+ * disagree. Cheap when the first key does not start with '$'.
+ */
+bool store_codec_is_wrapper(const bson_t *doc)
+{
+	struct dfs_err err;
+	struct parser p;
+	struct wctx w;
+	bson_iter_t it;
+	bson_t scratch;
+	int rc;
+
+	if (!bson_iter_init(&it, doc) || !bson_iter_next(&it) || bson_iter_key(&it)[0] != '$' ||
+	    bson_count_keys(doc) > 2)
+		return false;
+	parser_init(&p, "", 0, 1, &err);
+	bson_init(&scratch);
+	w = (struct wctx){&p, &scratch, "v", 1, 1, 1};
+	rc = convert_wrapper(&w, doc);
+	bson_destroy(&scratch);
+	parser_release(&p);
+	return rc != NOT_WRAPPER;
+}
+
 /* Parses the top-level document at p->pos ('{' expected) into out. */
 static int parse_top(struct parser *p, bson_t *out)
 {

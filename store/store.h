@@ -154,6 +154,10 @@ enum store_render_style {
 int store_codec_render(const bson_t *doc, enum store_render_style style, struct dfs_buf *out,
 		       struct dfs_err *err);
 
+/* True when the subdocument doc would read back from its rendering as an Extended JSON
+ * wrapper ({"$numberInt": "1"}, {"$oid": ..}, {"$regex": .., "$options": ..}, ...: a typed
+ * value, or an error for a wrapper shape with a bad value) rather than as itself. */
+bool store_codec_is_wrapper(const bson_t *doc);
 /* Renders one value (compact style) appended to out, for names, keys and messages. */
 int store_codec_render_value(const bson_value_t *v, struct dfs_buf *out, struct dfs_err *err);
 /* The length of doc's compact rendering, given the length of its pretty one (the two differ
@@ -165,10 +169,12 @@ int64_t store_codec_compact_len(const bson_t *doc, int64_t pretty_len);
 
 /*
  * Checks that doc may be stored as a document: BSON size <= DFS_MAX_DOC_SIZE (DFS_EFBIG),
- * nesting <= DFS_MAX_DEPTH, field names not starting with '$' and without '.' (at every
- * level, arrays excepted: their keys are indexes), strings valid UTF-8, _id (when present)
- * not an array, not a regex, not undefined. Returns 0 or DFS_EINVAL/DFS_EFBIG with a message
- * naming the path ("field name '$x' at 'a.b' must not start with '$'").
+ * nesting <= DFS_MAX_DEPTH, strings and field names valid UTF-8, _id (when present) not an
+ * array, not a regex, not undefined, and no field name starting with '$' inside it; no
+ * subdocument with the keys of an Extended JSON wrapper (store_codec_is_wrapper). Field names
+ * with '.' or a leading '$' are allowed elsewhere (MongoDB 5.0+). Returns 0 or
+ * DFS_EINVAL/DFS_EFBIG with a message naming the path ("field name '$x' at '_id.a' must not
+ * start with '$' inside '_id'").
  */
 int store_doc_validate(const bson_t *doc, struct dfs_err *err);
 

@@ -1,7 +1,10 @@
 /*
  * validate.c - may this BSON be stored as a document? MongoDB's rules as store.h lists them:
- * size, nesting depth, field names (no leading '$', no '.', at every level except array
- * indexes), valid UTF-8 in every string and field name, and the type of _id.
+ * size, nesting depth, valid UTF-8 in every string and field name, the type of _id and no
+ * '$'-prefixed field name inside _id. Field names with '.' or a leading '$' are stored
+ * elsewhere (MongoDB 5.0+), except in a subdocument whose keys spell an Extended JSON wrapper
+ * ({"$numberInt": "1"}, {"$oid": ..}): its file would read back as a typed value, so the
+ * document could not round-trip through its file (store_codec_is_wrapper decides).
  *
  * It does not parse or render (codec_*.c), does not check index key sizes (key.c) or that _id
  * matches a file name (name.c), and does not look inside the scope of code-with-scope values
@@ -23,6 +26,7 @@ struct vctx {
 	const char *key[DFS_MAX_DEPTH + 2]; /* Borrowed from the document: the path's names */
 	size_t klen[DFS_MAX_DEPTH + 2];	    /* their lengths */
 	int n;				    /* names on the path */
+	int in_id;			    /* > 0 while inside a document held by _id */
 	struct dfs_err *err;
 };
 
@@ -70,6 +74,14 @@ static int bad_utf8(struct vctx *v, const char *what)
 			   shown_path(v, pb));
 }
 
+/* The first field name of doc (Borrowed from doc), "" when it is empty. */
+static const char *first_key(const bson_t *doc)
+{
+	bson_iter_t it;
+
+	return bson_iter_init(&it, doc) && bson_iter_next(&it) ? bson_iter_key(&it) : "";
+}
+
 /* bson_utf8_validate with a fast path for ASCII, by far the common case. */
 static bool utf8_ok(const char *s, size_t n, bool allow_nul)
 {
@@ -94,6 +106,26 @@ static bool utf8_ok(const char *s, size_t n, bool allow_nul)
 			return false;
 	}
 	return true;
+}
+
+/* Refuses the subdocument held by it when its rendering would read back as a typed value. */
+static int check_wrapper(struct vctx *v, const bson_iter_t *it)
+{
+	char pb[PATH_SHOWN + 8];
+	const uint8_t *data;
+	uint32_t len;
+	bson_t sub;
+
+	bson_iter_document(it, &len, &data);
+	if (!data || !bson_init_static(&sub, data, len))
+		return dfs_err_set(v->err, DFS_EINVAL, "document is not valid BSON");
+	if (!store_codec_is_wrapper(&sub))
+		return DFS_OK;
+	return dfs_err_set(
+		v->err, DFS_EINVAL,
+		"the document at '%s' has the keys of an Extended JSON type wrapper "
+		"('%.40s'): its file would read back as a typed value, not as a document",
+		shown_path(v, pb), first_key(&sub));
 }
 
 /* Walks the document or array held by it (or the top level when it is NULL). */
@@ -122,10 +154,8 @@ static int check_doc(struct vctx *v, const bson_t *top, const bson_iter_t *holde
 				return v->n ? bad_utf8(v, "a field name")
 					    : dfs_err_set(v->err, DFS_EINVAL,
 							  "a field name is not valid UTF-8");
-			if (key[0] == '$')
-				return bad_field(v, key, "start with '$'");
-			if (memchr(key, '.', klen))
-				return bad_field(v, key, "contain '.'");
+			if (key[0] == '$' && v->in_id)
+				return bad_field(v, key, "start with '$' inside '_id'");
 		}
 		v->key[v->n] = key;
 		v->klen[v->n] = klen;
@@ -160,8 +190,15 @@ static int check_doc(struct vctx *v, const bson_t *top, const bson_iter_t *holde
 			break;
 		}
 		case BSON_TYPE_DOCUMENT:
+			if ((rc = check_wrapper(v, &it)))
+				return rc;
+			/* fall through */
 		case BSON_TYPE_ARRAY:
+			if (v->n == 1 && !strcmp(key, "_id"))
+				v->in_id++;
 			rc = check_doc(v, NULL, &it, BSON_ITER_HOLDS_ARRAY(&it), depth + 1);
+			if (v->n == 1 && !strcmp(key, "_id"))
+				v->in_id--;
 			if (rc)
 				return rc;
 			break;
@@ -199,5 +236,6 @@ int store_doc_validate(const bson_t *doc, struct dfs_err *err)
 	}
 	v.err = err;
 	v.n = 0;
+	v.in_id = 0;
 	return check_doc(&v, doc, NULL, false, 1);
 }

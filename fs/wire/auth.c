@@ -940,6 +940,17 @@ void wire_auth_hello(struct wire_ctx *c, bson_t *reply)
 	bson_append_array_end(reply, &arr);
 }
 
+bool wire_auth_user(struct wire_ctx *c, const char **name, const char **db)
+{
+	const struct user *u = c->conn ? current_user(c) : NULL;
+
+	if (!u)
+		return false;
+	*name = u->name;
+	*db = u->db;
+	return true;
+}
+
 void wire_auth_status(struct wire_ctx *c, bson_t *info)
 {
 	const struct user *u = current_user(c);

@@ -133,7 +133,7 @@ int wire_cmd_get_log(struct wire_ctx *c, bson_t *reply)
 	return 0;
 }
 
-/* Calls wire_cursor_kill_session for each {id: UUID} of an array field. */
+/* Ends each session {id: UUID} of an array field: its cursors, its entry in session.c. */
 static void end_sessions_of(const bson_t *cmd, const char *key)
 {
 	bson_iter_t it, arr;
@@ -149,8 +149,10 @@ static void end_sessions_of(const bson_t *cmd, const char *key)
 		if (!BSON_ITER_HOLDS_DOCUMENT(&arr))
 			continue;
 		bson_iter_document(&arr, &len, &data);
-		if (bson_init_static(&one, data, len))
+		if (bson_init_static(&one, data, len)) {
 			wire_cursor_kill_session(&one);
+			wire_session_end(&one);
+		}
 	}
 }
 

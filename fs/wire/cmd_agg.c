@@ -300,7 +300,8 @@ static int agg_next(void *ctx, const bson_t **doc, struct dfs_err *err)
 	return query_agg_next(((struct agg_src *)ctx)->agg, doc, err);
 }
 
-/* Whether the pipeline's first stage is $documents. */
+/* Whether the pipeline's first stage is $documents or $listLocalSessions (a source of
+ * documents that is not a collection). */
 static bool starts_with_documents(const bson_t *cmd)
 {
 	bson_iter_t it, st, d;
@@ -308,11 +309,13 @@ static bool starts_with_documents(const bson_t *cmd)
 	return bson_iter_init_find(&it, cmd, "pipeline") && BSON_ITER_HOLDS_ARRAY(&it) &&
 	       bson_iter_recurse(&it, &st) && bson_iter_next(&st) &&
 	       BSON_ITER_HOLDS_DOCUMENT(&st) && bson_iter_recurse(&st, &d) && bson_iter_next(&d) &&
-	       !strcmp(bson_iter_key(&d), "$documents");
+	       (!strcmp(bson_iter_key(&d), "$documents") ||
+		!strcmp(bson_iter_key(&d), "$listLocalSessions"));
 }
 
 /* An aggregate: 1 whose first stage is $documents (an array of documents, written out: not
- * an expression), the rest of the pipeline run by the engine over them
+ * an expression) or $listLocalSessions (session.c's documents), the rest of the pipeline run
+ * by the engine over them
  * (query_agg_open_docs; $lookup reads the database's collections in a read transaction).
  * -1 when the pipeline does not start with $documents, else 0 or a wire_fail code. */
 static int documents_stage(struct wire_ctx *c, struct query_let *let, int64_t batch, bson_t *reply)
@@ -325,7 +328,7 @@ static int documents_stage(struct wire_ctx *c, struct query_let *let, int64_t ba
 	struct store_db *db = NULL;
 	struct store_txn *t = NULL;
 	bson_iter_t it, st, d;
-	bson_t rest = BSON_INITIALIZER, docs, lsid;
+	bson_t rest = BSON_INITIALIZER, sess = BSON_INITIALIZER, docs, lsid;
 	const uint8_t *data;
 	uint32_t len;
 	char ns[DFS_MAX_NS_NAME + 32], key[16];
@@ -339,13 +342,22 @@ static int documents_stage(struct wire_ctx *c, struct query_let *let, int64_t ba
 	bson_iter_next(&st);
 	bson_iter_recurse(&st, &d);
 	bson_iter_next(&d);
-	if (!BSON_ITER_HOLDS_ARRAY(&d))
-		return wire_fail(c, 238, "NotImplemented",
-				 "$documents takes an array of documents in docfs (not an "
-				 "expression)");
-	bson_iter_array(&d, &len, &data);
-	if (!bson_init_static(&docs, data, len))
-		return wire_fail(c, 2, "BadValue", "$documents: not a valid array");
+	if (!strcmp(bson_iter_key(&d), "$listLocalSessions")) {
+		if ((rc = wire_session_list(c, bson_iter_value(&d), &sess)))
+			goto done;
+		bson_init_static(&docs, bson_get_data(&sess), sess.len);
+	} else if (!BSON_ITER_HOLDS_ARRAY(&d)) {
+		rc = wire_fail(c, 238, "NotImplemented",
+			       "$documents takes an array of documents in docfs (not an "
+			       "expression)");
+		goto done;
+	} else {
+		bson_iter_array(&d, &len, &data);
+		if (!bson_init_static(&docs, data, len)) {
+			rc = wire_fail(c, 2, "BadValue", "$documents: not a valid array");
+			goto done;
+		}
+	}
 	while (bson_iter_next(&st)) {
 		snprintf(key, sizeof(key), "%d", n++);
 		bson_append_iter(&rest, key, -1, &st);
@@ -394,6 +406,7 @@ done:
 	store_txn_abort(t);
 	query_pipeline_free(p);
 	bson_destroy(&rest);
+	bson_destroy(&sess);
 	return rc;
 }
 
@@ -423,7 +436,8 @@ static int agg_collection(struct wire_ctx *c, char *name, size_t cap)
 		}
 		return wire_fail(c, 238, "NotImplemented",
 				 "aggregate: 1 (a pipeline over a whole database) is not "
-				 "supported by docfs yet but with $currentOp or $documents first");
+				 "supported by docfs yet but with $currentOp, $documents or "
+				 "$listLocalSessions first");
 	}
 	return wire_arg_coll(c, name, cap);
 }

@@ -94,8 +94,7 @@ static void cursor_free(struct cursor *cu)
 	free(cu);
 }
 
-/* The 16 bytes of lsid's "id" (a UUID): true when it has one. */
-static bool lsid_bytes(const bson_t *lsid, uint8_t out[16])
+bool wire_lsid_id(const bson_t *lsid, uint8_t out[16])
 {
 	bson_iter_t it;
 	bson_subtype_t st;
@@ -223,7 +222,7 @@ int wire_cursor_reply(struct wire_ctx *c, const char *ns, const struct wire_sour
 		abort();
 	fs_result_init(&cu->res);
 	snprintf(cu->ns, sizeof(cu->ns), "%s", ns);
-	cu->has_lsid = lsid_bytes(lsid, cu->lsid);
+	cu->has_lsid = wire_lsid_id(lsid, cu->lsid);
 	for (;;) {
 		dfs_buf_append(&cu->res.mem, bson_get_data(doc), doc->len);
 		if ((rc = fs_result_spill(&cu->res, false, err)))
@@ -372,7 +371,7 @@ int wire_cursor_stream_reply(struct wire_ctx *c, const char *ns, struct wire_str
 	cu->stream = st;
 	cu->await = await;
 	snprintf(cu->ns, sizeof(cu->ns), "%s", ns);
-	cu->has_lsid = lsid_bytes(lsid, cu->lsid);
+	cu->has_lsid = wire_lsid_id(lsid, cu->lsid);
 	/* the first batch waits for nothing */
 	rc = stream_batch(cu, batch < 0 ? WIRE_BATCH_DOCS : batch, 0, &arr, &n, &err);
 	if (rc) {
@@ -555,7 +554,7 @@ void wire_cursor_kill_session(const bson_t *lsid)
 	struct cursor *chain;
 	int n = 0;
 
-	if (!lsid_bytes(lsid, id))
+	if (!wire_lsid_id(lsid, id))
 		return;
 	pthread_mutex_lock(&lock);
 	chain = take_if(of_session, id, &n);

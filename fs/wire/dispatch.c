@@ -512,6 +512,7 @@ void wire_dispatch(struct store *s, struct wire_conn *conn, int64_t conn_id,
 		if (w && !(rc = wc_before(&c, &wc)) &&
 		    !store_db_get(c.store, c.db, false, &db, NULL))
 			before = rs_wc_mark(db); /* (a new database: 0) */
+		wire_session_touch(&c);
 		if (!w || !rc)
 			rc = run(&c, cmd, &reply);
 		if (w && !rc)

@@ -229,6 +229,19 @@ void wire_cursor_stop_waits(bool stop);
 bool wire_cursor_kill(int64_t id);
 /* Closes the cursors of session lsid ({id: UUID}). */
 void wire_cursor_kill_session(const bson_t *lsid);
+/* The 16 bytes of lsid's "id" (a UUID) into out: true when it has one (lsid may be NULL). */
+bool wire_lsid_id(const bson_t *lsid, uint8_t out[16]);
+
+/* ---- sessions (session.c) ------------------------------------------------------------- */
+
+/* Remembers the session of c's lsid (if any) as used now, by c's user. */
+void wire_session_touch(struct wire_ctx *c);
+/* Forgets the session of lsid ({id: UUID}), as endSessions and killSessions do. */
+void wire_session_end(const bson_t *lsid);
+/* Appends to docs (an array being built) the documents $listLocalSessions gives for its
+ * spec ({}: c's user's sessions, {allUsers: true}, {users: [{user, db}]}). Returns 0 or a
+ * wire_fail code. */
+int wire_session_list(struct wire_ctx *c, const bson_value_t *spec, bson_t *docs);
 /* Closes cursors idle for more than timeout_s; returns how many. */
 int wire_cursor_reap(int timeout_s);
 /* Open cursors. */
@@ -442,6 +455,9 @@ bool wire_auth_needed(const char *name);
 void wire_auth_hello(struct wire_ctx *c, bson_t *reply);
 /* connectionStatus' authenticatedUsers and authenticatedUserRoles into info. */
 void wire_auth_status(struct wire_ctx *c, bson_t *info);
+/* c's authenticated user: true with *name and *db (Borrowed: valid while c's connection
+ * lives and no user command runs on it), false when there is none. */
+bool wire_auth_user(struct wire_ctx *c, const char **name, const char **db);
 /* Whether listDatabases shows db to c's user (every db when nothing is enforced). */
 bool wire_auth_db_visible(struct wire_ctx *c, const char *db);
 /* Creates user name of database db with password pwd, roles (an array of "role" strings

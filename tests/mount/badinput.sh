@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # badinput.sh - bad input is refused with a clear errno and a message in /.docfs/errors,
-# and changes nothing: invalid JSON, a document over 16 MiB, nesting over 100 levels, '$'
-# and '.' in field names, an array _id, an _id differing from the file name, invalid UTF-8,
+# and changes nothing: invalid JSON, a document over 16 MiB, nesting over 100 levels, a '$'
+# field name inside _id, a bad {"$oid": ..}, an array _id, an _id differing from the file name, invalid UTF-8,
 # database and collection names over 64 bytes, file names over 255 bytes, mkdir of a
 # document's name in a collection, rm .insert, a non-canonical document name (007.json), and renaming an invalid
 # scratch file over a document.
@@ -94,15 +94,13 @@ python3 -c 'n = 99; print("{\"a\": " * n + "1" + "}" * n)' > "$C/deep.json"
 expect_eq "$(jq '[paths] | map(length) | max' "$C/deep.json")" "99" "deep.json depth"
 rm "$C/deep.json"
 
-step "a \$-prefixed field name"
-printf '{"x": 1, "$foo": 2}\n' > "$T/bad"
-bad_doc "\$-field" "Invalid argument" '\$foo'
-printf '{"x": {"$inc": 2}}\n' > "$T/bad"
-bad_doc "nested \$-field" "Invalid argument" '\$inc'
+step "a \$-prefixed field name inside _id (names with '.' or '\$' elsewhere: dots.sh)"
+printf '{"_id": {"a": {"$foo": 2}}, "x": 1}\n' > "$T/bad"
+bad_doc "\$-field in _id" "Invalid argument" "foo' at '_id\.a' must not start"
 
-step ". in a field name"
-printf '{"a.b": 1}\n' > "$T/bad"
-bad_doc "dotted field" "Invalid argument" 'a\.b'
+step "an Extended JSON wrapper shape with a bad value"
+printf '{"x": {"$oid": "12"}}\n' > "$T/bad"
+bad_doc "bad \$oid" "Invalid argument" 'invalid ObjectId'
 
 step "an _id that is an array"
 printf '{"_id": [1, 2], "x": 1}\n' > "$T/bad"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # echo.sh - bash's builtin echo ignores close(), so every check that can run before the close
 # fails the write() that completes a whole value: a document whose _id differs from its
-# name, a unique-key clash with what is committed, a '$' field name, a bad index spec, bad
+# name, a unique-key clash with what is committed, a '$' field name inside _id, a bad index spec, bad
 # collection options, an invalid saved query (which also leaves no empty .queries/<name>).
 # Each fails echo itself, is logged once in /.docfs/errors, and stores nothing.
 . "$(dirname "$0")/lib.sh"
@@ -32,7 +32,7 @@ must_fail "_id differs from the name" '{"_id": 9}' "$C/2.json" "_id 9 differs fr
 [ ! -e "$C/2.json" ] || fail "2.json exists after its refused write"
 must_fail "unique key" '{"u": 5}' "$C/21.json" "E11000 duplicate key error collection: db.c index: u_1 dup key: { u: 5 }"
 [ ! -e "$C/21.json" ] || fail "21.json exists after its refused write"
-must_fail "a \$ field name" '{"$x": 1}' "$C/a.json" "field name '\$x'"
+must_fail "a \$ field name inside _id" '{"_id": {"$x": 1}}' "$C/a.json" "field name '\$x' at '_id'"
 must_fail "rewriting x.json with a different _id" '{"_id": "y", "u": 5}' "$C/x.json" "differs"
 expect_eq "$(jq -c . "$C/x.json")" '{"_id":"x","u":5}' "x.json after its refused rewrite"
 expect_eq "$(cat "$C/query/{}?count=1")" "1" "documents in the collection"

@@ -165,8 +165,8 @@ grep -qF "document 3 (line 3): " <<< "$errs" && [ -n "$(grep -F "document 3 (lin
 	fail "/.docfs/errors does not say why: $errs"
 grep -qF "document 3 (line 3)" "$T/log" || fail "log lacks 'document 3 (line 3)'"
 
-step "ordered: an invalid document 3 (a \$-prefixed field) of 5"
-printf '{"_id": 1}\n{"_id": 2}\n{"_id": 3, "$bad": 1}\n{"_id": 4}\n{"_id": 5}\n' |
+step "ordered: an invalid document 3 (a \$-prefixed field inside _id) of 5"
+printf '{"_id": 1}\n{"_id": 2}\n{"_id": {"$bad": 3}}\n{"_id": 4}\n{"_id": 5}\n' |
 	put "$MNT/test/ordered2/.insert" > "$T/r"
 expect_eq "$(cat "$T/r")" "write EINVAL" "invalid document 3 of 5"
 expect_eq "$(docs ordered2)" "1.json 2.json " "documents committed before the invalid one"

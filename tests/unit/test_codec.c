@@ -1835,15 +1835,207 @@ static void expect_invalid(const char *text, const char *msg)
 
 START_TEST(test_store_doc_validate_field_names)
 {
+	/* MongoDB 5.0+: '.' and a leading '$' are stored, at any level but inside _id */
 	expect_valid("{_id: 1, a: {b: [1, {c: 2}]}, '': 3, 'x$': 4}");
-	expect_invalid("{$x: 1}", "field name '$x' must not start with '$'");
-	expect_invalid("{a: {b: {$x: 1}}}", "field name '$x' at 'a.b' must not start with '$'");
-	expect_invalid("{a: [{b: 1}, {$x: 1}]}",
-		       "field name '$x' at 'a.1' must not start with '$'");
-	expect_invalid("{a: {$gt: 5}}", "field name '$gt' at 'a' must not start with '$'");
-	expect_invalid("{'a.b': 1}", "field name 'a.b' must not contain '.'");
-	expect_invalid("{x: {y: [[{'p.q': 1}]]}}",
-		       "field name 'p.q' at 'x.y.0.0' must not contain '.'");
+	expect_valid("{_id: 1, $x: 1, 'a.b': 2, x: {$b: 1, 'c.d': [{$e: {'f.g': 1}}]}}");
+	expect_valid("{a: {$gt: 5}, b: {$regex: 'x'}, c: {$inc: true, $db: 'd'}}");
+	expect_valid("{a: {$ref: 'c', $id: 1, $db: 'd'}}"); /* a DBRef is ordinary */
+	expect_valid("{_id: {'a.b': 1}}");
+	expect_invalid("{_id: {$a: 1}}",
+		       "field name '$a' at '_id' must not start with '$' inside '_id'");
+	expect_invalid("{_id: {a: [{$b: 1}]}}",
+		       "field name '$b' at '_id.a.0' must not start with '$' inside '_id'");
+	expect_valid("{x: {_id: {$a: 1}}}"); /* only the document's own _id */
+}
+END_TEST
+
+/* A subdocument with the given JSON members, appended under key "v" to a fresh document. */
+static void doc_with_sub(bson_t *doc, void (*fill)(bson_t *sub))
+{
+	bson_t sub;
+
+	bson_init(doc);
+	bson_append_int32(doc, "_id", 3, 1);
+	bson_append_document_begin(doc, "v", 1, &sub);
+	fill(&sub);
+	bson_append_document_end(doc, &sub);
+}
+
+static void fill_number_int(bson_t *sub)
+{
+	BSON_APPEND_UTF8(sub, "$numberInt", "1");
+}
+
+static void fill_bad_oid(bson_t *sub)
+{
+	BSON_APPEND_UTF8(sub, "$oid", "12");
+}
+
+static void fill_lone_regex(bson_t *sub)
+{
+	BSON_APPEND_UTF8(sub, "$regex", "x");
+}
+
+START_TEST(test_store_doc_validate_wrapper_shapes)
+{
+	struct dfs_err err = {0};
+	bson_t doc;
+
+	/* {"$numberInt": "1"} would read back as the int 1 */
+	doc_with_sub(&doc, fill_number_int);
+	ck_assert_int_eq(store_doc_validate(&doc, &err), DFS_EINVAL);
+	ck_assert_str_eq(err.msg,
+			 "the document at 'v' has the keys of an Extended JSON type wrapper "
+			 "('$numberInt'): its file would read back as a typed value, not as "
+			 "a document");
+	bson_destroy(&doc);
+	/* {"$oid": "12"} would not read back at all */
+	doc_with_sub(&doc, fill_bad_oid);
+	ck_assert_int_eq(store_doc_validate(&doc, &err), DFS_EINVAL);
+	bson_destroy(&doc);
+	/* a lone $regex stays a document when parsed, so it may be stored */
+	doc_with_sub(&doc, fill_lone_regex);
+	ck_assert_int_eq(store_doc_validate(&doc, &err), 0);
+	bson_destroy(&doc);
+	{ /* {a: [1, {"$date": 5}]}: in an array too */
+		bson_t a, d;
+
+		bson_init(&doc);
+		bson_append_array_begin(&doc, "a", 1, &a);
+		bson_append_int32(&a, "0", 1, 1);
+		bson_append_document_begin(&a, "1", 1, &d);
+		bson_append_int32(&d, "$date", 5, 5);
+		bson_append_document_end(&a, &d);
+		bson_append_array_end(&doc, &a);
+		err = (struct dfs_err){0};
+		ck_assert_int_eq(store_doc_validate(&doc, &err), DFS_EINVAL);
+		ck_assert_str_eq(err.msg, "the document at 'a.1' has the keys of an Extended JSON "
+					  "type wrapper ('$date'): its file would read back as a "
+					  "typed value, not as a document");
+		bson_destroy(&doc);
+	}
+	expect_valid(
+		"{$date: 5, $oid: '12', $numberInt: 'x'}"); /* the top level is never a wrapper */
+	expect_valid("{a: {$date: 5, b: 1}}");		    /* three keys: no wrapper has them */
+}
+END_TEST
+
+/*
+ * Property: subdocuments made of wrapper keys and values of the types wrappers hold are
+ * stored exactly when their document round-trips byte for byte through its rendering (in
+ * every style): validate refuses no more and no less than the parser would change.
+ */
+static void rnd_wrapper_value(bson_t *b, const char *key)
+{
+	static const char *const strs[] = {"1",
+					   "x",
+					   "5f0c3c1e9b1e8a0001a2b3c4",
+					   "00",
+					   "2020-01-01T00:00:00Z",
+					   "Infinity",
+					   "",
+					   "0b8d2b5e-3a4c-4d0e-8f1a-2b3c4d5e6f70"};
+	const char *k1, *k2;
+	bson_oid_t oid;
+	bson_t sub;
+
+	switch (rndn(9)) {
+	case 0:
+	case 1:
+		k1 = strs[rndn(sizeof(strs) / sizeof(strs[0]))];
+		BSON_APPEND_UTF8(b, key, k1);
+		break;
+	case 2:
+		BSON_APPEND_INT32(b, key, (int32_t)rndn(3));
+		break;
+	case 3:
+		BSON_APPEND_INT64(b, key, 5);
+		break;
+	case 4:
+		BSON_APPEND_BOOL(b, key, rndn(2));
+		break;
+	case 5:
+		BSON_APPEND_DOCUMENT_BEGIN(b, key, &sub);
+		k1 = rndn(2) ? "t" : "x"; /* (the macros read their key twice) */
+		BSON_APPEND_INT32(&sub, k1, 1);
+		BSON_APPEND_INT32(&sub, "i", 2);
+		bson_append_document_end(b, &sub);
+		break;
+	case 6:
+		BSON_APPEND_DOCUMENT_BEGIN(b, key, &sub);
+		k1 = rndn(2) ? "base64" : "pattern";
+		k2 = rndn(2) ? "subType" : "options";
+		BSON_APPEND_UTF8(&sub, k1, "");
+		BSON_APPEND_UTF8(&sub, k2, "0");
+		bson_append_document_end(b, &sub);
+		break;
+	case 7:
+		bson_oid_init_from_string(&oid, "5f0c3c1e9b1e8a0001a2b3c4");
+		BSON_APPEND_DOCUMENT_BEGIN(b, key, &sub);
+		BSON_APPEND_UTF8(&sub, "$ref", "c");
+		BSON_APPEND_OID(&sub, "$id", &oid);
+		bson_append_document_end(b, &sub);
+		break;
+	default:
+		BSON_APPEND_DOUBLE(b, key, 1.0);
+		break;
+	}
+}
+
+START_TEST(test_store_doc_validate_dollar_roundtrip_property)
+{
+	static const char *const keys[] = {"$oid",	  "$symbol",	   "$numberInt",
+					   "$numberLong", "$numberDouble", "$numberDecimal",
+					   "$code",	  "$date",	   "$uuid",
+					   "$minKey",	  "$maxKey",	   "$undefined",
+					   "$binary",	  "$type",	   "$timestamp",
+					   "$regex",	  "$options",	   "$regularExpression",
+					   "$dbPointer",  "$scope",	   "$ref",
+					   "$id",	  "$db",	   "a.b",
+					   "$x"};
+	unsigned stored = 0, refused = 0;
+	struct dfs_buf text;
+
+	dfs_buf_init(&text);
+	rng_state = 27;
+	for (int i = 0; i < 20000; i++) {
+		struct dfs_err err = {0};
+		bson_t doc, sub;
+		unsigned nk = 1 + rndn(2);
+		int rc;
+
+		bson_init(&doc);
+		BSON_APPEND_INT32(&doc, "_id", i);
+		BSON_APPEND_DOCUMENT_BEGIN(&doc, "v", &sub);
+		for (unsigned k = 0; k < nk; k++)
+			rnd_wrapper_value(&sub, keys[rndn(sizeof(keys) / sizeof(keys[0]))]);
+		bson_append_document_end(&doc, &sub);
+		rc = store_doc_validate(&doc, &err);
+		ck_assert_msg(rc == 0 || rc == DFS_EINVAL, "rc %d", rc);
+		for (int style = 0; style < 3; style++) {
+			bson_t back;
+			bool same;
+
+			dfs_buf_reset(&text);
+			ck_assert_int_eq(store_codec_render(&doc, (enum store_render_style)style,
+							    &text, NULL),
+					 0);
+			bson_init(&back);
+			same = store_codec_parse_doc(text.data, text.len, &back, &err) == 0 &&
+			       same_bytes(&doc, &back);
+			bson_destroy(&back);
+			ck_assert_msg(same == (rc == 0), "%s: stored %d, round-trips %d", text.data,
+				      rc == 0, same);
+		}
+		if (rc == 0)
+			stored++;
+		else
+			refused++;
+		bson_destroy(&doc);
+	}
+	ck_assert_uint_gt(stored, 1000);
+	ck_assert_uint_gt(refused, 1000);
+	dfs_buf_release(&text);
 }
 END_TEST
 
@@ -2028,6 +2220,8 @@ static Suite *codec_suite(void)
 	tcase_add_test(r, test_store_codec_compact_len_property);
 	tcase_set_timeout(r, 300);
 	tcase_add_test(v, test_store_doc_validate_field_names);
+	tcase_add_test(v, test_store_doc_validate_wrapper_shapes);
+	tcase_add_test(v, test_store_doc_validate_dollar_roundtrip_property);
 	tcase_add_test(v, test_store_doc_validate_id_type);
 	tcase_add_test(v, test_store_doc_validate_utf8);
 	tcase_add_test(v, test_store_doc_validate_utf8_long_strings);

@@ -151,7 +151,6 @@ START_TEST(test_query_update_apply_error_leaves_out_empty)
 		{"{$set: {\"a.$\": 1}}", NULL},
 		{"{$push: {s: 1}}", NULL},
 		{"{$set: {\"a.$[x]\": 1, \"a.$[y]\": 2}}", "[{x: 1}, {y: {$gte: 1}}]"},
-		{"{$set: {z: {$bad: 1}}}", NULL},
 	};
 	const char *text = "{_id: 1, s: \"x\", a: [1, 2]}";
 

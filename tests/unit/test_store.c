@@ -407,7 +407,7 @@ START_TEST(test_store_doc_write_text_invalid_changes_nothing)
 	before = read_entry("a.json", c, &e);
 	ck_assert_int_eq(write_doc(c, "a.json", "{\"x\": ", &e2, &err), DFS_EINVAL);
 	dfs_err_clear(&err);
-	ck_assert_int_eq(write_doc(c, "a.json", "{\"$x\": 1}", &e2, &err), DFS_EINVAL);
+	ck_assert_int_eq(write_doc(c, "a.json", "{\"_id\": {\"$x\": 1}}", &e2, &err), DFS_EINVAL);
 	dfs_err_clear(&err);
 	ck_assert_int_eq(write_doc(c, "a.json", "{\"_id\": [1]}", &e2, &err), DFS_EINVAL);
 	after = read_entry("a.json", c, &e2);

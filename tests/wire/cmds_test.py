@@ -6,7 +6,8 @@ capped, the collections filter, a missing database, system.profile left out) and
 `docfs dbhash STORE DB` printing the same hashes; validators (create's validator,
 validationLevel, validationAction, collMod, 121 DocumentValidationFailure with errInfo on
 every write command, bypassDocumentValidation, moderate, off, warn, refusals that change
-nothing); aggregate: 1 with $documents; find with min/max. Every expected value is computed here.
+nothing); aggregate: 1 with $documents and with $listLocalSessions; find with min/max; field
+names with '.' and '$' through the insert and update commands. Every expected value is computed here.
 Run by meson (suite wire) with DOCFS set to the binary."""
 import hashlib
 import json
@@ -292,6 +293,53 @@ def min_max(db):
     expect_code(51175, lambda: list(c.find(min={"_id": 9}, max={"_id": 5}).hint("_id_")))
 
 
+def dots_and_dollars(db):
+    """Field names with '.' and a leading '$' through the insert and update commands (PyMongo
+    3.11 refuses a top-level '$' name itself, so the commands are sent as written): stored and
+    read back; a '$' name inside _id and an update operator's '$' path get 52
+    DollarPrefixedFieldName; a value shaped as {"$oid": ..} is refused and changes nothing."""
+    r = db.command(SON([("insert", "dd"), ("documents", [{"_id": 1, "$a": 1, "a.b": 2,
+                                                          "x": {"$b": 3, "c.d": 4}}])]))
+    check(r.get("n") == 1 and "writeErrors" not in r, "insert with '$' and '.' names: %r" % r)
+    got = db.dd.find_one({"_id": 1})
+    check(got == {"_id": 1, "$a": 1, "a.b": 2, "x": {"$b": 3, "c.d": 4}}, "read back: %r" % got)
+    r = db.command(SON([("insert", "dd"), ("documents", [{"_id": {"$a": 1}}])]))
+    check([e["code"] for e in r.get("writeErrors", [])] == [52], "a '$' name in _id: %r" % r)
+    r = db.command(SON([("update", "dd"), ("updates", [{"q": {"_id": 1}, "u": {"$set": {"$h": 1}}}])]))
+    check([e["code"] for e in r.get("writeErrors", [])] == [52], "$set of a '$' path: %r" % r)
+    r = db.command(SON([("update", "dd"), ("updates", [{"q": {"_id": 1}, "u": [{"$set": {"w": {
+        "$setField": {"field": {"$literal": "$oid"}, "input": {}, "value": "12"}}}}]}])]))
+    check(len(r.get("writeErrors", [])) == 1 and r.get("nModified") == 0,
+          "a value shaped as an Extended JSON wrapper: %r" % r)
+    r = db.command(SON([("update", "dd"), ("updates", [{"q": {"_id": 1}, "u": [{"$replaceWith": {
+        "$setField": {"field": {"$literal": "$n"}, "input": "$$ROOT", "value": 5}}}]}])]))
+    check(r.get("nModified") == 1, "$setField of '$n': %r" % r)
+    got = db.dd.find_one({"$expr": {"$eq": [{"$getField": {"$literal": "$n"}}, 5]}})
+    check(got is not None and got.get("$n") == 5 and "w" not in got, "after the updates: %r" % got)
+
+
+def local_sessions(cl):
+    """aggregate: 1 with $listLocalSessions: a session shows once a command carried its lsid,
+    with its id and lastUse, and is gone after endSessions; a bad spec is refused."""
+    adm = cl.admin
+    with cl.start_session() as s:
+        adm.command("ping", session=s)
+        sid = s.session_id["id"]
+        rows = list(adm.aggregate([{"$listLocalSessions": {}},
+                                   {"$match": {"_id.id": sid}}], session=s))
+        check(len(rows) == 1, "the session is listed: %r" % rows)
+        check(len(rows[0]["_id"]["uid"]) == 32 and "lastUse" in rows[0],
+              "a session document's shape: %r" % rows[0])
+        rows = list(adm.aggregate([{"$listLocalSessions": {"allUsers": True}},
+                                   {"$match": {"_id.id": sid}}, {"$count": "n"}]))
+        check(rows == [{"n": 1}], "allUsers lists it too: %r" % rows)
+        adm.command("endSessions", [s.session_id])
+        rows = list(adm.aggregate([{"$listLocalSessions": {}},
+                                   {"$match": {"_id.id": sid}}]))
+        check(rows == [], "the session is gone after endSessions: %r" % rows)
+    expect_code(40415, lambda: list(adm.aggregate([{"$listLocalSessions": {"bogus": 1}}])))
+
+
 def body(srv):
     cl = pymongo.MongoClient("mongodb://" + srv.sock.replace("/", "%2F"),
                              serverSelectionTimeoutMS=5000)
@@ -299,6 +347,8 @@ def body(srv):
     validators(cl.h, srv.store)
     documents(cl.h)
     min_max(cl.h)
+    local_sessions(cl)
+    dots_and_dollars(cl.h)
     cl.close()
 
 

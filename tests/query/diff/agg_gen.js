@@ -41,6 +41,9 @@ for (let i = 0; i < args.length; i++) {
   else { console.error("usage: agg_gen.js [--seed S] [--n N]"); process.exit(2); }
 }
 const R = makeRng(seed);
+// A second stream for the field names with '.' and '$' (below), so that adding them left
+// every other generated case as it was.
+const R2 = makeRng(seed * 7919 + 27);
 
 const I = (v) => ({ $numberInt: String(v) });
 const Dbl = (v) => ({ $numberDouble: Number.isInteger(v) ? v.toFixed(1) : String(v) });
@@ -352,6 +355,23 @@ for (let i = 0; i < n; i++) {
   const st = { ordered: true, maybeEmpty: nd === 0 };
   let pipeline = genPipeline(F, st, 0);
   if (!pipeline.length) pipeline = [matchStage(F)];
+  if (R2.chance(0.3)) {
+    // MongoDB 5.0+ field names: fields named "x.y" and "$z" (and "p.q" in dd), read and
+    // written with $getField, $setField and $unsetField in a last $addFields
+    for (const d of docs) {
+      if (R2.chance(0.7)) d["x.y"] = I(R2.int(0, 5));
+      if (R2.chance(0.7)) d["$z"] = R2.pick(STRS);
+      if (R2.chance(0.5)) d.dd["p.q"] = I(R2.int(0, 3));
+    }
+    const name = () => { const f = R2.pick(["x.y", "$z", "p.q", "x", "y", "n", "nope"]); return f[0] === "$" ? { $literal: f } : f; };
+    // (not a field that may be missing: mingo gives missing where the manual says null)
+    const input = () => R2.pick(["$$ROOT", "$$CURRENT"]);
+    const spec = {};
+    spec.gf = R2.chance(0.3) ? { $getField: name() } : { $getField: { field: name(), input: input() } };
+    if (R2.chance(0.6)) spec.sf = { $setField: { field: name(), input: input(), value: R2.chance(0.2) ? "$$REMOVE" : I(R2.int(0, 9)) } };
+    if (R2.chance(0.4)) spec.uf = { $unsetField: { field: name(), input: input() } };
+    pipeline.push({ $addFields: spec });
+  }
   const c = { docs, colls: { o: other }, pipeline, ordered: st.ordered };
   if (st.bucket) c.bucket = true;
   process.stdout.write(JSON.stringify(c) + "\n");
