@@ -112,6 +112,8 @@ const char *rs_state_name(int state)
 		return "SECONDARY";
 	case RS_RECOVERING:
 		return "RECOVERING";
+	case RS_STARTUP2:
+		return "STARTUP2";
 	case RS_DOWN:
 		return "DOWN";
 	case RS_REMOVED:
@@ -486,6 +488,33 @@ void rs_node_recovering(struct rs_node *n, const char *why)
 	fs_errlog_add("replica set %s: RECOVERING: %s", n->set, why);
 }
 
+/* An initial sync's state (initsync.c): STARTUP2 while it copies, then SECONDARY. */
+void rs_node_startup2(struct rs_node *n, const char *progress)
+{
+	bool first;
+
+	pthread_mutex_lock(&n->lock);
+	first = n->state != RS_STARTUP2;
+	if (n->state != RS_PRIMARY) {
+		n->state = RS_STARTUP2;
+		snprintf(n->why, sizeof(n->why), "%s", progress);
+	}
+	pthread_mutex_unlock(&n->lock);
+	if (first)
+		fs_errlog_add("replica set %s: STARTUP2: %s", n->set, progress);
+}
+
+void rs_node_synced(struct rs_node *n)
+{
+	pthread_mutex_lock(&n->lock);
+	if (n->state == RS_STARTUP2) {
+		n->state = RS_SECONDARY;
+		n->why[0] = '\0';
+	}
+	pthread_mutex_unlock(&n->lock);
+	fs_errlog_add("replica set %s: initial sync done: SECONDARY", n->set);
+}
+
 /* ---- the loop ------------------------------------------------------------------------- */
 
 static void zpath(const struct rs_node *n, char *out, size_t cap, const char *leaf)
@@ -577,7 +606,8 @@ static void publish(struct rs_node *n)
 	append_optime(&d, "optime", &n->applied);
 	BSON_APPEND_DATE_TIME(&d, "lastHeartbeat", wall_ms());
 	BSON_APPEND_UTF8(&d, "syncSourceHost", n->state == RS_PRIMARY ? "" : n->primary);
-	BSON_APPEND_UTF8(&d, "infoMessage", n->state == RS_RECOVERING ? n->why : "");
+	BSON_APPEND_UTF8(&d, "infoMessage",
+			 n->state == RS_RECOVERING || n->state == RS_STARTUP2 ? n->why : "");
 	pthread_mutex_unlock(&n->lock);
 	zpath(n, path, sizeof(path), leaf);
 	if (rs_zk_set(n->z, path, &d, -1, &err) == DFS_ENOENT) {
@@ -628,7 +658,8 @@ static bool may_stand(struct rs_node *n, const struct rs_view *v, int64_t now)
 
 	pthread_mutex_lock(&n->lock);
 	me = &n->conf.m[n->my];
-	if (me->priority <= 0 || me->votes <= 0 || me->arbiter || n->state == RS_RECOVERING) {
+	if (me->priority <= 0 || me->votes <= 0 || me->arbiter || n->state == RS_RECOVERING ||
+	    n->state == RS_STARTUP2) {
 		pthread_mutex_unlock(&n->lock);
 		return false;
 	}
@@ -649,6 +680,7 @@ static bool may_stand(struct rs_node *n, const struct rs_view *v, int64_t now)
 		if (cmp <= 0 && m->votes > 0)
 			votes_behind++;
 		if (m->priority > 0 && !m->arbiter && s->state != RS_RECOVERING &&
+		    s->state != RS_STARTUP2 &&
 		    (cmp > 0 || (cmp == 0 && (m->priority > me->priority ||
 					      (m->priority == me->priority && m->id < me->id)))))
 			wait = true;
