@@ -47,11 +47,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define RESTART_MARGIN_S 30 /* note 3 */
 #define AWAIT_MS 200	    /* how long a getMore waits for events */
 #define SYNC_ATTEMPTS 5	    /* initial syncs in a row whose history was lost */
+#define CATALOG_MS 1000	    /* how often a caught-up member compares collections */
 #define PROGRESS_COLL "replset"
 
 struct rs_apply {
@@ -62,6 +64,14 @@ struct rs_apply {
 	pthread_t th;		/* the thread */
 	atomic_bool stop;	/* rs_apply_stop asked */
 };
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static pthread_once_t mongoc_once = PTHREAD_ONCE_INIT;
 
@@ -477,6 +487,8 @@ static void *thread(void *arg)
 	char uri[600], why[600];
 	bool resync = false; /* the primary lost the history we would resume from */
 	int lost = 0;	     /* history lost since the last sync that caught up */
+	int64_t catalog_at = 0;	 /* mono_ms of the last rs_catalog_sync */
+	char catalog_why[600] = ""; /* its last failure logged */
 
 	store_thread_gate_pass(true);
 	uri_of(a->host, uri, sizeof(uri));
@@ -527,6 +539,19 @@ static void *thread(void *arg)
 					if (sync_finish(a, cs, applied_any, &lost, why, sizeof(why))) {
 						rs_node_recovering(a->n, why);
 						failed = true;
+					}
+				}
+				if (!syncing && mono_ms() - catalog_at >= CATALOG_MS) {
+					/* caught up: the collections the stream does not carry
+					 * (initsync.c note 6) */
+					catalog_at = mono_ms();
+					if (rs_catalog_sync(a->s, cl, why, sizeof(why)) &&
+					    strcmp(why, catalog_why)) {
+						fs_errlog_add("replica set: the primary's "
+							      "collections: %s",
+							      why);
+						snprintf(catalog_why, sizeof(catalog_why), "%s",
+							 why);
 					}
 				}
 				continue; /* nothing new yet */

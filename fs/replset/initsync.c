@@ -314,33 +314,62 @@ static int copy_indexes(struct copy *c, const char *db, const char *coll)
 	return rc;
 }
 
-/* One collection: created with its options, then its documents and indexes. */
-static int copy_coll(struct copy *c, const char *db, const bson_t *info)
+/* The name and options of a listCollections entry (NULL name: not a collection). */
+static const char *coll_info(const bson_t *info, bson_t *options)
 {
-	bson_t cmd = BSON_INITIALIZER;
 	bson_iter_t it;
 	const char *name = NULL, *type = "collection";
-	char msg[400];
-	int rc;
 
+	bson_init(options);
 	if (bson_iter_init_find(&it, info, "name") && BSON_ITER_HOLDS_UTF8(&it))
 		name = bson_iter_utf8(&it, NULL);
 	if (bson_iter_init_find(&it, info, "type") && BSON_ITER_HOLDS_UTF8(&it))
 		type = bson_iter_utf8(&it, NULL);
-	if (!name || strcmp(type, "collection"))
-		return 0; /* docfs has no views */
-	BSON_APPEND_UTF8(&cmd, "create", name);
 	if (bson_iter_init_find(&it, info, "options") && BSON_ITER_HOLDS_DOCUMENT(&it)) {
-		bson_iter_t o;
+		const uint8_t *data;
+		uint32_t len;
+		bson_t v;
 
-		bson_iter_recurse(&it, &o);
+		bson_iter_document(&it, &len, &data);
+		if (bson_init_static(&v, data, len))
+			bson_concat(options, &v);
+	}
+	return strcmp(type, "collection") ? NULL : name; /* docfs has no views */
+}
+
+/* Creates collection name of db with options: 0, 48 (it exists), or 1 with why. */
+static int create_coll(struct store *s, const char *db, const char *name, const bson_t *options,
+		       char *why, size_t cap)
+{
+	bson_t cmd = BSON_INITIALIZER;
+	bson_iter_t o;
+	char msg[400];
+	int rc;
+
+	BSON_APPEND_UTF8(&cmd, "create", name);
+	if (bson_iter_init(&o, options))
 		while (bson_iter_next(&o))
 			bson_append_iter(&cmd, bson_iter_key(&o), -1, &o);
-	}
-	rc = rs_local_run(c->s, db, &cmd, msg, sizeof(msg));
+	rc = rs_local_run(s, db, &cmd, msg, sizeof(msg));
 	bson_destroy(&cmd);
-	if (rc && rc != 48) /* 48 NamespaceExists: made by an insert meanwhile */
-		return local_fail(c, "creating a copied collection", msg);
+	if (rc && rc != 48)
+		snprintf(why, cap, "creating %s.%s: %s", db, name, msg);
+	return rc && rc != 48 ? 1 : rc;
+}
+
+/* One collection: created with its options, then its documents and indexes. */
+static int copy_coll(struct copy *c, const char *db, const bson_t *info)
+{
+	bson_t options;
+	const char *name = coll_info(info, &options);
+	int rc = 0;
+
+	/* 48 NamespaceExists: made by an insert meanwhile */
+	if (name && create_coll(c->s, db, name, &options, c->why, c->cap) == 1)
+		rc = 1;
+	bson_destroy(&options);
+	if (!name || rc)
+		return rc;
 	progress(c, db, name, 0);
 	if ((rc = copy_docs(c, db, name)))
 		return rc;
@@ -454,5 +483,133 @@ int rs_initial_sync(struct rs_node *n, struct store *s, struct _mongoc_client_t 
 		rs_node_startup2(n, msg);
 		fs_log_info("replica set: %s", msg);
 	}
+	return rc;
+}
+
+/* ---- the catalog between syncs (note 6) ----------------------------------------------- */
+
+/* What of a remote collection (name, options) the member lacks: the collection, capped,
+ * or validator fields that differ; fixes it (create, convertToCapped, collMod). */
+static int catalog_one(struct store *s, struct store_db *ldb, const char *db, const char *name,
+		       const bson_t *options, char *why, size_t cap)
+{
+	static const char *const vkeys[] = {"validator", "validationLevel", "validationAction"};
+	struct dfs_err err = {0};
+	struct store_coll co;
+	struct store_txn *t;
+	bson_t mine = BSON_INITIALIZER, mod = BSON_INITIALIZER;
+	bson_iter_t it, m;
+	bool remote_capped = false, changed = false;
+	char msg[400];
+	int rc = DFS_ENOENT;
+
+	if (ldb && !store_txn_begin(ldb, false, &t, &err)) {
+		rc = store_coll_find(t, name, &co, &err);
+		if (!rc)
+			fs_options_validation(t, co.id, &mine, NULL);
+		store_txn_abort(t);
+	}
+	if (rc == DFS_ENOENT) {
+		bson_destroy(&mine);
+		bson_destroy(&mod);
+		rc = create_coll(s, db, name, options, why, cap);
+		if (!rc)
+			fs_log_info("replica set: created %s.%s as the primary has it", db, name);
+		return rc == 1;
+	}
+	if (rc) {
+		snprintf(why, cap, "reading %s.%s: %s", db, name, err.msg);
+		goto done;
+	}
+	if (bson_iter_init_find(&it, options, "capped"))
+		remote_capped = bson_iter_as_bool(&it);
+	if (remote_capped && !co.capped) {
+		bson_t cmd = BSON_INITIALIZER;
+
+		BSON_APPEND_UTF8(&cmd, "convertToCapped", name);
+		if (bson_iter_init_find(&it, options, "size"))
+			BSON_APPEND_INT64(&cmd, "size", bson_iter_as_int64(&it));
+		if (bson_iter_init_find(&it, options, "max"))
+			BSON_APPEND_INT64(&cmd, "max", bson_iter_as_int64(&it));
+		rc = rs_local_run(s, db, &cmd, msg, sizeof(msg));
+		bson_destroy(&cmd);
+		if (rc) {
+			snprintf(why, cap, "convertToCapped %s.%s: %s", db, name, msg);
+			goto done;
+		}
+	}
+	BSON_APPEND_UTF8(&mod, "collMod", name);
+	for (size_t i = 0; i < sizeof(vkeys) / sizeof(*vkeys); i++) {
+		bson_value_t *a, *b;
+
+		if (!bson_iter_init_find(&it, options, vkeys[i]))
+			continue; /* a validator removed on the primary stays (README) */
+		if (bson_iter_init_find(&m, &mine, vkeys[i])) {
+			a = (bson_value_t *)bson_iter_value(&it);
+			b = (bson_value_t *)bson_iter_value(&m);
+			if (a->value_type == b->value_type &&
+			    (a->value_type == BSON_TYPE_DOCUMENT
+				     ? a->value.v_doc.data_len == b->value.v_doc.data_len &&
+					       !memcmp(a->value.v_doc.data, b->value.v_doc.data,
+						       a->value.v_doc.data_len)
+				     : a->value_type == BSON_TYPE_UTF8 &&
+					       !strcmp(a->value.v_utf8.str, b->value.v_utf8.str)))
+				continue;
+		}
+		bson_append_iter(&mod, vkeys[i], -1, &it);
+		changed = true;
+	}
+	rc = 0;
+	if (changed && (rc = rs_local_run(s, db, &mod, msg, sizeof(msg))))
+		snprintf(why, cap, "collMod %s.%s: %s", db, name, msg);
+	else if (changed)
+		fs_log_info("replica set: %s.%s's validator set as the primary has it", db, name);
+done:
+	bson_destroy(&mine);
+	bson_destroy(&mod);
+	return rc ? 1 : 0;
+}
+
+int rs_catalog_sync(struct store *s, struct _mongoc_client_t *cl, char *why, size_t cap)
+{
+	bson_error_t e;
+	char **dbs = mongoc_client_get_database_names_with_opts(cl, NULL, &e);
+	int rc = 0;
+
+	if (!dbs) {
+		snprintf(why, cap, "listing the primary's databases: %s", e.message);
+		return 1;
+	}
+	for (char **p = dbs; !rc && *p; p++) {
+		mongoc_database_t *md;
+		mongoc_cursor_t *cur;
+		struct store_db *ldb = NULL;
+		struct dfs_err err = {0};
+		const bson_t *info;
+
+		if (!strcmp(*p, "local"))
+			continue;
+		if (store_db_get(s, *p, false, &ldb, &err))
+			ldb = NULL;
+		md = mongoc_client_get_database(cl, *p);
+		cur = mongoc_database_find_collections_with_opts(md, NULL);
+		while (!rc && mongoc_cursor_next(cur, &info)) {
+			bson_t options;
+			const char *name = coll_info(info, &options);
+
+			if (name)
+				rc = catalog_one(s, ldb, *p, name, &options, why, cap);
+			bson_destroy(&options);
+			if (!ldb && !rc && store_db_get(s, *p, false, &ldb, &err))
+				ldb = NULL;
+		}
+		if (!rc && mongoc_cursor_error(cur, &e)) {
+			snprintf(why, cap, "listing the primary's collections: %s", e.message);
+			rc = 1;
+		}
+		mongoc_cursor_destroy(cur);
+		mongoc_database_destroy(md);
+	}
+	bson_strfreev(dbs);
 	return rc;
 }

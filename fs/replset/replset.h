@@ -188,6 +188,9 @@ int rs_initial_sync(struct rs_node *n, struct store *s, struct _mongoc_client_t 
 		    size_t cap);
 /* Clears the mark of an initial sync (after the stream caught up to min_valid). */
 int rs_sync_done(struct store *s, char *why, size_t cap);
+/* Brings s's collections to the primary's (cl), as the change stream does not carry
+ * them (initsync.c note 6): 0, or 1 with why. */
+int rs_catalog_sync(struct store *s, struct _mongoc_client_t *cl, char *why, size_t cap);
 
 /* `docfs rs ZK SET initiate|conf|reconfig|add|remove [ARG]` (cli.c calls it): prints the
  * reply (MongoDB's shape) and returns 0, or 1 after a refusal. */

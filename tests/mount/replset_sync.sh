@@ -100,7 +100,7 @@ import sys, datetime, pymongo
 c = pymongo.MongoClient(f"mongodb://127.0.0.1:{sys.argv[1]}/?directConnection=true")
 shop = c.shop
 shop.items.insert_many([{"_id": i, "sku": f"s{i:05}", "n": i, "tag": ["a", "b"][i % 2],
-                         "opt": i if i % 3 else None} for i in range(3000)])
+                         "opt": i if i % 3 else None} for i in range(1000)])
 shop.items.create_index("sku", unique=True)
 shop.items.create_index([("tag", "hashed")])
 shop.items.create_index("n", partialFilterExpression={"n": {"$gt": 100}}, name="n_partial")
@@ -114,7 +114,7 @@ crm = c.crm
 now = datetime.datetime.now(datetime.timezone.utc)
 crm.sessions.insert_many([{"_id": i, "at": now} for i in range(30)])
 crm.sessions.create_index("at", expireAfterSeconds=3600)
-crm.contacts.insert_many([{"_id": i, "name": f"c{i}"} for i in range(500)])
+crm.contacts.insert_many([{"_id": i, "name": f"c{i}"} for i in range(200)])
 PY
 
 step "a second member with an empty store copies everything (initial sync)"
@@ -135,8 +135,8 @@ n = 0
 try:
     while True:
         c.crm.contacts.insert_one({"_id": 10000 + n, "name": f"w{n}"})
-        c.crm.contacts.update_one({"_id": n % 500}, {"$inc": {"seen": 1}})
-        c.shop.items.update_one({"_id": n % 3000}, {"$set": {"w": n}})
+        c.crm.contacts.update_one({"_id": n % 200}, {"$inc": {"seen": 1}})
+        c.shop.items.update_one({"_id": n % 1000}, {"$set": {"w": n}})
         n += 1
         if n % 10 == 0:
             open(sys.argv[2], "w").write(str(n))
@@ -160,6 +160,19 @@ wait_for "three equal members (dbHash, options, indexes)" 30 same_as_0 1 2
 expect_eq "$(summary "$P2" | jq -c '(.shop.colls.items.indexes | length), (.crm.colls.sessions.indexes | map(fromjson | .expireAfterSeconds // empty) | .[0])')" \
 	"$(printf '5\n3600')" "member 2's indexes"
 
+step "an empty collection made, a validator changed, a collection made capped: the secondaries follow"
+"$PY" - "$P0" << 'PY' || fail "catalog changes on the primary"
+import sys, pymongo
+c = pymongo.MongoClient(f"mongodb://127.0.0.1:{sys.argv[1]}/?directConnection=true")
+c.shop.create_collection("later", capped=True, size=4096)
+c.crm.create_collection("bare")
+c.shop.command("collMod", "empty", validator={"n": {"$type": "string"}}, validationLevel="moderate")
+c.crm.command("convertToCapped", "contacts", size=1 << 22)
+PY
+wait_for "the secondaries' collections as the primary's" 20 same_as_0 1 2
+expect_eq "$(summary "$P2" | jq -c '.shop.colls.empty.options, .shop.colls.later.options.capped, .crm.colls.contacts.options.capped')" \
+	"$(printf '%s\ntrue\ntrue' '{"validationAction":"error","validationLevel":"moderate","validator":{"n":{"$type":"string"}}}')" "member 2's options"
+
 step "a wiped member copies everything again"
 member_down 2
 rm -rf "$T/s2" && mkdir "$T/s2"
@@ -177,7 +190,7 @@ member_down 1
 "$PY" - "$P0" << 'PY' || fail "writes that trim hist's history"
 import sys, pymongo
 c = pymongo.MongoClient(f"mongodb://127.0.0.1:{sys.argv[1]}/?directConnection=true")
-for i in range(300):
+for i in range(150):
     c.hist.c.insert_one({"_id": 100 + i, "pad": "x" * 100})
 PY
 member_up 1
