@@ -1,9 +1,10 @@
 /*
  * apply.c - a secondary's applier: a thread that tails its primary's store-wide change
- * stream over the wire protocol (libmongoc as the client: this file only) and applies each
- * event to its own store through the engine's commands (wire_command_local), keeping where
- * it stands in its own store. It does not choose whom to follow (member.c does) and does not
- * roll back (not built).
+ * stream over the wire protocol (libmongoc as the client: this file and initsync.c only)
+ * and applies each event to its own store through the engine's commands (wire_command_local), keeping where
+ * it stands in its own store; it starts an initial sync when the member has nothing to
+ * resume from (initsync.c copies). It does not choose whom to follow (member.c does) and
+ * does not roll back (not built).
  *
  * Design notes
  * 1. Every event is applied idempotently, so applying one twice is harmless and a restart
@@ -20,19 +21,27 @@
  *    of its own, so not in the transaction of the applied write, which is in another
  *    database's file): a crash between the two replays that event, which note 1 makes
  *    harmless.
- * 3. Where a stream starts: after the saved token when the primary and term are the
- *    saved ones; else (a new primary) at the saved position's clusterTime less
+ * 3. Where a stream starts: first, when the member must copy everything (initsync.c
+ *    note 1: a new or wiped member, or an initial sync left unfinished), a stream opened
+ *    with no start option holds the primary's position, the copy is made
+ *    (rs_initial_sync), and that stream is read on: the writes made during the copy are
+ *    applied after it (initsync.c note 4). Else after the saved token when the primary and
+ *    term are the saved ones; else (a new primary) at the saved position's clusterTime less
  *    RESTART_MARGIN_S seconds: the new primary applied every event we lack after it was
  *    made, so at a later clusterTime of its own, and what is replayed twice is harmless;
- *    else (nothing saved: a new or wiped member, or a former primary that never followed)
- *    at the start of the primary's kept history (startAtOperationTime 1), which is this
- *    member's initial sync: every event the primary keeps, replayed. A primary that
- *    trimmed history refuses that start (ChangeStreamHistoryLost, fs/changes.c note 6),
- *    and the member goes RECOVERING (note 4).
- * 4. A feed that cannot be applied (an event of an unknown kind, a command that fails, a
- *    resume token whose history the primary trimmed: ChangeStreamHistoryLost) stops the
- *    applier and puts the member in RECOVERING with the reason (rs_node_recovering): it
- *    never pretends to be in sync. A primary that does not answer is retried.
+ *    else (a store with data but nothing saved: a former primary that never followed) at
+ *    the start of the primary's kept history (startAtOperationTime 1).
+ * 4. A resume point the primary no longer has (ChangeStreamHistoryLost: it trimmed the
+ *    history, before we resumed or while we read) drops what the member has and copies
+ *    everything again, logged, up to SYNC_ATTEMPTS times in a row without catching up. A
+ *    feed that cannot be applied otherwise (an event of an unknown kind, a command that
+ *    fails) stops the applier and puts the member in RECOVERING with the reason
+ *    (rs_node_recovering): it never pretends to be in sync. A primary that does not answer
+ *    is retried.
+ * 5. The stream has no event for a collection made empty or for its options (capped,
+ *    validator): a caught-up member (nothing pending) compares its collections with the
+ *    primary's at most once per CATALOG_MS and makes what differs the same
+ *    (rs_catalog_sync, initsync.c note 6).
  *
  * Thread-safety: a struct rs_apply is its thread's; rs_apply_stop may be called from any.
  */

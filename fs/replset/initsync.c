@@ -33,6 +33,15 @@
  *    is an intermediate state (the copy has a later one) and is skipped (apply.c).
  * 5. Progress: the member is STARTUP2 with "initial sync: DB.COLL: N documents copied
  *    (database I of K)" as its infoMessage in rs.status(), updated at each batch.
+ * 6. Between syncs (rs_catalog_sync, which apply.c calls when it has nothing pending):
+ *    the change stream has no event for a collection created empty or for collMod /
+ *    convertToCapped, so the member compares its collections with the primary's
+ *    listCollections and creates what it lacks (with its options), converts to capped
+ *    what the primary has capped, and sets validator fields that differ. Only what the
+ *    primary has is made the same: a validator removed there, or a collection dropped
+ *    (the drop is an event), are not undone here. It runs caught up, so a collection
+ *    made and dropped again in between may be made on the member late and dropped by
+ *    the next event; what the stream carries stays in the stream's order.
  *
  * Not copied: scratch files (non-document names in a collection): the wire protocol does
  * not show them.
