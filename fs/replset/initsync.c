@@ -343,6 +343,8 @@ static const char *coll_info(const bson_t *info, bson_t *options)
 		if (bson_init_static(&v, data, len))
 			bson_concat(options, &v);
 	}
+	if (name && !strcmp(name, "system.profile"))
+		return NULL; /* each member's own profiler, not replicated (as in MongoDB) */
 	return strcmp(type, "collection") ? NULL : name; /* docfs has no views */
 }
 
