@@ -636,12 +636,16 @@ static void follow(struct rs_node *n, const struct rs_view *v)
 	}
 	pthread_mutex_unlock(&n->lock);
 	stop_applier(n);
+	bool copy = rs_sync_needed(n->s); /* the applier copies first: STARTUP2 from now */
+
 	pthread_mutex_lock(&n->lock);
-	n->state = RS_SECONDARY;
-	n->why[0] = '\0';
+	n->state = copy ? RS_STARTUP2 : RS_SECONDARY;
+	snprintf(n->why, sizeof(n->why), "%s", copy ? "initial sync: starting" : "");
 	snprintf(n->ap_host, sizeof(n->ap_host), "%s", v->primary);
 	n->ap_term = v->primary_term;
 	pthread_mutex_unlock(&n->lock);
+	if (copy)
+		fs_errlog_add("replica set %s: STARTUP2: initial sync from %s", n->set, v->primary);
 	if (rs_apply_start(n, n->s, v->primary, v->primary_term, &ap, &err))
 		fs_errlog_add("replica set %s: cannot follow %s: %s", n->set, v->primary, err.msg);
 	pthread_mutex_lock(&n->lock);

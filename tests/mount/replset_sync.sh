@@ -122,7 +122,7 @@ rs add "${H[1]}" > /dev/null || fail "rs add member 1"
 member_up 1
 wait_for "member 1 SECONDARY" 60 is_state 1 SECONDARY
 wait_for "member 1 equal to member 0" 20 same_as_0 1
-log_has 1 "STARTUP2: initial sync" || fail "member 1 did not log its STARTUP2"
+log_has 1 "STARTUP2: initial sync from" || fail "member 1 did not log its STARTUP2"
 expect_eq "$(summary "$P1" | jq -c '.shop.colls.log.options, .shop.colls.empty.options.validator')" \
 	"$(printf '%s\n%s' '{"capped":true,"max":50,"size":8192}' '{"n":{"$type":"int"}}')" \
 	"the copied collections' options"
@@ -148,7 +148,7 @@ sleep 0.5
 rs add "${H[2]}" > /dev/null || fail "rs add member 2"
 member_up 2
 wait_for "member 2 SECONDARY" 60 is_state 2 SECONDARY
-log_has 2 "STARTUP2: initial sync" || fail "member 2 did not log its STARTUP2"
+log_has 2 "STARTUP2: initial sync from" || fail "member 2 did not log its STARTUP2"
 log_has 2 "initial sync done: SECONDARY" || fail "member 2 did not log the end of its sync"
 sleep 0.5
 kill "$WPID"
