@@ -245,8 +245,7 @@ static int source_fill(struct fs_changes *c, struct source *s, struct dfs_err *e
 					 store_db_name(s->db));
 	}
 	if (!rc)
-		rc = store_events_list(t, c->coll[0] ? c->coll : NULL, s->after, fill_one, &f,
-				       err);
+		rc = store_events_list(t, c->coll[0] ? c->coll : NULL, s->after, fill_one, &f, err);
 	store_txn_abort(t);
 	if (!rc && s->qn == 0 && !c->follow)
 		s->exhausted = true;

@@ -1,10 +1,10 @@
 /*
  * apply.c - a secondary's applier: a thread that tails its primary's store-wide change
  * stream over the wire protocol (libmongoc as the client: this file and initsync.c only)
- * and applies each event to its own store through the engine's commands (wire_command_local), keeping where
- * it stands in its own store; it starts an initial sync when the member has nothing to
- * resume from (initsync.c copies). It does not choose whom to follow (member.c does) and
- * does not roll back (not built).
+ * and applies each event to its own store through the engine's commands
+ * (wire_command_local), keeping where it stands in its own store; it starts an initial
+ * sync when the member has nothing to resume from (initsync.c copies). It does not choose
+ * whom to follow (member.c does) and does not roll back (not built).
  *
  * Design notes
  * 1. Every event is applied idempotently, so applying one twice is harmless and a restart
@@ -463,8 +463,8 @@ static bool retryable(const bson_error_t *e)
 /* The stream caught up with an initial sync's copy (initsync.c note 4): where it stands
  * saved (when no event was applied since the copy, so a restart resumes rather than
  * copies again), the mark cleared, SECONDARY. */
-static int sync_finish(struct rs_apply *a, mongoc_change_stream_t *cs, bool applied_any,
-		       int *lost, char *why, size_t cap)
+static int sync_finish(struct rs_apply *a, mongoc_change_stream_t *cs, bool applied_any, int *lost,
+		       char *why, size_t cap)
 {
 	const bson_t *tok = mongoc_change_stream_get_resume_token(cs);
 	bson_iter_t it;
@@ -494,9 +494,9 @@ static void *thread(void *arg)
 {
 	struct rs_apply *a = arg;
 	char uri[600], why[600];
-	bool resync = false; /* the primary lost the history we would resume from */
-	int lost = 0;	     /* history lost since the last sync that caught up */
-	int64_t catalog_at = 0;	 /* mono_ms of the last rs_catalog_sync */
+	bool resync = false;	    /* the primary lost the history we would resume from */
+	int lost = 0;		    /* history lost since the last sync that caught up */
+	int64_t catalog_at = 0;	    /* mono_ms of the last rs_catalog_sync */
 	char catalog_why[600] = ""; /* its last failure logged */
 
 	store_thread_gate_pass(true);
@@ -545,7 +545,8 @@ static void *thread(void *arg)
 					break; /* below */
 				if (syncing) { /* nothing more: caught up */
 					syncing = false;
-					if (sync_finish(a, cs, applied_any, &lost, why, sizeof(why))) {
+					if (sync_finish(a, cs, applied_any, &lost, why,
+							sizeof(why))) {
 						rs_node_recovering(a->n, why);
 						failed = true;
 					}
@@ -622,10 +623,11 @@ static void *thread(void *arg)
 				 * copied again (initsync.c); during a sync's catch-up, the
 				 * primary's kept history did not cover the copy: again, a few
 				 * times */
-				fs_errlog_add("replica set: the primary %s no longer has the history "
-					      "this member would resume from (%s): initial sync "
-					      "again (attempt %d of %d)",
-					      a->host, e.message, lost, SYNC_ATTEMPTS);
+				fs_errlog_add(
+					"replica set: the primary %s no longer has the history "
+					"this member would resume from (%s): initial sync "
+					"again (attempt %d of %d)",
+					a->host, e.message, lost, SYNC_ATTEMPTS);
 				resync = true;
 			} else if (retryable(&e)) {
 				fs_log_info("replica set: following %s: %s (%u): trying again",

@@ -77,9 +77,8 @@ struct copy {
 static int remote_fail(struct copy *c, const char *what, const bson_error_t *e)
 {
 	snprintf(c->why, c->cap, "initial sync: %s: %s (%u)", what, e->message, e->code);
-	return e->domain == MONGOC_ERROR_SERVER || e->domain == MONGOC_ERROR_QUERY
-		       ? 1
-		       : RS_SYNC_RETRY;
+	return e->domain == MONGOC_ERROR_SERVER || e->domain == MONGOC_ERROR_QUERY ? 1
+										   : RS_SYNC_RETRY;
 }
 
 static int local_fail(struct copy *c, const char *what, const char *msg)

@@ -3,8 +3,9 @@
  * (rsconf.c: rs.conf() checked and completed as mongod does) kept in ZooKeeper (zk.c,
  * through its official C client), and `docfs rs` running the shell's rs.initiate,
  * rs.conf, rs.reconfig, rs.add, rs.remove and rs.status against it; members that replicate
- * and fail over: member.c (state, elections, the write gate, hello) and apply.c (a
- * secondary applying its primary's change stream). Write concern, read preference,
+ * and fail over: member.c (state, elections, the write gate, hello), apply.c (a
+ * secondary applying its primary's change stream) and initsync.c (initial sync: a copy of
+ * every database, then the stream). Write concern, read preference,
  * rollback and transactions are the rest of issue 31, not built yet.
  *
  * Thread-safety: the configuration functions are pure; a struct rs_zk is thread-safe (the
