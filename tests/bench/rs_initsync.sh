@@ -16,24 +16,13 @@ N=${BENCH_RS_N:-20000}
 PY=/usr/bin/python3
 bench_cleanup() {
 	local rc=$?
-	for i in 0 1 2; do
-		mountpoint -q "$T/m$i" && { fusermount3 -u "$T/m$i" 2> /dev/null || fusermount3 -uz "$T/m$i"; }
-	done
-	sleep 0.5
+	rs_members_down
 	zk_stop
 	cleanup "$rc"
 }
 trap bench_cleanup EXIT
 zk_start
-rs() { "$DOCFS" rs "$ZK" rs0 "$@"; }
-read -r P0 P1 P2 < <(python3 -c '
-import socket
-ss = [socket.socket() for _ in range(3)]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(*[s.getsockname()[1] for s in ss])')
-P=("$P0" "$P1" "$P2")
-H=("127.0.0.1:$P0" "127.0.0.1:$P1" "127.0.0.1:$P2")
-for i in 0 1 2; do mkdir -p "$T/s$i" "$T/m$i"; done
+rs_three
 member_up() {
 	"$DOCFS" mount -o "log=$T/log$1,listen=${H[$1]},replset=rs0,zk=$ZK" "$T/s$1" "$T/m$1"
 }

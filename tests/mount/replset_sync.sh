@@ -14,29 +14,13 @@ WPID=
 sync_cleanup() {
 	local rc=$?
 	[ -z "$WPID" ] || kill "$WPID" 2> /dev/null || true
-	for i in 0 1 2; do
-		if mountpoint -q "$T/m$i"; then
-			fusermount3 -u "$T/m$i" 2> /dev/null || fusermount3 -uz "$T/m$i" 2> /dev/null || true
-		fi
-	done
-	for i in 0 1 2; do
-		pid=$(pgrep -f -- "docfs mount .*$T/s$i $T/m$i" | head -n1 || true)
-		[ -z "$pid" ] || wait_gone "$pid" || kill -9 "$pid" 2> /dev/null || true
-	done
+	rs_members_down
 	zk_stop
 	cleanup "$rc"
 }
 trap sync_cleanup EXIT
 zk_start
-rs() { "$DOCFS" rs "$ZK" rs0 "$@"; }
-read -r P0 P1 P2 < <(python3 -c '
-import socket
-ss = [socket.socket() for _ in range(3)]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(*[s.getsockname()[1] for s in ss])')
-P=("$P0" "$P1" "$P2")
-H=("127.0.0.1:$P0" "127.0.0.1:$P1" "127.0.0.1:$P2")
-for i in 0 1 2; do mkdir -p "$T/s$i" "$T/m$i"; done
+rs_three
 
 member_up() {
 	"$DOCFS" mount -o "log=$T/log$1,notify_ms=100,listen=${H[$1]},replset=rs0,zk=$ZK" "$T/s$1" "$T/m$1"
