@@ -26,6 +26,7 @@
  * 6. startAtOperationTime at or before the oldest event a database still keeps, after
  *    some were trimmed, may skip trimmed events: ChangeStreamHistoryLost, as MongoDB
  *    answers a time older than its oplog (a secondary must not think itself in sync).
+ *    So does a reader whose position was trimmed while it read (a slow follower).
  */
 #include "fs_int.h"
 
@@ -229,7 +230,22 @@ static int source_fill(struct fs_changes *c, struct source *s, struct dfs_err *e
 	s->qi = s->qn = 0;
 	if ((rc = store_txn_begin(s->db, false, &t, err)))
 		return rc;
-	rc = store_events_list(t, c->coll[0] ? c->coll : NULL, s->after, fill_one, &f, err);
+	if (s->after > 0 && !c->coll[0]) {
+		/* a database's or the store's reader overtaken by trimming must not skip the
+		 * trimmed events unawares (a replica set's secondary would think itself in
+		 * sync): note 6. (A collection's reader is not told: the database's cut does
+		 * not say whether events of its collection were trimmed.) */
+		struct store_events_span sp;
+
+		rc = store_events_span(t, NULL, &sp, err);
+		if (!rc && s->after < sp.cut)
+			rc = dfs_err_set(err, DFS_EINVAL,
+					 "the stream's position in database '%s' was trimmed "
+					 "before it was read (ChangeStreamHistoryLost, code 286)",
+					 store_db_name(s->db));
+	}
+	if (!rc)
+		rc = store_events_list(t, c->coll[0] ? c->coll : NULL, s->after, fill_one, &f, err);
 	store_txn_abort(t);
 	if (!rc && s->qn == 0 && !c->follow)
 		s->exhausted = true;

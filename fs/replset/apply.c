@@ -1,9 +1,10 @@
 /*
  * apply.c - a secondary's applier: a thread that tails its primary's store-wide change
- * stream over the wire protocol (libmongoc as the client: this file only) and applies each
- * event to its own store through the engine's commands (wire_command_local), keeping where
- * it stands in its own store. It does not choose whom to follow (member.c does) and does not
- * roll back (not built).
+ * stream over the wire protocol (libmongoc as the client: this file and initsync.c only)
+ * and applies each event to its own store through the engine's commands
+ * (wire_command_local), keeping where it stands in its own store; it starts an initial
+ * sync when the member has nothing to resume from (initsync.c copies). It does not choose
+ * whom to follow (member.c does) and does not roll back (not built).
  *
  * Design notes
  * 1. Every event is applied idempotently, so applying one twice is harmless and a restart
@@ -20,19 +21,27 @@
  *    of its own, so not in the transaction of the applied write, which is in another
  *    database's file): a crash between the two replays that event, which note 1 makes
  *    harmless.
- * 3. Where a stream starts: after the saved token when the primary and term are the
- *    saved ones; else (a new primary) at the saved position's clusterTime less
+ * 3. Where a stream starts: first, when the member must copy everything (initsync.c
+ *    note 1: a new or wiped member, or an initial sync left unfinished), a stream opened
+ *    with no start option holds the primary's position, the copy is made
+ *    (rs_initial_sync), and that stream is read on: the writes made during the copy are
+ *    applied after it (initsync.c note 4). Else after the saved token when the primary and
+ *    term are the saved ones; else (a new primary) at the saved position's clusterTime less
  *    RESTART_MARGIN_S seconds: the new primary applied every event we lack after it was
  *    made, so at a later clusterTime of its own, and what is replayed twice is harmless;
- *    else (nothing saved: a new or wiped member, or a former primary that never followed)
- *    at the start of the primary's kept history (startAtOperationTime 1), which is this
- *    member's initial sync: every event the primary keeps, replayed. A primary that
- *    trimmed history refuses that start (ChangeStreamHistoryLost, fs/changes.c note 6),
- *    and the member goes RECOVERING (note 4).
- * 4. A feed that cannot be applied (an event of an unknown kind, a command that fails, a
- *    resume token whose history the primary trimmed: ChangeStreamHistoryLost) stops the
- *    applier and puts the member in RECOVERING with the reason (rs_node_recovering): it
- *    never pretends to be in sync. A primary that does not answer is retried.
+ *    else (a store with data but nothing saved: a former primary that never followed) at
+ *    the start of the primary's kept history (startAtOperationTime 1).
+ * 4. A resume point the primary no longer has (ChangeStreamHistoryLost: it trimmed the
+ *    history, before we resumed or while we read) drops what the member has and copies
+ *    everything again, logged, up to SYNC_ATTEMPTS times in a row without catching up. A
+ *    feed that cannot be applied otherwise (an event of an unknown kind, a command that
+ *    fails) stops the applier and puts the member in RECOVERING with the reason
+ *    (rs_node_recovering): it never pretends to be in sync. A primary that does not answer
+ *    is retried.
+ * 5. The stream has no event for a collection made empty or for its options (capped,
+ *    validator): a caught-up member (nothing pending) compares its collections with the
+ *    primary's at most once per CATALOG_MS and makes what differs the same
+ *    (rs_catalog_sync, initsync.c note 6).
  *
  * Thread-safety: a struct rs_apply is its thread's; rs_apply_stop may be called from any.
  */
@@ -47,10 +56,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define RESTART_MARGIN_S 30 /* note 3 */
 #define AWAIT_MS 200	    /* how long a getMore waits for events */
+#define SYNC_ATTEMPTS 5	    /* initial syncs in a row whose history was lost */
+#define CATALOG_MS 1000	    /* how often a caught-up member compares collections */
 #define PROGRESS_COLL "replset"
 
 struct rs_apply {
@@ -69,13 +81,11 @@ static void init_mongoc(void)
 	mongoc_init();
 }
 
-/* Runs cmd on db of the store as the applier (the gate passes this thread); 0, or the
- * error's code with its message in why. A write error inside an ok reply is a failure. */
-static int run(struct rs_apply *a, const char *db, const bson_t *cmd, char *why, size_t cap)
+int rs_local_run(struct store *s, const char *db, const bson_t *cmd, char *why, size_t cap)
 {
 	bson_t reply = BSON_INITIALIZER;
 	bson_iter_t it, e;
-	int rc = wire_command_local(a->s, db, cmd, &reply);
+	int rc = wire_command_local(s, db, cmd, &reply);
 
 	if (!rc && bson_iter_init_find(&it, &reply, "writeErrors") && bson_iter_recurse(&it, &e) &&
 	    bson_iter_next(&e)) {
@@ -93,6 +103,11 @@ static int run(struct rs_apply *a, const char *db, const bson_t *cmd, char *why,
 	}
 	bson_destroy(&reply);
 	return rc;
+}
+
+static int run(struct rs_apply *a, const char *db, const bson_t *cmd, char *why, size_t cap)
+{
+	return rs_local_run(a->s, db, cmd, why, cap);
 }
 
 static bool sub_of(const bson_t *d, const char *path, bson_t *view)
@@ -437,10 +452,44 @@ static bool retryable(const bson_error_t *e)
 	return e->domain != MONGOC_ERROR_SERVER && e->domain != MONGOC_ERROR_QUERY;
 }
 
+/* The stream caught up with an initial sync's copy (initsync.c note 4): where it stands
+ * saved (when no event was applied since the copy, so a restart resumes rather than
+ * copies again), the mark cleared, SECONDARY. */
+static int sync_finish(struct rs_apply *a, mongoc_change_stream_t *cs, bool applied_any, int *lost,
+		       char *why, size_t cap)
+{
+	const bson_t *tok = mongoc_change_stream_get_resume_token(cs);
+	bson_iter_t it;
+
+	if (!applied_any && tok && bson_iter_init_find(&it, tok, "_data") &&
+	    BSON_ITER_HOLDS_UTF8(&it)) {
+		struct rs_optime op = {0, a->term};
+		struct dfs_err err = {0};
+		uint32_t dbnum;
+		int64_t seq;
+
+		if (!store_event_token_parse(bson_iter_utf8(&it, NULL), &dbnum, &op.ts, &seq,
+					     &err)) {
+			if (save(a, tok, &op, why, cap))
+				return 1;
+			rs_node_applied(a->n, &op);
+		}
+	}
+	if (rs_sync_done(a->s, why, cap))
+		return 1;
+	rs_node_synced(a->n);
+	*lost = 0;
+	return 0;
+}
+
 static void *thread(void *arg)
 {
 	struct rs_apply *a = arg;
 	char uri[600], why[600];
+	bool resync = false;	    /* the primary lost the history we would resume from */
+	int lost = 0;		    /* history lost since the last sync that caught up */
+	int64_t catalog_at = 0;	    /* rs_mono_ms of the last rs_catalog_sync */
+	char catalog_why[600] = ""; /* its last failure logged */
 
 	store_thread_gate_pass(true);
 	uri_of(a->host, uri, sizeof(uri));
@@ -450,26 +499,72 @@ static void *thread(void *arg)
 		bson_t pipeline = BSON_INITIALIZER, opts = BSON_INITIALIZER;
 		const bson_t *ev, *errdoc;
 		bson_error_t e;
-		bool failed = false;
+		bool failed = false, syncing = false, applied_any = false, retry = false;
+		uint64_t min_valid = 0;
 
 		if (!cl) {
 			rs_node_recovering(a->n, "the primary's address is not a MongoDB URI");
 			break;
 		}
-		start_opts(a, &opts);
-		cs = mongoc_client_watch(cl, &pipeline, &opts);
-		while (!atomic_load(&a->stop)) {
+		if (resync || rs_sync_needed(a->s)) {
+			/* initial sync (initsync.c): the stream opened first holds the position
+			 * from before the copy (note 4 there) */
+			int rc;
+
+			BSON_APPEND_INT64(&opts, "maxAwaitTimeMS", AWAIT_MS);
+			cs = mongoc_client_watch(cl, &pipeline, &opts);
+			if (!mongoc_change_stream_error_document(cs, &e, &errdoc)) {
+				rc = rs_initial_sync(a->n, a->s, cl, a->host, &a->stop, &min_valid,
+						     why, sizeof(why));
+				if (rc == RS_SYNC_RETRY) {
+					fs_log_info("replica set: %s: trying again", why);
+					retry = true;
+				} else if (rc && !atomic_load(&a->stop)) {
+					rs_node_recovering(a->n, why);
+					failed = true;
+				} else if (!rc) {
+					syncing = true;
+					resync = false;
+				}
+			}
+		} else {
+			start_opts(a, &opts);
+			cs = mongoc_client_watch(cl, &pipeline, &opts);
+		}
+		while (!failed && !retry && !atomic_load(&a->stop)) {
 			int64_t asked = rs_mono_ms(); /* member.c note 7 */
 
 			if (!mongoc_change_stream_next(cs, &ev)) {
 				if (mongoc_change_stream_error_document(cs, &e, &errdoc))
 					break; /* below */
 				rs_node_idle(a->n, asked);
+				if (syncing) { /* nothing more: caught up */
+					syncing = false;
+					if (sync_finish(a, cs, applied_any, &lost, why,
+							sizeof(why))) {
+						rs_node_recovering(a->n, why);
+						failed = true;
+					}
+				}
+				if (!syncing && rs_mono_ms() - catalog_at >= CATALOG_MS) {
+					/* caught up: the collections the stream does not carry
+					 * (initsync.c note 6) */
+					catalog_at = rs_mono_ms();
+					if (rs_catalog_sync(a->s, cl, why, sizeof(why)) &&
+					    strcmp(why, catalog_why)) {
+						fs_errlog_add("replica set: the primary's "
+							      "collections: %s",
+							      why);
+						snprintf(catalog_why, sizeof(catalog_why), "%s",
+							 why);
+					}
+				}
 				continue; /* nothing new yet */
 			}
 			struct rs_optime op = {0, a->term};
 			bson_iter_t it;
 			bson_t token;
+			int rc;
 
 			if (bson_iter_init_find(&it, ev, "clusterTime") &&
 			    BSON_ITER_HOLDS_TIMESTAMP(&it)) {
@@ -478,7 +573,16 @@ static void *thread(void *arg)
 				bson_iter_timestamp(&it, &t, &i);
 				op.ts = (uint64_t)t << 32 | i;
 			}
-			if (apply_event(a, ev, why, sizeof(why))) {
+			rc = apply_event(a, ev, why, sizeof(why));
+			if (rc == 11000 && syncing) {
+				/* an intermediate state against the copy's later one (initsync.c
+				 * note 4) */
+				fs_log_info("replica set: initial sync: skipped while catching up: "
+					    "%s",
+					    why);
+				rc = 0;
+			}
+			if (rc) {
 				char msg[900];
 				char *text = bson_as_relaxed_extended_json(ev, NULL);
 
@@ -494,21 +598,45 @@ static void *thread(void *arg)
 				failed = true;
 				break;
 			}
+			applied_any = true;
 			rs_node_applied(a->n, &op);
 			rs_node_applied_db(a->n, str_of(ev, "ns.db"), op.ts); /* member.c note 6 */
+			if (syncing && op.ts >= min_valid) {
+				syncing = false;
+				if (sync_finish(a, cs, true, &lost, why, sizeof(why))) {
+					rs_node_recovering(a->n, why);
+					failed = true;
+				}
+			}
 		}
-		if (!failed && !atomic_load(&a->stop) &&
-		    mongoc_change_stream_error_document(cs, &e, &errdoc) && retryable(&e))
-			fs_log_info("replica set: following %s: %s (%u): trying again", a->host,
-				    e.message, e.code);
-		else if (!failed && !atomic_load(&a->stop) &&
-			 mongoc_change_stream_error_document(cs, &e, &errdoc)) {
-			char msg[700];
+		if (!failed && !retry && !atomic_load(&a->stop) &&
+		    mongoc_change_stream_error_document(cs, &e, &errdoc)) {
+			/* the wire answers the store's refusal as 2 BadValue with the name in
+			 * its message */
+			if ((e.code == 286 || strstr(e.message, "ChangeStreamHistoryLost")) &&
+			    ++lost <= SYNC_ATTEMPTS) {
+				/* ChangeStreamHistoryLost: what this member had is dropped and
+				 * copied again (initsync.c); during a sync's catch-up, the
+				 * primary's kept history did not cover the copy: again, a few
+				 * times */
+				fs_errlog_add(
+					"replica set: the primary %s no longer has the history "
+					"this member would resume from (%s): initial sync "
+					"again (attempt %d of %d)",
+					a->host, e.message, lost, SYNC_ATTEMPTS);
+				resync = true;
+			} else if (retryable(&e)) {
+				fs_log_info("replica set: following %s: %s (%u): trying again",
+					    a->host, e.message, e.code);
+			} else {
+				char msg[700];
 
-			snprintf(msg, sizeof(msg), "the primary's change stream failed: %s (%u)",
-				 e.message, e.code);
-			rs_node_recovering(a->n, msg);
-			failed = true;
+				snprintf(msg, sizeof(msg),
+					 "the primary's change stream failed: %s (%u)", e.message,
+					 e.code);
+				rs_node_recovering(a->n, msg);
+				failed = true;
+			}
 		}
 		mongoc_change_stream_destroy(cs);
 		mongoc_client_destroy(cl);
@@ -516,7 +644,7 @@ static void *thread(void *arg)
 		bson_destroy(&opts);
 		if (failed)
 			break;
-		for (int i = 0; i < 5 && !atomic_load(&a->stop); i++)
+		for (int i = 0; i < 5 && !atomic_load(&a->stop) && !resync; i++)
 			usleep(100 * 1000);
 	}
 	store_thread_gate_pass(false);

@@ -167,6 +167,8 @@ const char *rs_state_name(int state)
 		return "SECONDARY";
 	case RS_RECOVERING:
 		return "RECOVERING";
+	case RS_STARTUP2:
+		return "STARTUP2";
 	case RS_DOWN:
 		return "DOWN";
 	case RS_REMOVED:
@@ -985,6 +987,33 @@ int rs_wc_wait(struct store_db *db, uint64_t before, const struct rs_wc *wc,
 	return rc;
 }
 
+/* An initial sync's state (initsync.c): STARTUP2 while it copies, then SECONDARY. */
+void rs_node_startup2(struct rs_node *n, const char *progress)
+{
+	bool first;
+
+	pthread_mutex_lock(&n->lock);
+	first = n->state != RS_STARTUP2;
+	if (n->state != RS_PRIMARY) {
+		n->state = RS_STARTUP2;
+		snprintf(n->why, sizeof(n->why), "%s", progress);
+	}
+	pthread_mutex_unlock(&n->lock);
+	if (first)
+		fs_errlog_add("replica set %s: STARTUP2: %s", n->set, progress);
+}
+
+void rs_node_synced(struct rs_node *n)
+{
+	pthread_mutex_lock(&n->lock);
+	if (n->state == RS_STARTUP2) {
+		n->state = RS_SECONDARY;
+		n->why[0] = '\0';
+	}
+	pthread_mutex_unlock(&n->lock);
+	fs_errlog_add("replica set %s: initial sync done: SECONDARY", n->set);
+}
+
 /* ---- the loop ------------------------------------------------------------------------- */
 
 static void zpath(const struct rs_node *n, char *out, size_t cap, const char *leaf)
@@ -1076,7 +1105,8 @@ static void publish(struct rs_node *n)
 	append_optime(&d, "optime", &n->applied);
 	BSON_APPEND_DATE_TIME(&d, "lastHeartbeat", wall_ms());
 	BSON_APPEND_UTF8(&d, "syncSourceHost", n->state == RS_PRIMARY ? "" : n->primary);
-	BSON_APPEND_UTF8(&d, "infoMessage", n->state == RS_RECOVERING ? n->why : "");
+	BSON_APPEND_UTF8(&d, "infoMessage",
+			 n->state == RS_RECOVERING || n->state == RS_STARTUP2 ? n->why : "");
 	BSON_APPEND_BOOL(&d, "frozen", n->frozen_until > mono_ms());
 	if (n->state == RS_PRIMARY && n->stepping)
 		BSON_APPEND_INT64(&d, "stepDown", n->step_round);
@@ -1119,13 +1149,17 @@ static void follow(struct rs_node *n, const struct rs_view *v)
 	}
 	pthread_mutex_unlock(&n->lock);
 	stop_applier(n);
+	bool copy = rs_sync_needed(n->s); /* the applier copies first: STARTUP2 from now */
+
 	pthread_mutex_lock(&n->lock);
-	n->state = RS_SECONDARY;
-	n->why[0] = '\0';
+	n->state = copy ? RS_STARTUP2 : RS_SECONDARY;
+	snprintf(n->why, sizeof(n->why), "%s", copy ? "initial sync: starting" : "");
 	n->ndbs = 0; /* positions of another history say nothing of this one (note 6) */
 	snprintf(n->ap_host, sizeof(n->ap_host), "%s", v->primary);
 	n->ap_term = v->primary_term;
 	pthread_mutex_unlock(&n->lock);
+	if (copy)
+		fs_errlog_add("replica set %s: STARTUP2: initial sync from %s", n->set, v->primary);
 	if (rs_apply_start(n, n->s, v->primary, v->primary_term, &ap, &err))
 		fs_errlog_add("replica set %s: cannot follow %s: %s", n->set, v->primary, err.msg);
 	pthread_mutex_lock(&n->lock);
@@ -1143,7 +1177,7 @@ static bool may_stand(struct rs_node *n, const struct rs_view *v, int64_t now)
 	pthread_mutex_lock(&n->lock);
 	me = &n->conf.m[n->my];
 	if (me->priority <= 0 || me->votes <= 0 || me->arbiter || n->state == RS_RECOVERING ||
-	    n->frozen_until > now) {
+	    n->state == RS_STARTUP2 || n->frozen_until > now) {
 		pthread_mutex_unlock(&n->lock);
 		return false;
 	}
@@ -1164,6 +1198,7 @@ static bool may_stand(struct rs_node *n, const struct rs_view *v, int64_t now)
 		if (cmp <= 0 && m->votes > 0)
 			votes_behind++;
 		if (m->priority > 0 && !m->arbiter && s->state != RS_RECOVERING && !s->frozen &&
+		    s->state != RS_STARTUP2 &&
 		    (cmp > 0 || (cmp == 0 && (m->priority > me->priority ||
 					      (m->priority == me->priority && m->id < me->id)))))
 			wait = true;

@@ -3,9 +3,10 @@
  * (rsconf.c: rs.conf() checked and completed as mongod does) kept in ZooKeeper (zk.c,
  * through its official C client), and `docfs rs` running the shell's rs.initiate,
  * rs.conf, rs.reconfig, rs.add, rs.remove and rs.status against it; members that replicate
- * and fail over: member.c (state, elections, the write gate, hello) and apply.c (a
- * secondary applying its primary's change stream); write concern (wconcern.c parses it,
- * member.c waits for it), replSetStepDown and replSetFreeze (member.c). Read preference,
+ * and fail over: member.c (state, elections, the write gate, hello), apply.c (a
+ * secondary applying its primary's change stream) and initsync.c (initial sync: a copy of
+ * every database, then the stream); write concern (wconcern.c parses it, member.c waits
+ * for it), replSetStepDown and replSetFreeze (member.c). Read preference,
  * rollback and transactions are the rest of issue 31, not built yet.
  *
  * Thread-safety: the configuration functions are pure; a struct rs_zk is thread-safe (the
@@ -99,6 +100,7 @@ enum rs_state {
 	RS_PRIMARY = 1,
 	RS_SECONDARY = 2,
 	RS_RECOVERING = 3,
+	RS_STARTUP2 = 5, /* copying its primary's data (initial sync, initsync.c) */
 	RS_DOWN = 8,
 	RS_REMOVED = 10,
 };
@@ -173,6 +175,10 @@ void rs_node_applied_db(struct rs_node *n, const char *db, uint64_t ts);
 void rs_node_idle(struct rs_node *n, int64_t t0);
 int64_t rs_mono_ms(void); /* the monotonic clock of rs_node_idle, in ms */
 void rs_node_recovering(struct rs_node *n, const char *why);
+/* An initial sync (initsync.c): the member is STARTUP2 with progress as its infoMessage
+ * (called again as the copy advances); rs_node_synced when it caught up: SECONDARY. */
+void rs_node_startup2(struct rs_node *n, const char *progress);
+void rs_node_synced(struct rs_node *n);
 
 struct rs_apply;
 /* Starts applying the change stream of primary host (in term) to s (apply.c). *out Owned:
@@ -182,6 +188,30 @@ int rs_apply_start(struct rs_node *n, struct store *s, const char *host, int64_t
 void rs_apply_stop(struct rs_apply *a);
 /* The position kept in s (local.replset), or zeros. */
 void rs_apply_saved(struct store *s, struct rs_optime *out);
+/* Runs cmd on db of s as the applier (wire_command_local): 0, or the error's code (also a
+ * write error inside an ok reply) with its message in why. */
+int rs_local_run(struct store *s, const char *db, const bson_t *cmd, char *why, size_t cap);
+
+/* ---- initial sync (initsync.c; libmongoc's client, as apply.c) ------------------------ */
+
+struct _mongoc_client_t;
+#define RS_SYNC_RETRY 2 /* rs_initial_sync: the primary did not answer: try again */
+/* Whether s must be copied from its primary before it follows it (initsync.c note 1):
+ * an initial sync was begun and not finished, or nothing is saved and s holds no
+ * database but local. */
+bool rs_sync_needed(struct store *s);
+/* Copies every database of the primary (cl, at host) into s after dropping s's own
+ * (local aside), marking s as in initial sync until rs_sync_done (note 2); *min_valid
+ * gets the primary's position once the copy ended (clusterTime). 0, RS_SYNC_RETRY, or 1
+ * with why; stops early (1) when *stop is set. */
+int rs_initial_sync(struct rs_node *n, struct store *s, struct _mongoc_client_t *cl,
+		    const char *host, const _Atomic bool *stop, uint64_t *min_valid, char *why,
+		    size_t cap);
+/* Clears the mark of an initial sync (after the stream caught up to min_valid). */
+int rs_sync_done(struct store *s, char *why, size_t cap);
+/* Brings s's collections to the primary's (cl), as the change stream does not carry
+ * them (initsync.c note 6): 0, or 1 with why. */
+int rs_catalog_sync(struct store *s, struct _mongoc_client_t *cl, char *why, size_t cap);
 
 /* ---- write concern (wconcern.c, member.c notes 6, 8) ------------------------------------ */
 

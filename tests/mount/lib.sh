@@ -233,3 +233,31 @@ ZOOCFG
 zk_stop() {
 	[ -z "${ZKPID:-}" ] || { kill "$ZKPID" 2> /dev/null || true; wait "$ZKPID" 2> /dev/null || true; }
 }
+# rs_three: for a replica set test of members 0..2 (store $T/sI, mount $T/mI): sets P0 P1
+# P2 and P (three free loopback ports), H (their 127.0.0.1:PORT addresses) and rs() (`docfs
+# rs $ZK rs0 ...`; call after zk_start), and makes the directories. rs_members_down:
+# unmounts those members and waits for their daemons (kill -9 after wait_gone's wait), for
+# an EXIT trap, before zk_stop.
+rs_three() {
+	read -r P0 P1 P2 < <(python3 -c '
+import socket
+ss = [socket.socket() for _ in range(3)]
+for s in ss: s.bind(("127.0.0.1", 0))
+print(*[s.getsockname()[1] for s in ss])')
+	P=("$P0" "$P1" "$P2")
+	H=("127.0.0.1:$P0" "127.0.0.1:$P1" "127.0.0.1:$P2")
+	for i in 0 1 2; do mkdir -p "$T/s$i" "$T/m$i"; done
+	rs() { "$DOCFS" rs "$ZK" rs0 "$@"; }
+}
+rs_members_down() {
+	local i pid
+	for i in 0 1 2; do
+		if mountpoint -q "$T/m$i"; then
+			fusermount3 -u "$T/m$i" 2> /dev/null || fusermount3 -uz "$T/m$i" 2> /dev/null || true
+		fi
+	done
+	for i in 0 1 2; do
+		pid=$(pgrep -f -- "docfs mount .*$T/s$i $T/m$i" | head -n1 || true)
+		[ -z "$pid" ] || wait_gone "$pid" || kill -9 "$pid" 2> /dev/null || true
+	done
+}
