@@ -506,6 +506,7 @@ int query_error_code(const struct dfs_err *e, const char **name)
 		{51174, "Location51174"},
 		{51175, "Location51175"},
 		{52, "DollarPrefixedFieldName"},
+		{286, "ChangeStreamHistoryLost"},
 	};
 	int code;
 
@@ -560,6 +561,7 @@ int query_error_code(const struct dfs_err *e, const char **name)
 		       : strstr(e->msg, "provided for min() does not") ? 51175
 		       : strstr(e->msg, "The dollar ($) prefixed field") ? 52 /* update.c */
 		       : strstr(e->msg, "with '$' inside '_id'")       ? 52 /* validate.c */
+		       : strstr(e->msg, "(ChangeStreamHistoryLost")    ? 286 /* changes.c */
 		       : strstr(e->msg, "immutable")		       ? 66
 		       : strstr(e->msg, "conflict")		       ? 40
 								       : 2;

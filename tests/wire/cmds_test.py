@@ -340,6 +340,24 @@ def local_sessions(cl):
     expect_code(40415, lambda: list(adm.aggregate([{"$listLocalSessions": {"bogus": 1}}])))
 
 
+def history_lost(db, store):
+    """A change stream resumed from a point the store trimmed gets 286 ChangeStreamHistoryLost
+    (after `docfs changes-keep` keeps only 4 KiB of the database's events)."""
+    with db.c.watch() as s:
+        db.c.insert_one({"_id": "first"})
+        tok = s.next()["_id"]
+    r = subprocess.run([wirelib.DOCFS, "changes-keep", store, db.name, "4096"],
+                       capture_output=True, text=True)
+    check(r.returncode == 0, "docfs changes-keep: %s %s" % (r.stdout, r.stderr))
+    db.c.insert_many([{"_id": i, "pad": "x" * 200} for i in range(100)])
+
+    def resume(target):
+        with target.watch(resume_after=tok, max_await_time_ms=100) as s:
+            s.try_next()
+    expect_code(286, resume, db.c)
+    expect_code(286, resume, db)
+
+
 def body(srv):
     cl = pymongo.MongoClient("mongodb://" + srv.sock.replace("/", "%2F"),
                              serverSelectionTimeoutMS=5000)
@@ -349,6 +367,7 @@ def body(srv):
     min_max(cl.h)
     local_sessions(cl)
     dots_and_dollars(cl.h)
+    history_lost(cl.hl, srv.store)
     cl.close()
 
 
