@@ -18,16 +18,17 @@ SRC=${PJDFSTEST_SRC:-$(cd "$(dirname "$0")/../.." && pwd)/../shared/third_party/
 [ -f "$SRC/pjdfstest.c" ] || { echo "SKIP: no pjdfstest source (set PJDFSTEST_SRC)"; exit 77; }
 
 # The subset: the files that check what docfs implements itself (creating each kind of
-# entry, times, link counts, rename's rules, permission checks for another uid, the sticky
-# bit, truncation, open-then-unlink), cheap enough for the test command (about 25 s of
+# entry, times, link counts, rename's rules, permission checks for another uid,
+# truncation, open-then-unlink), cheap enough for the test command (about 20 s of
 # CPU and 15 s of pjdfstest's own sleeps). Left to the bench: the files that check the
 # kernel's path walk (ENAMETOOLONG, ENOTDIR, ELOOP, EFAULT...), the long loops over every
 # file type and uid (chmod/00, chown/00, link/00, rename/00, rename/09-10, unlink/00,
-# unlink/11, open/06) and open/25 (a 2 GiB file).
-FILES=${PJD_FILES:-"chmod/12.t ftruncate/00.t truncate/00.t link/10.t mkdir/00.t mkdir/10.t
-	mkfifo/00.t mknod/11.t open/00.t open/22.t open/26.t rename/20.t rename/21.t rename/23.t rename/24.t
-	rmdir/00.t rmdir/06.t rmdir/11.t symlink/00.t unlink/14.t utimensat/00.t utimensat/02.t
-	utimensat/04.t utimensat/06.t utimensat/07.t utimensat/08.t"}
+# unlink/11, open/06), open/25 (a 2 GiB file), and EEXIST, O_EXCL and the sticky bit
+# (mkdir/10, open/22, rmdir/11), which tests/mount/posix.sh and scratch_dirs.sh check.
+FILES=${PJD_FILES:-"chmod/12.t ftruncate/00.t truncate/00.t link/10.t mkdir/00.t mkfifo/00.t
+	mknod/11.t open/00.t open/26.t rename/20.t rename/21.t rename/23.t rename/24.t rmdir/00.t
+	rmdir/06.t symlink/00.t unlink/14.t utimensat/00.t utimensat/02.t utimensat/04.t
+	utimensat/06.t utimensat/07.t utimensat/08.t"}
 # PJD_FILES (other files, to try one) is not for the test command.
 
 step "build pjdfstest from $SRC"
