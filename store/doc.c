@@ -35,7 +35,8 @@
  *    lookup of the link's name gives the inode's entry with row set to the link's row. An
  *    inode whose own name is removed while links remain is hidden as "0/<id>" (no
  *    directory has id 0) until its last link goes. Documents have no links: one _id, one
- *    name.
+ *    name. A directory's link count (2 + the directories in it) is counted when its row is
+ *    read (STORE__FILE_LINKS), so no counter has to follow mkdir, rmdir and rename.
  */
 #include "store_int.h"
 
@@ -136,6 +137,7 @@ static void entry_from_doc_row(sqlite3_stmt *st, struct store_entry *e)
 	e->nlink = 1;
 	e->row = e->id;
 	e->rdev = 0;
+	e->subdirs = 0;
 }
 
 static void entry_from_file_row(sqlite3_stmt *st, struct store_entry *e)
@@ -155,6 +157,7 @@ static void entry_from_file_row(sqlite3_stmt *st, struct store_entry *e)
 	e->atime_ns = sqlite3_column_int64(st, 10);
 	e->ino = sqlite3_column_int64(st, 11); /* 0: its own (NULL) */
 	e->nlink = (uint32_t)sqlite3_column_int64(st, 12);
+	e->subdirs = (uint32_t)sqlite3_column_int64(st, 13);
 	e->row = e->id;
 	e->rdev = 0;
 	if (e->kind == STORE_KIND_CHR || e->kind == STORE_KIND_BLK) {
@@ -785,6 +788,7 @@ static int doc_insert_row(struct store_txn *t, int64_t coll, const bson_t *doc, 
 		out->atime_ns = out->mtime_ns;
 		out->ctime_ns = now;
 		out->nlink = 1;
+		out->subdirs = 0;
 		out->row = id;
 		out->ino = 0;
 		snprintf(out->name, sizeof(out->name), "%s", name);
@@ -1193,6 +1197,7 @@ static int file_insert(struct store_txn *t, int64_t coll, const char *name, int 
 		out->mtime_ns = out->ctime_ns = a->mtime_ns ? a->mtime_ns : now;
 		out->atime_ns = out->mtime_ns;
 		out->nlink = 1;
+		out->subdirs = 0;
 		out->row = id;
 		out->ino = 0;
 		snprintf(out->name, sizeof(out->name), "%s", name);

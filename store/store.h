@@ -402,6 +402,7 @@ struct store_entry {
 	int64_t row;	  /* the row of this name: id, or a hard link's own row */
 	int64_t ino;	  /* internal: the row a hard link's row names (0: none) */
 	uint64_t rdev;	  /* STORE_KIND_CHR, STORE_KIND_BLK: the device number (else 0) */
+	uint32_t subdirs; /* STORE_KIND_DIR: the directories in it (st_nlink is 2 + this) */
 };
 
 struct store_attrs {

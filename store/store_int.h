@@ -331,10 +331,15 @@ void store__conn_close(struct store__conn *c);
 /* The size column of a files row: its bytes, or the device number of a device node (whose
  * data is that number in decimal; entry_from_file_row moves it to rdev). */
 #define STORE__FILE_SIZE "CASE WHEN kind IN (7, 8) THEN CAST(data AS INTEGER) ELSE length(data) END"
-/* The last two columns of a files row: ino (the row a hard link names, NULL for a row that
- * is its own) and its link count (its own name unless hidden, plus its links). */
+/* The last three columns of a files row: ino (the row a hard link names, NULL for a row
+ * that is its own), its link count (its own name unless hidden, plus its links) and, for a
+ * directory, the directories in it (their names are "<its id>/<name>", doc.c note 6):
+ * counted when read, so mkdir, rmdir and rename keep it right without a counter to update.
+ * The count walks the directory's names in the files(coll, name) index. */
 #define STORE__FILE_LINKS                                                                          \
-	" ino, (substr(name, 1, 2) <> '0/') + (SELECT count(*) FROM files l WHERE l.ino = files.id)"
+	" ino, (substr(name, 1, 2) <> '0/') + (SELECT count(*) FROM files l WHERE l.ino = files.id),"  \
+	" CASE WHEN kind = 4 THEN (SELECT count(*) FROM files s WHERE s.coll = files.coll"         \
+	" AND s.name >= files.id || '/' AND s.name < files.id || '0' AND s.kind = 4) ELSE 0 END"
 #define STORE__DOCS_OF_COLL_AFTER                                                                  \
 	STORE__DOCS_OF_COLL_FROM("max(r.lo, ?2 + 1)")                                              \
 	" AND r.lo >= coalesce((SELECT lo FROM runs WHERE coll = ?1 AND lo <= ?2"                  \

@@ -396,7 +396,7 @@ static void entry_attr(struct stat *st, uint64_t ino, const struct store_entry *
 	st->st_mode = (e->kind >= 1 && e->kind <= STORE_KIND_BLK ? types[e->kind] : S_IFREG) |
 		      (e->mode & 07777);
 	st->st_rdev = (dev_t)e->rdev;
-	st->st_nlink = e->kind == STORE_KIND_DIR ? 2 : e->nlink ? e->nlink : 1;
+	st->st_nlink = e->kind == STORE_KIND_DIR ? 2 + e->subdirs : e->nlink ? e->nlink : 1;
 	st->st_uid = e->uid;
 	st->st_gid = e->gid;
 	st->st_size = e->kind == STORE_KIND_DIR ? 4096 : e->size;

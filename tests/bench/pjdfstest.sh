@@ -8,7 +8,7 @@
 #      misc.sh), so that its files are documents; then each failing assertion is printed
 #      ("not ok N - tried ..."): documents refuse much by design (README "pjdfstest").
 # Prints prove's summary and the pass rate of the assertions. Too slow for the test command
-# (minutes); the mount tests run pjdfstest's unlink/14.t steps (tests/mount/posix_files.sh).
+# (half an hour); the test command runs a fixed subset (tests/mount/pjdfstest.sh).
 #
 #   bash tests/bench/pjdfstest.sh [DOCFS]        (default: build/docfs)
 #   PJD_CASE=b PJD_GROUPS="open unlink rename chmod" bash tests/bench/pjdfstest.sh
