@@ -249,6 +249,19 @@ print(*[s.getsockname()[1] for s in ss])')
 	for i in 0 1 2; do mkdir -p "$T/s$i" "$T/m$i"; done
 	rs() { "$DOCFS" rs "$ZK" rs0 "$@"; }
 }
+# rs_elect0 UP: brings members 0..2 up (UP I mounts member I) so that member 0 wins the first
+# election however loaded the machine: with no priority takeover (README), a member 0 that
+# publishes its position late loses to a lower-priority one. Member 1 comes first and is
+# frozen (alone it cannot stand: no majority), member 0 is elected with it, then member 1 is
+# unfrozen and member 2 joins. Needs the test's wait_for and primary_is.
+rs_elect0() {
+	"$1" 1
+	rs freeze "${H[1]}" 120 > /dev/null || fail "rs freeze of member 1"
+	"$1" 0
+	wait_for "member 0 elected" 30 primary_is 0
+	rs freeze "${H[1]}" 0 > /dev/null || fail "rs freeze 0 (unfreeze) of member 1"
+	"$1" 2
+}
 rs_members_down() {
 	local i pid
 	for i in 0 1 2; do

@@ -82,8 +82,7 @@ same_dumps() { # same_dumps I J...: the members' dumps are equal
 step "three members, rs.initiate: member 0 (priority 2) is elected, the others follow"
 rs initiate "{_id: 'rs0', members: [{_id: 0, host: '${H[0]}', priority: 2}, {_id: 1, host: '${H[1]}'},
 	{_id: 2, host: '${H[2]}'}], settings: {electionTimeoutMillis: 3000}}" > /dev/null || fail "initiate"
-for i in 0 1 2; do member_up "$i"; done
-wait_for "a primary" 20 primary_is 0
+rs_elect0 member_up
 wait_for "two secondaries" 20 secondaries 1 2
 st=$(rs status)
 expect_eq "$(jq -c '[.set, [.members[].stateStr], [.members[].health]]' <<< "$st")" \

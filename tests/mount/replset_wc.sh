@@ -92,10 +92,8 @@ rs initiate "{_id: 'rs0', members: [{_id: 0, host: '${H[0]}', priority: 2, tags:
 	{_id: 1, host: '${H[1]}', tags: {dc: 'east'}}, {_id: 2, host: '${H[2]}', tags: {dc: 'west'}}],
 	settings: {electionTimeoutMillis: 3000, getLastErrorModes: {MultipleDC: {dc: 2}}}}" > /dev/null || fail "initiate"
 expect_fail "-o w= with a bad value" "$DOCFS" mount -o "w=-1,listen=127.0.0.1:1" "$T/s0" "$T/m0"
-member_up 0 "w=3:wtimeout=1500"
-member_up 1
-member_up 2
-wait_for "a primary" 20 primary_is 0
+up_wc() { if [ "$1" = 0 ]; then member_up 0 "w=3:wtimeout=1500"; else member_up "$1"; fi; }
+rs_elect0 up_wc
 wait_for "two secondaries" 20 secondaries 1 2
 
 step "PyMongo: w 1, 2, 3, majority, MultipleDC: acknowledged once that many members have it"
