@@ -235,7 +235,8 @@ zk_stop() {
 }
 # rs_three: for a replica set test of members 0..2 (store $T/sI, mount $T/mI): sets P0 P1
 # P2 and P (three free loopback ports), H (their 127.0.0.1:PORT addresses) and rs() (`docfs
-# rs $ZK rs0 ...`; call after zk_start), and makes the directories. rs_members_down:
+# rs $ZK rs0 ...`; call after zk_start), and makes the directories; the helpers after it
+# mount members and wait for states. rs_members_down:
 # unmounts those members and waits for their daemons (kill -9 after wait_gone's wait), for
 # an EXIT trap, before zk_stop.
 rs_three() {
@@ -249,6 +250,28 @@ print(*[s.getsockname()[1] for s in ss])')
 	for i in 0 1 2; do mkdir -p "$T/s$i" "$T/m$i"; done
 	rs() { "$DOCFS" rs "$ZK" rs0 "$@"; }
 }
+# member_up I [MORE -o OPTIONS]: mounts member I of rs_three's set (its log in $T/logI)
+member_up() {
+	"$DOCFS" mount -o "log=$T/log$1,notify_ms=100,listen=${H[$1]},replset=rs0,zk=$ZK${2:+,$2}" "$T/s$1" "$T/m$1"
+	mountpoint -q "$T/m$1" || fail "member $1 did not mount"
+}
+member_pid() { pgrep -f -- "docfs mount .*$T/s$1 $T/m$1" | head -n1; }
+# state_of I: member I's stateStr in rs.status() as ZooKeeper shows it
+state_of() { rs status | jq -r ".members[$1].stateStr"; }
+is_state() { [ "$(state_of "$1")" == "$2" ]; }
+primary_is() { is_state "$1" PRIMARY; }
+secondaries() { for i in "$@"; do is_state "$i" SECONDARY || return 1; done; }
+# wait_for WHAT SECONDS COMMAND...: polls the command every 0.1 s until it succeeds, else
+# fails saying what did not happen, with the members' states
+wait_for() {
+	local what=$1 secs=$2 until=$((SECONDS + $2))
+	shift 2
+	while [ "$SECONDS" -lt "$until" ]; do
+		"$@" > /dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	fail "$what: not within $secs s; rs.status(): $(rs status | jq -c '[.members[] | [.name, .stateStr, .infoMessage]]')"
+}
 # rs_elect0 UP: brings members 0..2 up (UP I mounts member I) so that member 0 wins the first
 # election however loaded the machine: with no priority takeover (README), a member 0 that
 # publishes its position late loses to a lower-priority one. Member 1 comes first and is
@@ -256,7 +279,8 @@ print(*[s.getsockname()[1] for s in ss])')
 # unfrozen and member 2 joins. Needs the test's wait_for and primary_is.
 rs_elect0() {
 	"$1" 1
-	rs freeze "${H[1]}" 120 > /dev/null || fail "rs freeze of member 1"
+	# (until it has read the set's configuration from ZooKeeper it answers 94 NotYetInitialized)
+	wait_for "member 1 frozen" 30 rs freeze "${H[1]}" 120
 	"$1" 0
 	wait_for "member 0 elected" 30 primary_is 0
 	rs freeze "${H[1]}" 0 > /dev/null || fail "rs freeze 0 (unfreeze) of member 1"
@@ -264,7 +288,9 @@ rs_elect0() {
 }
 rs_members_down() {
 	local i pid
-	for i in 0 1 2; do
+	for i in 0 1 2; do # a test may have stopped one (kill -STOP): it must answer the unmount
+		pid=$(pgrep -f -- "docfs mount .*$T/s$i $T/m$i" | head -n1 || true)
+		[ -z "$pid" ] || kill -CONT "$pid" 2> /dev/null || true
 		if mountpoint -q "$T/m$i"; then
 			fusermount3 -u "$T/m$i" 2> /dev/null || fusermount3 -uz "$T/m$i" 2> /dev/null || true
 		fi

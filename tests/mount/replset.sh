@@ -11,50 +11,14 @@ PY=/usr/bin/python3
 "$PY" -c 'import pymongo' 2> /dev/null || { echo "SKIP: no pymongo"; exit 77; }
 rs_cleanup() {
 	local rc=$?
-	for i in 0 1 2; do
-		if mountpoint -q "$T/m$i"; then
-			fusermount3 -u "$T/m$i" 2> /dev/null || fusermount3 -uz "$T/m$i" 2> /dev/null || true
-		fi
-	done
-	for i in 0 1 2; do
-		pid=$(pgrep -f -- "docfs mount .*$T/s$i $T/m$i" | head -n1 || true)
-		[ -z "$pid" ] || wait_gone "$pid" || kill -9 "$pid" 2> /dev/null || true
-	done
+	rs_members_down
 	zk_stop
 	cleanup "$rc"
 }
 trap rs_cleanup EXIT
 zk_start
-rs() { "$DOCFS" rs "$ZK" rs0 "$@"; }
-read -r P0 P1 P2 < <(python3 -c '
-import socket
-ss = [socket.socket() for _ in range(3)]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(*[s.getsockname()[1] for s in ss])')
-P=("$P0" "$P1" "$P2")
-H=("127.0.0.1:$P0" "127.0.0.1:$P1" "127.0.0.1:$P2")
-for i in 0 1 2; do mkdir -p "$T/s$i" "$T/m$i"; done
-
-member_up() { # member_up I: mounts member I
-	"$DOCFS" mount -o "log=$T/log$1,notify_ms=100,listen=${H[$1]},replset=rs0,zk=$ZK" "$T/s$1" "$T/m$1"
-	mountpoint -q "$T/m$1" || fail "member $1 did not mount"
-}
-member_pid() { pgrep -f -- "docfs mount .*$T/s$1 $T/m$1" | head -n1; }
-# state_of I: member I's stateStr in rs.status() as ZooKeeper shows it
-state_of() { rs status | jq -r ".members[$1].stateStr"; }
-# wait_for WHAT SECONDS COMMAND...: polls the command every 0.1 s until it succeeds
-wait_for() {
-	local what=$1 n=$(($2 * 10))
-	shift 2
-	for _ in $(seq "$n"); do
-		"$@" > /dev/null 2>&1 && return 0
-		sleep 0.1
-	done
-	fail "$what: not within $((n / 10)) s; rs.status(): $(rs status | jq -c '[.members[] | [.name, .stateStr, .infoMessage]]')"
-}
+rs_three
 new_primary() { rs status | jq -e '[.members[1,2].stateStr] | index("PRIMARY") != null'; }
-primary_is() { [ "$(state_of "$1")" == PRIMARY ]; }
-secondaries() { for i in "$@"; do [ "$(state_of "$i")" == SECONDARY ] || return 1; done; }
 # dump PORT: every collection of every database but local, sorted by _id, and its indexes
 dump() {
 	"$PY" - "$1" << 'PY'

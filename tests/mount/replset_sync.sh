@@ -22,27 +22,12 @@ trap sync_cleanup EXIT
 zk_start
 rs_three
 
-member_up() {
-	"$DOCFS" mount -o "log=$T/log$1,notify_ms=100,listen=${H[$1]},replset=rs0,zk=$ZK" "$T/s$1" "$T/m$1"
-	mountpoint -q "$T/m$1" || fail "member $1 did not mount"
-}
 member_down() {
 	local pid
 	pid=$(pgrep -f -- "docfs mount .*$T/s$1 $T/m$1" | head -n1)
 	fusermount3 -u "$T/m$1" || fail "unmount member $1"
 	wait_gone "$pid" || fail "member $1's daemon did not end"
 }
-state_of() { rs status | jq -r ".members[$1].stateStr"; }
-wait_for() { # wait_for WHAT SECONDS COMMAND...: polls the command until it succeeds
-	local what=$1 secs=$2 until=$((SECONDS + $2))
-	shift 2
-	while [ "$SECONDS" -lt "$until" ]; do
-		"$@" > /dev/null 2>&1 && return 0
-		sleep 0.2
-	done
-	fail "$what: not within $secs s; rs.status(): $(rs status | jq -c '[.members[] | [.name, .stateStr, .infoMessage]]')"
-}
-is_state() { [ "$(state_of "$1")" == "$2" ]; }
 # summary PORT: per database (but local): dbHash's collections and md5, and per collection
 # its listCollections options and its indexes (name and spec without "v")
 summary() {
