@@ -425,8 +425,8 @@ static void wc_after(struct wire_ctx *c, const struct rs_wc *wc, uint64_t before
 	struct store_db *db;
 	struct rs_wc_fail f;
 
-	if (store_db_get(c->store, c->db, false, &db, NULL))
-		return; /* dropped: nothing of it to wait for */
+	if (!rs_node_active() || store_db_get(c->store, c->db, false, &db, NULL))
+		return; /* a standalone waits for nothing; a dropped database neither */
 	if (rs_wc_wait(db, before, wc, &f))
 		rs_wc_fail_append(&f, wc, reply);
 }
@@ -509,7 +509,7 @@ void wire_dispatch(struct store *s, struct wire_conn *conn, int64_t conn_id,
 		bool w = writes(c.name);
 		uint64_t before = 0;
 
-		if (w && !(rc = wc_before(&c, &wc)) &&
+		if (w && !(rc = wc_before(&c, &wc)) && rs_node_active() &&
 		    !store_db_get(c.store, c.db, false, &db, NULL))
 			before = rs_wc_mark(db); /* (a new database: 0) */
 		wire_session_touch(&c);
